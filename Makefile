@@ -1,0 +1,78 @@
+# EasyScale: top-level build. Each area adds its targets in its own module.mk;
+# this file holds the shared flags, the aggregate targets and the test runner.
+#
+#   make            build everything
+#   make test       build and run every test program (cmocka summaries)
+#   make demo       the main job on simcuda
+#   make bench      benchmarks (figures, never pass/fail on time)
+#   make SAN=address test / make SAN=undefined test   sanitizer builds (build-<san>/)
+
+CUDA_HOME ?= /usr/local/cuda
+ifeq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+$(error CUDA headers not found: $(CUDA_HOME)/include/cuda.h is missing (install the CUDA 13 toolkit or set CUDA_HOME))
+endif
+
+SAN ?=
+B ?= build$(if $(SAN),-$(SAN))
+CC ?= cc
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+PYTHON ?= python3
+
+CPPFLAGS := -I$(CUDA_HOME)/include -I. -D_GNU_SOURCE
+CFLAGS := -std=gnu11 -Wall -Wextra -O2 -g -fPIC -pthread
+LDFLAGS := -pthread
+ifneq ($(SAN),)
+CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SAN)
+endif
+SO_LDFLAGS := -shared $(LDFLAGS)
+
+CMOCKA_LIBS := -lcmocka
+
+# Objects shared by several programs.
+TEST_HARNESS_OBJ := $(B)/obj/tests/harness.o
+FATBIN_OBJ := $(B)/obj/context/fatbin.o
+FATBIN_LIBS := -lelf -lzstd
+SIMDRV_OBJ := $(B)/obj/sim/common/simdrv.o
+
+# Filled in by the module.mk files.
+ALL :=
+TESTS :=
+BENCHES :=
+
+.PHONY: all test demo bench clean
+all:
+
+include $(sort $(wildcard */module.mk) $(wildcard */*/module.mk))
+
+all: $(ALL) $(B)/san
+
+# Records which sanitizer a build directory holds (read by scripts/simenv).
+.PHONY: $(B)/san
+$(B)/san:
+	@mkdir -p $(B)
+	@if [ -n "$(SAN)" ]; then echo $(SAN) > $@; else rm -f $@; fi
+
+# Object rule: build/obj/<path>.o from <path>.c
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+
+# Every test program is run even when one fails; the target fails at the end.
+test: all $(TESTS)
+	@ES_BUILD=$(B) scripts/run-tests $(TESTS)
+
+# test-NAME runs the test programs whose file name contains NAME.
+test-%: all
+	@ES_BUILD=$(B) scripts/run-tests $(filter %$*,$(TESTS)) $(filter %$*_test,$(TESTS))
+
+demo: all
+	@ES_BUILD=$(B) scripts/demo
+
+bench: all $(BENCHES)
+	@ES_BUILD=$(B) scripts/bench $(BENCHES)
+
+clean:
+	rm -rf build build-*

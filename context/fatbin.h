@@ -1,0 +1,69 @@
+/* Reader for NVIDIA device-code containers: fatbin containers (as found in a
+ * host ELF's `.nv_fatbin` / `__nv_relfatbin` sections or passed to
+ * cuModuleLoadData), the runtime's fatbin wrapper, raw cubin ELF images and
+ * PTX text. One implementation, compiled into simcuda, the audit tool and the
+ * shim. Uses libelf and libzstd.
+ *
+ * All functions are pure readers: they never write to the image, never
+ * trust a size field without bounds-checking it against the buffer, and
+ * return a negative errno on malformed input (-EINVAL not a container,
+ * -EBADMSG corrupt or truncated, -ENOTSUP a compression it cannot read,
+ * -ENOMEM).
+ */
+#ifndef ES_FATBIN_H
+#define ES_FATBIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum es_image_kind {
+    ES_IMAGE_UNKNOWN = 0,
+    ES_IMAGE_FATBIN,      /* fatbin container (magic 0xBA55ED50) */
+    ES_IMAGE_WRAPPER,     /* runtime fatbin wrapper (magic 0x466243b1) */
+    ES_IMAGE_CUBIN,       /* ELF with e_machine EM_CUDA (190) */
+    ES_IMAGE_PTX,         /* NUL-terminated PTX text */
+};
+
+/* Classifies an image and computes its size when the caller does not know
+ * it (cuModuleLoadData receives no size): for a fatbin from its headers
+ * (all consecutive containers), for a cubin from its ELF headers, for PTX
+ * from the terminating NUL, for a wrapper the size of the fatbin it points
+ * to. `avail` bounds the reading (SIZE_MAX when unknown). Returns the kind
+ * (> 0) and stores the size, or a negative errno. */
+int es_image_probe(const void *image, size_t avail, size_t *size_out);
+
+enum es_entry_kind { ES_ENTRY_PTX = 1, ES_ENTRY_CUBIN = 2 };
+
+typedef struct es_fatbin_entry {
+    int kind;               /* ES_ENTRY_PTX or ES_ENTRY_CUBIN */
+    unsigned arch;          /* sm number, e.g. 80, 90 */
+    uint64_t flags;         /* raw entry flags */
+    const void *data;       /* payload, decompressed (valid during callback) */
+    size_t size;            /* payload size (PTX: without trailing NULs) */
+    int unreadable;         /* -ENOTSUP when compressed in a form not read: data NULL */
+    size_t offset;          /* entry header's offset in the walked buffer */
+} es_fatbin_entry_t;
+
+/* Calls cb for every entry of every container in an image of any kind (a
+ * cubin or PTX image is reported as one entry). A non-zero return from cb
+ * stops the walk and is returned. */
+typedef int (*es_entry_cb)(const es_fatbin_entry_t *e, void *arg);
+int es_fatbin_walk(const void *image, size_t size, es_entry_cb cb, void *arg);
+
+/* Calls cb for every kernel of a cubin: `.text.<name>` sections of type
+ * PROGBITS with code. `code` points at the section's bytes. */
+typedef int (*es_kernel_cb)(const char *name, const void *code, size_t code_size,
+                            void *arg);
+int es_cubin_kernels(const void *elf, size_t size, es_kernel_cb cb, void *arg);
+
+/* Calls cb for every `.entry` kernel of a PTX text, with the kernel's body
+ * text as code (from its opening to its closing brace). */
+int es_ptx_kernels(const char *ptx, size_t size, es_kernel_cb cb, void *arg);
+
+/* Calls cb for the host ELF file's `.nv_fatbin` and `__nv_relfatbin`
+ * sections (data, size, section name). */
+typedef int (*es_section_cb)(const char *section, const void *data, size_t size,
+                             void *arg);
+int es_host_elf_fatbins(const void *elf, size_t size, es_section_cb cb, void *arg);
+
+#endif

@@ -1,0 +1,68 @@
+/* How simcuda's libraries (cuBLAS, cuDNN, NCCL) reach the driver: exactly as
+ * NVIDIA's do on CUDA 13, by dlopen("libcuda.so.1"), dlsym of
+ * "cuGetProcAddress_v2" and then cuGetProcAddress for every entry point. So
+ * a shim that interposes dlsym and cuGetProcAddress sees all their traffic.
+ *
+ * SIMDRV_FUNCS is the one list of driver functions the libraries use
+ * (exported name, version asked of cuGetProcAddress, return, arguments).
+ */
+#ifndef SIMDRV_H
+#define SIMDRV_H
+
+#include <cuda.h>
+
+#define SIMDRV_FUNCS(X)                                                              \
+    X(cuInit, 2000, (unsigned int flags))                                            \
+    X(cuCtxGetCurrent, 4000, (CUcontext *pctx))                                      \
+    X(cuCtxSetCurrent, 4000, (CUcontext ctx))                                        \
+    X(cuCtxGetDevice, 2000, (CUdevice *dev))                                         \
+    X(cuCtxSynchronize, 2000, (void))                                                \
+    X(cuDeviceGet, 2000, (CUdevice *dev, int ordinal))                               \
+    X(cuDeviceGetCount, 2000, (int *count))                                          \
+    X(cuDeviceGetName, 2000, (char *name, int len, CUdevice dev))                    \
+    X(cuDeviceGetAttribute, 2000, (int *v, CUdevice_attribute a, CUdevice dev))      \
+    X(cuDeviceGetUuid, 11040, (CUuuid *uuid, CUdevice dev))                          \
+    X(cuDeviceGetPCIBusId, 4010, (char *id, int len, CUdevice dev))                  \
+    X(cuDevicePrimaryCtxRetain, 7000, (CUcontext *pctx, CUdevice dev))               \
+    X(cuStreamSynchronize, 2000, (CUstream s))                                       \
+    X(cuStreamQuery, 2000, (CUstream s))                                             \
+    X(cuStreamGetCtx, 9020, (CUstream s, CUcontext *pctx))                           \
+    X(cuLaunchHostFunc, 10000, (CUstream s, CUhostFn fn, void *data))                \
+    X(cuMemAlloc, 3020, (CUdeviceptr *p, size_t bytes))                              \
+    X(cuMemFree, 3020, (CUdeviceptr p))                                              \
+    X(cuMemcpy, 4000, (CUdeviceptr dst, CUdeviceptr src, size_t bytes))              \
+    X(cuMemcpyAsync, 4000, (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s)) \
+    X(cuPointerGetAttribute, 4000, (void *data, CUpointer_attribute a, CUdeviceptr p)) \
+    X(cuEventCreate, 2000, (CUevent *e, unsigned int flags))                         \
+    X(cuEventRecord, 2000, (CUevent e, CUstream s))                                  \
+    X(cuEventDestroy, 4000, (CUevent e))                                             \
+    X(cuStreamWaitEvent, 2000, (CUstream s, CUevent e, unsigned int flags))          \
+    X(cuGetErrorString, 6000, (CUresult r, const char **s))
+
+typedef struct simdrv {
+#define SIMDRV_MEMBER(name, ver, args) CUresult (*name) args;
+    SIMDRV_FUNCS(SIMDRV_MEMBER)
+#undef SIMDRV_MEMBER
+} simdrv_t;
+
+/* Loads the driver once (thread-safe). Returns the table, or NULL when
+ * libcuda.so.1 or one of the functions cannot be found (the reason is in
+ * simdrv_error()). Every member of a returned table is non-NULL. */
+const simdrv_t *simdrv_get(void);
+const char *simdrv_error(void);
+
+/* Device facts the libraries' heuristics read, for the current context's
+ * device. Returns 0 or a negative errno (no context: -ENODEV). */
+typedef struct simdrv_devinfo {
+    CUdevice dev;
+    int ordinal;        /* physical simulated ordinal as seen by this process */
+    int sm_count;
+    int cc_major, cc_minor;
+    char name[128];
+    char model[16];     /* short model: "a100", "v100", ... lower case */
+    char bus_id[32];
+    CUuuid uuid;
+} simdrv_devinfo_t;
+int simdrv_current_device(simdrv_devinfo_t *info);
+
+#endif
