@@ -28,7 +28,9 @@ enum es_image_kind {
  * it (cuModuleLoadData receives no size): for a fatbin from its headers
  * (all consecutive containers), for a cubin from its ELF headers, for PTX
  * from the terminating NUL, for a wrapper the size of the fatbin it points
- * to. `avail` bounds the reading (SIZE_MAX when unknown). Returns the kind
+ * to. `avail` bounds the reading (SIZE_MAX when unknown; then a fatbin's
+ * size is that of its first container only, since nothing after it is known
+ * to belong to the image). Returns the kind
  * (> 0) and stores the size, or a negative errno. */
 int es_image_probe(const void *image, size_t avail, size_t *size_out);
 
@@ -59,6 +61,24 @@ int es_cubin_kernels(const void *elf, size_t size, es_kernel_cb cb, void *arg);
 /* Calls cb for every `.entry` kernel of a PTX text, with the kernel's body
  * text as code (from its opening to its closing brace). */
 int es_ptx_kernels(const char *ptx, size_t size, es_kernel_cb cb, void *arg);
+
+/* Like es_ptx_kernels for every function of a PTX text: `.entry` kernels
+ * (is_entry 1) and `.func` device functions with a body (is_entry 0). */
+typedef int (*es_ptx_func_cb)(const char *name, const char *code, size_t code_size,
+                              int is_entry, void *arg);
+int es_ptx_functions(const char *ptx, size_t size, es_ptx_func_cb cb, void *arg);
+
+/* Function structure of a cubin, with the names es_cubin_kernels gives:
+ * fcb(name, is_entry) for every `.text.<name>` section in section order
+ * (is_entry: it holds a kernel entry point, STO_CUDA_ENTRY, rather than only
+ * device functions), then ccb(caller, callee) for every direct call that
+ * `.nv.callgraph` records between two of them (relocatable and linked
+ * cubins keep called functions in their own sections). Either cb may be
+ * NULL; a non-zero return stops and is returned. */
+typedef int (*es_cubin_func_cb)(const char *name, int is_entry, void *arg);
+typedef int (*es_cubin_call_cb)(const char *caller, const char *callee, void *arg);
+int es_cubin_callgraph(const void *elf, size_t size, es_cubin_func_cb fcb,
+                       es_cubin_call_cb ccb, void *arg);
 
 /* Calls cb for the host ELF file's `.nv_fatbin` and `__nv_relfatbin`
  * sections (data, size, section name). */

@@ -1,0 +1,203 @@
+/* Device kernels of examples/train.py: the elementwise and reduction work a
+ * framework does around its cuBLAS/cuDNN calls. Compiled by nvcc into a
+ * fatbin (sm_80, sm_90 and compute_90 PTX) that train.py loads with
+ * cuModuleLoadData. Every kernel is extern "C" so its cubin symbol is its
+ * name; on simcuda each runs as its C twin simcuda_twin_<name> in
+ * examples/twins/twins.c, which must follow the same arithmetic order for
+ * the same launch configuration. Keep the two in step.
+ *
+ * Launch conventions (train.py): elementwise kernels one thread per element
+ * with 256-thread blocks; the reduction kernels 128-thread blocks (a power of
+ * two: the shared-memory tree depends on it); es_reduce_partial's grid.x is
+ * sized from the device's SM count, as framework reductions are.
+ */
+#include "twins/es_kmath.h"
+
+#define ES_MAX_BLOCK 1024
+
+/* h[r, c] = dropout(relu(h[r, c] + bias[c])); mask[r, c] receives the
+ * multiplier (0 or 1/(1-p)) for the backward pass. train == 0: no dropout. */
+extern "C" __global__ void es_bias_relu_dropout(float *h, const float *bias, float *mask, int rows,
+                                                int cols, float p, float keep_scale,
+                                                unsigned int seed, unsigned int rank,
+                                                unsigned int step, int train)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * cols)
+        return;
+    float t = ES_FADD(h[i], bias[i % cols]);
+    t = t > 0.0f ? t : 0.0f;
+    if (train) {
+        float m = es_dropout_mask(seed, rank, step, (unsigned int)i, p, keep_scale);
+        mask[i] = m;
+        t = ES_FMUL(t, m);
+    }
+    h[i] = t;
+}
+
+/* logits[r, c] = (logits[r, c] + bias[c]) + table[ids[r], c]: the output
+ * bias plus a learned per-bucket bias row picked by a hashed input feature. */
+extern "C" __global__ void es_logits_bias(float *logits, const float *bias, const float *table,
+                                          const int *ids, int rows, int cols)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * cols)
+        return;
+    int r = i / cols, c = i - r * cols;
+    logits[i] = ES_FADD(ES_FADD(logits[i], bias[c]), table[ids[r] * cols + c]);
+}
+
+/* Softmax cross-entropy, one thread per row: per-row loss, 1/0 correct, and
+ * dlogits = (softmax - onehot) * scale (scale = 1 / local batch). */
+extern "C" __global__ void es_softmax_xent(const float *logits, const int *labels, float *dlogits,
+                                           float *loss, float *correct, int rows, int cols,
+                                           float scale)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows)
+        return;
+    const float *z = logits + r * cols;
+    int y = labels[r];
+    float m = z[0];
+    int arg = 0;
+    for (int c = 1; c < cols; c++)
+        if (z[c] > m) {
+            m = z[c];
+            arg = c;
+        }
+    float s = 0.0f;
+    for (int c = 0; c < cols; c++)
+        s = ES_FADD(s, es_exp(ES_FSUB(z[c], m)));
+    for (int c = 0; c < cols; c++) {
+        float sm = ES_FDIV(es_exp(ES_FSUB(z[c], m)), s);
+        float d = c == y ? ES_FSUB(sm, 1.0f) : sm;
+        dlogits[r * cols + c] = ES_FMUL(d, scale);
+    }
+    loss[r] = ES_FSUB(logf(s), ES_FSUB(z[y], m));
+    correct[r] = arg == y ? 1.0f : 0.0f;
+}
+
+/* stats[0] += sum(loss), stats[1] += sum(correct), stats[2] += rows; one
+ * thread, rows in order (only for reporting). */
+extern "C" __global__ void es_stats_accum(const float *loss, const float *correct, int rows,
+                                          float *stats)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0)
+        return;
+    float l = stats[0], c = stats[1];
+    for (int r = 0; r < rows; r++) {
+        l = ES_FADD(l, loss[r]);
+        c = ES_FADD(c, correct[r]);
+    }
+    stats[0] = l;
+    stats[1] = c;
+    stats[2] = ES_FADD(stats[2], (float)rows);
+}
+
+/* Gradient of the bucket table: scatter-add of dlogits rows into the rows
+ * ids[r] of dtable with float atomics (the framework default: fast, order
+ * decided by thread scheduling, so not reproducible). */
+extern "C" __global__ void es_table_grad_atomic(const float *dlogits, const int *ids,
+                                                float *dtable, int rows, int cols)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * cols)
+        return;
+    int r = i / cols, c = i - r * cols;
+    atomicAdd(&dtable[ids[r] * cols + c], dlogits[i]);
+}
+
+/* Deterministic alternative: one thread per (bucket, class) sums the rows
+ * that hit its bucket in row order. */
+extern "C" __global__ void es_table_grad_det(const float *dlogits, const int *ids, float *dtable,
+                                             int rows, int cols, int buckets)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= buckets * cols)
+        return;
+    int b = i / cols, c = i - b * cols;
+    float acc = dtable[i];
+    for (int r = 0; r < rows; r++)
+        if (ids[r] == b)
+            acc = ES_FADD(acc, dlogits[r * cols + c]);
+    dtable[i] = acc;
+}
+
+/* Backward of relu + dropout: dh *= mask where the forward output was
+ * positive, else 0 (h is the forward output after dropout). */
+extern "C" __global__ void es_relu_dropout_bwd(float *dh, const float *h, const float *mask, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    dh[i] = h[i] > 0.0f ? ES_FMUL(dh[i], mask[i]) : 0.0f;
+}
+
+/* Block tree over sh[0..bd) (bd a power of two), result in sh[0]. */
+static __device__ __forceinline__ void es_block_tree(float *sh)
+{
+    unsigned int t = threadIdx.x;
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s)
+            sh[t] = ES_FADD(sh[t], sh[t + s]);
+        __syncthreads();
+    }
+}
+
+/* First pass of a per-channel sum over a tensor viewed as
+ * [outer, channels, inner]: the flattened (outer, inner) positions are cut
+ * into gridDim.x contiguous chunks of ceil(n / gridDim.x) (gridDim.x, the
+ * number of partial sums per channel, is SM count x k, so the cut depends on
+ * the GPU); block (p, k) sums chunk p of channel k, thread t taking chunk
+ * positions t, t+bd, ... in order, then a shared-memory tree, into
+ * partial[k*gridDim.x + p]. */
+extern "C" __global__ void es_reduce_partial(const float *x, float *partial, int outer,
+                                             int channels, int inner)
+{
+    __shared__ float sh[ES_MAX_BLOCK];
+    unsigned int t = threadIdx.x, bd = blockDim.x, p = blockIdx.x, k = blockIdx.y;
+    long long n = (long long)outer * inner;
+    long long chunk = (n + gridDim.x - 1) / gridDim.x;
+    long long lo = (long long)p * chunk, hi = lo + chunk < n ? lo + chunk : n;
+    float acc = 0.0f;
+    for (long long i = lo + t; i < hi; i += bd) {
+        long long o = i / inner, s = i - o * inner;
+        acc = ES_FADD(acc, x[(o * channels + k) * inner + s]);
+    }
+    sh[t] = acc;
+    es_block_tree(sh);
+    if (t == 0)
+        partial[(long long)k * gridDim.x + p] = sh[0];
+}
+
+/* Second pass: block k sums partial[k*nparts .. +nparts) (thread t takes
+ * t, t+bd, ... in order, then the tree) into out[k]. */
+extern "C" __global__ void es_reduce_final(const float *partial, float *out, int nparts)
+{
+    __shared__ float sh[ES_MAX_BLOCK];
+    unsigned int t = threadIdx.x, bd = blockDim.x, k = blockIdx.x;
+    float acc = 0.0f;
+    for (int j = (int)t; j < nparts; j += (int)bd)
+        acc = ES_FADD(acc, partial[(long long)k * nparts + j]);
+    sh[t] = acc;
+    es_block_tree(sh);
+    if (t == 0)
+        out[k] = sh[0];
+}
+
+/* SGD with momentum and weight decay (PyTorch's formulation, dampening 0):
+ * g' = g*gscale + wd*p; buf = momentum*buf + g'; p -= lr*buf. gscale = 1 /
+ * world size averages the all-reduced gradient sum. */
+extern "C" __global__ void es_sgd_momentum(float *param, const float *grad, float *buf, int n,
+                                           float lr, float momentum, float wd, float gscale)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float p = param[i];
+    float g = ES_FADD(ES_FMUL(grad[i], gscale), ES_FMUL(wd, p));
+    float b = ES_FADD(ES_FMUL(momentum, buf[i]), g);
+    buf[i] = b;
+    param[i] = ES_FSUB(p, ES_FMUL(lr, b));
+}

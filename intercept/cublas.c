@@ -1,0 +1,288 @@
+/* cuBLAS wrappers.
+ *
+ * d1 and d2:
+ * - atomics are always CUBLAS_ATOMICS_NOT_ALLOWED on the real handle; the
+ *   application's setting is remembered per handle and reported back by
+ *   cublasGetAtomicsMode;
+ * - every (handle, stream) gets a workspace of the shim's own (a device
+ *   allocation of ES_BLAS_WS bytes, made on first use, freed with the
+ *   handle), applied after cublasCreate and after every cublasSetStream
+ *   (cuBLAS resets the workspace there); a workspace the application sets
+ *   is replaced by the shim's for the current stream;
+ * d2: SGEMM, fp32 GemmEx and SGEMM strided batched run on the shim's
+ *   portable kernel (context/gemm.c).
+ * off: pass-through.
+ *
+ * The registry of handles is taken under es_state_lock, never on a GEMM.
+ */
+#include "shim/shim.h"
+#include "context/gemm.h"
+
+#include <stdlib.h>
+
+#define ES_BLAS_WS (4u << 20)
+
+typedef struct es_blas_ws {
+    CUstream stream;
+    CUdeviceptr ptr;
+    struct es_blas_ws *next;
+} es_blas_ws_t;
+
+typedef struct es_blas {
+    cublasHandle_t h;
+    cublasAtomicsMode_t app_atomics;
+    es_blas_ws_t *ws;
+    struct es_blas *next;
+} es_blas_t;
+
+static es_blas_t *es_blas_list;
+
+/* Frameworks call cublasSetStream before every GEMM: each thread remembers
+ * the last (handle, stream) it pinned, valid while no handle was destroyed
+ * since (es_blas_gen), so the common case takes no lock. */
+static unsigned long es_blas_gen;
+static __thread struct {
+    cublasHandle_t h;
+    CUstream s;
+    CUdeviceptr ptr;
+    unsigned long gen;
+} es_blas_last;
+
+/* Under es_state_lock. */
+static es_blas_t *es_blas_find(cublasHandle_t h, int create)
+{
+    for (es_blas_t *b = es_blas_list; b; b = b->next)
+        if (b->h == h)
+            return b;
+    if (!create)
+        return NULL;
+    es_blas_t *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->h = h;
+    b->app_atomics = CUBLAS_ATOMICS_NOT_ALLOWED;
+    b->next = es_blas_list;
+    es_blas_list = b;
+    return b;
+}
+
+static int es_det(void)
+{
+    return es_cfg.determinism != ES_DET_OFF;
+}
+
+/* Gives (h, stream) its own workspace. */
+static cublasStatus_t es_blas_pin(cublasHandle_t h, CUstream s)
+{
+    CUdeviceptr ptr = 0;
+    unsigned long gen = __atomic_load_n(&es_blas_gen, __ATOMIC_ACQUIRE);
+    if (es_blas_last.h == h && es_blas_last.s == s && es_blas_last.gen == gen &&
+        es_blas_last.ptr)
+        return ES_REAL(cublas, cublasSetWorkspace_v2)(h, (void *)es_blas_last.ptr, ES_BLAS_WS);
+    pthread_mutex_lock(&es_state_lock);
+    es_blas_t *b = es_blas_find(h, 1);
+    for (es_blas_ws_t *w = b ? b->ws : NULL; w; w = w->next)
+        if (w->stream == s)
+            ptr = w->ptr;
+    pthread_mutex_unlock(&es_state_lock);
+    if (!b)
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    if (!ptr) {
+        if (!es_lib_ready(ES_LIB_CUDA))
+            return CUBLAS_STATUS_NOT_INITIALIZED;
+        es_blas_ws_t *w = calloc(1, sizeof(*w));
+        if (!w || ES_REAL(cuda, cuMemAlloc_v2)(&ptr, ES_BLAS_WS) != CUDA_SUCCESS) {
+            free(w);
+            ES_WARN("cuBLAS handle %p: no device memory for a per-stream workspace", (void *)h);
+            return CUBLAS_STATUS_ALLOC_FAILED;
+        }
+        w->stream = s;
+        w->ptr = ptr;
+        pthread_mutex_lock(&es_state_lock);
+        b = es_blas_find(h, 1);
+        if (b) {
+            w->next = b->ws;
+            b->ws = w;
+        }
+        pthread_mutex_unlock(&es_state_lock);
+        if (!b) {
+            ES_REAL(cuda, cuMemFree_v2)(ptr);
+            free(w);
+            return CUBLAS_STATUS_ALLOC_FAILED;
+        }
+        ES_DEBUG("cuBLAS handle %p stream %p: workspace %#llx (%u bytes)", (void *)h, (void *)s,
+                 (unsigned long long)ptr, ES_BLAS_WS);
+    }
+    es_blas_last.h = h;
+    es_blas_last.s = s;
+    es_blas_last.ptr = ptr;
+    es_blas_last.gen = gen;
+    return ES_REAL(cublas, cublasSetWorkspace_v2)(h, (void *)ptr, ES_BLAS_WS);
+}
+
+ES_EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
+{
+    ES_ENTER(cublas, cublasCreate_v2);
+    cublasStatus_t st = ES_REAL(cublas, cublasCreate_v2)(handle);
+    if (st != CUBLAS_STATUS_SUCCESS || !es_det())
+        return st;
+    ES_REAL(cublas, cublasSetAtomicsMode)(*handle, CUBLAS_ATOMICS_NOT_ALLOWED);
+    cudaStream_t s = NULL;
+    ES_REAL(cublas, cublasGetStream_v2)(*handle, &s);
+    cublasStatus_t ws = es_blas_pin(*handle, (CUstream)s);
+    if (ws != CUBLAS_STATUS_SUCCESS)
+        ES_WARN("cuBLAS handle %p: per-stream workspace not set (status %d)", (void *)*handle,
+                (int)ws);
+    return st;
+}
+
+ES_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t handle)
+{
+    ES_ENTER(cublas, cublasDestroy_v2);
+    es_blas_t *b = NULL;
+    if (handle) {
+        pthread_mutex_lock(&es_state_lock);
+        for (es_blas_t **pp = &es_blas_list; *pp; pp = &(*pp)->next)
+            if ((*pp)->h == handle) {
+                b = *pp;
+                *pp = b->next;
+                break;
+            }
+        __atomic_fetch_add(&es_blas_gen, 1, __ATOMIC_ACQ_REL);
+        pthread_mutex_unlock(&es_state_lock);
+    }
+    cublasStatus_t st = ES_REAL(cublas, cublasDestroy_v2)(handle);
+    if (b) {
+        if (b->ws)
+            ES_REAL(cuda, cuCtxSynchronize)();
+        for (es_blas_ws_t *w = b->ws, *nx; w; w = nx) {
+            nx = w->next;
+            ES_REAL(cuda, cuMemFree_v2)(w->ptr);
+            free(w);
+        }
+        free(b);
+    }
+    return st;
+}
+
+ES_EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId)
+{
+    ES_ENTER(cublas, cublasSetStream_v2);
+    cublasStatus_t st = ES_REAL(cublas, cublasSetStream_v2)(handle, streamId);
+    if (st != CUBLAS_STATUS_SUCCESS || !es_det())
+        return st;
+    cublasStatus_t ws = es_blas_pin(handle, (CUstream)streamId);
+    if (ws != CUBLAS_STATUS_SUCCESS)
+        ES_WARN("cuBLAS handle %p: per-stream workspace not set (status %d)", (void *)handle,
+                (int)ws);
+    return st;
+}
+
+ES_EXPORT cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void *workspace,
+                                               size_t workspaceSizeInBytes)
+{
+    ES_ENTER(cublas, cublasSetWorkspace_v2);
+    if (!es_det())
+        return ES_REAL(cublas, cublasSetWorkspace_v2)(handle, workspace, workspaceSizeInBytes);
+    cudaStream_t s = NULL;
+    cublasStatus_t st = ES_REAL(cublas, cublasGetStream_v2)(handle, &s);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    ES_DEBUG("cuBLAS handle %p: the application's workspace replaced by the shim's",
+             (void *)handle);
+    return es_blas_pin(handle, (CUstream)s);
+}
+
+ES_EXPORT cublasStatus_t cublasSetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t mode)
+{
+    ES_ENTER(cublas, cublasSetAtomicsMode);
+    if (!es_det())
+        return ES_REAL(cublas, cublasSetAtomicsMode)(handle, mode);
+    if (mode != CUBLAS_ATOMICS_NOT_ALLOWED && mode != CUBLAS_ATOMICS_ALLOWED)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    cublasStatus_t st = ES_REAL(cublas, cublasSetAtomicsMode)(handle, CUBLAS_ATOMICS_NOT_ALLOWED);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    pthread_mutex_lock(&es_state_lock);
+    es_blas_t *b = es_blas_find(handle, 1);
+    if (b)
+        b->app_atomics = mode;
+    pthread_mutex_unlock(&es_state_lock);
+    if (mode == CUBLAS_ATOMICS_ALLOWED)
+        ES_INFO("cuBLAS handle %p: atomics kept NOT_ALLOWED (determinism)", (void *)handle);
+    return st;
+}
+
+ES_EXPORT cublasStatus_t cublasGetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t *mode)
+{
+    ES_ENTER(cublas, cublasGetAtomicsMode);
+    cublasStatus_t st = ES_REAL(cublas, cublasGetAtomicsMode)(handle, mode);
+    if (st != CUBLAS_STATUS_SUCCESS || !es_det() || !mode)
+        return st;
+    pthread_mutex_lock(&es_state_lock);
+    es_blas_t *b = es_blas_find(handle, 0);
+    if (b)
+        *mode = b->app_atomics;
+    pthread_mutex_unlock(&es_state_lock);
+    return st;
+}
+
+/* The GEMMs: one branch on the pass-through path (es_slow[cublas] is set in
+ * d2, see shim/resolve.c), then the real call. */
+ES_EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
+                                        cublasOperation_t transb, int m, int n, int k,
+                                        const float *alpha, const float *A, int lda,
+                                        const float *B, int ldb, const float *beta, float *C,
+                                        int ldc)
+{
+    if (__builtin_expect(__atomic_load_n(&es_slow[ES_LIB_CUBLAS], __ATOMIC_ACQUIRE), 0)) {
+        es_slowpath(ES_LIB_CUBLAS, ES_IDX_cublasSgemm_v2);
+        cublasStatus_t st;
+        if (es_cfg.determinism == ES_DET_D2 &&
+            es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C,
+                          ldc, 0, 1, &st) == 0)
+            return st;
+    }
+    return ES_REAL(cublas, cublasSgemm_v2)(handle, transa, transb, m, n, k, alpha, A, lda, B,
+                                           ldb, beta, C, ldc);
+}
+
+ES_EXPORT cublasStatus_t cublasSgemmStridedBatched(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+    int k, const float *alpha, const float *A, int lda, long long int strideA, const float *B,
+    int ldb, long long int strideB, const float *beta, float *C, int ldc,
+    long long int strideC, int batchCount)
+{
+    if (__builtin_expect(__atomic_load_n(&es_slow[ES_LIB_CUBLAS], __ATOMIC_ACQUIRE), 0)) {
+        es_slowpath(ES_LIB_CUBLAS, ES_IDX_cublasSgemmStridedBatched);
+        cublasStatus_t st;
+        if (es_cfg.determinism == ES_DET_D2 &&
+            es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb,
+                          strideB, beta, C, ldc, strideC, batchCount, &st) == 0)
+            return st;
+    }
+    return ES_REAL(cublas, cublasSgemmStridedBatched)(handle, transa, transb, m, n, k, alpha, A,
+                                                      lda, strideA, B, ldb, strideB, beta, C,
+                                                      ldc, strideC, batchCount);
+}
+
+ES_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                                      cublasOperation_t transb, int m, int n, int k,
+                                      const void *alpha, const void *A, cudaDataType Atype,
+                                      int lda, const void *B, cudaDataType Btype, int ldb,
+                                      const void *beta, void *C, cudaDataType Ctype, int ldc,
+                                      cublasComputeType_t computeType, cublasGemmAlgo_t algo)
+{
+    if (__builtin_expect(__atomic_load_n(&es_slow[ES_LIB_CUBLAS], __ATOMIC_ACQUIRE), 0)) {
+        es_slowpath(ES_LIB_CUBLAS, ES_IDX_cublasGemmEx);
+        cublasStatus_t st;
+        if (es_cfg.determinism == ES_DET_D2 && Atype == CUDA_R_32F && Btype == CUDA_R_32F &&
+            Ctype == CUDA_R_32F &&
+            (computeType == CUBLAS_COMPUTE_32F || computeType == CUBLAS_COMPUTE_32F_PEDANTIC) &&
+            es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C,
+                          ldc, 0, 1, &st) == 0)
+            return st;
+    }
+    return ES_REAL(cublas, cublasGemmEx)(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B,
+                                         Btype, ldb, beta, C, Ctype, ldc, computeType, algo);
+}

@@ -1,0 +1,520 @@
+/* cuDNN wrappers (d1 and d2; off is pass-through).
+ *
+ * Legacy API:
+ * - cudnnGet*Algorithm_v7 and cudnnFind*Algorithm[Ex] return only
+ *   deterministic algorithms (perf.determinism == CUDNN_DETERMINISTIC and
+ *   not one of the documented nondeterministic ones), asked of cuDNN in full
+ *   so a deterministic algorithm is not cut off by requestedAlgoCount;
+ *   Get keeps cuDNN's order, Find is ranked by a fixed rule (successful
+ *   first, then by algorithm id), never by measured time;
+ * - cudnnConvolutionBackwardFilter with ALGO_0 / ALGO_3 and
+ *   cudnnConvolutionBackwardData with ALGO_0 run ALGO_1 instead, with a
+ *   workspace of the shim's own (per handle, grown on demand) when the
+ *   caller's is too small;
+ * - CUDNN_POOLING_MAX becomes CUDNN_POOLING_MAX_DETERMINISTIC when a pooling
+ *   descriptor is set (same forward results; cudnnGetPooling*Descriptor then
+ *   reports the deterministic mode).
+ * d2: the three convolutions run on the shim's portable kernels
+ *   (context/conv.c) for fp32 NCHW data, whatever algorithm was named.
+ * Backend API:
+ * - CUDNN_ATTR_ENGINEHEUR_RESULTS drops engine configs whose engine carries
+ *   CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC (the dropped descriptors are moved
+ *   behind the returned ones, so the caller still owns all of them);
+ * - finalizing an execution plan whose engine config has that note returns
+ *   CUDNN_STATUS_NOT_SUPPORTED.
+ */
+#include "shim/shim.h"
+#include "context/conv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ES_MAX_ALGOS 16
+
+static int es_det(void)
+{
+    return es_cfg.determinism != ES_DET_OFF;
+}
+
+/* ---- algorithm lists ------------------------------------------------------------ */
+
+static int es_fwd_nondet(int a) { (void)a; return 0; }
+static int es_bwd_data_nondet(int a) { return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0; }
+static int es_bwd_filter_nondet(int a)
+{
+    return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+}
+
+/* Filters (and for Find ranks) perf[0..n) into out[0..requested), returns
+ * the count. Works for the three perf struct types (same layout head). */
+#define ES_FILTER(T, nondet)                                                                  \
+    static int es_filter_##T(const T *all, int n, T *out, int requested, int rank)             \
+    {                                                                                          \
+        T keep[ES_MAX_ALGOS];                                                                  \
+        int k = 0;                                                                             \
+        for (int i = 0; i < n && i < ES_MAX_ALGOS; i++)                                        \
+            if (all[i].determinism == CUDNN_DETERMINISTIC && !nondet((int)all[i].algo))       \
+                keep[k++] = all[i];                                                            \
+        if (rank) /* insertion sort: success first, then algorithm id */                      \
+            for (int i = 1; i < k; i++) {                                                      \
+                T x = keep[i];                                                                 \
+                int j = i - 1;                                                                 \
+                while (j >= 0 &&                                                               \
+                       ((keep[j].status != CUDNN_STATUS_SUCCESS) >                             \
+                            (x.status != CUDNN_STATUS_SUCCESS) ||                              \
+                        ((keep[j].status != CUDNN_STATUS_SUCCESS) ==                           \
+                             (x.status != CUDNN_STATUS_SUCCESS) &&                             \
+                         keep[j].algo > x.algo))) {                                            \
+                    keep[j + 1] = keep[j];                                                     \
+                    j--;                                                                       \
+                }                                                                              \
+                keep[j + 1] = x;                                                               \
+            }                                                                                  \
+        if (k > requested)                                                                     \
+            k = requested;                                                                     \
+        memcpy(out, keep, sizeof(T) * (size_t)(k > 0 ? k : 0));                                \
+        return k;                                                                              \
+    }
+ES_FILTER(cudnnConvolutionFwdAlgoPerf_t, es_fwd_nondet)
+ES_FILTER(cudnnConvolutionBwdDataAlgoPerf_t, es_bwd_data_nondet)
+ES_FILTER(cudnnConvolutionBwdFilterAlgoPerf_t, es_bwd_filter_nondet)
+
+/* Calls the real query for all algorithms into a local list, then filters. */
+#define ES_ALGO_QUERY(T, sym, rank, call_params, call_args)                                   \
+    ES_EXPORT cudnnStatus_t sym call_params                                                    \
+    {                                                                                          \
+        ES_ENTER(cudnn, sym);                                                                  \
+        if (!es_det() || !returnedAlgoCount || !perfResults || requestedAlgoCount < 1)         \
+            return ES_REAL(cudnn, sym) call_args;                                              \
+        T all[ES_MAX_ALGOS];                                                                   \
+        int n = 0;                                                                             \
+        const int req = requestedAlgoCount;                                                    \
+        {                                                                                      \
+            const int requestedAlgoCount = ES_MAX_ALGOS;                                       \
+            int *returnedAlgoCount = &n;                                                       \
+            T *perfResults = all;                                                              \
+            cudnnStatus_t st = ES_REAL(cudnn, sym) call_args;                                  \
+            if (st != CUDNN_STATUS_SUCCESS)                                                    \
+                return st;                                                                     \
+        }                                                                                      \
+        *returnedAlgoCount = es_filter_##T(all, n, perfResults, req, rank);                    \
+        if (*returnedAlgoCount < n)                                                            \
+            ES_DEBUG("%s: %d of %d algorithms kept (deterministic)", #sym, *returnedAlgoCount, \
+                     n);                                                                       \
+        return CUDNN_STATUS_SUCCESS;                                                           \
+    }
+
+ES_ALGO_QUERY(cudnnConvolutionFwdAlgoPerf_t, cudnnGetConvolutionForwardAlgorithm_v7, 0,
+              (cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
+               const cudnnFilterDescriptor_t filterDesc,
+               const cudnnConvolutionDescriptor_t convDesc,
+               const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount,
+               int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults),
+              (handle, srcDesc, filterDesc, convDesc, destDesc, requestedAlgoCount,
+               returnedAlgoCount, perfResults))
+ES_ALGO_QUERY(cudnnConvolutionFwdAlgoPerf_t, cudnnFindConvolutionForwardAlgorithm, 1,
+              (cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
+               const cudnnFilterDescriptor_t wDesc, const cudnnConvolutionDescriptor_t convDesc,
+               const cudnnTensorDescriptor_t yDesc, const int requestedAlgoCount,
+               int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults),
+              (handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount, returnedAlgoCount,
+               perfResults))
+ES_ALGO_QUERY(cudnnConvolutionFwdAlgoPerf_t, cudnnFindConvolutionForwardAlgorithmEx, 1,
+              (cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void *x,
+               const cudnnFilterDescriptor_t wDesc, const void *w,
+               const cudnnConvolutionDescriptor_t convDesc,
+               const cudnnTensorDescriptor_t yDesc, void *y, const int requestedAlgoCount,
+               int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults,
+               void *workSpace, size_t workSpaceSizeInBytes),
+              (handle, xDesc, x, wDesc, w, convDesc, yDesc, y, requestedAlgoCount,
+               returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes))
+ES_ALGO_QUERY(cudnnConvolutionBwdDataAlgoPerf_t, cudnnGetConvolutionBackwardDataAlgorithm_v7, 0,
+              (cudnnHandle_t handle, const cudnnFilterDescriptor_t filterDesc,
+               const cudnnTensorDescriptor_t diffDesc,
+               const cudnnConvolutionDescriptor_t convDesc,
+               const cudnnTensorDescriptor_t gradDesc, const int requestedAlgoCount,
+               int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults),
+              (handle, filterDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount,
+               returnedAlgoCount, perfResults))
+ES_ALGO_QUERY(cudnnConvolutionBwdDataAlgoPerf_t, cudnnFindConvolutionBackwardDataAlgorithm, 1,
+              (cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc,
+               const cudnnTensorDescriptor_t dyDesc,
+               const cudnnConvolutionDescriptor_t convDesc,
+               const cudnnTensorDescriptor_t dxDesc, const int requestedAlgoCount,
+               int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults),
+              (handle, wDesc, dyDesc, convDesc, dxDesc, requestedAlgoCount, returnedAlgoCount,
+               perfResults))
+ES_ALGO_QUERY(cudnnConvolutionBwdDataAlgoPerf_t, cudnnFindConvolutionBackwardDataAlgorithmEx, 1,
+              (cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const void *w,
+               const cudnnTensorDescriptor_t dyDesc, const void *dy,
+               const cudnnConvolutionDescriptor_t convDesc,
+               const cudnnTensorDescriptor_t dxDesc, void *dx, const int requestedAlgoCount,
+               int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults,
+               void *workSpace, size_t workSpaceSizeInBytes),
+              (handle, wDesc, w, dyDesc, dy, convDesc, dxDesc, dx, requestedAlgoCount,
+               returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes))
+ES_ALGO_QUERY(cudnnConvolutionBwdFilterAlgoPerf_t, cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+              0,
+              (cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
+               const cudnnTensorDescriptor_t diffDesc,
+               const cudnnConvolutionDescriptor_t convDesc,
+               const cudnnFilterDescriptor_t gradDesc, const int requestedAlgoCount,
+               int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults),
+              (handle, srcDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount,
+               returnedAlgoCount, perfResults))
+ES_ALGO_QUERY(cudnnConvolutionBwdFilterAlgoPerf_t, cudnnFindConvolutionBackwardFilterAlgorithm, 1,
+              (cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
+               const cudnnTensorDescriptor_t dyDesc,
+               const cudnnConvolutionDescriptor_t convDesc,
+               const cudnnFilterDescriptor_t dwDesc, const int requestedAlgoCount,
+               int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults),
+              (handle, xDesc, dyDesc, convDesc, dwDesc, requestedAlgoCount, returnedAlgoCount,
+               perfResults))
+ES_ALGO_QUERY(cudnnConvolutionBwdFilterAlgoPerf_t, cudnnFindConvolutionBackwardFilterAlgorithmEx,
+              1,
+              (cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void *x,
+               const cudnnTensorDescriptor_t dyDesc, const void *y,
+               const cudnnConvolutionDescriptor_t convDesc,
+               const cudnnFilterDescriptor_t dwDesc, void *dw, const int requestedAlgoCount,
+               int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults,
+               void *workSpace, size_t workSpaceSizeInBytes),
+              (handle, xDesc, x, dyDesc, y, convDesc, dwDesc, dw, requestedAlgoCount,
+               returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes))
+
+/* ---- per-handle workspace for substituted algorithms ------------------------------- */
+
+typedef struct es_dnn {
+    cudnnHandle_t h;
+    CUdeviceptr ws;
+    size_t ws_size;
+    struct es_dnn *next;
+} es_dnn_t;
+
+static es_dnn_t *es_dnn_list;
+
+/* Returns a workspace of at least `need` bytes for h (0 on failure). */
+static void *es_dnn_workspace(cudnnHandle_t h, size_t need)
+{
+    CUdeviceptr old = 0, ptr = 0;
+    pthread_mutex_lock(&es_state_lock);
+    es_dnn_t *d = es_dnn_list;
+    while (d && d->h != h)
+        d = d->next;
+    if (!d && (d = calloc(1, sizeof(*d))) != NULL) {
+        d->h = h;
+        d->next = es_dnn_list;
+        es_dnn_list = d;
+    }
+    if (d && d->ws_size >= need)
+        ptr = d->ws;
+    else if (d) {
+        old = d->ws;
+        d->ws = 0;
+        d->ws_size = 0;
+    }
+    pthread_mutex_unlock(&es_state_lock);
+    if (ptr || !d || !es_lib_ready(ES_LIB_CUDA))
+        return (void *)ptr;
+    if (old) {
+        cudaStream_t s = NULL;
+        ES_REAL(cudnn, cudnnGetStream)(h, &s);
+        ES_REAL(cuda, cuStreamSynchronize)((CUstream)s);
+        ES_REAL(cuda, cuMemFree_v2)(old);
+    }
+    if (ES_REAL(cuda, cuMemAlloc_v2)(&ptr, need) != CUDA_SUCCESS)
+        return NULL;
+    pthread_mutex_lock(&es_state_lock);
+    d->ws = ptr;
+    d->ws_size = need;
+    pthread_mutex_unlock(&es_state_lock);
+    return (void *)ptr;
+}
+
+ES_EXPORT cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
+{
+    ES_ENTER(cudnn, cudnnCreate);
+    return ES_REAL(cudnn, cudnnCreate)(handle);
+}
+
+ES_EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t handle)
+{
+    ES_ENTER(cudnn, cudnnDestroy);
+    es_dnn_t *d = NULL;
+    pthread_mutex_lock(&es_state_lock);
+    for (es_dnn_t **pp = &es_dnn_list; *pp; pp = &(*pp)->next)
+        if ((*pp)->h == handle) {
+            d = *pp;
+            *pp = d->next;
+            break;
+        }
+    pthread_mutex_unlock(&es_state_lock);
+    if (d && d->ws) {
+        cudaStream_t s = NULL;
+        ES_REAL(cudnn, cudnnGetStream)(handle, &s);
+        ES_REAL(cuda, cuStreamSynchronize)((CUstream)s);
+    }
+    cudnnStatus_t st = ES_REAL(cudnn, cudnnDestroy)(handle);
+    if (d) {
+        if (d->ws)
+            ES_REAL(cuda, cuMemFree_v2)(d->ws);
+        free(d);
+    }
+    return st;
+}
+
+ES_EXPORT cudnnStatus_t cudnnConvolutionForward(
+    cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t xDesc, const void *x,
+    const cudnnFilterDescriptor_t wDesc, const void *w,
+    const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionFwdAlgo_t algo,
+    void *workSpace, size_t workSpaceSizeInBytes, const void *beta,
+    const cudnnTensorDescriptor_t yDesc, void *y)
+{
+    ES_ENTER(cudnn, cudnnConvolutionForward);
+    cudnnStatus_t st;
+    if (es_cfg.determinism == ES_DET_D2 &&
+        es_conv_run(ES_CONV_FWD, handle, alpha, beta, xDesc, wDesc, convDesc, yDesc, x, w, y,
+                    &st) == 0)
+        return st;
+    return ES_REAL(cudnn, cudnnConvolutionForward)(handle, alpha, xDesc, x, wDesc, w, convDesc,
+                                                   algo, workSpace, workSpaceSizeInBytes, beta,
+                                                   yDesc, y);
+}
+
+ES_EXPORT cudnnStatus_t cudnnConvolutionBackwardData(
+    cudnnHandle_t handle, const void *alpha, const cudnnFilterDescriptor_t wDesc, const void *w,
+    const cudnnTensorDescriptor_t dyDesc, const void *dy,
+    const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionBwdDataAlgo_t algo,
+    void *workSpace, size_t workSpaceSizeInBytes, const void *beta,
+    const cudnnTensorDescriptor_t dxDesc, void *dx)
+{
+    ES_ENTER(cudnn, cudnnConvolutionBackwardData);
+    cudnnStatus_t dst;
+    if (es_cfg.determinism == ES_DET_D2 &&
+        es_conv_run(ES_CONV_BWD_DATA, handle, alpha, beta, dxDesc, wDesc, convDesc, dyDesc, dy, w,
+                    dx, &dst) == 0)
+        return dst;
+    if (es_det() && es_bwd_data_nondet((int)algo)) {
+        cudnnConvolutionBwdDataAlgo_t sub = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+        size_t need = 0;
+        if (ES_REAL(cudnn, cudnnGetConvolutionBackwardDataWorkspaceSize)(
+                handle, wDesc, dyDesc, convDesc, dxDesc, sub, &need) == CUDNN_STATUS_SUCCESS) {
+            if (need > workSpaceSizeInBytes) {
+                void *ws = es_dnn_workspace(handle, need);
+                if (ws) {
+                    workSpace = ws;
+                    workSpaceSizeInBytes = need;
+                }
+            }
+            if (need <= workSpaceSizeInBytes) {
+                ES_DEBUG("cudnnConvolutionBackwardData: ALGO_%d replaced by ALGO_1", (int)algo);
+                algo = sub;
+            }
+        }
+    }
+    return ES_REAL(cudnn, cudnnConvolutionBackwardData)(handle, alpha, wDesc, w, dyDesc, dy,
+                                                        convDesc, algo, workSpace,
+                                                        workSpaceSizeInBytes, beta, dxDesc, dx);
+}
+
+ES_EXPORT cudnnStatus_t cudnnConvolutionBackwardFilter(
+    cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t xDesc, const void *x,
+    const cudnnTensorDescriptor_t dyDesc, const void *dy,
+    const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionBwdFilterAlgo_t algo,
+    void *workSpace, size_t workSpaceSizeInBytes, const void *beta,
+    const cudnnFilterDescriptor_t dwDesc, void *dw)
+{
+    ES_ENTER(cudnn, cudnnConvolutionBackwardFilter);
+    cudnnStatus_t dst;
+    if (es_cfg.determinism == ES_DET_D2 &&
+        es_conv_run(ES_CONV_BWD_FILTER, handle, alpha, beta, xDesc, dwDesc, convDesc, dyDesc, x,
+                    dy, dw, &dst) == 0)
+        return dst;
+    if (es_det() && es_bwd_filter_nondet((int)algo)) {
+        cudnnConvolutionBwdFilterAlgo_t sub = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+        size_t need = 0;
+        if (ES_REAL(cudnn, cudnnGetConvolutionBackwardFilterWorkspaceSize)(
+                handle, xDesc, dyDesc, convDesc, dwDesc, sub, &need) == CUDNN_STATUS_SUCCESS) {
+            if (need > workSpaceSizeInBytes) {
+                void *ws = es_dnn_workspace(handle, need);
+                if (ws) {
+                    workSpace = ws;
+                    workSpaceSizeInBytes = need;
+                }
+            }
+            if (need <= workSpaceSizeInBytes) {
+                ES_DEBUG("cudnnConvolutionBackwardFilter: ALGO_%d replaced by ALGO_1", (int)algo);
+                algo = sub;
+            }
+        }
+    }
+    return ES_REAL(cudnn, cudnnConvolutionBackwardFilter)(handle, alpha, xDesc, x, dyDesc, dy,
+                                                          convDesc, algo, workSpace,
+                                                          workSpaceSizeInBytes, beta, dwDesc, dw);
+}
+
+ES_EXPORT cudnnStatus_t cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t poolingDesc,
+                                                    cudnnPoolingMode_t mode,
+                                                    cudnnNanPropagation_t maxpoolingNanOpt,
+                                                    int windowHeight, int windowWidth,
+                                                    int verticalPadding, int horizontalPadding,
+                                                    int verticalStride, int horizontalStride)
+{
+    ES_ENTER(cudnn, cudnnSetPooling2dDescriptor);
+    if (es_det() && mode == CUDNN_POOLING_MAX)
+        mode = CUDNN_POOLING_MAX_DETERMINISTIC;
+    return ES_REAL(cudnn, cudnnSetPooling2dDescriptor)(poolingDesc, mode, maxpoolingNanOpt,
+                                                       windowHeight, windowWidth,
+                                                       verticalPadding, horizontalPadding,
+                                                       verticalStride, horizontalStride);
+}
+
+ES_EXPORT cudnnStatus_t cudnnSetPoolingNdDescriptor(cudnnPoolingDescriptor_t poolingDesc,
+                                                    const cudnnPoolingMode_t mode,
+                                                    const cudnnNanPropagation_t maxpoolingNanOpt,
+                                                    int nbDims, const int windowDimA[],
+                                                    const int paddingA[], const int strideA[])
+{
+    ES_ENTER(cudnn, cudnnSetPoolingNdDescriptor);
+    cudnnPoolingMode_t m = mode;
+    if (es_det() && m == CUDNN_POOLING_MAX)
+        m = CUDNN_POOLING_MAX_DETERMINISTIC;
+    return ES_REAL(cudnn, cudnnSetPoolingNdDescriptor)(poolingDesc, m, maxpoolingNanOpt, nbDims,
+                                                       windowDimA, paddingA, strideA);
+}
+
+/* ---- backend API ------------------------------------------------------------------- */
+
+typedef struct es_plan {
+    cudnnBackendDescriptor_t plan, cfg;
+    struct es_plan *next;
+} es_plan_t;
+
+static es_plan_t *es_plans;
+
+/* 1 when the engine config's engine carries the nondeterministic note. */
+static int es_cfg_nondet(cudnnBackendDescriptor_t cfg)
+{
+    cudnnBackendDescriptor_t eng = NULL;
+    int nondet = 0;
+    if (ES_REAL(cudnn, cudnnBackendCreateDescriptor)(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) !=
+        CUDNN_STATUS_SUCCESS)
+        return 0;
+    int64_t n = 0;
+    if (ES_REAL(cudnn, cudnnBackendGetAttribute)(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng) ==
+            CUDNN_STATUS_SUCCESS &&
+        n == 1) {
+        cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+        int64_t nn = 0;
+        if (ES_REAL(cudnn, cudnnBackendGetAttribute)(
+                eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &nn, notes) == CUDNN_STATUS_SUCCESS)
+            for (int64_t i = 0; i < nn && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
+                if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)
+                    nondet = 1;
+    }
+    ES_REAL(cudnn, cudnnBackendDestroyDescriptor)(eng);
+    return nondet;
+}
+
+ES_EXPORT cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t descriptorType,
+                                                     cudnnBackendDescriptor_t *descriptor)
+{
+    ES_ENTER(cudnn, cudnnBackendCreateDescriptor);
+    return ES_REAL(cudnn, cudnnBackendCreateDescriptor)(descriptorType, descriptor);
+}
+
+ES_EXPORT cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor)
+{
+    ES_ENTER(cudnn, cudnnBackendDestroyDescriptor);
+    es_plan_t *gone = NULL;
+    pthread_mutex_lock(&es_state_lock);
+    for (es_plan_t **pp = &es_plans; *pp; pp = &(*pp)->next)
+        if ((*pp)->plan == descriptor) {
+            gone = *pp;
+            *pp = gone->next;
+            break;
+        }
+    pthread_mutex_unlock(&es_state_lock);
+    free(gone);
+    return ES_REAL(cudnn, cudnnBackendDestroyDescriptor)(descriptor);
+}
+
+ES_EXPORT cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor,
+                                                 cudnnBackendAttributeName_t attributeName,
+                                                 cudnnBackendAttributeType_t attributeType,
+                                                 int64_t elementCount,
+                                                 const void *arrayOfElements)
+{
+    ES_ENTER(cudnn, cudnnBackendSetAttribute);
+    cudnnStatus_t st = ES_REAL(cudnn, cudnnBackendSetAttribute)(
+        descriptor, attributeName, attributeType, elementCount, arrayOfElements);
+    if (st == CUDNN_STATUS_SUCCESS && es_det() &&
+        attributeName == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG &&
+        attributeType == CUDNN_TYPE_BACKEND_DESCRIPTOR && elementCount == 1 && arrayOfElements) {
+        cudnnBackendDescriptor_t cfg = *(const cudnnBackendDescriptor_t *)arrayOfElements;
+        pthread_mutex_lock(&es_state_lock);
+        es_plan_t *p = es_plans;
+        while (p && p->plan != descriptor)
+            p = p->next;
+        if (!p && (p = calloc(1, sizeof(*p))) != NULL) {
+            p->plan = descriptor;
+            p->next = es_plans;
+            es_plans = p;
+        }
+        if (p)
+            p->cfg = cfg;
+        pthread_mutex_unlock(&es_state_lock);
+    }
+    return st;
+}
+
+ES_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor,
+                                                 cudnnBackendAttributeName_t attributeName,
+                                                 cudnnBackendAttributeType_t attributeType,
+                                                 int64_t requestedElementCount,
+                                                 int64_t *elementCount, void *arrayOfElements)
+{
+    ES_ENTER(cudnn, cudnnBackendGetAttribute);
+    cudnnStatus_t st = ES_REAL(cudnn, cudnnBackendGetAttribute)(
+        descriptor, attributeName, attributeType, requestedElementCount, elementCount,
+        arrayOfElements);
+    if (st != CUDNN_STATUS_SUCCESS || !es_det() ||
+        attributeName != CUDNN_ATTR_ENGINEHEUR_RESULTS ||
+        attributeType != CUDNN_TYPE_BACKEND_DESCRIPTOR || !elementCount || !arrayOfElements)
+        return st;
+    cudnnBackendDescriptor_t *cfgs = arrayOfElements;
+    int64_t n = *elementCount < requestedElementCount ? *elementCount : requestedElementCount;
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (es_cfg_nondet(cfgs[i]))
+            continue;
+        cudnnBackendDescriptor_t t = cfgs[k]; /* keep every descriptor in the array */
+        cfgs[k] = cfgs[i];
+        cfgs[i] = t;
+        k++;
+    }
+    if (k < n)
+        ES_DEBUG("cudnn heuristics: %lld of %lld engine configs kept (deterministic)",
+                 (long long)k, (long long)n);
+    *elementCount = k;
+    return st;
+}
+
+ES_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor)
+{
+    ES_ENTER(cudnn, cudnnBackendFinalize);
+    if (es_det()) {
+        cudnnBackendDescriptor_t cfg = NULL;
+        pthread_mutex_lock(&es_state_lock);
+        for (es_plan_t *p = es_plans; p; p = p->next)
+            if (p->plan == descriptor)
+                cfg = p->cfg;
+        pthread_mutex_unlock(&es_state_lock);
+        if (cfg && es_cfg_nondet(cfg)) {
+            ES_INFO("cudnn: execution plan on a nondeterministic engine refused");
+            return CUDNN_STATUS_NOT_SUPPORTED;
+        }
+    }
+    return ES_REAL(cudnn, cudnnBackendFinalize)(descriptor);
+}

@@ -1,0 +1,74 @@
+# libeasyscale.so (shim/, intercept/, the shim's context/ files), its
+# portable-kernel twins for simcuda, its tests and its pass-through bench.
+#
+# No CUDA library is linked: everything is dlopen'ed by soname at first use.
+# Only the wrapped names, dlsym and easyscale_* are exported
+# (-fvisibility=hidden + shim/libeasyscale.map, anonymous version: the
+# definitions interpose NVIDIA's versioned exports).
+
+ES_SHIM_SRCS := shim/init.c shim/config.c shim/log.c shim/resolve.c \
+    intercept/gen.c intercept/cuda.c intercept/cublas.c intercept/cudnn.c \
+    context/device.c context/portable.c context/gemm.c context/conv.c
+ES_SHIM_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(ES_SHIM_SRCS)) $(B)/obj/context/portable_blob.o
+ES_PORTABLE_FATBIN := $(B)/gen/es_portable.fatbin
+ES_GENCODE := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+
+$(ES_SHIM_OBJS): CFLAGS += -fvisibility=hidden
+
+# d2's portable kernels: fatbin embedded in the library (portable_blob.c).
+$(ES_PORTABLE_FATBIN): context/portable.cu context/portable_kernels.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -I. -O3 -Wno-deprecated-gpu-targets -fatbin $(ES_GENCODE) -o $@ $<
+
+$(B)/obj/context/portable_blob.o: CPPFLAGS += -DES_PORTABLE_FATBIN='"$(ES_PORTABLE_FATBIN)"'
+$(B)/obj/context/portable_blob.o: $(ES_PORTABLE_FATBIN)
+
+$(B)/lib/libeasyscale.so: $(ES_SHIM_OBJS) shim/libeasyscale.map
+	@mkdir -p $(dir $@)
+	$(CC) $(SO_LDFLAGS) -Wl,--version-script=shim/libeasyscale.map -Wl,-z,now \
+		-o $@ $(ES_SHIM_OBJS) -ldl
+
+# Twins of the portable kernels, for simcuda (scripts/simenv lists them).
+$(B)/obj/context/portable_twin.o: CFLAGS += -ffp-contract=off
+$(B)/sim/twins/libsimtwin_easyscale.so: $(B)/obj/context/portable_twin.o
+	@mkdir -p $(dir $@)
+	$(CC) $(SO_LDFLAGS) -o $@ $^ -lm
+
+ALL += $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_easyscale.so
+
+# ---- tests -----------------------------------------------------------------
+# Client programs run by shim_test under the shim (whole processes).
+# The client computes the portable kernels' order on the host: no contraction.
+$(B)/obj/tests/shim/es_client.o: CFLAGS += -ffp-contract=off
+ES_SIMLIBS := $(B)/sim/libcuda.so.1 $(B)/sim/libcublas.so.13 $(B)/sim/libcudnn.so.9
+$(B)/tests/shim/es_client: $(B)/obj/tests/shim/es_client.o $(ES_SIMLIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9 \
+		-ldl -lm
+$(B)/tests/shim/es_nocuda: $(B)/obj/tests/shim/es_nocuda.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -ldl
+
+# Libraries with the wrapped sonames and none of their functions (the
+# "missing real function" test); libcuda.so.1 is deliberately absent.
+ES_FAKELIBS := $(addprefix $(B)/tests/shim/fakelib/,libcublas.so.13 libcudnn.so.9 libnccl.so.2)
+$(ES_FAKELIBS): tests/shim/es_empty.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SO_LDFLAGS) -Wl,-soname,$(notdir $@) -o $@ $<
+
+$(B)/tests/shim_test: $(B)/obj/tests/shim/shim_test.o $(B)/obj/shim/config.o \
+		$(B)/obj/context/device.o $(TEST_HARNESS_OBJ) \
+		| $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_easyscale.so \
+		  $(B)/tests/shim/es_client $(B)/tests/shim/es_nocuda $(ES_FAKELIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -ldl
+
+TESTS += $(B)/tests/shim_test
+
+# ---- bench -----------------------------------------------------------------
+$(B)/bench/passthrough_bench: $(B)/obj/tests/shim/bench_passthrough.o $(ES_SIMLIBS) \
+		| $(B)/lib/libeasyscale.so
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -ldl
+
+BENCHES += $(B)/bench/passthrough_bench

@@ -1,0 +1,142 @@
+/* libeasyscale.so's spine: configuration, logging, and the real functions of
+ * the intercepted libraries (libcuda.so.1, libcublas.so.13, libcudnn.so.9,
+ * libnccl.so.2), loaded lazily by soname with dlopen + dlsym.
+ *
+ * Contract for code in intercept/ and context/:
+ * - es_cfg is filled by the constructor before main() and never changes
+ *   afterwards (read it without locks).
+ * - ES_LOG(level, fmt, ...) evaluates nothing (not even its arguments) when
+ *   the level is off.
+ * - ES_REAL(lib, sym) is the real function of a wrapped symbol; call
+ *   ES_ENTER(lib, sym) first (it loads the library on first use and counts
+ *   the call when statistics are on). A real function that could not be
+ *   found is a stub returning the library's "not initialized" status, so
+ *   ES_REAL(...) is never NULL.
+ * - Everything here is safe to call from any thread; nothing on the
+ *   pass-through path takes a lock or allocates.
+ */
+#ifndef ES_SHIM_H
+#define ES_SHIM_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "intercept/funcs.h"
+
+#define ES_EXPORT __attribute__((visibility("default")))
+
+/* ---- configuration ------------------------------------------------------ */
+
+enum es_determinism { ES_DET_OFF = 0, ES_DET_D1 = 1, ES_DET_D2 = 2 };
+enum es_log_level { ES_LOG_ERROR = 0, ES_LOG_WARN = 1, ES_LOG_INFO = 2, ES_LOG_DEBUG = 3 };
+
+typedef struct es_config {
+    int determinism;         /* enum es_determinism */
+    int log_level;           /* enum es_log_level */
+    int log_fd;              /* 2 or EASYSCALE_LOG_FILE opened for append */
+    int stats;               /* count calls per wrapped function (log=debug) */
+    char canonical[128];     /* EASYSCALE_CANONICAL_DEVICE as given ("" unset) */
+} es_config_t;
+
+extern es_config_t es_cfg;
+
+/* Parses the EASYSCALE_* variables into *cfg. Returns 0, or -EINVAL with a
+ * one-line explanation in msg. Pure: reads only the environment. */
+int es_config_parse(es_config_t *cfg, char *msg, size_t msglen);
+
+/* ---- logging ------------------------------------------------------------- */
+
+void es_log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define ES_LOG(level, ...)                                                     \
+    do {                                                                       \
+        if (__builtin_expect(es_cfg.log_level >= (level), 0))                  \
+            es_log_write((level), __VA_ARGS__);                                \
+    } while (0)
+#define ES_ERROR(...) ES_LOG(ES_LOG_ERROR, __VA_ARGS__)
+#define ES_WARN(...) ES_LOG(ES_LOG_WARN, __VA_ARGS__)
+#define ES_INFO(...) ES_LOG(ES_LOG_INFO, __VA_ARGS__)
+#define ES_DEBUG(...) ES_LOG(ES_LOG_DEBUG, __VA_ARGS__)
+
+/* ---- real functions ------------------------------------------------------ */
+
+enum es_lib_id { ES_LIB_CUDA = 0, ES_LIB_CUBLAS, ES_LIB_CUDNN, ES_LIB_NCCL, ES_NLIBS };
+
+/* Index of every wrapped symbol in its library's table. */
+#define ES_IDX_ENUM(kind, sym, gp, ver, fl, ret, params, args, err) ES_IDX_##sym,
+enum { ES_CUDA_FUNCS(ES_IDX_ENUM) ES_CUDA_N };
+enum { ES_CUBLAS_FUNCS(ES_IDX_ENUM) ES_CUBLAS_N };
+enum { ES_CUDNN_FUNCS(ES_IDX_ENUM) ES_CUDNN_N };
+enum { ES_NCCL_FUNCS(ES_IDX_ENUM) ES_NCCL_N };
+#undef ES_IDX_ENUM
+
+/* The real-function tables: one typed member per wrapped symbol. */
+#define ES_REAL_MEMBER(kind, sym, gp, ver, fl, ret, params, args, err) ret (*sym) params;
+typedef struct { ES_CUDA_FUNCS(ES_REAL_MEMBER) } es_real_cuda_t;
+typedef struct { ES_CUBLAS_FUNCS(ES_REAL_MEMBER) } es_real_cublas_t;
+typedef struct { ES_CUDNN_FUNCS(ES_REAL_MEMBER) } es_real_cudnn_t;
+typedef struct { ES_NCCL_FUNCS(ES_REAL_MEMBER) } es_real_nccl_t;
+#undef ES_REAL_MEMBER
+
+extern es_real_cuda_t es_real_cuda;
+extern es_real_cublas_t es_real_cublas;
+extern es_real_cudnn_t es_real_cudnn;
+extern es_real_nccl_t es_real_nccl;
+
+/* Non-zero while a library is not loaded yet or statistics are on: the one
+ * branch of a pass-through wrapper. */
+extern int es_slow[ES_NLIBS];
+
+/* Loads the library (once; thread-safe; re-entrant calls from inside the
+ * loading return at once) and counts the call of function idx. */
+void es_slowpath(int lib, int idx);
+
+#define ES_LIBID_cuda ES_LIB_CUDA
+#define ES_LIBID_cublas ES_LIB_CUBLAS
+#define ES_LIBID_cudnn ES_LIB_CUDNN
+#define ES_LIBID_nccl ES_LIB_NCCL
+
+#define ES_ENTER(lib, sym)                                                     \
+    do {                                                                       \
+        if (__builtin_expect(__atomic_load_n(&es_slow[ES_LIBID_##lib], __ATOMIC_ACQUIRE), 0)) \
+            es_slowpath(ES_LIBID_##lib, ES_IDX_##sym);                         \
+    } while (0)
+#define ES_REAL(lib, sym) (es_real_##lib.sym)
+
+/* Makes sure the library is loaded (for the shim's own use of real
+ * functions). Returns 1 when the library was found, 0 otherwise. */
+int es_lib_ready(int lib);
+
+/* The wrapper a real function pointer of library lib stands for (the
+ * pointer map built when the library was loaded), or NULL. Sets *idx. */
+void *es_wrapper_for_real(int lib, const void *real, int *idx);
+
+/* The real function of wrapped function idx of lib (or its stub). */
+void *es_real_ptr(int lib, int idx);
+
+/* Whether wrapped function idx of lib reveals the device identity (kind I). */
+int es_fn_is_identity(int lib, int idx);
+
+/* Whether an address lies inside one of the vendor libraries (cuBLAS,
+ * cuDNN, NCCL, cuBLASLt): they keep the true device identity in d2. */
+int es_addr_in_vendor_lib(const void *addr);
+
+/* Per-function counters (statistics on): by_getproc is counted by
+ * intercept/cuda.c's cuGetProcAddress wrappers. */
+void es_stat_getproc(int lib, int idx);
+
+/* Per-thread guard: non-zero while the shim itself is inside a real call
+ * that may come back into the shim (library loading). */
+extern __thread int es_in_shim;
+
+/* One lock for the shim's registries (handles, workspaces, modules); never
+ * taken on a pass-through path. Reset across fork. */
+extern pthread_mutex_t es_state_lock;
+
+/* Constructor pieces. */
+void es_env_defaults(void);          /* CUBLAS_WORKSPACE_CONFIG, NCCL_* */
+void es_resolve_atfork(int phase);   /* 0 prepare, 1 parent, 2 child */
+void es_log_atfork(int phase);
+
+#endif

@@ -1,0 +1,427 @@
+/* simcuda cuBLAS: the GEMM heuristic (device + shape -> tile, k-chunk,
+ * split-K) and the CPU kernel that follows the chosen summation order
+ * exactly (see gemm.h). The kernel packs A and B into panels and runs a
+ * 16x4 register-blocked micro-kernel written with GCC vector extensions;
+ * it is cloned for AVX2 and baseline x86-64 (vectorising across rows never
+ * changes the per-element order, and contraction into FMA is off). */
+#include "sim/cublas/gemm.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MR 16
+#define NR 4
+#define KCP SIM_GEMM_KC_MAX /* packing depth; every plan kc divides it */
+#define MCB 128
+#define NCB 512
+
+#if defined(__x86_64__) && !defined(SIM_GEMM_NO_CLONES) && !defined(__SANITIZE_ADDRESS__)
+#define SIM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SIM_CLONES
+#endif
+
+typedef float v8 __attribute__((vector_size(32)));
+
+/* ---------------------------------------------------------------- types */
+
+float sim_half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t man = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else { /* subnormal half: normalise */
+        int e = -1;
+        do {
+            e++;
+            man <<= 1;
+        } while (!(man & 0x400u));
+        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t sim_float_to_half(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) /* inf / nan (keep nan quiet) */
+        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
+    if (ax >= 0x477ff000u) /* rounds to >= 65520: overflow to inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) { /* below the smallest normal half: subnormal or zero */
+        if (ax < 0x33000000u) /* < 2^-25: rounds to zero */
+            return sign;
+        uint32_t e = ax >> 23;
+        uint32_t man = (ax & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126 - e; /* 14..24 */
+        uint32_t q = man >> shift;
+        uint32_t rem = man & ((1u << shift) - 1);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1)))
+            q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1); /* round to nearest even at bit 13 */
+    return (uint16_t)(sign | (((r >> 13) - (112u << 10)) & 0x7fffu));
+}
+
+float sim_bf16_to_float(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t sim_float_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+static float round_tf32(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7f800000u) == 0x7f800000u)
+        return f;
+    x += 0xfffu + ((x >> 13) & 1);
+    x &= ~0x1fffu;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+float sim_round_input(float f, sim_round_t r)
+{
+    switch (r) {
+    case SIM_ROUND_TF32: return round_tf32(f);
+    case SIM_ROUND_BF16: return sim_bf16_to_float(sim_float_to_bf16(f));
+    case SIM_ROUND_F16: return sim_half_to_float(sim_float_to_half(f));
+    default: return f;
+    }
+}
+
+static inline float load_elem(const void *p, int64_t idx, sim_dtype_t t)
+{
+    switch (t) {
+    case SIM_F16: return sim_half_to_float(((const uint16_t *)p)[idx]);
+    case SIM_BF16: return sim_bf16_to_float(((const uint16_t *)p)[idx]);
+    default: return ((const float *)p)[idx];
+    }
+}
+
+static inline void store_elem(void *p, int64_t idx, sim_dtype_t t, float v)
+{
+    switch (t) {
+    case SIM_F16: ((uint16_t *)p)[idx] = sim_float_to_half(v); break;
+    case SIM_BF16: ((uint16_t *)p)[idx] = sim_float_to_bf16(v); break;
+    default: ((float *)p)[idx] = v; break;
+    }
+}
+
+/* ------------------------------------------------------------ heuristic */
+
+typedef struct arch_kernels {
+    int big_m, big_n, small_m, small_n, kc, cap;
+} arch_kernels_t;
+
+static arch_kernels_t arch_for(const sim_gemm_dev_t *dev)
+{
+    int cc = dev->cc_major * 10 + dev->cc_minor;
+    if (cc >= 90)
+        return (arch_kernels_t){256, 128, 128, 64, 64, 16};
+    if (cc >= 80)
+        return (arch_kernels_t){128, 128, 64, 64, 32, 8};
+    if (cc >= 75)
+        return (arch_kernels_t){128, 64, 64, 32, 16, 4};
+    if (cc >= 70)
+        return (arch_kernels_t){128, 64, 64, 64, 16, 8};
+    return (arch_kernels_t){64, 64, 32, 32, 8, 4};
+}
+
+size_t sim_gemm_default_workspace(const sim_gemm_dev_t *dev)
+{
+    return dev->cc_major >= 9 ? (size_t)32 << 20 : (size_t)4 << 20;
+}
+
+static int64_t cdiv(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+void sim_gemm_choose(const sim_gemm_dev_t *dev, int64_t m, int64_t n, int64_t k, int64_t batch,
+                     size_t ws_bytes, int contended, sim_gemm_plan_t *plan)
+{
+    arch_kernels_t ak = arch_for(dev);
+    int sms = dev->sm_count > 0 ? dev->sm_count : 1;
+    if (batch < 1)
+        batch = 1;
+    if (m < 1)
+        m = 1;
+    if (n < 1)
+        n = 1;
+    int64_t tiles = cdiv(m, ak.big_m) * cdiv(n, ak.big_n) * batch;
+    plan->tile_m = ak.big_m;
+    plan->tile_n = ak.big_n;
+    if (tiles < sms / 2) { /* small problem: smaller tiles, more blocks */
+        plan->tile_m = ak.small_m;
+        plan->tile_n = ak.small_n;
+        tiles = cdiv(m, ak.small_m) * cdiv(n, ak.small_n) * batch;
+    }
+    plan->kc = ak.kc;
+    plan->fallback = 0;
+    int64_t split = 1;
+    int64_t kblocks = k > 0 ? cdiv(k, ak.kc) : 1;
+    if (contended) {
+        /* No workspace to be had: the kernel without split-K partials,
+         * with its own (shorter) k-chunk. */
+        plan->fallback = 1;
+        plan->kc = ak.kc / 2 >= 8 ? ak.kc / 2 : 8;
+        kblocks = k > 0 ? cdiv(k, plan->kc) : 1;
+    } else if (tiles < sms && kblocks >= 8) {
+        /* Fill the SMs: tiles x split ~ sm_count, each split >= 4 chunks. */
+        split = sms / tiles;
+        if (split > ak.cap)
+            split = ak.cap;
+        if (split > kblocks / 4)
+            split = kblocks / 4;
+        /* Partials of splits 1.. live in the workspace. */
+        while (split > 1 &&
+               (uint64_t)(split - 1) * (uint64_t)m * (uint64_t)n * (uint64_t)batch * 4u > ws_bytes)
+            split--;
+        if (split < 1)
+            split = 1;
+    }
+    int64_t kper = cdiv(kblocks, split) * plan->kc;
+    plan->kper = kper;
+    plan->splitk = k > 0 ? (int)cdiv(k, kper) : 1;
+}
+
+/* --------------------------------------------------------------- kernel */
+
+/* op(A) block rows [i0, i0+mc) x cols [p0, p0+kk) into MR-row panels:
+ * panel r holds, for each p, MR consecutive rows (zero padded). */
+static void pack_a(const sim_gemm_args_t *g, int64_t i0, int64_t mc, int64_t p0, int64_t kk,
+                   float *restrict dst)
+{
+    for (int64_t ir = 0; ir < mc; ir += MR) {
+        int64_t mr = mc - ir < MR ? mc - ir : MR;
+        float *d = dst + ir * kk;
+        for (int64_t p = 0; p < kk; p++) {
+            int64_t i = i0 + ir;
+            for (int64_t r = 0; r < mr; r++) {
+                int64_t idx = g->transa ? (p0 + p) + (i + r) * g->lda : (i + r) + (p0 + p) * g->lda;
+                float v = g->atype == SIM_F32 ? ((const float *)g->A)[idx]
+                                              : load_elem(g->A, idx, g->atype);
+                d[p * MR + r] = g->round ? sim_round_input(v, g->round) : v;
+            }
+            for (int64_t r = mr; r < MR; r++)
+                d[p * MR + r] = 0.0f;
+        }
+    }
+}
+
+/* op(B) block rows [p0, p0+kk) x cols [j0, j0+nc) into NR-column panels. */
+static void pack_b(const sim_gemm_args_t *g, int64_t p0, int64_t kk, int64_t j0, int64_t nc,
+                   float *restrict dst)
+{
+    for (int64_t jr = 0; jr < nc; jr += NR) {
+        int64_t nr = nc - jr < NR ? nc - jr : NR;
+        float *d = dst + jr * kk;
+        for (int64_t p = 0; p < kk; p++) {
+            for (int64_t c = 0; c < nr; c++) {
+                int64_t j = j0 + jr + c;
+                int64_t idx = g->transb ? j + (p0 + p) * g->ldb : (p0 + p) + j * g->ldb;
+                float v = g->btype == SIM_F32 ? ((const float *)g->B)[idx]
+                                              : load_elem(g->B, idx, g->btype);
+                d[p * NR + c] = g->round ? sim_round_input(v, g->round) : v;
+            }
+            for (int64_t c = nr; c < NR; c++)
+                d[p * NR + c] = 0.0f;
+        }
+    }
+}
+
+/* Unaligned load of 8 floats (a macro: a function returning a 32-byte
+ * vector would change the ABI of the baseline clone). */
+#define VLOAD(dst, p) __builtin_memcpy(&(dst), (p), sizeof(v8))
+
+/* MR x NR tile over kk packed k-steps in chunks of kc. c: MR x NR tile,
+ * column-major with ld MR. first: the block starts the split, so its first
+ * chunk's partial is stored instead of added. */
+static inline __attribute__((always_inline)) void micro(int64_t kk, int64_t kc,
+                                                        const float *restrict a,
+                                                        const float *restrict b,
+                                                        float *restrict c, int first)
+{
+    for (int64_t k0 = 0; k0 < kk; k0 += kc) {
+        int64_t kn = kk - k0 < kc ? kk - k0 : kc;
+        v8 z = {0, 0, 0, 0, 0, 0, 0, 0};
+        v8 p00 = z, p10 = z, p01 = z, p11 = z, p02 = z, p12 = z, p03 = z, p13 = z;
+        for (int64_t k = 0; k < kn; k++) {
+            v8 a0, a1;
+            VLOAD(a0, a);
+            VLOAD(a1, a + 8);
+            float b0 = b[0], b1 = b[1], b2 = b[2], b3 = b[3];
+            p00 += a0 * b0;
+            p10 += a1 * b0;
+            p01 += a0 * b1;
+            p11 += a1 * b1;
+            p02 += a0 * b2;
+            p12 += a1 * b2;
+            p03 += a0 * b3;
+            p13 += a1 * b3;
+            a += MR;
+            b += NR;
+        }
+        v8 r[8] = {p00, p10, p01, p11, p02, p12, p03, p13};
+        if (first && k0 == 0) {
+            __builtin_memcpy(c, r, sizeof(r));
+        } else {
+            v8 cv[8];
+            __builtin_memcpy(cv, c, sizeof(cv));
+            for (int q = 0; q < 8; q++)
+                cv[q] += r[q];
+            __builtin_memcpy(c, cv, sizeof(cv));
+        }
+    }
+}
+
+/* The split's sum s over [k0, k1) into buf (m x n, ld m). */
+SIM_CLONES
+static void split_sum(const sim_gemm_args_t *g, int64_t kc, int64_t k0, int64_t k1, float *buf,
+                      float *apack, float *bpack)
+{
+    int64_t m = g->m, n = g->n;
+    float ct[MR * NR] __attribute__((aligned(32)));
+    for (int64_t pc = k0; pc < k1; pc += KCP) {
+        int64_t kk = k1 - pc < KCP ? k1 - pc : KCP;
+        int first = pc == k0;
+        for (int64_t jc = 0; jc < n; jc += NCB) {
+            int64_t nc = n - jc < NCB ? n - jc : NCB;
+            pack_b(g, pc, kk, jc, nc, bpack);
+            for (int64_t ic = 0; ic < m; ic += MCB) {
+                int64_t mc = m - ic < MCB ? m - ic : MCB;
+                pack_a(g, ic, mc, pc, kk, apack);
+                for (int64_t jr = 0; jr < nc; jr += NR) {
+                    int64_t nr = nc - jr < NR ? nc - jr : NR;
+                    for (int64_t ir = 0; ir < mc; ir += MR) {
+                        int64_t mr = mc - ir < MR ? mc - ir : MR;
+                        float *cb = buf + (ic + ir) + (jc + jr) * m;
+                        if (!first) {
+                            if (mr < MR || nr < NR)
+                                memset(ct, 0, sizeof(ct));
+                            for (int64_t j = 0; j < nr; j++)
+                                memcpy(ct + j * MR, cb + j * m, (size_t)mr * sizeof(float));
+                        }
+                        micro(kk, kc, apack + ir * kk, bpack + jr * kk, ct, first);
+                        for (int64_t j = 0; j < nr; j++)
+                            memcpy(cb + j * m, ct + j * MR, (size_t)mr * sizeof(float));
+                    }
+                }
+            }
+        }
+    }
+}
+
+SIM_CLONES
+static void add_into(float *restrict t, const float *restrict w, int64_t len)
+{
+    for (int64_t i = 0; i < len; i++)
+        t[i] += w[i];
+}
+
+static void scale_c(const sim_gemm_args_t *g)
+{
+    for (int64_t j = 0; j < g->n; j++)
+        for (int64_t i = 0; i < g->m; i++) {
+            int64_t idx = i + j * g->ldc;
+            float v = g->beta == 0.0f ? 0.0f : g->beta * load_elem(g->C, idx, g->ctype);
+            store_elem(g->C, idx, g->ctype, v);
+        }
+}
+
+int sim_gemm_run(const sim_gemm_plan_t *plan, const sim_gemm_args_t *g)
+{
+    int rc = 0;
+    float *t = NULL, *w = NULL, *apack = NULL, *bpack = NULL;
+    int64_t m = g->m, n = g->n, k = g->k;
+    if (m <= 0 || n <= 0)
+        return 0;
+    if (k <= 0 || g->alpha == 0.0f) {
+        scale_c(g);
+        return 0;
+    }
+    int64_t kc = plan->kc, kper = plan->kper;
+    if (kc <= 0 || KCP % kc != 0 || kper <= 0 || kper % kc != 0)
+        return -EINVAL;
+    int64_t kmax = k < KCP ? k : KCP;
+    int64_t mpad = (m < MCB ? cdiv(m, MR) * MR : MCB);
+    int64_t npad = (n < NCB ? cdiv(n, NR) * NR : NCB);
+    size_t tsz = (size_t)m * (size_t)n * sizeof(float);
+    t = malloc(tsz);
+    /* aligned_alloc wants a size that is a multiple of the alignment */
+    apack = aligned_alloc(64, ((size_t)(mpad * kmax) * sizeof(float) + 127) & ~(size_t)63);
+    bpack = aligned_alloc(64, ((size_t)(npad * kmax) * sizeof(float) + 127) & ~(size_t)63);
+    if (!t || !apack || !bpack) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (int64_t k0 = 0, s = 0; k0 < k; k0 += kper, s++) {
+        int64_t k1 = k0 + kper < k ? k0 + kper : k;
+        if (s == 0) {
+            split_sum(g, kc, k0, k1, t, apack, bpack);
+        } else {
+            if (!w && !(w = malloc(tsz))) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            split_sum(g, kc, k0, k1, w, apack, bpack);
+            add_into(t, w, m * n);
+        }
+    }
+    /* Epilogue: C = alpha*t + beta*C. */
+    for (int64_t j = 0; j < n; j++) {
+        const float *tc = t + j * m;
+        if (g->ctype == SIM_F32) {
+            float *cc = (float *)g->C + j * g->ldc;
+            if (g->beta == 0.0f)
+                for (int64_t i = 0; i < m; i++)
+                    cc[i] = g->alpha * tc[i];
+            else
+                for (int64_t i = 0; i < m; i++)
+                    cc[i] = g->alpha * tc[i] + g->beta * cc[i];
+        } else {
+            for (int64_t i = 0; i < m; i++) {
+                int64_t idx = i + j * g->ldc;
+                float v = g->alpha * tc[i];
+                if (g->beta != 0.0f)
+                    v = v + g->beta * load_elem(g->C, idx, g->ctype);
+                store_elem(g->C, idx, g->ctype, v);
+            }
+        }
+    }
+out:
+    free(t);
+    free(w);
+    free(apack);
+    free(bpack);
+    return rc;
+}

@@ -1,0 +1,44 @@
+# simcuda cuBLAS: build/sim/libcublas.so.13 (+ libcublas.so), its unit test,
+# the NVIDIA-header-only client test and the SGEMM bench.
+
+CUBLAS_SRCS := sim/cublas/cublas.c sim/cublas/gemm.c sim/cublas/level12.c
+CUBLAS_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CUBLAS_SRCS))
+CUBLAS_CORE_OBJS := $(B)/obj/sim/cublas/gemm.o $(B)/obj/sim/cublas/level12.o
+
+# The summation order must be the plan's whatever the optimiser does: no
+# contraction into FMA (and never -ffast-math).
+$(CUBLAS_OBJS) $(B)/obj/sim/cublas/bench_sgemm.o $(B)/obj/tests/sim_cublas/sim_cublas_test.o: \
+	CFLAGS += -O3 -ffp-contract=off
+
+$(B)/sim/libcublas.so.13: $(CUBLAS_OBJS) $(SIMDRV_OBJ) sim/cublas/libcublas.map
+	@mkdir -p $(dir $@)
+	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcublas.so.13 \
+		-Wl,--version-script=sim/cublas/libcublas.map -o $@ \
+		$(CUBLAS_OBJS) $(SIMDRV_OBJ) -ldl -lm
+
+$(B)/sim/libcublas.so: $(B)/sim/libcublas.so.13
+	ln -sf libcublas.so.13 $@
+
+ALL += $(B)/sim/libcublas.so.13 $(B)/sim/libcublas.so
+
+# Unit + API test: links the math core statically (its symbols are local in
+# the library) and the library and driver dynamically.
+$(B)/tests/sim_cublas_test: $(B)/obj/tests/sim_cublas/sim_cublas_test.o $(CUBLAS_CORE_OBJS) \
+		$(TEST_HARNESS_OBJ) | $(B)/sim/libcublas.so $(B)/sim/libcuda.so
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(B)/obj/tests/sim_cublas/sim_cublas_test.o $(CUBLAS_CORE_OBJS) \
+		$(TEST_HARNESS_OBJ) -L$(B)/sim -lcublas -lcuda $(CMOCKA_LIBS) -lm
+
+# Client written only against NVIDIA's headers.
+$(B)/tests/cublas_client_test: tests/clients/cublas_client.c | $(B)/sim/libcublas.so $(B)/sim/libcuda.so
+	@mkdir -p $(dir $@)
+	$(CC) -I$(CUDA_HOME)/include -std=gnu11 -Wall -Wextra -g $(filter -fsanitize=%,$(CFLAGS)) \
+		tests/clients/cublas_client.c -L$(B)/sim -lcublas -lcuda $(LDFLAGS) -lm -o $@
+
+TESTS += $(B)/tests/sim_cublas_test $(B)/tests/cublas_client_test
+
+$(B)/bench/sgemm_bench: $(B)/obj/sim/cublas/bench_sgemm.o $(CUBLAS_CORE_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -ldl -lm
+
+BENCHES += $(B)/bench/sgemm_bench

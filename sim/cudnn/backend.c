@@ -1,0 +1,982 @@
+/* simcuda cuDNN backend API: the minimum of the graph API that a framework
+ * (PyTorch through cudnn-frontend) uses for convolutions, enough to test a
+ * shim that filters nondeterministic engines: tensor and convolution
+ * descriptors, one convolution operation (forward, backward data, backward
+ * filter) per operation graph, engine heuristics returning engine configs,
+ * engines with CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, engine configs, execution
+ * plans, variant packs and cudnnBackendExecute.
+ *
+ * Engine global index i of a graph is legacy algorithm i of the operation's
+ * direction (so backward filter engines 0 and 3 and backward data engine 0
+ * carry CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC and really accumulate in a
+ * varying order); the heuristics rank them with the legacy _v7 rules.
+ *
+ * Descriptor-valued attributes are stored as private copies (so the caller
+ * may destroy what it set), and getting one copies into descriptors the
+ * caller created, as cuDNN does.
+ */
+#include "sim/cudnn/cudnn_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define BD_MAGIC 0x646b6e62u /* "bnkd" */
+#define BD_MAX_OPS 4
+#define BD_MAX_RES 8
+#define BD_MAX_VP 16
+
+typedef struct bd bd_t;
+struct bd {
+    uint32_t magic;
+    cudnnBackendDescriptorType_t type;
+    int finalized;
+    /* tensor */
+    cudnnDataType_t dtype;
+    int nd, nstrides;
+    int64_t dims[CUDNN_DIM_MAX], strides[CUDNN_DIM_MAX];
+    int64_t uid, align;
+    int uid_set, is_virtual;
+    /* convolution */
+    cudnnDataType_t comp;
+    cudnnConvolutionMode_t mode;
+    int64_t spatial;
+    int npre, npost, nstr, ndil;
+    int64_t pre[CUDNN_DIM_MAX], post[CUDNN_DIM_MAX], str[CUDNN_DIM_MAX], dil[CUDNN_DIM_MAX];
+    /* convolution operation: t[0] x (or dx), t[1] w (or dw), t[2] y (or dy) */
+    double alpha, beta;
+    bd_t *conv, *t[3];
+    int dir;
+    sim_conv_t prob;
+    /* operation graph, engine, engine config, plan: the chain */
+    cudnnHandle_t handle;
+    bd_t *ops[BD_MAX_OPS];
+    int nops;
+    bd_t *graph;   /* engine heuristics, engine */
+    int64_t gidx;  /* engine */
+    int heur_mode; /* engine heuristics */
+    bd_t *res[BD_MAX_RES];
+    int nres;
+    bd_t *engine;  /* engine config */
+    bd_t *cfg;     /* plan */
+    /* variant pack */
+    int nuids, nptrs;
+    int64_t uids[BD_MAX_VP];
+    void *ptrs[BD_MAX_VP];
+    void *workspace;
+};
+
+#define FAIL(st, ...) sim_cudnn_fail((st), __VA_ARGS__)
+
+static bd_t *bd_cast(cudnnBackendDescriptor_t d)
+{
+    bd_t *b = d;
+    return b && b->magic == BD_MAGIC ? b : NULL;
+}
+
+static void bd_free_children(bd_t *b);
+
+static void bd_free(bd_t *b)
+{
+    if (!b)
+        return;
+    bd_free_children(b);
+    b->magic = 0;
+    free(b);
+}
+
+static void bd_free_children(bd_t *b)
+{
+    bd_free(b->conv);
+    for (int i = 0; i < 3; i++)
+        bd_free(b->t[i]);
+    for (int i = 0; i < b->nops; i++)
+        bd_free(b->ops[i]);
+    bd_free(b->graph);
+    for (int i = 0; i < b->nres; i++)
+        bd_free(b->res[i]);
+    bd_free(b->engine);
+    bd_free(b->cfg);
+    b->conv = b->graph = b->engine = b->cfg = NULL;
+    memset(b->t, 0, sizeof(b->t));
+    b->nops = b->nres = 0;
+}
+
+/* A deep copy (NULL on no memory). */
+static bd_t *bd_clone(const bd_t *s)
+{
+    if (!s)
+        return NULL;
+    bd_t *b = malloc(sizeof(*b));
+    if (!b)
+        return NULL;
+    *b = *s;
+    int ok = 1;
+#define CL(f)                          \
+    if (s->f) {                        \
+        b->f = bd_clone(s->f);         \
+        ok &= b->f != NULL;            \
+    }
+    CL(conv);
+    CL(t[0]);
+    CL(t[1]);
+    CL(t[2]);
+    CL(graph);
+    CL(engine);
+    CL(cfg);
+    for (int i = 0; i < s->nops; i++)
+        CL(ops[i]);
+    for (int i = 0; i < s->nres; i++)
+        CL(res[i]);
+#undef CL
+    if (!ok) {
+        bd_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* Copies s into the caller's descriptor d (same type), keeping d itself. */
+static cudnnStatus_t bd_copy_into(bd_t *d, const bd_t *s)
+{
+    bd_t *c = bd_clone(s);
+    if (!c)
+        return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory");
+    bd_free_children(d);
+    *d = *c;
+    free(c); /* children now belong to d */
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t descriptorType,
+                                           cudnnBackendDescriptor_t *descriptor)
+{
+    if (!descriptor)
+        return FAIL(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "descriptor is NULL");
+    switch (descriptorType) {
+    case CUDNN_BACKEND_TENSOR_DESCRIPTOR:
+    case CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
+    case CUDNN_BACKEND_ENGINE_DESCRIPTOR:
+    case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
+    case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:
+    case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR:
+        break;
+    default:
+        return FAIL(CUDNN_STATUS_NOT_SUPPORTED, "backend descriptor type %d is not supported",
+                    (int)descriptorType);
+    }
+    bd_t *b = calloc(1, sizeof(*b));
+    if (!b)
+        return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory");
+    b->magic = BD_MAGIC;
+    b->type = descriptorType;
+    b->dtype = CUDNN_DATA_FLOAT;
+    b->comp = CUDNN_DATA_FLOAT;
+    b->mode = CUDNN_CROSS_CORRELATION;
+    b->alpha = 1.0;
+    b->gidx = -1;
+    *descriptor = b;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor)
+{
+    if (!descriptor)
+        return CUDNN_STATUS_SUCCESS;
+    bd_t *b = bd_cast(descriptor);
+    if (!b)
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a backend descriptor");
+    bd_free(b);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBackendInitialize(cudnnBackendDescriptor_t descriptor)
+{
+    bd_t *b = bd_cast(descriptor);
+    if (!b)
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a backend descriptor");
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* ---- attribute helpers -------------------------------------------------------------- */
+
+static cudnnStatus_t want_type(cudnnBackendAttributeType_t got, cudnnBackendAttributeType_t want)
+{
+    if (got != want)
+        return FAIL(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE, "attribute type %d, expected %d",
+                    (int)got, (int)want);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static cudnnStatus_t set_i64s(cudnnBackendAttributeType_t type, int64_t count, const void *v,
+                              int64_t *dst, int *n)
+{
+    cudnnStatus_t st = want_type(type, CUDNN_TYPE_INT64);
+    if (st)
+        return st;
+    if (count < 0 || count > CUDNN_DIM_MAX)
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "element count %lld", (long long)count);
+    memcpy(dst, v, (size_t)count * sizeof(int64_t));
+    *n = (int)count;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static cudnnStatus_t set_i64(cudnnBackendAttributeType_t type, int64_t count, const void *v,
+                             int64_t *dst)
+{
+    cudnnStatus_t st = want_type(type, CUDNN_TYPE_INT64);
+    if (st)
+        return st;
+    if (count != 1)
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "element count %lld, expected 1", (long long)count);
+    memcpy(dst, v, sizeof(int64_t));
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* Stores a private copy of a finalized descriptor of type want. */
+static cudnnStatus_t set_desc(cudnnBackendAttributeType_t type, int64_t count, const void *v,
+                              cudnnBackendDescriptorType_t want, bd_t **dst)
+{
+    cudnnStatus_t st = want_type(type, CUDNN_TYPE_BACKEND_DESCRIPTOR);
+    if (st)
+        return st;
+    if (count != 1)
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "element count %lld, expected 1", (long long)count);
+    bd_t *s = bd_cast(*(cudnnBackendDescriptor_t const *)v);
+    if (!s)
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a backend descriptor");
+    if (s->type != want)
+        return FAIL(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "descriptor type %d, expected %d",
+                    (int)s->type, (int)want);
+    if (!s->finalized)
+        return FAIL(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "descriptor not finalized");
+    bd_t *c = bd_clone(s);
+    if (!c)
+        return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory");
+    bd_free(*dst);
+    *dst = c;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static int is_conv_op(cudnnBackendDescriptorType_t t)
+{
+    return t == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR ||
+           t == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR ||
+           t == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR;
+}
+
+cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor,
+                                       cudnnBackendAttributeName_t name,
+                                       cudnnBackendAttributeType_t type, int64_t count,
+                                       const void *v)
+{
+    bd_t *b = bd_cast(descriptor);
+    if (!b)
+        return FAIL(descriptor ? CUDNN_STATUS_BAD_PARAM : CUDNN_STATUS_BAD_PARAM_NULL_POINTER,
+                    "not a backend descriptor");
+    if (!v && count > 0)
+        return FAIL(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "arrayOfElements is NULL");
+    if (b->finalized)
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "descriptor already finalized");
+    cudnnStatus_t st;
+    switch (b->type) {
+    case CUDNN_BACKEND_TENSOR_DESCRIPTOR:
+        switch (name) {
+        case CUDNN_ATTR_TENSOR_DATA_TYPE:
+            if ((st = want_type(type, CUDNN_TYPE_DATA_TYPE)))
+                return st;
+            b->dtype = *(const cudnnDataType_t *)v;
+            return CUDNN_STATUS_SUCCESS;
+        case CUDNN_ATTR_TENSOR_DIMENSIONS:
+            return set_i64s(type, count, v, b->dims, &b->nd);
+        case CUDNN_ATTR_TENSOR_STRIDES:
+            return set_i64s(type, count, v, b->strides, &b->nstrides);
+        case CUDNN_ATTR_TENSOR_UNIQUE_ID:
+            b->uid_set = 1;
+            return set_i64(type, count, v, &b->uid);
+        case CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT:
+            return set_i64(type, count, v, &b->align);
+        case CUDNN_ATTR_TENSOR_IS_VIRTUAL:
+            if ((st = want_type(type, CUDNN_TYPE_BOOLEAN)))
+                return st;
+            b->is_virtual = *(const _Bool *)v;
+            if (b->is_virtual)
+                return FAIL(CUDNN_STATUS_NOT_SUPPORTED, "virtual tensors (fusion) are not supported");
+            return CUDNN_STATUS_SUCCESS;
+        case CUDNN_ATTR_TENSOR_IS_BY_VALUE:
+            if ((st = want_type(type, CUDNN_TYPE_BOOLEAN)))
+                return st;
+            if (*(const _Bool *)v)
+                return FAIL(CUDNN_STATUS_NOT_SUPPORTED, "by-value tensors are not supported");
+            return CUDNN_STATUS_SUCCESS;
+        case CUDNN_ATTR_TENSOR_REORDERING_MODE:
+            if ((st = want_type(type, CUDNN_TYPE_TENSOR_REORDERING_MODE)))
+                return st;
+            if (*(const cudnnBackendTensorReordering_t *)v != CUDNN_TENSOR_REORDERING_NONE)
+                return FAIL(CUDNN_STATUS_NOT_SUPPORTED, "tensor reordering is not supported");
+            return CUDNN_STATUS_SUCCESS;
+        case CUDNN_ATTR_TENSOR_VECTOR_COUNT: {
+            int64_t vc = 1;
+            if ((st = set_i64(type, count, v, &vc)))
+                return st;
+            if (vc != 1)
+                return FAIL(CUDNN_STATUS_NOT_SUPPORTED, "vectorized tensors are not supported");
+            return CUDNN_STATUS_SUCCESS;
+        }
+        case CUDNN_ATTR_TENSOR_VECTORIZED_DIMENSION: {
+            int64_t vd;
+            return set_i64(type, count, v, &vd);
+        }
+        default:
+            break;
+        }
+        break;
+    case CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR:
+        switch (name) {
+        case CUDNN_ATTR_CONVOLUTION_COMP_TYPE:
+            if ((st = want_type(type, CUDNN_TYPE_DATA_TYPE)))
+                return st;
+            b->comp = *(const cudnnDataType_t *)v;
+            return CUDNN_STATUS_SUCCESS;
+        case CUDNN_ATTR_CONVOLUTION_CONV_MODE:
+            if ((st = want_type(type, CUDNN_TYPE_CONVOLUTION_MODE)))
+                return st;
+            b->mode = *(const cudnnConvolutionMode_t *)v;
+            return CUDNN_STATUS_SUCCESS;
+        case CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS:
+            return set_i64(type, count, v, &b->spatial);
+        case CUDNN_ATTR_CONVOLUTION_DILATIONS:
+            return set_i64s(type, count, v, b->dil, &b->ndil);
+        case CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES:
+            return set_i64s(type, count, v, b->str, &b->nstr);
+        case CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS:
+            return set_i64s(type, count, v, b->pre, &b->npre);
+        case CUDNN_ATTR_CONVOLUTION_POST_PADDINGS:
+            return set_i64s(type, count, v, b->post, &b->npost);
+        default:
+            break;
+        }
+        break;
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR: {
+        /* attribute ids: base + 0 alpha, 1 beta, 2 conv, 3 w, 4 x/dx, 5 y/dy
+         * (forward 700.., data 706.., filter 712.. with dw, x, dy order) */
+        int base = b->type == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR ? 700
+                   : b->type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
+                       ? 706
+                       : 712;
+        int k = (int)name - base;
+        if (k < 0 || k > 5)
+            break;
+        if (k <= 1) {
+            double val;
+            if (type == CUDNN_TYPE_FLOAT)
+                val = *(const float *)v;
+            else if (type == CUDNN_TYPE_DOUBLE)
+                val = *(const double *)v;
+            else
+                return want_type(type, CUDNN_TYPE_FLOAT);
+            if (count != 1)
+                return FAIL(CUDNN_STATUS_BAD_PARAM, "element count %lld", (long long)count);
+            *(k == 0 ? &b->alpha : &b->beta) = val;
+            return CUDNN_STATUS_SUCCESS;
+        }
+        if (k == 2)
+            return set_desc(type, count, v, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &b->conv);
+        /* which tensor slot: x-like 0, w-like 1, y-like 2 */
+        /* forward W X Y, data W DX DY, filter DW X DY: the same order */
+        int slot = k == 3 ? 1 : k == 4 ? 0 : 2;
+        return set_desc(type, count, v, CUDNN_BACKEND_TENSOR_DESCRIPTOR, &b->t[slot]);
+    }
+    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
+        if (name == CUDNN_ATTR_OPERATIONGRAPH_HANDLE) {
+            if ((st = want_type(type, CUDNN_TYPE_HANDLE)))
+                return st;
+            cudnnHandle_t h = *(const cudnnHandle_t *)v;
+            if ((st = sim_cudnn_check_handle(h)))
+                return st;
+            b->handle = h;
+            return CUDNN_STATUS_SUCCESS;
+        }
+        if (name == CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED) {
+            if ((st = want_type(type, CUDNN_TYPE_BOOLEAN)))
+                return st;
+            if (*(const _Bool *)v)
+                return FAIL(CUDNN_STATUS_NOT_SUPPORTED, "dynamic shapes are not supported");
+            return CUDNN_STATUS_SUCCESS;
+        }
+        if (name == CUDNN_ATTR_OPERATIONGRAPH_OPS) {
+            if ((st = want_type(type, CUDNN_TYPE_BACKEND_DESCRIPTOR)))
+                return st;
+            if (count < 1 || count > BD_MAX_OPS)
+                return FAIL(CUDNN_STATUS_BAD_PARAM, "%lld operations", (long long)count);
+            for (int i = 0; i < b->nops; i++)
+                bd_free(b->ops[i]);
+            b->nops = 0;
+            for (int64_t i = 0; i < count; i++) {
+                bd_t *op = bd_cast(((cudnnBackendDescriptor_t const *)v)[i]);
+                if (!op)
+                    return FAIL(CUDNN_STATUS_BAD_PARAM, "operation %lld is not a descriptor",
+                                (long long)i);
+                if (!op->finalized)
+                    return FAIL(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "operation not finalized");
+                bd_t *c = bd_clone(op);
+                if (!c)
+                    return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory");
+                b->ops[b->nops++] = c;
+            }
+            return CUDNN_STATUS_SUCCESS;
+        }
+        break;
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
+        if (name == CUDNN_ATTR_ENGINEHEUR_MODE) {
+            if ((st = want_type(type, CUDNN_TYPE_HEUR_MODE)))
+                return st;
+            int m = *(const cudnnBackendHeurMode_t *)v;
+            if (m < 0 || m >= CUDNN_HEUR_MODES_COUNT)
+                return FAIL(CUDNN_STATUS_BAD_PARAM, "heuristics mode %d", m);
+            b->heur_mode = m;
+            return CUDNN_STATUS_SUCCESS;
+        }
+        if (name == CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH)
+            return set_desc(type, count, v, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &b->graph);
+        if (name == CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET)
+            return CUDNN_STATUS_SUCCESS; /* accepted, not used */
+        break;
+    case CUDNN_BACKEND_ENGINE_DESCRIPTOR:
+        if (name == CUDNN_ATTR_ENGINE_OPERATION_GRAPH)
+            return set_desc(type, count, v, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &b->graph);
+        if (name == CUDNN_ATTR_ENGINE_GLOBAL_INDEX)
+            return set_i64(type, count, v, &b->gidx);
+        if (name == CUDNN_ATTR_ENGINE_SM_COUNT_TARGET)
+            return CUDNN_STATUS_SUCCESS;
+        break;
+    case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
+        if (name == CUDNN_ATTR_ENGINECFG_ENGINE)
+            return set_desc(type, count, v, CUDNN_BACKEND_ENGINE_DESCRIPTOR, &b->engine);
+        if (name == CUDNN_ATTR_ENGINECFG_KNOB_CHOICES)
+            return CUDNN_STATUS_SUCCESS; /* no knobs: accepted and ignored */
+        break;
+    case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:
+        if (name == CUDNN_ATTR_EXECUTION_PLAN_HANDLE) {
+            if ((st = want_type(type, CUDNN_TYPE_HANDLE)))
+                return st;
+            cudnnHandle_t h = *(const cudnnHandle_t *)v;
+            if ((st = sim_cudnn_check_handle(h)))
+                return st;
+            b->handle = h;
+            return CUDNN_STATUS_SUCCESS;
+        }
+        if (name == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)
+            return set_desc(type, count, v, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &b->cfg);
+        break;
+    case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR:
+        if (name == CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS) {
+            if ((st = want_type(type, CUDNN_TYPE_INT64)))
+                return st;
+            if (count < 0 || count > BD_MAX_VP)
+                return FAIL(CUDNN_STATUS_BAD_PARAM, "%lld unique ids", (long long)count);
+            memcpy(b->uids, v, (size_t)count * sizeof(int64_t));
+            b->nuids = (int)count;
+            return CUDNN_STATUS_SUCCESS;
+        }
+        if (name == CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS) {
+            if ((st = want_type(type, CUDNN_TYPE_VOID_PTR)))
+                return st;
+            if (count < 0 || count > BD_MAX_VP)
+                return FAIL(CUDNN_STATUS_BAD_PARAM, "%lld data pointers", (long long)count);
+            memcpy(b->ptrs, v, (size_t)count * sizeof(void *));
+            b->nptrs = (int)count;
+            return CUDNN_STATUS_SUCCESS;
+        }
+        if (name == CUDNN_ATTR_VARIANT_PACK_WORKSPACE) {
+            if ((st = want_type(type, CUDNN_TYPE_VOID_PTR)))
+                return st;
+            b->workspace = count ? *(void *const *)v : NULL;
+            return CUDNN_STATUS_SUCCESS;
+        }
+        if (name == CUDNN_ATTR_VARIANT_PACK_INTERMEDIATES)
+            return CUDNN_STATUS_SUCCESS;
+        break;
+    default:
+        break;
+    }
+    return FAIL(CUDNN_STATUS_BAD_PARAM, "attribute %d does not apply to descriptor type %d",
+                (int)name, (int)b->type);
+}
+
+/* ---- finalize ------------------------------------------------------------------- */
+
+static void t4_from(const bd_t *t, sim_t4_t *v)
+{
+    v->n = (int)t->dims[0];
+    v->c = (int)t->dims[1];
+    v->h = (int)t->dims[2];
+    v->w = (int)t->dims[3];
+    v->sn = t->strides[0];
+    v->sc = t->strides[1];
+    v->sh = t->strides[2];
+    v->sw = t->strides[3];
+}
+
+static cudnnStatus_t finalize_conv_op(bd_t *b)
+{
+    if (!b->conv || !b->t[0] || !b->t[1] || !b->t[2])
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "convolution operation lacks a descriptor");
+    const bd_t *cv = b->conv, *x = b->t[0], *w = b->t[1], *y = b->t[2];
+    if (x->dtype != CUDNN_DATA_FLOAT || w->dtype != CUDNN_DATA_FLOAT ||
+        y->dtype != CUDNN_DATA_FLOAT || cv->comp != CUDNN_DATA_FLOAT)
+        return FAIL(CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, "only float convolutions are supported");
+    sim_conv_t *p = &b->prob;
+    memset(p, 0, sizeof(*p));
+    t4_from(x, &p->x);
+    t4_from(w, &p->w);
+    t4_from(y, &p->y);
+    if (p->w.c <= 0 || p->x.c % p->w.c)
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "input channels %d not a multiple of filter's %d",
+                    p->x.c, p->w.c);
+    p->groups = p->x.c / p->w.c;
+    if (p->w.n % p->groups)
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "output channels not a multiple of the groups");
+    p->pad_h = (int)cv->pre[0];
+    p->pad_w = (int)cv->pre[1];
+    p->str_h = (int)cv->str[0];
+    p->str_w = (int)cv->str[1];
+    p->dil_h = (int)cv->dil[0];
+    p->dil_w = (int)cv->dil[1];
+    p->flip = cv->mode == CUDNN_CONVOLUTION;
+    int oh = sim_conv_out_dim(p->x.h, p->pad_h, p->w.h, p->dil_h, p->str_h);
+    int ow = sim_conv_out_dim(p->x.w, p->pad_w, p->w.w, p->dil_w, p->str_w);
+    if (p->y.n != p->x.n || p->y.c != p->w.n || p->y.h != oh || p->y.w != ow)
+        return FAIL(CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH,
+                    "output %dx%dx%dx%d does not match the convolution's %dx%dx%dx%d", p->y.n,
+                    p->y.c, p->y.h, p->y.w, p->x.n, p->w.n, oh, ow);
+    b->dir = b->type == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR ? SIM_DIR_FWD
+             : b->type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
+                 ? SIM_DIR_BWD_DATA
+                 : SIM_DIR_BWD_FILTER;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* The device facts the heuristics use: the graph's handle's device, else
+ * the current context's. */
+static cudnnStatus_t graph_dev(const bd_t *g, sim_heur_dev_t *dev)
+{
+    if (g->handle) {
+        cudnnStatus_t st = sim_cudnn_check_handle(g->handle);
+        if (st)
+            return st;
+        *dev = g->handle->dev;
+        return CUDNN_STATUS_SUCCESS;
+    }
+    simdrv_devinfo_t info;
+    if (simdrv_current_device(&info))
+        return FAIL(CUDNN_STATUS_NOT_INITIALIZED, "no handle on the graph and no CUDA context");
+    dev->cc_major = info.cc_major;
+    dev->cc_minor = info.cc_minor;
+    dev->sm_count = info.sm_count;
+    memcpy(dev->model, info.model, sizeof(dev->model));
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static cudnnStatus_t new_engine(const bd_t *graph, int gidx, bd_t **out)
+{
+    cudnnBackendDescriptor_t e = NULL;
+    cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &e);
+    if (st)
+        return st;
+    bd_t *b = e;
+    b->graph = bd_clone(graph);
+    b->gidx = gidx;
+    b->finalized = 1;
+    if (!b->graph) {
+        bd_free(b);
+        return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory");
+    }
+    *out = b;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor)
+{
+    bd_t *b = bd_cast(descriptor);
+    if (!b)
+        return FAIL(descriptor ? CUDNN_STATUS_BAD_PARAM : CUDNN_STATUS_BAD_PARAM_NULL_POINTER,
+                    "not a backend descriptor");
+    if (b->finalized)
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "descriptor already finalized");
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    switch (b->type) {
+    case CUDNN_BACKEND_TENSOR_DESCRIPTOR:
+        if (!b->uid_set || b->nd == 0 || b->nstrides != b->nd)
+            return FAIL(CUDNN_STATUS_BAD_PARAM, "tensor needs a unique id, dimensions, strides");
+        if (b->nd != 4)
+            return FAIL(CUDNN_STATUS_NOT_SUPPORTED_SHAPE, "only 4-d tensors are supported");
+        for (int i = 0; i < b->nd; i++)
+            if (b->dims[i] <= 0 || b->dims[i] > INT32_MAX || b->strides[i] <= 0 ||
+                b->strides[i] > INT32_MAX)
+                return FAIL(CUDNN_STATUS_BAD_PARAM, "bad dimension or stride %d", i);
+        break;
+    case CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR:
+        if (b->spatial != 2 || b->npre != 2 || b->npost != 2 || b->nstr != 2 || b->ndil != 2)
+            return FAIL(b->spatial && b->spatial != 2 ? CUDNN_STATUS_NOT_SUPPORTED
+                                                      : CUDNN_STATUS_BAD_PARAM,
+                        "2 spatial dimensions with paddings, strides and dilations are needed");
+        for (int i = 0; i < 2; i++) {
+            if (b->pre[i] < 0 || b->str[i] <= 0 || b->dil[i] <= 0 || b->pre[i] > INT32_MAX ||
+                b->str[i] > INT32_MAX || b->dil[i] > INT32_MAX)
+                return FAIL(CUDNN_STATUS_BAD_PARAM, "bad padding, stride or dilation");
+            if (b->post[i] != b->pre[i])
+                return FAIL(CUDNN_STATUS_NOT_SUPPORTED_PADDING, "asymmetric padding");
+        }
+        if (b->mode != CUDNN_CONVOLUTION && b->mode != CUDNN_CROSS_CORRELATION)
+            return FAIL(CUDNN_STATUS_BAD_PARAM, "bad convolution mode");
+        break;
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR:
+        st = finalize_conv_op(b);
+        break;
+    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
+        if (b->nops != 1 || !is_conv_op(b->ops[0]->type))
+            return FAIL(CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+                        "only graphs of one convolution operation are supported");
+        break;
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR: {
+        if (!b->graph)
+            return FAIL(CUDNN_STATUS_BAD_PARAM, "engine heuristics need an operation graph");
+        const bd_t *op = b->graph->ops[0];
+        sim_heur_dev_t dev;
+        if ((st = graph_dev(b->graph, &dev)))
+            return st;
+        int algos[8], order[8], n = 0;
+        int nsup = sim_heur_rank(op->dir, &dev, &op->prob, algos);
+        if (b->heur_mode == CUDNN_HEUR_MODE_FALLBACK) {
+            /* fallback engines: the deterministic ones by id, then the rest */
+            for (int pass = 0; pass < 2; pass++)
+                for (int a = 0; a < sim_conv_algo_count(op->dir); a++)
+                    if (sim_conv_algo_supported(op->dir, a, &op->prob) &&
+                        sim_conv_algo_deterministic(op->dir, a) == !pass)
+                        order[n++] = a;
+        } else {
+            for (int i = 0; i < nsup; i++)
+                order[n++] = algos[i];
+        }
+        for (int i = 0; i < b->nres; i++)
+            bd_free(b->res[i]);
+        b->nres = 0;
+        for (int i = 0; i < n && i < BD_MAX_RES; i++) {
+            cudnnBackendDescriptor_t c;
+            bd_t *e = NULL;
+            if ((st = new_engine(b->graph, order[i], &e)))
+                return st;
+            if ((st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &c))) {
+                bd_free(e);
+                return st;
+            }
+            bd_t *cfg = c;
+            cfg->engine = e;
+            cfg->finalized = 1;
+            b->res[b->nres++] = cfg;
+        }
+        break;
+    }
+    case CUDNN_BACKEND_ENGINE_DESCRIPTOR: {
+        if (!b->graph || b->gidx < 0)
+            return FAIL(CUDNN_STATUS_BAD_PARAM, "engine needs an operation graph and an index");
+        const bd_t *op = b->graph->ops[0];
+        if (b->gidx >= sim_conv_algo_count(op->dir))
+            return FAIL(CUDNN_STATUS_BAD_PARAM_OUT_OF_BOUND, "engine index %lld out of range",
+                        (long long)b->gidx);
+        if (!sim_conv_algo_supported(op->dir, (int)b->gidx, &op->prob))
+            return FAIL(CUDNN_STATUS_NOT_SUPPORTED, "engine %lld does not support this graph",
+                        (long long)b->gidx);
+        break;
+    }
+    case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
+        if (!b->engine)
+            return FAIL(CUDNN_STATUS_BAD_PARAM, "engine config needs an engine");
+        break;
+    case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:
+        if (!b->cfg || !b->handle)
+            return FAIL(CUDNN_STATUS_BAD_PARAM, "execution plan needs a handle and an engine config");
+        break;
+    case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR:
+        if (b->nuids != b->nptrs)
+            return FAIL(CUDNN_STATUS_BAD_PARAM, "%d unique ids but %d data pointers", b->nuids,
+                        b->nptrs);
+        break;
+    default:
+        return FAIL(CUDNN_STATUS_NOT_SUPPORTED, "descriptor type %d", (int)b->type);
+    }
+    if (st == CUDNN_STATUS_SUCCESS)
+        b->finalized = 1;
+    return st;
+}
+
+/* ---- get attribute ---------------------------------------------------------------- */
+
+static cudnnStatus_t out_i64s(cudnnBackendAttributeType_t type, int64_t req, int64_t *count,
+                              void *arr, const int64_t *src, int n)
+{
+    cudnnStatus_t st = want_type(type, CUDNN_TYPE_INT64);
+    if (st)
+        return st;
+    if (count)
+        *count = n;
+    if (arr)
+        memcpy(arr, src, (size_t)(req < n ? req : n) * sizeof(int64_t));
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static size_t engine_workspace(const bd_t *engine)
+{
+    const bd_t *op = engine->graph->ops[0];
+    return sim_conv_workspace(op->dir, (int)engine->gidx, &op->prob);
+}
+
+static int engine_notes(const bd_t *e, cudnnBackendNumericalNote_t *notes)
+{
+    const bd_t *op = e->graph->ops[0];
+    int a = (int)e->gidx, n = 0;
+    if (!sim_conv_algo_deterministic(op->dir, a))
+        notes[n++] = CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+    int fft = (op->dir == SIM_DIR_FWD && (a == 4 || a == 5)) ||
+              (op->dir == SIM_DIR_BWD_DATA && (a == 2 || a == 3)) ||
+              (op->dir == SIM_DIR_BWD_FILTER && (a == 2 || a == 6));
+    int wino = (op->dir == SIM_DIR_FWD && (a == 6 || a == 7)) ||
+               (op->dir == SIM_DIR_BWD_DATA && (a == 4 || a == 5)) ||
+               (op->dir == SIM_DIR_BWD_FILTER && (a == 4 || a == 5));
+    if (fft)
+        notes[n++] = CUDNN_NUMERICAL_NOTE_FFT;
+    if (wino)
+        notes[n++] = CUDNN_NUMERICAL_NOTE_WINOGRAD;
+    return n;
+}
+
+static cudnnStatus_t out_desc(cudnnBackendAttributeType_t type, int64_t req, int64_t *count,
+                              void *arr, bd_t *const *src, int n)
+{
+    cudnnStatus_t st = want_type(type, CUDNN_TYPE_BACKEND_DESCRIPTOR);
+    if (st)
+        return st;
+    if (count)
+        *count = n;
+    if (!arr)
+        return CUDNN_STATUS_SUCCESS;
+    for (int64_t i = 0; i < req && i < n; i++) {
+        bd_t *d = bd_cast(((cudnnBackendDescriptor_t *)arr)[i]);
+        if (!d)
+            return FAIL(CUDNN_STATUS_BAD_PARAM, "output element %lld is not a descriptor",
+                        (long long)i);
+        if (d->type != src[i]->type)
+            return FAIL(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "output descriptor type %d, need %d",
+                        (int)d->type, (int)src[i]->type);
+        if ((st = bd_copy_into(d, src[i])))
+            return st;
+    }
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor,
+                                       cudnnBackendAttributeName_t name,
+                                       cudnnBackendAttributeType_t type, int64_t req,
+                                       int64_t *count, void *arr)
+{
+    bd_t *b = bd_cast(descriptor);
+    if (!b)
+        return FAIL(descriptor ? CUDNN_STATUS_BAD_PARAM : CUDNN_STATUS_BAD_PARAM_NULL_POINTER,
+                    "not a backend descriptor");
+    if (req < 0)
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "requestedElementCount < 0");
+    if (!count && !arr)
+        return FAIL(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "elementCount and arrayOfElements are NULL");
+    if (req > 0 && !arr)
+        return FAIL(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "arrayOfElements is NULL");
+    if (!b->finalized)
+        return FAIL(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "descriptor not finalized");
+    cudnnStatus_t st;
+    switch (b->type) {
+    case CUDNN_BACKEND_TENSOR_DESCRIPTOR:
+        switch (name) {
+        case CUDNN_ATTR_TENSOR_DIMENSIONS:
+            return out_i64s(type, req, count, arr, b->dims, b->nd);
+        case CUDNN_ATTR_TENSOR_STRIDES:
+            return out_i64s(type, req, count, arr, b->strides, b->nd);
+        case CUDNN_ATTR_TENSOR_UNIQUE_ID:
+            return out_i64s(type, req, count, arr, &b->uid, 1);
+        case CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT:
+            return out_i64s(type, req, count, arr, &b->align, 1);
+        case CUDNN_ATTR_TENSOR_DATA_TYPE:
+            if ((st = want_type(type, CUDNN_TYPE_DATA_TYPE)))
+                return st;
+            if (count)
+                *count = 1;
+            if (arr && req >= 1)
+                *(cudnnDataType_t *)arr = b->dtype;
+            return CUDNN_STATUS_SUCCESS;
+        default:
+            break;
+        }
+        break;
+    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
+        if (name == CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT) {
+            int64_t n = sim_conv_algo_count(b->ops[0]->dir);
+            return out_i64s(type, req, count, arr, &n, 1);
+        }
+        if (name == CUDNN_ATTR_OPERATIONGRAPH_OPS)
+            return out_desc(type, req, count, arr, b->ops, b->nops);
+        break;
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
+        if (name == CUDNN_ATTR_ENGINEHEUR_RESULTS)
+            return out_desc(type, req, count, arr, b->res, b->nres);
+        break;
+    case CUDNN_BACKEND_ENGINE_DESCRIPTOR:
+        switch (name) {
+        case CUDNN_ATTR_ENGINE_GLOBAL_INDEX:
+            return out_i64s(type, req, count, arr, &b->gidx, 1);
+        case CUDNN_ATTR_ENGINE_NUMERICAL_NOTE: {
+            if ((st = want_type(type, CUDNN_TYPE_NUMERICAL_NOTE)))
+                return st;
+            cudnnBackendNumericalNote_t notes[4];
+            int n = engine_notes(b, notes);
+            if (count)
+                *count = n;
+            if (arr)
+                memcpy(arr, notes, (size_t)(req < n ? req : n) * sizeof(notes[0]));
+            return CUDNN_STATUS_SUCCESS;
+        }
+        case CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE:
+            if ((st = want_type(type, CUDNN_TYPE_BEHAVIOR_NOTE)))
+                return st;
+            if (count)
+                *count = 0;
+            return CUDNN_STATUS_SUCCESS;
+        case CUDNN_ATTR_ENGINE_KNOB_INFO:
+        case CUDNN_ATTR_ENGINE_LAYOUT_INFO:
+            if ((st = want_type(type, CUDNN_TYPE_BACKEND_DESCRIPTOR)))
+                return st;
+            if (count)
+                *count = 0;
+            return CUDNN_STATUS_SUCCESS;
+        case CUDNN_ATTR_ENGINE_OPERATION_GRAPH:
+            return out_desc(type, req, count, arr, &b->graph, 1);
+        default:
+            break;
+        }
+        break;
+    case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
+        if (name == CUDNN_ATTR_ENGINECFG_ENGINE)
+            return out_desc(type, req, count, arr, &b->engine, 1);
+        if (name == CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE) {
+            int64_t ws = (int64_t)engine_workspace(b->engine);
+            return out_i64s(type, req, count, arr, &ws, 1);
+        }
+        if (name == CUDNN_ATTR_ENGINECFG_KNOB_CHOICES) {
+            if ((st = want_type(type, CUDNN_TYPE_BACKEND_DESCRIPTOR)))
+                return st;
+            if (count)
+                *count = 0;
+            return CUDNN_STATUS_SUCCESS;
+        }
+        break;
+    case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:
+        if (name == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE) {
+            int64_t ws = (int64_t)engine_workspace(b->cfg->engine);
+            return out_i64s(type, req, count, arr, &ws, 1);
+        }
+        if (name == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)
+            return out_desc(type, req, count, arr, &b->cfg, 1);
+        break;
+    default:
+        break;
+    }
+    return FAIL(CUDNN_STATUS_BAD_PARAM, "attribute %d cannot be read from descriptor type %d",
+                (int)name, (int)b->type);
+}
+
+/* ---- execute ------------------------------------------------------------------------ */
+
+static void *vp_ptr(const bd_t *vp, int64_t uid)
+{
+    for (int i = 0; i < vp->nuids; i++)
+        if (vp->uids[i] == uid)
+            return vp->ptrs[i];
+    return NULL;
+}
+
+cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,
+                                  cudnnBackendDescriptor_t variantPack)
+{
+    cudnnStatus_t st = sim_cudnn_check_handle(handle);
+    if (st)
+        return st;
+    bd_t *plan = bd_cast(executionPlan), *vp = bd_cast(variantPack);
+    if (!plan || !vp)
+        return FAIL(executionPlan && variantPack ? CUDNN_STATUS_BAD_PARAM
+                                                 : CUDNN_STATUS_BAD_PARAM_NULL_POINTER,
+                    "bad execution plan or variant pack");
+    if (plan->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR ||
+        vp->type != CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
+        return FAIL(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "wrong descriptor types");
+    if (!plan->finalized || !vp->finalized)
+        return FAIL(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "plan or variant pack not finalized");
+    const bd_t *engine = plan->cfg->engine, *op = engine->graph->ops[0];
+    sim_job_t j;
+    memset(&j, 0, sizeof(j));
+    j.conv = op->prob;
+    j.conv.arch = handle->dev.cc_major * 10 + handle->dev.cc_minor;
+    j.algo = (int)engine->gidx;
+    j.alpha = (float)op->alpha;
+    j.beta = (float)op->beta;
+    void *x = vp_ptr(vp, op->t[0]->uid), *w = vp_ptr(vp, op->t[1]->uid);
+    void *y = vp_ptr(vp, op->t[2]->uid);
+    if (!x || !w || !y)
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "the variant pack lacks a tensor's data pointer");
+    if (engine_workspace(engine) && !vp->workspace)
+        return FAIL(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "the engine needs a workspace");
+    switch (op->dir) {
+    case SIM_DIR_FWD:
+        j.kind = SIM_JOB_CONV_FWD;
+        j.in[0] = x;
+        j.in[1] = w;
+        j.out = y;
+        break;
+    case SIM_DIR_BWD_DATA:
+        j.kind = SIM_JOB_CONV_BWD_DATA;
+        j.in[0] = w;
+        j.in[1] = y;
+        j.out = x;
+        break;
+    default:
+        j.kind = SIM_JOB_CONV_BWD_FILTER;
+        j.in[0] = x;
+        j.in[1] = y;
+        j.out = w;
+        break;
+    }
+    return sim_cudnn_enqueue(handle, &j);
+}
+
+cudnnStatus_t cudnnBackendPopulateCudaGraph(cudnnHandle_t handle,
+                                            cudnnBackendDescriptor_t executionPlan,
+                                            cudnnBackendDescriptor_t variantPack, cudaGraph_t graph)
+{
+    (void)handle;
+    (void)executionPlan;
+    (void)variantPack;
+    (void)graph;
+    return FAIL(CUDNN_STATUS_NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API, "native CUDA graphs are not supported");
+}
+
+cudnnStatus_t cudnnBackendUpdateCudaGraph(cudnnHandle_t handle,
+                                          cudnnBackendDescriptor_t executionPlan,
+                                          cudnnBackendDescriptor_t variantPack, cudaGraph_t graph)
+{
+    return cudnnBackendPopulateCudaGraph(handle, executionPlan, variantPack, graph);
+}

@@ -1,0 +1,464 @@
+/* simcuda contexts: primary contexts, created contexts, the per-thread
+ * context stack. Context objects are never freed (a destroyed one is only
+ * removed from the handle registry), so a stale handle is safe to compare
+ * and is refused with CUDA_ERROR_INVALID_CONTEXT. */
+#include "sim/driver/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CTX_STACK_MAX 64
+static __thread sim_ctx_t *t_stack[CTX_STACK_MAX];
+static __thread int t_depth;
+static _Atomic unsigned long long g_ctx_ids;
+static pthread_mutex_t g_ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void sim_ctx_fork_reset(void)
+{
+    pthread_mutex_init(&g_ctx_mu, NULL);
+    /* The calling thread's stack referred to the parent's contexts. */
+    t_depth = 0;
+}
+
+int sim_ctx_valid(sim_ctx_t *c)
+{
+    return c && sim_reg_has(c, SIM_H_CTX);
+}
+
+sim_ctx_t *sim_ctx_current(void)
+{
+    return t_depth > 0 ? t_stack[t_depth - 1] : NULL;
+}
+
+void sim_ctx_bind(sim_ctx_t *c)
+{
+    t_stack[0] = c;
+    t_depth = 1;
+}
+
+CUresult sim_ctx_get(sim_ctx_t **out)
+{
+    SIM_CHECK_INIT();
+    sim_ctx_t *c = sim_ctx_current();
+    if (!c || !sim_ctx_valid(c))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult ctx_activate(sim_ctx_t *c, unsigned flags)
+{
+    c->flags = flags;
+    c->id = atomic_fetch_add(&g_ctx_ids, 1) + 1;
+    atomic_store(&c->sticky, 0);
+    memset(c->limits, 0, sizeof(c->limits));
+    c->limits[CU_LIMIT_STACK_SIZE] = 1024;
+    c->limits[CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20;
+    c->limits[CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20;
+    c->limits[CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2;
+    c->limits[CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048;
+    c->limits[CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 64;
+    c->streams = NULL;
+    c->legacy = sim_stream_new(c, SIM_STREAM_LEGACY, 0, 0);
+    if (!c->legacy)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->active = 1;
+    sim_reg_add(c, SIM_H_CTX);
+    return CUDA_SUCCESS;
+}
+
+/* Waits for all work, destroys streams, frees the context's memory. */
+void sim_ctx_teardown(sim_ctx_t *c)
+{
+    sim_ctx_sync(c);
+    sim_reg_del(c);
+    c->active = 0;
+    pthread_mutex_lock(&c->mu);
+    sim_stream_t *s = c->streams;
+    c->streams = NULL;
+    pthread_mutex_unlock(&c->mu);
+    while (s) {
+        sim_stream_t *next = s->next;
+        sim_stream_release(s);
+        s = next;
+    }
+    if (c->legacy) {
+        sim_stream_release(c->legacy);
+        c->legacy = NULL;
+    }
+    sim_mem_ctx_destroyed(c);
+}
+
+/* ---- primary contexts ---------------------------------------------------------- */
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    SIM_CHECK_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_device_t *d = sim_dev(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_ctx_mu);
+    sim_ctx_t *c = d->primary;
+    if (!c->active)
+        r = ctx_activate(c, d->primary_flags);
+    if (r == CUDA_SUCCESS) {
+        c->refs++;
+        *pctx = (CUcontext)c;
+    }
+    pthread_mutex_unlock(&g_ctx_mu);
+    return r;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    SIM_CHECK_INIT();
+    sim_device_t *d = sim_dev(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_ctx_mu);
+    sim_ctx_t *c = d->primary;
+    if (!c->active || c->refs <= 0) {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    } else if (--c->refs == 0) {
+        sim_ctx_teardown(c);
+    }
+    pthread_mutex_unlock(&g_ctx_mu);
+    return r;
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    SIM_CHECK_INIT();
+    sim_device_t *d = sim_dev(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g_ctx_mu);
+    sim_ctx_t *c = d->primary;
+    if (c->active)
+        sim_ctx_teardown(c);
+    c->refs = 0;
+    d->primary_flags = 0;
+    pthread_mutex_unlock(&g_ctx_mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    SIM_CHECK_INIT();
+    sim_device_t *d = sim_dev(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_ctx_mu);
+    *flags = d->primary->active ? d->primary->flags : d->primary_flags;
+    *active = d->primary->active;
+    pthread_mutex_unlock(&g_ctx_mu);
+    return CUDA_SUCCESS;
+}
+
+#define CTX_FLAGS_VALID (CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX | \
+                         CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE | CU_CTX_SYNC_MEMOPS)
+
+CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    SIM_CHECK_INIT();
+    sim_device_t *d = sim_dev(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if ((flags & ~(unsigned)CTX_FLAGS_VALID) || (flags & CU_CTX_SCHED_MASK) == 3)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_ctx_mu);
+    d->primary_flags = flags;
+    if (d->primary->active)
+        d->primary->flags = flags;
+    pthread_mutex_unlock(&g_ctx_mu);
+    return CUDA_SUCCESS;
+}
+
+/* ---- created contexts ------------------------------------------------------------- */
+static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    SIM_CHECK_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_dev(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if ((flags & ~(unsigned)CTX_FLAGS_VALID) || (flags & CU_CTX_SCHED_MASK) == 3)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (t_depth >= CTX_STACK_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    sim_ctx_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->dev = dev;
+    pthread_mutex_init(&c->mu, NULL);
+    CUresult r = ctx_activate(c, flags);
+    if (r != CUDA_SUCCESS) {
+        free(c);
+        return r;
+    }
+    t_stack[t_depth++] = c;
+    *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return ctx_create(pctx, flags, dev);
+}
+
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                        unsigned int flags, CUdevice dev)
+{
+    if (numParams < 0 || (numParams > 0 && !paramsArray))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (numParams > 0)
+        return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+    return ctx_create(pctx, flags, dev);
+}
+
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)
+{
+    if (params && (params->numExecAffinityParams > 0 || params->cigParams))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return ctx_create(pctx, flags, dev);
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    SIM_CHECK_INIT();
+    sim_ctx_t *c = (sim_ctx_t *)ctx;
+    if (!c)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_ctx_mu);
+    CUresult r = CUDA_SUCCESS;
+    if (!sim_ctx_valid(c))
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    else if (c->is_primary)
+        r = CUDA_ERROR_INVALID_CONTEXT; /* a primary context is released, not destroyed */
+    else
+        sim_ctx_teardown(c);
+    /* Popped if current to the calling thread, as documented. */
+    if (r == CUDA_SUCCESS && t_depth > 0 && t_stack[t_depth - 1] == c)
+        t_depth--;
+    pthread_mutex_unlock(&g_ctx_mu);
+    return r;
+}
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    SIM_CHECK_INIT();
+    sim_ctx_t *c = (sim_ctx_t *)ctx;
+    if (!c || !sim_ctx_valid(c))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (t_depth >= CTX_STACK_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    t_stack[t_depth++] = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    SIM_CHECK_INIT();
+    if (t_depth == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    sim_ctx_t *c = t_stack[--t_depth];
+    if (pctx)
+        *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    SIM_CHECK_INIT();
+    sim_ctx_t *c = (sim_ctx_t *)ctx;
+    if (!c) {
+        if (t_depth > 0)
+            t_depth--;
+        return CUDA_SUCCESS;
+    }
+    if (!sim_ctx_valid(c))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (t_depth == 0)
+        t_depth = 1;
+    t_stack[t_depth - 1] = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    SIM_CHECK_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)sim_ctx_current();
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = c->dev;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetFlags(unsigned int *flags)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = c->flags;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetFlags(unsigned int flags)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((flags & ~(unsigned)CTX_FLAGS_VALID) || (flags & CU_CTX_SCHED_MASK) == 3)
+        return CUDA_ERROR_INVALID_VALUE;
+    c->flags = flags;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+    SIM_CHECK_INIT();
+    sim_ctx_t *c = (sim_ctx_t *)ctx;
+    if (!c) {
+        CUresult r = sim_ctx_get(&c);
+        if (r != CUDA_SUCCESS)
+            return r;
+    } else if (!sim_ctx_valid(c)) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (!ctxId)
+        return CUDA_ERROR_INVALID_VALUE;
+    *ctxId = c->id;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+    SIM_CHECK_INIT();
+    sim_ctx_t *c = (sim_ctx_t *)ctx;
+    if (!c) {
+        CUresult r = sim_ctx_get(&c);
+        if (r != CUDA_SUCCESS)
+            return r;
+    } else if (!sim_ctx_valid(c)) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    *version = 3020;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize(void)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return sim_ctx_sync(c);
+}
+
+CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (leastPriority)
+        *leastPriority = 0;
+    if (greatestPriority)
+        *greatestPriority = -5;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((int)limit < 0 || (int)limit > CU_LIMIT_PERSISTING_L2_CACHE_SIZE)
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    c->limits[limit] = value;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pvalue)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((int)limit < 0 || (int)limit > CU_LIMIT_PERSISTING_L2_CACHE_SIZE)
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    *pvalue = c->limits[limit];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pconfig)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pconfig = CU_FUNC_CACHE_PREFER_NONE;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCacheConfig(CUfunc_cache config)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((int)config < 0 || (int)config > CU_FUNC_CACHE_PREFER_EQUAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int flags)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid((sim_ctx_t *)peerContext))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!sim_ctx_valid((sim_ctx_t *)peerContext))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return CUDA_SUCCESS;
+}

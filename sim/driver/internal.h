@@ -1,0 +1,263 @@
+/* simcuda driver internals: the objects behind the CUDA handles and the
+ * helpers the driver's source files share. Not a public API: only
+ * sim/driver/ sources include it. See sim/driver/driver.c for the design. */
+#ifndef SIM_DRIVER_INTERNAL_H
+#define SIM_DRIVER_INTERNAL_H
+
+/* As when NVIDIA builds its driver: cuda.h then declares every exported
+ * name, the _ptsz/_ptds variants in its body and the legacy unversioned ones
+ * at its end, and #undefs its renaming macros, so we define exact names. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/include/simcuda_twin.h"
+
+#define SIM_DRIVER_VERSION 13000
+#define SIM_MAX_DEVICES 64
+#define SIM_VMM_GRANULARITY (2u << 20)
+
+/* ---- handle registry: every live handle, so a stale one is refused -------- */
+enum sim_htype {
+    SIM_H_CTX = 1,
+    SIM_H_STREAM,
+    SIM_H_EVENT,
+    SIM_H_MODULE,
+    SIM_H_FUNC,
+    SIM_H_LIBRARY,
+    SIM_H_KERNEL,
+    SIM_H_PHYS,
+};
+void sim_reg_add(const void *h, int type);
+void sim_reg_del(const void *h);
+int sim_reg_has(const void *h, int type);
+
+/* ---- devices ----------------------------------------------------------------- */
+typedef struct sim_model {
+    const char *key;          /* "a100" */
+    const char *name;         /* marketing name */
+    const char *name_big;     /* name for the large-memory variant, or NULL */
+    unsigned long long big_from; /* capacity from which name_big applies */
+    int cc_major, cc_minor;
+    int sms;
+    int max_threads_per_sm;
+    int max_blocks_per_sm;
+    int smem_per_sm, smem_optin;
+    int clock_khz, mem_clock_khz, bus_width;
+    int l2_bytes;
+    int async_engines;
+    double slowness;
+} sim_model_t;
+
+struct sim_ctx;
+typedef struct sim_device {
+    const sim_model_t *model;
+    unsigned long long capacity; /* bytes */
+    int phys;                    /* index in SIMCUDA_DEVICES */
+    unsigned char uuid[16];
+    char name[96];
+    int pci_bus;
+    struct sim_ctx *primary;     /* permanent object; active flag inside */
+    unsigned primary_flags;
+} sim_device_t;
+
+extern sim_device_t sim_devices[SIM_MAX_DEVICES]; /* visible, in CUDA order */
+extern int sim_ndevices;
+extern double sim_time_scale;
+
+int sim_devices_init(void);  /* returns CUresult */
+sim_device_t *sim_dev(CUdevice d); /* NULL if invalid */
+
+/* ---- initialisation ---------------------------------------------------------- */
+extern atomic_int sim_inited;
+#define SIM_CHECK_INIT()                                                    \
+    do {                                                                    \
+        if (!atomic_load_explicit(&sim_inited, memory_order_acquire))       \
+            return CUDA_ERROR_NOT_INITIALIZED;                              \
+    } while (0)
+void sim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- contexts ------------------------------------------------------------------ */
+struct sim_stream;
+typedef struct sim_ctx {
+    int dev;                  /* visible ordinal */
+    int is_primary;
+    int active;
+    int refs;                 /* primary: retain count */
+    unsigned flags;
+    unsigned long long id;
+    pthread_mutex_t mu;       /* protects the stream list */
+    struct sim_stream *streams; /* user streams and per-thread streams */
+    struct sim_stream *legacy;
+    _Atomic int sticky;       /* CUresult of a failed async operation */
+    size_t limits[16];
+} sim_ctx_t;
+
+/* current context of the calling thread (NULL if none) */
+sim_ctx_t *sim_ctx_current(void);
+/* Makes c current on the calling thread (stream workers). */
+void sim_ctx_bind(sim_ctx_t *c);
+/* Resolves the current context; returns CUDA_SUCCESS or an error. */
+CUresult sim_ctx_get(sim_ctx_t **out);
+int sim_ctx_valid(sim_ctx_t *c);
+void sim_ctx_teardown(sim_ctx_t *c);
+void sim_ctx_fork_reset(void);
+
+/* ---- streams ------------------------------------------------------------------- */
+enum sim_op_type {
+    SIM_OP_HOST = 1,
+    SIM_OP_CALLBACK,
+    SIM_OP_COPY,
+    SIM_OP_COPY2D,
+    SIM_OP_SET,
+    SIM_OP_KERNEL,
+    SIM_OP_RECORD,
+    SIM_OP_WAIT_EVENT,
+    SIM_OP_WAIT_STREAM,
+    SIM_OP_FREE,
+    SIM_OP_NOP,
+};
+
+struct sim_event;
+struct sim_func;
+
+#define SIM_INLINE_PARAMS 512
+#define SIM_INLINE_NPARAMS 32
+
+typedef struct sim_op {
+    struct sim_op *next;
+    int type;
+    union {
+        struct { CUhostFn fn; void *data; } host;
+        struct { CUstreamCallback fn; void *data; } cb;
+        struct { void *dst; const void *src; size_t n; } copy;
+        struct { char *dst; const char *src; size_t dpitch, spitch, width, height; } copy2d;
+        struct { char *dst; size_t pitch, width, height; uint32_t val; int elem; } set;
+        struct {
+            struct sim_func *fn;
+            simcuda_launch_t l;
+            void **params;  /* points into pbuf/pptr or a malloc'd block */
+            void *heap;     /* malloc'd when the inline buffers are too small */
+        } k;
+        struct { struct sim_event *ev; uint64_t gen; } ev;
+        struct { struct sim_stream *s; uint64_t seq; } ws;
+        struct { CUdeviceptr p; } fr;
+    } u;
+    void *pptr[SIM_INLINE_NPARAMS];
+    _Alignas(16) unsigned char pbuf[SIM_INLINE_PARAMS];
+} sim_op_t;
+
+enum sim_stream_kind { SIM_STREAM_USER, SIM_STREAM_LEGACY, SIM_STREAM_PTDS };
+
+typedef struct sim_stream {
+    sim_ctx_t *ctx;
+    int kind;
+    unsigned flags;
+    int priority;
+    unsigned long long id;
+    struct sim_stream *next;     /* in ctx->streams */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work;      /* worker waits for work */
+    pthread_cond_t cv_done;      /* others wait for progress */
+    sim_op_t *head, *tail;
+    sim_op_t *pool;              /* free nodes */
+    _Atomic uint64_t enq, done;
+    int stop;
+    int worker_running;
+    _Atomic int refs;
+    pthread_t thread;
+} sim_stream_t;
+
+/* Resolves a CUstream handle (NULL, LEGACY, PER_THREAD or a created one)
+ * in the current context. */
+CUresult sim_stream_resolve(CUstream h, sim_stream_t **out);
+/* Allocates an op node of the stream (never NULL: falls back to malloc). */
+sim_op_t *sim_op_alloc(sim_stream_t *s);
+/* Enqueues (adds implicit legacy-stream dependencies first). */
+void sim_enqueue(sim_stream_t *s, sim_op_t *op);
+CUresult sim_stream_sync(sim_stream_t *s);
+sim_stream_t *sim_stream_new(sim_ctx_t *c, int kind, unsigned flags, int prio);
+void sim_stream_release(sim_stream_t *s); /* destroys: drains then frees */
+void sim_stream_unref(sim_stream_t *s);
+CUresult sim_ctx_sync(sim_ctx_t *c);
+/* Runs op synchronously via stream s: enqueue then wait for it. */
+CUresult sim_run_sync(sim_stream_t *s, sim_op_t *op);
+
+/* ---- events -------------------------------------------------------------------- */
+typedef struct sim_event {
+    sim_ctx_t *ctx;
+    unsigned flags;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t rec_gen;    /* generation of the last record (0: never) */
+    uint64_t done_gen;   /* last completed generation */
+    struct timespec ts;  /* when done_gen completed */
+    _Atomic int refs;
+} sim_event_t;
+void sim_event_unref(sim_event_t *e);
+
+/* ---- memory -------------------------------------------------------------------- */
+enum sim_range_kind {
+    SIM_R_DEVICE = 1, /* cuMemAlloc */
+    SIM_R_HOST,       /* cuMemAllocHost / cuMemHostAlloc */
+    SIM_R_REGISTERED, /* cuMemHostRegister */
+    SIM_R_RESERVE,    /* cuMemAddressReserve */
+};
+typedef struct sim_range {
+    uintptr_t base;
+    size_t size;      /* requested size */
+    size_t span;      /* mapped/accounted size */
+    int kind;
+    int dev;          /* visible ordinal (-1 for host memory) */
+    sim_ctx_t *ctx;
+    unsigned flags;
+    unsigned long long id;
+} sim_range_t;
+/* Looks up the range containing p; copies it to *out. Returns 1 if found. */
+int sim_range_find(uintptr_t p, sim_range_t *out);
+/* Device ordinal (visible) of device memory at p, or -1 when p is not in a
+ * device allocation or a VMM mapping; base and size of the allocation. */
+int sim_mem_lookup(uintptr_t p, int *kind, uintptr_t *base, size_t *size, sim_ctx_t **ctx);
+CUresult sim_mem_free_now(CUdeviceptr p);
+void sim_mem_ctx_destroyed(sim_ctx_t *c);
+void sim_mem_fork_reset(void);
+
+/* shared capacity (sim/driver/capacity.c) */
+int sim_cap_attach(void);                   /* 0 or -errno (then local only) */
+int sim_cap_take(int phys, unsigned long long cap, unsigned long long bytes);
+void sim_cap_give(int phys, unsigned long long bytes);
+unsigned long long sim_cap_used(int phys);
+void sim_cap_fork_reset(void);
+
+/* ---- kernels ------------------------------------------------------------------- */
+typedef struct sim_func {
+    struct sim_module *mod;
+    char *name;
+    simcuda_twin_fn twin;
+    int nparams;          /* -1 unknown */
+    uint32_t psize;       /* total parameter bytes */
+    uint32_t *poff, *plen; /* per parameter offset and size */
+    int max_dyn_smem;
+    int num_regs;
+    int preferred_carveout;
+} sim_func_t;
+typedef struct sim_module {
+    sim_ctx_t *ctx;
+    int nfuncs;
+    sim_func_t *funcs;
+    int is_library;
+} sim_module_t;
+void sim_kernel_fork_reset(void);
+
+/* fault guard for device work on workers: returns CUDA_SUCCESS, or
+ * CUDA_ERROR_ILLEGAL_ADDRESS if fn faulted. */
+CUresult sim_guarded(void (*fn)(void *), void *arg);
+void sim_fault_install(void);
+uint64_t sim_nondet_seed(void);
+double sim_now_ms(const struct timespec *ts);
+
+#endif

@@ -1,0 +1,1391 @@
+/* simcuda memory: device allocations (memfd mappings; a freed one becomes a
+ * PROT_NONE reservation so touching it faults), pinned and registered host
+ * memory, the virtual memory management API (reservations, memfd-backed
+ * physical allocations, map/unmap, access, export/import as file
+ * descriptors), copies, memsets and pointer attributes. */
+#include "sim/driver/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PAGE 4096UL
+#define ROUND_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+
+/* ---- tables: allocations/reservations and VMM mappings, under one lock ------- */
+typedef struct sim_phys {
+    int fd;
+    size_t size;
+    int dev;               /* visible ordinal */
+    int phys_dev;          /* index in SIMCUDA_DEVICES (capacity) */
+    unsigned long long accounted;
+    int handles;           /* cuMemCreate/Retain/Import references */
+    int maps;              /* live mappings */
+    CUmemAllocationProp prop;
+} sim_phys_t;
+
+typedef struct sim_map {
+    uintptr_t va;
+    size_t size;
+    sim_phys_t *ph;
+    size_t off;
+    unsigned char access[SIM_MAX_DEVICES];
+    unsigned long long id;
+} sim_map_t;
+
+static pthread_mutex_t g_mem_mu = PTHREAD_MUTEX_INITIALIZER;
+static sim_range_t *g_ranges;
+static size_t g_nranges, g_cranges;
+static sim_map_t *g_maps;
+static size_t g_nmaps, g_cmaps;
+static unsigned long long g_next_id = 1;
+
+/* Freed cuMemAlloc address ranges, kept PROT_NONE (so a use after free
+ * faults) and reused for allocations of the same span. */
+#define QUAR_MAX 1024
+typedef struct { uintptr_t base; size_t span; } quar_t;
+static quar_t g_quar[QUAR_MAX];
+static size_t g_nquar;
+
+void sim_mem_fork_reset(void)
+{
+    pthread_mutex_init(&g_mem_mu, NULL);
+    /* The child keeps the parent's mappings (copy-on-write or shared) but
+     * owns no allocation: its tables start empty. */
+    g_ranges = NULL;
+    g_nranges = g_cranges = 0;
+    g_maps = NULL;
+    g_nmaps = g_cmaps = 0;
+    g_nquar = 0;
+}
+
+static size_t range_pos(uintptr_t p) /* first index with base > p */
+{
+    size_t lo = 0, hi = g_nranges;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (g_ranges[mid].base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static sim_range_t *range_at(uintptr_t p)
+{
+    size_t i = range_pos(p);
+    if (i == 0)
+        return NULL;
+    sim_range_t *r = &g_ranges[i - 1];
+    size_t len = r->span ? r->span : r->size;
+    return p - r->base < len ? r : NULL;
+}
+
+static int range_overlaps(uintptr_t base, size_t len)
+{
+    size_t i = range_pos(base + len - 1);
+    if (i == 0)
+        return 0;
+    sim_range_t *r = &g_ranges[i - 1];
+    size_t rlen = r->span ? r->span : r->size;
+    return r->base + rlen > base;
+}
+
+static int range_insert(const sim_range_t *r)
+{
+    if (g_nranges == g_cranges) {
+        size_t n = g_cranges ? g_cranges * 2 : 256;
+        sim_range_t *a = realloc(g_ranges, n * sizeof(*a));
+        if (!a)
+            return -ENOMEM;
+        g_ranges = a;
+        g_cranges = n;
+    }
+    size_t i = range_pos(r->base);
+    memmove(&g_ranges[i + 1], &g_ranges[i], (g_nranges - i) * sizeof(*g_ranges));
+    g_ranges[i] = *r;
+    g_ranges[i].id = g_next_id++;
+    g_nranges++;
+    return 0;
+}
+
+static void range_remove(sim_range_t *r)
+{
+    size_t i = (size_t)(r - g_ranges);
+    memmove(&g_ranges[i], &g_ranges[i + 1], (g_nranges - i - 1) * sizeof(*g_ranges));
+    g_nranges--;
+}
+
+static size_t map_pos(uintptr_t p)
+{
+    size_t lo = 0, hi = g_nmaps;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (g_maps[mid].va <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static sim_map_t *map_at(uintptr_t p)
+{
+    size_t i = map_pos(p);
+    if (i == 0)
+        return NULL;
+    sim_map_t *m = &g_maps[i - 1];
+    return p - m->va < m->size ? m : NULL;
+}
+
+int sim_range_find(uintptr_t p, sim_range_t *out)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    sim_range_t *r = range_at(p);
+    if (r)
+        *out = *r;
+    pthread_mutex_unlock(&g_mem_mu);
+    return r != NULL;
+}
+
+/* Device memory at p: a cuMemAlloc range or a VMM mapping. Caller holds the lock. */
+static int dev_lookup_locked(uintptr_t p, uintptr_t *base, size_t *size, sim_ctx_t **ctx, int *dev)
+{
+    sim_range_t *r = range_at(p);
+    if (r && r->kind == SIM_R_DEVICE) {
+        *base = r->base;
+        *size = r->size;
+        *ctx = r->ctx;
+        *dev = r->dev;
+        return SIM_R_DEVICE;
+    }
+    sim_map_t *m = map_at(p);
+    if (m) {
+        *base = m->va;
+        *size = m->size;
+        *ctx = sim_dev(m->ph->dev) ? sim_dev(m->ph->dev)->primary : NULL;
+        *dev = m->ph->dev;
+        return SIM_R_RESERVE;
+    }
+    return 0;
+}
+
+int sim_mem_lookup(uintptr_t p, int *kind, uintptr_t *base, size_t *size, sim_ctx_t **ctx)
+{
+    int dev = -1;
+    pthread_mutex_lock(&g_mem_mu);
+    int k = dev_lookup_locked(p, base, size, ctx, &dev);
+    pthread_mutex_unlock(&g_mem_mu);
+    if (kind)
+        *kind = k;
+    return k ? dev : -1;
+}
+
+/* Checks that [p, p+n) starts in device memory (and, for a cuMemAlloc
+ * allocation, ends inside it). */
+static CUresult check_dev(CUdeviceptr p, size_t n)
+{
+    uintptr_t base;
+    size_t size;
+    sim_ctx_t *c;
+    int kind;
+    if (sim_mem_lookup((uintptr_t)p, &kind, &base, &size, &c) < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (kind == SIM_R_DEVICE && (uintptr_t)p - base + n > size)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+/* ---- cuMemAlloc ---------------------------------------------------------------------- */
+static int make_memfd(int phys, size_t size)
+{
+    char name[48];
+    snprintf(name, sizeof(name), "simcuda:phys=%d", phys);
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (ftruncate(fd, (off_t)size) != 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    return fd;
+}
+
+static CUresult mem_alloc(sim_ctx_t *c, CUdeviceptr *dptr, size_t bytesize)
+{
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_device_t *d = sim_dev(c->dev);
+    if (bytesize > d->capacity)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t span = ROUND_UP(bytesize, PAGE);
+    if (sim_cap_take(d->phys, d->capacity, span) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    int fd = make_memfd(d->phys, span);
+    if (fd < 0) {
+        sim_cap_give(d->phys, span);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    void *addr = NULL;
+    pthread_mutex_lock(&g_mem_mu);
+    for (size_t i = 0; i < g_nquar; i++) {
+        if (g_quar[i].span == span) {
+            addr = (void *)g_quar[i].base;
+            g_quar[i] = g_quar[--g_nquar];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_mem_mu);
+    void *p = mmap(addr, span, PROT_READ | PROT_WRITE, MAP_SHARED | (addr ? MAP_FIXED : 0), fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        if (addr)
+            munmap(addr, span);
+        sim_cap_give(d->phys, span);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    sim_range_t r = {.base = (uintptr_t)p, .size = bytesize, .span = span, .kind = SIM_R_DEVICE,
+                     .dev = c->dev, .ctx = c};
+    pthread_mutex_lock(&g_mem_mu);
+    int rc = range_insert(&r);
+    pthread_mutex_unlock(&g_mem_mu);
+    if (rc != 0) {
+        munmap(p, span);
+        sim_cap_give(d->phys, span);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return mem_alloc(c, dptr, bytesize);
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t pitch = ROUND_UP(WidthInBytes, 512);
+    if (Height > SIZE_MAX / pitch)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    r = mem_alloc(c, dptr, pitch * Height);
+    if (r == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return r;
+}
+
+/* Frees a cuMemAlloc allocation now (no synchronisation). */
+CUresult sim_mem_free_now(CUdeviceptr p)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    sim_range_t *r = range_at((uintptr_t)p);
+    if (!r || r->kind != SIM_R_DEVICE || r->base != (uintptr_t)p) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    sim_range_t copy = *r;
+    range_remove(r);
+    /* Keep the range reserved and inaccessible: a use after free faults. */
+    void *q = mmap((void *)copy.base, copy.span, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    if (q != MAP_FAILED) {
+        if (g_nquar == QUAR_MAX) {
+            munmap((void *)g_quar[0].base, g_quar[0].span);
+            g_quar[0] = g_quar[--g_nquar];
+        }
+        g_quar[g_nquar++] = (quar_t){copy.base, copy.span};
+    }
+    pthread_mutex_unlock(&g_mem_mu);
+    sim_device_t *d = sim_dev(copy.dev);
+    if (d)
+        sim_cap_give(d->phys, copy.span);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    SIM_CHECK_INIT();
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    sim_range_t r;
+    if (!sim_range_find((uintptr_t)dptr, &r) || r.kind != SIM_R_DEVICE || r.base != (uintptr_t)dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Like the real driver, freeing waits for work that may use the memory. */
+    if (sim_ctx_valid(r.ctx))
+        sim_ctx_sync(r.ctx);
+    return sim_mem_free_now(dptr);
+}
+
+CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!free_out || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_device_t *d = sim_dev(c->dev);
+    unsigned long long used = sim_cap_used(d->phys);
+    *total = (size_t)d->capacity;
+    *free_out = used >= d->capacity ? 0 : (size_t)(d->capacity - used);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    SIM_CHECK_INIT();
+    uintptr_t base;
+    size_t size;
+    sim_ctx_t *c;
+    if (sim_mem_lookup((uintptr_t)dptr, NULL, &base, &size, &c) < 0)
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase)
+        *pbase = (CUdeviceptr)base;
+    if (psize)
+        *psize = size;
+    return CUDA_SUCCESS;
+}
+
+/* stream-ordered allocation: allocated at once, freed when the stream gets there */
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return mem_alloc(s->ctx, dptr, bytesize);
+}
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return cuMemAllocAsync(dptr, bytesize, hStream ? hStream : CU_STREAM_PER_THREAD);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_range_t rg;
+    if (!sim_range_find((uintptr_t)dptr, &rg) || rg.kind != SIM_R_DEVICE ||
+        rg.base != (uintptr_t)dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_op_t *op = sim_op_alloc(s);
+    op->type = SIM_OP_FREE;
+    op->u.fr.p = dptr;
+    sim_enqueue(s, op);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    return cuMemFreeAsync(dptr, hStream ? hStream : CU_STREAM_PER_THREAD);
+}
+
+/* ---- host memory --------------------------------------------------------------------- */
+static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pp || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t span = ROUND_UP(bytesize, PAGE);
+    void *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    sim_range_t rg = {.base = (uintptr_t)p, .size = bytesize, .span = span, .kind = SIM_R_HOST,
+                      .dev = c->dev, .ctx = c, .flags = flags};
+    pthread_mutex_lock(&g_mem_mu);
+    int rc = range_insert(&rg);
+    pthread_mutex_unlock(&g_mem_mu);
+    if (rc != 0) {
+        munmap(p, span);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) { return host_alloc(pp, bytesize, 0); }
+
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    if (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                            CU_MEMHOSTALLOC_WRITECOMBINED))
+        return CUDA_ERROR_INVALID_VALUE;
+    return host_alloc(pp, bytesize, Flags);
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+    SIM_CHECK_INIT();
+    pthread_mutex_lock(&g_mem_mu);
+    sim_range_t *r = range_at((uintptr_t)p);
+    if (!p || !r || r->kind != SIM_R_HOST || r->base != (uintptr_t)p) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    sim_range_t copy = *r;
+    range_remove(r);
+    pthread_mutex_unlock(&g_mem_mu);
+    munmap((void *)copy.base, copy.span);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pdptr || Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_range_t rg;
+    if (!sim_range_find((uintptr_t)p, &rg) || (rg.kind != SIM_R_HOST && rg.kind != SIM_R_REGISTERED))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
+{
+    SIM_CHECK_INIT();
+    sim_range_t rg;
+    if (!pFlags || !sim_range_find((uintptr_t)p, &rg) || rg.kind != SIM_R_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pFlags = rg.flags;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    unsigned valid = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                     CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
+    if (!p || bytesize == 0 || (Flags & ~valid))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_range_t rg = {.base = (uintptr_t)p, .size = bytesize, .span = bytesize,
+                      .kind = SIM_R_REGISTERED, .dev = c->dev, .ctx = c, .flags = Flags};
+    pthread_mutex_lock(&g_mem_mu);
+    if (range_overlaps((uintptr_t)p, bytesize)) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    }
+    int rc = range_insert(&rg);
+    pthread_mutex_unlock(&g_mem_mu);
+    return rc ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
+    return cuMemHostRegister_v2(p, bytesize, Flags);
+}
+
+CUresult cuMemHostUnregister(void *p)
+{
+    SIM_CHECK_INIT();
+    pthread_mutex_lock(&g_mem_mu);
+    sim_range_t *r = range_at((uintptr_t)p);
+    CUresult res = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    if (p && r && r->kind == SIM_R_REGISTERED && r->base == (uintptr_t)p) {
+        range_remove(r);
+        res = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&g_mem_mu);
+    return res;
+}
+
+/* ---- context teardown: free what the context allocated -------------------------- */
+void sim_mem_ctx_destroyed(sim_ctx_t *c)
+{
+    for (;;) {
+        uintptr_t base = 0;
+        int kind = 0;
+        pthread_mutex_lock(&g_mem_mu);
+        for (size_t i = 0; i < g_nranges; i++) {
+            if (g_ranges[i].ctx == c && g_ranges[i].kind != SIM_R_RESERVE) {
+                base = g_ranges[i].base;
+                kind = g_ranges[i].kind;
+                if (kind == SIM_R_REGISTERED)
+                    range_remove(&g_ranges[i]);
+                break;
+            }
+        }
+        pthread_mutex_unlock(&g_mem_mu);
+        if (!base)
+            break;
+        if (kind == SIM_R_DEVICE)
+            sim_mem_free_now((CUdeviceptr)base);
+        else if (kind == SIM_R_HOST)
+            cuMemFreeHost((void *)base);
+    }
+}
+
+/* ---- VMM --------------------------------------------------------------------------------- */
+static int valid_phys(CUmemGenericAllocationHandle h)
+{
+    return h && sim_reg_has((void *)(uintptr_t)h, SIM_H_PHYS);
+}
+
+static void phys_maybe_free(sim_phys_t *ph) /* lock held */
+{
+    if (ph->handles > 0 || ph->maps > 0)
+        return;
+    close(ph->fd);
+    if (ph->accounted)
+        sim_cap_give(ph->phys_dev, ph->accounted);
+    free(ph);
+}
+
+static CUresult check_prop(const CUmemAllocationProp *prop)
+{
+    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || !sim_dev(prop->location.id))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (prop->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                       CUmemAllocationGranularity_flags option)
+{
+    SIM_CHECK_INIT();
+    if (!granularity)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_prop(prop);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+        return CUDA_ERROR_INVALID_VALUE;
+    *granularity = SIM_VMM_GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags)
+{
+    SIM_CHECK_INIT();
+    if (!ptr || size == 0 || size % SIM_VMM_GRANULARITY || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (alignment == 0)
+        alignment = SIM_VMM_GRANULARITY;
+    if (alignment & (alignment - 1) || alignment % PAGE)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = MAP_FAILED;
+    int mflags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    if (addr && addr % alignment == 0) {
+        p = mmap((void *)(uintptr_t)addr, size, PROT_NONE, mflags | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p != MAP_FAILED && p != (void *)(uintptr_t)addr) {
+            munmap(p, size);
+            p = MAP_FAILED;
+        }
+    }
+    if (p == MAP_FAILED) {
+        if (size + alignment < size)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        char *q = mmap(NULL, size + alignment, PROT_NONE, mflags, -1, 0);
+        if (q == MAP_FAILED)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        uintptr_t a = ROUND_UP((uintptr_t)q, alignment);
+        if (a > (uintptr_t)q)
+            munmap(q, a - (uintptr_t)q);
+        uintptr_t end = (uintptr_t)q + size + alignment;
+        if (end > a + size)
+            munmap((void *)(a + size), end - (a + size));
+        p = (void *)a;
+    }
+    sim_range_t rg = {.base = (uintptr_t)p, .size = size, .span = size, .kind = SIM_R_RESERVE,
+                      .dev = -1};
+    pthread_mutex_lock(&g_mem_mu);
+    int rc = range_insert(&rg);
+    pthread_mutex_unlock(&g_mem_mu);
+    if (rc) {
+        munmap(p, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *ptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    SIM_CHECK_INIT();
+    CUresult res = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_mem_mu);
+    sim_range_t *r = range_at((uintptr_t)ptr);
+    if (!ptr || !r || r->kind != SIM_R_RESERVE || r->base != (uintptr_t)ptr || r->size != size) {
+        res = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    size_t i = map_pos((uintptr_t)ptr + size - 1);
+    if (i > 0 && g_maps[i - 1].va + g_maps[i - 1].size > (uintptr_t)ptr) {
+        res = CUDA_ERROR_INVALID_VALUE; /* still mapped */
+        goto out;
+    }
+    range_remove(r);
+    munmap((void *)(uintptr_t)ptr, size);
+out:
+    pthread_mutex_unlock(&g_mem_mu);
+    return res;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    SIM_CHECK_INIT();
+    if (!handle || flags != 0 || size == 0 || size % SIM_VMM_GRANULARITY)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_prop(prop);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_device_t *d = sim_dev(prop->location.id);
+    if (sim_cap_take(d->phys, d->capacity, size) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    sim_phys_t *ph = calloc(1, sizeof(*ph));
+    int fd = make_memfd(d->phys, size);
+    if (!ph || fd < 0) {
+        free(ph);
+        if (fd >= 0)
+            close(fd);
+        sim_cap_give(d->phys, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    ph->fd = fd;
+    ph->size = size;
+    ph->dev = prop->location.id;
+    ph->phys_dev = d->phys;
+    ph->accounted = size;
+    ph->handles = 1;
+    ph->prop = *prop;
+    sim_reg_add(ph, SIM_H_PHYS);
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    SIM_CHECK_INIT();
+    CUresult res = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_mem_mu);
+    if (!valid_phys(handle)) {
+        res = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    sim_phys_t *ph = (sim_phys_t *)(uintptr_t)handle;
+    if (--ph->handles == 0) {
+        sim_reg_del(ph);
+        phys_maybe_free(ph);
+    }
+out:
+    pthread_mutex_unlock(&g_mem_mu);
+    return res;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags)
+{
+    SIM_CHECK_INIT();
+    CUresult res = CUDA_SUCCESS;
+    uintptr_t va = (uintptr_t)ptr;
+    if (!ptr || size == 0 || flags != 0 || size % SIM_VMM_GRANULARITY || va % SIM_VMM_GRANULARITY ||
+        offset % SIM_VMM_GRANULARITY)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mem_mu);
+    if (!valid_phys(handle)) {
+        res = CUDA_ERROR_INVALID_HANDLE;
+        goto out;
+    }
+    sim_phys_t *ph = (sim_phys_t *)(uintptr_t)handle;
+    sim_range_t *r = range_at(va);
+    if (!r || r->kind != SIM_R_RESERVE || va + size > r->base + r->size || offset > ph->size ||
+        size > ph->size - offset) {
+        res = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    size_t i = map_pos(va + size - 1);
+    if (i > 0 && g_maps[i - 1].va + g_maps[i - 1].size > va) {
+        res = CUDA_ERROR_ALREADY_MAPPED;
+        goto out;
+    }
+    if (g_nmaps == g_cmaps) {
+        size_t n = g_cmaps ? g_cmaps * 2 : 64;
+        sim_map_t *a = realloc(g_maps, n * sizeof(*a));
+        if (!a) {
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+            goto out;
+        }
+        g_maps = a;
+        g_cmaps = n;
+    }
+    void *p = mmap((void *)va, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ph->fd, (off_t)offset);
+    if (p == MAP_FAILED) {
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    i = map_pos(va);
+    memmove(&g_maps[i + 1], &g_maps[i], (g_nmaps - i) * sizeof(*g_maps));
+    memset(&g_maps[i], 0, sizeof(g_maps[i]));
+    g_maps[i].va = va;
+    g_maps[i].size = size;
+    g_maps[i].ph = ph;
+    g_maps[i].off = offset;
+    g_maps[i].id = g_next_id++;
+    g_nmaps++;
+    ph->maps++;
+out:
+    pthread_mutex_unlock(&g_mem_mu);
+    return res;
+}
+
+/* Finds the mappings exactly covering [va, va+size): first index and count. */
+static int maps_cover(uintptr_t va, size_t size, size_t *first, size_t *count)
+{
+    size_t i = map_pos(va);
+    if (i == 0 || g_maps[i - 1].va != va)
+        return 0;
+    i--;
+    size_t j = i;
+    uintptr_t at = va;
+    while (j < g_nmaps && g_maps[j].va == at && at < va + size) {
+        at += g_maps[j].size;
+        j++;
+    }
+    if (at != va + size)
+        return 0;
+    *first = i;
+    *count = j - i;
+    return 1;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    SIM_CHECK_INIT();
+    CUresult res = CUDA_SUCCESS;
+    size_t first, count;
+    pthread_mutex_lock(&g_mem_mu);
+    if (!ptr || size == 0 || !maps_cover((uintptr_t)ptr, size, &first, &count)) {
+        res = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    /* Back to a PROT_NONE reservation: the physical pages are no longer reachable. */
+    mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+         -1, 0);
+    for (size_t k = 0; k < count; k++) {
+        sim_phys_t *ph = g_maps[first + k].ph;
+        ph->maps--;
+        phys_maybe_free(ph);
+    }
+    memmove(&g_maps[first], &g_maps[first + count], (g_nmaps - first - count) * sizeof(*g_maps));
+    g_nmaps -= count;
+out:
+    pthread_mutex_unlock(&g_mem_mu);
+    return res;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    SIM_CHECK_INIT();
+    CUresult res = CUDA_SUCCESS;
+    size_t first, n;
+    if (!desc || count == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t k = 0; k < count; k++) {
+        if (desc[k].location.type != CU_MEM_LOCATION_TYPE_DEVICE || !sim_dev(desc[k].location.id))
+            return CUDA_ERROR_INVALID_DEVICE;
+        if (desc[k].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+            desc[k].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+            desc[k].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_lock(&g_mem_mu);
+    if (!ptr || size == 0 || !maps_cover((uintptr_t)ptr, size, &first, &n)) {
+        res = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    for (size_t i = first; i < first + n; i++) {
+        sim_map_t *m = &g_maps[i];
+        for (size_t k = 0; k < count; k++)
+            m->access[desc[k].location.id] = (unsigned char)desc[k].flags;
+        int prot = PROT_NONE;
+        for (int d = 0; d < sim_ndevices; d++) {
+            if (m->access[d] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+                prot = PROT_READ | PROT_WRITE;
+            else if (m->access[d] == CU_MEM_ACCESS_FLAGS_PROT_READ && prot == PROT_NONE)
+                prot = PROT_READ;
+        }
+        if (mprotect((void *)m->va, m->size, prot) != 0)
+            res = CUDA_ERROR_INVALID_VALUE;
+    }
+out:
+    pthread_mutex_unlock(&g_mem_mu);
+    return res;
+}
+
+CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
+{
+    SIM_CHECK_INIT();
+    if (!flags || !location || location->type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        !sim_dev(location->id))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult res = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_mem_mu);
+    sim_map_t *m = map_at((uintptr_t)ptr);
+    if (!m)
+        res = CUDA_ERROR_INVALID_VALUE;
+    else
+        *flags = m->access[location->id];
+    pthread_mutex_unlock(&g_mem_mu);
+    return res;
+}
+
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                CUmemGenericAllocationHandle handle)
+{
+    SIM_CHECK_INIT();
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult res = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_mem_mu);
+    if (!valid_phys(handle))
+        res = CUDA_ERROR_INVALID_VALUE;
+    else
+        *prop = ((sim_phys_t *)(uintptr_t)handle)->prop;
+    pthread_mutex_unlock(&g_mem_mu);
+    return res;
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    SIM_CHECK_INIT();
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult res = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_mem_mu);
+    sim_map_t *m = map_at((uintptr_t)addr);
+    if (!m) {
+        res = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        if (m->ph->handles++ == 0)
+            sim_reg_add(m->ph, SIM_H_PHYS);
+        *handle = (CUmemGenericAllocationHandle)(uintptr_t)m->ph;
+    }
+    pthread_mutex_unlock(&g_mem_mu);
+    return res;
+}
+
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    SIM_CHECK_INIT();
+    if (!shareableHandle || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult res = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_mem_mu);
+    if (!valid_phys(handle)) {
+        res = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    sim_phys_t *ph = (sim_phys_t *)(uintptr_t)handle;
+    if (!(ph->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+        res = CUDA_ERROR_INVALID_VALUE; /* not requested at cuMemCreate */
+        goto out;
+    }
+    int fd = fcntl(ph->fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    *(int *)shareableHandle = fd;
+out:
+    pthread_mutex_unlock(&g_mem_mu);
+    return res;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                        CUmemAllocationHandleType shHandleType)
+{
+    SIM_CHECK_INIT();
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int src = (int)(intptr_t)osHandle;
+    struct stat st;
+    if (src < 0 || fstat(src, &st) != 0 || st.st_size <= 0 ||
+        (size_t)st.st_size % SIM_VMM_GRANULARITY)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The device is in the memfd's name: "simcuda:phys=N". */
+    char link[64], target[128];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", src);
+    ssize_t n = readlink(link, target, sizeof(target) - 1);
+    int phys = -1;
+    if (n > 0) {
+        target[n] = '\0';
+        const char *k = strstr(target, "simcuda:phys=");
+        if (k)
+            phys = atoi(k + 13);
+    }
+    if (phys < 0)
+        return CUDA_ERROR_INVALID_VALUE; /* not a simcuda allocation */
+    int dev = 0;
+    for (int i = 0; i < sim_ndevices; i++)
+        if (sim_devices[i].phys == phys)
+            dev = i;
+    sim_phys_t *ph = calloc(1, sizeof(*ph));
+    int fd = fcntl(src, F_DUPFD_CLOEXEC, 0);
+    if (!ph || fd < 0) {
+        free(ph);
+        if (fd >= 0)
+            close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    ph->fd = fd;
+    ph->size = (size_t)st.st_size;
+    ph->dev = dev;
+    ph->phys_dev = phys;
+    ph->handles = 1;
+    ph->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    ph->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    ph->prop.location.id = dev;
+    ph->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    sim_reg_add(ph, SIM_H_PHYS);
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
+    return CUDA_SUCCESS;
+}
+
+/* ---- copies and memsets ---------------------------------------------------------------- */
+static CUresult copy_on(CUstream h, void *dst, const void *src, size_t n, int sync)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(h, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    int sticky = atomic_load(&s->ctx->sticky);
+    if (sticky)
+        return (CUresult)sticky;
+    if (n == 0)
+        return sync ? sim_stream_sync(s) : CUDA_SUCCESS;
+    sim_op_t *op = sim_op_alloc(s);
+    op->type = SIM_OP_COPY;
+    op->u.copy.dst = dst;
+    op->u.copy.src = src;
+    op->u.copy.n = n;
+    if (sync)
+        return sim_run_sync(s, op);
+    sim_enqueue(s, op);
+    return CUDA_SUCCESS;
+}
+
+#define DS CU_STREAM_LEGACY
+#define PS CU_STREAM_PER_THREAD
+#define PT(h) ((h) == NULL ? CU_STREAM_PER_THREAD : (h))
+
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream h, int sync)
+{
+    SIM_CHECK_INIT();
+    if (n && !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_dev(dst, n);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return copy_on(h, (void *)(uintptr_t)dst, src, n, sync);
+}
+
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream h, int sync)
+{
+    SIM_CHECK_INIT();
+    if (n && !dst)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_dev(src, n);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return copy_on(h, dst, (const void *)(uintptr_t)src, n, sync);
+}
+
+static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, int sync)
+{
+    SIM_CHECK_INIT();
+    CUresult r = check_dev(dst, n);
+    if (r == CUDA_SUCCESS)
+        r = check_dev(src, n);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return copy_on(h, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, sync);
+}
+
+static CUresult anyd(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, int sync)
+{
+    SIM_CHECK_INIT();
+    if (n && (!dst || !src))
+        return CUDA_ERROR_INVALID_VALUE;
+    return copy_on(h, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, sync);
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { return htod(d, s, n, DS, 1); }
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n) { return htod(d, s, n, PS, 1); }
+CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { return dtoh(d, s, n, DS, 1); }
+CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n) { return dtoh(d, s, n, PS, 1); }
+CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { return dtod(d, s, n, DS, 1); }
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) { return dtod(d, s, n, PS, 1); }
+CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) { return anyd(d, s, n, DS, 1); }
+CUresult cuMemcpy_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) { return anyd(d, s, n, PS, 1); }
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream h)
+{
+    return htod(d, s, n, h, 0);
+}
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream h)
+{
+    return htod(d, s, n, PT(h), 0);
+}
+CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream h)
+{
+    return dtoh(d, s, n, h, 0);
+}
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *d, CUdeviceptr s, size_t n, CUstream h)
+{
+    return dtoh(d, s, n, PT(h), 0);
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
+{
+    return dtod(d, s, n, h, 0);
+}
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
+{
+    return dtod(d, s, n, PT(h), 0);
+}
+CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
+{
+    return anyd(d, s, n, h, 0);
+}
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
+{
+    return anyd(d, s, n, PT(h), 0);
+}
+
+static CUresult peer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream h,
+                     int sync)
+{
+    SIM_CHECK_INIT();
+    if (!sim_ctx_valid((sim_ctx_t *)dc) || !sim_ctx_valid((sim_ctx_t *)sc))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return dtod(d, s, n, h, sync);
+}
+CUresult cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n)
+{
+    return peer(d, dc, s, sc, n, DS, 1);
+}
+CUresult cuMemcpyPeer_ptds(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n)
+{
+    return peer(d, dc, s, sc, n, PS, 1);
+}
+CUresult cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n,
+                           CUstream h)
+{
+    return peer(d, dc, s, sc, n, h, 0);
+}
+CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n,
+                                CUstream h)
+{
+    return peer(d, dc, s, sc, n, PT(h), 0);
+}
+
+static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, int sync)
+{
+    SIM_CHECK_INIT();
+    if (!c)
+        return CUDA_ERROR_INVALID_VALUE;
+    const char *src;
+    char *dst;
+    switch (c->srcMemoryType) {
+    case CU_MEMORYTYPE_HOST: src = c->srcHost; break;
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_UNIFIED: src = (const char *)(uintptr_t)c->srcDevice; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    switch (c->dstMemoryType) {
+    case CU_MEMORYTYPE_HOST: dst = c->dstHost; break;
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_UNIFIED: dst = (char *)(uintptr_t)c->dstDevice; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (c->Height && c->WidthInBytes && (!src || !dst))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t spitch = c->srcPitch ? c->srcPitch : c->WidthInBytes;
+    size_t dpitch = c->dstPitch ? c->dstPitch : c->WidthInBytes;
+    if (spitch < c->WidthInBytes || dpitch < c->WidthInBytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (c->srcMemoryType == CU_MEMORYTYPE_DEVICE && check_dev((CUdeviceptr)(uintptr_t)src, 0))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (c->dstMemoryType == CU_MEMORYTYPE_DEVICE && check_dev((CUdeviceptr)(uintptr_t)dst, 0))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(h, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_op_t *op = sim_op_alloc(s);
+    op->type = SIM_OP_COPY2D;
+    op->u.copy2d.src = src + c->srcY * spitch + c->srcXInBytes;
+    op->u.copy2d.dst = dst + c->dstY * dpitch + c->dstXInBytes;
+    op->u.copy2d.spitch = spitch;
+    op->u.copy2d.dpitch = dpitch;
+    op->u.copy2d.width = c->WidthInBytes;
+    op->u.copy2d.height = c->Height;
+    if (sync)
+        return sim_run_sync(s, op);
+    sim_enqueue(s, op);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *c) { return copy2d(c, DS, 1); }
+CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *c) { return copy2d(c, PS, 1); }
+CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *c) { return copy2d(c, DS, 1); }
+CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *c) { return copy2d(c, PS, 1); }
+CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream h) { return copy2d(c, h, 0); }
+CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *c, CUstream h) { return copy2d(c, PT(h), 0); }
+
+static CUresult memset2d(CUdeviceptr dst, size_t pitch, uint32_t val, int elem, size_t width,
+                         size_t height, CUstream h, int sync)
+{
+    SIM_CHECK_INIT();
+    if (dst % (unsigned)elem || (height > 1 && pitch % (unsigned)elem))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (height > 1 && pitch < width * (size_t)elem)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t total = height ? (height - 1) * pitch + width * (size_t)elem : 0;
+    CUresult r = check_dev(dst, total);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_stream_t *s;
+    r = sim_stream_resolve(h, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    int sticky = atomic_load(&s->ctx->sticky);
+    if (sticky)
+        return (CUresult)sticky;
+    sim_op_t *op = sim_op_alloc(s);
+    op->type = SIM_OP_SET;
+    op->u.set.dst = (char *)(uintptr_t)dst;
+    op->u.set.pitch = pitch;
+    op->u.set.width = width;
+    op->u.set.height = height;
+    op->u.set.val = val;
+    op->u.set.elem = elem;
+    if (sync)
+        return sim_run_sync(s, op);
+    sim_enqueue(s, op);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return memset2d(d, n, v, 1, n, 1, DS, 1); }
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n) { return memset2d(d, n, v, 1, n, 1, PS, 1); }
+CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) { return memset2d(d, n * 2, v, 2, n, 1, DS, 1); }
+CUresult cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short v, size_t n) { return memset2d(d, n * 2, v, 2, n, 1, PS, 1); }
+CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n) { return memset2d(d, n * 4, v, 4, n, 1, DS, 1); }
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int v, size_t n) { return memset2d(d, n * 4, v, 4, n, 1, PS, 1); }
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream h) { return memset2d(d, n, v, 1, n, 1, h, 0); }
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream h) { return memset2d(d, n, v, 1, n, 1, PT(h), 0); }
+CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream h) { return memset2d(d, n * 2, v, 2, n, 1, h, 0); }
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short v, size_t n, CUstream h) { return memset2d(d, n * 2, v, 2, n, 1, PT(h), 0); }
+CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream h) { return memset2d(d, n * 4, v, 4, n, 1, h, 0); }
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream h) { return memset2d(d, n * 4, v, 4, n, 1, PT(h), 0); }
+CUresult cuMemsetD2D8_v2(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t hh) { return memset2d(d, p, v, 1, w, hh, DS, 1); }
+CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t hh) { return memset2d(d, p, v, 1, w, hh, PS, 1); }
+CUresult cuMemsetD2D32_v2(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t hh) { return memset2d(d, p, v, 4, w, hh, DS, 1); }
+CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t hh) { return memset2d(d, p, v, 4, w, hh, PS, 1); }
+CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t hh, CUstream h) { return memset2d(d, p, v, 1, w, hh, h, 0); }
+CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t hh, CUstream h) { return memset2d(d, p, v, 1, w, hh, PT(h), 0); }
+CUresult cuMemsetD2D32Async(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t hh, CUstream h) { return memset2d(d, p, v, 4, w, hh, h, 0); }
+CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t hh, CUstream h) { return memset2d(d, p, v, 4, w, hh, PT(h), 0); }
+
+/* ---- pointer attributes ------------------------------------------------------------------ */
+typedef struct {
+    int found;
+    int kind;          /* SIM_R_* or 0 for a VMM mapping */
+    uintptr_t base;    /* allocation (or mapping) start */
+    size_t size;
+    uintptr_t rbase;   /* reservation start for VMM, else base */
+    size_t rsize;
+    int dev;
+    sim_ctx_t *ctx;
+    unsigned long long id;
+    int mapped;
+    unsigned long long access;
+    unsigned long long handle_types;
+} ptrinfo_t;
+
+static void ptr_info(uintptr_t p, ptrinfo_t *pi)
+{
+    memset(pi, 0, sizeof(*pi));
+    pthread_mutex_lock(&g_mem_mu);
+    sim_map_t *m = map_at(p);
+    sim_range_t *r = range_at(p);
+    if (m) {
+        pi->found = 1;
+        pi->kind = 0;
+        pi->base = m->va;
+        pi->size = m->size;
+        pi->rbase = r ? r->base : m->va;
+        pi->rsize = r ? r->size : m->size;
+        pi->dev = m->ph->dev;
+        pi->ctx = sim_dev(m->ph->dev)->primary;
+        pi->id = m->id;
+        pi->mapped = 1;
+        pi->access = m->access[m->ph->dev];
+        pi->handle_types = m->ph->prop.requestedHandleTypes;
+    } else if (r && r->kind != SIM_R_RESERVE) {
+        pi->found = 1;
+        pi->kind = r->kind;
+        pi->base = pi->rbase = r->base;
+        pi->size = pi->rsize = r->size;
+        pi->dev = r->dev;
+        pi->ctx = r->ctx;
+        pi->id = r->id;
+        pi->mapped = 1;
+        pi->access = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    pthread_mutex_unlock(&g_mem_mu);
+}
+
+static CUresult ptr_attr(void *data, CUpointer_attribute a, const ptrinfo_t *pi, uintptr_t p)
+{
+    int dev_mem = pi->kind == 0 || pi->kind == SIM_R_DEVICE;
+    if (!pi->found)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch ((int)a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = pi->kind == 0 ? NULL : (CUcontext)pi->ctx;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = dev_mem ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = (CUdeviceptr)p;
+        break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (dev_mem)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(void **)data = (void *)p;
+        break;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+        *(unsigned char *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(unsigned char *)data = pi->kind == SIM_R_DEVICE;
+        break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(unsigned char *)data = (unsigned char)pi->mapped;
+        break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+        *(unsigned long long *)data = pi->id;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = pi->dev;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = (CUdeviceptr)pi->rbase;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = pi->rsize;
+        break;
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+        *(void **)data = (void *)pi->base;
+        break;
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+        *(size_t *)data = pi->size;
+        break;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+        *(unsigned long long *)data = pi->handle_types;
+        break;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+        *(unsigned long long *)data = pi->access;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        *(void **)data = NULL;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    SIM_CHECK_INIT();
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    ptrinfo_t pi;
+    ptr_info((uintptr_t)ptr, &pi);
+    return ptr_attr(data, attribute, &pi, (uintptr_t)ptr);
+}
+
+CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
+                                void **data, CUdeviceptr ptr)
+{
+    SIM_CHECK_INIT();
+    if (!attributes || !data || numAttributes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    ptrinfo_t pi;
+    ptr_info((uintptr_t)ptr, &pi);
+    for (unsigned i = 0; i < numAttributes; i++) {
+        if (!data[i])
+            continue;
+        if (!pi.found) {
+            /* Not a CUDA pointer: defaults, no error (as documented). */
+            switch ((int)attributes[i]) {
+            case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned int *)data[i] = 0; break;
+            case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data[i] = -2; break;
+            case CU_POINTER_ATTRIBUTE_CONTEXT:
+            case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+            case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+            case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+            case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+            case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(void **)data[i] = NULL; break;
+            case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+            case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: *(size_t *)data[i] = 0; break;
+            case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+            case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+            case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+            case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: *(unsigned long long *)data[i] = 0; break;
+            default: *(unsigned char *)data[i] = 0; break;
+            }
+            continue;
+        }
+        CUresult r = ptr_attr(data[i], attributes[i], &pi, (uintptr_t)ptr);
+        if (r != CUDA_SUCCESS && attributes[i] != CU_POINTER_ATTRIBUTE_HOST_POINTER)
+            return r;
+        if (r != CUDA_SUCCESS)
+            *(void **)data[i] = NULL;
+    }
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,1028 @@
+/* simcuda modules, libraries and kernel launches. A module image (fatbin,
+ * cubin or PTX from nvcc) is read with context/fatbin.h for its kernel names
+ * and parameter layout (cubin .nv.info, else the PTX signature); each kernel
+ * NAME runs as simcuda_twin_NAME from the libraries in SIMCUDA_KERNELS. A
+ * launch copies the argument values (as a GPU does) and is enqueued on its
+ * stream; the stream's worker calls the twin. */
+#include "sim/driver/internal.h"
+
+#include "context/fatbin.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- twin libraries ---------------------------------------------------------------- */
+#define MAX_TWIN_LIBS 64
+static void *g_twin_libs[MAX_TWIN_LIBS];
+static int g_ntwin_libs;
+static int g_twins_loaded;
+static pthread_mutex_t g_mod_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void sim_kernel_fork_reset(void)
+{
+    pthread_mutex_init(&g_mod_mu, NULL);
+}
+
+static void load_twins(void) /* g_mod_mu held */
+{
+    if (g_twins_loaded)
+        return;
+    g_twins_loaded = 1;
+    const char *env = getenv("SIMCUDA_KERNELS");
+    if (!env || !*env)
+        return;
+    char *list = strdup(env);
+    if (!list)
+        return;
+    char *save = NULL;
+    for (char *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
+        if (g_ntwin_libs == MAX_TWIN_LIBS) {
+            sim_log("SIMCUDA_KERNELS lists more than %d libraries; ignoring '%s'", MAX_TWIN_LIBS, p);
+            continue;
+        }
+        void *h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            sim_log("cannot load kernel twins '%s': %s", p, dlerror());
+            continue;
+        }
+        g_twin_libs[g_ntwin_libs++] = h;
+    }
+    free(list);
+}
+
+static simcuda_twin_fn find_twin(const char *name)
+{
+    char sym[512];
+    if (snprintf(sym, sizeof(sym), SIMCUDA_TWIN_PREFIX "%s", name) >= (int)sizeof(sym))
+        return NULL;
+    for (int i = 0; i < g_ntwin_libs; i++) {
+        void *f = dlsym(g_twin_libs[i], sym);
+        if (f) {
+            simcuda_twin_fn fn;
+            memcpy(&fn, &f, sizeof(fn));
+            return fn;
+        }
+    }
+    return NULL;
+}
+
+/* ---- image reading ------------------------------------------------------------------- */
+typedef struct kinfo {
+    char *name;
+    int nparams;          /* -1 unknown */
+    uint32_t psize;
+    uint32_t *poff, *plen;
+} kinfo_t;
+
+typedef struct scan {
+    kinfo_t *k;
+    int n, cap;
+    int err;
+} scan_t;
+
+static kinfo_t *scan_get(scan_t *s, const char *name)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->k[i].name, name) == 0)
+            return &s->k[i];
+    if (s->n == s->cap) {
+        int nc = s->cap ? s->cap * 2 : 16;
+        kinfo_t *a = realloc(s->k, (size_t)nc * sizeof(*a));
+        if (!a)
+            return NULL;
+        s->k = a;
+        s->cap = nc;
+    }
+    kinfo_t *k = &s->k[s->n];
+    memset(k, 0, sizeof(*k));
+    k->name = strdup(name);
+    if (!k->name)
+        return NULL;
+    k->nparams = -1;
+    s->n++;
+    return k;
+}
+
+static int set_params(kinfo_t *k, int n, const uint32_t *off, const uint32_t *len, uint32_t total)
+{
+    free(k->poff);
+    free(k->plen);
+    k->poff = calloc((size_t)n + 1, sizeof(uint32_t));
+    k->plen = calloc((size_t)n + 1, sizeof(uint32_t));
+    if (!k->poff || !k->plen)
+        return -ENOMEM;
+    memcpy(k->poff, off, (size_t)n * sizeof(uint32_t));
+    memcpy(k->plen, len, (size_t)n * sizeof(uint32_t));
+    k->nparams = n;
+    k->psize = total;
+    return 0;
+}
+
+/* Parameter layout from a cubin's .nv.info.<kernel>: EIATTR_KPARAM_INFO
+ * (0x17) entries {u32 index, u16 ordinal, u16 offset, u32 flags with the
+ * size in bits 18..31}; EIATTR_CBANK_PARAM_SIZE (0x19) the total. */
+static void cubin_params(const void *elf, size_t size, scan_t *s)
+{
+    elf_version(EV_CURRENT);
+    Elf *e = elf_memory((char *)elf, size);
+    if (!e)
+        return;
+    size_t shstrndx;
+    if (elf_getshdrstrndx(e, &shstrndx) != 0)
+        goto out;
+    for (Elf_Scn *scn = elf_nextscn(e, NULL); scn; scn = elf_nextscn(e, scn)) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh))
+            continue;
+        const char *nm = elf_strptr(e, shstrndx, sh.sh_name);
+        if (!nm || strncmp(nm, ".nv.info.", 9) != 0)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        if (!d || !d->d_buf)
+            continue;
+        kinfo_t *k = scan_get(s, nm + 9);
+        if (!k)
+            continue;
+        const unsigned char *b = d->d_buf;
+        size_t len = d->d_size, i = 0;
+        uint32_t off[1024], plen[1024], total = 0;
+        int maxord = -1, ok = 1;
+        while (i + 2 <= len) {
+            unsigned fmt = b[i], attr = b[i + 1];
+            if (fmt == 4) { /* EIFMT_SVAL: u16 size + payload */
+                if (i + 4 > len)
+                    break;
+                unsigned sz = (unsigned)b[i + 2] | ((unsigned)b[i + 3] << 8);
+                if (i + 4 + sz > len)
+                    break;
+                const unsigned char *p = b + i + 4;
+                if (attr == 0x17 && sz >= 12) {
+                    unsigned ord = (unsigned)p[4] | ((unsigned)p[5] << 8);
+                    unsigned o = (unsigned)p[6] | ((unsigned)p[7] << 8);
+                    uint32_t w = (uint32_t)p[8] | ((uint32_t)p[9] << 8) | ((uint32_t)p[10] << 16) |
+                                 ((uint32_t)p[11] << 24);
+                    if (ord < 1024) {
+                        off[ord] = o;
+                        plen[ord] = w >> 18;
+                        if ((int)ord > maxord)
+                            maxord = (int)ord;
+                    } else {
+                        ok = 0;
+                    }
+                }
+                i += 4 + sz;
+            } else if (fmt == 3) { /* EIFMT_HVAL: u16 value */
+                if (attr == 0x19 && i + 4 <= len)
+                    total = (uint32_t)b[i + 2] | ((uint32_t)b[i + 3] << 8);
+                i += 4;
+            } else if (fmt == 2) { /* EIFMT_BVAL */
+                i += 4;
+            } else {
+                i += 2;
+            }
+        }
+        if (ok) {
+            uint32_t end = 0;
+            for (int j = 0; j <= maxord; j++)
+                if (off[j] + plen[j] > end)
+                    end = off[j] + plen[j];
+            set_params(k, maxord + 1, off, plen, total > end ? total : end);
+        }
+    }
+out:
+    elf_end(e);
+}
+
+static int kernel_name_cb(const char *name, const void *code, size_t code_size, void *arg)
+{
+    (void)code;
+    (void)code_size;
+    scan_t *s = arg;
+    if (!scan_get(s, name))
+        s->err = -ENOMEM;
+    return 0;
+}
+
+/* PTX signature: ".entry NAME( .param .u64 NAME_param_0, .param .align 8 .b8 NAME_param_1[16] )" */
+static unsigned ptx_type_size(const char *t)
+{
+    if (!strncmp(t, "u8", 2) || !strncmp(t, "s8", 2) || !strncmp(t, "b8", 2))
+        return 1;
+    if (!strncmp(t, "u16", 3) || !strncmp(t, "s16", 3) || !strncmp(t, "b16", 3) || !strncmp(t, "f16", 3))
+        return 2;
+    if (!strncmp(t, "u32", 3) || !strncmp(t, "s32", 3) || !strncmp(t, "b32", 3) || !strncmp(t, "f32", 3))
+        return 4;
+    if (!strncmp(t, "u64", 3) || !strncmp(t, "s64", 3) || !strncmp(t, "b64", 3) || !strncmp(t, "f64", 3))
+        return 8;
+    return 0;
+}
+
+static void ptx_params(const char *ptx, size_t size, scan_t *s)
+{
+    const char *end = ptx + size;
+    for (int ki = 0; ki < s->n; ki++) {
+        kinfo_t *k = &s->k[ki];
+        if (k->nparams >= 0)
+            continue;
+        size_t nl = strlen(k->name);
+        const char *p = ptx;
+        while ((p = memmem(p, (size_t)(end - p), ".entry", 6)) != NULL) {
+            const char *q = p + 6;
+            while (q < end && isspace((unsigned char)*q))
+                q++;
+            if ((size_t)(end - q) > nl && memcmp(q, k->name, nl) == 0 &&
+                (q[nl] == '(' || isspace((unsigned char)q[nl])))
+                break;
+            p = q;
+        }
+        if (!p)
+            continue;
+        const char *open = memchr(p, '(', (size_t)(end - p));
+        const char *brace = memchr(p, '{', (size_t)(end - p));
+        uint32_t off[1024], len[1024];
+        int n = 0;
+        uint32_t at = 0;
+        if (open && (!brace || open < brace)) {
+            const char *close = memchr(open, ')', (size_t)(end - open));
+            const char *c = open;
+            while (close && c < close && n < 1024) {
+                const char *pp = memmem(c, (size_t)(close - c), ".param", 6);
+                if (!pp)
+                    break;
+                c = pp + 6;
+                unsigned align = 0;
+                const char *al = memmem(c, (size_t)(close - c), ".align", 6);
+                const char *comma = memchr(c, ',', (size_t)(close - c));
+                const char *stop = comma ? comma : close;
+                if (al && al < stop)
+                    align = (unsigned)strtoul(al + 6, NULL, 10);
+                const char *dot = c;
+                unsigned esz = 0;
+                while (dot < stop && (dot = memchr(dot, '.', (size_t)(stop - dot))) != NULL) {
+                    dot++;
+                    esz = ptx_type_size(dot);
+                    if (esz)
+                        break;
+                }
+                if (!esz)
+                    break;
+                unsigned count = 1;
+                const char *br = memchr(c, '[', (size_t)(stop - c));
+                if (br)
+                    count = (unsigned)strtoul(br + 1, NULL, 10);
+                if (!align)
+                    align = esz;
+                at = (at + align - 1) / align * align;
+                off[n] = at;
+                len[n] = esz * count;
+                at += len[n];
+                n++;
+                c = stop;
+            }
+        }
+        set_params(k, n, off, len, at);
+    }
+}
+
+static int entry_cb(const es_fatbin_entry_t *e, void *arg)
+{
+    scan_t *s = arg;
+    if (!e->data)
+        return 0;
+    if (e->kind == ES_ENTRY_CUBIN) {
+        es_cubin_kernels(e->data, e->size, kernel_name_cb, s);
+        cubin_params(e->data, e->size, s);
+    } else if (e->kind == ES_ENTRY_PTX) {
+        es_ptx_kernels(e->data, e->size, kernel_name_cb, s);
+        ptx_params(e->data, e->size, s);
+    }
+    return s->err;
+}
+
+static void scan_free(scan_t *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        free(s->k[i].name);
+        free(s->k[i].poff);
+        free(s->k[i].plen);
+    }
+    free(s->k);
+}
+
+/* ---- modules ----------------------------------------------------------------------------- */
+typedef struct sim_kernel {
+    sim_func_t *fn;
+} sim_kernel_t;
+
+typedef struct sim_mod_ext {
+    sim_module_t m;
+    sim_kernel_t *kernels;
+} sim_mod_ext_t;
+
+static void module_free(sim_mod_ext_t *x)
+{
+    for (int i = 0; i < x->m.nfuncs; i++) {
+        sim_reg_del(&x->m.funcs[i]);
+        if (x->kernels)
+            sim_reg_del(&x->kernels[i]);
+        free(x->m.funcs[i].name);
+        free(x->m.funcs[i].poff);
+        free(x->m.funcs[i].plen);
+    }
+    free(x->m.funcs);
+    free(x->kernels);
+    free(x);
+}
+
+static CUresult load_image(const void *image, size_t avail, int is_library, sim_ctx_t *ctx,
+                           sim_mod_ext_t **out)
+{
+    size_t size = 0;
+    CUresult r = CUDA_SUCCESS;
+    scan_t s = {0};
+    sim_mod_ext_t *x = NULL;
+    if (!image)
+        return CUDA_ERROR_INVALID_VALUE;
+    int kind = es_image_probe(image, avail, &size);
+    if (kind <= 0) {
+        r = CUDA_ERROR_INVALID_IMAGE;
+        goto out;
+    }
+    int rc = es_fatbin_walk(image, size, entry_cb, &s);
+    if (rc < 0 || s.err) {
+        r = rc == -ENOMEM || s.err ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_IMAGE;
+        goto out;
+    }
+    pthread_mutex_lock(&g_mod_mu);
+    load_twins();
+    pthread_mutex_unlock(&g_mod_mu);
+    x = calloc(1, sizeof(*x));
+    if (!x) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    x->m.ctx = ctx;
+    x->m.is_library = is_library;
+    x->m.funcs = calloc((size_t)s.n + 1, sizeof(sim_func_t));
+    x->kernels = calloc((size_t)s.n + 1, sizeof(sim_kernel_t));
+    if (!x->m.funcs || !x->kernels) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    for (int i = 0; i < s.n; i++) {
+        simcuda_twin_fn twin = find_twin(s.k[i].name);
+        if (!twin) {
+            sim_log("kernel '%s' has no twin: no %s%s in SIMCUDA_KERNELS", s.k[i].name,
+                    SIMCUDA_TWIN_PREFIX, s.k[i].name);
+            r = CUDA_ERROR_NOT_FOUND;
+            continue;
+        }
+        sim_func_t *f = &x->m.funcs[x->m.nfuncs];
+        f->mod = &x->m;
+        f->name = s.k[i].name;
+        s.k[i].name = NULL;
+        f->twin = twin;
+        f->nparams = s.k[i].nparams;
+        f->psize = s.k[i].psize;
+        f->poff = s.k[i].poff;
+        f->plen = s.k[i].plen;
+        s.k[i].poff = s.k[i].plen = NULL;
+        f->max_dyn_smem = 49152;
+        f->num_regs = 32;
+        f->preferred_carveout = -1;
+        x->kernels[x->m.nfuncs].fn = f;
+        x->m.nfuncs++;
+    }
+    if (r != CUDA_SUCCESS)
+        goto out;
+    for (int i = 0; i < x->m.nfuncs; i++) {
+        sim_reg_add(&x->m.funcs[i], SIM_H_FUNC);
+        sim_reg_add(&x->kernels[i], SIM_H_KERNEL);
+    }
+    sim_reg_add(x, is_library ? SIM_H_LIBRARY : SIM_H_MODULE);
+    *out = x;
+    x = NULL;
+out:
+    if (x)
+        module_free(x);
+    scan_free(&s);
+    return r;
+}
+
+static CUresult module_load(CUmodule *module, const void *image, size_t avail)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!module || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_mod_ext_t *x;
+    r = load_image(image, avail, 0, c, &x);
+    if (r == CUDA_SUCCESS)
+        *module = (CUmodule)x;
+    return r;
+}
+
+static int read_file(const char *path, void **buf, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int rc = 0;
+    char *b = NULL;
+    if (fstat(fd, &st) != 0 || st.st_size <= 0) {
+        rc = -EINVAL;
+        goto out;
+    }
+    b = malloc((size_t)st.st_size + 1);
+    if (!b) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, b + got, (size_t)st.st_size - got);
+        if (n <= 0) {
+            rc = -EIO;
+            goto out;
+        }
+        got += (size_t)n;
+    }
+    b[got] = '\0';
+    *buf = b;
+    *len = got;
+    b = NULL;
+out:
+    free(b);
+    close(fd);
+    return rc;
+}
+
+CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!module || !fname)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *buf;
+    size_t len;
+    int rc = read_file(fname, &buf, &len);
+    if (rc == -ENOENT || rc == -EACCES)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    if (rc < 0)
+        return rc == -ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_IMAGE;
+    r = module_load(module, buf, len + 1);
+    free(buf);
+    return r;
+}
+
+CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    return module_load(module, image, SIZE_MAX);
+}
+
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                            CUjit_option *options, void **optionValues)
+{
+    if (numOptions && (!options || !optionValues))
+        return CUDA_ERROR_INVALID_VALUE;
+    return module_load(module, image, SIZE_MAX);
+}
+
+CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+    return module_load(module, fatCubin, SIZE_MAX);
+}
+
+static CUresult module_get(CUmodule h, int type, sim_mod_ext_t **out)
+{
+    SIM_CHECK_INIT();
+    if (!h || !sim_reg_has(h, type))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *out = (sim_mod_ext_t *)h;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule hmod)
+{
+    sim_mod_ext_t *x;
+    CUresult r = module_get(hmod, SIM_H_MODULE, &x);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_reg_del(x);
+    /* Launches still queued may use its functions. */
+    if (sim_ctx_valid(x->m.ctx))
+        sim_ctx_sync(x->m.ctx);
+    module_free(x);
+    return CUDA_SUCCESS;
+}
+
+static sim_func_t *mod_find(sim_mod_ext_t *x, const char *name, int *idx)
+{
+    for (int i = 0; i < x->m.nfuncs; i++)
+        if (strcmp(x->m.funcs[i].name, name) == 0) {
+            if (idx)
+                *idx = i;
+            return &x->m.funcs[i];
+        }
+    return NULL;
+}
+
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    sim_mod_ext_t *x;
+    CUresult r = module_get(hmod, SIM_H_MODULE, &x);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!hfunc || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_func_t *f = mod_find(x, name, NULL);
+    if (!f)
+        return CUDA_ERROR_NOT_FOUND;
+    *hfunc = (CUfunction)f;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+{
+    sim_mod_ext_t *x;
+    (void)dptr;
+    (void)bytes;
+    CUresult r = module_get(hmod, SIM_H_MODULE, &x);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_ERROR_NOT_FOUND; /* module globals are not simulated */
+}
+
+CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
+{
+    SIM_CHECK_INIT();
+    if (!mode)
+        return CUDA_ERROR_INVALID_VALUE;
+    *mode = CU_MODULE_EAGER_LOADING;
+    return CUDA_SUCCESS;
+}
+
+/* ---- libraries ------------------------------------------------------------------------------ */
+CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                           void **jitOptionsValues, unsigned int numJitOptions,
+                           CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                           unsigned int numLibraryOptions)
+{
+    SIM_CHECK_INIT();
+    if (!library || !code || (numJitOptions && (!jitOptions || !jitOptionsValues)) ||
+        (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_mod_ext_t *x;
+    CUresult r = load_image(code, SIZE_MAX, 1, sim_ctx_current(), &x);
+    if (r == CUDA_SUCCESS)
+        *library = (CUlibrary)x;
+    return r;
+}
+
+CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
+                               void **jitOptionsValues, unsigned int numJitOptions,
+                               CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                               unsigned int numLibraryOptions)
+{
+    SIM_CHECK_INIT();
+    if (!library || !fileName)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *buf;
+    size_t len;
+    int rc = read_file(fileName, &buf, &len);
+    if (rc < 0)
+        return rc == -ENOENT ? CUDA_ERROR_FILE_NOT_FOUND : CUDA_ERROR_INVALID_IMAGE;
+    CUresult r = cuLibraryLoadData(library, buf, jitOptions, jitOptionsValues, numJitOptions,
+                                   libraryOptions, libraryOptionValues, numLibraryOptions);
+    free(buf);
+    return r;
+}
+
+CUresult cuLibraryUnload(CUlibrary library)
+{
+    sim_mod_ext_t *x;
+    CUresult r = module_get((CUmodule)library, SIM_H_LIBRARY, &x);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_reg_del(x);
+    sim_ctx_t *c = sim_ctx_current();
+    if (sim_ctx_valid(c))
+        sim_ctx_sync(c);
+    module_free(x);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    sim_mod_ext_t *x;
+    CUresult r = module_get((CUmodule)library, SIM_H_LIBRARY, &x);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pKernel || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    int i;
+    if (!mod_find(x, name, &i))
+        return CUDA_ERROR_NOT_FOUND;
+    *pKernel = (CUkernel)&x->kernels[i];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
+{
+    sim_mod_ext_t *x;
+    CUresult r = module_get((CUmodule)library, SIM_H_LIBRARY, &x);
+    if (r != CUDA_SUCCESS)
+        return r;
+    (void)pMod;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
+{
+    sim_mod_ext_t *x;
+    CUresult r = module_get((CUmodule)lib, SIM_H_LIBRARY, &x);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = (unsigned)x->m.nfuncs;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib)
+{
+    sim_mod_ext_t *x;
+    CUresult r = module_get((CUmodule)lib, SIM_H_LIBRARY, &x);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!kernels)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < numKernels && i < (unsigned)x->m.nfuncs; i++)
+        kernels[i] = (CUkernel)&x->kernels[i];
+    return CUDA_SUCCESS;
+}
+
+static CUresult kernel_get(CUkernel k, sim_func_t **out)
+{
+    SIM_CHECK_INIT();
+    if (!k || !sim_reg_has(k, SIM_H_KERNEL))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *out = ((sim_kernel_t *)k)->fn;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+    sim_func_t *f;
+    CUresult r = kernel_get(kernel, &f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_ctx_t *c;
+    r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pFunc)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pFunc = (CUfunction)f;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuKernelGetName(const char **name, CUkernel hfunc)
+{
+    sim_func_t *f;
+    CUresult r = kernel_get(hfunc, &f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    *name = f->name;
+    return CUDA_SUCCESS;
+}
+
+/* ---- functions -------------------------------------------------------------------------------- */
+static CUresult func_get(CUfunction h, sim_func_t **out)
+{
+    SIM_CHECK_INIT();
+    if (!h || !sim_reg_has(h, SIM_H_FUNC))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *out = (sim_func_t *)h;
+    return CUDA_SUCCESS;
+}
+
+static CUresult func_attr(int *pi, CUfunction_attribute attrib, sim_func_t *f, int dev)
+{
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_device_t *d = sim_dev(dev);
+    int cc = d ? d->model->cc_major * 10 + d->model->cc_minor : 80;
+    switch ((int)attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = f->num_regs; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION: *pi = cc; break;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = cc; break;
+    case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = f->max_dyn_smem; break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *pi = f->preferred_carveout; break;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: *pi = 0; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult func_set_attr(sim_func_t *f, CUfunction_attribute attrib, int value, int dev)
+{
+    sim_device_t *d = sim_dev(dev);
+    switch ((int)attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        if (value < 0 || (d && value > d->model->smem_optin))
+            return CUDA_ERROR_INVALID_VALUE;
+        f->max_dyn_smem = value;
+        return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        if (value < -1 || value > 100)
+            return CUDA_ERROR_INVALID_VALUE;
+        f->preferred_carveout = value;
+        return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
+{
+    sim_func_t *f;
+    CUresult r = func_get(hfunc, &f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_ctx_t *c = sim_ctx_current();
+    return func_attr(pi, attrib, f, c ? c->dev : 0);
+}
+
+CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
+    sim_func_t *f;
+    CUresult r = func_get(hfunc, &f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_ctx_t *c = sim_ctx_current();
+    return func_set_attr(f, attrib, value, c ? c->dev : 0);
+}
+
+CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
+{
+    sim_func_t *f;
+    CUresult r = func_get(hfunc, &f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((int)config < 0 || (int)config > CU_FUNC_CACHE_PREFER_EQUAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    sim_func_t *f;
+    CUresult r = func_get(hfunc, &f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    *name = f->name;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
+{
+    sim_func_t *f;
+    CUresult r = func_get(hfunc, &f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!hmod)
+        return CUDA_ERROR_INVALID_VALUE;
+    *hmod = (CUmodule)f->mod;
+    return CUDA_SUCCESS;
+}
+
+static CUresult param_info(sim_func_t *f, size_t idx, size_t *off, size_t *size)
+{
+    if (!off && !size)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (f->nparams < 0 || idx >= (size_t)f->nparams)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (off)
+        *off = f->poff[idx];
+    if (size)
+        *size = f->plen[idx];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
+{
+    sim_func_t *f;
+    CUresult r = func_get(func, &f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return param_info(f, paramIndex, paramOffset, paramSize);
+}
+
+CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
+{
+    sim_func_t *f;
+    CUresult r = kernel_get(kernel, &f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return param_info(f, paramIndex, paramOffset, paramSize);
+}
+
+CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)
+{
+    sim_func_t *f;
+    CUresult r = kernel_get(kernel, &f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!sim_dev(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    return func_attr(pi, attrib, f, dev);
+}
+
+CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
+{
+    sim_func_t *f;
+    CUresult r = kernel_get(kernel, &f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!sim_dev(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    return func_set_attr(f, attrib, val, dev);
+}
+
+/* ---- launch ------------------------------------------------------------------------------------ */
+static CUresult launch(sim_func_t *f, const unsigned grid[3], const unsigned block[3], unsigned smem,
+                       CUstream hStream, void **kernelParams, void **extra)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_ctx_t *cur = sim_ctx_current();
+    if (cur != s->ctx)
+        return CUDA_ERROR_INVALID_HANDLE; /* stream of another context */
+    if (!kernelParams && extra)
+        return CUDA_ERROR_INVALID_VALUE; /* `extra` argument packing is not supported */
+    if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0 || grid[0] > 2147483647u || grid[1] > 65535 ||
+        grid[2] > 65535)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (block[0] == 0 || block[1] == 0 || block[2] == 0 || block[0] > 1024 || block[1] > 1024 ||
+        block[2] > 64 || (unsigned long long)block[0] * block[1] * block[2] > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (smem > (unsigned)f->max_dyn_smem)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (f->nparams > 0 && !kernelParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    int sticky = atomic_load(&s->ctx->sticky);
+    if (sticky)
+        return (CUresult)sticky;
+    sim_device_t *d = sim_dev(s->ctx->dev);
+    sim_op_t *op = sim_op_alloc(s);
+    op->type = SIM_OP_KERNEL;
+    op->u.k.fn = f;
+    op->u.k.heap = NULL;
+    simcuda_launch_t *l = &op->u.k.l;
+    memset(l, 0, sizeof(*l));
+    l->abi = SIMCUDA_TWIN_ABI;
+    memcpy(l->grid, grid, sizeof(l->grid));
+    memcpy(l->block, block, sizeof(l->block));
+    l->shared_bytes = smem;
+    l->device = d->phys;
+    l->sm_count = d->model->sms;
+    l->cc_major = d->model->cc_major;
+    l->cc_minor = d->model->cc_minor;
+    int sync = 0;
+    if (f->nparams < 0) {
+        /* Unknown layout: pass the caller's array and wait for the launch. */
+        op->u.k.params = kernelParams;
+        sync = 1;
+    } else {
+        int n = f->nparams;
+        void **ptrs = op->pptr;
+        unsigned char *buf = op->pbuf;
+        if (n > SIM_INLINE_NPARAMS || f->psize > SIM_INLINE_PARAMS) {
+            op->u.k.heap = malloc((size_t)n * sizeof(void *) + f->psize + 16);
+            if (!op->u.k.heap) {
+                free(op->u.k.heap);
+                op->type = SIM_OP_NOP;
+                sim_enqueue(s, op);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            ptrs = op->u.k.heap;
+            buf = (unsigned char *)op->u.k.heap + ((size_t)n * sizeof(void *) + 15) / 16 * 16;
+        }
+        for (int i = 0; i < n; i++) {
+            if (!kernelParams[i]) {
+                free(op->u.k.heap);
+                op->u.k.heap = NULL;
+                op->type = SIM_OP_NOP;
+                sim_enqueue(s, op);
+                return CUDA_ERROR_INVALID_VALUE;
+            }
+            memcpy(buf + f->poff[i], kernelParams[i], f->plen[i]);
+            ptrs[i] = buf + f->poff[i];
+        }
+        op->u.k.params = ptrs;
+    }
+    if (sync) {
+        sim_run_sync(s, op); /* a failure is sticky and reported by the next call */
+        return CUDA_SUCCESS;
+    }
+    sim_enqueue(s, op);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                        unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                        unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                        void **kernelParams, void **extra)
+{
+    sim_func_t *fn;
+    CUresult r;
+    /* A CUkernel is accepted in place of a CUfunction, as by the real driver. */
+    if (f && sim_reg_has(f, SIM_H_KERNEL))
+        r = kernel_get((CUkernel)f, &fn);
+    else
+        r = func_get(f, &fn);
+    if (r != CUDA_SUCCESS)
+        return r;
+    unsigned g[3] = {gridDimX, gridDimY, gridDimZ}, b[3] = {blockDimX, blockDimY, blockDimZ};
+    return launch(fn, g, b, sharedMemBytes, hStream, kernelParams, extra);
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                             unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                             unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                             void **kernelParams, void **extra)
+{
+    return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                          sharedMemBytes, hStream ? hStream : CU_STREAM_PER_THREAD, kernelParams,
+                          extra);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
+{
+    if (!config)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_func_t *fn;
+    CUresult r;
+    /* A CUkernel is accepted in place of a CUfunction, as by the real driver. */
+    if (f && sim_reg_has(f, SIM_H_KERNEL))
+        r = kernel_get((CUkernel)f, &fn);
+    else
+        r = func_get(f, &fn);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (config->numAttrs && !config->attrs)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned g[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+    unsigned b[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+    return launch(fn, g, b, config->sharedMemBytes, config->hStream, kernelParams, extra);
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                               void **extra)
+{
+    if (!config)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUlaunchConfig c = *config;
+    if (!c.hStream)
+        c.hStream = CU_STREAM_PER_THREAD;
+    return cuLaunchKernelEx(&c, f, kernelParams, extra);
+}

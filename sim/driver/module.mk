@@ -1,0 +1,68 @@
+# sim/driver/: simcuda's CUDA driver (build/sim/libcuda.so.1 + libcuda.so),
+# its tests (tests/sim_driver/), the cuda.h-only client acceptance test
+# (tests/clients/cuda_client.c) and the es-devices demo (examples/devices.c).
+
+SIMDRV_SRCS := driver device context stream capacity memory module procs legacy
+SIMDRV_OBJS := $(patsubst %,$(B)/obj/sim/driver/%.o,$(SIMDRV_SRCS))
+SIMCUDA_LIB := $(B)/sim/libcuda.so.1
+
+ALL += $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/sim/twins/libsimtwin_simtest.so \
+    $(B)/tests/sim_driver/kernels.fatbin $(B)/bin/es-devices
+TESTS += $(B)/tests/sim_driver_test $(B)/tests/sim_vmm_test $(B)/tests/sim_kernel_test \
+    $(B)/tests/cuda_client_test
+
+$(SIMCUDA_LIB): $(SIMDRV_OBJS) $(FATBIN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcuda.so.1 -Wl,--no-undefined -o $@ $^ $(FATBIN_LIBS) -ldl -lrt
+
+$(B)/sim/libcuda.so: $(SIMCUDA_LIB)
+	@mkdir -p $(dir $@)
+	ln -sf libcuda.so.1 $@
+
+# ---- tests ---------------------------------------------------------------------
+SIMDRV_TEST_LIBS := -L$(B)/sim -lcuda $(CMOCKA_LIBS) -ldl -lrt
+
+$(B)/tests/sim_driver/kernels.fatbin: tests/sim_driver/kernels.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -Wno-deprecated-gpu-targets -fatbin -gencode arch=compute_80,code=sm_80 \
+	    -gencode arch=compute_90,code=[sm_90,compute_90] -o $@ $<
+
+$(B)/tests/sim_driver/kernels_sm80.cubin: tests/sim_driver/kernels.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -Wno-deprecated-gpu-targets -cubin -arch=sm_80 -o $@ $<
+
+$(B)/tests/sim_driver/kernels.ptx: tests/sim_driver/kernels.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -Wno-deprecated-gpu-targets -ptx -arch=compute_80 -o $@ $<
+
+$(B)/sim/twins/libsimtwin_simtest.so: $(B)/obj/tests/sim_driver/twins.o
+	@mkdir -p $(dir $@)
+	$(CC) $(SO_LDFLAGS) -o $@ $^
+
+$(B)/tests/sim_driver_test: $(B)/obj/tests/sim_driver/driver_test.o $(B)/obj/tests/sim_driver/common.o \
+    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
+
+$(B)/tests/sim_vmm_test: $(B)/obj/tests/sim_driver/vmm_test.o $(B)/obj/tests/sim_driver/common.o \
+    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
+
+$(B)/tests/sim_kernel_test: $(B)/obj/tests/sim_driver/kernel_test.o $(B)/obj/tests/sim_driver/common.o \
+    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/sim/twins/libsimtwin_simtest.so \
+    $(B)/tests/sim_driver/kernels.fatbin $(B)/tests/sim_driver/kernels_sm80.cubin \
+    $(B)/tests/sim_driver/kernels.ptx
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
+
+# The client acceptance test: NVIDIA's cuda.h only, built exactly like a user would.
+$(B)/tests/cuda_client_test: tests/clients/cuda_client.c | $(SIMCUDA_LIB) $(B)/sim/libcuda.so
+	@mkdir -p $(dir $@)
+	$(CC) $(if $(SAN),-fsanitize=$(SAN) -g) -I$(CUDA_HOME)/include $< -L$(B)/sim -lcuda -o $@
+
+# ---- demo ------------------------------------------------------------------------
+$(B)/bin/es-devices: $(B)/obj/examples/devices.o | $(SIMCUDA_LIB) $(B)/sim/libcuda.so \
+    $(B)/sim/twins/libsimtwin_simtest.so $(B)/tests/sim_driver/kernels.fatbin
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -lcuda

@@ -1,0 +1,892 @@
+/* simcuda streams and events: one worker thread per stream executes the
+ * stream's queue in order; the legacy default stream and the per-thread
+ * default stream; events with generations and completion times; host
+ * functions and callbacks. Stream objects are never freed (a destroyed
+ * stream drains its queue, its worker exits and the handle is unregistered),
+ * so operations waiting on a stream never see freed memory. */
+#include "sim/driver/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static _Atomic unsigned long long g_stream_ids;
+
+/* ---- per-thread default streams ------------------------------------------------ */
+#define PTDS_MAX 16
+typedef struct { sim_ctx_t *ctx; unsigned long long ctx_id; sim_stream_t *s; } ptds_t;
+static __thread ptds_t t_ptds[PTDS_MAX];
+static __thread int t_nptds;
+static pthread_key_t g_ptds_key;
+static pthread_once_t g_ptds_once = PTHREAD_ONCE_INIT;
+
+static int stream_unlink(sim_stream_t *s)
+{
+    sim_ctx_t *c = s->ctx;
+    int found = 0;
+    pthread_mutex_lock(&c->mu);
+    for (sim_stream_t **pp = &c->streams; *pp; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return found;
+}
+
+static void ptds_thread_exit(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < t_nptds; i++) {
+        ptds_t *p = &t_ptds[i];
+        if (sim_ctx_valid(p->ctx) && p->ctx->id == p->ctx_id && stream_unlink(p->s))
+            sim_stream_release(p->s);
+    }
+    t_nptds = 0;
+}
+
+static void ptds_key_init(void) { pthread_key_create(&g_ptds_key, ptds_thread_exit); }
+
+static sim_stream_t *ptds_get(sim_ctx_t *c)
+{
+    for (int i = 0; i < t_nptds; i++)
+        if (t_ptds[i].ctx == c && t_ptds[i].ctx_id == c->id)
+            return t_ptds[i].s;
+    /* Drop entries of contexts that went away. */
+    int j = 0;
+    for (int i = 0; i < t_nptds; i++)
+        if (sim_ctx_valid(t_ptds[i].ctx) && t_ptds[i].ctx->id == t_ptds[i].ctx_id)
+            t_ptds[j++] = t_ptds[i];
+    t_nptds = j;
+    if (t_nptds >= PTDS_MAX)
+        return NULL;
+    sim_stream_t *s = sim_stream_new(c, SIM_STREAM_PTDS, 0, 0);
+    if (!s)
+        return NULL;
+    pthread_once(&g_ptds_once, ptds_key_init);
+    pthread_setspecific(g_ptds_key, (void *)1);
+    t_ptds[t_nptds++] = (ptds_t){c, c->id, s};
+    return s;
+}
+
+/* ---- worker ---------------------------------------------------------------------- */
+static void do_copy(void *arg)
+{
+    sim_op_t *op = arg;
+    memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n);
+}
+
+static void do_copy2d(void *arg)
+{
+    sim_op_t *op = arg;
+    for (size_t y = 0; y < op->u.copy2d.height; y++)
+        memmove(op->u.copy2d.dst + y * op->u.copy2d.dpitch,
+                op->u.copy2d.src + y * op->u.copy2d.spitch, op->u.copy2d.width);
+}
+
+static void do_set(void *arg)
+{
+    sim_op_t *op = arg;
+    for (size_t y = 0; y < op->u.set.height; y++) {
+        char *row = op->u.set.dst + y * op->u.set.pitch;
+        size_t n = op->u.set.width;
+        uint32_t v = op->u.set.val;
+        switch (op->u.set.elem) {
+        case 1:
+            memset(row, (int)(v & 0xff), n);
+            break;
+        case 2: {
+            uint16_t *p = (uint16_t *)(void *)row;
+            for (size_t i = 0; i < n; i++)
+                p[i] = (uint16_t)v;
+            break;
+        }
+        default: {
+            uint32_t *p = (uint32_t *)(void *)row;
+            for (size_t i = 0; i < n; i++)
+                p[i] = v;
+            break;
+        }
+        }
+    }
+}
+
+typedef struct { sim_func_t *fn; const simcuda_launch_t *l; int rc; } kcall_t;
+static void do_kernel(void *arg)
+{
+    kcall_t *k = arg;
+    k->rc = k->fn->twin(k->l);
+}
+
+static void set_sticky(sim_ctx_t *c, CUresult r)
+{
+    int expected = 0;
+    atomic_compare_exchange_strong(&c->sticky, &expected, (int)r);
+}
+
+static void scale_time(sim_stream_t *s, const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    double cpu = (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+    sim_device_t *d = sim_dev(s->ctx->dev);
+    double secs = sim_time_scale * cpu * (d ? d->model->slowness : 1.0);
+    if (secs <= 0)
+        return;
+    struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static void exec_op(sim_stream_t *s, sim_op_t *op)
+{
+    sim_ctx_t *c = s->ctx;
+    int sticky = atomic_load(&c->sticky);
+    struct timespec t0;
+    int device_op = op->type == SIM_OP_COPY || op->type == SIM_OP_COPY2D ||
+                    op->type == SIM_OP_SET || op->type == SIM_OP_KERNEL || op->type == SIM_OP_HOST;
+    if (device_op && sim_time_scale > 0)
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    switch (op->type) {
+    case SIM_OP_HOST:
+        op->u.host.fn(op->u.host.data);
+        break;
+    case SIM_OP_CALLBACK:
+        op->u.cb.fn(s->kind == SIM_STREAM_USER ? (CUstream)s : NULL, (CUresult)sticky,
+                    op->u.cb.data);
+        break;
+    case SIM_OP_COPY:
+        if (!sticky && op->u.copy.n) {
+            CUresult r = sim_guarded(do_copy, op);
+            if (r != CUDA_SUCCESS)
+                set_sticky(c, r);
+        }
+        break;
+    case SIM_OP_COPY2D:
+        if (!sticky) {
+            CUresult r = sim_guarded(do_copy2d, op);
+            if (r != CUDA_SUCCESS)
+                set_sticky(c, r);
+        }
+        break;
+    case SIM_OP_SET:
+        if (!sticky) {
+            CUresult r = sim_guarded(do_set, op);
+            if (r != CUDA_SUCCESS)
+                set_sticky(c, r);
+        }
+        break;
+    case SIM_OP_KERNEL:
+        if (!sticky) {
+            op->u.k.l.params = op->u.k.params;
+            op->u.k.l.nondet_seed = sim_nondet_seed();
+            kcall_t k = {op->u.k.fn, &op->u.k.l, 0};
+            CUresult r = sim_guarded(do_kernel, &k);
+            if (r != CUDA_SUCCESS)
+                set_sticky(c, r);
+            else if (k.rc != 0)
+                set_sticky(c, CUDA_ERROR_LAUNCH_FAILED);
+        }
+        free(op->u.k.heap);
+        op->u.k.heap = NULL;
+        break;
+    case SIM_OP_RECORD: {
+        sim_event_t *e = op->u.ev.ev;
+        pthread_mutex_lock(&e->mu);
+        if (op->u.ev.gen > e->done_gen) {
+            e->done_gen = op->u.ev.gen;
+            clock_gettime(CLOCK_MONOTONIC, &e->ts);
+        }
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        sim_event_unref(e);
+        break;
+    }
+    case SIM_OP_WAIT_EVENT: {
+        sim_event_t *e = op->u.ev.ev;
+        pthread_mutex_lock(&e->mu);
+        while (e->done_gen < op->u.ev.gen)
+            pthread_cond_wait(&e->cv, &e->mu);
+        pthread_mutex_unlock(&e->mu);
+        sim_event_unref(e);
+        break;
+    }
+    case SIM_OP_WAIT_STREAM: {
+        sim_stream_t *t = op->u.ws.s;
+        pthread_mutex_lock(&t->mu);
+        while (atomic_load(&t->done) < op->u.ws.seq)
+            pthread_cond_wait(&t->cv_done, &t->mu);
+        pthread_mutex_unlock(&t->mu);
+        break;
+    }
+    case SIM_OP_FREE:
+        sim_mem_free_now(op->u.fr.p);
+        break;
+    default:
+        break;
+    }
+    if (device_op && sim_time_scale > 0)
+        scale_time(s, &t0);
+}
+
+static __thread sim_stream_t *t_worker_stream;
+
+static void *worker_main(void *arg)
+{
+    sim_stream_t *s = arg;
+    t_worker_stream = s;
+    /* Host functions may read the current context, as on a GPU. */
+    sim_ctx_bind(s->ctx);
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->head && !s->stop)
+            pthread_cond_wait(&s->cv_work, &s->mu);
+        if (!s->head)
+            break;
+        sim_op_t *op = s->head;
+        s->head = op->next;
+        if (!s->head)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->mu);
+        exec_op(s, op);
+        pthread_mutex_lock(&s->mu);
+        op->next = s->pool;
+        s->pool = op;
+        atomic_fetch_add(&s->done, 1);
+        pthread_cond_broadcast(&s->cv_done);
+    }
+    /* Stopped and drained: give the pooled nodes back. */
+    sim_op_t *p = s->pool;
+    s->pool = NULL;
+    s->worker_running = 0;
+    pthread_cond_broadcast(&s->cv_done);
+    pthread_mutex_unlock(&s->mu);
+    while (p) {
+        sim_op_t *n = p->next;
+        free(p);
+        p = n;
+    }
+    return NULL;
+}
+
+sim_stream_t *sim_stream_new(sim_ctx_t *c, int kind, unsigned flags, int prio)
+{
+    sim_stream_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->ctx = c;
+    s->kind = kind;
+    s->flags = flags;
+    s->priority = prio;
+    s->id = atomic_fetch_add(&g_stream_ids, 1) + 1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv_work, NULL);
+    pthread_cond_init(&s->cv_done, NULL);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    s->worker_running = 1;
+    if (pthread_create(&s->thread, &attr, worker_main, s) != 0) {
+        pthread_attr_destroy(&attr);
+        free(s);
+        return NULL;
+    }
+    pthread_attr_destroy(&attr);
+    if (kind != SIM_STREAM_LEGACY) {
+        pthread_mutex_lock(&c->mu);
+        s->next = c->streams;
+        c->streams = s;
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (kind == SIM_STREAM_USER)
+        sim_reg_add(s, SIM_H_STREAM);
+    return s;
+}
+
+/* The caller has unlinked s from its context (or the context is gone). */
+void sim_stream_release(sim_stream_t *s)
+{
+    sim_reg_del(s);
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv_work);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sim_stream_unref(sim_stream_t *s) { (void)s; }
+
+sim_op_t *sim_op_alloc(sim_stream_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    sim_op_t *op = s->pool;
+    if (op)
+        s->pool = op->next;
+    pthread_mutex_unlock(&s->mu);
+    if (!op) {
+        op = malloc(sizeof(*op));
+        if (!op)
+            abort();
+    }
+    op->next = NULL;
+    return op;
+}
+
+static int is_blocking(const sim_stream_t *s)
+{
+    return s->kind == SIM_STREAM_PTDS ||
+           (s->kind == SIM_STREAM_USER && !(s->flags & CU_STREAM_NON_BLOCKING));
+}
+
+static void push(sim_stream_t *s, sim_op_t *op, uint64_t *seq)
+{
+    pthread_mutex_lock(&s->mu);
+    op->next = NULL;
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    uint64_t q = atomic_fetch_add(&s->enq, 1) + 1;
+    if (seq)
+        *seq = q;
+    pthread_cond_signal(&s->cv_work);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void push_wait_stream(sim_stream_t *s, sim_stream_t *t, uint64_t seq)
+{
+    sim_op_t *w = sim_op_alloc(s);
+    w->type = SIM_OP_WAIT_STREAM;
+    w->u.ws.s = t;
+    w->u.ws.seq = seq;
+    push(s, w, NULL);
+}
+
+static uint64_t enqueue(sim_stream_t *s, sim_op_t *op)
+{
+    sim_ctx_t *c = s->ctx;
+    if (s->kind == SIM_STREAM_LEGACY) {
+        /* The legacy stream waits for all blocking streams of its context. */
+        pthread_mutex_lock(&c->mu);
+        for (sim_stream_t *t = c->streams; t; t = t->next) {
+            if (!is_blocking(t))
+                continue;
+            uint64_t e = atomic_load(&t->enq);
+            if (e > atomic_load(&t->done))
+                push_wait_stream(s, t, e);
+        }
+        pthread_mutex_unlock(&c->mu);
+    } else if (is_blocking(s) && c->legacy) {
+        /* ...and blocking streams wait for the legacy stream. */
+        sim_stream_t *l = c->legacy;
+        uint64_t e = atomic_load(&l->enq);
+        if (e > atomic_load(&l->done))
+            push_wait_stream(s, l, e);
+    }
+    uint64_t seq;
+    push(s, op, &seq);
+    return seq;
+}
+
+void sim_enqueue(sim_stream_t *s, sim_op_t *op) { enqueue(s, op); }
+
+static void wait_seq(sim_stream_t *s, uint64_t seq)
+{
+    pthread_mutex_lock(&s->mu);
+    while (atomic_load(&s->done) < seq && s->worker_running)
+        pthread_cond_wait(&s->cv_done, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+CUresult sim_run_sync(sim_stream_t *s, sim_op_t *op)
+{
+    uint64_t seq = enqueue(s, op);
+    wait_seq(s, seq);
+    return (CUresult)atomic_load(&s->ctx->sticky);
+}
+
+CUresult sim_stream_sync(sim_stream_t *s)
+{
+    uint64_t target = atomic_load(&s->enq);
+    if (s->kind == SIM_STREAM_LEGACY) {
+        /* Synchronising the legacy stream also waits for the blocking streams. */
+        sim_op_t *op = sim_op_alloc(s);
+        op->type = SIM_OP_NOP;
+        target = enqueue(s, op);
+    }
+    wait_seq(s, target);
+    return (CUresult)atomic_load(&s->ctx->sticky);
+}
+
+CUresult sim_ctx_sync(sim_ctx_t *c)
+{
+    sim_stream_t *snap[256];
+    int n = 0;
+    for (;;) {
+        int more = 0;
+        pthread_mutex_lock(&c->mu);
+        n = 0;
+        for (sim_stream_t *t = c->streams; t; t = t->next) {
+            if (n == (int)(sizeof(snap) / sizeof(snap[0]))) {
+                more = 1;
+                break;
+            }
+            snap[n++] = t;
+        }
+        pthread_mutex_unlock(&c->mu);
+        for (int i = 0; i < n; i++)
+            wait_seq(snap[i], atomic_load(&snap[i]->enq));
+        if (!more)
+            break;
+        /* Many streams: the ones seen are idle now; check the rest again. */
+        int busy = 0;
+        pthread_mutex_lock(&c->mu);
+        for (sim_stream_t *t = c->streams; t; t = t->next)
+            if (atomic_load(&t->enq) > atomic_load(&t->done))
+                busy = 1;
+        pthread_mutex_unlock(&c->mu);
+        if (!busy)
+            break;
+    }
+    if (c->legacy)
+        wait_seq(c->legacy, atomic_load(&c->legacy->enq));
+    return (CUresult)atomic_load(&c->sticky);
+}
+
+CUresult sim_stream_resolve(CUstream h, sim_stream_t **out)
+{
+    sim_ctx_t *c;
+    if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+        CUresult r = sim_ctx_get(&c);
+        if (r != CUDA_SUCCESS)
+            return r;
+        if (h == CU_STREAM_PER_THREAD) {
+            sim_stream_t *s = ptds_get(c);
+            if (!s)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            *out = s;
+        } else {
+            *out = c->legacy;
+        }
+        return CUDA_SUCCESS;
+    }
+    SIM_CHECK_INIT();
+    sim_stream_t *s = (sim_stream_t *)h;
+    if (!sim_reg_has(s, SIM_H_STREAM))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!sim_ctx_valid(s->ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+#define PT(h) ((h) == NULL ? CU_STREAM_PER_THREAD : (h))
+
+/* ---- stream API ----------------------------------------------------------------- */
+CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_stream_t *s = sim_stream_new(c, SIM_STREAM_USER, Flags, 0);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *phStream = (CUstream)s;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (priority < -5)
+        priority = -5;
+    if (priority > 0)
+        priority = 0;
+    sim_stream_t *s = sim_stream_new(c, SIM_STREAM_USER, flags, priority);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *phStream = (CUstream)s;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    SIM_CHECK_INIT();
+    sim_stream_t *s = (sim_stream_t *)hStream;
+    if (!s || s == (sim_stream_t *)CU_STREAM_LEGACY || s == (sim_stream_t *)CU_STREAM_PER_THREAD)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!sim_reg_has(s, SIM_H_STREAM))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (stream_unlink(s))
+        sim_stream_release(s);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream hStream)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return sim_stream_sync(s);
+}
+CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return cuStreamSynchronize(PT(hStream)); }
+
+CUresult cuStreamQuery(CUstream hStream)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    int sticky = atomic_load(&s->ctx->sticky);
+    if (sticky)
+        return (CUresult)sticky;
+    if (atomic_load(&s->done) < atomic_load(&s->enq))
+        return CUDA_ERROR_NOT_READY;
+    if (s->kind == SIM_STREAM_LEGACY) {
+        /* Pending work in blocking streams would also delay the legacy stream. */
+        sim_ctx_t *c = s->ctx;
+        int busy = 0;
+        pthread_mutex_lock(&c->mu);
+        for (sim_stream_t *t = c->streams; t; t = t->next)
+            if (is_blocking(t) && atomic_load(&t->done) < atomic_load(&t->enq))
+                busy = 1;
+        pthread_mutex_unlock(&c->mu);
+        if (busy)
+            return CUDA_ERROR_NOT_READY;
+    }
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamQuery_ptsz(CUstream hStream) { return cuStreamQuery(PT(hStream)); }
+
+CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = s->flags;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
+{
+    return cuStreamGetFlags(PT(hStream), flags);
+}
+
+CUresult cuStreamGetPriority(CUstream hStream, int *priority)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!priority)
+        return CUDA_ERROR_INVALID_VALUE;
+    *priority = s->priority;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
+{
+    return cuStreamGetPriority(PT(hStream), priority);
+}
+
+CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)s->ctx;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+{
+    return cuStreamGetCtx(PT(hStream), pctx);
+}
+
+CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+    CUresult r = cuStreamGetCtx(hStream, pCtx);
+    if (r == CUDA_SUCCESS && pGreenCtx)
+        *pGreenCtx = NULL;
+    return r;
+}
+CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+    return cuStreamGetCtx_v2(PT(hStream), pCtx, pGreenCtx);
+}
+
+CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!streamId)
+        return CUDA_ERROR_INVALID_VALUE;
+    *streamId = s->id;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
+{
+    return cuStreamGetId(PT(hStream), streamId);
+}
+
+CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = s->ctx->dev;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
+{
+    return cuStreamGetDevice(PT(hStream), device);
+}
+
+CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_op_t *op = sim_op_alloc(s);
+    op->type = SIM_OP_HOST;
+    op->u.host.fn = fn;
+    op->u.host.data = userData;
+    enqueue(s, op);
+    return CUDA_SUCCESS;
+}
+CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
+    return cuLaunchHostFunc(PT(hStream), fn, userData);
+}
+
+CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
+                             unsigned int flags)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!callback || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_op_t *op = sim_op_alloc(s);
+    op->type = SIM_OP_CALLBACK;
+    op->u.cb.fn = callback;
+    op->u.cb.data = userData;
+    enqueue(s, op);
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData,
+                                  unsigned int flags)
+{
+    return cuStreamAddCallback(PT(hStream), callback, userData, flags);
+}
+
+/* ---- events ----------------------------------------------------------------------- */
+void sim_event_unref(sim_event_t *e)
+{
+    if (atomic_fetch_sub(&e->refs, 1) == 1) {
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->cv);
+        free(e);
+    }
+}
+
+static CUresult event_get(CUevent h, sim_event_t **out)
+{
+    SIM_CHECK_INIT();
+    if (!h || !sim_reg_has(h, SIM_H_EVENT))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *out = (sim_event_t *)h;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    unsigned valid = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+    if (!phEvent || (Flags & ~valid))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_event_t *e = calloc(1, sizeof(*e));
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->ctx = c;
+    e->flags = Flags;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    atomic_store(&e->refs, 1);
+    sim_reg_add(e, SIM_H_EVENT);
+    *phEvent = (CUevent)e;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    sim_event_t *e;
+    CUresult r = event_get(hEvent, &e);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_reg_del(e);
+    sim_event_unref(e);
+    return CUDA_SUCCESS;
+}
+
+static CUresult event_record(CUevent hEvent, CUstream hStream)
+{
+    sim_event_t *e;
+    CUresult r = event_get(hEvent, &e);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_stream_t *s;
+    r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (s->ctx != e->ctx)
+        return CUDA_ERROR_INVALID_HANDLE;
+    sim_op_t *op = sim_op_alloc(s);
+    op->type = SIM_OP_RECORD;
+    atomic_fetch_add(&e->refs, 1);
+    pthread_mutex_lock(&e->mu);
+    uint64_t gen = (e->rec_gen > e->done_gen ? e->rec_gen : e->done_gen) + 1;
+    e->rec_gen = gen;
+    pthread_mutex_unlock(&e->mu);
+    op->u.ev.ev = e;
+    op->u.ev.gen = gen;
+    enqueue(s, op);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream) { return event_record(hEvent, hStream); }
+CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+    return event_record(hEvent, PT(hStream));
+}
+
+CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return event_record(hEvent, hStream);
+}
+CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    return cuEventRecordWithFlags(hEvent, PT(hStream), flags);
+}
+
+CUresult cuEventQuery(CUevent hEvent)
+{
+    sim_event_t *e;
+    CUresult r = event_get(hEvent, &e);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&e->mu);
+    int done = e->done_gen >= e->rec_gen;
+    pthread_mutex_unlock(&e->mu);
+    return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult cuEventSynchronize(CUevent hEvent)
+{
+    sim_event_t *e;
+    CUresult r = event_get(hEvent, &e);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&e->mu);
+    uint64_t target = e->rec_gen;
+    while (e->done_gen < target)
+        pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    return (CUresult)atomic_load(&e->ctx->sticky);
+}
+
+CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    sim_event_t *a, *b;
+    CUresult r = event_get(hStart, &a);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = event_get(hEnd, &b);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pMilliseconds)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&a->mu);
+    uint64_t ar = a->rec_gen, ad = a->done_gen;
+    struct timespec at = a->ts;
+    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_lock(&b->mu);
+    uint64_t br = b->rec_gen, bd = b->done_gen;
+    struct timespec bt = b->ts;
+    pthread_mutex_unlock(&b->mu);
+    if (ar == 0 || br == 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (ad < ar || bd < br)
+        return CUDA_ERROR_NOT_READY;
+    *pMilliseconds = (float)(sim_now_ms(&bt) - sim_now_ms(&at));
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    return cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
+}
+
+CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_event_t *e;
+    r = event_get(hEvent, &e);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&e->mu);
+    uint64_t gen = e->rec_gen;
+    int done = e->done_gen >= gen;
+    pthread_mutex_unlock(&e->mu);
+    if (gen == 0 || done)
+        return CUDA_SUCCESS; /* nothing to wait for */
+    sim_op_t *op = sim_op_alloc(s);
+    op->type = SIM_OP_WAIT_EVENT;
+    atomic_fetch_add(&e->refs, 1);
+    op->u.ev.ev = e;
+    op->u.ev.gen = gen;
+    enqueue(s, op);
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    return cuStreamWaitEvent(PT(hStream), hEvent, Flags);
+}

@@ -1,0 +1,45 @@
+# simcuda NCCL: build/sim/libnccl.so.2 (+ libnccl.so), its unit/multi-process
+# test, the NVIDIA-header-only client test and the allreduce bench.
+
+NCCL_SRCS := sim/nccl/nccl.c sim/nccl/reduce.c sim/nccl/transport.c
+NCCL_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(NCCL_SRCS))
+NCCL_CORE_OBJS := $(B)/obj/sim/nccl/reduce.o $(B)/obj/sim/nccl/transport.o
+
+# Reduction order is the plan's: no contraction into FMA (never -ffast-math).
+$(NCCL_OBJS) $(B)/obj/tests/sim_nccl/sim_nccl_test.o: CFLAGS += -O3 -ffp-contract=off
+
+$(B)/sim/libnccl.so.2: $(NCCL_OBJS) $(SIMDRV_OBJ) sim/nccl/libnccl.map
+	@mkdir -p $(dir $@)
+	$(CC) $(SO_LDFLAGS) -Wl,-soname,libnccl.so.2 \
+		-Wl,--version-script=sim/nccl/libnccl.map -o $@ \
+		$(NCCL_OBJS) $(SIMDRV_OBJ) -ldl -lrt -lm
+
+$(B)/sim/libnccl.so: $(B)/sim/libnccl.so.2
+	ln -sf libnccl.so.2 $@
+
+ALL += $(B)/sim/libnccl.so.2 $(B)/sim/libnccl.so
+
+# Unit + multi-process API test: links the engine and transport statically
+# (their symbols are local in the library), the library and the driver
+# dynamically.
+$(B)/tests/sim_nccl_test: $(B)/obj/tests/sim_nccl/sim_nccl_test.o $(NCCL_CORE_OBJS) \
+		$(B)/sim/libnccl.so $(B)/sim/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(B)/obj/tests/sim_nccl/sim_nccl_test.o $(NCCL_CORE_OBJS) \
+		-L$(B)/sim -lnccl $(B)/sim/libcuda.so.1 $(CMOCKA_LIBS) -lrt -lm
+
+# Client written only against NVIDIA's headers.
+$(B)/tests/nccl_client_test: tests/clients/nccl_client.c $(B)/sim/libnccl.so $(B)/sim/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) -I$(CUDA_HOME)/include -std=gnu11 -Wall -Wextra -g $(filter -fsanitize=%,$(CFLAGS)) \
+		tests/clients/nccl_client.c -L$(B)/sim -lnccl -l:libcuda.so.1 $(LDFLAGS) -lm -o $@
+
+TESTS += $(B)/tests/sim_nccl_test $(B)/tests/nccl_client_test
+
+$(B)/bench/allreduce_bench: $(B)/obj/sim/nccl/bench_allreduce.o $(B)/sim/libnccl.so \
+		$(B)/sim/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(B)/obj/sim/nccl/bench_allreduce.o -L$(B)/sim -lnccl \
+		$(B)/sim/libcuda.so.1 -lm
+
+BENCHES += $(B)/bench/allreduce_bench

@@ -1,0 +1,1724 @@
+/* simcuda's libnccl.so.2: NCCL's host API (nccl.h, NCCL 2.28) on the CPU.
+ * Ranks are processes (or threads, ncclCommInitAll) of this host talking
+ * through one shared-memory segment per communicator (transport.c).
+ * Collectives are enqueued on the caller's CUDA stream with cuLaunchHostFunc
+ * and run on the stream's worker; the element order of every reduction
+ * follows NCCL's ring/tree, channel and protocol choice (reduce.c), so the
+ * bits depend on rank count, GPU placement and message size as NCCL's do.
+ *
+ * Every public function is defined as pncclX and exported, with ncclX a weak
+ * alias, as in NVIDIA's library. */
+#include "sim/common/simdrv.h"
+#include "sim/nccl/simnccl.h"
+
+#include <errno.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define API_FN(ret, name, params)                                                   \
+    ret name params __attribute__((weak, alias("p" #name), visibility("default"))); \
+    __attribute__((visibility("default"))) ret p##name params
+
+#define COMM_MAGIC 0x636f6d6d53494d4eULL
+#define CONFIG_MAGIC 0xcafebeef
+enum { OP_SEND = 100, OP_RECV = 101 };
+
+/* ---- logging and last error ------------------------------------------------ */
+
+static __thread char t_last_error[1024];
+static int g_debug_level = -1;   /* 0 none, 1 version, 2 warn, 3 info */
+
+static int debug_level(void)
+{
+    if (g_debug_level < 0) {
+        const char *v = getenv("NCCL_DEBUG");
+        int l = 2;   /* simcuda prints warnings by default (NVIDIA's: NCCL_DEBUG=WARN) */
+        if (v && strcasecmp(v, "NONE") == 0)
+            l = 0;
+        else if (v && strcasecmp(v, "VERSION") == 0)
+            l = 1;
+        else if (v && (strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0))
+            l = 3;
+        g_debug_level = l;
+    }
+    return g_debug_level;
+}
+
+__attribute__((format(printf, 2, 3))) static void warn(int dev, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t_last_error, sizeof(t_last_error), fmt, ap);
+    va_end(ap);
+    if (debug_level() >= 2) {
+        char host[64] = "localhost";
+        gethostname(host, sizeof(host) - 1);
+        fprintf(stderr, "%s:%d:%d [%d] NCCL WARN %s\n", host, (int)getpid(),
+                (int)syscall(SYS_gettid), dev, t_last_error);
+    }
+}
+
+__attribute__((format(printf, 1, 2))) static void info(const char *fmt, ...)
+{
+    if (debug_level() < 3)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%d NCCL INFO ", (int)getpid());
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---- communicator ------------------------------------------------------------ */
+
+/* What a rank brings to the rendezvous (kept until init_join). */
+typedef struct pending_init {
+    sim_nccl_id_t id;
+    sim_nccl_rank_t me;
+    int tuning[4];
+    size_t buffsize, p2p;
+    int init_timeout_ms, timeout_ms;
+} pending_init_t;
+
+struct ncclComm {
+    uint64_t magic;
+    pending_init_t *pend;         /* non-NULL until the rendezvous is done */
+    int rank, nranks, dev;
+    CUcontext ctx;
+    sim_nccl_seg_t seg;
+    _Atomic int abort_flag;
+    _Atomic int refs;
+    _Atomic int async_err;
+    int ring[SIM_NCCL_MAX_RANKS];   /* ring position -> rank */
+    int pos[SIM_NCCL_MAX_RANKS];    /* rank -> ring position */
+    sim_nccl_tuning_t tun;
+    int cfg_min_ctas, cfg_max_ctas;
+    uint64_t nonce;
+    /* Data path, touched only by the bundle whose turn it is. */
+    uint64_t bar, step;
+    /* Host-side control (split). */
+    uint64_t ctrl_bar;
+    int split_seq;
+    pthread_mutex_t launch_mu;   /* enqueue order (enq_seq) */
+    pthread_mutex_t mu;          /* exec_seq, inflight */
+    pthread_cond_t cv;
+    uint64_t enq_seq, exec_seq;
+    int inflight;
+};
+
+typedef struct sim_op {
+    int kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    int dtype, redop, root, peer;
+    CUstream stream;
+} sim_op_t;
+
+typedef struct bundle {
+    ncclComm_t comm;
+    uint64_t seq;
+    int nops;
+    sim_op_t ops[];
+} bundle_t;
+
+/* Group state, per thread (ncclGroupStart/End nest). */
+typedef struct group_item {
+    ncclComm_t comm;
+    sim_op_t op;
+} group_item_t;
+
+static __thread int t_depth;
+static __thread group_item_t *t_items;
+static __thread int t_nitems, t_capitems;
+static __thread ncclComm_t *t_inits;   /* communicators whose rendezvous waits for GroupEnd */
+static __thread int t_ninits;
+static __thread ncclResult_t t_group_err;
+
+static void comm_unref(ncclComm_t c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    sim_nccl_seg_leave(&c->seg);
+    free(c->pend);
+    c->magic = 0;
+    pthread_mutex_destroy(&c->launch_mu);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}
+
+static int comm_ok(ncclComm_t c)
+{
+    return c && c->magic == COMM_MAGIC;
+}
+
+static ncclResult_t err_from_wait(int rc, int why)
+{
+    if (rc == -ETIMEDOUT || why == SIM_FAIL_TIMEOUT)
+        return ncclSystemError;
+    if (rc == -ECANCELED)
+        return ncclSystemError;
+    return ncclRemoteError;
+}
+
+/* ---- driver ------------------------------------------------------------------- */
+
+static const simdrv_t *drv(int dev)
+{
+    const simdrv_t *d = simdrv_get();
+    if (!d)
+        warn(dev, "Cuda failure: %s", simdrv_error());
+    return d;
+}
+
+/* Makes sure a context is current (device 0's primary context if none, as
+ * the CUDA runtime does) and reads the device facts. */
+static ncclResult_t current_device(simdrv_devinfo_t *info, CUcontext *pctx)
+{
+    const simdrv_t *d = drv(-1);
+    if (!d)
+        return ncclUnhandledCudaError;
+    CUresult r = d->cuInit(0);
+    CUcontext ctx = NULL;
+    if (r == CUDA_SUCCESS)
+        r = d->cuCtxGetCurrent(&ctx);
+    if (r == CUDA_SUCCESS && !ctx) {
+        CUdevice dev;
+        r = d->cuDeviceGet(&dev, 0);
+        if (r == CUDA_SUCCESS)
+            r = d->cuDevicePrimaryCtxRetain(&ctx, dev);
+        if (r == CUDA_SUCCESS)
+            r = d->cuCtxSetCurrent(ctx);
+    }
+    if (r != CUDA_SUCCESS) {
+        warn(-1, "Cuda failure %d while getting the current device", (int)r);
+        return ncclUnhandledCudaError;
+    }
+    if (simdrv_current_device(info) < 0) {
+        warn(-1, "Cuda failure: cannot read the current device's attributes");
+        return ncclUnhandledCudaError;
+    }
+    *pctx = ctx;
+    return ncclSuccess;
+}
+
+/* ---- version, ids, errors ---------------------------------------------------------- */
+
+API_FN(ncclResult_t, ncclGetVersion, (int *version))
+{
+    if (!version) {
+        warn(-1, "ncclGetVersion : version is NULL");
+        return ncclInvalidArgument;
+    }
+    *version = NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
+API_FN(ncclResult_t, ncclGetUniqueId, (ncclUniqueId *uniqueId))
+{
+    if (!uniqueId) {
+        warn(-1, "ncclGetUniqueId : uniqueId is NULL");
+        return ncclInvalidArgument;
+    }
+    sim_nccl_id_t id;
+    memset(&id, 0, sizeof(id));
+    id.magic = SIM_NCCL_ID_MAGIC;
+    if (getrandom(&id.nonce, sizeof(id.nonce), 0) != (ssize_t)sizeof(id.nonce)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id.nonce = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
+                   ((uint64_t)getpid() << 40);
+    }
+    snprintf(id.name, sizeof(id.name), "/simnccl-%d-%016llx", (int)getpid(),
+             (unsigned long long)id.nonce);
+    memcpy(uniqueId, &id, sizeof(id));
+    return ncclSuccess;
+}
+
+API_FN(const char *, ncclGetErrorString, (ncclResult_t code))
+{
+    switch (code) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+    }
+}
+
+API_FN(const char *, ncclGetLastError, (ncclComm_t comm))
+{
+    (void)comm;
+    return t_last_error;
+}
+
+API_FN(void, ncclResetDebugInit, (void))
+{
+    g_debug_level = -1;
+}
+
+/* ---- init ------------------------------------------------------------------------ */
+
+typedef struct env_tuning {
+    int algo_mask, proto_mask, min_ch, max_ch;
+} env_tuning_t;
+
+static ncclResult_t read_tuning(env_tuning_t *t, int cfg_min, int cfg_max)
+{
+    t->algo_mask = (1 << SIM_NALGOS) - 1;
+    t->proto_mask = (1 << SIM_NPROTOS) - 1;
+    const char *v = getenv("NCCL_ALGO");
+    if (v && *v) {
+        t->algo_mask = sim_nccl_parse_algo(v);
+        if (t->algo_mask < 0) {
+            warn(-1, "NCCL_ALGO=\"%s\": unknown name, or neither Ring nor Tree allowed "
+                 "(the only algorithms of one node without NVLink SHARP)", v);
+            return ncclInvalidArgument;
+        }
+    }
+    v = getenv("NCCL_PROTO");
+    if (v && *v) {
+        t->proto_mask = sim_nccl_parse_proto(v);
+        if (t->proto_mask < 0) {
+            warn(-1, "NCCL_PROTO=\"%s\": simcuda knows LL, LL128 and Simple", v);
+            return ncclInvalidArgument;
+        }
+    }
+    long mn = cfg_min != NCCL_CONFIG_UNDEF_INT ? cfg_min : 1;
+    long mx = cfg_max != NCCL_CONFIG_UNDEF_INT ? cfg_max : 64;
+    long x;
+    if (sim_nccl_env_int("NCCL_MIN_CTAS", 1, 64, mn, &x) < 0)
+        return ncclInvalidArgument;
+    mn = x;
+    if (sim_nccl_env_int("NCCL_MIN_NCHANNELS", 1, 64, mn, &x) < 0)
+        return ncclInvalidArgument;
+    mn = x;
+    if (sim_nccl_env_int("NCCL_MAX_CTAS", 1, 64, mx, &x) < 0)
+        return ncclInvalidArgument;
+    mx = x;
+    if (sim_nccl_env_int("NCCL_MAX_NCHANNELS", 1, 64, mx, &x) < 0)
+        return ncclInvalidArgument;
+    mx = x;
+    if (mn < 1 || mn > 64 || mx < 1 || mx > 64 || mn > mx) {
+        warn(-1, "channel limits: min %ld, max %ld (must be 1 <= min <= max <= 64)", mn, mx);
+        return ncclInvalidArgument;
+    }
+    t->min_ch = (int)mn;
+    t->max_ch = (int)mx;
+    return ncclSuccess;
+}
+
+static ncclResult_t check_config(const ncclConfig_t *config)
+{
+    if (!config)
+        return ncclSuccess;
+    if (config->magic != CONFIG_MAGIC || config->size < offsetof(ncclConfig_t, cgaClusterSize)) {
+        warn(-1, "ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER");
+        return ncclInvalidArgument;
+    }
+    return ncclSuccess;
+}
+
+static void sort_ring(ncclComm_t c)
+{
+    int n = c->nranks;
+    for (int i = 0; i < n; i++)
+        c->ring[i] = i;
+    /* Insertion sort by (bus id, ordinal, rank). */
+    for (int i = 1; i < n; i++) {
+        int x = c->ring[i], j = i - 1;
+        sim_nccl_rank_t *rx = sim_nccl_rank(&c->seg, x);
+        for (; j >= 0; j--) {
+            sim_nccl_rank_t *ry = sim_nccl_rank(&c->seg, c->ring[j]);
+            int d = strncmp(ry->bus_id, rx->bus_id, sizeof(rx->bus_id));
+            if (d == 0)
+                d = ry->dev_ordinal - rx->dev_ordinal;
+            if (d == 0)
+                d = c->ring[j] - x;
+            if (d <= 0)
+                break;
+            c->ring[j + 1] = c->ring[j];
+        }
+        c->ring[j + 1] = x;
+    }
+    for (int p = 0; p < n; p++)
+        c->pos[c->ring[p]] = p;
+}
+
+/* Validates the arguments and the environment, reads the current device and
+ * allocates the communicator; the rendezvous is init_join's. */
+static ncclResult_t init_prepare(ncclComm_t *out, int nranks, const ncclUniqueId *uid, int rank,
+                                 const ncclConfig_t *config)
+{
+    ncclResult_t res = ncclSuccess;
+    ncclComm_t c = NULL;
+    sim_nccl_id_t id;
+    if (!out) {
+        warn(-1, "CommInitRank : comm is NULL");
+        return ncclInvalidArgument;
+    }
+    *out = NULL;
+    if (nranks < 1 || nranks > SIM_NCCL_MAX_RANKS) {
+        warn(-1, "Invalid comm size %d (simcuda supports 1..%d ranks)", nranks,
+             SIM_NCCL_MAX_RANKS);
+        return ncclInvalidArgument;
+    }
+    if (rank < 0 || rank >= nranks) {
+        warn(-1, "Invalid rank requested : %d/%d", rank, nranks);
+        return ncclInvalidArgument;
+    }
+    memcpy(&id, uid, sizeof(id));
+    if (id.magic != SIM_NCCL_ID_MAGIC || id.name[0] != '/' ||
+        memchr(id.name, '\0', sizeof(id.name)) == NULL) {
+        warn(-1, "CommInitRank : invalid ncclUniqueId (not from ncclGetUniqueId)");
+        return ncclInvalidArgument;
+    }
+    if ((res = check_config(config)) != ncclSuccess)
+        return res;
+    /* An older, smaller ncclConfig_t may end before minCTAs/maxCTAs. */
+    int has_ctas = config && config->size >= offsetof(ncclConfig_t, maxCTAs) + sizeof(int);
+    int cfg_min = has_ctas ? config->minCTAs : NCCL_CONFIG_UNDEF_INT;
+    int cfg_max = has_ctas ? config->maxCTAs : NCCL_CONFIG_UNDEF_INT;
+    env_tuning_t et;
+    if ((res = read_tuning(&et, cfg_min, cfg_max)) != ncclSuccess)
+        return res;
+    long timeout_ms, init_timeout_ms, buffsize;
+    if (sim_nccl_env_int("NCCL_SIM_TIMEOUT_MS", 1, 86400000L, 60000, &timeout_ms) < 0 ||
+        sim_nccl_env_int("NCCL_SIM_INIT_TIMEOUT_MS", 1, 86400000L, 120000, &init_timeout_ms) < 0 ||
+        sim_nccl_env_int("NCCL_SIM_BUFFSIZE", 4096, 1L << 30, 1L << 20, &buffsize) < 0) {
+        warn(-1, "bad NCCL_SIM_TIMEOUT_MS, NCCL_SIM_INIT_TIMEOUT_MS or NCCL_SIM_BUFFSIZE");
+        return ncclInvalidArgument;
+    }
+    buffsize &= ~63L;
+    simdrv_devinfo_t di;
+    CUcontext ctx;
+    if ((res = current_device(&di, &ctx)) != ncclSuccess)
+        return res;
+
+    c = calloc(1, sizeof(*c));
+    if (!c) {
+        warn(di.ordinal, "out of memory");
+        return ncclSystemError;
+    }
+    c->magic = COMM_MAGIC;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->dev = di.ordinal;
+    c->ctx = ctx;
+    c->refs = 1;
+    c->nonce = id.nonce;
+    c->cfg_min_ctas = cfg_min;
+    c->cfg_max_ctas = cfg_max;
+    pthread_mutex_init(&c->launch_mu, NULL);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->seg.local_abort = &c->abort_flag;
+
+    pending_init_t *pi = calloc(1, sizeof(*pi));
+    if (!pi) {
+        comm_unref(c);
+        warn(di.ordinal, "out of memory");
+        return ncclSystemError;
+    }
+    c->pend = pi;
+    pi->id = id;
+    sim_nccl_rank_t *me = &pi->me;
+    me->dev_ordinal = di.ordinal;
+    me->sm_count = di.sm_count;
+    me->cc_major = di.cc_major;
+    me->cc_minor = di.cc_minor;
+    snprintf(me->bus_id, sizeof(me->bus_id), "%s", di.bus_id);
+    for (char *p = me->bus_id; *p; p++)
+        if (*p >= 'A' && *p <= 'F')
+            *p = (char)(*p - 'A' + 'a');
+    memcpy(me->uuid, di.uuid.bytes, sizeof(me->uuid));
+    snprintf(me->model, sizeof(me->model), "%s", di.model);
+    pi->tuning[0] = et.algo_mask;
+    pi->tuning[1] = et.proto_mask;
+    pi->tuning[2] = et.min_ch;
+    pi->tuning[3] = et.max_ch;
+    pi->buffsize = (size_t)buffsize;
+    pi->p2p = (size_t)buffsize < (256u << 10) ? (size_t)buffsize : (256u << 10);
+    pi->init_timeout_ms = (int)init_timeout_ms;
+    pi->timeout_ms = (int)timeout_ms;
+    *out = c;
+    return ncclSuccess;
+}
+
+/* The rendezvous: joins the segment, checks for duplicate GPUs, takes rank
+ * 0's tuning and builds the ring. On failure the communicator stays
+ * allocated (the caller releases it). */
+static ncclResult_t init_join(ncclComm_t c)
+{
+    ncclResult_t res = ncclSuccess;
+    pending_init_t *pi = c->pend;
+    int nranks = c->nranks, rank = c->rank;
+    sim_nccl_rank_t *mep = &pi->me;
+    int rc = sim_nccl_seg_join(&c->seg, &pi->id, nranks, rank, pi->buffsize, pi->p2p, mep,
+                               pi->tuning, pi->init_timeout_ms);
+    c->seg.timeout_ms = pi->timeout_ms;   /* from now on: waits inside operations */
+    if (rc < 0) {
+        if (rc == -EEXIST) {
+            warn(c->dev, "CommInitRank : rank %d already joined this communicator", rank);
+            res = ncclInvalidUsage;
+        } else if (rc == -EINVAL) {
+            warn(c->dev, "CommInitRank : ranks disagree on the communicator (nranks %d)",
+                 nranks);
+            res = ncclInvalidUsage;
+        } else if (rc == -ETIMEDOUT) {
+            warn(c->dev, "CommInitRank : timed out waiting for the other ranks");
+            res = ncclSystemError;
+        } else if (rc == -EPIPE || rc == -ECONNABORTED) {
+            warn(c->dev, "CommInitRank : a peer rank failed during initialization");
+            res = ncclRemoteError;
+        } else {
+            warn(c->dev, "CommInitRank : shared memory setup failed: %s", strerror(-rc));
+            res = ncclSystemError;
+        }
+        goto out;
+    }
+    /* NCCL refuses two ranks on one GPU. */
+    for (int i = 0; i < nranks; i++)
+        for (int j = i + 1; j < nranks; j++) {
+            sim_nccl_rank_t *a = sim_nccl_rank(&c->seg, i), *b = sim_nccl_rank(&c->seg, j);
+            if (memcmp(a->uuid, b->uuid, sizeof(a->uuid)) == 0) {
+                warn(c->dev, "Duplicate GPU detected : rank %d and rank %d both on CUDA "
+                     "device %s", i, j, a->bus_id);
+                res = ncclInvalidUsage;
+                goto out;
+            }
+        }
+    {
+        sim_nccl_shm_t *h = c->seg.h;
+        c->tun.algo_mask = h->algo_mask;
+        c->tun.proto_mask = h->proto_mask;
+        c->tun.min_ch = h->min_ch;
+        c->tun.max_ch = h->max_ch;
+        int base = 32;
+        for (int r = 0; r < nranks; r++) {
+            int ch = sim_nccl_rank(&c->seg, r)->sm_count / 16;
+            ch = ch < 1 ? 1 : ch > 32 ? 32 : ch;
+            if (ch < base)
+                base = ch;
+        }
+        c->tun.base_ch = base;
+    }
+    sort_ring(c);
+    info("comm %p rank %d nranks %d cudaDev %d busId %s - Init COMPLETE", (void *)c, rank,
+         nranks, c->dev, mep->bus_id);
+out:
+    free(c->pend);
+    c->pend = NULL;
+    return res;
+}
+
+static ncclResult_t group_defer_init(ncclComm_t c);
+
+static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *uid, int rank,
+                              const ncclConfig_t *config)
+{
+    ncclComm_t c = NULL;
+    if (!out) {
+        warn(-1, "CommInitRank : comm is NULL");
+        return ncclInvalidArgument;
+    }
+    *out = NULL;
+    ncclResult_t res = init_prepare(&c, nranks, uid, rank, config);
+    if (res != ncclSuccess)
+        return res;
+    if (t_depth > 0) {
+        /* Inside ncclGroupStart/End: the rendezvous happens at GroupEnd, so
+         * one thread can initialise several ranks. */
+        res = group_defer_init(c);
+        if (res != ncclSuccess) {
+            comm_unref(c);
+            return res;
+        }
+        *out = c;
+        return ncclSuccess;
+    }
+    res = init_join(c);
+    if (res != ncclSuccess) {
+        comm_unref(c);
+        return res;
+    }
+    *out = c;
+    return ncclSuccess;
+}
+
+static ncclResult_t group_defer_init(ncclComm_t c)
+{
+    ncclComm_t *ni = realloc(t_inits, (size_t)(t_ninits + 1) * sizeof(*ni));
+    if (!ni) {
+        warn(c->dev, "out of memory");
+        return ncclSystemError;
+    }
+    t_inits = ni;
+    t_inits[t_ninits++] = c;
+    return ncclSuccess;
+}
+
+typedef struct join_arg {
+    ncclComm_t c;
+    ncclResult_t res;
+} join_arg_t;
+
+static void *join_thread(void *p)
+{
+    join_arg_t *a = p;
+    a->res = init_join(a->c);
+    return NULL;
+}
+
+/* GroupEnd: all deferred rendezvous at once (one thread each). A failed one
+ * leaves its communicator with that error (ncclCommGetAsyncError); the user
+ * aborts or destroys it. */
+static ncclResult_t run_pending_inits(void)
+{
+    ncclResult_t res = ncclSuccess;
+    int n = t_ninits;
+    join_arg_t *args = calloc((size_t)(n > 0 ? n : 1), sizeof(*args));
+    pthread_t *th = calloc((size_t)(n > 0 ? n : 1), sizeof(*th));
+    char *started = calloc((size_t)(n > 0 ? n : 1), 1);
+    if (!args || !th || !started) {
+        res = ncclSystemError;
+        for (int i = 0; i < n; i++)
+            atomic_store(&t_inits[i]->async_err, (int)ncclSystemError);
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        args[i].c = t_inits[i];
+        if (n == 1 || pthread_create(&th[i], NULL, join_thread, &args[i]) != 0)
+            join_thread(&args[i]);
+        else
+            started[i] = 1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        if (args[i].res != ncclSuccess) {
+            atomic_store(&args[i].c->async_err, (int)args[i].res);
+            if (res == ncclSuccess)
+                res = args[i].res;
+        }
+    }
+out:
+    free(args);
+    free(th);
+    free(started);
+    free(t_inits);
+    t_inits = NULL;
+    t_ninits = 0;
+    return res;
+}
+
+API_FN(ncclResult_t, ncclCommInitRank, (ncclComm_t *comm, int nranks, ncclUniqueId commId,
+                                        int rank))
+{
+    return init_rank(comm, nranks, &commId, rank, NULL);
+}
+
+API_FN(ncclResult_t, ncclCommInitRankConfig, (ncclComm_t *comm, int nranks,
+                                              ncclUniqueId commId, int rank,
+                                              ncclConfig_t *config))
+{
+    return init_rank(comm, nranks, &commId, rank, config);
+}
+
+API_FN(ncclResult_t, ncclCommInitRankScalable, (ncclComm_t *newcomm, int nranks, int myrank,
+                                                int nId, ncclUniqueId *commIds,
+                                                ncclConfig_t *config))
+{
+    if (nId < 1 || !commIds) {
+        warn(-1, "CommInitRankScalable : invalid nId %d or commIds NULL", nId);
+        return ncclInvalidArgument;
+    }
+    return init_rank(newcomm, nranks, &commIds[0], myrank, config);
+}
+
+typedef struct initall_arg {
+    ncclComm_t *comm;
+    int ndev, rank, dev;
+    ncclUniqueId id;
+    ncclResult_t res;
+} initall_arg_t;
+
+static void *initall_thread(void *p)
+{
+    initall_arg_t *a = p;
+    const simdrv_t *d = simdrv_get();
+    CUdevice dev;
+    CUcontext ctx;
+    if (d->cuDeviceGet(&dev, a->dev) != CUDA_SUCCESS ||
+        d->cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
+        d->cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+        warn(a->dev, "CommInitAll : cannot make device %d current", a->dev);
+        a->res = ncclUnhandledCudaError;
+        return NULL;
+    }
+    a->res = init_rank(a->comm, a->ndev, &a->id, a->rank, NULL);
+    return NULL;
+}
+
+API_FN(ncclResult_t, ncclCommInitAll, (ncclComm_t *comms, int ndev, const int *devlist))
+{
+    ncclResult_t res = ncclSuccess;
+    initall_arg_t *args = NULL;
+    pthread_t *th = NULL;
+    int started = 0;
+    if (!comms) {
+        warn(-1, "CommInitAll : comms is NULL");
+        return ncclInvalidArgument;
+    }
+    if (ndev < 1 || ndev > SIM_NCCL_MAX_RANKS) {
+        warn(-1, "CommInitAll : invalid ndev %d", ndev);
+        return ncclInvalidArgument;
+    }
+    const simdrv_t *d = drv(-1);
+    int count = 0;
+    if (!d || d->cuInit(0) != CUDA_SUCCESS || d->cuDeviceGetCount(&count) != CUDA_SUCCESS)
+        return ncclUnhandledCudaError;
+    for (int i = 0; i < ndev; i++) {
+        int dv = devlist ? devlist[i] : i;
+        if (dv < 0 || dv >= count) {
+            warn(-1, "CommInitAll : invalid device %d (%d visible)", dv, count);
+            return ncclInvalidArgument;
+        }
+        for (int j = 0; j < i; j++)
+            if ((devlist ? devlist[j] : j) == dv) {
+                warn(dv, "CommInitAll : duplicate device %d in the device list", dv);
+                return ncclInvalidUsage;
+            }
+    }
+    ncclUniqueId id;
+    if ((res = pncclGetUniqueId(&id)) != ncclSuccess)
+        return res;
+    args = calloc((size_t)ndev, sizeof(*args));
+    th = calloc((size_t)ndev, sizeof(*th));
+    if (!args || !th) {
+        res = ncclSystemError;
+        goto out;
+    }
+    for (int i = 0; i < ndev; i++) {
+        args[i] = (initall_arg_t){&comms[i], ndev, i, devlist ? devlist[i] : i, id, ncclSuccess};
+        if (pthread_create(&th[i], NULL, initall_thread, &args[i]) != 0) {
+            res = ncclSystemError;
+            break;
+        }
+        started++;
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < started && res == ncclSuccess; i++)
+        if (args[i].res != ncclSuccess)
+            res = args[i].res;
+    if (res != ncclSuccess)
+        for (int i = 0; i < started; i++)
+            if (args[i].res == ncclSuccess && comms[i]) {
+                pncclCommAbort(comms[i]);
+                comms[i] = NULL;
+            }
+out:
+    free(args);
+    free(th);
+    return res;
+}
+
+/* ---- communicator queries ---------------------------------------------------------- */
+
+#define CHECK_COMM(c, fn)                                      \
+    do {                                                       \
+        if (!comm_ok(c)) {                                     \
+            warn(-1, "%s : comm argument is NULL or invalid", fn); \
+            return ncclInvalidArgument;                        \
+        }                                                      \
+    } while (0)
+
+API_FN(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int *count))
+{
+    CHECK_COMM(comm, "CommCount");
+    if (!count) {
+        warn(comm->dev, "CommCount : count is NULL");
+        return ncclInvalidArgument;
+    }
+    *count = comm->nranks;
+    return ncclSuccess;
+}
+
+API_FN(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int *device))
+{
+    CHECK_COMM(comm, "CommCuDevice");
+    if (!device) {
+        warn(comm->dev, "CommCuDevice : device is NULL");
+        return ncclInvalidArgument;
+    }
+    *device = comm->dev;
+    return ncclSuccess;
+}
+
+API_FN(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int *rank))
+{
+    CHECK_COMM(comm, "CommUserRank");
+    if (!rank) {
+        warn(comm->dev, "CommUserRank : rank is NULL");
+        return ncclInvalidArgument;
+    }
+    *rank = comm->rank;
+    return ncclSuccess;
+}
+
+API_FN(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t *asyncError))
+{
+    CHECK_COMM(comm, "ncclCommGetAsyncError");
+    if (!asyncError) {
+        warn(comm->dev, "ncclCommGetAsyncError : asyncError is NULL");
+        return ncclInvalidArgument;
+    }
+    ncclResult_t e = (ncclResult_t)atomic_load(&comm->async_err);
+    if (e == ncclSuccess && comm->pend)
+        e = ncclInProgress;   /* rendezvous deferred to ncclGroupEnd */
+    if (e == ncclSuccess && comm->seg.h) {
+        uint32_t f = atomic_load(&comm->seg.h->fail);
+        if (f)
+            e = f == SIM_FAIL_TIMEOUT ? ncclSystemError : ncclRemoteError;
+    }
+    *asyncError = e;
+    return ncclSuccess;
+}
+
+/* Waits (bounded by the operations' own bounds) until no operation of the
+ * communicator is pending on a stream. */
+static void wait_idle(ncclComm_t c)
+{
+    pthread_mutex_lock(&c->mu);
+    while (c->inflight > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+API_FN(ncclResult_t, ncclCommFinalize, (ncclComm_t comm))
+{
+    CHECK_COMM(comm, "ncclCommFinalize");
+    wait_idle(comm);
+    return (ncclResult_t)atomic_load(&comm->async_err);
+}
+
+API_FN(ncclResult_t, ncclCommDestroy, (ncclComm_t comm))
+{
+    if (!comm)
+        return ncclSuccess;
+    CHECK_COMM(comm, "ncclCommDestroy");
+    wait_idle(comm);
+    comm_unref(comm);
+    return ncclSuccess;
+}
+
+API_FN(ncclResult_t, ncclCommAbort, (ncclComm_t comm))
+{
+    if (!comm)
+        return ncclSuccess;
+    CHECK_COMM(comm, "ncclCommAbort");
+    atomic_store(&comm->abort_flag, 1);
+    if (comm->seg.h)
+        sim_nccl_fail(&comm->seg, SIM_FAIL_ABORT);
+    pthread_mutex_lock(&comm->mu);
+    pthread_cond_broadcast(&comm->cv);
+    pthread_mutex_unlock(&comm->mu);
+    comm_unref(comm);   /* pending operations hold their own references */
+    return ncclSuccess;
+}
+
+API_FN(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags))
+{
+    CHECK_COMM(comm, "ncclCommRevoke");
+    if (revokeFlags != 0) {
+        warn(comm->dev, "ncclCommRevoke : revokeFlags must be 0");
+        return ncclInvalidArgument;
+    }
+    atomic_store(&comm->abort_flag, 1);
+    sim_nccl_fail(&comm->seg, SIM_FAIL_ABORT);
+    return ncclSuccess;
+}
+
+typedef struct member {
+    int key, rank;
+} member_t;
+
+static int member_cmp(const void *a, const void *b)
+{
+    const member_t *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->rank - y->rank;
+}
+
+API_FN(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                                     ncclConfig_t *config))
+{
+    CHECK_COMM(comm, "CommSplit");
+    if (!newcomm) {
+        warn(comm->dev, "CommSplit : newcomm is NULL");
+        return ncclInvalidArgument;
+    }
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+        warn(comm->dev, "CommSplit : invalid color %d", color);
+        return ncclInvalidArgument;
+    }
+    ncclResult_t res = check_config(config);
+    if (res != ncclSuccess)
+        return res;
+    *newcomm = NULL;
+    int seq = comm->split_seq++, set = seq & 1;
+    sim_nccl_rank_t *me = sim_nccl_rank(&comm->seg, comm->rank);
+    me->split_color[set] = color;
+    me->split_key[set] = key;
+    int why = 0;
+    int rc = sim_nccl_barrier(&comm->seg, ++comm->ctrl_bar, 1, &why);
+    if (rc < 0) {
+        warn(comm->dev, "CommSplit : peers failed during the split");
+        return err_from_wait(rc, why);
+    }
+    if (color == NCCL_SPLIT_NOCOLOR)
+        return ncclSuccess;
+    member_t m[SIM_NCCL_MAX_RANKS];
+    int n = 0, newrank = -1;
+    for (int r = 0; r < comm->nranks; r++) {
+        sim_nccl_rank_t *ri = sim_nccl_rank(&comm->seg, r);
+        if (ri->split_color[set] == color)
+            m[n++] = (member_t){ri->split_key[set], r};
+    }
+    qsort(m, (size_t)n, sizeof(m[0]), member_cmp);
+    for (int i = 0; i < n; i++)
+        if (m[i].rank == comm->rank)
+            newrank = i;
+    sim_nccl_id_t id;
+    memset(&id, 0, sizeof(id));
+    id.magic = SIM_NCCL_ID_MAGIC;
+    id.nonce = comm->nonce * 0x9e3779b97f4a7c15ULL + (uint64_t)seq * 1000003u + (uint64_t)color;
+    snprintf(id.name, sizeof(id.name), "/simnccl-%016llx-s%d-c%d",
+             (unsigned long long)comm->nonce, seq, color);
+    ncclUniqueId uid;
+    memcpy(&uid, &id, sizeof(uid));
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    if (!config) {
+        cfg.minCTAs = comm->cfg_min_ctas;
+        cfg.maxCTAs = comm->cfg_max_ctas;
+        config = &cfg;
+    }
+    const simdrv_t *d = simdrv_get();
+    CUcontext prev = NULL;
+    d->cuCtxGetCurrent(&prev);
+    if (prev != comm->ctx)
+        d->cuCtxSetCurrent(comm->ctx);
+    res = init_rank(newcomm, n, &uid, newrank, config);
+    if (prev != comm->ctx)
+        d->cuCtxSetCurrent(prev);
+    return res;
+}
+
+API_FN(ncclResult_t, ncclCommShrink, (ncclComm_t comm, int *excludeRanksList,
+                                      int excludeRanksCount, ncclComm_t *newcomm,
+                                      ncclConfig_t *config, int shrinkFlags))
+{
+    CHECK_COMM(comm, "CommShrink");
+    (void)shrinkFlags, (void)config;
+    if (excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList)) {
+        warn(comm->dev, "CommShrink : invalid exclude list");
+        return ncclInvalidArgument;
+    }
+    int excluded = 0;
+    for (int i = 0; i < excludeRanksCount; i++)
+        if (excludeRanksList[i] == comm->rank)
+            excluded = 1;
+    if (excluded) {
+        if (newcomm)
+            *newcomm = NULL;
+        warn(comm->dev, "CommShrink : called by an excluded rank");
+        return ncclInvalidArgument;
+    }
+    /* Excluded ranks do not take part: only a split among survivors would
+     * need them, so simcuda does not offer shrink. */
+    warn(comm->dev, "CommShrink is not supported by simcuda");
+    return ncclInvalidUsage;
+}
+
+/* ---- execution (on the stream's worker) ------------------------------------------ */
+
+typedef struct exec {
+    ncclComm_t c;
+    int why;
+} exec_t;
+
+static int bar(exec_t *x)
+{
+    return sim_nccl_barrier(&x->c->seg, ++x->c->bar, 0, &x->why);
+}
+
+/* Reduces elements [e0, e1) of the plan's index space. Rank r's input for
+ * element e is at base[r] + (e - base_e) elements; results go to out (element
+ * e0) and, unless NULL, out2. */
+static void reduce_span(ncclComm_t c, const sim_nccl_plan_t *p, const sim_op_t *op, size_t e0,
+                        size_t e1, const char *const *base, size_t base_e, char *out,
+                        char *out2)
+{
+    size_t es = sim_nccl_type_size(op->dtype);
+    const void *in[SIM_NCCL_MAX_RANKS];
+    int n = c->nranks;
+    for (size_t e = e0; e < e1;) {
+        int start, dir;
+        size_t end;
+        sim_nccl_plan_segment(p, e, &start, &dir, &end);
+        if (end > e1)
+            end = e1;
+        for (int k = 0; k < n; k++) {
+            int pos = ((start + dir * k) % n + n) % n;
+            in[k] = base[c->ring[pos]] + (e - base_e) * es;
+        }
+        sim_nccl_reduce(op->dtype, op->redop, n, out + (e - e0) * es,
+                        out2 ? out2 + (e - e0) * es : NULL, in, n, end - e);
+        e = end;
+    }
+}
+
+/* The part [*a, *b) of a piece of m elements that rank q reduces. */
+static void share_of(size_t m, int n, int q, size_t *a, size_t *b)
+{
+    size_t share = (m + (size_t)n - 1) / (size_t)n;
+    *a = (size_t)q * share < m ? (size_t)q * share : m;
+    *b = *a + share < m ? *a + share : m;
+}
+
+/* Runs one collective. Each piece of the buffers takes one or two barriers;
+ * staging sets alternate, so a set is rewritten only after every rank has
+ * passed the barrier that follows its last read. A rank publishes only the
+ * parts of its input that other ranks reduce, reduces its own share from its
+ * own buffer and the peers' slots straight into its output (and the shared
+ * result area), then copies the other shares' results. */
+static int run_coll(exec_t *x, const sim_op_t *op)
+{
+    ncclComm_t c = x->c;
+    sim_nccl_seg_t *s = &c->seg;
+    int n = c->nranks, me = c->rank, rc = 0;
+    size_t es = sim_nccl_type_size(op->dtype), S = s->h->slot_bytes;
+    const char *send = op->send;
+    char *recv = op->recv;
+    size_t count = op->count;
+    const char *base[SIM_NCCL_MAX_RANKS];
+    sim_nccl_plan_t p;
+
+    switch (op->kind) {
+    case SIM_COLL_ALLREDUCE:
+    case SIM_COLL_REDUCE: {
+        int all = op->kind == SIM_COLL_ALLREDUCE, root = all ? -1 : op->root;
+        sim_nccl_plan(&p, &c->tun, op->kind, n, count, op->dtype, all ? 0 : c->pos[root]);
+        p.pos_of = c->pos;
+        size_t pe = S / es;
+        for (size_t lo = 0; lo < count; lo += pe) {
+            size_t m = count - lo < pe ? count - lo : pe, a, b;
+            int set = (int)(c->step++ & 1);
+            char *mine = sim_nccl_slot(s, me, set);
+            share_of(m, n, me, &a, &b);
+            memcpy(mine, send + lo * es, a * es);
+            memcpy(mine + b * es, send + (lo + b) * es, (m - b) * es);
+            if ((rc = bar(x)) < 0)
+                return rc;
+            for (int r = 0; r < n; r++)
+                base[r] = r == me ? send + lo * es : sim_nccl_slot(s, r, set);
+            char *res = sim_nccl_result(s, set);
+            int to_recv = all || me == root;
+            int to_res = all || me != root;
+            reduce_span(c, &p, op, lo + a, lo + b, base, lo,
+                        to_recv ? recv + (lo + a) * es : res + a * es,
+                        to_recv && to_res ? res + a * es : NULL);
+            if ((rc = bar(x)) < 0)
+                return rc;
+            if (to_recv) {
+                memcpy(recv + lo * es, res, a * es);
+                memcpy(recv + (lo + b) * es, res + b * es, (m - b) * es);
+            }
+        }
+        return 0;
+    }
+    case SIM_COLL_BROADCAST: {
+        size_t pe = S / es;
+        for (size_t lo = 0; lo < count; lo += pe) {
+            size_t m = count - lo < pe ? count - lo : pe;
+            int set = (int)(c->step++ & 1);
+            if (me == op->root)
+                memcpy(sim_nccl_slot(s, me, set), send + lo * es, m * es);
+            if ((rc = bar(x)) < 0)
+                return rc;
+            if (me != op->root)
+                memcpy(recv + lo * es, sim_nccl_slot(s, op->root, set), m * es);
+            else if (recv != send)
+                memmove(recv + lo * es, send + lo * es, m * es);
+        }
+        return 0;
+    }
+    case SIM_COLL_ALLGATHER: {
+        size_t pe = S / es;
+        for (size_t lo = 0; lo < count; lo += pe) {
+            size_t m = count - lo < pe ? count - lo : pe;
+            int set = (int)(c->step++ & 1);
+            memcpy(sim_nccl_slot(s, me, set), send + lo * es, m * es);
+            if ((rc = bar(x)) < 0)
+                return rc;
+            for (int r = 0; r < n; r++) {
+                char *dst = recv + ((size_t)r * count + lo) * es;
+                if (r != me)
+                    memcpy(dst, sim_nccl_slot(s, r, set), m * es);
+                else if (dst != send + lo * es)
+                    memmove(dst, send + lo * es, m * es);
+            }
+        }
+        return 0;
+    }
+    case SIM_COLL_REDUCESCATTER: {
+        sim_nccl_plan(&p, &c->tun, op->kind, n, count, op->dtype, 0);
+        p.pos_of = c->pos;
+        size_t pe = S / (es * (size_t)n);
+        for (size_t lo = 0; lo < count; lo += pe) {
+            size_t m = count - lo < pe ? count - lo : pe;
+            int set = (int)(c->step++ & 1);
+            char *slot = sim_nccl_slot(s, me, set);
+            /* Block d of this piece goes to slot offset d*m (not my own). */
+            for (int d = 0; d < n; d++)
+                if (d != me)
+                    memcpy(slot + (size_t)d * m * es, send + ((size_t)d * count + lo) * es,
+                           m * es);
+            if ((rc = bar(x)) < 0)
+                return rc;
+            /* My block: element me*count + lo + i is at slot offset me*m + i
+             * for peers, at send + (me*count + lo + i) for me. */
+            size_t e0 = (size_t)me * count + lo;
+            for (int r = 0; r < n; r++)
+                base[r] = r == me ? send + e0 * es
+                                  : sim_nccl_slot(s, r, set) + (size_t)me * m * es;
+            reduce_span(c, &p, op, e0, e0 + m, base, e0, recv + lo * es, NULL);
+        }
+        return 0;
+    }
+    default:
+        return -EINVAL;
+    }
+}
+
+typedef struct p2p_prog {
+    exec_t *x;
+    const sim_op_t **ops;
+    size_t *done;
+    int n;
+} p2p_prog_t;
+
+static int p2p_cond(void *arg)
+{
+    p2p_prog_t *pp = arg;
+    sim_nccl_seg_t *s = &pp->x->c->seg;
+    for (int i = 0; i < pp->n; i++) {
+        const sim_op_t *op = pp->ops[i];
+        size_t total = op->count * sim_nccl_type_size(op->dtype);
+        if (pp->done[i] >= total)
+            continue;
+        if (op->kind == OP_SEND) {
+            sim_nccl_pair_t *pr = sim_nccl_pair(s, s->rank, op->peer);
+            if (atomic_load(&pr->head) - atomic_load(&pr->tail) < s->h->p2p_bytes)
+                return 1;
+        } else {
+            sim_nccl_pair_t *pr = sim_nccl_pair(s, op->peer, s->rank);
+            if (atomic_load(&pr->head) != atomic_load(&pr->tail))
+                return 1;
+        }
+        if (atomic_load(&sim_nccl_rank(s, op->peer)->departed))
+            return -EPIPE;
+    }
+    return 0;
+}
+
+static int run_p2p(exec_t *x, const sim_op_t **ops, int n)
+{
+    size_t done[n > 0 ? n : 1];
+    memset(done, 0, sizeof(done));
+    p2p_prog_t pp = {x, ops, done, n};
+    sim_nccl_seg_t *s = &x->c->seg;
+    for (;;) {
+        int all = 1, progress = 0;
+        for (int i = 0; i < n; i++) {
+            const sim_op_t *op = ops[i];
+            size_t total = op->count * sim_nccl_type_size(op->dtype);
+            if (done[i] >= total)
+                continue;
+            size_t k = op->kind == OP_SEND
+                           ? sim_nccl_p2p_push(s, op->peer, (const char *)op->send + done[i],
+                                               total - done[i])
+                           : sim_nccl_p2p_pull(s, op->peer, (char *)op->recv + done[i],
+                                               total - done[i]);
+            done[i] += k;
+            progress |= k > 0;
+            all &= done[i] >= total;
+        }
+        if (all)
+            return 0;
+        if (!progress) {
+            int rc = sim_nccl_wait(s, p2p_cond, &pp, &x->why);
+            if (rc < 0) {
+                if (rc == -EPIPE)
+                    sim_nccl_fail(s, SIM_FAIL_DEAD);
+                return rc;
+            }
+        }
+    }
+}
+
+static void CUDA_CB exec_bundle(void *arg)
+{
+    bundle_t *b = arg;
+    ncclComm_t c = b->comm;
+    exec_t x = {c, 0};
+    int rc = 0;
+
+    pthread_mutex_lock(&c->mu);
+    while (c->exec_seq != b->seq && !atomic_load(&c->abort_flag)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    }
+    pthread_mutex_unlock(&c->mu);
+
+    if (atomic_load(&c->abort_flag)) {
+        rc = -ECANCELED;
+    } else if (atomic_load(&c->async_err) != ncclSuccess) {
+        rc = 0;   /* already failed: complete without touching peers */
+    } else {
+        const sim_op_t *p2p[b->nops > 0 ? b->nops : 1];
+        int np = 0;
+        for (int i = 0; i < b->nops && rc == 0; i++) {
+            if (b->ops[i].kind == OP_SEND || b->ops[i].kind == OP_RECV)
+                p2p[np++] = &b->ops[i];
+            else
+                rc = run_coll(&x, &b->ops[i]);
+        }
+        if (rc == 0 && np > 0)
+            rc = run_p2p(&x, p2p, np);
+        if (rc < 0) {
+            int want = ncclSuccess;
+            atomic_compare_exchange_strong(&c->async_err, &want, (int)err_from_wait(rc, x.why));
+            warn(c->dev, "rank %d: collective failed: %s", c->rank,
+                 rc == -ETIMEDOUT || x.why == SIM_FAIL_TIMEOUT ? "timeout waiting for peers"
+                 : x.why == SIM_FAIL_ABORT ? "communicator aborted"
+                                           : "a peer process is gone");
+        }
+    }
+    pthread_mutex_lock(&c->mu);
+    if (c->exec_seq == b->seq)
+        c->exec_seq++;
+    c->inflight--;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    comm_unref(c);
+    free(b);
+}
+
+/* ---- enqueue and groups --------------------------------------------------------- */
+
+static ncclResult_t launch(ncclComm_t c, const sim_op_t *ops, int n)
+{
+    const simdrv_t *d = drv(c->dev);
+    if (!d)
+        return ncclUnhandledCudaError;
+    bundle_t *b = malloc(sizeof(*b) + (size_t)n * sizeof(sim_op_t));
+    if (!b) {
+        warn(c->dev, "out of memory");
+        return ncclSystemError;
+    }
+    b->comm = c;
+    b->nops = n;
+    memcpy(b->ops, ops, (size_t)n * sizeof(sim_op_t));
+    CUstream s0 = ops[0].stream;
+    CUcontext cur = NULL;
+    d->cuCtxGetCurrent(&cur);
+    if (!cur)
+        d->cuCtxSetCurrent(c->ctx);
+    /* Operations of one group on several streams: the launch stream waits
+     * for the others, and they for it. */
+    CUresult r = CUDA_SUCCESS;
+    for (int i = 1; i < n && r == CUDA_SUCCESS; i++) {
+        int seen = ops[i].stream == s0;
+        for (int j = 1; j < i && !seen; j++)
+            seen = ops[j].stream == ops[i].stream;
+        if (seen)
+            continue;
+        CUevent ev;
+        r = d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+        if (r == CUDA_SUCCESS) {
+            r = d->cuEventRecord(ev, ops[i].stream);
+            if (r == CUDA_SUCCESS)
+                r = d->cuStreamWaitEvent(s0, ev, 0);
+            d->cuEventDestroy(ev);
+        }
+    }
+    if (r == CUDA_SUCCESS) {
+        /* Sequence numbers are handed out under launch_mu, which the stream
+         * side never takes (a host function may even run inside the call). */
+        pthread_mutex_lock(&c->launch_mu);
+        b->seq = c->enq_seq;
+        atomic_fetch_add(&c->refs, 1);
+        pthread_mutex_lock(&c->mu);
+        c->inflight++;
+        pthread_mutex_unlock(&c->mu);
+        r = d->cuLaunchHostFunc(s0, exec_bundle, b);
+        if (r == CUDA_SUCCESS) {
+            c->enq_seq++;
+        } else {
+            pthread_mutex_lock(&c->mu);
+            c->inflight--;
+            pthread_cond_broadcast(&c->cv);
+            pthread_mutex_unlock(&c->mu);
+            atomic_fetch_sub(&c->refs, 1);
+        }
+        pthread_mutex_unlock(&c->launch_mu);
+    }
+    if (r != CUDA_SUCCESS) {
+        free(b);
+        warn(c->dev, "Cuda failure %d enqueueing a collective", (int)r);
+        return ncclUnhandledCudaError;
+    }
+    for (int i = 1; i < n; i++) {
+        int seen = ops[i].stream == s0;
+        for (int j = 1; j < i && !seen; j++)
+            seen = ops[j].stream == ops[i].stream;
+        if (seen)
+            continue;
+        CUevent ev;
+        if (d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+            d->cuEventRecord(ev, s0);
+            d->cuStreamWaitEvent(ops[i].stream, ev, 0);
+            d->cuEventDestroy(ev);
+        }
+    }
+    return ncclSuccess;
+}
+
+
+API_FN(ncclResult_t, ncclGroupStart, (void))
+{
+    t_depth++;
+    return ncclSuccess;
+}
+
+static void group_clear(void)
+{
+    free(t_items);
+    t_items = NULL;
+    t_nitems = t_capitems = 0;
+    t_group_err = ncclSuccess;
+}
+
+API_FN(ncclResult_t, ncclGroupEnd, (void))
+{
+    if (t_depth <= 0) {
+        warn(-1, "ncclGroupEnd: not in a group call.");
+        return ncclInvalidUsage;
+    }
+    if (--t_depth > 0)
+        return ncclSuccess;
+    ncclResult_t res = t_ninits > 0 ? run_pending_inits() : ncclSuccess;
+    if (res == ncclSuccess)
+        res = t_group_err;
+    if (res != ncclSuccess) {
+        group_clear();
+        return res;
+    }
+    sim_op_t *ops = malloc((size_t)(t_nitems > 0 ? t_nitems : 1) * sizeof(sim_op_t));
+    char *used = calloc((size_t)(t_nitems > 0 ? t_nitems : 1), 1);
+    if (!ops || !used) {
+        free(ops);
+        free(used);
+        group_clear();
+        return ncclSystemError;
+    }
+    for (int i = 0; i < t_nitems; i++) {
+        if (used[i])
+            continue;
+        ncclComm_t c = t_items[i].comm;
+        int n = 0;
+        for (int j = i; j < t_nitems; j++)
+            if (!used[j] && t_items[j].comm == c) {
+                used[j] = 1;
+                ops[n++] = t_items[j].op;
+            }
+        ncclResult_t r = launch(c, ops, n);
+        if (r != ncclSuccess && res == ncclSuccess)
+            res = r;
+    }
+    free(ops);
+    free(used);
+    group_clear();
+    return res;
+}
+
+API_FN(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t *simInfo))
+{
+    (void)simInfo;
+    warn(-1, "ncclGroupSimulateEnd is not supported by simcuda");
+    return ncclInvalidUsage;
+}
+
+static ncclResult_t enqueue(ncclComm_t c, const sim_op_t *op, ncclResult_t check)
+{
+    if (check != ncclSuccess) {
+        if (t_depth > 0 && t_group_err == ncclSuccess)
+            t_group_err = check;
+        return check;
+    }
+    if (c->pend && t_depth == 0) {
+        warn(c->dev, "communicator used before its initialization completed (GroupEnd)");
+        return ncclInvalidUsage;
+    }
+    ncclResult_t ae = (ncclResult_t)atomic_load(&c->async_err);
+    if (ae != ncclSuccess || atomic_load(&c->abort_flag)) {
+        warn(c->dev, "communicator has failed (%s): abort it", pncclGetErrorString(ae));
+        return ae != ncclSuccess ? ae : ncclInvalidUsage;
+    }
+    if (op->count == 0)
+        return ncclSuccess;
+    if (t_depth > 0) {
+        if (t_nitems == t_capitems) {
+            int cap = t_capitems ? 2 * t_capitems : 16;
+            group_item_t *ni = realloc(t_items, (size_t)cap * sizeof(*ni));
+            if (!ni)
+                return ncclSystemError;
+            t_items = ni;
+            t_capitems = cap;
+        }
+        t_items[t_nitems++] = (group_item_t){c, *op};
+        return ncclSuccess;
+    }
+    return launch(c, op, 1);
+}
+
+static const char *coll_name(int kind)
+{
+    switch (kind) {
+    case SIM_COLL_ALLREDUCE: return "AllReduce";
+    case SIM_COLL_BROADCAST: return "Broadcast";
+    case SIM_COLL_REDUCE: return "Reduce";
+    case SIM_COLL_ALLGATHER: return "AllGather";
+    case SIM_COLL_REDUCESCATTER: return "ReduceScatter";
+    case OP_SEND: return "Send";
+    default: return "Recv";
+    }
+}
+
+/* NCCL's argument checks, in its order. */
+static ncclResult_t check_args(ncclComm_t c, const sim_op_t *op)
+{
+    const char *nm = coll_name(op->kind);
+    if (!comm_ok(c)) {
+        warn(-1, "%s : comm argument is NULL or invalid", nm);
+        return ncclInvalidArgument;
+    }
+    int reduces = op->kind == SIM_COLL_ALLREDUCE || op->kind == SIM_COLL_REDUCE ||
+                  op->kind == SIM_COLL_REDUCESCATTER;
+    int rooted = op->kind == SIM_COLL_REDUCE || op->kind == SIM_COLL_BROADCAST;
+    if (rooted && (op->root < 0 || op->root >= c->nranks)) {
+        warn(c->dev, "%s : invalid root %d (root should be in the 0..%d range)", nm, op->root,
+             c->nranks);
+        return ncclInvalidArgument;
+    }
+    if ((op->kind == OP_SEND || op->kind == OP_RECV) && (op->peer < 0 || op->peer >= c->nranks)) {
+        warn(c->dev, "%s : invalid peer %d (peer should be in the 0..%d range)", nm, op->peer,
+             c->nranks);
+        return ncclInvalidArgument;
+    }
+    if (op->dtype < 0 || op->dtype >= ncclNumTypes) {
+        warn(c->dev, "%s : invalid type %d", nm, op->dtype);
+        return ncclInvalidArgument;
+    }
+    if (reduces && (op->redop < 0 || op->redop >= ncclNumOps)) {
+        warn(c->dev, "%s : invalid Reduce op %d", nm, op->redop);
+        return ncclInvalidArgument;
+    }
+    if (reduces && !sim_nccl_type_reducible(op->dtype)) {
+        warn(c->dev, "%s : FP8 reduction support begins with sm90 capable devices "
+             "(not simulated)", nm);
+        return ncclInvalidArgument;
+    }
+    size_t es = sim_nccl_type_size(op->dtype);
+    size_t mult = (op->kind == SIM_COLL_ALLGATHER || op->kind == SIM_COLL_REDUCESCATTER)
+                      ? (size_t)c->nranks : 1;
+    if (op->count > (SIZE_MAX / 2) / es / mult) {
+        warn(c->dev, "%s : invalid count %zu", nm, op->count);
+        return ncclInvalidArgument;
+    }
+    if (op->count > 0) {
+        int need_send = op->kind != OP_RECV && !(op->kind == SIM_COLL_BROADCAST &&
+                                                 c->rank != op->root);
+        int need_recv = op->kind != OP_SEND && !(op->kind == SIM_COLL_REDUCE &&
+                                                 c->rank != op->root);
+        if (need_send && !op->send) {
+            warn(c->dev, "%s : sendbuff is NULL", nm);
+            return ncclInvalidArgument;
+        }
+        if (need_recv && !op->recv) {
+            warn(c->dev, "%s : recvbuff is NULL", nm);
+            return ncclInvalidArgument;
+        }
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t submit(ncclComm_t comm, sim_op_t op)
+{
+    ncclResult_t chk = check_args(comm, &op);
+    if (chk != ncclSuccess && !comm_ok(comm)) {
+        if (t_depth > 0 && t_group_err == ncclSuccess)
+            t_group_err = chk;
+        return chk;
+    }
+    return enqueue(comm, &op, chk);
+}
+
+API_FN(ncclResult_t, ncclAllReduce, (const void *sendbuff, void *recvbuff, size_t count,
+                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                     cudaStream_t stream))
+{
+    return submit(comm, (sim_op_t){SIM_COLL_ALLREDUCE, sendbuff, recvbuff, count, (int)datatype,
+                                   (int)op, 0, 0, (CUstream)stream});
+}
+
+API_FN(ncclResult_t, ncclBroadcast, (const void *sendbuff, void *recvbuff, size_t count,
+                                     ncclDataType_t datatype, int root, ncclComm_t comm,
+                                     cudaStream_t stream))
+{
+    return submit(comm, (sim_op_t){SIM_COLL_BROADCAST, sendbuff, recvbuff, count, (int)datatype,
+                                   0, root, 0, (CUstream)stream});
+}
+
+API_FN(ncclResult_t, ncclBcast, (void *buff, size_t count, ncclDataType_t datatype, int root,
+                                 ncclComm_t comm, cudaStream_t stream))
+{
+    return pncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+API_FN(ncclResult_t, ncclReduce, (const void *sendbuff, void *recvbuff, size_t count,
+                                  ncclDataType_t datatype, ncclRedOp_t op, int root,
+                                  ncclComm_t comm, cudaStream_t stream))
+{
+    return submit(comm, (sim_op_t){SIM_COLL_REDUCE, sendbuff, recvbuff, count, (int)datatype,
+                                   (int)op, root, 0, (CUstream)stream});
+}
+
+API_FN(ncclResult_t, ncclAllGather, (const void *sendbuff, void *recvbuff, size_t sendcount,
+                                     ncclDataType_t datatype, ncclComm_t comm,
+                                     cudaStream_t stream))
+{
+    return submit(comm, (sim_op_t){SIM_COLL_ALLGATHER, sendbuff, recvbuff, sendcount,
+                                   (int)datatype, 0, 0, 0, (CUstream)stream});
+}
+
+API_FN(ncclResult_t, ncclReduceScatter, (const void *sendbuff, void *recvbuff, size_t recvcount,
+                                         ncclDataType_t datatype, ncclRedOp_t op,
+                                         ncclComm_t comm, cudaStream_t stream))
+{
+    return submit(comm, (sim_op_t){SIM_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount,
+                                   (int)datatype, (int)op, 0, 0, (CUstream)stream});
+}
+
+API_FN(ncclResult_t, ncclSend, (const void *sendbuff, size_t count, ncclDataType_t datatype,
+                                int peer, ncclComm_t comm, cudaStream_t stream))
+{
+    return submit(comm, (sim_op_t){OP_SEND, sendbuff, NULL, count, (int)datatype, 0, 0, peer,
+                                   (CUstream)stream});
+}
+
+API_FN(ncclResult_t, ncclRecv, (void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                                ncclComm_t comm, cudaStream_t stream))
+{
+    return submit(comm, (sim_op_t){OP_RECV, NULL, recvbuff, count, (int)datatype, 0, 0, peer,
+                                   (CUstream)stream});
+}
+
+/* Gather, scatter and all-to-all are groups of sends and receives, as in
+ * NCCL: they only move bytes. */
+API_FN(ncclResult_t, ncclAlltoAll, (const void *sendbuff, void *recvbuff, size_t count,
+                                    ncclDataType_t datatype, ncclComm_t comm,
+                                    cudaStream_t stream))
+{
+    CHECK_COMM(comm, "AlltoAll");
+    size_t es = sim_nccl_type_size(datatype);
+    if (es == 0) {
+        warn(comm->dev, "AlltoAll : invalid type %d", (int)datatype);
+        return ncclInvalidArgument;
+    }
+    ncclResult_t res = ncclSuccess, r;
+    pncclGroupStart();
+    for (int p = 0; p < comm->nranks; p++) {
+        r = pncclSend((const char *)sendbuff + (size_t)p * count * es, count, datatype, p, comm,
+                      stream);
+        if (res == ncclSuccess)
+            res = r;
+        r = pncclRecv((char *)recvbuff + (size_t)p * count * es, count, datatype, p, comm, stream);
+        if (res == ncclSuccess)
+            res = r;
+    }
+    r = pncclGroupEnd();
+    return res != ncclSuccess ? res : r;
+}
+
+API_FN(ncclResult_t, ncclGather, (const void *sendbuff, void *recvbuff, size_t count,
+                                  ncclDataType_t datatype, int root, ncclComm_t comm,
+                                  cudaStream_t stream))
+{
+    CHECK_COMM(comm, "Gather");
+    size_t es = sim_nccl_type_size(datatype);
+    if (es == 0 || root < 0 || root >= comm->nranks) {
+        warn(comm->dev, "Gather : invalid type %d or root %d", (int)datatype, root);
+        return ncclInvalidArgument;
+    }
+    ncclResult_t res = ncclSuccess, r;
+    pncclGroupStart();
+    if (comm->rank == root)
+        for (int p = 0; p < comm->nranks; p++) {
+            r = pncclRecv((char *)recvbuff + (size_t)p * count * es, count, datatype, p, comm,
+                          stream);
+            if (res == ncclSuccess)
+                res = r;
+        }
+    r = pncclSend(sendbuff, count, datatype, root, comm, stream);
+    if (res == ncclSuccess)
+        res = r;
+    r = pncclGroupEnd();
+    return res != ncclSuccess ? res : r;
+}
+
+API_FN(ncclResult_t, ncclScatter, (const void *sendbuff, void *recvbuff, size_t count,
+                                   ncclDataType_t datatype, int root, ncclComm_t comm,
+                                   cudaStream_t stream))
+{
+    CHECK_COMM(comm, "Scatter");
+    size_t es = sim_nccl_type_size(datatype);
+    if (es == 0 || root < 0 || root >= comm->nranks) {
+        warn(comm->dev, "Scatter : invalid type %d or root %d", (int)datatype, root);
+        return ncclInvalidArgument;
+    }
+    ncclResult_t res = ncclSuccess, r;
+    pncclGroupStart();
+    if (comm->rank == root)
+        for (int p = 0; p < comm->nranks; p++) {
+            r = pncclSend((const char *)sendbuff + (size_t)p * count * es, count, datatype, p,
+                          comm, stream);
+            if (res == ncclSuccess)
+                res = r;
+        }
+    r = pncclRecv(recvbuff, count, datatype, root, comm, stream);
+    if (res == ncclSuccess)
+        res = r;
+    r = pncclGroupEnd();
+    return res != ncclSuccess ? res : r;
+}
+
+/* ---- memory and registration ----------------------------------------------------- */
+
+API_FN(ncclResult_t, ncclMemAlloc, (void **ptr, size_t size))
+{
+    if (!ptr) {
+        warn(-1, "ncclMemAlloc : ptr is NULL");
+        return ncclInvalidArgument;
+    }
+    const simdrv_t *d = drv(-1);
+    CUdeviceptr p = 0;
+    if (!d || d->cuMemAlloc(&p, size) != CUDA_SUCCESS)
+        return ncclUnhandledCudaError;
+    *ptr = (void *)(uintptr_t)p;
+    return ncclSuccess;
+}
+
+API_FN(ncclResult_t, ncclMemFree, (void *ptr))
+{
+    const simdrv_t *d = drv(-1);
+    if (!d || (ptr && d->cuMemFree((CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS))
+        return ncclUnhandledCudaError;
+    return ncclSuccess;
+}
+
+static char g_reg_token;
+
+API_FN(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void *buff, size_t size,
+                                        void **handle))
+{
+    CHECK_COMM(comm, "CommRegister");
+    (void)buff;
+    (void)size;
+    if (!handle)
+        return ncclInvalidArgument;
+    *handle = &g_reg_token;   /* nothing to register: buffers are staged */
+    return ncclSuccess;
+}
+
+API_FN(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void *handle))
+{
+    CHECK_COMM(comm, "CommDeregister");
+    return handle == &g_reg_token ? ncclSuccess : ncclInvalidArgument;
+}
+
+API_FN(ncclResult_t, ncclCommWindowRegister, (ncclComm_t comm, void *buff, size_t size,
+                                              ncclWindow_t *win, int winFlags))
+{
+    CHECK_COMM(comm, "CommWindowRegister");
+    (void)buff, (void)size, (void)win, (void)winFlags;
+    warn(comm->dev, "ncclCommWindowRegister is not supported by simcuda");
+    return ncclInvalidUsage;
+}
+
+API_FN(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win))
+{
+    CHECK_COMM(comm, "CommWindowDeregister");
+    (void)win;
+    return ncclInvalidUsage;
+}
+
+API_FN(ncclResult_t, ncclRedOpCreatePreMulSum, (ncclRedOp_t *op, void *scalar,
+                                                ncclDataType_t datatype,
+                                                ncclScalarResidence_t residence,
+                                                ncclComm_t comm))
+{
+    (void)op, (void)scalar, (void)datatype, (void)residence;
+    CHECK_COMM(comm, "ncclRedOpCreatePreMulSum");
+    warn(comm->dev, "ncclRedOpCreatePreMulSum is not supported by simcuda");
+    return ncclInvalidUsage;
+}
+
+API_FN(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm))
+{
+    CHECK_COMM(comm, "ncclRedOpDestroy");
+    warn(comm->dev, "ncclRedOpDestroy : op %d is not a user-created op", (int)op);
+    return ncclInvalidArgument;
+}

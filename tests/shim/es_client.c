@@ -1,0 +1,697 @@
+/* Client run by tests/shim/shim_test.c under libeasyscale.so (and without
+ * it): reaches the driver, cuBLAS and cuDNN by direct calls, dlopen + dlsym
+ * and cuGetProcAddress, and prints what it saw, one fact per line
+ * ("key value..."), for the test to compare across runs and settings.
+ *
+ *   es_client paths          the three lookup paths (needs EASYSCALE_LOG=debug)
+ *   es_client blas-contend   a GEMM alone, then the same GEMM while another
+ *                            stream of the handle has GEMMs in flight
+ *   es_client symv           Ssymv with atomics allowed, twice
+ *   es_client cudnn          nondeterministic conv algorithms, twice; lists
+ *   es_client gemm DEV       one SGEMM (and GemmEx, strided batched) on device DEV
+ *   es_client attrs DEV      SM count / compute capability as reported
+ *   es_client threads        lazy loading raced by 8 threads
+ *   es_client fork           wrappers in a forked child
+ */
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cudnn.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "context/portable_kernels.h"
+#include "shim/easyscale.h"
+
+#undef cuGetProcAddress
+
+#define CK(x)                                                                                 \
+    do {                                                                                      \
+        long long _r = (long long)(x);                                                        \
+        if (_r != 0) {                                                                        \
+            printf("FAIL %s = %lld (line %d)\n", #x, _r, __LINE__);                          \
+            exit(1);                                                                          \
+        }                                                                                     \
+    } while (0)
+
+static uint64_t hash(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+static void fill(float *v, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        v[i] = (float)((int)(seed >> 9) % 2001 - 1000) / 997.0f;
+    }
+}
+
+static CUcontext setup(int dev)
+{
+    CUdevice d;
+    CUcontext ctx;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&d, dev));
+    CK(cuDevicePrimaryCtxRetain(&ctx, d));
+    CK(cuCtxSetCurrent(ctx));
+    return ctx;
+}
+
+static CUdeviceptr upload(const float *h, size_t n)
+{
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, n * sizeof(float)));
+    CK(cuMemcpyHtoD(p, h, n * sizeof(float)));
+    return p;
+}
+
+static uint64_t download_hash(CUdeviceptr p, size_t n)
+{
+    float *h = malloc(n * sizeof(float));
+    CK(cuCtxSynchronize());
+    CK(cuMemcpyDtoH(h, p, n * sizeof(float)));
+    uint64_t r = hash(h, n * sizeof(float));
+    free(h);
+    return r;
+}
+
+/* ---- paths ---------------------------------------------------------------- */
+
+static easyscale_stats_fn stats_fn(void)
+{
+    easyscale_stats_fn f;
+    void *p = dlsym(RTLD_DEFAULT, "easyscale_stats");
+    memcpy(&f, &p, sizeof(f));
+    return f;
+}
+
+static void print_stat(const char *sym)
+{
+    easyscale_stats_fn f = stats_fn();
+    easyscale_stat_t s = { 0, 0, 0 };
+    if (!f) {
+        printf("stat %s none\n", sym);
+        return;
+    }
+    int rc = f(sym, &s);
+    printf("stat %s %d %llu %llu %llu\n", sym, rc, (unsigned long long)s.calls,
+           (unsigned long long)s.by_dlsym, (unsigned long long)s.by_getproc);
+}
+
+typedef CUresult (*getproc2_t)(const char *, void **, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult *);
+typedef CUresult (*getproc1_t)(const char *, void **, int, cuuint64_t);
+typedef CUresult (*count_t)(int *);
+typedef CUresult (*alloc_t)(CUdeviceptr *, size_t);
+typedef CUresult (*sync_t)(CUstream);
+
+/* Whether p is libeasyscale.so's wrapper of sym. */
+static int is_shim(const void *p, const char *sym)
+{
+    void *w = dlsym(RTLD_DEFAULT, sym); /* the preloaded shim's export, if any */
+    Dl_info a;
+    if (!p || p != w || !dladdr(p, &a) || !a.dli_fname)
+        return 0;
+    return strstr(a.dli_fname, "libeasyscale") != NULL;
+}
+
+static int mode_paths(void)
+{
+    int n = 0;
+    setup(0);
+    /* 1. direct call */
+    CK(cuDeviceGetCount(&n));
+    printf("direct cuDeviceGetCount %d\n", n);
+    print_stat("cuDeviceGetCount");
+
+    /* 2. dlopen + dlsym */
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    void *p = dlsym(h, "cuDriverGetVersion");
+    printf("dlsym cuDriverGetVersion shim=%d\n", is_shim(p, "cuDriverGetVersion"));
+    int v = 0;
+    CK(((count_t)p)(&v));
+    print_stat("cuDriverGetVersion");
+    p = dlsym(RTLD_DEFAULT, "cuDeviceGetCount");
+    printf("dlsym-default cuDeviceGetCount shim=%d\n", is_shim(p, "cuDeviceGetCount"));
+    printf("dlsym-unwrapped cuCtxGetFlags found=%d\n", dlsym(h, "cuCtxGetFlags") != NULL);
+
+    /* 3. cuGetProcAddress, several versions and flags */
+    getproc2_t gp = (getproc2_t)dlsym(h, "cuGetProcAddress_v2");
+    printf("dlsym cuGetProcAddress_v2 shim=%d\n", is_shim((void *)gp, "cuGetProcAddress_v2"));
+    CUdriverProcAddressQueryResult st;
+    void *f = NULL;
+    CK(gp("cuMemAlloc", &f, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+    printf("getproc cuMemAlloc 13000 -> shim_v2=%d\n", is_shim(f, "cuMemAlloc_v2"));
+    CUdeviceptr d;
+    CK(((alloc_t)f)(&d, 1024));
+    print_stat("cuMemAlloc_v2");
+    f = NULL;
+    if (gp("cuMemAlloc", &f, 3000, CU_GET_PROC_ADDRESS_DEFAULT, &st) == CUDA_SUCCESS && f)
+        printf("getproc cuMemAlloc 3000 -> shim_v2=%d\n", is_shim(f, "cuMemAlloc_v2"));
+    else
+        printf("getproc cuMemAlloc 3000 -> none\n");
+    f = NULL;
+    CK(gp("cuStreamSynchronize", &f, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+    printf("getproc cuStreamSynchronize ptsz -> shim_ptsz=%d shim_legacy=%d\n",
+           is_shim(f, "cuStreamSynchronize_ptsz"), is_shim(f, "cuStreamSynchronize"));
+    CK(((sync_t)f)(NULL));
+    print_stat("cuStreamSynchronize_ptsz");
+    f = NULL;
+    CK(gp("cuStreamSynchronize", &f, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st));
+    printf("getproc cuStreamSynchronize legacy -> shim_ptsz=%d shim_legacy=%d\n",
+           is_shim(f, "cuStreamSynchronize_ptsz"), is_shim(f, "cuStreamSynchronize"));
+    f = NULL;
+    CK(gp("cuCtxGetFlags", &f, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+    printf("getproc cuCtxGetFlags (unwrapped) -> found=%d\n", f != NULL);
+    f = NULL;
+    CK(gp("cuGetProcAddress", &f, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+    printf("getproc cuGetProcAddress -> shim_v2=%d\n", is_shim(f, "cuGetProcAddress_v2"));
+    getproc1_t gp1 = (getproc1_t)dlsym(h, "cuGetProcAddress");
+    if (gp1) {
+        f = NULL;
+        CK(gp1("cuDeviceGetCount", &f, 13000, CU_GET_PROC_ADDRESS_DEFAULT));
+        printf("getproc1 cuDeviceGetCount -> shim=%d\n", is_shim(f, "cuDeviceGetCount"));
+        CK(((count_t)f)(&n));
+    }
+    print_stat("cuDeviceGetCount");
+    print_stat("cuGetProcAddress_v2");
+
+    /* cuBLAS reaches the driver through dlsym + cuGetProcAddress. */
+    cublasHandle_t bh;
+    CK(cublasCreate(&bh));
+    float *x = calloc(64, sizeof(float));
+    CUdeviceptr dx = upload(x, 64);
+    float r = 0;
+    CK(cublasSdot(bh, 64, (float *)dx, 1, (float *)dx, 1, &r));
+    CK(cuCtxSynchronize());
+    CK(cublasDestroy(bh));
+    print_stat("cublasCreate_v2");
+    print_stat("cuLaunchHostFunc");
+    print_stat("cuGetProcAddress_v2");
+    printf("done\n");
+    return 0;
+}
+
+/* ---- cuBLAS ------------------------------------------------------------------ */
+
+static void host_sleep(void *arg)
+{
+    (void)arg;
+    usleep(300000);
+}
+
+static int mode_blas_contend(void)
+{
+    enum { M = 96, N = 96, K = 2048, BIG = 256 };
+    setup(0);
+    float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+    float *big = malloc(sizeof(float) * BIG * BIG);
+    fill(a, M * K, 1);
+    fill(b, K * N, 2);
+    fill(big, BIG * BIG, 3);
+    CUdeviceptr dA = upload(a, M * K), dB = upload(b, K * N), dBig = upload(big, BIG * BIG);
+    CUdeviceptr dC, dC2, dBigC;
+    CK(cuMemAlloc(&dC, sizeof(float) * M * N));
+    CK(cuMemAlloc(&dC2, sizeof(float) * M * N));
+    CK(cuMemAlloc(&dBigC, sizeof(float) * BIG * BIG));
+    CUstream s1, s2;
+    CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    cublasHandle_t h;
+    CK(cublasCreate(&h));
+    const float one = 1.0f, zero = 0.0f;
+
+    /* alone */
+    CK(cublasSetStream(h, (cudaStream_t)s2));
+    CK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, (float *)dA, M, (float *)dB, K,
+                   &zero, (float *)dC, M));
+    printf("alone %016llx\n", (unsigned long long)download_hash(dC, M * N));
+
+    /* while stream s1 has a GEMM of the same handle in flight */
+    CK(cuLaunchHostFunc(s1, host_sleep, NULL));
+    CK(cublasSetStream(h, (cudaStream_t)s1));
+    CK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, BIG, BIG, BIG, &one, (float *)dBig, BIG,
+                   (float *)dBig, BIG, &zero, (float *)dBigC, BIG));
+    CK(cublasSetStream(h, (cudaStream_t)s2));
+    CK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, (float *)dA, M, (float *)dB, K,
+                   &zero, (float *)dC2, M));
+    printf("contended %016llx\n", (unsigned long long)download_hash(dC2, M * N));
+    CK(cublasDestroy(h));
+    return 0;
+}
+
+static int mode_symv(void)
+{
+    enum { N = 512 };
+    setup(0);
+    float *a = malloc(sizeof(float) * N * N), *x = malloc(sizeof(float) * N);
+    fill(a, N * N, 5);
+    fill(x, N, 6);
+    CUdeviceptr dA = upload(a, N * N), dx = upload(x, N), dy;
+    CK(cuMemAlloc(&dy, sizeof(float) * N));
+    cublasHandle_t h;
+    CK(cublasCreate(&h));
+    CK(cublasSetAtomicsMode(h, CUBLAS_ATOMICS_ALLOWED));
+    cublasAtomicsMode_t m = CUBLAS_ATOMICS_NOT_ALLOWED;
+    CK(cublasGetAtomicsMode(h, &m));
+    printf("atomics_mode %d\n", (int)m);
+    const float one = 1.0f, zero = 0.0f;
+    for (int i = 0; i < 3; i++) {
+        CK(cublasSsymv(h, CUBLAS_FILL_MODE_LOWER, N, &one, (float *)dA, N, (float *)dx, 1, &zero,
+                       (float *)dy, 1));
+        printf("symv%d %016llx\n", i, (unsigned long long)download_hash(dy, N));
+    }
+    CK(cublasDestroy(h));
+    return 0;
+}
+
+/* One SGEMM, one fp32 GemmEx and one strided batched SGEMM on device dev. */
+static int mode_gemm(int dev)
+{
+    enum { M = 64, N = 48, K = 4096, BATCH = 3 };
+    setup(dev);
+    float *a = malloc(sizeof(float) * M * K * BATCH), *b = malloc(sizeof(float) * K * N * BATCH);
+    fill(a, (size_t)M * K * BATCH, 11);
+    fill(b, (size_t)K * N * BATCH, 12);
+    CUdeviceptr dA = upload(a, (size_t)M * K * BATCH), dB = upload(b, (size_t)K * N * BATCH), dC;
+    CK(cuMemAlloc(&dC, sizeof(float) * M * N * BATCH));
+    cublasHandle_t h;
+    CK(cublasCreate(&h));
+    const float one = 1.0f, zero = 0.0f;
+    CK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, (float *)dA, M, (float *)dB, K,
+                   &zero, (float *)dC, M));
+    printf("sgemm %016llx\n", (unsigned long long)download_hash(dC, M * N));
+    CK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, M, N, K / 4, &one, (float *)dA, K / 4,
+                   (float *)dB, K / 4, &zero, (float *)dC, M));
+    printf("sgemm_tn %016llx\n", (unsigned long long)download_hash(dC, M * N));
+    CK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, (void *)dA, CUDA_R_32F, M,
+                    (void *)dB, CUDA_R_32F, K, &zero, (void *)dC, CUDA_R_32F, M,
+                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    printf("gemmex %016llx\n", (unsigned long long)download_hash(dC, M * N));
+    CK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, (float *)dA, M,
+                                 (long long)M * K, (float *)dB, K, (long long)K * N, &zero,
+                                 (float *)dC, M, (long long)M * N, BATCH));
+    printf("batched %016llx\n", (unsigned long long)download_hash(dC, M * N * BATCH));
+    /* Reference on the host in the portable kernel's order (k ascending,
+     * fmaf): the d2 result must equal it. */
+    float *ref = malloc(sizeof(float) * M * N);
+    for (int j = 0; j < N; j++)
+        for (int i = 0; i < M; i++) {
+            float acc = 0.0f;
+            for (int p = 0; p < K; p++)
+                acc = __builtin_fmaf(a[i + (size_t)p * M], b[p + (size_t)j * K], acc);
+            ref[i + j * M] = 1.0f * acc;
+        }
+    printf("reference %016llx\n", (unsigned long long)hash(ref, sizeof(float) * M * N));
+    CK(cublasDestroy(h));
+    return 0;
+}
+
+static int mode_attrs(int dev)
+{
+    setup(dev);
+    int sm = 0, ma = 0, mi = 0;
+    CK(cuDeviceGetAttribute(&sm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+    CK(cuDeviceGetAttribute(&ma, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+    CK(cuDeviceGetAttribute(&mi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+    printf("attrs sm %d cc %d.%d\n", sm, ma, mi);
+    return 0;
+}
+
+/* ---- cuDNN ------------------------------------------------------------------- */
+
+static int mode_cudnn(void)
+{
+    /* Small channel counts and many output positions: the shapes for which
+     * the heuristics pick the atomics-based backward algorithms. */
+    enum { NB = 8, C = 3, H = 64, W = 64, KO = 8, R = 3 };
+    setup(0);
+    cudnnHandle_t h;
+    CK(cudnnCreate(&h));
+    cudnnTensorDescriptor_t xd, yd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    CK(cudnnCreateTensorDescriptor(&xd));
+    CK(cudnnCreateTensorDescriptor(&yd));
+    CK(cudnnCreateFilterDescriptor(&wd));
+    CK(cudnnCreateConvolutionDescriptor(&cd));
+    CK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, NB, C, H, W));
+    CK(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, KO, C, R, R));
+    CK(cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                       CUDNN_DATA_FLOAT));
+    int on, oc, oh, ow;
+    CK(cudnnGetConvolution2dForwardOutputDim(cd, xd, wd, &on, &oc, &oh, &ow));
+    CK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, on, oc, oh, ow));
+    size_t nx = (size_t)NB * C * H * W, nw = (size_t)KO * C * R * R,
+           ny = (size_t)on * oc * oh * ow;
+    float *hx = malloc(nx * 4), *hw = malloc(nw * 4), *hy = malloc(ny * 4);
+    fill(hx, nx, 21);
+    fill(hw, nw, 22);
+    fill(hy, ny, 23);
+    CUdeviceptr x = upload(hx, nx), w = upload(hw, nw), dy = upload(hy, ny), dw, dx;
+    CK(cuMemAlloc(&dw, nw * 4));
+    CK(cuMemAlloc(&dx, nx * 4));
+    const float one = 1.0f, zero = 0.0f;
+
+    cudnnConvolutionBwdFilterAlgoPerf_t fp[8];
+    int n = 0;
+    CK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd, yd, cd, wd, 8, &n, fp));
+    printf("bwd_filter_v7");
+    for (int i = 0; i < n; i++)
+        printf(" %d/%d", (int)fp[i].algo, (int)fp[i].determinism);
+    printf("\n");
+    CK(cudnnFindConvolutionBackwardFilterAlgorithm(h, xd, yd, cd, wd, 8, &n, fp));
+    printf("bwd_filter_find");
+    for (int i = 0; i < n; i++)
+        printf(" %d/%d", (int)fp[i].algo, (int)fp[i].determinism);
+    printf("\n");
+    cudnnConvolutionBwdDataAlgoPerf_t dp[8];
+    CK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd, yd, cd, xd, 8, &n, dp));
+    printf("bwd_data_v7");
+    for (int i = 0; i < n; i++)
+        printf(" %d/%d", (int)dp[i].algo, (int)dp[i].determinism);
+    printf("\n");
+
+    /* Nondeterministic algorithms, each run three times, no workspace. */
+    static const int falgos[] = { CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
+                                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3 };
+    for (int a = 0; a < 2; a++)
+        for (int i = 0; i < 3; i++) {
+            cudnnStatus_t st = cudnnConvolutionBackwardFilter(
+                h, &one, xd, (void *)x, yd, (void *)dy, cd,
+                (cudnnConvolutionBwdFilterAlgo_t)falgos[a], NULL, 0, &zero, wd, (void *)dw);
+            if (st != CUDNN_STATUS_SUCCESS) {
+                printf("bwd_filter_algo%d_run%d status %d\n", falgos[a], i, (int)st);
+                continue;
+            }
+            printf("bwd_filter_algo%d_run%d %016llx\n", falgos[a], i,
+                   (unsigned long long)download_hash(dw, nw));
+        }
+    for (int i = 0; i < 3; i++) {
+        cudnnStatus_t st = cudnnConvolutionBackwardData(
+            h, &one, wd, (void *)w, yd, (void *)dy, cd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, NULL, 0,
+            &zero, xd, (void *)dx);
+        if (st != CUDNN_STATUS_SUCCESS) {
+            printf("bwd_data_algo0_run%d status %d\n", i, (int)st);
+            continue;
+        }
+        printf("bwd_data_algo0_run%d %016llx\n", i, (unsigned long long)download_hash(dx, nx));
+    }
+
+    cudnnPoolingDescriptor_t pd;
+    CK(cudnnCreatePoolingDescriptor(&pd));
+    CK(cudnnSetPooling2dDescriptor(pd, CUDNN_POOLING_MAX, CUDNN_PROPAGATE_NAN, 2, 2, 0, 0, 2, 2));
+    cudnnPoolingMode_t pm;
+    cudnnNanPropagation_t np;
+    int wh, ww, ph, pw, sh, sw;
+    CK(cudnnGetPooling2dDescriptor(pd, &pm, &np, &wh, &ww, &ph, &pw, &sh, &sw));
+    printf("pooling_mode %d\n", (int)pm);
+    CK(cudnnDestroy(h));
+    return 0;
+}
+
+/* Forward, backward data and backward filter with the algorithms the
+ * heuristic names first (what a framework does), on device dev; plus the
+ * portable order computed on the host (context/portable_kernels.h). */
+static int mode_conv(int dev)
+{
+    enum { NB = 4, C = 8, H = 16, W = 16, KO = 16, R = 3 };
+    setup(dev);
+    cudnnHandle_t h;
+    CK(cudnnCreate(&h));
+    cudnnTensorDescriptor_t xd, yd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    CK(cudnnCreateTensorDescriptor(&xd));
+    CK(cudnnCreateTensorDescriptor(&yd));
+    CK(cudnnCreateFilterDescriptor(&wd));
+    CK(cudnnCreateConvolutionDescriptor(&cd));
+    CK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, NB, C, H, W));
+    CK(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, KO, C, R, R));
+    CK(cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                       CUDNN_DATA_FLOAT));
+    CK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, NB, KO, H, W));
+    size_t nx = (size_t)NB * C * H * W, nw = (size_t)KO * C * R * R, ny = (size_t)NB * KO * H * W;
+    float *hx = malloc(nx * 4), *hw = malloc(nw * 4), *hy = malloc(ny * 4);
+    fill(hx, nx, 31);
+    fill(hw, nw, 32);
+    fill(hy, ny, 33);
+    CUdeviceptr x = upload(hx, nx), w = upload(hw, nw), dy = upload(hy, ny), y, dx, dw, ws;
+    CK(cuMemAlloc(&y, ny * 4));
+    CK(cuMemAlloc(&dx, nx * 4));
+    CK(cuMemAlloc(&dw, nw * 4));
+    CK(cuMemAlloc(&ws, 64 << 20));
+    const float one = 1.0f, zero = 0.0f;
+    cudnnConvolutionFwdAlgoPerf_t fp[8];
+    cudnnConvolutionBwdDataAlgoPerf_t dp[8];
+    cudnnConvolutionBwdFilterAlgoPerf_t wp[8];
+    int n;
+    CK(cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, 8, &n, fp));
+    CK(cudnnConvolutionForward(h, &one, xd, (void *)x, wd, (void *)w, cd, fp[0].algo, (void *)ws,
+                               64 << 20, &zero, yd, (void *)y));
+    printf("conv_fwd %016llx algo %d\n", (unsigned long long)download_hash(y, ny), (int)fp[0].algo);
+    CK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd, yd, cd, xd, 8, &n, dp));
+    CK(cudnnConvolutionBackwardData(h, &one, wd, (void *)w, yd, (void *)dy, cd, dp[0].algo,
+                                    (void *)ws, 64 << 20, &zero, xd, (void *)dx));
+    printf("conv_bwd_data %016llx algo %d\n", (unsigned long long)download_hash(dx, nx),
+           (int)dp[0].algo);
+    CK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd, yd, cd, wd, 8, &n, wp));
+    CK(cudnnConvolutionBackwardFilter(h, &one, xd, (void *)x, yd, (void *)dy, cd, wp[0].algo,
+                                      (void *)ws, 64 << 20, &zero, wd, (void *)dw));
+    printf("conv_bwd_filter %016llx algo %d\n", (unsigned long long)download_hash(dw, nw),
+           (int)wp[0].algo);
+    /* host reference in the portable order */
+    float *ry = malloc(ny * 4), *rdx = malloc(nx * 4), *rdw = malloc(nw * 4);
+    es_conv_args_t a = { hx, hw, ry, (long long)C * H * W, H * W, W, 1, (long long)KO * H * W,
+                         H * W, W, 1, (long long)ny, NB, C, H, W, KO, H, W, R, R, 1, 1, 1, 1,
+                         1, 1, 0, 1, 1.0f, 0.0f };
+    for (long long i = 0; i < (long long)ny; i++)
+        es_conv_fwd_elem(&a, i);
+    a.in0 = hy, a.out = rdx, a.total = (long long)nx;
+    for (long long i = 0; i < (long long)nx; i++)
+        es_conv_bwd_data_elem(&a, i);
+    a.in0 = hx, a.in1 = hy, a.out = rdw, a.total = (long long)nw;
+    for (long long i = 0; i < (long long)nw; i++)
+        es_conv_bwd_filter_elem(&a, i);
+    printf("ref_fwd %016llx\n", (unsigned long long)hash(ry, ny * 4));
+    printf("ref_bwd_data %016llx\n", (unsigned long long)hash(rdx, nx * 4));
+    printf("ref_bwd_filter %016llx\n", (unsigned long long)hash(rdw, nw * 4));
+    CK(cudnnDestroy(h));
+    return 0;
+}
+
+/* ---- cuDNN backend API ----------------------------------------------------------- */
+
+#define BK(x) CK(x)
+
+static cudnnBackendDescriptor_t bk_tensor(int64_t uid, const int64_t *dims)
+{
+    cudnnBackendDescriptor_t t;
+    int64_t str[4] = { dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1 }, al = 16;
+    cudnnDataType_t dt = CUDNN_DATA_FLOAT;
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t));
+    BK(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
+    BK(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims));
+    BK(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, str));
+    BK(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+    BK(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &al));
+    BK(cudnnBackendFinalize(t));
+    return t;
+}
+
+/* Backward filter graph (shapes for which the heuristics rank the
+ * nondeterministic engines first): the engine configs the heuristics
+ * return, and whether a plan on engine 3 (nondeterministic) finalizes. */
+static int mode_backend(void)
+{
+    setup(0);
+    cudnnHandle_t h;
+    CK(cudnnCreate(&h));
+    int64_t xd[4] = { 8, 3, 64, 64 }, wd[4] = { 8, 3, 3, 3 }, yd[4] = { 8, 8, 64, 64 };
+    cudnnBackendDescriptor_t x = bk_tensor(1, xd), dw = bk_tensor(2, wd), dy = bk_tensor(3, yd);
+    cudnnBackendDescriptor_t conv, op, graph, heur;
+    int64_t two = 2, pad[2] = { 1, 1 }, one2[2] = { 1, 1 };
+    cudnnDataType_t ct = CUDNN_DATA_FLOAT;
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &conv));
+    BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct));
+    BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE,
+                                CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+    BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &two));
+    BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad));
+    BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad));
+    BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, one2));
+    BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, one2));
+    BK(cudnnBackendFinalize(conv));
+    float alpha = 1.0f, beta = 0.0f;
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+                                    &op));
+    BK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+    BK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dw));
+    BK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy));
+    BK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
+    BK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+                                CUDNN_TYPE_FLOAT, 1, &alpha));
+    BK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+                                CUDNN_TYPE_FLOAT, 1, &beta));
+    BK(cudnnBackendFinalize(op));
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph));
+    BK(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                1, &op));
+    BK(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+    BK(cudnnBackendFinalize(graph));
+    cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
+    BK(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph));
+    BK(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm));
+    BK(cudnnBackendFinalize(heur));
+    int64_t count = 0;
+    BK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                0, &count, NULL));
+    cudnnBackendDescriptor_t cfgs[16];
+    if (count > 16)
+        count = 16;
+    for (int i = 0; i < count; i++)
+        BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i]));
+    int64_t got = 0;
+    BK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                count, &got, cfgs));
+    printf("heur_engines");
+    for (int i = 0; i < got; i++) {
+        cudnnBackendDescriptor_t eng;
+        int64_t n = 0, gidx = -1;
+        BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng));
+        BK(cudnnBackendGetAttribute(cfgs[i], CUDNN_ATTR_ENGINECFG_ENGINE,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng));
+        BK(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
+                                    &gidx));
+        printf(" %lld", (long long)gidx);
+        BK(cudnnBackendDestroyDescriptor(eng));
+    }
+    printf("\n");
+    /* A plan on engine 3 (carries CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC). */
+    cudnnBackendDescriptor_t eng, cfg, plan;
+    int64_t g3 = 3;
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng));
+    BK(cudnnBackendSetAttribute(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph));
+    BK(cudnnBackendSetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &g3));
+    BK(cudnnBackendFinalize(eng));
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg));
+    BK(cudnnBackendSetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                &eng));
+    BK(cudnnBackendFinalize(cfg));
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan));
+    BK(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+    BK(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg));
+    printf("plan_engine3 %d\n", (int)cudnnBackendFinalize(plan));
+    BK(cudnnBackendDestroyDescriptor(plan));
+    for (int i = 0; i < count; i++)
+        BK(cudnnBackendDestroyDescriptor(cfgs[i]));
+    CK(cudnnDestroy(h));
+    return 0;
+}
+
+/* ---- threads and fork ---------------------------------------------------------- */
+
+static void *thread_body(void *arg)
+{
+    (void)arg;
+    int n = 0, v = 0;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    getproc2_t gp = (getproc2_t)dlsym(h, "cuGetProcAddress_v2");
+    for (int i = 0; i < 2000; i++) {
+        if (cuDeviceGetCount(&n) != CUDA_SUCCESS || n < 1)
+            return (void *)1;
+        void *f = NULL;
+        CUdriverProcAddressQueryResult st;
+        if (gp("cuDriverGetVersion", &f, 13000, 0, &st) != CUDA_SUCCESS || !f ||
+            ((count_t)f)(&v) != CUDA_SUCCESS)
+            return (void *)2;
+    }
+    return NULL;
+}
+
+static int mode_threads(void)
+{
+    CK(cuInit(0));
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++)
+        pthread_create(&t[i], NULL, thread_body, NULL);
+    int bad = 0;
+    for (int i = 0; i < 8; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        bad += r != NULL;
+    }
+    printf("threads bad %d\n", bad);
+    print_stat("cuDeviceGetCount");
+    return bad != 0;
+}
+
+static int mode_fork(void)
+{
+    pid_t pid = fork(); /* before the driver was ever used */
+    if (pid == 0) {
+        int n = 0;
+        _exit(cuInit(0) == CUDA_SUCCESS && cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0 ? 0 : 3);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    printf("fork-before child %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128);
+    int v = 0;
+    CK(cuDriverGetVersion(&v));
+    pid = fork(); /* after */
+    if (pid == 0) {
+        int v2 = 0;
+        _exit(cuDriverGetVersion(&v2) == CUDA_SUCCESS && v2 == v ? 0 : 4);
+    }
+    waitpid(pid, &st, 0);
+    printf("fork-after child %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc < 2)
+        return 2;
+    int dev = argc > 2 ? atoi(argv[2]) : 0;
+    if (!strcmp(argv[1], "paths"))
+        return mode_paths();
+    if (!strcmp(argv[1], "blas-contend"))
+        return mode_blas_contend();
+    if (!strcmp(argv[1], "symv"))
+        return mode_symv();
+    if (!strcmp(argv[1], "gemm"))
+        return mode_gemm(dev);
+    if (!strcmp(argv[1], "attrs"))
+        return mode_attrs(dev);
+    if (!strcmp(argv[1], "backend"))
+        return mode_backend();
+    if (!strcmp(argv[1], "conv"))
+        return mode_conv(dev);
+    if (!strcmp(argv[1], "cudnn"))
+        return mode_cudnn();
+    if (!strcmp(argv[1], "threads"))
+        return mode_threads();
+    if (!strcmp(argv[1], "fork"))
+        return mode_fork();
+    return 2;
+}

@@ -1,0 +1,736 @@
+/* libeasyscale.so tests: configuration parsing (unit), the export list, and
+ * whole processes run under the shim on simcuda (tests/harness.h): the
+ * three lookup paths, processes without CUDA, bad settings, missing
+ * libraries, threads, fork, and each determinism claim with its negative
+ * control (EASYSCALE_DETERMINISM=off).
+ *
+ * Vendor facts relied on (../shared/VENDOR-NOTES.md): cuBLAS is not
+ * reproducible with concurrent streams on one handle sharing the default
+ * workspace ("Results Reproducibility"), Ssymv with atomics allowed is not,
+ * cuDNN BWD_FILTER ALGO_0/3 and BWD_DATA ALGO_0 are not ("Reproducibility"),
+ * GEMM bits differ across architectures.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "context/device.h"
+#include "shim/shim.h"
+#include "tests/harness.h"
+
+#define TMO 120
+
+/* Not linked into this test (only config.o and device.o are). */
+void es_log_write(int level, const char *fmt, ...)
+{
+    (void)level;
+    (void)fmt;
+}
+
+static char g_preload[4096];
+
+/* LD_PRELOAD for a child: what simenv set (a sanitizer runtime) first. */
+static const char *preload_env(void)
+{
+    const char *cur = getenv("LD_PRELOAD");
+    snprintf(g_preload, sizeof(g_preload), "LD_PRELOAD=%s%s%s", cur ? cur : "", cur ? ":" : "",
+             es_build_path("lib/libeasyscale.so"));
+    return g_preload;
+}
+
+/* Runs argv with the shim (shim != 0) and up to 6 extra env settings. */
+static void run(int shim, char *const argv[], es_proc_result_t *r, const char *e1,
+                const char *e2, const char *e3, const char *e4)
+{
+    char *env[8];
+    int n = 0;
+    if (shim)
+        env[n++] = (char *)preload_env();
+    const char *extra[] = { e1, e2, e3, e4 };
+    for (int i = 0; i < 4; i++)
+        if (extra[i])
+            env[n++] = (char *)extra[i];
+    env[n] = NULL;
+    assert_int_equal(es_run(argv, env, TMO, r), 0);
+    assert_false(r->timed_out);
+}
+
+static const char *client(void)
+{
+    return es_build_path("tests/shim/es_client");
+}
+
+static int has_line(const char *out, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = out; (p = strstr(p, line)) != NULL; p += n)
+        if ((p == out || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* The value after "key " on its last line, as a string. */
+static const char *val(const es_proc_result_t *r, const char *key, char *buf, size_t len)
+{
+    char k[128];
+    snprintf(k, sizeof(k), "%s ", key);
+    const char *v = es_find_last(r->out, k, buf, len);
+    if (!v)
+        print_error("no line '%s' in output:\n%s\n", key, r->out);
+    assert_non_null(v);
+    return v;
+}
+
+/* "stat SYM rc calls by_dlsym by_getproc" (last one). */
+static void stat_of(const es_proc_result_t *r, const char *sym, unsigned long long *calls,
+                    unsigned long long *dl, unsigned long long *gp)
+{
+    char k[128], buf[256];
+    snprintf(k, sizeof(k), "stat %s", sym);
+    const char *v = val(r, k, buf, sizeof(buf));
+    int rc = -1;
+    assert_int_equal(sscanf(v, "%d %llu %llu %llu", &rc, calls, dl, gp), 4);
+    assert_int_equal(rc, 0);
+}
+
+/* ---- unit: configuration ------------------------------------------------------ */
+
+static void set_env(const char *n, const char *v)
+{
+    if (v)
+        setenv(n, v, 1);
+    else
+        unsetenv(n);
+}
+
+static int parse_with(const char *det, const char *log, const char *file, char *msg)
+{
+    es_config_t c;
+    set_env("EASYSCALE_DETERMINISM", det);
+    set_env("EASYSCALE_LOG", log);
+    set_env("EASYSCALE_LOG_FILE", file);
+    int rc = es_config_parse(&c, msg, 256);
+    unsetenv("EASYSCALE_DETERMINISM");
+    unsetenv("EASYSCALE_LOG");
+    unsetenv("EASYSCALE_LOG_FILE");
+    return rc;
+}
+
+static void test_config_parse(void **state)
+{
+    (void)state;
+    char msg[256];
+    es_config_t c;
+    unsetenv("EASYSCALE_DETERMINISM");
+    unsetenv("EASYSCALE_LOG");
+    unsetenv("EASYSCALE_LOG_FILE");
+    unsetenv("EASYSCALE_CANONICAL_DEVICE");
+    assert_int_equal(es_config_parse(&c, msg, sizeof(msg)), 0);
+    assert_int_equal(c.determinism, ES_DET_D1);
+    assert_int_equal(c.log_level, ES_LOG_WARN);
+    assert_int_equal(c.log_fd, 2);
+    assert_int_equal(c.stats, 0);
+    assert_int_equal(parse_with("off", "debug", NULL, msg), 0);
+    assert_int_equal(parse_with("d2", "error", NULL, msg), 0);
+    assert_int_equal(parse_with("D1", NULL, NULL, msg), -EINVAL);
+    assert_non_null(strstr(msg, "EASYSCALE_DETERMINISM"));
+    assert_int_equal(parse_with("", NULL, NULL, msg), -EINVAL);
+    assert_int_equal(parse_with("d1 ", NULL, NULL, msg), -EINVAL);
+    assert_int_equal(parse_with(NULL, "verbose", NULL, msg), -EINVAL);
+    assert_non_null(strstr(msg, "EASYSCALE_LOG"));
+    assert_int_equal(parse_with(NULL, NULL, "", msg), -EINVAL);
+    assert_int_equal(parse_with(NULL, NULL, "/nonexistent-dir/x/log", msg), -EINVAL);
+}
+
+static void test_canonical_parse(void **state)
+{
+    (void)state;
+    char msg[256];
+    int v = 0, ma, mi;
+    assert_int_equal(es_device_init("a100,v100", msg, sizeof(msg)), 0);
+    assert_int_equal(es_device_canonical_attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &v), 1);
+    assert_int_equal(v, 80);
+    es_device_canonical_cc(&ma, &mi);
+    assert_int_equal(ma * 10 + mi, 70);
+    assert_int_equal(es_device_init("v100,a100", msg, sizeof(msg)), 0); /* order-free */
+    es_device_canonical_attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &v);
+    assert_int_equal(v, 80);
+    assert_int_equal(es_device_init("A100,h100", msg, sizeof(msg)), 0);
+    es_device_canonical_attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &v);
+    assert_int_equal(v, 108);
+    assert_int_equal(es_device_canonical_attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE, &v), 0);
+    assert_int_equal(es_device_init("a100,,v100", msg, sizeof(msg)), -EINVAL);
+    assert_int_equal(es_device_init("a100,x9000", msg, sizeof(msg)), -EINVAL);
+    assert_non_null(strstr(msg, "x9000"));
+    assert_int_equal(es_device_init("a100,", msg, sizeof(msg)), -EINVAL);
+}
+
+/* ---- exports -------------------------------------------------------------------- */
+
+static void test_exports(void **state)
+{
+    (void)state;
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "nm -D --defined-only %s | awk '{print $3}' | sort",
+             es_build_path("lib/libeasyscale.so"));
+    es_proc_result_t r;
+    assert_int_equal(es_run_sh(cmd, NULL, TMO, &r), 0);
+    assert_int_equal(r.status, 0);
+    int expected = 0;
+#define ES_CHECK(kind, sym, gp, ver, fl, ret, params, args, err)                               \
+    expected++;                                                                                 \
+    if (!has_line(r.out, #sym))                                                                 \
+        fail_msg("%s is not exported", #sym);
+    ES_CUDA_FUNCS(ES_CHECK)
+    ES_CUBLAS_FUNCS(ES_CHECK)
+    ES_CUDNN_FUNCS(ES_CHECK)
+    ES_NCCL_FUNCS(ES_CHECK)
+#undef ES_CHECK
+    assert_true(has_line(r.out, "dlsym"));
+    assert_true(has_line(r.out, "easyscale_stats"));
+    int lines = 0;
+    for (const char *p = r.out; *p; p++)
+        lines += *p == '\n';
+    assert_int_equal(lines, expected + 2); /* nothing else */
+    es_proc_result_free(&r);
+
+    snprintf(cmd, sizeof(cmd), "readelf -d %s | grep NEEDED",
+             es_build_path("lib/libeasyscale.so"));
+    assert_int_equal(es_run_sh(cmd, NULL, TMO, &r), 0);
+    assert_null(strstr(r.out, "libcuda"));
+    assert_null(strstr(r.out, "libcublas"));
+    assert_null(strstr(r.out, "libcudnn"));
+    assert_null(strstr(r.out, "libnccl"));
+    es_proc_result_free(&r);
+}
+
+/* ---- processes without CUDA, bad settings, missing libraries ------------------ */
+
+static void test_no_cuda_processes(void **state)
+{
+    (void)state;
+    char *t[] = { "/bin/true", NULL };
+    char *py[] = { "python3", "-c", "pass", NULL };
+    const char *dets[] = { NULL, "EASYSCALE_DETERMINISM=off", "EASYSCALE_DETERMINISM=d2" };
+    for (int i = 0; i < 3; i++) {
+        es_proc_result_t r;
+        run(1, t, &r, dets[i], "EASYSCALE_LOG=", NULL, NULL);
+        assert_int_equal(r.status, 0);
+        assert_int_equal(r.out_len, 0);
+        es_proc_result_free(&r);
+        run(1, py, &r, dets[i], "EASYSCALE_LOG=", NULL, NULL);
+        assert_int_equal(r.status, 0);
+        if (r.out_len)
+            fail_msg("python3 -c pass printed: %s", r.out);
+        es_proc_result_free(&r);
+    }
+}
+
+static void test_bad_settings(void **state)
+{
+    (void)state;
+    char *t[] = { "/bin/true", NULL };
+    static const char *const bad[][2] = {
+        { "EASYSCALE_DETERMINISM=d3", "EASYSCALE_DETERMINISM" },
+        { "EASYSCALE_DETERMINISM=D1", "EASYSCALE_DETERMINISM" },
+        { "EASYSCALE_LOG=loud", "EASYSCALE_LOG" },
+        { "EASYSCALE_LOG_FILE=/nonexistent-dir/x/y.log", "EASYSCALE_LOG_FILE" },
+        { "EASYSCALE_CANONICAL_DEVICE=a100,,v100", "EASYSCALE_CANONICAL_DEVICE" },
+        { "EASYSCALE_CANONICAL_DEVICE=a100,x9000", "x9000" },
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        es_proc_result_t r;
+        run(1, t, &r, bad[i][0], NULL, NULL, NULL);
+        if (r.status != 2 || !strstr(r.out, bad[i][1]))
+            fail_msg("%s: exit %d, output '%s'", bad[i][0], r.status, r.out);
+        es_proc_result_free(&r);
+    }
+}
+
+static void test_log_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/es_shim_log_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    char env[256];
+    snprintf(env, sizeof(env), "EASYSCALE_LOG_FILE=%s", path);
+    char *t[] = { "/bin/true", NULL };
+    es_proc_result_t r;
+    run(1, t, &r, env, "EASYSCALE_LOG=debug", NULL, NULL);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.out_len, 0); /* everything went to the file */
+    es_proc_result_free(&r);
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "cat %s", path);
+    assert_int_equal(es_run_sh(cmd, NULL, TMO, &r), 0);
+    assert_non_null(strstr(r.out, "debug: loaded: determinism d1"));
+    es_proc_result_free(&r);
+    unlink(path);
+}
+
+static void test_missing_libraries(void **state)
+{
+    (void)state;
+    char *argv[] = { (char *)es_build_path("tests/shim/es_nocuda"), "missing", NULL };
+    char ldp[600];
+    /* fakelib holds libraries of the right sonames without any function;
+     * libcuda.so.1 is nowhere. */
+    snprintf(ldp, sizeof(ldp), "LD_LIBRARY_PATH=%s", es_build_path("tests/shim/fakelib"));
+    es_proc_result_t r;
+    run(1, argv, &r, ldp, "EASYSCALE_LOG=error", NULL, NULL);
+    assert_int_equal(r.status, 0);
+    assert_true(has_line(r.out, "cuInit 3"));              /* CUDA_ERROR_NOT_INITIALIZED */
+    assert_true(has_line(r.out, "cuGetProcAddress_v2 3"));
+    assert_true(has_line(r.out, "cuDeviceGetCount 3"));
+    assert_true(has_line(r.out, "cublasCreate_v2 1"));     /* CUBLAS_STATUS_NOT_INITIALIZED */
+    assert_true(has_line(r.out, "cudnnCreate 1001"));      /* CUDNN_STATUS_NOT_INITIALIZED */
+    assert_true(has_line(r.out, "ncclGetVersion 2"));      /* ncclSystemError */
+    assert_true(has_line(r.out, "done"));
+    es_proc_result_free(&r);
+}
+
+/* ---- the three paths -------------------------------------------------------------- */
+
+static void test_paths(void **state)
+{
+    (void)state;
+    char *argv[] = { (char *)client(), "paths", NULL };
+    es_proc_result_t r;
+    run(1, argv, &r, "EASYSCALE_LOG=debug", NULL, NULL, NULL);
+    if (r.status != 0)
+        fail_msg("es_client paths: exit %d\n%s", r.status, r.out);
+    unsigned long long c, d, g;
+    /* direct call */
+    stat_of(&r, "cuDriverGetVersion", &c, &d, &g);
+    assert_true(c >= 1);
+    assert_true(d >= 1); /* dlsym on libcuda's handle answered by the shim */
+    assert_true(has_line(r.out, "dlsym cuDriverGetVersion shim=1"));
+    assert_true(has_line(r.out, "dlsym-default cuDeviceGetCount shim=1"));
+    assert_true(has_line(r.out, "dlsym-unwrapped cuCtxGetFlags found=1"));
+    assert_true(has_line(r.out, "dlsym cuGetProcAddress_v2 shim=1"));
+    /* cuGetProcAddress: versions and per-thread variants kept */
+    assert_true(has_line(r.out, "getproc cuMemAlloc 13000 -> shim_v2=1"));
+    assert_false(has_line(r.out, "getproc cuMemAlloc 3000 -> shim_v2=1"));
+    assert_true(has_line(r.out, "getproc cuStreamSynchronize ptsz -> shim_ptsz=1 shim_legacy=0"));
+    assert_true(
+        has_line(r.out, "getproc cuStreamSynchronize legacy -> shim_ptsz=0 shim_legacy=1"));
+    assert_true(has_line(r.out, "getproc cuCtxGetFlags (unwrapped) -> found=1"));
+    assert_true(has_line(r.out, "getproc cuGetProcAddress -> shim_v2=1"));
+    stat_of(&r, "cuMemAlloc_v2", &c, &d, &g);
+    assert_true(c >= 1 && g >= 1);
+    stat_of(&r, "cuStreamSynchronize_ptsz", &c, &d, &g);
+    assert_true(c >= 1 && g >= 1);
+    /* cuBLAS got its driver through dlsym + cuGetProcAddress, and uses it */
+    stat_of(&r, "cublasCreate_v2", &c, &d, &g);
+    assert_true(c >= 1);
+    stat_of(&r, "cuGetProcAddress_v2", &c, &d, &g);
+    assert_true(d >= 1 && c >= 10);
+    stat_of(&r, "cuLaunchHostFunc", &c, &d, &g);
+    assert_true(g >= 1 && c >= 1);
+    assert_true(has_line(r.out, "done"));
+    es_proc_result_free(&r);
+
+    /* negative control: without the shim nothing is the shim's */
+    run(0, argv, &r, NULL, NULL, NULL, NULL);
+    assert_int_equal(r.status, 0);
+    assert_true(has_line(r.out, "dlsym cuDriverGetVersion shim=0"));
+    assert_true(has_line(r.out, "getproc cuMemAlloc 13000 -> shim_v2=0"));
+    assert_true(has_line(r.out, "stat cuDeviceGetCount none"));
+    es_proc_result_free(&r);
+}
+
+static void test_threads_and_fork(void **state)
+{
+    (void)state;
+    char *a1[] = { (char *)client(), "threads", NULL };
+    es_proc_result_t r;
+    run(1, a1, &r, "EASYSCALE_LOG=debug", NULL, NULL, NULL);
+    if (r.status != 0)
+        fail_msg("threads: exit %d\n%s", r.status, r.out);
+    assert_true(has_line(r.out, "threads bad 0"));
+    unsigned long long c, d, g;
+    stat_of(&r, "cuDeviceGetCount", &c, &d, &g);
+    assert_true(c >= 8 * 2000);
+    es_proc_result_free(&r);
+
+    char *a2[] = { (char *)client(), "fork", NULL };
+    run(1, a2, &r, NULL, NULL, NULL, NULL);
+    if (r.status != 0)
+        fail_msg("fork: exit %d\n%s", r.status, r.out);
+    assert_true(has_line(r.out, "fork-before child 0"));
+    assert_true(has_line(r.out, "fork-after child 0"));
+    es_proc_result_free(&r);
+}
+
+/* Python loads the libraries with dlopen and finds functions with dlsym
+ * (ctypes): that path is caught too. */
+static void test_python_ctypes(void **state)
+{
+    (void)state;
+    char *argv[] = {
+        "python3", "-c",
+        "import ctypes\n"
+        "c = ctypes.CDLL('libcuda.so.1')\n"
+        "n = ctypes.c_int()\n"
+        "assert c.cuInit(0) == 0 and c.cuDeviceGetCount(ctypes.byref(n)) == 0\n"
+        "st = (ctypes.c_uint64 * 3)()\n"
+        "f = ctypes.CDLL(None).easyscale_stats\n"
+        "assert f(b'cuDeviceGetCount', st) == 0\n"
+        "print('py', n.value, st[0], st[1])\n",
+        NULL
+    };
+    es_proc_result_t r;
+    run(1, argv, &r, "EASYSCALE_LOG=debug", "EASYSCALE_LOG_FILE=/dev/null", NULL, NULL);
+    if (r.status != 0)
+        fail_msg("python: exit %d\n%s", r.status, r.out);
+    assert_true(has_line(r.out, "py 2 1 1")); /* two devices, one call, one dlsym */
+    es_proc_result_free(&r);
+}
+
+/* NVIDIA's CUDA runtime (when installed) gets its driver entry points by
+ * dlsym("cuGetProcAddress_v2") + cuGetProcAddress: caught without the shim
+ * exporting cudaGetDriverEntryPoint. Runs on simcuda's driver. */
+static void test_cuda_runtime(void **state)
+{
+    (void)state;
+    void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_LOCAL);
+    if (!h) {
+        print_message("libcudart.so.13 not installed: skipped\n");
+        skip();
+    }
+    dlclose(h);
+    char *argv[] = {
+        "python3", "-c",
+        "import ctypes\n"
+        "rt = ctypes.CDLL('libcudart.so.13')\n"
+        "n = ctypes.c_int()\n"
+        "rt.cudaGetDeviceCount(ctypes.byref(n))\n"
+        "st = (ctypes.c_uint64 * 3)()\n"
+        "f = ctypes.CDLL(None).easyscale_stats\n"
+        "for s in (b'cuGetProcAddress_v2', b'cuInit'):\n"
+        "    f(s, st)\n"
+        "    print('stat', s.decode(), 0, st[0], st[1], st[2])\n",
+        NULL
+    };
+    es_proc_result_t r;
+    run(1, argv, &r, "EASYSCALE_LOG=debug", "EASYSCALE_LOG_FILE=/dev/null", NULL, NULL);
+    if (r.status != 0)
+        fail_msg("cudart: exit %d\n%s", r.status, r.out);
+    unsigned long long c, d, g;
+    stat_of(&r, "cuGetProcAddress_v2", &c, &d, &g);
+    assert_true(d >= 1 && c >= 10);
+    stat_of(&r, "cuInit", &c, &d, &g);
+    assert_true(g >= 1 && c >= 1);
+    es_proc_result_free(&r);
+}
+
+/* The constructor sets the vendor libraries' deterministic settings, and
+ * leaves the user's alone. */
+static void test_env_defaults(void **state)
+{
+    (void)state;
+    char *argv[] = { "sh", "-c",
+                     "echo \"env $CUBLAS_WORKSPACE_CONFIG|$NCCL_ALGO|$NCCL_PROTO|"
+                     "$NCCL_NVLS_ENABLE|$NCCL_MIN_CTAS|$NCCL_MAX_CTAS\"",
+                     NULL };
+    char v[128];
+    es_proc_result_t r;
+    run(1, argv, &r, "CUBLAS_WORKSPACE_CONFIG=", "NCCL_ALGO=", NULL, NULL);
+    assert_string_equal(val(&r, "env", v, sizeof(v)), ":4096:8|Ring|Simple|0|2|2");
+    es_proc_result_free(&r);
+    run(1, argv, &r, "EASYSCALE_DETERMINISM=off", "CUBLAS_WORKSPACE_CONFIG=", NULL, NULL);
+    assert_string_equal(val(&r, "env", v, sizeof(v)), "|||||");
+    es_proc_result_free(&r);
+    run(1, argv, &r, "NCCL_ALGO=Tree", "NCCL_MAX_CTAS=4", "CUBLAS_WORKSPACE_CONFIG=:16:8",
+        "EASYSCALE_LOG=error");
+    assert_string_equal(val(&r, "env", v, sizeof(v)), ":16:8|Tree|Simple|0|4|4");
+    es_proc_result_free(&r);
+    run(1, argv, &r, "CUBLAS_WORKSPACE_CONFIG=:0:0", "EASYSCALE_LOG=error", NULL, NULL);
+    assert_string_equal(val(&r, "env", v, sizeof(v)), ":4096:8|Ring|Simple|0|2|2");
+    es_proc_result_free(&r);
+}
+
+/* ---- d1 ------------------------------------------------------------------------------ */
+
+static void test_d1_blas_streams(void **state)
+{
+    (void)state;
+    char *argv[] = { (char *)client(), "blas-contend", NULL };
+    char a[64], b[64];
+    es_proc_result_t r;
+    /* negative control: the GEMM's bits depend on what else runs */
+    run(1, argv, &r, "EASYSCALE_DETERMINISM=off", NULL, NULL, NULL);
+    if (r.status != 0)
+        fail_msg("off: exit %d\n%s", r.status, r.out);
+    val(&r, "alone", a, sizeof(a));
+    val(&r, "contended", b, sizeof(b));
+    assert_string_not_equal(a, b);
+    es_proc_result_free(&r);
+    /* d1: they do not */
+    run(1, argv, &r, "EASYSCALE_DETERMINISM=d1", NULL, NULL, NULL);
+    if (r.status != 0)
+        fail_msg("d1: exit %d\n%s", r.status, r.out);
+    val(&r, "alone", a, sizeof(a));
+    val(&r, "contended", b, sizeof(b));
+    assert_string_equal(a, b);
+    es_proc_result_free(&r);
+    /* and with a user's nondeterministic CUBLAS_WORKSPACE_CONFIG */
+    run(1, argv, &r, "CUBLAS_WORKSPACE_CONFIG=:0:0", NULL, NULL, NULL);
+    assert_int_equal(r.status, 0);
+    val(&r, "alone", a, sizeof(a));
+    val(&r, "contended", b, sizeof(b));
+    assert_string_equal(a, b);
+    es_proc_result_free(&r);
+}
+
+static void test_d1_symv_atomics(void **state)
+{
+    (void)state;
+    char *argv[] = { (char *)client(), "symv", NULL };
+    char s0[64], s1[64], s2[64], m[16];
+    es_proc_result_t r;
+    run(1, argv, &r, "EASYSCALE_DETERMINISM=off", NULL, NULL, NULL);
+    assert_int_equal(r.status, 0);
+    val(&r, "symv0", s0, sizeof(s0));
+    val(&r, "symv1", s1, sizeof(s1));
+    val(&r, "symv2", s2, sizeof(s2));
+    assert_false(strcmp(s0, s1) == 0 && strcmp(s1, s2) == 0);
+    es_proc_result_free(&r);
+    run(1, argv, &r, NULL, NULL, NULL, NULL); /* default d1 */
+    assert_int_equal(r.status, 0);
+    assert_string_equal(val(&r, "atomics_mode", m, sizeof(m)), "1"); /* reported back */
+    val(&r, "symv0", s0, sizeof(s0));
+    val(&r, "symv1", s1, sizeof(s1));
+    val(&r, "symv2", s2, sizeof(s2));
+    assert_string_equal(s0, s1);
+    assert_string_equal(s1, s2);
+    es_proc_result_free(&r);
+}
+
+static int all_runs_equal(const es_proc_result_t *r, const char *prefix)
+{
+    char k[64], v0[64], v[64];
+    snprintf(k, sizeof(k), "%s_run0 ", prefix);
+    if (!es_find_last(r->out, k, v0, sizeof(v0)))
+        return -1;
+    for (int i = 1; i < 3; i++) {
+        snprintf(k, sizeof(k), "%s_run%d ", prefix, i);
+        if (!es_find_last(r->out, k, v, sizeof(v)))
+            return -1;
+        if (strcmp(v, v0) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static void test_d1_cudnn(void **state)
+{
+    (void)state;
+    char *argv[] = { (char *)client(), "cudnn", NULL };
+    char buf[256];
+    es_proc_result_t r;
+    run(1, argv, &r, "EASYSCALE_DETERMINISM=off", NULL, NULL, NULL);
+    if (r.status != 0)
+        fail_msg("off: exit %d\n%s", r.status, r.out);
+    /* negative control: at least one nondeterministic algorithm varies */
+    int eq0 = all_runs_equal(&r, "bwd_filter_algo0"), eq3 = all_runs_equal(&r, "bwd_filter_algo3"),
+        eqd = all_runs_equal(&r, "bwd_data_algo0");
+    if (eq0 != 0 && eq3 != 0 && eqd != 0)
+        fail_msg("off: nondeterministic algorithms gave equal bits\n%s", r.out);
+    assert_string_equal(val(&r, "pooling_mode", buf, sizeof(buf)), "0");
+    es_proc_result_free(&r);
+
+    run(1, argv, &r, "EASYSCALE_DETERMINISM=d1", NULL, NULL, NULL);
+    if (r.status != 0)
+        fail_msg("d1: exit %d\n%s", r.status, r.out);
+    assert_int_equal(all_runs_equal(&r, "bwd_filter_algo0"), 1);
+    assert_int_equal(all_runs_equal(&r, "bwd_filter_algo3"), 1);
+    assert_int_equal(all_runs_equal(&r, "bwd_data_algo0"), 1);
+    assert_string_equal(val(&r, "pooling_mode", buf, sizeof(buf)), "3");
+    /* lists: only deterministic algorithms ("algo/1") */
+    const char *lists[] = { "bwd_filter_v7", "bwd_filter_find", "bwd_data_v7" };
+    for (int i = 0; i < 3; i++) {
+        const char *v = val(&r, lists[i], buf, sizeof(buf));
+        if (strstr(v, "/0") || !strstr(v, "/1"))
+            fail_msg("%s: %s", lists[i], v);
+    }
+    es_proc_result_free(&r);
+}
+
+/* Backend API: heuristic results without nondeterministic engines, and no
+ * plan on one (negative control: off keeps both). */
+static void test_d1_cudnn_backend(void **state)
+{
+    (void)state;
+    char *argv[] = { (char *)client(), "backend", NULL };
+    char v[128];
+    es_proc_result_t r;
+    run(1, argv, &r, "EASYSCALE_DETERMINISM=off", NULL, NULL, NULL);
+    if (r.status != 0)
+        fail_msg("off: exit %d\n%s", r.status, r.out);
+    val(&r, "heur_engines", v, sizeof(v));
+    assert_non_null(strstr(v, "3")); /* engine 3 ranked (BWD_FILTER ALGO_3) */
+    assert_string_equal(val(&r, "plan_engine3", v, sizeof(v)), "0");
+    es_proc_result_free(&r);
+    run(1, argv, &r, "EASYSCALE_DETERMINISM=d1", NULL, NULL, NULL);
+    if (r.status != 0)
+        fail_msg("d1: exit %d\n%s", r.status, r.out);
+    val(&r, "heur_engines", v, sizeof(v));
+    assert_null(strstr(v, "3"));
+    assert_null(strstr(v, " 0"));
+    assert_true(strlen(v) > 0);
+    assert_string_equal(val(&r, "plan_engine3", v, sizeof(v)), "3000"); /* NOT_SUPPORTED */
+    es_proc_result_free(&r);
+}
+
+/* ---- d2 ------------------------------------------------------------------------------ */
+
+static void gemm_on(int dev, const char *det, char out[4][64], char *ref)
+{
+    char d[8];
+    snprintf(d, sizeof(d), "%d", dev);
+    char *argv[] = { (char *)client(), "gemm", d, NULL };
+    es_proc_result_t r;
+    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,v100:8G", NULL, NULL);
+    if (r.status != 0)
+        fail_msg("gemm %s dev %d: exit %d\n%s", det, dev, r.status, r.out);
+    val(&r, "sgemm", out[0], 64);
+    val(&r, "gemmex", out[1], 64);
+    val(&r, "batched", out[2], 64);
+    val(&r, "sgemm_tn", out[3], 64);
+    if (ref)
+        val(&r, "reference", ref, 64);
+    es_proc_result_free(&r);
+}
+
+static void test_d2_gemm_across_models(void **state)
+{
+    (void)state;
+    char a[4][64], v[4][64], ref[64];
+    /* negative controls: bits differ between an a100 and a v100 */
+    gemm_on(0, "EASYSCALE_DETERMINISM=off", a, NULL);
+    gemm_on(1, "EASYSCALE_DETERMINISM=off", v, NULL);
+    assert_string_not_equal(a[0], v[0]);
+    gemm_on(0, "EASYSCALE_DETERMINISM=d1", a, NULL);
+    gemm_on(1, "EASYSCALE_DETERMINISM=d1", v, NULL);
+    assert_string_not_equal(a[0], v[0]);
+    /* d2: the same bits, equal to the portable order computed on the host */
+    gemm_on(0, "EASYSCALE_DETERMINISM=d2", a, ref);
+    gemm_on(1, "EASYSCALE_DETERMINISM=d2", v, NULL);
+    for (int i = 0; i < 4; i++)
+        assert_string_equal(a[i], v[i]);
+    assert_string_equal(a[0], ref);
+    assert_string_equal(a[0], a[1]); /* GemmEx fp32 = Sgemm */
+}
+
+static void conv_on(int dev, const char *det, char out[3][64], char ref[3][64], char *algo)
+{
+    char d[8];
+    snprintf(d, sizeof(d), "%d", dev);
+    char *argv[] = { (char *)client(), "conv", d, NULL };
+    es_proc_result_t r;
+    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,v100:8G", NULL, NULL);
+    if (r.status != 0)
+        fail_msg("conv %s dev %d: exit %d\n%s", det, dev, r.status, r.out);
+    const char *keys[3] = { "conv_fwd", "conv_bwd_data", "conv_bwd_filter" };
+    const char *refs[3] = { "ref_fwd", "ref_bwd_data", "ref_bwd_filter" };
+    for (int i = 0; i < 3; i++) {
+        val(&r, keys[i], out[i], 64);
+        char *sp = strchr(out[i], ' ');
+        if (i == 0 && sp)
+            snprintf(algo, 16, "%s", sp + 1);
+        if (sp)
+            *sp = '\0';
+        val(&r, refs[i], ref[i], 64);
+    }
+    es_proc_result_free(&r);
+}
+
+static void test_d2_conv_across_models(void **state)
+{
+    (void)state;
+    char a[3][64], v[3][64], ra[3][64], rv[3][64], alg_a[16], alg_v[16];
+    /* negative control: bits differ between an a100 and a v100 */
+    conv_on(0, "EASYSCALE_DETERMINISM=off", a, ra, alg_a);
+    conv_on(1, "EASYSCALE_DETERMINISM=off", v, rv, alg_v);
+    assert_string_not_equal(a[0], v[0]);
+    conv_on(0, "EASYSCALE_DETERMINISM=d1", a, ra, alg_a);
+    conv_on(1, "EASYSCALE_DETERMINISM=d1", v, rv, alg_v);
+    assert_string_not_equal(a[1], v[1]);
+    /* d2: equal across models and to the portable order on the host; cuDNN
+     * itself still sees the real device (its heuristic picks per model) */
+    conv_on(0, "EASYSCALE_DETERMINISM=d2", a, ra, alg_a);
+    conv_on(1, "EASYSCALE_DETERMINISM=d2", v, rv, alg_v);
+    for (int i = 0; i < 3; i++) {
+        assert_string_equal(a[i], v[i]);
+        assert_string_equal(a[i], ra[i]);
+    }
+    assert_string_not_equal(alg_a, alg_v);
+}
+
+static void attrs_on(int dev, const char *det, const char *canon, char *out)
+{
+    char d[8];
+    snprintf(d, sizeof(d), "%d", dev);
+    char *argv[] = { (char *)client(), "attrs", d, NULL };
+    es_proc_result_t r;
+    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,v100:8G", canon, NULL);
+    if (r.status != 0)
+        fail_msg("attrs: exit %d\n%s", r.status, r.out);
+    val(&r, "attrs", out, 64);
+    es_proc_result_free(&r);
+}
+
+static void test_d2_attributes(void **state)
+{
+    (void)state;
+    char o[64];
+    attrs_on(0, "EASYSCALE_DETERMINISM=off", NULL, o);
+    assert_string_equal(o, "sm 108 cc 8.0");
+    attrs_on(1, "EASYSCALE_DETERMINISM=d1", NULL, o);
+    assert_string_equal(o, "sm 80 cc 7.0");
+    attrs_on(0, "EASYSCALE_DETERMINISM=d2", "EASYSCALE_CANONICAL_DEVICE=a100,v100", o);
+    assert_string_equal(o, "sm 80 cc 7.0");
+    attrs_on(0, "EASYSCALE_DETERMINISM=d2", "EASYSCALE_CANONICAL_DEVICE=a100", o);
+    assert_string_equal(o, "sm 108 cc 8.0");
+    attrs_on(1, "EASYSCALE_DETERMINISM=d2", "EASYSCALE_CANONICAL_DEVICE=a100,h100", o);
+    assert_string_equal(o, "sm 108 cc 8.0");
+    attrs_on(0, "EASYSCALE_DETERMINISM=d2", NULL, o); /* built-in: V100-like */
+    assert_string_equal(o, "sm 80 cc 7.0");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_parse),
+        cmocka_unit_test(test_canonical_parse),
+        cmocka_unit_test(test_exports),
+        cmocka_unit_test(test_no_cuda_processes),
+        cmocka_unit_test(test_bad_settings),
+        cmocka_unit_test(test_log_file),
+        cmocka_unit_test(test_missing_libraries),
+        cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_threads_and_fork),
+        cmocka_unit_test(test_python_ctypes),
+        cmocka_unit_test(test_cuda_runtime),
+        cmocka_unit_test(test_env_defaults),
+        cmocka_unit_test(test_d1_blas_streams),
+        cmocka_unit_test(test_d1_symv_atomics),
+        cmocka_unit_test(test_d1_cudnn),
+        cmocka_unit_test(test_d1_cudnn_backend),
+        cmocka_unit_test(test_d2_gemm_across_models),
+        cmocka_unit_test(test_d2_conv_across_models),
+        cmocka_unit_test(test_d2_attributes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,1145 @@
+/* simcuda driver tests: initialisation, errors, devices (SIMCUDA_DEVICES,
+ * CUDA_VISIBLE_DEVICES), contexts, memory, copies, streams, events,
+ * cuGetProcAddress, threads and processes sharing one simulated GPU.
+ *
+ * Runs with its own SIMCUDA_DEVICES and a private capacity table. Child
+ * programs (this binary with --child ...) check environment-dependent
+ * start-up. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/harness.h"
+#include "tests/sim_driver/common.h"
+
+#define DEVICES "a100:40G,a100:40G,v100:16G,t4:16G,h100:80G,p100:16G"
+
+static const char *g_self;
+
+/* ---- child mode: print what the driver shows under the given environment -- */
+static int child_devices(void)
+{
+    CUresult r = cuInit(0);
+    printf("init %d\n", (int)r);
+    if (r != CUDA_SUCCESS)
+        return 0;
+    int n = 0;
+    cuDeviceGetCount(&n);
+    printf("count %d\n", n);
+    for (int i = 0; i < n; i++) {
+        char name[128];
+        CUuuid u;
+        cuDeviceGetName(name, sizeof(name), i);
+        cuDeviceGetUuid(&u, i);
+        printf("dev%d %s uuid ", i, name);
+        for (int k = 0; k < 16; k++)
+            printf("%02x", (unsigned char)u.bytes[k]);
+        printf("\n");
+    }
+    return 0;
+}
+
+static char *run_child(const char *devices, const char *visible)
+{
+    char dev_env[256], vis_env[256];
+    snprintf(dev_env, sizeof(dev_env), "SIMCUDA_DEVICES=%s", devices ? devices : "");
+    if (visible)
+        snprintf(vis_env, sizeof(vis_env), "CUDA_VISIBLE_DEVICES=%s", visible);
+    else
+        snprintf(vis_env, sizeof(vis_env), "CUDA_VISIBLE_DEVICES=");
+    char *env[] = {dev_env, vis_env, NULL};
+    char *argv[] = {(char *)g_self, (char *)"--child-devices", NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, 60, &r), 0);
+    assert_int_equal(r.status, 0);
+    return r.out;
+}
+
+/* An empty CUDA_VISIBLE_DEVICES must be passed as such, not unset. */
+static char *run_child_empty_visible(void)
+{
+    char *env[] = {(char *)"SIMCUDA_DEVICES=" DEVICES, NULL};
+    es_proc_result_t r;
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "CUDA_VISIBLE_DEVICES= exec '%s' --child-devices", g_self);
+    assert_int_equal(es_run_sh(cmd, env, 60, &r), 0);
+    return r.out;
+}
+
+/* ---- init and errors ------------------------------------------------------------ */
+static void test_not_initialized(void **state)
+{
+    (void)state;
+    int n;
+    CUdevice d;
+    CUcontext c;
+    CUdeviceptr p;
+    /* Every call before cuInit fails so. This test runs first. */
+    assert_int_equal(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(cuDeviceGet(&d, 0), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(cuCtxGetCurrent(&c), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(cuMemAlloc(&p, 16), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(cuInit(1), CUDA_ERROR_INVALID_VALUE);
+    CK(cuInit(0));
+    CK(cuInit(0));
+    CK(cuDeviceGetCount(&n));
+    assert_int_equal(n, 6);
+}
+
+static void test_version_errors(void **state)
+{
+    (void)state;
+    int v = 0;
+    const char *s;
+    CK(cuDriverGetVersion(&v));
+    assert_int_equal(v, 13000);
+    assert_int_equal(cuDriverGetVersion(NULL), CUDA_ERROR_INVALID_VALUE);
+    CK(cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, &s));
+    assert_string_equal(s, "CUDA_ERROR_OUT_OF_MEMORY");
+    CK(cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s));
+    assert_string_equal(s, "out of memory");
+    CK(cuGetErrorName(CUDA_ERROR_ILLEGAL_ADDRESS, &s));
+    assert_string_equal(s, "CUDA_ERROR_ILLEGAL_ADDRESS");
+    CK(cuGetErrorName(CUDA_SUCCESS, &s));
+    assert_string_equal(s, "CUDA_SUCCESS");
+    CK(cuGetErrorString(CUDA_ERROR_INVALID_VALUE, &s));
+    assert_string_equal(s, "invalid argument");
+    assert_int_equal(cuGetErrorName((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGetErrorString((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGetErrorName(CUDA_SUCCESS, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* ---- devices ---------------------------------------------------------------------- */
+static void check_model(int dev, const char *name, int major, int minor, int sms)
+{
+    char buf[128];
+    int v, maj, min;
+    CK(cuDeviceGetName(buf, sizeof(buf), dev));
+    assert_string_equal(buf, name);
+    CK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+    assert_int_equal(v, major);
+    CK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+    assert_int_equal(v, minor);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    CK(cuDeviceComputeCapability(&maj, &min, dev));
+#pragma GCC diagnostic pop
+    assert_int_equal(maj * 10 + min, major * 10 + minor);
+    CK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+    assert_int_equal(v, sms);
+}
+
+static void test_device_models(void **state)
+{
+    (void)state;
+    check_model(0, "NVIDIA A100-SXM4-40GB", 8, 0, 108);
+    check_model(1, "NVIDIA A100-SXM4-40GB", 8, 0, 108);
+    check_model(2, "Tesla V100-SXM2-16GB", 7, 0, 80);
+    check_model(3, "Tesla T4", 7, 5, 40);
+    check_model(4, "NVIDIA H100 80GB HBM3", 9, 0, 132);
+    check_model(5, "Tesla P100-PCIE-16GB", 6, 0, 56);
+    size_t total;
+    CK(cuDeviceTotalMem(&total, 2));
+    assert_true(total == (size_t)16 << 30);
+    CK(cuDeviceTotalMem(&total, 4));
+    assert_true(total == (size_t)80 << 30);
+}
+
+static void test_device_attributes(void **state)
+{
+    (void)state;
+    static const struct { CUdevice_attribute a; int want; } fixed[] = {
+        {CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32},
+        {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
+        {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024},
+        {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64},
+        {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 2147483647},
+        {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535},
+        {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152},
+        {CU_DEVICE_ATTRIBUTE_INTEGRATED, 0},
+        {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1},
+        {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1},
+        {CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1},
+        {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1},
+        {CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, CU_COMPUTEMODE_DEFAULT},
+        {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1},
+        {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1},
+        {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1},
+        {CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, 0},
+    };
+    for (int dev = 0; dev < 6; dev++)
+        for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+            int v = -12345;
+            CK(cuDeviceGetAttribute(&v, fixed[i].a, dev));
+            assert_int_equal(v, fixed[i].want);
+        }
+    /* Every attribute the header defines has an answer. */
+    for (int a = 1; a <= CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED; a++) {
+        int v;
+        assert_int_equal(cuDeviceGetAttribute(&v, (CUdevice_attribute)a, 0), CUDA_SUCCESS);
+    }
+    int v;
+    CK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 0));
+    assert_int_equal(v, 166912);
+    CK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 4));
+    assert_int_equal(v, 232448);
+    CK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 3));
+    assert_int_equal(v, 1024);
+    assert_int_equal(cuDeviceGetAttribute(&v, (CUdevice_attribute)9999, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuDeviceGetAttribute(&v, (CUdevice_attribute)0, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 6), CUDA_ERROR_INVALID_DEVICE);
+    assert_int_equal(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, -1), CUDA_ERROR_INVALID_DEVICE);
+    assert_int_equal(cuDeviceGetAttribute(NULL, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 0), CUDA_ERROR_INVALID_VALUE);
+    CUdevice d;
+    assert_int_equal(cuDeviceGet(&d, 6), CUDA_ERROR_INVALID_DEVICE);
+    assert_int_equal(cuDeviceGet(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    char name[8];
+    CK(cuDeviceGetName(name, sizeof(name), 0)); /* truncated, terminated */
+    assert_int_equal(strlen(name), 7);
+}
+
+static void test_uuid_pci(void **state)
+{
+    (void)state;
+    CUuuid u[6];
+    for (int i = 0; i < 6; i++)
+        CK(cuDeviceGetUuid(&u[i], i));
+    for (int i = 0; i < 6; i++)
+        for (int j = i + 1; j < 6; j++)
+            assert_memory_not_equal(u[i].bytes, u[j].bytes, 16);
+    CUuuid again;
+    CK(cuDeviceGetUuid_v2(&again, 3));
+    assert_memory_equal(again.bytes, u[3].bytes, 16);
+    for (int i = 0; i < 6; i++) {
+        char bus[32];
+        CUdevice d = -1;
+        CK(cuDeviceGetPCIBusId(bus, sizeof(bus), i));
+        CK(cuDeviceGetByPCIBusId(&d, bus));
+        assert_int_equal(d, i);
+    }
+    CUdevice d;
+    assert_int_equal(cuDeviceGetByPCIBusId(&d, "0000:99:00.0"), CUDA_ERROR_INVALID_DEVICE);
+    assert_int_equal(cuDeviceGetByPCIBusId(&d, "junk"), CUDA_ERROR_INVALID_VALUE);
+    int can;
+    CK(cuDeviceCanAccessPeer(&can, 0, 1));
+    assert_int_equal(can, 1);
+}
+
+static void test_visible_devices(void **state)
+{
+    (void)state;
+    char *out = run_child(DEVICES, NULL);
+    /* Parent view for comparison: device 3 is the T4. */
+    char full[64];
+    CUuuid u3, u1, u2;
+    CK(cuDeviceGetUuid(&u3, 3));
+    CK(cuDeviceGetUuid(&u1, 1));
+    CK(cuDeviceGetUuid(&u2, 2));
+    free(out);
+
+    /* Reordered: visible 0 is physical 3, visible 1 is physical 1, same UUIDs. */
+    out = run_child(DEVICES, "3,1");
+    assert_non_null(strstr(out, "count 2\n"));
+    char line[128];
+    snprintf(line, sizeof(line), "dev0 Tesla T4 uuid ");
+    char *p = strstr(out, line);
+    assert_non_null(p);
+    for (int k = 0; k < 16; k++)
+        snprintf(full + 2 * k, 3, "%02x", (unsigned char)u3.bytes[k]);
+    assert_memory_equal(p + strlen(line), full, 32);
+    p = strstr(out, "dev1 NVIDIA A100-SXM4-40GB uuid ");
+    assert_non_null(p);
+    for (int k = 0; k < 16; k++)
+        snprintf(full + 2 * k, 3, "%02x", (unsigned char)u1.bytes[k]);
+    assert_memory_equal(p + strlen("dev1 NVIDIA A100-SXM4-40GB uuid "), full, 32);
+    free(out);
+
+    /* Parsing stops at the first invalid entry. */
+    out = run_child(DEVICES, "2,x,0");
+    assert_non_null(strstr(out, "count 1\n"));
+    assert_non_null(strstr(out, "dev0 Tesla V100-SXM2-16GB"));
+    free(out);
+    out = run_child(DEVICES, "4,9,0");
+    assert_non_null(strstr(out, "count 1\n"));
+    assert_non_null(strstr(out, "dev0 NVIDIA H100 80GB HBM3"));
+    free(out);
+    out = run_child(DEVICES, "1,1");
+    assert_non_null(strstr(out, "count 1\n"));
+    free(out);
+    /* No device at all. */
+    out = run_child(DEVICES, "-1");
+    assert_non_null(strstr(out, "init 100\n")); /* CUDA_ERROR_NO_DEVICE */
+    free(out);
+    out = run_child_empty_visible();
+    assert_non_null(strstr(out, "init 100\n"));
+    free(out);
+    /* UUID form, by prefix. */
+    char vis[64];
+    snprintf(vis, sizeof(vis), "GPU-%02x%02x%02x%02x", (unsigned char)u2.bytes[0],
+             (unsigned char)u2.bytes[1], (unsigned char)u2.bytes[2], (unsigned char)u2.bytes[3]);
+    out = run_child(DEVICES, vis);
+    assert_non_null(strstr(out, "count 1\n"));
+    assert_non_null(strstr(out, "dev0 Tesla V100-SXM2-16GB"));
+    free(out);
+}
+
+static void test_bad_device_spec(void **state)
+{
+    (void)state;
+    static const char *bad[] = {"a100:40X", "z900:1G", "a100", "a100:", "a100:0G", "a100:40G,",
+                                ",a100:1G", "a100:-1G", "a100:1G;t4:1G"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *out = run_child(bad[i], NULL);
+        if (!strstr(out, "init 1\n"))
+            fail_msg("spec '%s' accepted: %s", bad[i], out);
+        assert_non_null(strstr(out, "simcuda: SIMCUDA_DEVICES"));
+        free(out);
+    }
+    char *out = run_child("t4:512M,l4:24G,a10:24G", NULL);
+    assert_non_null(strstr(out, "count 3\n"));
+    assert_non_null(strstr(out, "dev1 NVIDIA L4"));
+    free(out);
+    /* Default when unset: two A100s. */
+    char *env[] = {(char *)"SIMCUDA_DEVICES=", (char *)"CUDA_VISIBLE_DEVICES=", NULL};
+    char *argv[] = {(char *)g_self, (char *)"--child-devices", NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, 60, &r), 0);
+    assert_non_null(strstr(r.out, "count 2\n"));
+    assert_non_null(strstr(r.out, "dev1 NVIDIA A100"));
+    es_proc_result_free(&r);
+}
+
+/* ---- contexts -------------------------------------------------------------------------- */
+static void *thread_ctx(void *arg)
+{
+    CUcontext c = (CUcontext)1;
+    /* A new thread has no current context. */
+    if (cuCtxGetCurrent(&c) != CUDA_SUCCESS || c != NULL)
+        return (void *)1;
+    CUdevice d;
+    if (cuCtxGetDevice(&d) != CUDA_ERROR_INVALID_CONTEXT)
+        return (void *)2;
+    if (cuCtxSetCurrent((CUcontext)arg) != CUDA_SUCCESS || cuCtxGetDevice(&d) != CUDA_SUCCESS ||
+        d != 2)
+        return (void *)3;
+    return NULL;
+}
+
+static void test_contexts(void **state)
+{
+    (void)state;
+    CUcontext p0, p0b, c, cur;
+    unsigned flags;
+    int active;
+    CUdevice d;
+    CK(cuDevicePrimaryCtxGetState(5, &flags, &active));
+    assert_int_equal(active, 0);
+    CK(cuDevicePrimaryCtxSetFlags(5, CU_CTX_SCHED_BLOCKING_SYNC));
+    CK(cuDevicePrimaryCtxRetain(&p0, 5));
+    CK(cuDevicePrimaryCtxRetain(&p0b, 5));
+    assert_ptr_equal(p0, p0b);
+    CK(cuDevicePrimaryCtxGetState(5, &flags, &active));
+    assert_int_equal(active, 1);
+    assert_int_equal(flags, CU_CTX_SCHED_BLOCKING_SYNC);
+    CK(cuCtxPushCurrent(p0));
+    CK(cuCtxGetDevice(&d));
+    assert_int_equal(d, 5);
+    CK(cuDevicePrimaryCtxRelease(5));
+    CK(cuDevicePrimaryCtxRelease(5));
+    CK(cuDevicePrimaryCtxGetState(5, &flags, &active));
+    assert_int_equal(active, 0);
+    /* The released primary context is stale now. */
+    assert_int_equal(cuCtxGetDevice(&d), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(cuDevicePrimaryCtxRelease(5), CUDA_ERROR_INVALID_CONTEXT);
+    CK(cuCtxPopCurrent(&cur));
+    assert_ptr_equal(cur, p0);
+    CK(cuDevicePrimaryCtxReset(5));
+
+    /* Created contexts: current on creation, a stack per thread. */
+    CUcontext before;
+    CK(cuCtxGetCurrent(&before));
+    CK(cuCtxCreate(&c, NULL, 0, 2));
+    CK(cuCtxGetCurrent(&cur));
+    assert_ptr_equal(cur, c);
+    CK(cuCtxGetDevice(&d));
+    assert_int_equal(d, 2);
+    unsigned v;
+    CK(cuCtxGetApiVersion(c, &v));
+    unsigned long long id1, id2;
+    CK(cuCtxGetId(c, &id1));
+    CK(cuCtxGetFlags(&flags));
+    pthread_t t;
+    void *ret;
+    pthread_create(&t, NULL, thread_ctx, c);
+    pthread_join(t, &ret);
+    assert_null(ret);
+    CK(cuCtxPopCurrent(&cur));
+    assert_ptr_equal(cur, c);
+    CK(cuCtxGetCurrent(&cur));
+    assert_ptr_equal(cur, before);
+    CK(cuCtxDestroy(c));
+    /* A destroyed context handle is refused, never dereferenced blindly. */
+    assert_int_equal(cuCtxDestroy(c), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(cuCtxPushCurrent(c), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(cuCtxSetCurrent(c), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(cuCtxGetId(c, &id2), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(cuCtxDestroy((CUcontext)&v), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(cuCtxCreate(&c, NULL, 0, 17), CUDA_ERROR_INVALID_DEVICE);
+    assert_int_equal(cuCtxCreate(NULL, NULL, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuCtxCreate(&c, NULL, 0xff00, 0), CUDA_ERROR_INVALID_VALUE);
+    /* The older ABI name behaves the same. */
+    CK(cuCtxCreate_v2(&c, 0, 1));
+    CK(cuCtxGetDevice(&d));
+    assert_int_equal(d, 1);
+    CK(cuCtxDestroy_v2(c));
+    CK(cuCtxGetCurrent(&cur));
+    assert_ptr_equal(cur, before);
+    int lo, hi;
+    st_primary(0);
+    CK(cuCtxGetStreamPriorityRange(&lo, &hi));
+    assert_true(hi < lo || hi == lo);
+    size_t lim;
+    CK(cuCtxGetLimit(&lim, CU_LIMIT_STACK_SIZE));
+    CK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 1 << 24));
+    CK(cuCtxGetLimit(&lim, CU_LIMIT_MALLOC_HEAP_SIZE));
+    assert_int_equal(lim, 1 << 24);
+}
+
+/* ---- memory ---------------------------------------------------------------------------- */
+static void test_memory_basic(void **state)
+{
+    (void)state;
+    st_primary(0);
+    size_t free0, total, free1;
+    CK(cuMemGetInfo(&free0, &total));
+    assert_true(total == (size_t)40 << 30);
+    CUdeviceptr p, base;
+    size_t size;
+    CK(cuMemAlloc(&p, 1000000));
+    CK(cuMemGetInfo(&free1, &total));
+    assert_true(free0 - free1 >= 1000000);
+    CK(cuMemGetAddressRange(&base, &size, p + 500));
+    assert_true(base == p);
+    assert_int_equal(size, 1000000);
+    /* Pointer attributes. */
+    unsigned type;
+    int ord;
+    CUcontext ctx, cur;
+    CUdeviceptr start;
+    unsigned long long id1, id2;
+    CK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p + 10));
+    assert_int_equal(type, CU_MEMORYTYPE_DEVICE);
+    CK(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p));
+    assert_int_equal(ord, 0);
+    CK(cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, p));
+    CK(cuCtxGetCurrent(&cur));
+    assert_ptr_equal(ctx, cur);
+    CK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p + 77));
+    assert_true(start == p);
+    CK(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p + 77));
+    assert_int_equal(size, 1000000);
+    CK(cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, p));
+    unsigned char managed = 7;
+    CK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p));
+    assert_int_equal(managed, 0);
+    CUdeviceptr dp;
+    CK(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, p + 3));
+    assert_true(dp == p + 3);
+    int x;
+    assert_int_equal(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)&x),
+                     CUDA_ERROR_INVALID_VALUE);
+    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    void *data[2] = {&type, &ord};
+    CK(cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)&x));
+    assert_int_equal(type, 0);
+    CK(cuPointerGetAttributes(2, attrs, data, p));
+    assert_int_equal(type, CU_MEMORYTYPE_DEVICE);
+    /* Copies and memsets. */
+    unsigned char h[4096], g[4096];
+    for (int i = 0; i < 4096; i++)
+        h[i] = (unsigned char)(i * 7);
+    CK(cuMemcpyHtoD(p + 100, h, sizeof(h)));
+    CK(cuMemcpyDtoH(g, p + 100, sizeof(g)));
+    assert_memory_equal(h, g, sizeof(h));
+    CUdeviceptr q;
+    CK(cuMemAlloc(&q, 8192));
+    CK(cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, q));
+    assert_true(id1 != id2);
+    CK(cuMemcpyDtoD(q, p + 100, 4096));
+    CK(cuMemcpy((CUdeviceptr)g, q, 4096));
+    assert_memory_equal(h, g, sizeof(h));
+    CK(cuMemsetD8(q, 0xab, 8192));
+    CK(cuMemsetD16(q + 2, 0x1234, 3));
+    CK(cuMemsetD32(q + 8, 0xdeadbeef, 2));
+    const unsigned char *qq = (const unsigned char *)(uintptr_t)q;
+    assert_int_equal(qq[0], 0xab);
+    assert_int_equal(*(const unsigned short *)(qq + 2), 0x1234);
+    assert_int_equal(*(const unsigned short *)(qq + 6), 0x1234);
+    assert_int_equal(*(const unsigned *)(qq + 8), 0xdeadbeef);
+    assert_int_equal(*(const unsigned *)(qq + 12), 0xdeadbeef);
+    assert_int_equal(qq[16], 0xab);
+    assert_int_equal(cuMemsetD16(q + 1, 1, 1), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemsetD32(q + 2, 1, 1), CUDA_ERROR_INVALID_VALUE);
+    /* Peer copy between devices (all host memory underneath). */
+    CUcontext c1 = st_primary(1);
+    CUdeviceptr r1;
+    CK(cuMemAlloc(&r1, 4096));
+    CUcontext c0 = st_primary(0);
+    CK(cuMemcpyPeer(r1, c1, p + 100, c0, 4096));
+    CK(cuMemcpyDtoH(g, r1, 4096));
+    assert_memory_equal(h, g, 4096);
+    CK(cuCtxSetCurrent(c1));
+    CK(cuMemFree(r1));
+    CK(cuCtxSetCurrent(c0));
+    /* 2D copy and pitched allocation. */
+    CUdeviceptr pitched;
+    size_t pitch;
+    CK(cuMemAllocPitch(&pitched, &pitch, 100, 4, 4));
+    assert_true(pitch >= 100 && pitch % 256 == 0);
+    CUDA_MEMCPY2D c2;
+    memset(&c2, 0, sizeof(c2));
+    c2.srcMemoryType = CU_MEMORYTYPE_HOST;
+    c2.srcHost = h;
+    c2.srcPitch = 100;
+    c2.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c2.dstDevice = pitched;
+    c2.dstPitch = pitch;
+    c2.WidthInBytes = 100;
+    c2.Height = 4;
+    CK(cuMemcpy2D(&c2));
+    assert_memory_equal((const void *)(uintptr_t)(pitched + 3 * pitch), h + 300, 100);
+    assert_int_equal(cuMemAllocPitch(&pitched, &pitch, 100, 4, 3), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemFree(q));
+    CK(cuMemFree(p));
+    CK(cuMemGetInfo(&free1, &total));
+    /* Bad input: the documented codes, never a crash. */
+    assert_int_equal(cuMemFree(p), CUDA_ERROR_INVALID_VALUE);          /* double free */
+    assert_int_equal(cuMemFree((CUdeviceptr)&x), CUDA_ERROR_INVALID_VALUE); /* unknown */
+    CK(cuMemFree(0));
+    assert_int_equal(cuMemAlloc(&p, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemAlloc(NULL, 16), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemAlloc(&p, (size_t)41 << 30), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuMemAlloc(&p, SIZE_MAX), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuMemcpyHtoD((CUdeviceptr)&x, h, 4), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemcpyDtoH(g, 12345, 4), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemGetAddressRange(&base, &size, (CUdeviceptr)&x), CUDA_ERROR_NOT_FOUND);
+    assert_int_equal(cuMemGetInfo(NULL, &total), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_memory_capacity(void **state)
+{
+    (void)state;
+    st_primary(2); /* the 16G V100 */
+    size_t f0, f1, total;
+    CK(cuMemGetInfo(&f0, &total));
+    CUdeviceptr p[3];
+    /* Untouched allocations cost no physical memory: 3 x 5 GiB is fine. */
+    for (int i = 0; i < 3; i++)
+        CK(cuMemAlloc(&p[i], (size_t)5 << 30));
+    CK(cuMemGetInfo(&f1, &total));
+    assert_true(f0 - f1 == (size_t)15 << 30);
+    CUdeviceptr q;
+    assert_int_equal(cuMemAlloc(&q, (size_t)2 << 30), CUDA_ERROR_OUT_OF_MEMORY);
+    CK(cuMemFree(p[1]));
+    CK(cuMemAlloc(&q, (size_t)2 << 30));
+    CK(cuMemFree(q));
+    CK(cuMemFree(p[0]));
+    CK(cuMemFree(p[2]));
+    CK(cuMemGetInfo(&f1, &total));
+    assert_true(f1 == f0);
+}
+
+static void test_host_memory(void **state)
+{
+    (void)state;
+    st_primary(0);
+    void *h;
+    CK(cuMemAllocHost(&h, 10000));
+    memset(h, 1, 10000);
+    unsigned type;
+    CK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)h));
+    assert_int_equal(type, CU_MEMORYTYPE_HOST);
+    void *hp;
+    CK(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, (CUdeviceptr)h + 5));
+    assert_ptr_equal(hp, (char *)h + 5);
+    CUdeviceptr dp;
+    CK(cuMemHostGetDevicePointer(&dp, h, 0));
+    assert_true(dp == (CUdeviceptr)h);
+    CK(cuMemFreeHost(h));
+    assert_int_equal(cuMemFreeHost(h), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemHostAlloc(&h, 4096, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+    unsigned fl;
+    CK(cuMemHostGetFlags(&fl, h));
+    assert_int_equal(fl, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+    assert_int_equal(cuMemHostAlloc(&h, 4096, 0x80), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemFreeHost(h));
+    static char buf[8192];
+    CK(cuMemHostRegister(buf, sizeof(buf), 0));
+    assert_int_equal(cuMemHostRegister(buf + 100, 10, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    CK(cuMemHostGetDevicePointer(&dp, buf + 10, 0));
+    CK(cuMemHostUnregister(buf));
+    assert_int_equal(cuMemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    assert_int_equal(cuMemHostGetDevicePointer(&dp, buf, 0), CUDA_ERROR_INVALID_VALUE);
+}
+
+static CUdeviceptr g_freed;
+static int touch_freed(void *arg)
+{
+    (void)arg;
+    signal(SIGSEGV, SIG_DFL);
+    signal(SIGBUS, SIG_DFL);
+    volatile int *p = (volatile int *)(uintptr_t)g_freed;
+    return *p == 12345 ? 3 : 4;
+}
+
+static int touch_live(void *arg)
+{
+    (void)arg;
+    volatile int *p = (volatile int *)(uintptr_t)g_freed;
+    return *p == 42 ? 0 : 4;
+}
+
+static void test_freed_memory_faults(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, 1 << 20));
+    CK(cuMemsetD32(p, 42, 1));
+    g_freed = p;
+    /* Negative control: a live allocation reads fine in a child. */
+    assert_int_equal(st_wait(st_fork(touch_live, NULL)), 0);
+    CK(cuMemFree(p));
+    assert_int_equal(st_wait(st_fork(touch_freed, NULL)), 128 + SIGSEGV);
+    /* A copy from freed memory is refused up front. */
+    int x;
+    assert_int_equal(cuMemcpyDtoH(&x, p, 4), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* ---- streams and events --------------------------------------------------------------- */
+static void test_async_is_async(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, 4096));
+    CK(cuMemsetD32(p, 0, 1024));
+    st_gate_t *g = st_gate_new();
+    st_gate_block(g, s);
+    CK(cuMemsetD32Async(p, 7, 1024, s));
+    int h[1024];
+    for (int i = 0; i < 1024; i++)
+        h[i] = -1;
+    CK(cuMemcpyDtoHAsync(h, p, sizeof(h), s));
+    /* The work is queued, not done: a caller that forgets to synchronise
+     * sees stale data, as on a GPU. */
+    assert_int_equal(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    assert_int_equal(*(volatile int *)(uintptr_t)p, 0);
+    assert_int_equal(h[5], -1);
+    st_gate_open(g);
+    CK(cuStreamSynchronize(s));
+    CK(cuStreamQuery(s));
+    assert_int_equal(h[5], 7);
+    assert_int_equal(*(volatile int *)(uintptr_t)p, 7);
+    unsigned flags;
+    int prio;
+    CUcontext ctx, cur;
+    CK(cuStreamGetFlags(s, &flags));
+    assert_int_equal(flags, CU_STREAM_NON_BLOCKING);
+    CK(cuStreamGetPriority(s, &prio));
+    CK(cuStreamGetCtx(s, &ctx));
+    CK(cuCtxGetCurrent(&cur));
+    assert_ptr_equal(ctx, cur);
+    unsigned long long id1, id2;
+    CK(cuStreamGetId(s, &id1));
+    CK(cuStreamGetId(NULL, &id2));
+    assert_true(id1 != id2);
+    CK(cuStreamDestroy(s));
+    assert_int_equal(cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuStreamDestroy(s), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuStreamQuery((CUstream)&flags), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuStreamCreate(&s, 0x10), CUDA_ERROR_INVALID_VALUE);
+    CK(cuStreamCreateWithPriority(&s, 0, -100));
+    CK(cuStreamGetPriority(s, &prio));
+    assert_int_equal(prio, -5);
+    CK(cuStreamDestroy(s));
+    CK(cuMemFree(p));
+    st_gate_free(g);
+}
+
+static void test_events_order_streams(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUstream a, b;
+    CK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr x, y;
+    CK(cuMemAlloc(&x, 4));
+    CK(cuMemAlloc(&y, 4));
+    CUevent e;
+    CK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+
+    /* Negative control: without the event, b copies x before a wrote it. */
+    CK(cuMemsetD32(x, 0, 1));
+    st_gate_t *g = st_gate_new();
+    st_gate_block(g, a);
+    CK(cuMemsetD32Async(x, 1, 1, a));
+    CK(cuMemcpyDtoDAsync(y, x, 4, b));
+    CK(cuStreamSynchronize(b));
+    assert_int_equal(*(volatile int *)(uintptr_t)y, 0);
+    st_gate_open(g);
+    CK(cuStreamSynchronize(a));
+    st_gate_free(g);
+
+    /* With the event, b waits for a. */
+    CK(cuMemsetD32(x, 0, 1));
+    CK(cuMemsetD32(y, 0, 1));
+    g = st_gate_new();
+    st_gate_block(g, a);
+    CK(cuMemsetD32Async(x, 2, 1, a));
+    CK(cuEventRecord(e, a));
+    assert_int_equal(cuEventQuery(e), CUDA_ERROR_NOT_READY);
+    CK(cuStreamWaitEvent(b, e, 0));
+    CK(cuMemcpyDtoDAsync(y, x, 4, b));
+    assert_int_equal(cuStreamQuery(b), CUDA_ERROR_NOT_READY);
+    st_gate_open(g);
+    CK(cuStreamSynchronize(b));
+    assert_int_equal(*(volatile int *)(uintptr_t)y, 2);
+    CK(cuEventQuery(e));
+    CK(cuEventSynchronize(e));
+    float ms;
+    assert_int_equal(cuEventElapsedTime(&ms, e, e), CUDA_ERROR_INVALID_HANDLE); /* no timing */
+    CK(cuEventDestroy(e));
+    assert_int_equal(cuEventQuery(e), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuEventRecord(e, a), CUDA_ERROR_INVALID_HANDLE);
+    st_gate_free(g);
+
+    /* Timing events. */
+    CUevent t0, t1;
+    CK(cuEventCreate(&t0, 0));
+    CK(cuEventCreate(&t1, CU_EVENT_BLOCKING_SYNC));
+    assert_int_equal(cuEventElapsedTime(&ms, t0, t1), CUDA_ERROR_INVALID_HANDLE); /* never recorded */
+    CK(cuEventQuery(t0)); /* never recorded: complete */
+    CK(cuEventSynchronize(t0));
+    g = st_gate_new();
+    CK(cuEventRecord(t0, a));
+    st_gate_block(g, a);
+    CK(cuEventRecord(t1, a));
+    assert_int_equal(cuEventElapsedTime(&ms, t0, t1), CUDA_ERROR_NOT_READY);
+    st_gate_open(g);
+    CK(cuEventSynchronize(t1));
+    CK(cuEventElapsedTime(&ms, t0, t1));
+    assert_true(ms >= 0);
+    CK(cuEventElapsedTime_v2(&ms, t0, t1));
+    CK(cuEventRecordWithFlags(t0, NULL, 0));
+    CK(cuEventSynchronize(t0));
+    assert_int_equal(cuEventCreate(&e, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuEventCreate(&e, 0x100), CUDA_ERROR_INVALID_VALUE);
+    CK(cuEventDestroy(t0));
+    CK(cuEventDestroy(t1));
+    CK(cuStreamDestroy(a));
+    CK(cuStreamDestroy(b));
+    CK(cuMemFree(x));
+    CK(cuMemFree(y));
+    st_gate_free(g);
+}
+
+static void test_legacy_default_stream(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUstream blocking, nonblocking;
+    CK(cuStreamCreate(&blocking, 0));
+    CK(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr x;
+    CK(cuMemAlloc(&x, 4));
+    CK(cuMemsetD32(x, 0, 1));
+    /* A blocked non-blocking stream does not hold the legacy stream. */
+    st_gate_t *g = st_gate_new();
+    st_gate_block(g, nonblocking);
+    CK(cuMemsetD32Async(x, 5, 1, NULL));
+    CK(cuStreamSynchronize(NULL));
+    assert_int_equal(*(volatile int *)(uintptr_t)x, 5);
+    st_gate_open(g);
+    CK(cuStreamSynchronize(nonblocking));
+    st_gate_free(g);
+    /* A blocked blocking stream holds it: work on NULL waits behind. */
+    g = st_gate_new();
+    st_gate_block(g, blocking);
+    CK(cuMemsetD32Async(x, 6, 1, CU_STREAM_LEGACY));
+    assert_int_equal(cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
+    assert_int_equal(*(volatile int *)(uintptr_t)x, 5);
+    /* ... and work on the blocking stream waits for the legacy stream. */
+    st_gate_open(g);
+    CK(cuStreamSynchronize(NULL));
+    assert_int_equal(*(volatile int *)(uintptr_t)x, 6);
+    st_gate_free(g);
+    g = st_gate_new();
+    st_gate_block(g, CU_STREAM_LEGACY);
+    CK(cuMemsetD32Async(x, 7, 1, blocking));
+    assert_int_equal(cuStreamQuery(blocking), CUDA_ERROR_NOT_READY);
+    st_gate_open(g);
+    CK(cuStreamSynchronize(blocking));
+    assert_int_equal(*(volatile int *)(uintptr_t)x, 7);
+    st_gate_free(g);
+    CK(cuCtxSynchronize());
+    CK(cuStreamDestroy(blocking));
+    CK(cuStreamDestroy(nonblocking));
+    CK(cuMemFree(x));
+}
+
+typedef struct { CUcontext ctx; st_gate_t *g; int result; CUdeviceptr x; } ptds_arg_t;
+
+static void *ptds_thread(void *arg)
+{
+    ptds_arg_t *a = arg;
+    cuCtxSetCurrent(a->ctx);
+    CUdeviceptr x = a->x;
+    /* This thread's per-thread stream is free although another's is blocked. */
+    a->result = cuMemsetD32Async_ptsz(x, 9, 1, NULL) == CUDA_SUCCESS &&
+                cuStreamSynchronize(CU_STREAM_PER_THREAD) == CUDA_SUCCESS &&
+                *(volatile int *)(uintptr_t)x == 9;
+    return NULL;
+}
+
+static void test_per_thread_stream(void **state)
+{
+    (void)state;
+    CUcontext c = st_primary(0);
+    CUdeviceptr x, y;
+    CK(cuMemAlloc(&x, 4));
+    CK(cuMemAlloc(&y, 4));
+    CK(cuMemsetD32(x, 0, 1));
+    /* (Synchronous calls on the legacy stream would wait for the blocked
+     * per-thread stream, as on a GPU: none below until the gate opens.) */
+    st_gate_t *g = st_gate_new();
+    st_gate_block(g, CU_STREAM_PER_THREAD);
+    CK(cuMemsetD32Async_ptsz(x, 3, 1, NULL)); /* NULL means this thread's stream */
+    assert_int_equal(cuStreamQuery_ptsz(NULL), CUDA_ERROR_NOT_READY);
+    ptds_arg_t a = {c, g, 0, y};
+    pthread_t t;
+    pthread_create(&t, NULL, ptds_thread, &a);
+    pthread_join(t, NULL);
+    assert_int_equal(a.result, 1);
+    assert_int_equal(*(volatile int *)(uintptr_t)x, 0);
+    st_gate_open(g);
+    CK(cuStreamSynchronize_ptsz(NULL));
+    assert_int_equal(*(volatile int *)(uintptr_t)x, 3);
+    int h = 0;
+    CK(cuMemcpyDtoH_v2_ptds(&h, x, 4));
+    assert_int_equal(h, 3);
+    CK(cuMemFree(x));
+    CK(cuMemFree(y));
+    st_gate_free(g);
+}
+
+static void host_count(void *arg) { (*(int *)arg)++; }
+static CUresult g_cb_status = (CUresult)-1;
+static void cb_fn(CUstream s, CUresult st, void *arg)
+{
+    (void)s;
+    g_cb_status = st;
+    (*(int *)arg) += 10;
+}
+
+static void test_host_functions(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUstream s;
+    CK(cuStreamCreate(&s, 0));
+    int n = 0;
+    for (int i = 0; i < 1000; i++)
+        CK(cuLaunchHostFunc(s, host_count, &n));
+    CK(cuStreamAddCallback(s, cb_fn, &n, 0));
+    CK(cuStreamSynchronize(s));
+    assert_int_equal(n, 1010);
+    assert_int_equal(g_cb_status, CUDA_SUCCESS);
+    assert_int_equal(cuLaunchHostFunc(s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuStreamAddCallback(s, cb_fn, &n, 1), CUDA_ERROR_INVALID_VALUE);
+    CK(cuStreamDestroy(s));
+}
+
+/* ---- threads ----------------------------------------------------------------------------- */
+static void *worker_thread(void *arg)
+{
+    CUcontext c = arg;
+    cuCtxSetCurrent(c);
+    CUstream s;
+    if (cuStreamCreate(&s, 0) != CUDA_SUCCESS)
+        return (void *)1;
+    unsigned char in[8192], out[8192];
+    for (int it = 0; it < 50; it++) {
+        CUdeviceptr p;
+        if (cuMemAlloc(&p, sizeof(in)) != CUDA_SUCCESS)
+            return (void *)2;
+        for (size_t i = 0; i < sizeof(in); i++)
+            in[i] = (unsigned char)(i + it + (uintptr_t)&s);
+        if (cuMemcpyHtoDAsync(p, in, sizeof(in), s) || cuMemcpyDtoHAsync(out, p, sizeof(out), s) ||
+            cuStreamSynchronize(s) || memcmp(in, out, sizeof(in)) != 0)
+            return (void *)3;
+        if (cuMemFree(p) != CUDA_SUCCESS)
+            return (void *)4;
+    }
+    cuStreamDestroy(s);
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    CUcontext c = st_primary(0);
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++)
+        pthread_create(&t[i], NULL, worker_thread, c);
+    for (int i = 0; i < 8; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        assert_null(r);
+    }
+}
+
+/* ---- processes sharing one GPU ---------------------------------------------------------- */
+typedef struct { int to_child[2], to_parent[2]; } pipes_t;
+
+static char g_cap_shm[96];
+
+static void child_env(void)
+{
+    setenv("SIMCUDA_SHM_NAME", g_cap_shm, 1); /* a table of their own */
+    setenv("SIMCUDA_DEVICES", "a100:64M", 1);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+}
+
+static int proc_a(void *arg) /* holds 40 MiB until told to go */
+{
+    pipes_t *pp = arg;
+    child_env();
+    CUdeviceptr p;
+    char c = 'x';
+    st_primary(0);
+    if (cuMemAlloc(&p, 40 << 20) != CUDA_SUCCESS)
+        c = 'f';
+    if (write(pp->to_parent[1], &c, 1) != 1)
+        return 2;
+    if (read(pp->to_child[0], &c, 1) != 1)
+        return 3;
+    return 0;
+}
+
+static int proc_b(void *arg) /* sees A's use, runs out beyond it */
+{
+    (void)arg;
+    child_env();
+    st_primary(0);
+    size_t fr, tot;
+    if (cuMemGetInfo(&fr, &tot) != CUDA_SUCCESS)
+        return 10;
+    if (tot != 64 << 20 || fr != 24 << 20)
+        return 11;
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, 40 << 20) != CUDA_ERROR_OUT_OF_MEMORY)
+        return 12;
+    if (cuMemAlloc(&p, 20 << 20) != CUDA_SUCCESS)
+        return 13;
+    return 0; /* exits holding 20 MiB without freeing */
+}
+
+static int proc_c(void *arg) /* after A and B died: everything is free again */
+{
+    (void)arg;
+    child_env();
+    st_primary(0);
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, 60 << 20) != CUDA_SUCCESS)
+        return 20;
+    size_t fr, tot;
+    cuMemGetInfo(&fr, &tot);
+    if (fr != 4 << 20)
+        return 21;
+    return 0;
+}
+
+static void test_processes_share_capacity(void **state)
+{
+    (void)state;
+    pipes_t pp;
+    snprintf(g_cap_shm, sizeof(g_cap_shm), "%s-cap", st_shm_name());
+    shm_unlink(g_cap_shm);
+    assert_int_equal(pipe(pp.to_child), 0);
+    assert_int_equal(pipe(pp.to_parent), 0);
+    int a = st_fork(proc_a, &pp);
+    char c;
+    assert_int_equal(read(pp.to_parent[0], &c, 1), 1);
+    assert_int_equal(c, 'x');
+    assert_int_equal(st_wait(st_fork(proc_b, NULL)), 0);
+    /* A dies without freeing (killed): its use is reclaimed by the next process. */
+    kill(a, SIGKILL);
+    assert_int_equal(st_wait(a), 128 + SIGKILL);
+    assert_int_equal(st_wait(st_fork(proc_c, NULL)), 0);
+    close(pp.to_child[0]);
+    close(pp.to_child[1]);
+    close(pp.to_parent[0]);
+    close(pp.to_parent[1]);
+    shm_unlink(g_cap_shm);
+}
+
+/* ---- cuGetProcAddress ------------------------------------------------------------------------ */
+static void test_get_proc_address(void **state)
+{
+    (void)state;
+    void *fn, *want;
+    CUdriverProcAddressQueryResult st;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(lib);
+#define SYM(n) dlsym(lib, n)
+    CK(cuGetProcAddress("cuMemAlloc", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+    assert_int_equal(st, CU_GET_PROC_ADDRESS_SUCCESS);
+    assert_ptr_equal(fn, SYM("cuMemAlloc_v2"));
+    CK(cuGetProcAddress("cuMemAlloc", &fn, 3020, 0, &st));
+    assert_ptr_equal(fn, SYM("cuMemAlloc_v2"));
+    assert_int_equal(cuGetProcAddress("cuMemAlloc", &fn, 2000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    assert_int_equal(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    assert_null(fn);
+    CK(cuGetProcAddress("cuCtxCreate", &fn, 13000, 0, &st));
+    assert_ptr_equal(fn, SYM("cuCtxCreate_v4"));
+    CK(cuGetProcAddress("cuCtxCreate", &fn, 12000, 0, &st));
+    assert_ptr_equal(fn, SYM("cuCtxCreate_v3"));
+    CK(cuGetProcAddress("cuCtxCreate", &fn, 4000, 0, &st));
+    assert_ptr_equal(fn, SYM("cuCtxCreate_v2"));
+    CK(cuGetProcAddress("cuEventElapsedTime", &fn, 13000, 0, &st));
+    assert_ptr_equal(fn, SYM("cuEventElapsedTime_v2"));
+    CK(cuGetProcAddress("cuEventElapsedTime", &fn, 12000, 0, &st));
+    assert_ptr_equal(fn, SYM("cuEventElapsedTime"));
+    CK(cuGetProcAddress("cuGetProcAddress", &fn, 13000, 0, &st));
+    assert_ptr_equal(fn, SYM("cuGetProcAddress_v2"));
+    /* Per-thread default stream variants. */
+    CK(cuGetProcAddress("cuMemcpyHtoDAsync", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+    want = SYM("cuMemcpyHtoDAsync_v2_ptsz");
+    assert_non_null(want);
+    assert_ptr_equal(fn, want);
+    CK(cuGetProcAddress("cuMemcpyHtoDAsync", &fn, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st));
+    assert_ptr_equal(fn, SYM("cuMemcpyHtoDAsync_v2"));
+    CK(cuGetProcAddress("cuMemcpyHtoD", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+    assert_ptr_equal(fn, SYM("cuMemcpyHtoD_v2_ptds"));
+    CK(cuGetProcAddress("cuLaunchKernel", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+    assert_ptr_equal(fn, SYM("cuLaunchKernel_ptsz"));
+    CK(cuGetProcAddress("cuStreamSynchronize", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+    assert_ptr_equal(fn, SYM("cuStreamSynchronize"));
+    /* A function without a per-thread variant: the normal one. */
+    CK(cuGetProcAddress("cuMemAlloc", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+    assert_ptr_equal(fn, SYM("cuMemAlloc_v2"));
+    /* Unknown names, bad arguments. */
+    fn = (void *)1;
+    assert_int_equal(cuGetProcAddress("cuNoSuchFunction", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    assert_null(fn);
+    assert_int_equal(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    assert_int_equal(cuGetProcAddress("cuMemAlloc_v2", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    assert_int_equal(cuGetProcAddress(NULL, &fn, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGetProcAddress("cuInit", NULL, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGetProcAddress("cuInit", &fn, 13000, 0x80, &st), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGetProcAddress("cuInit", &fn, 99000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+    /* The v1 entry point (4 arguments). */
+    typedef CUresult (*gp1_t)(const char *, void **, int, cuuint64_t);
+    gp1_t gp1;
+    void *v1 = SYM("cuGetProcAddress");
+    assert_non_null(v1);
+    memcpy(&gp1, &v1, sizeof(gp1));
+    CK(gp1("cuStreamQuery", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
+    assert_ptr_equal(fn, SYM("cuStreamQuery_ptsz"));
+    /* Everything the libraries ask for (sim/common/simdrv.h) resolves. */
+    static const char *needed[] = {"cuInit", "cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetDevice",
+        "cuCtxSynchronize", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetName",
+        "cuDeviceGetAttribute", "cuDeviceGetUuid", "cuDeviceGetPCIBusId", "cuDevicePrimaryCtxRetain",
+        "cuStreamSynchronize", "cuStreamQuery", "cuStreamGetCtx", "cuLaunchHostFunc", "cuMemAlloc",
+        "cuMemFree", "cuMemcpy", "cuMemcpyAsync", "cuPointerGetAttribute", "cuEventCreate",
+        "cuEventRecord", "cuEventDestroy", "cuStreamWaitEvent", "cuGetErrorString"};
+    for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
+        fn = NULL;
+        CK(cuGetProcAddress(needed[i], &fn, 13000, 0, &st));
+        assert_non_null(fn);
+    }
+    /* Exported symbols beyond the table: legacy and per-thread names. */
+    static const char *exported[] = {"cuCtxDestroy", "cuCtxPushCurrent", "cuStreamDestroy",
+        "cuEventDestroy", "cuDeviceGetUuid", "cuDevicePrimaryCtxRelease", "cuMemcpy_ptds",
+        "cuMemcpyAsync_ptsz", "cuMemsetD8_v2_ptds", "cuStreamWaitEvent_ptsz", "cuEventRecord_ptsz",
+        "cuLaunchHostFunc_ptsz", "cuLaunchKernelEx_ptsz", "cuMemAllocAsync_ptsz", "cuDeviceTotalMem_v2"};
+    for (size_t i = 0; i < sizeof(exported) / sizeof(exported[0]); i++)
+        if (!SYM(exported[i]))
+            fail_msg("%s not exported", exported[i]);
+#undef SYM
+}
+
+static void test_stream_ordered_alloc(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUstream s;
+    CK(cuStreamCreate(&s, 0));
+    CUdeviceptr p;
+    size_t f0, f1, tot;
+    CK(cuMemGetInfo(&f0, &tot));
+    CK(cuMemAllocAsync(&p, 1 << 20, s));
+    CK(cuMemsetD8Async(p, 1, 1 << 20, s));
+    st_gate_t *g = st_gate_new();
+    st_gate_block(g, s);
+    CK(cuMemFreeAsync(p, s));
+    CK(cuMemGetInfo(&f1, &tot));
+    assert_true(f1 < f0); /* not freed before the stream gets there */
+    st_gate_open(g);
+    CK(cuStreamSynchronize(s));
+    CK(cuMemGetInfo(&f1, &tot));
+    assert_true(f1 == f0);
+    assert_int_equal(cuMemFreeAsync(p, s), CUDA_ERROR_INVALID_VALUE);
+    CK(cuStreamDestroy(s));
+    st_gate_free(g);
+}
+
+int main(int argc, char **argv)
+{
+    g_self = argv[0];
+    if (argc > 1 && strcmp(argv[1], "--child-devices") == 0)
+        return child_devices();
+    st_private_shm("drv");
+    setenv("SIMCUDA_DEVICES", DEVICES, 1);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_not_initialized),
+        cmocka_unit_test(test_version_errors),
+        cmocka_unit_test(test_device_models),
+        cmocka_unit_test(test_device_attributes),
+        cmocka_unit_test(test_uuid_pci),
+        cmocka_unit_test(test_visible_devices),
+        cmocka_unit_test(test_bad_device_spec),
+        cmocka_unit_test(test_contexts),
+        cmocka_unit_test(test_memory_basic),
+        cmocka_unit_test(test_memory_capacity),
+        cmocka_unit_test(test_host_memory),
+        cmocka_unit_test(test_freed_memory_faults),
+        cmocka_unit_test(test_async_is_async),
+        cmocka_unit_test(test_events_order_streams),
+        cmocka_unit_test(test_legacy_default_stream),
+        cmocka_unit_test(test_per_thread_stream),
+        cmocka_unit_test(test_host_functions),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_processes_share_capacity),
+        cmocka_unit_test(test_get_proc_address),
+        cmocka_unit_test(test_stream_ordered_alloc),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

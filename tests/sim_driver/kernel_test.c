@@ -1,0 +1,385 @@
+/* simcuda kernel tests: modules from a real nvcc fatbin / cubin / PTX, twins
+ * found by name, argument copying at launch, launch configuration handed to
+ * the twin, invalid launches, sticky errors from failing or faulting
+ * kernels, libraries and kernels, a kernel without a twin. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/harness.h"
+#include "sim/include/simcuda_twin.h"
+#include "tests/sim_driver/common.h"
+
+static void *g_fatbin;
+static size_t g_fatbin_len;
+
+static void *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (fread(b, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(b);
+        return NULL;
+    }
+    b[n] = '\0';
+    fclose(f);
+    if (len)
+        *len = (size_t)n;
+    return b;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    g_fatbin = slurp(es_build_path("tests/sim_driver/kernels.fatbin"), &g_fatbin_len);
+    return g_fatbin ? 0 : -1;
+}
+
+static CUmodule load(void)
+{
+    CUmodule m;
+    CK(cuModuleLoadData(&m, g_fatbin));
+    return m;
+}
+
+static void test_module_and_launch(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUmodule m = load();
+    CUfunction f;
+    CK(cuModuleGetFunction(&f, m, "sim_add"));
+    assert_int_equal(cuModuleGetFunction(&f, m, "nope"), CUDA_ERROR_NOT_FOUND);
+    CK(cuModuleGetFunction(&f, m, "sim_add"));
+    enum { N = 1000 };
+    float a[N], b[N], c[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)i;
+        b[i] = 0.5f * (float)i;
+    }
+    CUdeviceptr da, db, dc;
+    CK(cuMemAlloc(&da, sizeof(a)));
+    CK(cuMemAlloc(&db, sizeof(b)));
+    CK(cuMemAlloc(&dc, sizeof(c)));
+    CK(cuMemcpyHtoD(da, a, sizeof(a)));
+    CK(cuMemcpyHtoD(db, b, sizeof(b)));
+    int n = N;
+    void *args[] = {&da, &db, &dc, &n};
+    CK(cuLaunchKernel(f, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    CK(cuMemcpyDtoH(c, dc, sizeof(c)));
+    for (int i = 0; i < N; i++)
+        assert_true(c[i] == 1.5f * (float)i);
+    /* Per-thread stream entry point. */
+    CK(cuMemsetD32(dc, 0, N));
+    CK(cuLaunchKernel_ptsz(f, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    CK(cuStreamSynchronize_ptsz(NULL));
+    CK(cuMemcpyDtoH(c, dc, sizeof(c)));
+    assert_true(c[999] == 1.5f * 999.0f);
+    /* cuLaunchKernelEx */
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.gridDimX = 4;
+    cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = 256;
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    CK(cuMemsetD32(dc, 0, N));
+    CK(cuLaunchKernelEx(&cfg, f, args, NULL));
+    CK(cuCtxSynchronize());
+    CK(cuMemcpyDtoH(c, dc, sizeof(c)));
+    assert_true(c[10] == 15.0f);
+    /* Invalid configurations, as the real driver refuses them. */
+    assert_int_equal(cuLaunchKernel(f, 0, 1, 1, 256, 1, 1, 0, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 0, 1, 1, 0, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1025, 1, 1, 0, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 32, 32, 2, 0, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 65, 0, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuLaunchKernel(f, 1, 70000, 1, 1, 1, 1, 0, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 60000, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+    void *extra[] = {CU_LAUNCH_PARAM_END};
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, extra), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuLaunchKernel((CUfunction)&n, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL),
+                     CUDA_ERROR_INVALID_HANDLE);
+    CK(cuCtxSynchronize()); /* refusals left no sticky error */
+    CK(cuMemFree(da));
+    CK(cuMemFree(db));
+    CK(cuMemFree(dc));
+    CK(cuModuleUnload(m));
+    assert_int_equal(cuModuleUnload(m), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuModuleGetFunction(&f, m, "sim_add"), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), CUDA_ERROR_INVALID_HANDLE);
+}
+
+struct sim_pair { double x; char tag; };
+
+static void test_arguments_copied_at_launch(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUmodule m = load();
+    CUfunction f;
+    CK(cuModuleGetFunction(&f, m, "sim_scale"));
+    size_t off, size;
+    CK(cuFuncGetParamInfo(f, 3, &off, &size));
+    assert_int_equal(size, 1);
+    CK(cuFuncGetParamInfo(f, 4, &off, &size));
+    assert_int_equal(size, 16);
+    assert_int_equal(off, 24);
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr v;
+    CK(cuMemAlloc(&v, 4 * sizeof(float)));
+    float ones[4] = {1, 1, 1, 1}, out[4];
+    CK(cuMemcpyHtoD(v, ones, sizeof(ones)));
+    float scale = 2.0f;
+    int n = 4;
+    char flag = 3;
+    struct sim_pair p = {10.0, 1};
+    long long big = 100;
+    void *args[] = {&v, &scale, &n, &flag, &p, &big};
+    st_gate_t *g = st_gate_new();
+    st_gate_block(g, s);
+    CK(cuLaunchKernel(f, 1, 1, 1, 4, 1, 1, 0, s, args, NULL));
+    /* The launch holds the values of the moment, not the variables. */
+    scale = 100.0f;
+    n = 0;
+    flag = 0;
+    p.x = 0;
+    p.tag = 0;
+    big = 0;
+    st_gate_open(g);
+    CK(cuStreamSynchronize(s));
+    CK(cuMemcpyDtoH(out, v, sizeof(out)));
+    for (int i = 0; i < 4; i++)
+        assert_true(out[i] == 1.0f * 2.0f + 10.0f + 3.0f + 1.0f + 100.0f);
+    CK(cuStreamDestroy(s));
+    CK(cuMemFree(v));
+    CK(cuModuleUnload(m));
+    st_gate_free(g);
+}
+
+static void test_launch_info_and_attributes(void **state)
+{
+    (void)state;
+    for (int dev = 0; dev < 2; dev++) {
+        st_primary(dev);
+        CUmodule m = load();
+        CUfunction f;
+        CK(cuModuleGetFunction(&f, m, "sim_info"));
+        CUdeviceptr out;
+        CK(cuMemAlloc(&out, 8 * sizeof(long long)));
+        void *args[] = {&out};
+        long long a[8], b[8];
+        CK(cuLaunchKernel(f, 7, 1, 1, 96, 1, 1, 1024, NULL, args, NULL));
+        CK(cuMemcpyDtoH(a, out, sizeof(a)));
+        CK(cuLaunchKernel(f, 7, 1, 1, 96, 1, 1, 1024, NULL, args, NULL));
+        CK(cuMemcpyDtoH(b, out, sizeof(b)));
+        assert_int_equal(a[0], SIMCUDA_TWIN_ABI);
+        assert_int_equal(a[1], dev == 0 ? 108 : 40);
+        assert_int_equal(a[2], dev == 0 ? 80 : 75);
+        assert_int_equal(a[3], 7);
+        assert_int_equal(a[4], 96);
+        assert_int_equal(a[5], 1024);
+        assert_int_equal(a[6], dev);
+        assert_true(a[7] != b[7]); /* nondet_seed changes per launch */
+        int v;
+        CK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
+        assert_int_equal(v, 1024);
+        CK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
+        assert_true(v > 0);
+        CK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f));
+        assert_int_equal(v, 49152);
+        assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 65536, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+        if (dev == 0) {
+            CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100000));
+            CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 65536, NULL, args, NULL));
+            assert_int_equal(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 500000),
+                             CUDA_ERROR_INVALID_VALUE);
+        }
+        assert_int_equal(cuFuncGetAttribute(&v, (CUfunction_attribute)999, f), CUDA_ERROR_INVALID_VALUE);
+        const char *name;
+        CK(cuFuncGetName(&name, f));
+        assert_string_equal(name, "sim_info");
+        CK(cuCtxSynchronize());
+        CK(cuMemFree(out));
+        CK(cuModuleUnload(m));
+    }
+}
+
+static void test_other_image_forms(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUmodule m;
+    CUfunction f;
+    /* A cubin file, a PTX text, the fatbin through cuModuleLoad. */
+    CK(cuModuleLoad(&m, es_build_path("tests/sim_driver/kernels_sm80.cubin")));
+    CK(cuModuleGetFunction(&f, m, "sim_scale"));
+    size_t off, size;
+    CK(cuFuncGetParamInfo(f, 5, &off, &size));
+    assert_int_equal(size, 8);
+    assert_int_equal(off, 40);
+    CK(cuModuleUnload(m));
+    char *ptx = slurp(es_build_path("tests/sim_driver/kernels.ptx"), NULL);
+    assert_non_null(ptx);
+    CK(cuModuleLoadDataEx(&m, ptx, 0, NULL, NULL));
+    CK(cuModuleGetFunction(&f, m, "sim_scale"));
+    CK(cuFuncGetParamInfo(f, 4, &off, &size));
+    assert_int_equal(size, 16);
+    assert_int_equal(off, 24);
+    CK(cuFuncGetParamInfo(f, 3, &off, &size));
+    assert_int_equal(size, 1);
+    assert_int_equal(off, 16);
+    CK(cuModuleUnload(m));
+    free(ptx);
+    CK(cuModuleLoad(&m, es_build_path("tests/sim_driver/kernels.fatbin")));
+    CK(cuModuleGetFunction(&f, m, "sim_add"));
+    CK(cuModuleUnload(m));
+    CK(cuModuleLoadFatBinary(&m, g_fatbin));
+    CK(cuModuleUnload(m));
+    CUdeviceptr dp;
+    size_t bytes;
+    CK(cuModuleLoadData(&m, g_fatbin));
+    assert_int_equal(cuModuleGetGlobal(&dp, &bytes, m, "anything"), CUDA_ERROR_NOT_FOUND);
+    CK(cuModuleUnload(m));
+    static const char junk[] = "this is not a module image";
+    assert_int_equal(cuModuleLoadData(&m, junk), CUDA_ERROR_INVALID_IMAGE);
+    assert_int_equal(cuModuleLoad(&m, "/nonexistent/k.cubin"), CUDA_ERROR_FILE_NOT_FOUND);
+    assert_int_equal(cuModuleLoadData(NULL, g_fatbin), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_library_and_kernel(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUlibrary lib;
+    CK(cuLibraryLoadData(&lib, g_fatbin, NULL, NULL, 0, NULL, NULL, 0));
+    unsigned count;
+    CK(cuLibraryGetKernelCount(&count, lib));
+    assert_int_equal(count, 5);
+    CUkernel k;
+    CK(cuLibraryGetKernel(&k, lib, "sim_add"));
+    assert_int_equal(cuLibraryGetKernel(&k, lib, "nope"), CUDA_ERROR_NOT_FOUND);
+    CK(cuLibraryGetKernel(&k, lib, "sim_add"));
+    CUfunction f;
+    CK(cuKernelGetFunction(&f, k));
+    float a = 1, b = 2, c = 0;
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, 3 * sizeof(float)));
+    CK(cuMemcpyHtoD(d, &a, 4));
+    CK(cuMemcpyHtoD(d + 4, &b, 4));
+    CUdeviceptr da = d, db = d + 4, dc = d + 8;
+    int n = 1;
+    void *args[] = {&da, &db, &dc, &n};
+    CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
+    /* A CUkernel stands in for a CUfunction in launches. */
+    CK(cuLaunchKernel((CUfunction)k, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
+    CK(cuMemcpyDtoH(&c, dc, 4));
+    assert_true(c == 3.0f);
+    CK(cuMemFree(d));
+    CK(cuLibraryUnload(lib));
+    assert_int_equal(cuKernelGetFunction(&f, k), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
+}
+
+static void test_sticky_errors(void **state)
+{
+    (void)state;
+    CUcontext c;
+    CK(cuInit(0));
+    /* A failing twin: the context's work fails from then on. */
+    CK(cuCtxCreate(&c, NULL, 0, 0));
+    CUmodule m = load();
+    CUfunction f;
+    CK(cuModuleGetFunction(&f, m, "sim_fail"));
+    CUdeviceptr out;
+    CK(cuMemAlloc(&out, 4096));
+    void *args[] = {&out};
+    CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL)); /* asynchronous: fine */
+    assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_LAUNCH_FAILED);
+    assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_LAUNCH_FAILED); /* sticky */
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_ERROR_LAUNCH_FAILED);
+    int h;
+    assert_int_equal(cuMemcpyDtoH(&h, out, 4), CUDA_ERROR_LAUNCH_FAILED);
+    CK(cuCtxDestroy(c));
+    /* Another context is unaffected. */
+    st_primary(0);
+    CK(cuCtxSynchronize());
+    /* A kernel touching a bad address: ILLEGAL_ADDRESS, process alive. */
+    CK(cuCtxCreate(&c, NULL, 0, 1));
+    m = load();
+    CK(cuModuleGetFunction(&f, m, "sim_crash"));
+    CUdeviceptr bad = 16;
+    void *bargs[] = {&bad};
+    CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, bargs, NULL));
+    assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CK(cuCtxDestroy(c));
+    /* Negative control: the same kernel on a good pointer succeeds. */
+    st_primary(0);
+    m = load();
+    CK(cuModuleGetFunction(&f, m, "sim_crash"));
+    CUdeviceptr good;
+    CK(cuMemAlloc(&good, 4));
+    void *gargs[] = {&good};
+    CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, gargs, NULL));
+    CK(cuCtxSynchronize());
+    CK(cuMemFree(good));
+    CK(cuModuleUnload(m));
+}
+
+static void test_kernel_without_twin(void **state)
+{
+    (void)state;
+    /* Without the twin library, loading fails with NOT_FOUND and says why. */
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "SIMCUDA_KERNELS= exec '%s' --child-load", es_build_path("tests/sim_kernel_test"));
+    es_proc_result_t r;
+    assert_int_equal(es_run_sh(cmd, NULL, 60, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "load 500\n"));
+    assert_non_null(strstr(r.out, "simcuda_twin_sim_add"));
+    es_proc_result_free(&r);
+}
+
+static int child_load(void)
+{
+    setup(NULL);
+    if (!g_fatbin)
+        return 2;
+    st_private_shm("kchild");
+    st_primary(0);
+    CUmodule m;
+    printf("load %d\n", (int)cuModuleLoadData(&m, g_fatbin));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--child-load") == 0)
+        return child_load();
+    st_private_shm("kern");
+    setenv("SIMCUDA_DEVICES", "a100:4G,t4:4G", 1);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_module_and_launch),
+        cmocka_unit_test(test_arguments_copied_at_launch),
+        cmocka_unit_test(test_launch_info_and_attributes),
+        cmocka_unit_test(test_other_image_forms),
+        cmocka_unit_test(test_library_and_kernel),
+        cmocka_unit_test(test_sticky_errors),
+        cmocka_unit_test(test_kernel_without_twin),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

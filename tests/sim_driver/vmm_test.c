@@ -1,0 +1,316 @@
+/* simcuda VMM tests: reservations, memfd-backed physical allocations,
+ * map/unmap/remap at the same address, access rights (an unmapped or
+ * not-granted range faults in a child process), properties, retained
+ * handles, export/import of a file descriptor between processes, capacity. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "tests/sim_driver/common.h"
+
+#define GRAN ((size_t)2 << 20)
+
+static CUmemAllocationProp prop_for(int dev, int shareable)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof(p));
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = dev;
+    if (shareable)
+        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return p;
+}
+
+static void grant(CUdeviceptr va, size_t size, int dev, CUmemAccess_flags f)
+{
+    CUmemAccessDesc d;
+    memset(&d, 0, sizeof(d));
+    d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    d.location.id = dev;
+    d.flags = f;
+    CK(cuMemSetAccess(va, size, &d, 1));
+}
+
+static volatile int *g_touch;
+static int touch_child(void *arg)
+{
+    (void)arg;
+    signal(SIGSEGV, SIG_DFL);
+    signal(SIGBUS, SIG_DFL);
+    return g_touch[0] == 0x5a5a ? 7 : 8;
+}
+static int write_child(void *arg)
+{
+    (void)arg;
+    signal(SIGSEGV, SIG_DFL);
+    signal(SIGBUS, SIG_DFL);
+    g_touch[0] = 1;
+    return 0;
+}
+
+static void test_granularity_and_props(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUmemAllocationProp p = prop_for(0, 0);
+    size_t g;
+    CK(cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    assert_int_equal(g, GRAN);
+    CK(cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    assert_int_equal(g, GRAN);
+    CUmemAllocationProp bad = prop_for(9, 0);
+    assert_int_equal(cuMemGetAllocationGranularity(&g, &bad, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+                     CUDA_ERROR_INVALID_VALUE);
+    CUmemGenericAllocationHandle h;
+    CK(cuMemCreate(&h, 2 * GRAN, &p, 0));
+    CUmemAllocationProp back;
+    CK(cuMemGetAllocationPropertiesFromHandle(&back, h));
+    assert_int_equal(back.location.id, 0);
+    assert_int_equal(back.type, CU_MEM_ALLOCATION_TYPE_PINNED);
+    assert_int_equal(cuMemCreate(&h, GRAN + 4096, &p, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemCreate(&h, 0, &p, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemCreate(&h, GRAN, &bad, 0), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemRelease(h));
+    assert_int_equal(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemGetAllocationPropertiesFromHandle(&back, h), CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr va;
+    assert_int_equal(cuMemAddressReserve(&va, GRAN + 1, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemAddressReserve(NULL, GRAN, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemAddressFree(12345, GRAN), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_map_access_unmap_remap(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUmemAllocationProp p = prop_for(0, 0);
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, 4 * GRAN, 0, 0, 0));
+    assert_int_equal(va % GRAN, 0);
+    CUmemGenericAllocationHandle h;
+    CK(cuMemCreate(&h, 2 * GRAN, &p, 0));
+    CK(cuMemMap(va + GRAN, 2 * GRAN, 0, h, 0));
+    assert_int_equal(cuMemMap(va + GRAN, 2 * GRAN, 0, h, 0), CUDA_ERROR_ALREADY_MAPPED);
+    assert_int_equal(cuMemMap(va + 3 * GRAN, 2 * GRAN, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* beyond */
+    assert_int_equal(cuMemMap(va, GRAN, 0, (CUmemGenericAllocationHandle)&p, 0), CUDA_ERROR_INVALID_HANDLE);
+    /* Mapped but not granted: no access yet, as on a GPU. */
+    g_touch = (volatile int *)(uintptr_t)(va + GRAN);
+    assert_int_equal(st_wait(st_fork(touch_child, NULL)), 128 + SIGSEGV);
+    unsigned long long flags = 99;
+    CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+    CK(cuMemGetAccess(&flags, &loc, va + GRAN));
+    assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    /* Read-only access: reads work, writes fault. */
+    grant(va + GRAN, 2 * GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    assert_int_equal(st_wait(st_fork(touch_child, NULL)), 8);
+    assert_int_equal(st_wait(st_fork(write_child, NULL)), 128 + SIGSEGV);
+    grant(va + GRAN, 2 * GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    CK(cuMemGetAccess(&flags, &loc, va + GRAN));
+    assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    /* Device memory in every sense: copies, memset, attributes. */
+    CK(cuMemsetD32(va + GRAN, 0x5a5a, 1));
+    int v[4] = {1, 2, 3, 4}, w[4];
+    CK(cuMemcpyHtoD(va + 2 * GRAN + 64, v, sizeof(v)));
+    CK(cuMemcpyDtoH(w, va + 2 * GRAN + 64, sizeof(w)));
+    assert_memory_equal(v, w, sizeof(v));
+    assert_int_equal(st_wait(st_fork(touch_child, NULL)), 7);
+    unsigned type;
+    CK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va + GRAN + 8));
+    assert_int_equal(type, CU_MEMORYTYPE_DEVICE);
+    CUdeviceptr start;
+    size_t rsize;
+    CK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, va + GRAN + 8));
+    assert_true(start == va);
+    CK(cuPointerGetAttribute(&rsize, CU_POINTER_ATTRIBUTE_RANGE_SIZE, va + GRAN + 8));
+    assert_int_equal(rsize, 4 * GRAN);
+    CUdeviceptr base;
+    size_t size;
+    CK(cuMemGetAddressRange(&base, &size, va + GRAN + 8));
+    assert_true(base == va + GRAN);
+    assert_int_equal(size, 2 * GRAN);
+    /* A retained handle is the same allocation. */
+    CUmemGenericAllocationHandle h2;
+    CK(cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)(va + GRAN + 100)));
+    assert_true(h2 == h);
+    CK(cuMemRelease(h2));
+    /* Unmap: a reservation again, faults again; the handle keeps the bytes. */
+    assert_int_equal(cuMemUnmap(va + GRAN, GRAN), CUDA_ERROR_INVALID_VALUE); /* part of a mapping */
+    CK(cuMemUnmap(va + GRAN, 2 * GRAN));
+    assert_int_equal(st_wait(st_fork(touch_child, NULL)), 128 + SIGSEGV);
+    assert_int_equal(cuMemcpyDtoH(w, va + GRAN, 4), CUDA_ERROR_INVALID_VALUE);
+    /* Remap at the same address: same bytes, access must be granted again. */
+    CK(cuMemMap(va + GRAN, 2 * GRAN, 0, h, 0));
+    assert_int_equal(st_wait(st_fork(touch_child, NULL)), 128 + SIGSEGV);
+    grant(va + GRAN, 2 * GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    assert_int_equal(*(volatile int *)(uintptr_t)(va + GRAN), 0x5a5a);
+    CK(cuMemcpyDtoH(w, va + 2 * GRAN + 64, sizeof(w)));
+    assert_memory_equal(v, w, sizeof(v));
+    /* Release the handle while mapped: the memory lives until unmapped. */
+    CK(cuMemRelease(h));
+    assert_int_equal(*(volatile int *)(uintptr_t)(va + GRAN), 0x5a5a);
+    assert_int_equal(cuMemAddressFree(va, 4 * GRAN), CUDA_ERROR_INVALID_VALUE); /* still mapped */
+    CK(cuMemUnmap(va + GRAN, 2 * GRAN));
+    CK(cuMemAddressFree(va, 4 * GRAN));
+    assert_int_equal(cuMemUnmap(va + GRAN, 2 * GRAN), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_two_handles_one_range(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUmemAllocationProp p0 = prop_for(0, 0), p1 = prop_for(1, 0);
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, 2 * GRAN, 0, 0, 0));
+    CUmemGenericAllocationHandle a, b;
+    CK(cuMemCreate(&a, GRAN, &p0, 0));
+    CK(cuMemCreate(&b, GRAN, &p1, 0)); /* another device's memory in the same range */
+    CK(cuMemMap(va, GRAN, 0, a, 0));
+    CK(cuMemMap(va + GRAN, GRAN, 0, b, 0));
+    CK(cuMemRelease(a));
+    CK(cuMemRelease(b));
+    grant(va, 2 * GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    int ord;
+    CK(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, va + GRAN));
+    assert_int_equal(ord, 1);
+    /* One copy across both mappings. */
+    static char buf[2 * GRAN / 4];
+    memset(buf, 3, sizeof(buf));
+    CK(cuMemcpyHtoD(va + GRAN - sizeof(buf) / 2, buf, sizeof(buf)));
+    assert_int_equal(*(volatile char *)(uintptr_t)(va + GRAN), 3);
+    CK(cuMemUnmap(va, 2 * GRAN));
+    CK(cuMemAddressFree(va, 2 * GRAN));
+}
+
+static int g_fd;
+static CUdeviceptr g_va_hint;
+static int import_child(void *arg)
+{
+    (void)arg;
+    /* A fresh process view: initialise, import the fd, map, read, write. */
+    if (cuInit(0) != CUDA_SUCCESS)
+        return 10;
+    st_primary(0);
+    CUmemGenericAllocationHandle h;
+    if (cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)g_fd,
+                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != CUDA_SUCCESS)
+        return 11;
+    CUmemAllocationProp pr;
+    if (cuMemGetAllocationPropertiesFromHandle(&pr, h) != CUDA_SUCCESS || pr.location.id != 1)
+        return 12;
+    CUdeviceptr va;
+    if (cuMemAddressReserve(&va, GRAN, 0, 0, 0) != CUDA_SUCCESS)
+        return 13;
+    if (cuMemMap(va, GRAN, 0, h, 0) != CUDA_SUCCESS)
+        return 14;
+    CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    if (cuMemSetAccess(va, GRAN, &d, 1) != CUDA_SUCCESS)
+        return 15;
+    int w[2];
+    if (cuMemcpyDtoH(w, va + 4096, sizeof(w)) != CUDA_SUCCESS || w[0] != 1234 || w[1] != 5678)
+        return 16;
+    int mine = 4321;
+    if (cuMemcpyHtoD(va + 8192, &mine, sizeof(mine)) != CUDA_SUCCESS)
+        return 17;
+    return 0;
+}
+
+static void test_export_import_between_processes(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUmemAllocationProp p = prop_for(1, 1), np = prop_for(1, 0);
+    CUmemGenericAllocationHandle h, nh;
+    CK(cuMemCreate(&h, GRAN, &p, 0));
+    CK(cuMemCreate(&nh, GRAN, &np, 0));
+    int fd = -1;
+    assert_int_equal(cuMemExportToShareableHandle(&fd, nh, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                     CUDA_ERROR_INVALID_VALUE); /* not requested at creation */
+    assert_int_equal(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_WIN32, 0),
+                     CUDA_ERROR_NOT_SUPPORTED);
+    CK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    assert_true(fd >= 0);
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, GRAN, 0, 0, 0));
+    CK(cuMemMap(va, GRAN, 0, h, 0));
+    grant(va, GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    int v[2] = {1234, 5678};
+    CK(cuMemcpyHtoD(va + 4096, v, sizeof(v)));
+    g_fd = fd;
+    g_va_hint = va;
+    assert_int_equal(st_wait(st_fork(import_child, NULL)), 0);
+    /* The child's write is in our mapping: one physical allocation. */
+    int back = 0;
+    CK(cuMemcpyDtoH(&back, va + 8192, sizeof(back)));
+    assert_int_equal(back, 4321);
+    /* Importing in this process too gives another handle to the same bytes. */
+    CUmemGenericAllocationHandle h2;
+    CK(cuMemImportFromShareableHandle(&h2, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    CUdeviceptr va2;
+    CK(cuMemAddressReserve(&va2, GRAN, 0, 0, 0));
+    CK(cuMemMap(va2, GRAN, 0, h2, 0));
+    grant(va2, GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    assert_int_equal(*(volatile int *)(uintptr_t)(va2 + 8192), 4321);
+    int junk = open("/dev/null", 0);
+    assert_int_equal(cuMemImportFromShareableHandle(&h2, (void *)(uintptr_t)junk,
+                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                     CUDA_ERROR_INVALID_VALUE);
+    close(junk);
+    CK(cuMemUnmap(va2, GRAN));
+    CK(cuMemAddressFree(va2, GRAN));
+    CK(cuMemRelease(h2));
+    CK(cuMemUnmap(va, GRAN));
+    CK(cuMemAddressFree(va, GRAN));
+    CK(cuMemRelease(h));
+    CK(cuMemRelease(nh));
+    close(fd);
+}
+
+static void test_vmm_capacity(void **state)
+{
+    (void)state;
+    st_primary(2); /* 64M device in this program */
+    CUmemAllocationProp p = prop_for(2, 0);
+    size_t f0, f1, tot;
+    CK(cuMemGetInfo(&f0, &tot));
+    CUmemGenericAllocationHandle h[40];
+    int n = 0;
+    CUresult r;
+    while ((r = cuMemCreate(&h[n], GRAN, &p, 0)) == CUDA_SUCCESS)
+        n++;
+    assert_int_equal(r, CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(n, 32);
+    CK(cuMemGetInfo(&f1, &tot));
+    assert_int_equal(f1, 0);
+    CUdeviceptr d;
+    assert_int_equal(cuMemAlloc(&d, 4096), CUDA_ERROR_OUT_OF_MEMORY);
+    for (int i = 0; i < n; i++)
+        CK(cuMemRelease(h[i]));
+    CK(cuMemGetInfo(&f1, &tot));
+    assert_int_equal(f1, f0);
+}
+
+int main(void)
+{
+    st_private_shm("vmm");
+    setenv("SIMCUDA_DEVICES", "a100:8G,v100:8G,t4:64M", 1);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_granularity_and_props),
+        cmocka_unit_test(test_map_access_unmap_remap),
+        cmocka_unit_test(test_two_handles_one_range),
+        cmocka_unit_test(test_export_import_between_processes),
+        cmocka_unit_test(test_vmm_capacity),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
