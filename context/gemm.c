@@ -25,9 +25,8 @@ int es_gemm_sgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, 
     cublasPointerMode_t pm;
     cudaStream_t stream = NULL;
     int ta_i, tb_i;
-    if (ES_REAL(cublas, cublasGetPointerMode_v2)(h, &pm) != CUBLAS_STATUS_SUCCESS ||
-        pm != CUBLAS_POINTER_MODE_HOST)
-        return -ENOTSUP; /* invalid handle: cuBLAS reports it; device scalars: cuBLAS */
+    if (ES_REAL(cublas, cublasGetPointerMode_v2)(h, &pm) != CUBLAS_STATUS_SUCCESS)
+        return -ENOTSUP; /* invalid handle: cuBLAS reports it */
     if (ES_REAL(cublas, cublasGetStream_v2)(h, &stream) != CUBLAS_STATUS_SUCCESS)
         return -ENOTSUP;
     *status = CUBLAS_STATUS_INVALID_VALUE;
@@ -39,14 +38,19 @@ int es_gemm_sgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, 
     *status = CUBLAS_STATUS_SUCCESS;
     if (m == 0 || n == 0 || batch == 0)
         return 0;
-    if (!alpha || !beta || !A || !B || !C) {
+    if (!alpha || !beta) {
         *status = CUBLAS_STATUS_INVALID_VALUE;
         return 0;
     }
     CUfunction fn = es_portable_function(ES_K_SGEMM);
     if (!fn)
         return -ENOTSUP;
-    es_gemm_args_t a = { A, B, C, sA, sB, sC, ta_i, tb_i, m, n, k, lda, ldb, ldc, *alpha, *beta };
+    int dev_scalars = pm == CUBLAS_POINTER_MODE_DEVICE;
+    es_gemm_args_t a = { A,      B,     C,   dev_scalars ? alpha : NULL,
+                         dev_scalars ? beta : NULL,     sA,    sB,  sC,
+                         ta_i,   tb_i,  m,   n,
+                         k,      lda,   ldb, ldc,
+                         dev_scalars ? 0.0f : *alpha, dev_scalars ? 0.0f : *beta };
     void *params[] = { &a };
     CUresult r = ES_REAL(cuda, cuLaunchKernel)(
         fn, (unsigned)(m + ES_GEMM_TILE - 1) / ES_GEMM_TILE,

@@ -14,8 +14,9 @@
 
 /* Runs a (strided batched) SGEMM on the portable kernel. Returns 0 with
  * *status set when it ran (or was rejected as cuBLAS would reject it), or
- * -ENOTSUP when cuBLAS must do it (device pointer mode, kernel not
- * loadable). */
+ * -ENOTSUP when cuBLAS must do it (invalid handle, kernel not loadable).
+ * Host and device pointer modes (device: alpha and beta are read by the
+ * kernel when it runs, as cuBLAS does). */
 int es_gemm_sgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                   int k, const float *alpha, const float *A, int lda, long long sA,
                   const float *B, int ldb, long long sB, const float *beta, float *C, int ldc,

@@ -35,6 +35,7 @@
 typedef struct es_gemm_args {
     const float *A, *B;
     float *C;
+    const float *palpha, *pbeta; /* device pointer mode: read here (else NULL) */
     long long sA, sB, sC;  /* batch strides (elements) */
     int ta, tb, m, n, k, lda, ldb, ldc;
     float alpha, beta;
@@ -70,7 +71,8 @@ ES_HD void es_gemm_elem(const es_gemm_args_t *a, long long i, long long j, long 
         float y = a->tb ? B[j + (long long)p * a->ldb] : B[p + j * a->ldb];
         acc = ES_FMA(x, y, acc);
     }
-    es_store(a->C + b * a->sC + i + j * a->ldc, a->alpha, acc, a->beta);
+    float alpha = a->palpha ? *a->palpha : a->alpha, beta = a->pbeta ? *a->pbeta : a->beta;
+    es_store(a->C + b * a->sC + i + j * a->ldc, alpha, acc, beta);
 }
 
 ES_HD void es_conv_fwd_elem(const es_conv_args_t *a, long long idx)

@@ -9,8 +9,9 @@
  *   handle), applied after cublasCreate and after every cublasSetStream
  *   (cuBLAS resets the workspace there); a workspace the application sets
  *   is replaced by the shim's for the current stream;
- * d2: SGEMM, fp32 GemmEx and SGEMM strided batched run on the shim's
- *   portable kernel (context/gemm.c).
+ * d2: SGEMM, GemmEx with fp32 A, B, C and a 32F compute type (the
+ *   reduced-precision FAST_* ones included: they get full fp32) and SGEMM
+ *   strided batched run on the shim's portable kernel (context/gemm.c).
  * off: pass-through.
  *
  * The registry of handles is taken under es_state_lock, never on a GEMM.
@@ -278,7 +279,10 @@ ES_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t t
         cublasStatus_t st;
         if (es_cfg.determinism == ES_DET_D2 && Atype == CUDA_R_32F && Btype == CUDA_R_32F &&
             Ctype == CUDA_R_32F &&
-            (computeType == CUBLAS_COMPUTE_32F || computeType == CUBLAS_COMPUTE_32F_PEDANTIC) &&
+            (computeType == CUBLAS_COMPUTE_32F || computeType == CUBLAS_COMPUTE_32F_PEDANTIC ||
+             computeType == CUBLAS_COMPUTE_32F_FAST_TF32 ||
+             computeType == CUBLAS_COMPUTE_32F_FAST_16F ||
+             computeType == CUBLAS_COMPUTE_32F_FAST_16BF) &&
             es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C,
                           ldc, 0, 1, &st) == 0)
             return st;

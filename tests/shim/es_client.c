@@ -302,6 +302,14 @@ static int mode_gemm(int dev)
                                  (long long)M * K, (float *)dB, K, (long long)K * N, &zero,
                                  (float *)dC, M, (long long)M * N, BATCH));
     printf("batched %016llx\n", (unsigned long long)download_hash(dC, M * N * BATCH));
+    /* scalars in device memory */
+    float ab[2] = { 1.0f, 0.0f };
+    CUdeviceptr dab = upload(ab, 2);
+    CK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+    CK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, (float *)dab, (float *)dA, M,
+                   (float *)dB, K, (float *)dab + 1, (float *)dC, M));
+    printf("sgemm_devptr %016llx\n", (unsigned long long)download_hash(dC, M * N));
+    CK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
     /* Reference on the host in the portable kernel's order (k ascending,
      * fmaf): the d2 result must equal it. */
     float *ref = malloc(sizeof(float) * M * N);

@@ -595,7 +595,7 @@ static void test_d1_cudnn_backend(void **state)
 
 /* ---- d2 ------------------------------------------------------------------------------ */
 
-static void gemm_on(int dev, const char *det, char out[4][64], char *ref)
+static void gemm_on(int dev, const char *det, char out[5][64], char *ref)
 {
     char d[8];
     snprintf(d, sizeof(d), "%d", dev);
@@ -608,6 +608,7 @@ static void gemm_on(int dev, const char *det, char out[4][64], char *ref)
     val(&r, "gemmex", out[1], 64);
     val(&r, "batched", out[2], 64);
     val(&r, "sgemm_tn", out[3], 64);
+    val(&r, "sgemm_devptr", out[4], 64);
     if (ref)
         val(&r, "reference", ref, 64);
     es_proc_result_free(&r);
@@ -616,7 +617,7 @@ static void gemm_on(int dev, const char *det, char out[4][64], char *ref)
 static void test_d2_gemm_across_models(void **state)
 {
     (void)state;
-    char a[4][64], v[4][64], ref[64];
+    char a[5][64], v[5][64], ref[64];
     /* negative controls: bits differ between an a100 and a v100 */
     gemm_on(0, "EASYSCALE_DETERMINISM=off", a, NULL);
     gemm_on(1, "EASYSCALE_DETERMINISM=off", v, NULL);
@@ -627,10 +628,11 @@ static void test_d2_gemm_across_models(void **state)
     /* d2: the same bits, equal to the portable order computed on the host */
     gemm_on(0, "EASYSCALE_DETERMINISM=d2", a, ref);
     gemm_on(1, "EASYSCALE_DETERMINISM=d2", v, NULL);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         assert_string_equal(a[i], v[i]);
     assert_string_equal(a[0], ref);
     assert_string_equal(a[0], a[1]); /* GemmEx fp32 = Sgemm */
+    assert_string_equal(a[0], a[4]); /* device pointer mode */
 }
 
 static void conv_on(int dev, const char *det, char out[3][64], char ref[3][64], char *algo)
