@@ -186,6 +186,14 @@ static int audit_file(cli_t *c, const char *path, const char **why)
     madvise(map, (size_t)st.st_size, MADV_SEQUENTIAL);
     size_t size = (size_t)st.st_size;
     const unsigned char *p = map;
+    /* a runtime wrapper holds a pointer into the process that made it:
+     * never follow one read from a file */
+    static const unsigned char wrapper_magic[4] = { 0xb1, 0x43, 0x62, 0x46 };
+    if (size >= 4 && memcmp(p, wrapper_magic, 4) == 0) {
+        rc = -EINVAL;
+        *why = "a runtime fatbin wrapper (pointers into another process): give the fatbin";
+        goto out;
+    }
     size_t probe_sz;
     int kind = es_image_probe(p, size, &probe_sz);
     if (kind > 0)
@@ -246,7 +254,7 @@ static void summary_json(const cli_t *c)
     if (s->ptx_kernels)
         printf("%s\"ptx\": {\"kernels\": %lu, \"float_atomic\": %lu}", first ? "" : ", ",
                s->ptx_kernels, s->ptx_float);
-    printf("}}}");
+    printf("}}");
 }
 
 int main(int argc, char **argv)
@@ -320,9 +328,10 @@ int main(int argc, char **argv)
         } else {
             if (rc < 0)
                 printf("%s: error: %s\n", argv[i], why ? why : err_text(rc));
-            else if (c.st.kernels == 0)
+            else if (c.st.kernels == 0 && c.st.functions == 0)
                 printf("%s: no device code\n", argv[i]);
-            summary_text(&c);
+            if (rc >= 0 || c.st.kernels || c.st.functions)
+                summary_text(&c);
         }
     }
     if (c.json)

@@ -328,12 +328,15 @@ int es_image_probe(const void *image, size_t avail, size_t *size_out)
             lim = (size_t)(e1 > e2 ? e1 : e2);
             if (lim < sizeof eh)
                 lim = sizeof eh;
-            /* section contents may lie beyond the tables: take the largest */
+            /* section contents may lie beyond the tables: take the largest,
+             * except processor-specific sections, which may claim bytes the
+             * file does not have (see elf_precheck); ptxas puts the section
+             * header table last, after all of them */
             if (eh.e_shoff && eh.e_shentsize == sizeof(Elf64_Shdr)) {
                 for (unsigned i = 0; i < eh.e_shnum; i++) {
                     Elf64_Shdr sh;
                     memcpy(&sh, p + eh.e_shoff + (size_t)i * sizeof sh, sizeof sh);
-                    if (sh.sh_type == SHT_NOBITS)
+                    if (sh.sh_type == SHT_NOBITS || sh.sh_type >= SHT_LOPROC)
                         continue;
                     if (sh.sh_offset > ((uint64_t)1 << 40) || sh.sh_size > ((uint64_t)1 << 40))
                         return -EBADMSG;

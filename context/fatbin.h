@@ -24,6 +24,9 @@ enum es_image_kind {
     ES_IMAGE_PTX,         /* NUL-terminated PTX text */
 };
 
+/* Note: a runtime wrapper holds a pointer to its fatbin, which is followed:
+ * pass wrappers only from this process's own memory, never from a file. */
+
 /* Classifies an image and computes its size when the caller does not know
  * it (cuModuleLoadData receives no size): for a fatbin from its headers
  * (all consecutive containers), for a cubin from its ELF headers, for PTX

@@ -42,15 +42,19 @@ int es_gemm_sgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, 
         *status = CUBLAS_STATUS_INVALID_VALUE;
         return 0;
     }
+    if ((n + ES_GEMM_TILE - 1) / ES_GEMM_TILE > 65535)
+        return -ENOTSUP; /* beyond gridDim.y */
     CUfunction fn = es_portable_function(ES_K_SGEMM);
     if (!fn)
         return -ENOTSUP;
     int dev_scalars = pm == CUBLAS_POINTER_MODE_DEVICE;
-    es_gemm_args_t a = { A,      B,     C,   dev_scalars ? alpha : NULL,
-                         dev_scalars ? beta : NULL,     sA,    sB,  sC,
-                         ta_i,   tb_i,  m,   n,
-                         k,      lda,   ldb, ldc,
-                         dev_scalars ? 0.0f : *alpha, dev_scalars ? 0.0f : *beta };
+    es_gemm_args_t a = {
+        .A = A, .B = B, .C = C,
+        .palpha = dev_scalars ? alpha : NULL, .pbeta = dev_scalars ? beta : NULL,
+        .sA = sA, .sB = sB, .sC = sC,
+        .ta = ta_i, .tb = tb_i, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
+        .alpha = dev_scalars ? 0.0f : *alpha, .beta = dev_scalars ? 0.0f : *beta,
+    };
     void *params[] = { &a };
     CUresult r = ES_REAL(cuda, cuLaunchKernel)(
         fn, (unsigned)(m + ES_GEMM_TILE - 1) / ES_GEMM_TILE,

@@ -24,6 +24,14 @@
  *                    op (w1 >> 23) & 0xf: 0 add, 2 max.
  *   sm_100..sm_121   as sm_90, plus ATOMS.CAST.SPIN 0x58d (sm_100, 103, 110,
  *                    120, 121 give identical atomic bits).
+ *                    One value comes from NVIDIA's code, not from a test
+ *                    kernel: 0x3a3 (w1 type byte 0xff = F64, as on ATOMG
+ *                    float, no memory descriptor) occurs in libcublasLt only,
+ *                    128 times in each sm_90/100/120 build of the
+ *                    cutlass_80_tensorop_z884gemm (imma_emu) kernels whose
+ *                    sm_80/86 builds have RED.ADD.F64 (0x98e, type 6) at the
+ *                    same 128 places; ptxas did not emit it for the test
+ *                    kernels (memory descriptor forms 0x9xx instead).
  * CAS forms on all: ATOMG.CAS 0x3a9, ATOM.CAS 0x38b, ATOMS.CAS(T) 0x38d;
  * shared-memory integer atomics: 0x38c (sm_75..89).
  * 16-bit scalar float atomics (f16, bf16) compile to CAS loops (ATOM.CAS /
@@ -83,6 +91,7 @@ static const uint8_t cls_hopper[4096] = {
     [0x9a3] = ES_SASS_FLOAT,   /* ATOMG float */
     [0x9a2] = ES_SASS_FLOAT,   /* ATOM float (generic) */
     [0x9a5] = ES_SASS_FLOAT,   /* LDGMC float (multimem.ld_reduce) */
+    [0x3a3] = ES_SASS_FLOAT,   /* float atomic, other operand form (see top) */
     [0x3bb] = ES_SASS_BULK,    /* UBLKRED */
     [0x3b6] = ES_SASS_TENSOR,  /* UTMAREDG */
     [0x3a9] = ES_SASS_CAS,
@@ -99,6 +108,7 @@ static const uint8_t cls_blackwell[4096] = {
     [0x9a3] = ES_SASS_FLOAT,
     [0x9a2] = ES_SASS_FLOAT,
     [0x9a5] = ES_SASS_FLOAT,
+    [0x3a3] = ES_SASS_FLOAT,
     [0x3bb] = ES_SASS_BULK,
     [0x3b6] = ES_SASS_TENSOR,
     [0x3a9] = ES_SASS_CAS,
@@ -118,6 +128,7 @@ static const uint8_t form_hopper[4096] = {
     [0x9a3] = ES_AUDIT_FORM_ATOM,
     [0x9a2] = ES_AUDIT_FORM_ATOM,
     [0x9a5] = ES_AUDIT_FORM_LDGMC,
+    [0x3a3] = ES_AUDIT_FORM_RED,
     [0x3bb] = ES_AUDIT_FORM_BULK,
     [0x3b6] = ES_AUDIT_FORM_TENSOR,
 };

@@ -229,64 +229,59 @@ ES_EXPORT cublasStatus_t cublasGetAtomicsMode(cublasHandle_t handle, cublasAtomi
 }
 
 /* The GEMMs: one branch on the pass-through path (es_slow[cublas] is set in
- * d2, see shim/resolve.c), then the real call. */
-ES_EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
-                                        cublasOperation_t transb, int m, int n, int k,
-                                        const float *alpha, const float *A, int lda,
-                                        const float *B, int ldb, const float *beta, float *C,
-                                        int ldc)
-{
-    if (__builtin_expect(__atomic_load_n(&es_slow[ES_LIB_CUBLAS], __ATOMIC_ACQUIRE), 0)) {
-        es_slowpath(ES_LIB_CUBLAS, ES_IDX_cublasSgemm_v2);
-        cublasStatus_t st;
-        if (es_cfg.determinism == ES_DET_D2 &&
-            es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C,
-                          ldc, 0, 1, &st) == 0)
-            return st;
+ * d2 and with statistics, see shim/resolve.c), then a tail call of the real
+ * function; everything else is in the out-of-line slow variant. */
+#define ES_GEMM_WRAPPER(sym, params, args, d2_cond, d2_call)                            \
+    __attribute__((noinline, cold)) static cublasStatus_t es_slow_##sym params           \
+    {                                                                                    \
+        es_slowpath(ES_LIB_CUBLAS, ES_IDX_##sym);                                        \
+        cublasStatus_t st;                                                               \
+        if (es_cfg.determinism == ES_DET_D2 && (d2_cond) && (d2_call) == 0)              \
+            return st;                                                                   \
+        return ES_REAL(cublas, sym) args;                                                \
+    }                                                                                    \
+    ES_EXPORT cublasStatus_t sym params                                                  \
+    {                                                                                    \
+        if (__builtin_expect(__atomic_load_n(&es_slow[ES_LIB_CUBLAS], __ATOMIC_ACQUIRE), 0)) \
+            return es_slow_##sym args;                                                   \
+        return ES_REAL(cublas, sym) args;                                                \
     }
-    return ES_REAL(cublas, cublasSgemm_v2)(handle, transa, transb, m, n, k, alpha, A, lda, B,
-                                           ldb, beta, C, ldc);
+
+ES_GEMM_WRAPPER(cublasSgemm_v2,
+                (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                 int m, int n, int k, const float *alpha, const float *A, int lda,
+                 const float *B, int ldb, const float *beta, float *C, int ldc),
+                (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc), 1,
+                es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0,
+                              beta, C, ldc, 0, 1, &st))
+
+ES_GEMM_WRAPPER(cublasSgemmStridedBatched,
+                (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                 int m, int n, int k, const float *alpha, const float *A, int lda,
+                 long long int strideA, const float *B, int ldb, long long int strideB,
+                 const float *beta, float *C, int ldc, long long int strideC, int batchCount),
+                (handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta,
+                 C, ldc, strideC, batchCount),
+                1,
+                es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb,
+                              strideB, beta, C, ldc, strideC, batchCount, &st))
+
+static int es_gemmex_fp32(cudaDataType a, cudaDataType b, cudaDataType c, cublasComputeType_t t)
+{
+    return a == CUDA_R_32F && b == CUDA_R_32F && c == CUDA_R_32F &&
+           (t == CUBLAS_COMPUTE_32F || t == CUBLAS_COMPUTE_32F_PEDANTIC ||
+            t == CUBLAS_COMPUTE_32F_FAST_TF32 || t == CUBLAS_COMPUTE_32F_FAST_16F ||
+            t == CUBLAS_COMPUTE_32F_FAST_16BF);
 }
 
-ES_EXPORT cublasStatus_t cublasSgemmStridedBatched(
-    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-    int k, const float *alpha, const float *A, int lda, long long int strideA, const float *B,
-    int ldb, long long int strideB, const float *beta, float *C, int ldc,
-    long long int strideC, int batchCount)
-{
-    if (__builtin_expect(__atomic_load_n(&es_slow[ES_LIB_CUBLAS], __ATOMIC_ACQUIRE), 0)) {
-        es_slowpath(ES_LIB_CUBLAS, ES_IDX_cublasSgemmStridedBatched);
-        cublasStatus_t st;
-        if (es_cfg.determinism == ES_DET_D2 &&
-            es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb,
-                          strideB, beta, C, ldc, strideC, batchCount, &st) == 0)
-            return st;
-    }
-    return ES_REAL(cublas, cublasSgemmStridedBatched)(handle, transa, transb, m, n, k, alpha, A,
-                                                      lda, strideA, B, ldb, strideB, beta, C,
-                                                      ldc, strideC, batchCount);
-}
-
-ES_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
-                                      cublasOperation_t transb, int m, int n, int k,
-                                      const void *alpha, const void *A, cudaDataType Atype,
-                                      int lda, const void *B, cudaDataType Btype, int ldb,
-                                      const void *beta, void *C, cudaDataType Ctype, int ldc,
-                                      cublasComputeType_t computeType, cublasGemmAlgo_t algo)
-{
-    if (__builtin_expect(__atomic_load_n(&es_slow[ES_LIB_CUBLAS], __ATOMIC_ACQUIRE), 0)) {
-        es_slowpath(ES_LIB_CUBLAS, ES_IDX_cublasGemmEx);
-        cublasStatus_t st;
-        if (es_cfg.determinism == ES_DET_D2 && Atype == CUDA_R_32F && Btype == CUDA_R_32F &&
-            Ctype == CUDA_R_32F &&
-            (computeType == CUBLAS_COMPUTE_32F || computeType == CUBLAS_COMPUTE_32F_PEDANTIC ||
-             computeType == CUBLAS_COMPUTE_32F_FAST_TF32 ||
-             computeType == CUBLAS_COMPUTE_32F_FAST_16F ||
-             computeType == CUBLAS_COMPUTE_32F_FAST_16BF) &&
-            es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C,
-                          ldc, 0, 1, &st) == 0)
-            return st;
-    }
-    return ES_REAL(cublas, cublasGemmEx)(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B,
-                                         Btype, ldb, beta, C, Ctype, ldc, computeType, algo);
-}
+ES_GEMM_WRAPPER(cublasGemmEx,
+                (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                 int m, int n, int k, const void *alpha, const void *A, cudaDataType Atype,
+                 int lda, const void *B, cudaDataType Btype, int ldb, const void *beta, void *C,
+                 cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                 cublasGemmAlgo_t algo),
+                (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C,
+                 Ctype, ldc, computeType, algo),
+                es_gemmex_fp32(Atype, Btype, Ctype, computeType),
+                es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0,
+                              beta, C, ldc, 0, 1, &st))

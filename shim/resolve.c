@@ -6,6 +6,9 @@
  * dlsym on its handle asks for a wrapped name): dlopen(soname) — which
  * returns the copy the application already loaded, if any — then dlsym of
  * every wrapped symbol on that handle, behind a pthread_once per library.
+ * RTLD_NOLOAD is not tried first: dlopen(soname) already returns the copy
+ * the application loaded, and a wrapper being called means the application
+ * wants the library.
  * Until then, and forever when a symbol is missing, a table entry is a stub
  * returning the library's "not initialized" status.
  */
@@ -53,10 +56,11 @@ typedef struct es_fn_info {
     int flavor;           /* 1: per-thread default stream variant */
     int kind;
     void *wrapper;
+    void *missing;        /* the stub standing for an absent real function */
 } es_fn_info_t;
 
 #define ES_FNINFO(kind, sym, gp, ver, fl, ret, params, args, err)              \
-    { #sym, gp, ver, fl, ES_KIND_##kind, (void *)sym },
+    { #sym, gp, ver, fl, ES_KIND_##kind, (void *)sym, (void *)es_missing_##sym },
 static const es_fn_info_t es_cuda_fns[] = { ES_CUDA_FUNCS(ES_FNINFO) };
 static const es_fn_info_t es_cublas_fns[] = { ES_CUBLAS_FUNCS(ES_FNINFO) };
 static const es_fn_info_t es_cudnn_fns[] = { ES_CUDNN_FUNCS(ES_FNINFO) };
@@ -144,6 +148,12 @@ static int es_map_cmp(const void *a, const void *b)
 
 static void es_map_add(es_lib_t *L, const void *p, int idx, int cap)
 {
+    /* A driver that takes the address of its own exports hands out the
+     * shim's wrappers (they preempt them): a wrapper always stands for
+     * itself, whatever name or version it was returned for. */
+    for (int j = 0; j < L->n; j++)
+        if (L->fns[j].wrapper == p)
+            idx = j;
     for (int i = 0; i < L->nmap; i++)
         if (L->map[i].real == p)
             return;
@@ -412,6 +422,21 @@ __attribute__((noinline)) static int es_dlsym_answer(const es_name_ent_t *e, voi
         int idx = -1;
         if (!L->loaded || !es_wrapper_for_real(e->lib, p, &idx) || idx != e->idx)
             return 1; /* some other library's function of that name */
+    } else {
+        /* A global lookup is a question: "is this function there?". Answer
+         * it as the process without the shim would: not when the real
+         * library or function is missing (unless asked from inside the
+         * library's own loading, when that is not known yet). */
+        es_ensure(e->lib);
+        if (__atomic_load_n(&L->done, __ATOMIC_ACQUIRE) && L->table[e->idx] == f->missing) {
+            /* fail the way dlsym fails, so dlerror() has a message */
+            if (L->handle)
+                rd(L->handle, name);
+            else
+                dlvsym(RTLD_DEFAULT, name, "EASYSCALE_ABSENT");
+            *out = NULL;
+            return 1;
+        }
     }
     if (f->kind == ES_KIND_I && es_cfg.determinism == ES_DET_D2 &&
         es_addr_in_vendor_lib(caller) && es_lib_ready(e->lib)) {

@@ -126,8 +126,9 @@ int es_addr_in_vendor_lib(const void *addr);
  * intercept/cuda.c's cuGetProcAddress wrappers. */
 void es_stat_getproc(int lib, int idx);
 
-/* Per-thread guard: non-zero while the shim itself is inside a real call
- * that may come back into the shim (library loading). */
+/* Per-thread re-entrancy guard: bit (1 << lib) is set while this thread
+ * loads that library; a wrapper or dlsym reached from inside the loading
+ * (the library's constructors) does not wait for the load in progress. */
 extern __thread int es_in_shim;
 
 /* One lock for the shim's registries (handles, workspaces, modules); never

@@ -33,16 +33,27 @@
  *   kernel NAME runs as simcuda_twin_NAME from the libraries listed in
  *   SIMCUDA_KERNELS. Parameter sizes come from the cubin's .nv.info (or the
  *   PTX signature) so launch arguments are copied at launch time, as on a GPU.
+ * - Copies follow the real driver's rules: an asynchronous copy from
+ *   pageable host memory stages the source before returning, one to pageable
+ *   memory returns when done; synchronous calls run on the legacy (or, for
+ *   the _ptds names, the per-thread) default stream and wait.
  * - Entry points (procs.c) come from one X-macro table: exported symbol,
  *   base name, version introduced, per-thread-stream variant. It drives
- *   cuGetProcAddress and cuGetProcAddress_v2.
+ *   cuGetProcAddress and cuGetProcAddress_v2. Functions cuda.h names that
+ *   simcuda does not simulate (arrays, graphs, ...; unsupported.h) are
+ *   exported too and return CUDA_ERROR_NOT_SUPPORTED. libcuda.map keeps
+ *   everything but cu* local.
  * - SIMCUDA_TIME_SCALE (float >= 0, default 0): after each device operation a
  *   worker sleeps scale x (the operation's CPU time) x the model's slowness
  *   (a100 1, h100 0.6, v100 1.6, t4 4, p100 2.5, a10 2, l4 1.8).
  * - Deliberate limits: cuLaunchKernel with kernelParams == NULL and `extra`
  *   given returns CUDA_ERROR_INVALID_VALUE; module globals are not supported
  *   (cuModuleGetGlobal returns CUDA_ERROR_NOT_FOUND); no graphs, arrays,
- *   textures or managed memory.
+ *   textures, stream capture or managed memory. cuMemFree and cuModuleUnload
+ *   wait for the context's work (as the real ones synchronise). Destroyed
+ *   contexts and streams keep their (small) objects so stale handles stay
+ *   safe to check. A forked child starts with an uninitialised driver (it
+ *   calls cuInit again and gets its own capacity slot).
  *
  * This file: initialisation, errors, versions, the handle registry, the
  * fault guard used by the workers, fork handling.
@@ -82,7 +93,7 @@ void sim_log(const char *fmt, ...)
 
 /* ---- handle registry (open addressing, pointer keys) ------------------------ */
 typedef struct { uintptr_t key; int type; } reg_slot_t;
-static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_rwlock_t g_reg_mu = PTHREAD_RWLOCK_INITIALIZER;
 static reg_slot_t *g_reg;
 static size_t g_reg_cap, g_reg_used, g_reg_tomb;
 #define REG_TOMB ((uintptr_t)1)
@@ -121,7 +132,7 @@ static void reg_grow(void)
 void sim_reg_add(const void *h, int type)
 {
     uintptr_t k = (uintptr_t)h;
-    pthread_mutex_lock(&g_reg_mu);
+    pthread_rwlock_wrlock(&g_reg_mu);
     if ((g_reg_used + g_reg_tomb + 1) * 4 >= g_reg_cap * 3)
         reg_grow();
     size_t j = reg_hash(k, g_reg_cap);
@@ -134,7 +145,7 @@ void sim_reg_add(const void *h, int type)
     }
     g_reg[j].key = k;
     g_reg[j].type = type;
-    pthread_mutex_unlock(&g_reg_mu);
+    pthread_rwlock_unlock(&g_reg_mu);
 }
 
 static size_t reg_find(uintptr_t k)
@@ -152,7 +163,7 @@ static size_t reg_find(uintptr_t k)
 
 void sim_reg_del(const void *h)
 {
-    pthread_mutex_lock(&g_reg_mu);
+    pthread_rwlock_wrlock(&g_reg_mu);
     size_t j = reg_find((uintptr_t)h);
     if (j != SIZE_MAX) {
         g_reg[j].key = REG_TOMB;
@@ -160,15 +171,15 @@ void sim_reg_del(const void *h)
         g_reg_used--;
         g_reg_tomb++;
     }
-    pthread_mutex_unlock(&g_reg_mu);
+    pthread_rwlock_unlock(&g_reg_mu);
 }
 
 int sim_reg_has(const void *h, int type)
 {
-    pthread_mutex_lock(&g_reg_mu);
+    pthread_rwlock_rdlock(&g_reg_mu);
     size_t j = reg_find((uintptr_t)h);
     int ok = j != SIZE_MAX && g_reg[j].type == type;
-    pthread_mutex_unlock(&g_reg_mu);
+    pthread_rwlock_unlock(&g_reg_mu);
     return ok;
 }
 
@@ -261,7 +272,7 @@ double sim_now_ms(const struct timespec *ts)
 static void atfork_child(void)
 {
     pthread_mutex_init(&g_init_mu, NULL);
-    pthread_mutex_init(&g_reg_mu, NULL);
+    pthread_rwlock_init(&g_reg_mu, NULL);
     pthread_mutex_init(&g_fault_mu, NULL);
     atomic_store(&sim_inited, 0);
     g_init_tried = 0;

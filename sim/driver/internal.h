@@ -134,7 +134,7 @@ typedef struct sim_op {
     union {
         struct { CUhostFn fn; void *data; } host;
         struct { CUstreamCallback fn; void *data; } cb;
-        struct { void *dst; const void *src; size_t n; } copy;
+        struct { void *dst; const void *src; size_t n; void *stage; } copy;
         struct { char *dst; const char *src; size_t dpitch, spitch, width, height; } copy2d;
         struct { char *dst; size_t pitch, width, height; uint32_t val; int elem; } set;
         struct {
@@ -168,7 +168,6 @@ typedef struct sim_stream {
     _Atomic uint64_t enq, done;
     int stop;
     int worker_running;
-    _Atomic int refs;
     pthread_t thread;
 } sim_stream_t;
 
@@ -181,8 +180,8 @@ sim_op_t *sim_op_alloc(sim_stream_t *s);
 void sim_enqueue(sim_stream_t *s, sim_op_t *op);
 CUresult sim_stream_sync(sim_stream_t *s);
 sim_stream_t *sim_stream_new(sim_ctx_t *c, int kind, unsigned flags, int prio);
-void sim_stream_release(sim_stream_t *s); /* destroys: drains then frees */
-void sim_stream_unref(sim_stream_t *s);
+/* Destroys: the worker drains the queue and exits; the object stays. */
+void sim_stream_release(sim_stream_t *s);
 CUresult sim_ctx_sync(sim_ctx_t *c);
 /* Runs op synchronously via stream s: enqueue then wait for it. */
 CUresult sim_run_sync(sim_stream_t *s, sim_op_t *op);

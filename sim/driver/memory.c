@@ -197,7 +197,7 @@ static CUresult check_dev(CUdeviceptr p, size_t n)
     int kind;
     if (sim_mem_lookup((uintptr_t)p, &kind, &base, &size, &c) < 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (kind == SIM_R_DEVICE && (uintptr_t)p - base + n > size)
+    if (kind == SIM_R_DEVICE && (n > size || (uintptr_t)p - base > size - n))
         return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
 }
@@ -982,6 +982,23 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
 }
 
 /* ---- copies and memsets ---------------------------------------------------------------- */
+/* Host memory the driver does not know (not pinned, not registered, not
+ * device memory): "pageable". */
+static int pageable(const void *p)
+{
+    sim_range_t r;
+    int kind;
+    uintptr_t base;
+    size_t size;
+    sim_ctx_t *c;
+    if (sim_range_find((uintptr_t)p, &r) && r.kind != SIM_R_RESERVE)
+        return 0;
+    return sim_mem_lookup((uintptr_t)p, &kind, &base, &size, &c) < 0;
+}
+
+/* Copy semantics of the real driver's asynchronous copies: from pageable
+ * memory the source is staged at once (the caller may reuse it when the call
+ * returns); to pageable memory the call returns when the copy is done. */
 static CUresult copy_on(CUstream h, void *dst, const void *src, size_t n, int sync)
 {
     sim_stream_t *s;
@@ -993,11 +1010,24 @@ static CUresult copy_on(CUstream h, void *dst, const void *src, size_t n, int sy
         return (CUresult)sticky;
     if (n == 0)
         return sync ? sim_stream_sync(s) : CUDA_SUCCESS;
+    void *stage = NULL;
+    if (!sync) {
+        if (pageable(dst)) {
+            sync = 1;
+        } else if (pageable(src)) {
+            stage = malloc(n);
+            if (!stage)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            memcpy(stage, src, n);
+            src = stage;
+        }
+    }
     sim_op_t *op = sim_op_alloc(s);
     op->type = SIM_OP_COPY;
     op->u.copy.dst = dst;
     op->u.copy.src = src;
     op->u.copy.n = n;
+    op->u.copy.stage = stage;
     if (sync)
         return sim_run_sync(s, op);
     sim_enqueue(s, op);
@@ -1177,7 +1207,8 @@ static CUresult memset2d(CUdeviceptr dst, size_t pitch, uint32_t val, int elem, 
     SIM_CHECK_INIT();
     if (dst % (unsigned)elem || (height > 1 && pitch % (unsigned)elem))
         return CUDA_ERROR_INVALID_VALUE;
-    if (height > 1 && pitch < width * (size_t)elem)
+    if (width > SIZE_MAX / 4 || (height > 1 && (pitch < width * (size_t)elem ||
+                                                 height - 1 > (SIZE_MAX / 2) / pitch)))
         return CUDA_ERROR_INVALID_VALUE;
     size_t total = height ? (height - 1) * pitch + width * (size_t)elem : 0;
     CUresult r = check_dev(dst, total);
@@ -1218,6 +1249,10 @@ CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream h) {
 CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream h) { return memset2d(d, n * 4, v, 4, n, 1, PT(h), 0); }
 CUresult cuMemsetD2D8_v2(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t hh) { return memset2d(d, p, v, 1, w, hh, DS, 1); }
 CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t hh) { return memset2d(d, p, v, 1, w, hh, PS, 1); }
+CUresult cuMemsetD2D16_v2(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t hh) { return memset2d(d, p, v, 2, w, hh, DS, 1); }
+CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t hh) { return memset2d(d, p, v, 2, w, hh, PS, 1); }
+CUresult cuMemsetD2D16Async(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t hh, CUstream h) { return memset2d(d, p, v, 2, w, hh, h, 0); }
+CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t hh, CUstream h) { return memset2d(d, p, v, 2, w, hh, PT(h), 0); }
 CUresult cuMemsetD2D32_v2(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t hh) { return memset2d(d, p, v, 4, w, hh, DS, 1); }
 CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t hh) { return memset2d(d, p, v, 4, w, hh, PS, 1); }
 CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t hh, CUstream h) { return memset2d(d, p, v, 1, w, hh, h, 0); }

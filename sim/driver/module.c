@@ -1026,3 +1026,22 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void 
         c.hStream = CU_STREAM_PER_THREAD;
     return cuLaunchKernelEx(&c, f, kernelParams, extra);
 }
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                   unsigned int gridDimZ, unsigned int blockDimX,
+                                   unsigned int blockDimY, unsigned int blockDimZ,
+                                   unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
+{
+    return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                          sharedMemBytes, hStream, kernelParams, NULL);
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                        unsigned int gridDimZ, unsigned int blockDimX,
+                                        unsigned int blockDimY, unsigned int blockDimZ,
+                                        unsigned int sharedMemBytes, CUstream hStream,
+                                        void **kernelParams)
+{
+    return cuLaunchKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                               sharedMemBytes, hStream, kernelParams, NULL);
+}

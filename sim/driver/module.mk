@@ -2,7 +2,7 @@
 # its tests (tests/sim_driver/), the cuda.h-only client acceptance test
 # (tests/clients/cuda_client.c) and the es-devices demo (examples/devices.c).
 
-SIMDRV_SRCS := driver device context stream capacity memory module procs legacy
+SIMDRV_SRCS := driver device context stream capacity memory module procs legacy unsupported
 SIMDRV_OBJS := $(patsubst %,$(B)/obj/sim/driver/%.o,$(SIMDRV_SRCS))
 SIMCUDA_LIB := $(B)/sim/libcuda.so.1
 
@@ -11,9 +11,14 @@ ALL += $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/sim/twins/libsimtwin_simtest.so \
 TESTS += $(B)/tests/sim_driver_test $(B)/tests/sim_vmm_test $(B)/tests/sim_kernel_test \
     $(B)/tests/cuda_client_test
 
-$(SIMCUDA_LIB): $(SIMDRV_OBJS) $(FATBIN_OBJ)
+# -Bsymbolic-functions: calls and function addresses inside the library (the
+# cuGetProcAddress table, _ptsz wrappers) bind to its own definitions, never
+# to a preloaded interposer's (which would make the shim call itself).
+$(SIMCUDA_LIB): $(SIMDRV_OBJS) $(FATBIN_OBJ) sim/driver/libcuda.map
 	@mkdir -p $(dir $@)
-	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcuda.so.1 -Wl,--no-undefined -o $@ $^ $(FATBIN_LIBS) -ldl -lrt
+	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcuda.so.1 -Wl,--no-undefined \
+	    -Wl,--version-script=sim/driver/libcuda.map -Wl,-Bsymbolic-functions \
+	    -o $@ $(filter %.o,$^) $(FATBIN_LIBS) -ldl -lrt
 
 $(B)/sim/libcuda.so: $(SIMCUDA_LIB)
 	@mkdir -p $(dir $@)
@@ -59,7 +64,14 @@ $(B)/tests/sim_kernel_test: $(B)/obj/tests/sim_driver/kernel_test.o $(B)/obj/tes
 # The client acceptance test: NVIDIA's cuda.h only, built exactly like a user would.
 $(B)/tests/cuda_client_test: tests/clients/cuda_client.c | $(SIMCUDA_LIB) $(B)/sim/libcuda.so
 	@mkdir -p $(dir $@)
-	$(CC) $(if $(SAN),-fsanitize=$(SAN) -g) -I$(CUDA_HOME)/include $< -L$(B)/sim -lcuda -o $@
+	$(CC) $(if $(SAN),-fsanitize=$(SAN)) -I$(CUDA_HOME)/include $< -L$(B)/sim -lcuda -o $@
+
+# ---- benchmark (figures only) ----------------------------------------------------
+BENCHES += $(B)/bench/sim_driver_bench
+$(B)/bench/sim_driver_bench: $(B)/obj/tests/sim_driver/driver_bench.o | $(SIMCUDA_LIB) $(B)/sim/libcuda.so \
+    $(B)/sim/twins/libsimtwin_simtest.so $(B)/tests/sim_driver/kernels.fatbin
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -lcuda -lrt
 
 # ---- demo ------------------------------------------------------------------------
 $(B)/bin/es-devices: $(B)/obj/examples/devices.o | $(SIMCUDA_LIB) $(B)/sim/libcuda.so \

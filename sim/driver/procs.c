@@ -5,6 +5,7 @@
  * version; a lookup picks the newest entry not newer than the caller's
  * cudaVersion. */
 #include "sim/driver/internal.h"
+#include "sim/driver/unsupported.h"
 
 #include <string.h>
 
@@ -95,11 +96,13 @@
     X(cuMemsetD16, 3020, cuMemsetD16_v2, cuMemsetD16_v2_ptds)                            \
     X(cuMemsetD32, 3020, cuMemsetD32_v2, cuMemsetD32_v2_ptds)                            \
     X(cuMemsetD2D8, 3020, cuMemsetD2D8_v2, cuMemsetD2D8_v2_ptds)                         \
+    X(cuMemsetD2D16, 3020, cuMemsetD2D16_v2, cuMemsetD2D16_v2_ptds)                      \
     X(cuMemsetD2D32, 3020, cuMemsetD2D32_v2, cuMemsetD2D32_v2_ptds)                      \
     X(cuMemsetD8Async, 3020, cuMemsetD8Async, cuMemsetD8Async_ptsz)                      \
     X(cuMemsetD16Async, 3020, cuMemsetD16Async, cuMemsetD16Async_ptsz)                   \
     X(cuMemsetD32Async, 3020, cuMemsetD32Async, cuMemsetD32Async_ptsz)                   \
     X(cuMemsetD2D8Async, 3020, cuMemsetD2D8Async, cuMemsetD2D8Async_ptsz)                \
+    X(cuMemsetD2D16Async, 3020, cuMemsetD2D16Async, cuMemsetD2D16Async_ptsz)             \
     X(cuMemsetD2D32Async, 3020, cuMemsetD2D32Async, cuMemsetD2D32Async_ptsz)             \
     X(cuMemAddressReserve, 10020, cuMemAddressReserve, NOPT)                             \
     X(cuMemAddressFree, 10020, cuMemAddressFree, NOPT)                                   \
@@ -129,6 +132,8 @@
     X(cuStreamGetDevice, 12080, cuStreamGetDevice, cuStreamGetDevice_ptsz)               \
     X(cuStreamAddCallback, 5000, cuStreamAddCallback, cuStreamAddCallback_ptsz)          \
     X(cuLaunchHostFunc, 10000, cuLaunchHostFunc, cuLaunchHostFunc_ptsz)                  \
+    X(cuStreamIsCapturing, 10000, cuStreamIsCapturing, cuStreamIsCapturing_ptsz)         \
+    X(cuStreamGetCaptureInfo, 12030, cuStreamGetCaptureInfo_v3, cuStreamGetCaptureInfo_v3_ptsz) \
     X(cuEventCreate, 2000, cuEventCreate, NOPT)                                          \
     X(cuEventRecord, 2000, cuEventRecord, cuEventRecord_ptsz)                            \
     X(cuEventRecordWithFlags, 11010, cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz) \
@@ -165,7 +170,8 @@
     X(cuFuncGetModule, 11000, cuFuncGetModule, NOPT)                                     \
     X(cuFuncGetParamInfo, 12040, cuFuncGetParamInfo, NOPT)                               \
     X(cuLaunchKernel, 4000, cuLaunchKernel, cuLaunchKernel_ptsz)                         \
-    X(cuLaunchKernelEx, 11060, cuLaunchKernelEx, cuLaunchKernelEx_ptsz)
+    X(cuLaunchKernelEx, 11060, cuLaunchKernelEx, cuLaunchKernelEx_ptsz)                  \
+    X(cuLaunchCooperativeKernel, 9000, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz)
 
 typedef struct sim_proc {
     const char *name;
@@ -175,8 +181,10 @@ typedef struct sim_proc {
 } sim_proc_t;
 
 #define SIM_PROC_ROW(name, ver, sym, pt) {#name, ver, (void *)sym, (void *)pt},
-static const sim_proc_t g_procs[] = {SIM_PROCS(SIM_PROC_ROW)};
+#define SIM_U_ROW(name, ver, sym) {#name, ver, (void *)sym, NULL},
+static const sim_proc_t g_procs[] = {SIM_PROCS(SIM_PROC_ROW) SIM_UNSUPPORTED(SIM_U_ROW, SIM_PROC_ROW)};
 #undef SIM_PROC_ROW
+#undef SIM_U_ROW
 
 static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                        CUdriverProcAddressQueryResult *status)

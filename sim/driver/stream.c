@@ -164,6 +164,8 @@ static void exec_op(sim_stream_t *s, sim_op_t *op)
             if (r != CUDA_SUCCESS)
                 set_sticky(c, r);
         }
+        free(op->u.copy.stage);
+        op->u.copy.stage = NULL;
         break;
     case SIM_OP_COPY2D:
         if (!sticky) {
@@ -193,18 +195,8 @@ static void exec_op(sim_stream_t *s, sim_op_t *op)
         free(op->u.k.heap);
         op->u.k.heap = NULL;
         break;
-    case SIM_OP_RECORD: {
-        sim_event_t *e = op->u.ev.ev;
-        pthread_mutex_lock(&e->mu);
-        if (op->u.ev.gen > e->done_gen) {
-            e->done_gen = op->u.ev.gen;
-            clock_gettime(CLOCK_MONOTONIC, &e->ts);
-        }
-        pthread_cond_broadcast(&e->cv);
-        pthread_mutex_unlock(&e->mu);
-        sim_event_unref(e);
+    case SIM_OP_RECORD: /* completed by the worker once the stream counts it done */
         break;
-    }
     case SIM_OP_WAIT_EVENT: {
         sim_event_t *e = op->u.ev.ev;
         pthread_mutex_lock(&e->mu);
@@ -234,6 +226,18 @@ static void exec_op(sim_stream_t *s, sim_op_t *op)
 
 static __thread sim_stream_t *t_worker_stream;
 
+static void event_complete(sim_event_t *e, uint64_t gen)
+{
+    pthread_mutex_lock(&e->mu);
+    if (gen > e->done_gen) {
+        e->done_gen = gen;
+        clock_gettime(CLOCK_MONOTONIC, &e->ts);
+    }
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    sim_event_unref(e);
+}
+
 static void *worker_main(void *arg)
 {
     sim_stream_t *s = arg;
@@ -252,10 +256,16 @@ static void *worker_main(void *arg)
             s->tail = NULL;
         pthread_mutex_unlock(&s->mu);
         exec_op(s, op);
+        /* An event completes together with its stream's count (both under
+         * the stream's lock): whoever sees one done sees the other too. */
+        sim_event_t *ev = op->type == SIM_OP_RECORD ? op->u.ev.ev : NULL;
+        uint64_t gen = ev ? op->u.ev.gen : 0;
         pthread_mutex_lock(&s->mu);
         op->next = s->pool;
         s->pool = op;
         atomic_fetch_add(&s->done, 1);
+        if (ev)
+            event_complete(ev, gen);
         pthread_cond_broadcast(&s->cv_done);
     }
     /* Stopped and drained: give the pooled nodes back. */
@@ -315,8 +325,6 @@ void sim_stream_release(sim_stream_t *s)
     pthread_cond_broadcast(&s->cv_work);
     pthread_mutex_unlock(&s->mu);
 }
-
-void sim_stream_unref(sim_stream_t *s) { (void)s; }
 
 sim_op_t *sim_op_alloc(sim_stream_t *s)
 {
@@ -889,4 +897,51 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
     return cuStreamWaitEvent(PT(hStream), hEvent, Flags);
+}
+
+/* No stream capture in simcuda: a stream is never capturing. */
+CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    sim_stream_t *s;
+    CUresult r = sim_stream_resolve(hStream, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!captureStatus)
+        return CUDA_ERROR_INVALID_VALUE;
+    *captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return cuStreamIsCapturing(PT(hStream), captureStatus);
+}
+
+CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **dependencies_out,
+                                   const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    CUresult r = cuStreamIsCapturing(hStream, captureStatus_out);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (id_out)
+        *id_out = 0;
+    if (graph_out)
+        *graph_out = NULL;
+    if (dependencies_out)
+        *dependencies_out = NULL;
+    if (edgeData_out)
+        *edgeData_out = NULL;
+    if (numDependencies_out)
+        *numDependencies_out = 0;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out,
+                                        const CUgraphNode **dependencies_out,
+                                        const CUgraphEdgeData **edgeData_out,
+                                        size_t *numDependencies_out)
+{
+    return cuStreamGetCaptureInfo_v3(PT(hStream), captureStatus_out, id_out, graph_out,
+                                     dependencies_out, edgeData_out, numDependencies_out);
 }

@@ -205,7 +205,10 @@ static void test_sass_every_arch(void **state)
         snprintf(f, sizeof f, "audit_sm%u.cubin", archs[a]);
         blob_t b = load(f);
         result_t *r = calloc(1, sizeof *r);
-        assert_int_equal(es_audit_image(b.p, b.n, collect, r), 0);
+        size_t sz = 0;
+        assert_int_equal(es_image_probe(b.p, SIZE_MAX, &sz), ES_IMAGE_CUBIN);
+        assert_int_equal(sz, b.n);   /* size from the headers alone */
+        assert_int_equal(es_audit_image(b.p, SIZE_MAX, collect, r), 0);
         for (int i = 0; i < r->n; i++) {
             assert_int_equal(r->arch[i], archs[a]);
             assert_int_equal(r->is_ptx[i], 0);
@@ -688,8 +691,43 @@ static int teardown_tmp(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* Minimal JSON well-formedness: brackets balance outside strings, strings
+ * end, and the document is one value (enough to catch a stray brace). */
+static int json_balanced(const char *s)
+{
+    char stack[64];
+    int depth = 0, in_str = 0, closed = 0;
+    for (; *s; s++) {
+        if (in_str) {
+            if (*s == '\\' && s[1])
+                s++;
+            else if (*s == '"')
+                in_str = 0;
+            continue;
+        }
+        if (closed && *s != '\n' && *s != ' ')
+            return 0;   /* text after the document */
+        if (*s == '"')
+            in_str = 1;
+        else if (*s == '{' || *s == '[') {
+            if (depth == 64)
+                return 0;
+            stack[depth++] = *s;
+        } else if (*s == '}' || *s == ']') {
+            if (depth == 0 || stack[depth - 1] != (*s == '}' ? '{' : '['))
+                return 0;
+            if (--depth == 0)
+                closed = 1;
+        }
+    }
+    return !in_str && depth == 0 && closed;
+}
+
 static void test_cli(void **state)
 {
+    assert_true(json_balanced("{\"a\": [1, {\"b\": \"}\"}]}\n"));
+    assert_false(json_balanced("{\"a\": [1]}}\n"));
+    assert_false(json_balanced("{\"a\": [1}\n"));
     (void)state;
     char args[2048];
     es_proc_result_t r = run_cli("--help");
@@ -733,6 +771,16 @@ static void test_cli(void **state)
     assert_non_null(strstr(r.out, "\"verdict\": \"float-atomic\""));
     assert_non_null(strstr(r.out, "\"sm_80\": {\"kernels\": "));
     assert_null(strstr(r.out, "\"verdict\": \"clean\""));
+    assert_true(json_balanced(r.out));
+    es_proc_result_free(&r);
+    /* several files, one missing: still one well-formed document */
+    snprintf(args, sizeof args, "--json --all '%s' /nonexistent '%s' 2>/dev/null",
+             es_build_path("tests/audit/audit_sm80.cubin"), cp);
+    r = run_cli(args);
+    assert_int_equal(r.status, 2);
+    assert_true(json_balanced(r.out));
+    assert_non_null(strstr(r.out, "\"error\": \"No such file or directory\""));
+    assert_non_null(strstr(r.out, "\"verdict\": \"clean\""));
     es_proc_result_free(&r);
 
     /* errors: exit 2, message, and the other files are still audited */
@@ -753,6 +801,16 @@ static void test_cli(void **state)
     es_proc_result_free(&r);
     free(cu.p);
     free(ho.p);
+
+    /* a wrapper read from a file is refused, its pointer never followed */
+    static const unsigned char wrap[24] = { 0xb1, 0x43, 0x62, 0x46, 1, 0, 0, 0,
+                                            0xef, 0xbe, 0xad, 0xde, 0xef, 0xbe, 0, 0 };
+    const char *wf = tmpfile_with("wrapper.bin", wrap, sizeof wrap);
+    snprintf(args, sizeof args, "'%s'", wf);
+    r = run_cli(args);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.out, "runtime fatbin wrapper"));
+    es_proc_result_free(&r);
 
     r = run_cli("--bogus x");
     assert_int_equal(r.status, 2);
@@ -823,6 +881,44 @@ static void test_nvidia_libraries(void **state)
     assert_true(d.nfloat > 0);
 }
 
+/* The one table value taken from NVIDIA's code (sm_90+ opcode 0x3a3, see
+ * sass_tables.c): the kernels that carry it are float-atomic on every
+ * architecture they are built for, as their sm_80 builds (RED.ADD.F64). */
+typedef struct arch_verdicts {
+    const char *kernel;
+    int n, nfloat;
+    unsigned archs_seen;
+} arch_verdicts_t;
+
+static int arch_cb(const es_audit_kernel_t *k, void *arg)
+{
+    arch_verdicts_t *a = arg;
+    if (k->is_ptx || !k->name || !strstr(k->name, a->kernel))
+        return 0;
+    a->n++;
+    a->nfloat += k->verdict == ES_AUDIT_FLOAT_ATOMIC;
+    a->archs_seen |= k->arch >= 100 ? 4u : k->arch >= 90 ? 2u : 1u;
+    return 0;
+}
+
+static void test_nvidia_cublaslt_same_verdict_across_archs(void **state)
+{
+    (void)state;
+    const char *cuda = getenv("CUDA_HOME");
+    char p[512];
+    snprintf(p, sizeof p, "%s/lib64/libcublasLt.so.13", cuda && *cuda ? cuda : "/usr/local/cuda");
+    if (access(p, R_OK) != 0)
+        skip();
+    blob_t b = load_path(p);
+    arch_verdicts_t a = { "cutlass_80_tensorop_z884gemm", 0, 0, 0 };
+    assert_int_equal(es_audit_host_elf(b.p, b.n, arch_cb, &a), 0);
+    free(b.p);
+    if (a.n == 0)
+        skip();   /* another cuBLAS version */
+    assert_int_equal(a.archs_seen, 7u);
+    assert_int_equal(a.nfloat, a.n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -842,6 +938,7 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_nvidia_libraries),
+        cmocka_unit_test(test_nvidia_cublaslt_same_verdict_across_archs),
     };
     return cmocka_run_group_tests_name("audit", tests, setup_tmp, teardown_tmp);
 }

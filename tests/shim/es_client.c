@@ -17,6 +17,7 @@
 #include <cuda.h>
 #include <cudnn.h>
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -144,6 +145,8 @@ static int mode_paths(void)
     p = dlsym(RTLD_DEFAULT, "cuDeviceGetCount");
     printf("dlsym-default cuDeviceGetCount shim=%d\n", is_shim(p, "cuDeviceGetCount"));
     printf("dlsym-unwrapped cuCtxGetFlags found=%d\n", dlsym(h, "cuCtxGetFlags") != NULL);
+    /* RTLD_NEXT still means "after the caller" for names the shim does not wrap */
+    printf("rtld-next getpid ok=%d\n", dlsym(RTLD_NEXT, "getpid") == (void *)getpid);
 
     /* 3. cuGetProcAddress, several versions and flags */
     getproc2_t gp = (getproc2_t)dlsym(h, "cuGetProcAddress_v2");
@@ -170,6 +173,12 @@ static int mode_paths(void)
     CK(gp("cuStreamSynchronize", &f, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st));
     printf("getproc cuStreamSynchronize legacy -> shim_ptsz=%d shim_legacy=%d\n",
            is_shim(f, "cuStreamSynchronize_ptsz"), is_shim(f, "cuStreamSynchronize"));
+    f = NULL;
+    CK(gp("cuLaunchKernel", &f, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+    printf("getproc cuLaunchKernel ptsz -> shim_ptsz=%d\n", is_shim(f, "cuLaunchKernel_ptsz"));
+    f = NULL;
+    CK(gp("cuLaunchKernel", &f, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+    printf("getproc cuLaunchKernel default -> shim=%d\n", is_shim(f, "cuLaunchKernel"));
     f = NULL;
     CK(gp("cuCtxGetFlags", &f, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
     printf("getproc cuCtxGetFlags (unwrapped) -> found=%d\n", f != NULL);
@@ -321,6 +330,14 @@ static int mode_gemm(int dev)
             ref[i + j * M] = 1.0f * acc;
         }
     printf("reference %016llx\n", (unsigned long long)hash(ref, sizeof(float) * M * N));
+    for (int j = 0; j < N; j++) /* op(A) = A^T with lda = K / 4 */
+        for (int i = 0; i < M; i++) {
+            float acc = 0.0f;
+            for (int p = 0; p < K / 4; p++)
+                acc = __builtin_fmaf(a[p + (size_t)i * (K / 4)], b[p + (size_t)j * (K / 4)], acc);
+            ref[i + j * M] = 1.0f * acc;
+        }
+    printf("reference_tn %016llx\n", (unsigned long long)hash(ref, sizeof(float) * M * N));
     CK(cublasDestroy(h));
     return 0;
 }
@@ -480,9 +497,14 @@ static int mode_conv(int dev)
            (int)wp[0].algo);
     /* host reference in the portable order */
     float *ry = malloc(ny * 4), *rdx = malloc(nx * 4), *rdw = malloc(nw * 4);
-    es_conv_args_t a = { hx, hw, ry, (long long)C * H * W, H * W, W, 1, (long long)KO * H * W,
-                         H * W, W, 1, (long long)ny, NB, C, H, W, KO, H, W, R, R, 1, 1, 1, 1,
-                         1, 1, 0, 1, 1.0f, 0.0f };
+    es_conv_args_t a = {
+        .in0 = hx, .in1 = hw, .out = ry,
+        .xs_n = (long long)C * H * W, .xs_c = H * W, .xs_h = W, .xs_w = 1,
+        .ys_n = (long long)KO * H * W, .ys_k = H * W, .ys_p = W, .ys_q = 1,
+        .total = (long long)ny, .n = NB, .c = C, .h = H, .w = W, .k = KO, .p = H, .q = W,
+        .r = R, .s = R, .pad_h = 1, .pad_w = 1, .u = 1, .v = 1, .dil_h = 1, .dil_w = 1,
+        .flip = 0, .groups = 1, .alpha = 1.0f, .beta = 0.0f,
+    };
     for (long long i = 0; i < (long long)ny; i++)
         es_conv_fwd_elem(&a, i);
     a.in0 = hy, a.out = rdx, a.total = (long long)nx;
@@ -495,6 +517,109 @@ static int mode_conv(int dev)
     printf("ref_bwd_data %016llx\n", (unsigned long long)hash(rdx, nx * 4));
     printf("ref_bwd_filter %016llx\n", (unsigned long long)hash(rdw, nw * 4));
     CK(cudnnDestroy(h));
+    return 0;
+}
+
+/* Portable convolutions against a double-precision host reference written
+ * independently (scatter form), for strides, dilations, paddings, groups
+ * and both convolution modes: "convcheck I fwd E bwd_data E bwd_filter E"
+ * with E the largest error relative to the largest reference value. */
+typedef struct {
+    int n, c, h, w, k, r, s, ph, pw, u, v, dh, dw, g, conv;
+} cc_t;
+
+static double rel_err(const float *got, const double *ref, size_t n)
+{
+    double mx = 1e-30, e = 0;
+    for (size_t i = 0; i < n; i++)
+        mx = fabs(ref[i]) > mx ? fabs(ref[i]) : mx;
+    for (size_t i = 0; i < n; i++)
+        e = fabs(got[i] - ref[i]) > e ? fabs(got[i] - ref[i]) : e;
+    return e / mx;
+}
+
+static int mode_convcheck(void)
+{
+    static const cc_t cfgs[] = {
+        { 2, 4, 9, 11, 6, 3, 2, 1, 0, 2, 1, 1, 2, 2, 1 },
+        { 2, 3, 8, 8, 4, 3, 3, 0, 1, 1, 2, 2, 1, 1, 0 },
+        { 1, 6, 7, 7, 6, 1, 1, 0, 0, 1, 1, 1, 1, 3, 0 },
+        { 3, 2, 10, 6, 5, 4, 3, 2, 1, 3, 2, 1, 1, 1, 1 },
+    };
+    setup(0);
+    cudnnHandle_t hd;
+    CK(cudnnCreate(&hd));
+    CUdeviceptr ws;
+    CK(cuMemAlloc(&ws, 64 << 20));
+    for (size_t ci = 0; ci < sizeof(cfgs) / sizeof(cfgs[0]); ci++) {
+        const cc_t *q = &cfgs[ci];
+        int cpg = q->c / q->g, kpg = q->k / q->g;
+        cudnnTensorDescriptor_t xd, yd;
+        cudnnFilterDescriptor_t wd;
+        cudnnConvolutionDescriptor_t cd;
+        CK(cudnnCreateTensorDescriptor(&xd));
+        CK(cudnnCreateTensorDescriptor(&yd));
+        CK(cudnnCreateFilterDescriptor(&wd));
+        CK(cudnnCreateConvolutionDescriptor(&cd));
+        CK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, q->n, q->c, q->h, q->w));
+        CK(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, q->k, cpg, q->r, q->s));
+        CK(cudnnSetConvolution2dDescriptor(cd, q->ph, q->pw, q->u, q->v, q->dh, q->dw,
+                                           q->conv ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION,
+                                           CUDNN_DATA_FLOAT));
+        CK(cudnnSetConvolutionGroupCount(cd, q->g));
+        int on, oc, P, Q;
+        CK(cudnnGetConvolution2dForwardOutputDim(cd, xd, wd, &on, &oc, &P, &Q));
+        CK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, on, oc, P, Q));
+        size_t nx = (size_t)q->n * q->c * q->h * q->w, nw = (size_t)q->k * cpg * q->r * q->s,
+               ny = (size_t)q->n * q->k * P * Q;
+        float *hx = malloc(nx * 4), *hw = malloc(nw * 4), *hy = malloc(ny * 4);
+        float *gy = malloc(ny * 4), *gx = malloc(nx * 4), *gw = malloc(nw * 4);
+        double *ry = calloc(ny, 8), *rx = calloc(nx, 8), *rw = calloc(nw, 8);
+        fill(hx, nx, 41 + (unsigned)ci);
+        fill(hw, nw, 42 + (unsigned)ci);
+        fill(hy, ny, 43 + (unsigned)ci);
+        /* reference: scatter over every (image, output position, tap) */
+        for (int n = 0; n < q->n; n++)
+            for (int k = 0; k < q->k; k++)
+                for (int p = 0; p < P; p++)
+                    for (int o = 0; o < Q; o++)
+                        for (int cc = 0; cc < cpg; cc++)
+                            for (int r = 0; r < q->r; r++)
+                                for (int t = 0; t < q->s; t++) {
+                                    int y = p * q->u - q->ph + r * q->dh, z = o * q->v - q->pw + t * q->dw;
+                                    if (y < 0 || y >= q->h || z < 0 || z >= q->w)
+                                        continue;
+                                    int c = (k / kpg) * cpg + cc;
+                                    int fr = q->conv ? q->r - 1 - r : r, fs = q->conv ? q->s - 1 - t : t;
+                                    size_t xi = (((size_t)n * q->c + c) * q->h + y) * q->w + z;
+                                    size_t wi = (((size_t)k * cpg + cc) * q->r + fr) * q->s + fs;
+                                    size_t yi = (((size_t)n * q->k + k) * P + p) * Q + o;
+                                    ry[yi] += (double)hx[xi] * hw[wi];
+                                    rx[xi] += (double)hy[yi] * hw[wi];
+                                    rw[wi] += (double)hx[xi] * hy[yi];
+                                }
+        CUdeviceptr x = upload(hx, nx), w = upload(hw, nw), dy = upload(hy, ny), y, dx, dwp;
+        CK(cuMemAlloc(&y, ny * 4));
+        CK(cuMemAlloc(&dx, nx * 4));
+        CK(cuMemAlloc(&dwp, nw * 4));
+        const float one = 1.0f, zero = 0.0f;
+        CK(cudnnConvolutionForward(hd, &one, xd, (void *)x, wd, (void *)w, cd,
+                                   CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, (void *)ws, 64 << 20,
+                                   &zero, yd, (void *)y));
+        CK(cudnnConvolutionBackwardData(hd, &one, wd, (void *)w, yd, (void *)dy, cd,
+                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, (void *)ws, 64 << 20,
+                                        &zero, xd, (void *)dx));
+        CK(cudnnConvolutionBackwardFilter(hd, &one, xd, (void *)x, yd, (void *)dy, cd,
+                                          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, (void *)ws,
+                                          64 << 20, &zero, wd, (void *)dwp));
+        CK(cuCtxSynchronize());
+        CK(cuMemcpyDtoH(gy, y, ny * 4));
+        CK(cuMemcpyDtoH(gx, dx, nx * 4));
+        CK(cuMemcpyDtoH(gw, dwp, nw * 4));
+        printf("convcheck %zu fwd %.2e bwd_data %.2e bwd_filter %.2e\n", ci, rel_err(gy, ry, ny),
+               rel_err(gx, rx, nx), rel_err(gw, rw, nw));
+    }
+    CK(cudnnDestroy(hd));
     return 0;
 }
 
@@ -691,6 +816,8 @@ int main(int argc, char **argv)
         return mode_gemm(dev);
     if (!strcmp(argv[1], "attrs"))
         return mode_attrs(dev);
+    if (!strcmp(argv[1], "convcheck"))
+        return mode_convcheck();
     if (!strcmp(argv[1], "backend"))
         return mode_backend();
     if (!strcmp(argv[1], "conv"))

@@ -28,11 +28,13 @@
 
 #define TMO 120
 
-/* Not linked into this test (only config.o and device.o are). */
+/* Not linked into this test (only config.o and device.o are): counts. */
+static int g_log_writes;
 void es_log_write(int level, const char *fmt, ...)
 {
     (void)level;
     (void)fmt;
+    g_log_writes++;
 }
 
 static char g_preload[4096];
@@ -148,6 +150,32 @@ static void test_config_parse(void **state)
     assert_non_null(strstr(msg, "EASYSCALE_LOG"));
     assert_int_equal(parse_with(NULL, NULL, "", msg), -EINVAL);
     assert_int_equal(parse_with(NULL, NULL, "/nonexistent-dir/x/log", msg), -EINVAL);
+}
+
+static int side_effects;
+static int touch(void)
+{
+    return ++side_effects;
+}
+
+/* A disabled level evaluates nothing, not even the arguments. */
+static void test_log_macro(void **state)
+{
+    (void)state;
+    int saved = es_cfg.log_level;
+    es_cfg.log_level = ES_LOG_ERROR;
+    ES_DEBUG("%d", touch());
+    ES_INFO("%d", touch());
+    ES_WARN("%d", touch());
+    assert_int_equal(side_effects, 0);
+    assert_int_equal(g_log_writes, 0);
+    ES_ERROR("%d", touch());
+    assert_int_equal(side_effects, 1);
+    assert_int_equal(g_log_writes, 1);
+    es_cfg.log_level = ES_LOG_DEBUG;
+    ES_DEBUG("%d", touch());
+    assert_int_equal(side_effects, 2);
+    es_cfg.log_level = saved;
 }
 
 static void test_canonical_parse(void **state)
@@ -284,7 +312,8 @@ static void test_missing_libraries(void **state)
     char *argv[] = { (char *)es_build_path("tests/shim/es_nocuda"), "missing", NULL };
     char ldp[600];
     /* fakelib holds libraries of the right sonames without any function;
-     * libcuda.so.1 is nowhere. */
+     * libcuda.so.1 is nowhere. The client calls the shim's exports
+     * directly (weak references). */
     snprintf(ldp, sizeof(ldp), "LD_LIBRARY_PATH=%s", es_build_path("tests/shim/fakelib"));
     es_proc_result_t r;
     run(1, argv, &r, ldp, "EASYSCALE_LOG=error", NULL, NULL);
@@ -295,6 +324,10 @@ static void test_missing_libraries(void **state)
     assert_true(has_line(r.out, "cublasCreate_v2 1"));     /* CUBLAS_STATUS_NOT_INITIALIZED */
     assert_true(has_line(r.out, "cudnnCreate 1001"));      /* CUDNN_STATUS_NOT_INITIALIZED */
     assert_true(has_line(r.out, "ncclGetVersion 2"));      /* ncclSystemError */
+    /* and a global dlsym says they are not there, as without the shim */
+    assert_true(has_line(r.out, "dlsym cuInit found=0 err=1"));
+    assert_true(has_line(r.out, "dlsym cublasCreate_v2 found=0 err=1"));
+    assert_true(has_line(r.out, "dlsym ncclGetVersion found=0 err=1"));
     assert_true(has_line(r.out, "done"));
     es_proc_result_free(&r);
 }
@@ -325,6 +358,9 @@ static void test_paths(void **state)
     assert_true(
         has_line(r.out, "getproc cuStreamSynchronize legacy -> shim_ptsz=0 shim_legacy=1"));
     assert_true(has_line(r.out, "getproc cuCtxGetFlags (unwrapped) -> found=1"));
+    assert_true(has_line(r.out, "getproc cuLaunchKernel ptsz -> shim_ptsz=1"));
+    assert_true(has_line(r.out, "getproc cuLaunchKernel default -> shim=1"));
+    assert_true(has_line(r.out, "rtld-next getpid ok=1"));
     assert_true(has_line(r.out, "getproc cuGetProcAddress -> shim_v2=1"));
     stat_of(&r, "cuMemAlloc_v2", &c, &d, &g);
     assert_true(c >= 1 && g >= 1);
@@ -595,7 +631,7 @@ static void test_d1_cudnn_backend(void **state)
 
 /* ---- d2 ------------------------------------------------------------------------------ */
 
-static void gemm_on(int dev, const char *det, char out[5][64], char *ref)
+static void gemm_on(int dev, const char *det, char out[5][64], char *ref, char *ref_tn)
 {
     char d[8];
     snprintf(d, sizeof(d), "%d", dev);
@@ -611,28 +647,31 @@ static void gemm_on(int dev, const char *det, char out[5][64], char *ref)
     val(&r, "sgemm_devptr", out[4], 64);
     if (ref)
         val(&r, "reference", ref, 64);
+    if (ref_tn)
+        val(&r, "reference_tn", ref_tn, 64);
     es_proc_result_free(&r);
 }
 
 static void test_d2_gemm_across_models(void **state)
 {
     (void)state;
-    char a[5][64], v[5][64], ref[64];
+    char a[5][64], v[5][64], ref[64], ref_tn[64];
     /* negative controls: bits differ between an a100 and a v100 */
-    gemm_on(0, "EASYSCALE_DETERMINISM=off", a, NULL);
-    gemm_on(1, "EASYSCALE_DETERMINISM=off", v, NULL);
+    gemm_on(0, "EASYSCALE_DETERMINISM=off", a, NULL, NULL);
+    gemm_on(1, "EASYSCALE_DETERMINISM=off", v, NULL, NULL);
     assert_string_not_equal(a[0], v[0]);
-    gemm_on(0, "EASYSCALE_DETERMINISM=d1", a, NULL);
-    gemm_on(1, "EASYSCALE_DETERMINISM=d1", v, NULL);
+    gemm_on(0, "EASYSCALE_DETERMINISM=d1", a, NULL, NULL);
+    gemm_on(1, "EASYSCALE_DETERMINISM=d1", v, NULL, NULL);
     assert_string_not_equal(a[0], v[0]);
     /* d2: the same bits, equal to the portable order computed on the host */
-    gemm_on(0, "EASYSCALE_DETERMINISM=d2", a, ref);
-    gemm_on(1, "EASYSCALE_DETERMINISM=d2", v, NULL);
+    gemm_on(0, "EASYSCALE_DETERMINISM=d2", a, ref, ref_tn);
+    gemm_on(1, "EASYSCALE_DETERMINISM=d2", v, NULL, NULL);
     for (int i = 0; i < 5; i++)
         assert_string_equal(a[i], v[i]);
     assert_string_equal(a[0], ref);
     assert_string_equal(a[0], a[1]); /* GemmEx fp32 = Sgemm */
     assert_string_equal(a[0], a[4]); /* device pointer mode */
+    assert_string_equal(a[3], ref_tn);
 }
 
 static void conv_on(int dev, const char *det, char out[3][64], char ref[3][64], char *algo)
@@ -680,6 +719,30 @@ static void test_d2_conv_across_models(void **state)
     assert_string_not_equal(alg_a, alg_v);
 }
 
+/* The portable convolutions compute what cuDNN computes (strides,
+ * dilations, paddings, groups, both modes) within float rounding. */
+static void test_d2_conv_correct(void **state)
+{
+    (void)state;
+    char *argv[] = { (char *)client(), "convcheck", NULL };
+    es_proc_result_t r;
+    run(1, argv, &r, "EASYSCALE_DETERMINISM=d2", NULL, NULL, NULL);
+    if (r.status != 0)
+        fail_msg("convcheck: exit %d\n%s", r.status, r.out);
+    int lines = 0;
+    for (const char *p = r.out; (p = strstr(p, "convcheck ")) != NULL; p++) {
+        int i;
+        double e1, e2, e3;
+        assert_int_equal(sscanf(p, "convcheck %d fwd %lf bwd_data %lf bwd_filter %lf", &i, &e1,
+                                &e2, &e3), 4);
+        if (e1 > 1e-5 || e2 > 1e-5 || e3 > 1e-5)
+            fail_msg("configuration %d: errors %g %g %g", i, e1, e2, e3);
+        lines++;
+    }
+    assert_int_equal(lines, 4);
+    es_proc_result_free(&r);
+}
+
 static void attrs_on(int dev, const char *det, const char *canon, char *out)
 {
     char d[8];
@@ -715,6 +778,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_parse),
+        cmocka_unit_test(test_log_macro),
         cmocka_unit_test(test_canonical_parse),
         cmocka_unit_test(test_exports),
         cmocka_unit_test(test_no_cuda_processes),
@@ -732,6 +796,7 @@ int main(void)
         cmocka_unit_test(test_d1_cudnn_backend),
         cmocka_unit_test(test_d2_gemm_across_models),
         cmocka_unit_test(test_d2_conv_across_models),
+        cmocka_unit_test(test_d2_conv_correct),
         cmocka_unit_test(test_d2_attributes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

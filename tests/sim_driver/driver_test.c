@@ -310,6 +310,25 @@ static void test_bad_device_spec(void **state)
     assert_non_null(strstr(out, "count 3\n"));
     assert_non_null(strstr(out, "dev1 NVIDIA L4"));
     free(out);
+    /* SIMCUDA_TIME_SCALE is parsed strictly too. */
+    static const char *scales[] = {"abc", "-1", "1x", "nan"};
+    for (size_t i = 0; i < sizeof(scales) / sizeof(scales[0]); i++) {
+        char env_scale[64];
+        snprintf(env_scale, sizeof(env_scale), "SIMCUDA_TIME_SCALE=%s", scales[i]);
+        char *env2[] = {(char *)"SIMCUDA_DEVICES=a100:1G", env_scale, NULL};
+        char *argv2[] = {(char *)g_self, (char *)"--child-devices", NULL};
+        es_proc_result_t r2;
+        assert_int_equal(es_run(argv2, env2, 60, &r2), 0);
+        if (!strstr(r2.out, "init 1\n"))
+            fail_msg("SIMCUDA_TIME_SCALE=%s accepted: %s", scales[i], r2.out);
+        es_proc_result_free(&r2);
+    }
+    char *env3[] = {(char *)"SIMCUDA_DEVICES=a100:1G", (char *)"SIMCUDA_TIME_SCALE=0.5", NULL};
+    char *argv3[] = {(char *)g_self, (char *)"--child-devices", NULL};
+    es_proc_result_t r3;
+    assert_int_equal(es_run(argv3, env3, 60, &r3), 0);
+    assert_non_null(strstr(r3.out, "count 1\n"));
+    es_proc_result_free(&r3);
     /* Default when unset: two A100s. */
     char *env[] = {(char *)"SIMCUDA_DEVICES=", (char *)"CUDA_VISIBLE_DEVICES=", NULL};
     char *argv[] = {(char *)g_self, (char *)"--child-devices", NULL};
@@ -641,10 +660,11 @@ static void test_async_is_async(void **state)
     st_gate_t *g = st_gate_new();
     st_gate_block(g, s);
     CK(cuMemsetD32Async(p, 7, 1024, s));
-    int h[1024];
+    int *h; /* pinned: a copy to pageable memory would wait for the stream */
+    CK(cuMemAllocHost((void **)&h, 1024 * sizeof(int)));
     for (int i = 0; i < 1024; i++)
         h[i] = -1;
-    CK(cuMemcpyDtoHAsync(h, p, sizeof(h), s));
+    CK(cuMemcpyDtoHAsync(h, p, 1024 * sizeof(int), s));
     /* The work is queued, not done: a caller that forgets to synchronise
      * sees stale data, as on a GPU. */
     assert_int_equal(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
@@ -655,6 +675,7 @@ static void test_async_is_async(void **state)
     CK(cuStreamQuery(s));
     assert_int_equal(h[5], 7);
     assert_int_equal(*(volatile int *)(uintptr_t)p, 7);
+    CK(cuMemFreeHost(h));
     unsigned flags;
     int prio;
     CUcontext ctx, cur;
@@ -678,6 +699,35 @@ static void test_async_is_async(void **state)
     assert_int_equal(prio, -5);
     CK(cuStreamDestroy(s));
     CK(cuMemFree(p));
+    st_gate_free(g);
+}
+
+static void test_pageable_copies(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, 64));
+    int src[16], dst[16];
+    for (int i = 0; i < 16; i++)
+        src[i] = i;
+    st_gate_t *g = st_gate_new();
+    st_gate_block(g, s);
+    /* From pageable memory the source is staged when the call returns... */
+    CK(cuMemcpyHtoDAsync(p, src, sizeof(src), s));
+    for (int i = 0; i < 16; i++)
+        src[i] = -1;
+    st_gate_open(g);
+    CK(cuStreamSynchronize(s));
+    assert_int_equal(((volatile int *)(uintptr_t)p)[9], 9);
+    /* ... and to pageable memory the call returns when the copy is done. */
+    memset(dst, 0, sizeof(dst));
+    CK(cuMemcpyDtoHAsync(dst, p, sizeof(dst), s));
+    assert_int_equal(dst[15], 15);
+    CK(cuMemFree(p));
+    CK(cuStreamDestroy(s));
     st_gate_free(g);
 }
 
@@ -757,6 +807,34 @@ static void test_events_order_streams(void **state)
     CK(cuMemFree(x));
     CK(cuMemFree(y));
     st_gate_free(g);
+}
+
+/* An event and its stream complete together: after synchronising one, the
+ * other is never reported busy. */
+static void test_event_stream_consistency(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUevent e;
+    CK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, 1 << 16));
+    for (int i = 0; i < 300; i++) {
+        CK(cuMemsetD8Async(p, (unsigned char)i, 1 << 16, s));
+        CK(cuEventRecord(e, s));
+        if (i & 1) {
+            CK(cuEventSynchronize(e));
+            CK(cuStreamQuery(s));
+        } else {
+            CK(cuStreamSynchronize(s));
+            CK(cuEventQuery(e));
+        }
+    }
+    CK(cuEventDestroy(e));
+    CK(cuStreamDestroy(s));
+    CK(cuMemFree(p));
 }
 
 static void test_legacy_default_stream(void **state)
@@ -1062,6 +1140,19 @@ static void test_get_proc_address(void **state)
     memcpy(&gp1, &v1, sizeof(gp1));
     CK(gp1("cuStreamQuery", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
     assert_ptr_equal(fn, SYM("cuStreamQuery_ptsz"));
+    /* Functions simcuda does not simulate: found, and say so. */
+    CK(cuGetProcAddress("cuGraphLaunch", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+    assert_ptr_equal(fn, SYM("cuGraphLaunch_ptsz"));
+    typedef CUresult (*glaunch_t)(CUgraphExec, CUstream);
+    glaunch_t gl;
+    memcpy(&gl, &fn, sizeof(gl));
+    assert_int_equal(gl(NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuArrayCreate(NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    /* No stream capture: never capturing. */
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    st_primary(0);
+    CK(cuStreamIsCapturing(NULL, &cs));
+    assert_int_equal(cs, CU_STREAM_CAPTURE_STATUS_NONE);
     /* Everything the libraries ask for (sim/common/simdrv.h) resolves. */
     static const char *needed[] = {"cuInit", "cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetDevice",
         "cuCtxSynchronize", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetName",
@@ -1132,7 +1223,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_host_memory),
         cmocka_unit_test(test_freed_memory_faults),
         cmocka_unit_test(test_async_is_async),
+        cmocka_unit_test(test_pageable_copies),
         cmocka_unit_test(test_events_order_streams),
+        cmocka_unit_test(test_event_stream_consistency),
         cmocka_unit_test(test_legacy_default_stream),
         cmocka_unit_test(test_per_thread_stream),
         cmocka_unit_test(test_host_functions),
