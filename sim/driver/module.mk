@@ -44,8 +44,12 @@ $(B)/sim/twins/libsimtwin_simtest.so: $(B)/obj/tests/sim_driver/twins.o
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_LDFLAGS) -o $@ $^
 
+$(B)/tests/sim_driver/libinterposer.so: $(B)/obj/tests/sim_driver/interposer.o
+	@mkdir -p $(dir $@)
+	$(CC) $(SO_LDFLAGS) -o $@ $^
+
 $(B)/tests/sim_driver_test: $(B)/obj/tests/sim_driver/driver_test.o $(B)/obj/tests/sim_driver/common.o \
-    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so
+    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/tests/sim_driver/libinterposer.so
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
 

@@ -50,6 +50,57 @@ static int child_devices(void)
     return 0;
 }
 
+/* Under a preloaded interposer (tests/sim_driver/interposer.c) the driver
+ * still calls and hands out its own functions. */
+static CUresult stream_sync_ptsz_via_getproc(void)
+{
+    void *fn;
+    CUdriverProcAddressQueryResult st;
+    CUresult r = cuGetProcAddress("cuStreamSynchronize", &fn, 13000,
+                                  CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st);
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUresult (*f)(CUstream);
+    memcpy(&f, &fn, sizeof(f));
+    return f(NULL);
+}
+
+static int child_interposed(void)
+{
+    CUdevice d;
+    CUcontext c;
+    if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c))
+        return 10;
+    /* The interposer answers the direct calls... */
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, 64) != CUDA_ERROR_UNKNOWN)
+        return 11; /* not actually interposed: the test would prove nothing */
+    /* ... but not what simcuda resolves for itself. */
+    void *fn;
+    CUdriverProcAddressQueryResult st;
+    if (cuGetProcAddress("cuMemAlloc", &fn, 13000, 0, &st) != CUDA_SUCCESS)
+        return 12;
+    CUresult (*alloc)(CUdeviceptr *, size_t);
+    memcpy(&alloc, &fn, sizeof(alloc));
+    if (alloc(&p, 64) != CUDA_SUCCESS)
+        return 13;
+    if (stream_sync_ptsz_via_getproc() != CUDA_SUCCESS)
+        return 14;
+    if (cuStreamSynchronize_ptsz(CU_STREAM_LEGACY) != CUDA_SUCCESS) /* calls the legacy one inside */
+        return 15;
+    /* The v1 name forwards to _v2 inside the library. */
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *v1 = lib ? dlsym(lib, "cuDevicePrimaryCtxRelease") : NULL;
+    if (!v1)
+        return 16;
+    CUresult (*rel)(CUdevice);
+    memcpy(&rel, &v1, sizeof(rel));
+    if (rel(d) != CUDA_SUCCESS)
+        return 17;
+    printf("interposed ok\n");
+    return 0;
+}
+
 static char *run_child(const char *devices, const char *visible)
 {
     char dev_env[256], vis_env[256];
@@ -1078,6 +1129,25 @@ static void test_processes_share_capacity(void **state)
 }
 
 /* ---- cuGetProcAddress ------------------------------------------------------------------------ */
+static void test_interposer_cannot_hijack(void **state)
+{
+    (void)state;
+    /* Keep a sanitizer runtime first in LD_PRELOAD when there is one. */
+    const char *pre = getenv("LD_PRELOAD");
+    char env_pre[4096], env_shm[128];
+    snprintf(env_pre, sizeof(env_pre), "LD_PRELOAD=%s%s%s", pre && *pre ? pre : "",
+             pre && *pre ? ":" : "", es_build_path("tests/sim_driver/libinterposer.so"));
+    snprintf(env_shm, sizeof(env_shm), "SIMCUDA_SHM_NAME=%s", st_shm_name());
+    char *env[] = {env_pre, env_shm, NULL};
+    char *argv[] = {(char *)g_self, (char *)"--child-interposed", NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, 60, &r), 0);
+    if (r.status != 0)
+        fail_msg("interposed child: status %d: %s", r.status, r.out);
+    assert_non_null(strstr(r.out, "interposed ok"));
+    es_proc_result_free(&r);
+}
+
 static void test_get_proc_address(void **state)
 {
     (void)state;
@@ -1206,6 +1276,8 @@ int main(int argc, char **argv)
     g_self = argv[0];
     if (argc > 1 && strcmp(argv[1], "--child-devices") == 0)
         return child_devices();
+    if (argc > 1 && strcmp(argv[1], "--child-interposed") == 0)
+        return child_interposed();
     st_private_shm("drv");
     setenv("SIMCUDA_DEVICES", DEVICES, 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
@@ -1232,6 +1304,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_processes_share_capacity),
         cmocka_unit_test(test_get_proc_address),
+        cmocka_unit_test(test_interposer_cannot_hijack),
         cmocka_unit_test(test_stream_ordered_alloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
