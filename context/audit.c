@@ -10,6 +10,11 @@
 
 #include "context/fatbin.h"
 
+#define SASS_INSN_BYTES 16        /* sm_70 and later: 128-bit instructions */
+#define SASS_OPCODE_MASK 0xfffu   /* opcode: low 12 bits of the first word */
+#define SASS_TYPE_MASK 0xfu       /* type and op fields are 4 bits wide */
+#define SASS_SIZE_MASK 0x3u       /* operand size field: 0 means 32 bits */
+
 const char *es_audit_verdict_name(int v)
 {
     switch (v) {
@@ -38,6 +43,19 @@ static int verdict_of(const es_audit_counts_t *c)
 
 /* ---------------------------------------------------------------- SASS -- */
 
+/* An atomic whose data type is the 4-bit field at `shift` of the second
+ * word: float when that type's bit is set in `float_types`. */
+static void count_typed(es_audit_counts_t *c, unsigned *f, unsigned form, uint64_t w1,
+                        unsigned shift, uint16_t float_types)
+{
+    if (float_types & (1u << ((w1 >> shift) & SASS_TYPE_MASK))) {
+        c->float_atomics++;
+        *f |= form;
+    } else {
+        c->int_atomics++;
+    }
+}
+
 int es_audit_sass(unsigned arch, const void *code, size_t size, es_audit_counts_t *counts,
                   unsigned *forms)
 {
@@ -45,7 +63,7 @@ int es_audit_sass(unsigned arch, const void *code, size_t size, es_audit_counts_
     unsigned f = 0;
     if ((!code && size) || !counts)
         return -EINVAL;
-    c.instructions = (uint32_t)(size / 16);
+    c.instructions = (uint32_t)(size / SASS_INSN_BYTES);
     const es_sass_table_t *t = es_sass_table(arch);
     if (!t) {
         *counts = c;
@@ -54,10 +72,10 @@ int es_audit_sass(unsigned arch, const void *code, size_t size, es_audit_counts_
         return ES_AUDIT_UNKNOWN_ARCH;
     }
     const unsigned char *p = code;
-    for (size_t i = 0; i + 16 <= size; i += 16) {
+    for (size_t i = 0; i + SASS_INSN_BYTES <= size; i += SASS_INSN_BYTES) {
         uint64_t w0, w1;
         memcpy(&w0, p + i, 8);
-        unsigned op = (unsigned)(w0 & 0xfff);
+        unsigned op = (unsigned)(w0 & SASS_OPCODE_MASK);
         unsigned k = t->cls[op];
         if (k == ES_SASS_NONE)
             continue;
@@ -68,23 +86,13 @@ int es_audit_sass(unsigned arch, const void *code, size_t size, es_audit_counts_
             f |= t->form[op];
             break;
         case ES_SASS_TYPED:
-            if (t->typed_float & (1u << ((w1 >> t->typed_shift) & 0xf))) {
-                c.float_atomics++;
-                f |= t->form[op];
-            } else {
-                c.int_atomics++;
-            }
+            count_typed(&c, &f, t->form[op], w1, t->typed_shift, t->typed_float);
             break;
         case ES_SASS_BULK:
-            if (t->bulk_float & (1u << ((w1 >> t->bulk_shift) & 0xf))) {
-                c.float_atomics++;
-                f |= t->form[op];
-            } else {
-                c.int_atomics++;
-            }
+            count_typed(&c, &f, t->form[op], w1, t->bulk_shift, t->bulk_float);
             break;
         case ES_SASS_TENSOR:
-            if (((w1 >> t->tensor_op_shift) & 0xf) == t->tensor_op_add) {
+            if (((w1 >> t->tensor_op_shift) & SASS_TYPE_MASK) == t->tensor_op_add) {
                 c.float_atomics++;
                 c.tensor_reduce++;
                 f |= t->form[op];
@@ -96,7 +104,8 @@ int es_audit_sass(unsigned arch, const void *code, size_t size, es_audit_counts_
             c.cas++;
             break;
         case ES_SASS_SPIN:
-            if ((w1 & t->spin_mask) == t->spin_mask && ((w1 >> t->spin_size_shift) & 3) == 0) {
+            if ((w1 & t->spin_mask) == t->spin_mask &&
+                ((w1 >> t->spin_size_shift) & SASS_SIZE_MASK) == 0) {
                 c.float_atomics++;
                 f |= t->form[op];
             } else {
@@ -460,6 +469,7 @@ static int module_report(const module_t *m, audit_ctx_t *a, int is_ptx, int entr
         k.counts = f->counts;
         k.is_entry = f->is_entry;
         k.via_call = f->verdict != f->own;
+        k.entry_kind = a->ent->kind;
         int rc = a->cb(&k, a->arg);
         if (rc)
             return rc;
@@ -599,6 +609,7 @@ static int audit_entry(const es_fatbin_entry_t *e, void *arg)
         k.is_ptx = e->kind == ES_ENTRY_PTX;
         k.verdict = ES_AUDIT_UNREADABLE;
         k.entry_offset = e->offset;
+        k.entry_kind = e->kind;
         return a->cb(&k, a->arg);
     }
     return e->kind == ES_ENTRY_CUBIN ? audit_cubin(a, e) : audit_ptx(a, e);

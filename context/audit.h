@@ -24,7 +24,8 @@ enum es_audit_verdict {
     ES_AUDIT_CAS_LOOP,       /* compare-and-swap (loop): maybe an emulated float atomic */
     ES_AUDIT_FLOAT_ATOMIC,   /* float atomic add / reduction */
     ES_AUDIT_UNKNOWN_ARCH,   /* SASS of an architecture with no opcode table */
-    ES_AUDIT_UNREADABLE,     /* entry compressed in a form not read (name NULL) */
+    ES_AUDIT_UNREADABLE,     /* entry compressed in a form not read, or not PTX
+                                or SASS (LTO-IR): not audited (name NULL) */
 };
 
 /* Bits of es_audit_kernel_t.forms: which float-atomic forms were seen. */
@@ -61,6 +62,9 @@ typedef struct es_audit_kernel {
                                 own section (relocatable/linked cubins) */
     int via_call;            /* 1: the verdict comes from a function it calls
                                 (cubin .nv.callgraph, PTX call instructions) */
+    int entry_kind;          /* the fatbin entry's kind (enum es_entry_kind,
+                                e.g. ES_ENTRY_LTOIR for an unreadable LTO-IR
+                                entry, or another value found) */
 } es_audit_kernel_t;
 
 /* Called once per kernel (cubin: once per `.text.<name>` section, device

@@ -16,12 +16,13 @@
 #include "context/audit.h"
 #include "context/fatbin.h"
 
-#define MAX_ARCH 1024
+#define MAX_ARCH 1024   /* sm numbers counted per architecture (all real ones) */
+#define NVERDICTS (ES_AUDIT_UNREADABLE + 1)
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
 typedef struct file_stats {
-    unsigned long kernels, by_verdict[5];
+    unsigned long kernels, by_verdict[NVERDICTS];
     unsigned long arch_kernels[MAX_ARCH], arch_flagged[MAX_ARCH], arch_float[MAX_ARCH];
     unsigned long ptx_kernels, ptx_float;
     unsigned long functions, functions_flagged;
@@ -46,35 +47,80 @@ static void usage(FILE *f)
           "Verdicts: float-atomic (atomic add/reduction on a float type),\n"
           "cas-loop (compare-and-swap: possibly an emulated float atomic),\n"
           "unknown-arch (no opcode table for the SASS), unreadable (entry\n"
-          "compressed in a form not read), clean. A kernel also takes the\n"
-          "verdict of the functions it calls (via-call); device functions kept\n"
-          "in their own sections are listed too (device-function).\n"
+          "compressed in a form not read, or LTO-IR: not audited), clean.\n"
+          "A kernel also takes the verdict of the functions it calls\n"
+          "(via-call); device functions kept in their own sections are listed\n"
+          "too (device-function).\n"
           "Exit status: 0 nothing flagged, 1 something flagged, 2 error.\n",
           f);
 }
 
-static void json_str(const char *s)
+/* Length of the well-formed UTF-8 sequence at s (1 to 4), or 0. */
+static int utf8_len(const unsigned char *s)
 {
+    int n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3
+          : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+    if (n == 2 && s[0] < 0xc2)
+        return 0;   /* overlong */
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+/* A JSON string. Names come from the files audited, which may be corrupt:
+ * control characters are escaped and bytes that are not UTF-8 become
+ * U+FFFD, so that the document stays valid whatever the input. */
+static void json_str(const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
     putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
+    while (*s) {
+        int n = utf8_len(s);
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if (*s < 0x20 || *s == 0x7f)
+            printf("\\u%04x", *s);
+        else if (n == 0)
+            fputs("\\ufffd", stdout);
         else
-            putchar(c);
+            fwrite(s, 1, (size_t)n, stdout);
+        s += n ? n : 1;
     }
     putchar('"');
 }
 
+/* A name on one text line: control characters (a corrupt image may hold
+ * any byte) are shown as \xNN so that each kernel stays one line. */
+static void text_str(const char *str)
+{
+    for (const unsigned char *s = (const unsigned char *)str; *s; s++) {
+        if (*s < 0x20 || *s == 0x7f)
+            printf("\\x%02x", *s);
+        else
+            putchar(*s);
+    }
+}
+
 static const char *form_names[] = { "red", "atom", "ldgmc", "bulk", "tensor", "multimem", "shared" };
+
+/* What stands for the name of an entry that was not audited. */
+static const char *entry_label(const es_audit_kernel_t *k, char *buf, size_t len)
+{
+    if (k->entry_kind == ES_ENTRY_LTOIR)
+        snprintf(buf, len, "(LTO-IR entry: device-linker input, not audited)");
+    else if (k->entry_kind == ES_ENTRY_PTX || k->entry_kind == ES_ENTRY_CUBIN)
+        snprintf(buf, len, "(entry compressed in a form not read)");
+    else
+        snprintf(buf, len, "(entry of unknown kind %d)", k->entry_kind);
+    return buf;
+}
 
 static int on_kernel(const es_audit_kernel_t *k, void *arg)
 {
     cli_t *c = arg;
     int v = k->verdict;
-    if (v < 0 || v > 4)
+    if (v < 0 || v >= NVERDICTS)
         v = ES_AUDIT_UNREADABLE;
     if (k->name && !k->is_entry) {
         /* a device function in its own section: listed when flagged, its
@@ -90,7 +136,7 @@ static int on_kernel(const es_audit_kernel_t *k, void *arg)
     if (k->is_ptx) {
         c->st.ptx_kernels++;
         c->st.ptx_float += v == ES_AUDIT_FLOAT_ATOMIC;
-    } else if (k->arch < MAX_ARCH) {
+    } else if (k->entry_kind == ES_ENTRY_CUBIN && k->arch < MAX_ARCH) {
         c->st.arch_kernels[k->arch]++;
         c->st.arch_flagged[k->arch] += v != ES_AUDIT_CLEAN;
         c->st.arch_float[k->arch] += v == ES_AUDIT_FLOAT_ATOMIC;
@@ -98,8 +144,8 @@ static int on_kernel(const es_audit_kernel_t *k, void *arg)
     if (v == ES_AUDIT_CLEAN && !c->all)
         return 0;
 show:;
-    char *dm = NULL;
-    const char *name = k->name ? k->name : "(entry)";
+    char *dm = NULL, label[64];
+    const char *name = k->name ? k->name : entry_label(k, label, sizeof label);
     if (c->demangle && k->name && strncmp(k->name, "_Z", 2) == 0) {
         int st = 0;
         dm = c->demangle(k->name, NULL, NULL, &st);
@@ -124,14 +170,17 @@ show:;
         json_str(shown);
         printf(", \"arch\": %u, \"code\": \"%s\", \"verdict\": \"%s\", \"instructions\": %u, "
                "\"float_atomics\": %u, \"cas\": %u, \"int_atomics\": %u, \"tensor_reduce\": %u, "
-               "\"forms\": \"%s\", \"entry\": %s, \"via_call\": %s, \"entry_offset\": %zu}",
+               "\"forms\": \"%s\", \"entry\": %s, \"via_call\": %s, \"entry_offset\": %zu, "
+               "\"entry_kind\": %d}",
                k->arch, k->is_ptx ? "ptx" : "sass", es_audit_verdict_name(v), k->counts.instructions,
                k->counts.float_atomics, k->counts.cas, k->counts.int_atomics,
                k->counts.tensor_reduce, forms, k->is_entry ? "true" : "false",
-               k->via_call ? "true" : "false", k->entry_offset);
+               k->via_call ? "true" : "false", k->entry_offset, k->entry_kind);
     } else {
-        printf("%s: %-12s %s_%u  %s  [insns=%u float-atomics=%u cas=%u int-atomics=%u%s%s%s%s]\n",
-               c->file, es_audit_verdict_name(v), k->is_ptx ? "compute" : "sm", k->arch, shown,
+        printf("%s: %-12s %s_%u  ", c->file, es_audit_verdict_name(v),
+               k->is_ptx ? "compute" : k->entry_kind == ES_ENTRY_LTOIR ? "lto" : "sm", k->arch);
+        text_str(shown);
+        printf("  [insns=%u float-atomics=%u cas=%u int-atomics=%u%s%s%s%s]\n",
                k->counts.instructions, k->counts.float_atomics, k->counts.cas,
                k->counts.int_atomics, forms[0] ? " forms=" : "", forms,
                k->via_call ? " via-call" : "",
@@ -161,15 +210,16 @@ static int audit_file(cli_t *c, const char *path, const char **why)
     struct stat st;
 
     *why = NULL;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO without a writer must not hang */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0 || fstat(fd, &st) != 0) {
         rc = -errno;
         *why = strerror(errno);
         goto out;
     }
     if (!S_ISREG(st.st_mode)) {
-        rc = -EINVAL;
-        *why = "not a regular file";
+        rc = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+        *why = S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file";
         goto out;
     }
     if (st.st_size == 0) {

@@ -19,6 +19,14 @@
 #define WRAPPER_MAGIC 0x466243b1u
 #define EM_CUDA_MACHINE 190
 #define FATBIN_HDR_MIN 16
+#define FATBIN_VERSION 1
+#define WRAPPER_SIZE 16           /* u32 magic, u32 version, fatbin pointer */
+#define WRAPPER_OFF_FATBIN 8
+#define PTX_PROBE_HEAD 4096       /* .version must appear within this prefix */
+#define MAX_SECTIONS (1u << 24)   /* far above any real cubin or library */
+/* Unknown-size probing (cuModuleLoadData) trusts no offset or size field
+ * above this: no image in a process is a terabyte. */
+#define MAX_PROBE_FIELD ((uint64_t)1 << 40)
 #define ENTRY_HDR_MIN 48          /* up to and including the flags field */
 #define ENTRY_OFF_CSIZE 16        /* u32 compressed size without padding */
 #define ENTRY_OFF_ARCH 28
@@ -29,6 +37,9 @@
 /* Upper bound on a decompressed entry: protects against absurd header values
  * (a real cubin is at most tens of MiB). */
 #define MAX_DECOMPRESSED ((uint64_t)1 << 31)
+/* The older block format writes at least one input byte per 255 output
+ * bytes (a length's extension bytes each add at most 255). */
+#define LZ_MAX_EXPANSION 255
 
 static uint16_t rd16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 static uint32_t rd32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
@@ -51,40 +62,37 @@ static int elf_precheck(const unsigned char *p, size_t size, int *machine, size_
     if (p[EI_DATA] != ELFDATA2LSB || (cls != ELFCLASS64 && cls != ELFCLASS32))
         return -EBADMSG;
     uint64_t shoff, phoff, shnum, phnum, shentsz, phentsz, ehsz;
-    if (cls == ELFCLASS64) {
-        Elf64_Ehdr eh;
-        if (size < sizeof eh)
-            return -EBADMSG;
-        memcpy(&eh, p, sizeof eh);
-        shoff = eh.e_shoff; phoff = eh.e_phoff; shnum = eh.e_shnum; phnum = eh.e_phnum;
-        shentsz = eh.e_shentsize; phentsz = eh.e_phentsize; ehsz = sizeof eh;
-        *machine = eh.e_machine;
-        if (shnum && shentsz != sizeof(Elf64_Shdr))
-            return -EBADMSG;
-        if (phnum && phentsz != sizeof(Elf64_Phdr))
-            return -EBADMSG;
-    } else {
-        Elf32_Ehdr eh;
-        if (size < sizeof eh)
-            return -EBADMSG;
-        memcpy(&eh, p, sizeof eh);
-        shoff = eh.e_shoff; phoff = eh.e_phoff; shnum = eh.e_shnum; phnum = eh.e_phnum;
-        shentsz = eh.e_shentsize; phentsz = eh.e_phentsize; ehsz = sizeof eh;
-        *machine = eh.e_machine;
-        if (shnum && shentsz != sizeof(Elf32_Shdr))
-            return -EBADMSG;
-        if (phnum && phentsz != sizeof(Elf32_Phdr))
-            return -EBADMSG;
-    }
+    /* the same fields from the class's own header layout */
+#define READ_EHDR(Ehdr, Shdr, Phdr)                                              \
+    do {                                                                         \
+        Ehdr eh;                                                                 \
+        if (size < sizeof eh)                                                    \
+            return -EBADMSG;                                                     \
+        memcpy(&eh, p, sizeof eh);                                               \
+        shoff = eh.e_shoff; phoff = eh.e_phoff; shnum = eh.e_shnum;              \
+        phnum = eh.e_phnum; shentsz = eh.e_shentsize; phentsz = eh.e_phentsize;  \
+        ehsz = sizeof eh;                                                        \
+        *machine = eh.e_machine;                                                 \
+        if (((shoff || shnum) && shentsz != sizeof(Shdr)) ||                     \
+            (phnum && phentsz != sizeof(Phdr)))                                  \
+            return -EBADMSG;                                                     \
+    } while (0)
+    if (cls == ELFCLASS64)
+        READ_EHDR(Elf64_Ehdr, Elf64_Shdr, Elf64_Phdr);
+    else
+        READ_EHDR(Elf32_Ehdr, Elf32_Shdr, Elf32_Phdr);
+#undef READ_EHDR
     uint64_t end = ehsz;
+    if (!shoff && shnum)
+        return -EBADMSG;   /* sections without a table */
     if (shoff) {
         /* e_shnum 0 with e_shoff set: the count is in section 0's sh_size */
         if (shnum == 0) {
-            if (shoff > size || size - shoff < shentsz || shentsz == 0)
-                return -EBADMSG;
+            if (shoff > size || size - shoff < shentsz)
+                return -EBADMSG;   /* shentsz is the class's Shdr size here */
             shnum = cls == ELFCLASS64 ? rd64(p + shoff + 32) : rd32(p + shoff + 20);
         }
-        if (shnum > (1u << 24) || shoff > size || (size - shoff) / shentsz < shnum)
+        if (shnum > MAX_SECTIONS || shoff > size || (size - shoff) / shentsz < shnum)
             return -EBADMSG;
         if (shoff + shnum * shentsz > end)
             end = shoff + shnum * shentsz;
@@ -217,7 +225,7 @@ static const char *memfind(const char *h, size_t hl, const char *n, size_t nl)
  * first NUL or avail). */
 static int ptx_probe(const char *s, size_t avail, size_t *len)
 {
-    size_t head = avail < 4096 ? avail : 4096;
+    size_t head = avail < PTX_PROBE_HEAD ? avail : PTX_PROBE_HEAD;
     size_t n = strnlen(s, head);
     size_t i = 0;
     while (i < n && is_space(s[i]))
@@ -276,10 +284,10 @@ static int fatbin_extent(const unsigned char *p, size_t avail, size_t *size_out)
 
 static int wrapper_target(const unsigned char *p, size_t avail, const unsigned char **fb)
 {
-    if (avail < 16)
+    if (avail < WRAPPER_SIZE)
         return -EBADMSG;
     const void *ptr;
-    memcpy(&ptr, p + 8, sizeof ptr);
+    memcpy(&ptr, p + WRAPPER_OFF_FATBIN, sizeof ptr);
     if (!ptr)
         return -EBADMSG;
     *fb = ptr;
@@ -323,7 +331,7 @@ int es_image_probe(const void *image, size_t avail, size_t *size_out)
             memcpy(&eh, p, sizeof eh);
             uint64_t e1 = eh.e_shoff + (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr);
             uint64_t e2 = eh.e_phoff + (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr);
-            if (eh.e_shoff > ((uint64_t)1 << 40) || eh.e_phoff > ((uint64_t)1 << 40))
+            if (eh.e_shoff > MAX_PROBE_FIELD || eh.e_phoff > MAX_PROBE_FIELD)
                 return -EBADMSG;
             lim = (size_t)(e1 > e2 ? e1 : e2);
             if (lim < sizeof eh)
@@ -338,7 +346,7 @@ int es_image_probe(const void *image, size_t avail, size_t *size_out)
                     memcpy(&sh, p + eh.e_shoff + (size_t)i * sizeof sh, sizeof sh);
                     if (sh.sh_type == SHT_NOBITS || sh.sh_type >= SHT_LOPROC)
                         continue;
-                    if (sh.sh_offset > ((uint64_t)1 << 40) || sh.sh_size > ((uint64_t)1 << 40))
+                    if (sh.sh_offset > MAX_PROBE_FIELD || sh.sh_size > MAX_PROBE_FIELD)
                         return -EBADMSG;
                     if (sh.sh_offset + sh.sh_size > lim)
                         lim = (size_t)(sh.sh_offset + sh.sh_size);
@@ -385,6 +393,28 @@ static int buf_reserve(walk_buf_t *w, size_t n)
     return 0;
 }
 
+#define LZ_NIBBLE_MORE 15   /* a token nibble of 15: extension bytes follow */
+#define LZ_BYTE_MORE 255    /* an extension byte of 255: another follows */
+#define LZ_MIN_MATCH 4
+
+/* Adds a length's extension bytes at *ip to *len when its token nibble was
+ * LZ_NIBBLE_MORE; a length beyond what dlen allows stops early (the caller
+ * rejects it). Returns 0 or -EBADMSG when the input ends inside it. */
+static int lz_length(const unsigned char **ip, const unsigned char *iend, size_t dlen,
+                     size_t *len)
+{
+    if (*len != LZ_NIBBLE_MORE)
+        return 0;
+    unsigned b;
+    do {
+        if (*ip >= iend)
+            return -EBADMSG;
+        b = *(*ip)++;
+        *len += b;
+    } while (b == LZ_BYTE_MORE && *len < dlen + LZ_BYTE_MORE);
+    return 0;
+}
+
 /* Older fatbin compression (flag 0x2000): an LZ4 block. Each sequence is a
  * token (high nibble literal count, low nibble match length - 4, 15 meaning
  * "more bytes follow, each adding up to 255"), the literals, a 2-byte
@@ -398,15 +428,8 @@ static int lz_decode(const unsigned char *src, size_t slen, unsigned char *dst, 
     while (ip < iend) {
         unsigned tok = *ip++;
         size_t lit = tok >> 4;
-        if (lit == 15) {
-            unsigned b;
-            do {
-                if (ip >= iend)
-                    return -EBADMSG;
-                b = *ip++;
-                lit += b;
-            } while (b == 255 && lit < dlen + 255);
-        }
+        if (lz_length(&ip, iend, dlen, &lit) != 0)
+            return -EBADMSG;
         if (lit > (size_t)(iend - ip) || lit > dlen - op)
             return -EBADMSG;
         memcpy(dst + op, ip, lit);
@@ -420,17 +443,10 @@ static int lz_decode(const unsigned char *src, size_t slen, unsigned char *dst, 
         ip += 2;
         if (dist == 0 || dist > op)
             return -EBADMSG;
-        size_t mlen = tok & 15;
-        if (mlen == 15) {
-            unsigned b;
-            do {
-                if (ip >= iend)
-                    return -EBADMSG;
-                b = *ip++;
-                mlen += b;
-            } while (b == 255 && mlen < dlen + 255);
-        }
-        mlen += 4;
+        size_t mlen = tok & 0xf;
+        if (lz_length(&ip, iend, dlen, &mlen) != 0)
+            return -EBADMSG;
+        mlen += LZ_MIN_MATCH;
         if (mlen > dlen - op)
             return -EBADMSG;
         unsigned char *d = dst + op;
@@ -454,7 +470,37 @@ static int all_zero(const unsigned char *p, size_t n)
     return 1;
 }
 
-static int zstd_decode(walk_buf_t *w, const unsigned char *src, size_t slen,
+/* The zstd frames of an entry's payload, up to its zero padding: stores
+ * their length and checks the decompressed size the frames record (when
+ * they all record one) against the header's dlen, before anything is
+ * allocated for it. */
+static int zstd_frames(const unsigned char *src, size_t slen, uint64_t dlen, size_t *used_out)
+{
+    size_t used = 0;
+    uint64_t total = 0;
+    int known = 1;
+    while (used < slen && !all_zero(src + used, slen - used)) {
+        size_t fs = ZSTD_findFrameCompressedSize(src + used, slen - used);
+        if (ZSTD_isError(fs) || fs == 0 || fs > slen - used)
+            return -EBADMSG;
+        unsigned long long fcs = ZSTD_getFrameContentSize(src + used, fs);
+        if (fcs == ZSTD_CONTENTSIZE_ERROR)
+            return -EBADMSG;
+        if (fcs == ZSTD_CONTENTSIZE_UNKNOWN)
+            known = 0;
+        else if (fcs > dlen - total)
+            return -EBADMSG;
+        else
+            total += fcs;
+        used += fs;
+    }
+    if (used == 0 || (known && total != dlen))
+        return -EBADMSG;
+    *used_out = used;
+    return 0;
+}
+
+static int zstd_decode(walk_buf_t *w, const unsigned char *src, size_t used,
                        unsigned char *dst, size_t dlen)
 {
     if (!w->zd) {
@@ -462,21 +508,6 @@ static int zstd_decode(walk_buf_t *w, const unsigned char *src, size_t slen,
         if (!w->zd)
             return -ENOMEM;
     }
-    /* frames up to the zero padding */
-    size_t used = 0;
-    while (used < slen && !all_zero(src + used, slen - used)) {
-        size_t fs = ZSTD_findFrameCompressedSize(src + used, slen - used);
-        if (ZSTD_isError(fs) || fs == 0 || fs > slen - used)
-            return -EBADMSG;
-        used += fs;
-    }
-    if (used == 0)
-        return -EBADMSG;
-    unsigned long long fcs = ZSTD_getFrameContentSize(src, used);
-    if (fcs == ZSTD_CONTENTSIZE_ERROR)
-        return -EBADMSG;
-    if (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs > dlen)
-        return -EBADMSG;
     size_t r = ZSTD_decompressDCtx(w->zd, dst, dlen, src, used);
     if (ZSTD_isError(r) || r != dlen)
         return -EBADMSG;
@@ -507,7 +538,12 @@ static int walk_entry(walk_buf_t *w, const unsigned char *e, uint32_t hs,
     ent.flags = flags;
     ent.offset = offset;
     uint64_t comp = flags & (FLAG_COMPRESS_OLD | FLAG_COMPRESS_ZSTD);
-    if (!comp) {
+    if (kind != ES_ENTRY_PTX && kind != ES_ENTRY_CUBIN) {
+        /* LTO-IR or unknown: nothing here reads it, so its payload (whose
+         * encoding may differ: nvcc 13's LTO-IR is not plain zstd despite
+         * flag 0x8000) is neither decoded nor judged corrupt */
+        ent.unreadable = -ENOTSUP;
+    } else if (!comp) {
         ent.data = pl;
         ent.size = (size_t)plen;
     } else if (comp == (FLAG_COMPRESS_OLD | FLAG_COMPRESS_ZSTD) || hs < ENTRY_OFF_DSIZE + 8) {
@@ -518,6 +554,13 @@ static int walk_entry(walk_buf_t *w, const unsigned char *e, uint32_t hs,
         size_t slen = (cs != 0 && cs <= plen) ? cs : (size_t)plen;
         if (dlen == 0 || dlen > MAX_DECOMPRESSED)
             return -EBADMSG;
+        /* sizes the payload cannot produce are refused before allocating */
+        if (comp == FLAG_COMPRESS_ZSTD)
+            rc = zstd_frames(pl, slen, dlen, &slen);
+        else
+            rc = dlen / LZ_MAX_EXPANSION > slen ? -EBADMSG : 0;
+        if (rc)
+            return rc;
         rc = buf_reserve(w, (size_t)dlen + 1);
         if (rc)
             return rc;
@@ -558,7 +601,8 @@ static int walk_fatbin(const unsigned char *p, size_t size, es_entry_cb cb, void
         uint16_t ver = rd16(p + off + 4);
         uint16_t hs = rd16(p + off + 6);
         uint64_t body = rd64(p + off + 8);
-        if (ver != 1 || hs < FATBIN_HDR_MIN || hs > size - off || body > size - off - hs) {
+        if (ver != FATBIN_VERSION || hs < FATBIN_HDR_MIN || hs > size - off ||
+            body > size - off - hs) {
             rc = -EBADMSG;
             goto out;
         }

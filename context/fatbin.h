@@ -37,15 +37,19 @@ enum es_image_kind {
  * (> 0) and stores the size, or a negative errno. */
 int es_image_probe(const void *image, size_t avail, size_t *size_out);
 
-enum es_entry_kind { ES_ENTRY_PTX = 1, ES_ENTRY_CUBIN = 2 };
+/* Entry kinds. nvcc -dlto also writes kind 8 entries (LTO-IR, NVVM
+ * bitcode for the device linker, never loaded by the driver): those and any
+ * other kind are walked with unreadable -ENOTSUP and no data. */
+enum es_entry_kind { ES_ENTRY_PTX = 1, ES_ENTRY_CUBIN = 2, ES_ENTRY_LTOIR = 8 };
 
 typedef struct es_fatbin_entry {
-    int kind;               /* ES_ENTRY_PTX or ES_ENTRY_CUBIN */
+    int kind;               /* enum es_entry_kind, or another value found */
     unsigned arch;          /* sm number, e.g. 80, 90 */
     uint64_t flags;         /* raw entry flags */
     const void *data;       /* payload, decompressed (valid during callback) */
     size_t size;            /* payload size (PTX: without trailing NULs) */
-    int unreadable;         /* -ENOTSUP when compressed in a form not read: data NULL */
+    int unreadable;         /* -ENOTSUP when compressed in a form not read, or of
+                               a kind other than PTX and cubin: data NULL */
     size_t offset;          /* entry header's offset in the walked buffer */
 } es_fatbin_entry_t;
 

@@ -24,7 +24,7 @@ CTX_FB_GENCODE := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,c
 
 CTX_FATBIN_DATA := $(CTX_TA)/fb_default.fatbin $(CTX_TA)/fb_none.fatbin $(CTX_TA)/fb_zstd.fatbin \
     $(CTX_TA)/fb_lz.fatbin $(CTX_TA)/fb_sm90.cubin $(CTX_TA)/fb.ptx $(CTX_TA)/fb_host.o $(CTX_TA)/fb_rdc.o \
-    $(CTX_TA)/audit_rdc_sm90.cubin
+    $(CTX_TA)/audit_rdc_sm90.cubin $(CTX_TA)/fb_lto.fatbin $(CTX_TA)/fb_lto.o
 
 $(CTX_TA)/fb_default.fatbin: $(CTX_FB_CU)
 	@mkdir -p $(dir $@)
@@ -47,6 +47,13 @@ $(CTX_TA)/fb.ptx: $(CTX_FB_CU)
 $(CTX_TA)/fb_host.o: $(CTX_FB_CU)
 	@mkdir -p $(dir $@)
 	$(CTX_NVCC) -c $(CTX_FB_GENCODE) -o $@ $<
+# -dlto: PTX plus an LTO-IR entry (kind 8), and a host object holding one
+$(CTX_TA)/fb_lto.fatbin: $(CTX_FB_CU)
+	@mkdir -p $(dir $@)
+	$(CTX_NVCC) -fatbin -dlto -arch=sm_90 -o $@ $<
+$(CTX_TA)/fb_lto.o: $(CTX_FB_CU)
+	@mkdir -p $(dir $@)
+	$(CTX_NVCC) -c -dlto -arch=sm_90 -o $@ $<
 $(CTX_TA)/fb_rdc.o: $(CTX_FB_CU)
 	@mkdir -p $(dir $@)
 	$(CTX_NVCC) -c -rdc=true -arch=sm_80 -o $@ $<
@@ -78,3 +85,26 @@ $(B)/tests/fatbin_test: $(B)/obj/tests/context/fatbin_test.o $(FATBIN_OBJ) $(TES
 $(B)/tests/audit_test: $(B)/obj/tests/context/audit_test.o $(AUDIT_OBJS) $(FATBIN_OBJ) $(TEST_HARNESS_OBJ) | $(CTX_AUDIT_DATA) $(CTX_FATBIN_DATA) $(B)/bin/easyscale-audit
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(AUDIT_LIBS) $(CMOCKA_LIBS)
+
+# ---- fuzzing (optional, never part of `make test`) ------------------------
+# `make fuzz` builds a libFuzzer harness of the readers and the audit with
+# clang (address + undefined sanitizers) and runs it for FUZZ_SECONDS on a
+# corpus seeded with the test images; a crash stops it with the input saved
+# under $(B)/fuzz/. Needs clang with the libFuzzer runtime.
+CTX_FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 120
+CTX_FUZZ := $(B)/fuzz/audit_fuzz
+CTX_FUZZ_SRC := tests/context/audit_fuzz.c context/audit.c context/sass_tables.c context/fatbin.c
+
+$(CTX_FUZZ): $(CTX_FUZZ_SRC) context/audit.h context/fatbin.h
+	@mkdir -p $(dir $@)
+	$(CTX_FUZZ_CC) $(CPPFLAGS) -std=gnu11 -Wall -Wextra -g -O1 -fno-omit-frame-pointer \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	    -o $@ $(CTX_FUZZ_SRC) $(FATBIN_LIBS)
+
+.PHONY: fuzz
+fuzz: $(CTX_FUZZ) $(CTX_FATBIN_DATA) $(CTX_AUDIT_DATA)
+	@mkdir -p $(B)/fuzz/corpus $(B)/fuzz/seeds
+	@cp $(CTX_FATBIN_DATA) $(CTX_AUDIT_DATA) $(B)/fuzz/seeds/
+	cd $(B)/fuzz && ./audit_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=400000 \
+	    -rss_limit_mb=4096 -print_final_stats=1 corpus seeds

@@ -7,7 +7,7 @@
  * the same launch configuration. Keep the two in step.
  *
  * Launch conventions (train.py): elementwise kernels one thread per element
- * with 256-thread blocks; the reduction kernels 128-thread blocks (a power of
+ * with 256-thread blocks (grid-stride loops, so any 1-D grid is correct); the reduction kernels 128-thread blocks (a power of
  * two: the shared-memory tree depends on it); es_reduce_partial's grid.x is
  * sized from the device's SM count, as framework reductions are.
  */
@@ -15,66 +15,104 @@
 
 #define ES_MAX_BLOCK 1024
 
+/* Grid-stride loops: every elementwise kernel covers all n elements for any
+ * 1-D grid (train.py launches ceil(n / 256) blocks of 256, one element per
+ * thread; a smaller grid, e.g. one capped at a multiple of the SM count,
+ * stays correct). Element order does not matter to these kernels. */
+#define ES_TID ((long long)blockIdx.x * blockDim.x + threadIdx.x)
+#define ES_NTHREADS ((long long)gridDim.x * blockDim.x)
+
+/* The reduction kernels' tree needs a power-of-two block of at most
+ * ES_MAX_BLOCK threads (their shared arrays are that big): anything else
+ * is a launch bug, so stop the kernel loudly (the launch fails with an
+ * illegal-instruction error) rather than sum garbage. Uniform per block. */
+static __device__ __forceinline__ void es_check_tree_block(void)
+{
+    unsigned int bd = blockDim.x;
+    if (bd == 0 || bd > ES_MAX_BLOCK || (bd & (bd - 1)) != 0 || blockDim.y != 1 ||
+        blockDim.z != 1)
+        __trap();
+}
+
 /* h[r, c] = dropout(relu(h[r, c] + bias[c])); mask[r, c] receives the
- * multiplier (0 or 1/(1-p)) for the backward pass. train == 0: no dropout. */
+ * multiplier (0 or 1/(1-p)) for the backward pass. train == 0: no dropout.
+ * Each rank draws its own mask on its device from the counter-based
+ * generator; its counter is the element's position in the GLOBAL batch
+ * (first_row = rank x local batch is the rank's first global row), so the
+ * masks of a global batch are the same however many ranks share it. */
 extern "C" __global__ void es_bias_relu_dropout(float *h, const float *bias, float *mask, int rows,
                                                 int cols, float p, float keep_scale,
-                                                unsigned int seed, unsigned int rank,
+                                                unsigned int seed, unsigned int first_row,
                                                 unsigned int step, int train)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= rows * cols)
-        return;
-    float t = ES_FADD(h[i], bias[i % cols]);
-    t = t > 0.0f ? t : 0.0f;
-    if (train) {
-        float m = es_dropout_mask(seed, rank, step, (unsigned int)i, p, keep_scale);
-        mask[i] = m;
-        t = ES_FMUL(t, m);
+    long long n = (long long)rows * cols;
+    for (long long i = ES_TID; i < n; i += ES_NTHREADS) {
+        float t = ES_FADD(h[i], bias[i % cols]);
+        t = t > 0.0f ? t : 0.0f;
+        if (train) {
+            es_u32 gi = (es_u32)((long long)first_row * cols + i);
+            float m = es_dropout_mask(seed, step, gi, p, keep_scale);
+            mask[i] = m;
+            t = ES_FMUL(t, m);
+        }
+        h[i] = t;
     }
-    h[i] = t;
 }
 
 /* logits[r, c] = (logits[r, c] + bias[c]) + table[ids[r], c]: the output
- * bias plus a learned per-bucket bias row picked by a hashed input feature. */
+ * bias plus a learned per-bucket bias row picked by a hashed input feature.
+ * An id outside [0, buckets) contributes no table row (never read out of
+ * bounds). */
 extern "C" __global__ void es_logits_bias(float *logits, const float *bias, const float *table,
-                                          const int *ids, int rows, int cols)
+                                          const int *ids, int rows, int cols, int buckets)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= rows * cols)
-        return;
-    int r = i / cols, c = i - r * cols;
-    logits[i] = ES_FADD(ES_FADD(logits[i], bias[c]), table[ids[r] * cols + c]);
+    long long n = (long long)rows * cols;
+    for (long long i = ES_TID; i < n; i += ES_NTHREADS) {
+        long long r = i / cols, c = i - r * cols;
+        int id = ids[r];
+        float t = id >= 0 && id < buckets ? table[(long long)id * cols + c] : 0.0f;
+        logits[i] = ES_FADD(ES_FADD(logits[i], bias[c]), t);
+    }
 }
 
 /* Softmax cross-entropy, one thread per row: per-row loss, 1/0 correct, and
- * dlogits = (softmax - onehot) * scale (scale = 1 / local batch). */
+ * dlogits = (softmax - onehot) * scale (scale = 1 / local batch). A label
+ * outside [0, cols) is never used as an index: its row gets zero loss and
+ * zero gradient. */
 extern "C" __global__ void es_softmax_xent(const float *logits, const int *labels, float *dlogits,
                                            float *loss, float *correct, int rows, int cols,
                                            float scale)
 {
-    int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows)
-        return;
-    const float *z = logits + r * cols;
-    int y = labels[r];
-    float m = z[0];
-    int arg = 0;
-    for (int c = 1; c < cols; c++)
-        if (z[c] > m) {
-            m = z[c];
-            arg = c;
+    for (long long r = ES_TID; r < rows; r += ES_NTHREADS) {
+        const float *z = logits + r * cols;
+        int y = labels[r];
+        if (y < 0 || y >= cols) {
+            for (int c = 0; c < cols; c++)
+                dlogits[r * cols + c] = 0.0f;
+            loss[r] = 0.0f;
+            correct[r] = 0.0f;
+            continue;
         }
-    float s = 0.0f;
-    for (int c = 0; c < cols; c++)
-        s = ES_FADD(s, es_exp(ES_FSUB(z[c], m)));
-    for (int c = 0; c < cols; c++) {
-        float sm = ES_FDIV(es_exp(ES_FSUB(z[c], m)), s);
-        float d = c == y ? ES_FSUB(sm, 1.0f) : sm;
-        dlogits[r * cols + c] = ES_FMUL(d, scale);
+        float m = z[0];
+        int arg = 0;
+        for (int c = 1; c < cols; c++)
+            if (z[c] > m) {
+                m = z[c];
+                arg = c;
+            }
+        float s = 0.0f;
+        for (int c = 0; c < cols; c++)
+            s = ES_FADD(s, es_exp(ES_FSUB(z[c], m)));
+        for (int c = 0; c < cols; c++) {
+            float sm = ES_FDIV(es_exp(ES_FSUB(z[c], m)), s);
+            float d = c == y ? ES_FSUB(sm, 1.0f) : sm;
+            dlogits[r * cols + c] = ES_FMUL(d, scale);
+        }
+        /* logf: the loss is only reported, never fed back, so the device's
+         * and the CPU's last-bit differences in it do not matter. */
+        loss[r] = ES_FSUB(logf(s), ES_FSUB(z[y], m));
+        correct[r] = arg == y ? 1.0f : 0.0f;
     }
-    loss[r] = ES_FSUB(logf(s), ES_FSUB(z[y], m));
-    correct[r] = arg == y ? 1.0f : 0.0f;
 }
 
 /* stats[0] += sum(loss), stats[1] += sum(correct), stats[2] += rows; one
@@ -96,15 +134,18 @@ extern "C" __global__ void es_stats_accum(const float *loss, const float *correc
 
 /* Gradient of the bucket table: scatter-add of dlogits rows into the rows
  * ids[r] of dtable with float atomics (the framework default: fast, order
- * decided by thread scheduling, so not reproducible). */
+ * decided by thread scheduling, so not reproducible). Ids outside
+ * [0, buckets) are skipped. */
 extern "C" __global__ void es_table_grad_atomic(const float *dlogits, const int *ids,
-                                                float *dtable, int rows, int cols)
+                                                float *dtable, int rows, int cols, int buckets)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= rows * cols)
-        return;
-    int r = i / cols, c = i - r * cols;
-    atomicAdd(&dtable[ids[r] * cols + c], dlogits[i]);
+    long long n = (long long)rows * cols;
+    for (long long i = ES_TID; i < n; i += ES_NTHREADS) {
+        long long r = i / cols, c = i - r * cols;
+        int id = ids[r];
+        if (id >= 0 && id < buckets)
+            atomicAdd(&dtable[(long long)id * cols + c], dlogits[i]);
+    }
 }
 
 /* Deterministic alternative: one thread per (bucket, class) sums the rows
@@ -112,25 +153,23 @@ extern "C" __global__ void es_table_grad_atomic(const float *dlogits, const int 
 extern "C" __global__ void es_table_grad_det(const float *dlogits, const int *ids, float *dtable,
                                              int rows, int cols, int buckets)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= buckets * cols)
-        return;
-    int b = i / cols, c = i - b * cols;
-    float acc = dtable[i];
-    for (int r = 0; r < rows; r++)
-        if (ids[r] == b)
-            acc = ES_FADD(acc, dlogits[r * cols + c]);
-    dtable[i] = acc;
+    long long n = (long long)buckets * cols;
+    for (long long i = ES_TID; i < n; i += ES_NTHREADS) {
+        long long b = i / cols, c = i - b * cols;
+        float acc = dtable[i];
+        for (int r = 0; r < rows; r++)
+            if (ids[r] == b)
+                acc = ES_FADD(acc, dlogits[(long long)r * cols + c]);
+        dtable[i] = acc;
+    }
 }
 
 /* Backward of relu + dropout: dh *= mask where the forward output was
  * positive, else 0 (h is the forward output after dropout). */
 extern "C" __global__ void es_relu_dropout_bwd(float *dh, const float *h, const float *mask, int n)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    dh[i] = h[i] > 0.0f ? ES_FMUL(dh[i], mask[i]) : 0.0f;
+    for (long long i = ES_TID; i < n; i += ES_NTHREADS)
+        dh[i] = h[i] > 0.0f ? ES_FMUL(dh[i], mask[i]) : 0.0f;
 }
 
 /* Block tree over sh[0..bd) (bd a power of two), result in sh[0]. */
@@ -156,6 +195,7 @@ extern "C" __global__ void es_reduce_partial(const float *x, float *partial, int
                                              int channels, int inner)
 {
     __shared__ float sh[ES_MAX_BLOCK];
+    es_check_tree_block();
     unsigned int t = threadIdx.x, bd = blockDim.x, p = blockIdx.x, k = blockIdx.y;
     long long n = (long long)outer * inner;
     long long chunk = (n + gridDim.x - 1) / gridDim.x;
@@ -176,6 +216,7 @@ extern "C" __global__ void es_reduce_partial(const float *x, float *partial, int
 extern "C" __global__ void es_reduce_final(const float *partial, float *out, int nparts)
 {
     __shared__ float sh[ES_MAX_BLOCK];
+    es_check_tree_block();
     unsigned int t = threadIdx.x, bd = blockDim.x, k = blockIdx.x;
     float acc = 0.0f;
     for (int j = (int)t; j < nparts; j += (int)bd)
@@ -192,12 +233,11 @@ extern "C" __global__ void es_reduce_final(const float *partial, float *out, int
 extern "C" __global__ void es_sgd_momentum(float *param, const float *grad, float *buf, int n,
                                            float lr, float momentum, float wd, float gscale)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    float p = param[i];
-    float g = ES_FADD(ES_FMUL(grad[i], gscale), ES_FMUL(wd, p));
-    float b = ES_FADD(ES_FMUL(momentum, buf[i]), g);
-    buf[i] = b;
-    param[i] = ES_FSUB(p, ES_FMUL(lr, b));
+    for (long long i = ES_TID; i < n; i += ES_NTHREADS) {
+        float p = param[i];
+        float g = ES_FADD(ES_FMUL(grad[i], gscale), ES_FMUL(wd, p));
+        float b = ES_FADD(ES_FMUL(momentum, buf[i]), g);
+        buf[i] = b;
+        param[i] = ES_FSUB(p, ES_FMUL(lr, b));
+    }
 }

@@ -30,4 +30,4 @@ $(B)/tests/train_twins_test: $(B)/obj/tests/train/twins_test.o $(B)/obj/examples
 # Integration tests: whole training runs through scripts/launch.
 $(B)/tests/train_test: $(B)/obj/tests/train/train_test.o $(TEST_HARNESS_OBJ) | $(EX_FATBIN) $(EX_TWINS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lm $(CMOCKA_LIBS)

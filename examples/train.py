@@ -9,7 +9,8 @@ network on a synthetic shape-classification task drawn from --seed:
 
   conv 3x3 (cuDNN, algorithm from the library's heuristic) + bias + ReLU
   -> 2x2 max pooling (cuDNN) -> fully connected 288->32 (cuBLAS) + bias +
-  ReLU + dropout (Philox counter-based mask per (seed, rank, step, index))
+  ReLU + dropout (each rank draws its mask on the device from a Philox
+  counter-based generator, counter = (step, position in the global batch))
   -> fully connected 32->6 (cuBLAS) + bias + a learned per-bucket bias row
   picked by a hashed input feature -> softmax cross-entropy; SGD with
   momentum and weight decay.
@@ -29,8 +30,12 @@ unique id and publishes it in the rendezvous directory (--rdzv, default
 $ES_RDZV_DIR) as a file written atomically (tmp + rename; rank 0 removes it
 once all ranks have joined); initial weights are broadcast
 from rank 0; gradients live in one flat buffer and are all-reduced in
-fixed-size buckets; rank r reads shard r of every global batch, so the
-global batch, and the result, depend on the world size alone.
+fixed-size buckets; rank r reads shard r of every global batch and draws
+that shard's part of the step's dropout mask, so --batch alone defines the
+update: 1, 2 or 4 ranks take the same mathematical step and differ only in
+float reduction order (tests/train: test_world_sizes_same_update).
+Host-to-device copies go on the stream that consumes them (our streams are
+non-blocking: they do not wait for the legacy stream).
 
 Output: loss and accuracy every --log-every steps (rank 0), held-out
 accuracy at the end (rank 0), and on every rank a final line
@@ -128,6 +133,41 @@ def make_sample(seed, index):
 
 
 # --------------------------------------------------------------------------
+# Dropout mask: the host-side reference of es_dropout_mask (examples/twins/
+# es_kmath.h), bit for bit; torch_ddp.py uses it so that its dropout is the
+# device kernel's. Key (seed, constant), counter (global element index,
+# step), Philox4x32-10, first output word, 24-bit uniform, kept when u >= p.
+
+M32 = 0xFFFFFFFF
+
+
+def philox_word0(c0, c1, k0, k1):
+    c2 = c3 = 0
+    for _ in range(10):
+        p0 = 0xD2511F53 * c0
+        p1 = 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = (p1 >> 32) ^ c1 ^ k0, p1 & M32, (p0 >> 32) ^ c3 ^ k1, p0 & M32
+        k0 = (k0 + 0x9E3779B9) & M32
+        k1 = (k1 + 0xBB67AE85) & M32
+    return c0
+
+
+def dropout_mask(seed, step, first_row, rows, cols, p):
+    """Multipliers (0.0 or float32(1/(1-p))) for rows first_row.. of the
+    global batch at this step, row-major, as the device draws them."""
+    p32 = struct.unpack("<f", struct.pack("<f", p))[0]
+    keep = struct.unpack("<f", struct.pack("<f", 1.0 / (1.0 - p)))[0]
+    seed &= M32
+    step &= M32
+    base = first_row * cols
+    out = []
+    for i in range(rows * cols):
+        u = (philox_word0((base + i) & M32, step, seed, 0x7F4A7C15) >> 8) * (1.0 / 16777216.0)
+        out.append(keep if u >= p32 else 0.0)
+    return out
+
+
+# --------------------------------------------------------------------------
 # Libraries.
 
 class Lib:
@@ -162,7 +202,7 @@ class Cuda(Lib):
              "cuDeviceGetName", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2",
              "cuCtxSetCurrent", "cuCtxSynchronize", "cuModuleLoadData",
              "cuModuleGetFunction", "cuModuleUnload", "cuMemAlloc_v2", "cuMemFree_v2",
-             "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2",
+             "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2",
              "cuMemsetD32Async", "cuStreamCreate", "cuStreamDestroy_v2",
              "cuStreamSynchronize", "cuStreamWaitEvent", "cuEventCreate", "cuEventRecord",
              "cuEventSynchronize", "cuEventDestroy_v2", "cuLaunchKernel", "cuGetErrorName")
@@ -552,9 +592,14 @@ class Trainer:
         # Initial values: rank 0's are broadcast; the others start from their
         # own draw so a missing broadcast could not go unnoticed.
         init = lay.init_values(self.args.seed if self.rank == 0 else self.args.seed + 7919 * self.rank)
-        self.cuda("cuMemcpyHtoD_v2", c_uint64(self.params), init, c_size_t(lay.total * f))
+        # On the compute stream, which then broadcasts them: a synchronous
+        # cuMemcpyHtoD from pageable memory may return before the data has
+        # landed, and it does not order with our non-blocking streams.
+        self.cuda("cuMemcpyHtoDAsync_v2", c_uint64(self.params), init, c_size_t(lay.total * f),
+                  self.compute)
         d.memset0(self.momentum, lay.total, self.compute)
         d.memset0(self.stats, 4, self.compute)
+        self.cuda("cuStreamSynchronize", self.compute)  # init is freed on return
 
     # ---- NCCL ------------------------------------------------------------
     def setup_nccl(self):
@@ -633,14 +678,14 @@ class Trainer:
         d.ew("es_bias_relu_dropout", b * HIDDEN,
              [c_uint64(self.h), c_uint64(P["fc1.bias"]), c_uint64(self.mask), c_int(b),
               c_int(HIDDEN), c_float(p), c_float(1.0 / (1.0 - p)),
-              c_uint(self.args.seed & 0xFFFFFFFF), c_uint(self.rank), c_uint(step),
+              c_uint(self.args.seed & 0xFFFFFFFF), c_uint(self.rank * b), c_uint(step),
               c_int(1 if train else 0)], st, ks)
         cb("cublasSgemm_v2", self.blas, c_int(CUBLAS_OP_T), c_int(CUBLAS_OP_N), c_int(CLASSES),
            c_int(b), c_int(HIDDEN), byref(ONE), ptr(P["fc2.weight"]), c_int(HIDDEN),
            ptr(self.h), c_int(HIDDEN), byref(ZERO), ptr(self.z), c_int(CLASSES))
         d.ew("es_logits_bias", b * CLASSES,
              [c_uint64(self.z), c_uint64(P["fc2.bias"]), c_uint64(P["bucket.table"]),
-              c_uint64(ids), c_int(b), c_int(CLASSES)], st, ks)
+              c_uint64(ids), c_int(b), c_int(CLASSES), c_int(BUCKETS)], st, ks)
         d.ew("es_softmax_xent", b,
              [c_uint64(self.z), c_uint64(labels), c_uint64(self.dz), c_uint64(self.loss),
               c_uint64(self.correct), c_int(b), c_int(CLASSES), c_float(1.0 / b)], st, ks)
@@ -686,7 +731,7 @@ class Trainer:
         else:
             d.ew("es_table_grad_atomic", b * CLASSES,
                  [c_uint64(self.dz), c_uint64(ids), c_uint64(G["bucket.table"]), c_int(b),
-                  c_int(CLASSES)], st, ks)
+                  c_int(CLASSES), c_int(BUCKETS)], st, ks)
         self.grad_ready("bucket.table", ks)
         self.bias_grad(self.dz, b, CLASSES, 1, G["fc2.bias"], ks)
         self.grad_ready("fc2.bias", ks)
@@ -742,8 +787,7 @@ class Trainer:
         buf = self.d.alloc(n * 4)
         host = (c_float * n)(*values)
         cu = self.cuda
-        cu("cuStreamSynchronize", self.compute)
-        cu("cuMemcpyHtoD_v2", c_uint64(buf), host, c_size_t(n * 4))
+        cu("cuMemcpyHtoDAsync_v2", c_uint64(buf), host, c_size_t(n * 4), self.compute)
         self.nccl("ncclAllReduce", ptr(buf), ptr(buf), c_size_t(n), c_int(NCCL_FLOAT),
                   c_int(NCCL_SUM), self.comm_h, self.compute)
         cu("cuStreamSynchronize", self.compute)
@@ -824,7 +868,8 @@ class Trainer:
         buf = self.d.alloc(32 * n)
         cu = self.cuda
         src = ctypes.create_string_buffer(digest, 32)
-        cu("cuMemcpyHtoD_v2", c_uint64(buf + 32 * self.rank), src, c_size_t(32))
+        cu("cuMemcpyHtoDAsync_v2", c_uint64(buf + 32 * self.rank), src, c_size_t(32),
+           self.compute)
         self.nccl("ncclAllGather", ptr(buf + 32 * self.rank), ptr(buf), c_size_t(32),
                   c_int(NCCL_UINT8), self.comm_h, self.compute)
         cu("cuStreamSynchronize", self.compute)
@@ -1011,7 +1056,9 @@ def save_params(path, tensors, digest):
 def run(argv):
     parser, a = parse_args(argv)
     world = env_int("WORLD_SIZE", 1, 1, 4096)
-    rank = env_int("RANK", 0, 0, world - 1)
+    # Two processes silently both rank 0 would hang in NCCL: with more than
+    # one rank, RANK must be given (torchrun always sets it).
+    rank = env_int("RANK", 0 if world == 1 else None, 0, world - 1)
     local_rank = env_int("LOCAL_RANK", rank, 0, 4096)
     if a.batch % world:
         parser.error(f"--batch {a.batch} is not divisible by WORLD_SIZE {world}")

@@ -9,9 +9,15 @@
  * every driver entry point through dlsym("cuGetProcAddress_v2") and then
  * cuGetProcAddress, both answered here, so its lookups are caught without
  * the shim depending on or imitating libcudart.
+ *
+ * Module loads, kernel handles and launches feed the run-time kernel audit
+ * (EASYSCALE_AUDIT, context/modaudit.h).
  */
 #include "shim/shim.h"
 #include "context/device.h"
+#include "context/modaudit.h"
+
+#include <stdint.h>
 
 static void *es_route(void *real, const void *caller)
 {
@@ -68,3 +74,179 @@ ES_EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice de
         es_device_canonical_cc(major, minor);
     return r;
 }
+
+/* ---- module audit (context/modaudit.c) ---------------------------------------
+ * Loads: the real call first; a module it loaded is audited once (cached by
+ * content), whatever the audit says the load's result is the real one.
+ * Launches: while no flagged kernel handle exists (es_launch_gate == 0) a
+ * launch is the pass-through's one branch and tail call; otherwise one hash
+ * lookup, and a flagged kernel is logged (warn) or refused (strict). */
+
+#define ES_AUDITING() (__builtin_expect(es_cfg.audit != ES_AUDIT_MODE_OFF, 1))
+
+ES_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+    ES_ENTER(cuda, cuModuleLoad);
+    CUresult r = ES_REAL(cuda, cuModuleLoad)(module, fname);
+    if (r == CUDA_SUCCESS && module && ES_AUDITING())
+        es_modaudit_loaded_file(*module, fname, "cuModuleLoad");
+    return r;
+}
+
+ES_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    ES_ENTER(cuda, cuModuleLoadData);
+    CUresult r = ES_REAL(cuda, cuModuleLoadData)(module, image);
+    if (r == CUDA_SUCCESS && module && ES_AUDITING())
+        es_modaudit_loaded(*module, image, SIZE_MAX, "cuModuleLoadData");
+    return r;
+}
+
+ES_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                      CUjit_option *options, void **optionValues)
+{
+    ES_ENTER(cuda, cuModuleLoadDataEx);
+    CUresult r = ES_REAL(cuda, cuModuleLoadDataEx)(module, image, numOptions, options,
+                                                   optionValues);
+    if (r == CUDA_SUCCESS && module && ES_AUDITING())
+        es_modaudit_loaded(*module, image, SIZE_MAX, "cuModuleLoadDataEx");
+    return r;
+}
+
+ES_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+    ES_ENTER(cuda, cuModuleLoadFatBinary);
+    CUresult r = ES_REAL(cuda, cuModuleLoadFatBinary)(module, fatCubin);
+    if (r == CUDA_SUCCESS && module && ES_AUDITING())
+        es_modaudit_loaded(*module, fatCubin, SIZE_MAX, "cuModuleLoadFatBinary");
+    return r;
+}
+
+ES_EXPORT CUresult cuModuleUnload(CUmodule hmod)
+{
+    ES_ENTER(cuda, cuModuleUnload);
+    CUresult r = ES_REAL(cuda, cuModuleUnload)(hmod);
+    if (r == CUDA_SUCCESS && ES_AUDITING())
+        es_modaudit_unloaded(hmod);
+    return r;
+}
+
+ES_EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    ES_ENTER(cuda, cuModuleGetFunction);
+    CUresult r = ES_REAL(cuda, cuModuleGetFunction)(hfunc, hmod, name);
+    if (r == CUDA_SUCCESS && hfunc && ES_AUDITING())
+        es_modaudit_got(*hfunc, hmod, name);
+    return r;
+}
+
+ES_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
+                                     CUjit_option *jitOptions, void **jitOptionsValues,
+                                     unsigned int numJitOptions, CUlibraryOption *libraryOptions,
+                                     void **libraryOptionValues, unsigned int numLibraryOptions)
+{
+    ES_ENTER(cuda, cuLibraryLoadData);
+    CUresult r = ES_REAL(cuda, cuLibraryLoadData)(library, code, jitOptions, jitOptionsValues,
+                                                  numJitOptions, libraryOptions,
+                                                  libraryOptionValues, numLibraryOptions);
+    if (r == CUDA_SUCCESS && library && ES_AUDITING())
+        es_modaudit_loaded(*library, code, SIZE_MAX, "cuLibraryLoadData");
+    return r;
+}
+
+ES_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
+                                         CUjit_option *jitOptions, void **jitOptionsValues,
+                                         unsigned int numJitOptions,
+                                         CUlibraryOption *libraryOptions,
+                                         void **libraryOptionValues,
+                                         unsigned int numLibraryOptions)
+{
+    ES_ENTER(cuda, cuLibraryLoadFromFile);
+    CUresult r = ES_REAL(cuda, cuLibraryLoadFromFile)(library, fileName, jitOptions,
+                                                      jitOptionsValues, numJitOptions,
+                                                      libraryOptions, libraryOptionValues,
+                                                      numLibraryOptions);
+    if (r == CUDA_SUCCESS && library && ES_AUDITING())
+        es_modaudit_loaded_file(*library, fileName, "cuLibraryLoadFromFile");
+    return r;
+}
+
+ES_EXPORT CUresult cuLibraryUnload(CUlibrary library)
+{
+    ES_ENTER(cuda, cuLibraryUnload);
+    CUresult r = ES_REAL(cuda, cuLibraryUnload)(library);
+    if (r == CUDA_SUCCESS && ES_AUDITING())
+        es_modaudit_unloaded(library);
+    return r;
+}
+
+ES_EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    ES_ENTER(cuda, cuLibraryGetKernel);
+    CUresult r = ES_REAL(cuda, cuLibraryGetKernel)(pKernel, library, name);
+    if (r == CUDA_SUCCESS && pKernel && ES_AUDITING())
+        es_modaudit_got(*pKernel, library, name);
+    return r;
+}
+
+ES_EXPORT CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
+{
+    ES_ENTER(cuda, cuLibraryGetModule);
+    CUresult r = ES_REAL(cuda, cuLibraryGetModule)(pMod, library);
+    if (r == CUDA_SUCCESS && pMod && ES_AUDITING())
+        es_modaudit_alias(*pMod, library);
+    return r;
+}
+
+ES_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+    ES_ENTER(cuda, cuKernelGetFunction);
+    CUresult r = ES_REAL(cuda, cuKernelGetFunction)(pFunc, kernel);
+    if (r == CUDA_SUCCESS && pFunc && ES_AUDITING())
+        es_modaudit_derived(*pFunc, kernel);
+    return r;
+}
+
+/* The one branch of the launch path (es_launch_gate): library not loaded yet
+ * / statistics on, or some flagged kernel handle exists. */
+#define ES_LAUNCH_SLOW() __builtin_expect(__atomic_load_n(&es_launch_gate, __ATOMIC_ACQUIRE), 0)
+
+#define ES_LAUNCH_WRAPPER(sym, fexpr, params, args)                                            \
+    __attribute__((noinline, cold)) static CUresult es_slow_##sym params                       \
+    {                                                                                          \
+        ES_ENTER(cuda, sym);                                                                   \
+        if (__builtin_expect(es_modaudit_flagged((const void *)(fexpr)), 0) &&                 \
+            es_modaudit_launch((const void *)(fexpr), #sym) < 0)                               \
+            return CUDA_ERROR_NOT_SUPPORTED;                                                   \
+        return ES_REAL(cuda, sym) args;                                                        \
+    }                                                                                          \
+    ES_EXPORT CUresult sym params                                                              \
+    {                                                                                          \
+        if (ES_LAUNCH_SLOW())                                                                  \
+            return es_slow_##sym args;                                                         \
+        return ES_REAL(cuda, sym) args;                                                        \
+    }
+
+#define ES_LK_PARAMS                                                                           \
+    (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,        \
+     unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
+     unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
+#define ES_LK_ARGS                                                                             \
+    (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,         \
+     hStream, kernelParams, extra)
+#define ES_CK_PARAMS                                                                           \
+    (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,        \
+     unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
+     unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
+#define ES_CK_ARGS                                                                             \
+    (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,         \
+     hStream, kernelParams)
+#define ES_LX_PARAMS (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
+#define ES_LX_ARGS (config, f, kernelParams, extra)
+
+ES_LAUNCH_WRAPPER(cuLaunchKernel, f, ES_LK_PARAMS, ES_LK_ARGS)
+ES_LAUNCH_WRAPPER(cuLaunchKernel_ptsz, f, ES_LK_PARAMS, ES_LK_ARGS)
+ES_LAUNCH_WRAPPER(cuLaunchKernelEx, f, ES_LX_PARAMS, ES_LX_ARGS)
+ES_LAUNCH_WRAPPER(cuLaunchKernelEx_ptsz, f, ES_LX_PARAMS, ES_LX_ARGS)
+ES_LAUNCH_WRAPPER(cuLaunchCooperativeKernel, f, ES_CK_PARAMS, ES_CK_ARGS)
+ES_LAUNCH_WRAPPER(cuLaunchCooperativeKernel_ptsz, f, ES_CK_PARAMS, ES_CK_ARGS)

@@ -37,6 +37,8 @@
 #undef cuLaunchHostFunc
 #undef cuMemcpy
 #undef cuMemcpyAsync
+#undef cuLaunchKernelEx
+#undef cuLaunchCooperativeKernel
 
 #define ES_CUERR CUDA_ERROR_NOT_INITIALIZED
 #define ES_BLERR CUBLAS_STATUS_NOT_INITIALIZED
@@ -120,24 +122,71 @@
     X(P, cuPointerGetAttribute, "cuPointerGetAttribute", 4000, 0, CUresult,                      \
       (void *data, CUpointer_attribute attribute, CUdeviceptr ptr), (data, attribute, ptr),      \
       ES_CUERR)                                                                                  \
-    X(P, cuModuleLoadData, "cuModuleLoadData", 2000, 0, CUresult,                                \
+    /* Module audit (context/modaudit.c): loads audited, launches checked. */                  \
+    X(C, cuModuleLoad, "cuModuleLoad", 2000, 0, CUresult,                                        \
+      (CUmodule *module, const char *fname), (module, fname), ES_CUERR)                          \
+    X(C, cuModuleLoadData, "cuModuleLoadData", 2000, 0, CUresult,                                \
       (CUmodule *module, const void *image), (module, image), ES_CUERR)                          \
-    X(P, cuModuleUnload, "cuModuleUnload", 2000, 0, CUresult, (CUmodule hmod), (hmod),           \
+    X(C, cuModuleLoadDataEx, "cuModuleLoadDataEx", 2010, 0, CUresult,                            \
+      (CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options,      \
+       void **optionValues), (module, image, numOptions, options, optionValues), ES_CUERR)       \
+    X(C, cuModuleLoadFatBinary, "cuModuleLoadFatBinary", 2000, 0, CUresult,                      \
+      (CUmodule *module, const void *fatCubin), (module, fatCubin), ES_CUERR)                    \
+    X(C, cuModuleUnload, "cuModuleUnload", 2000, 0, CUresult, (CUmodule hmod), (hmod),           \
       ES_CUERR)                                                                                  \
-    X(P, cuModuleGetFunction, "cuModuleGetFunction", 2000, 0, CUresult,                          \
+    X(C, cuModuleGetFunction, "cuModuleGetFunction", 2000, 0, CUresult,                          \
       (CUfunction *hfunc, CUmodule hmod, const char *name), (hfunc, hmod, name), ES_CUERR)       \
-    X(P, cuLaunchKernel, "cuLaunchKernel", 4000, 0, CUresult,                                    \
+    X(C, cuLibraryLoadData, "cuLibraryLoadData", 12000, 0, CUresult,                             \
+      (CUlibrary *library, const void *code, CUjit_option *jitOptions, void **jitOptionsValues,  \
+       unsigned int numJitOptions, CUlibraryOption *libraryOptions,                             \
+       void **libraryOptionValues, unsigned int numLibraryOptions),                              \
+      (library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,              \
+       libraryOptionValues, numLibraryOptions), ES_CUERR)                                        \
+    X(C, cuLibraryLoadFromFile, "cuLibraryLoadFromFile", 12000, 0, CUresult,                     \
+      (CUlibrary *library, const char *fileName, CUjit_option *jitOptions,                       \
+       void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions,     \
+       void **libraryOptionValues, unsigned int numLibraryOptions),                              \
+      (library, fileName, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,          \
+       libraryOptionValues, numLibraryOptions), ES_CUERR)                                        \
+    X(C, cuLibraryUnload, "cuLibraryUnload", 12000, 0, CUresult, (CUlibrary library),            \
+      (library), ES_CUERR)                                                                       \
+    X(C, cuLibraryGetKernel, "cuLibraryGetKernel", 12000, 0, CUresult,                           \
+      (CUkernel *pKernel, CUlibrary library, const char *name), (pKernel, library, name),        \
+      ES_CUERR)                                                                                  \
+    X(C, cuLibraryGetModule, "cuLibraryGetModule", 12000, 0, CUresult,                           \
+      (CUmodule *pMod, CUlibrary library), (pMod, library), ES_CUERR)                            \
+    X(C, cuKernelGetFunction, "cuKernelGetFunction", 12000, 0, CUresult,                         \
+      (CUfunction *pFunc, CUkernel kernel), (pFunc, kernel), ES_CUERR)                           \
+    X(C, cuLaunchKernel, "cuLaunchKernel", 4000, 0, CUresult,                                    \
       (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,        \
        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
        unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra),        \
       (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,         \
        hStream, kernelParams, extra), ES_CUERR)                                                  \
-    X(P, cuLaunchKernel_ptsz, "cuLaunchKernel", 7000, 1, CUresult,                               \
+    X(C, cuLaunchKernel_ptsz, "cuLaunchKernel", 7000, 1, CUresult,                               \
       (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,        \
        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
        unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra),        \
       (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,         \
        hStream, kernelParams, extra), ES_CUERR)                                                  \
+    X(C, cuLaunchKernelEx, "cuLaunchKernelEx", 11060, 0, CUresult,                               \
+      (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra),           \
+      (config, f, kernelParams, extra), ES_CUERR)                                                \
+    X(C, cuLaunchKernelEx_ptsz, "cuLaunchKernelEx", 11060, 1, CUresult,                          \
+      (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra),           \
+      (config, f, kernelParams, extra), ES_CUERR)                                                \
+    X(C, cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", 9000, 0, CUresult,              \
+      (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,        \
+       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
+       unsigned int sharedMemBytes, CUstream hStream, void **kernelParams),                      \
+      (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,         \
+       hStream, kernelParams), ES_CUERR)                                                         \
+    X(C, cuLaunchCooperativeKernel_ptsz, "cuLaunchCooperativeKernel", 9000, 1, CUresult,         \
+      (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,        \
+       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
+       unsigned int sharedMemBytes, CUstream hStream, void **kernelParams),                      \
+      (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,         \
+       hStream, kernelParams), ES_CUERR)                                                         \
     X(P, cuLaunchHostFunc, "cuLaunchHostFunc", 10000, 0, CUresult,                               \
       (CUstream hStream, CUhostFn fn, void *userData), (hStream, fn, userData), ES_CUERR)        \
     X(P, cuStreamCreate, "cuStreamCreate", 2000, 0, CUresult,                                    \

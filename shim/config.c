@@ -6,6 +6,7 @@
  *   EASYSCALE_DETERMINISM      off | d1 | d2            (default d1)
  *   EASYSCALE_LOG              error | warn | info | debug (default warn)
  *   EASYSCALE_LOG_FILE         path, opened for append  (default stderr)
+ *   EASYSCALE_AUDIT            off | warn | strict      (default warn)
  *   EASYSCALE_CANONICAL_DEVICE comma-separated GPU models (checked by
  *                              context/device.c; used in d2)
  */
@@ -22,6 +23,7 @@ es_config_t es_cfg = {
     .determinism = ES_DET_D1,
     .log_level = ES_LOG_WARN,
     .log_fd = 2,
+    .audit = ES_AUDIT_MODE_WARN,
 };
 
 static int es_pick(const char *var, const char *val, const char *const *names, int n, int *out,
@@ -43,7 +45,9 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
 {
     static const char *const dets[] = { "off", "d1", "d2" };
     static const char *const levels[] = { "error", "warn", "info", "debug" };
-    es_config_t c = { .determinism = ES_DET_D1, .log_level = ES_LOG_WARN, .log_fd = 2 };
+    static const char *const audits[] = { "off", "warn", "strict" };
+    es_config_t c = { .determinism = ES_DET_D1, .log_level = ES_LOG_WARN, .log_fd = 2,
+                      .audit = ES_AUDIT_MODE_WARN };
     const char *v;
     int rc = 0;
 
@@ -52,6 +56,9 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
         goto out;
     if ((v = getenv("EASYSCALE_LOG")) != NULL &&
         (rc = es_pick("EASYSCALE_LOG", v, levels, 4, &c.log_level, msg, msglen)) < 0)
+        goto out;
+    if ((v = getenv("EASYSCALE_AUDIT")) != NULL &&
+        (rc = es_pick("EASYSCALE_AUDIT", v, audits, 3, &c.audit, msg, msglen)) < 0)
         goto out;
     if ((v = getenv("EASYSCALE_CANONICAL_DEVICE")) != NULL) {
         if (strlen(v) >= sizeof(c.canonical)) {

@@ -91,6 +91,7 @@ __attribute__((constructor)) static void es_init(void)
     }
     es_env_defaults();
     pthread_atfork(es_fork_prepare, es_fork_parent, es_fork_child);
-    ES_DEBUG("loaded: determinism %s", es_cfg.determinism == ES_DET_OFF ? "off"
-                                       : es_cfg.determinism == ES_DET_D1 ? "d1" : "d2");
+    ES_DEBUG("loaded: determinism %s, audit %s",
+             es_cfg.determinism == ES_DET_OFF ? "off" : es_cfg.determinism == ES_DET_D1 ? "d1" : "d2",
+             es_cfg.audit == ES_AUDIT_MODE_OFF ? "off" : es_cfg.audit == ES_AUDIT_MODE_WARN ? "warn" : "strict");
 }

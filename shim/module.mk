@@ -2,14 +2,20 @@
 # portable-kernel twins for simcuda, its tests and its pass-through bench.
 #
 # No CUDA library is linked: everything is dlopen'ed by soname at first use.
+# The run-time kernel audit (context/modaudit.c) links the audit library
+# ($(AUDIT_OBJS), $(FATBIN_OBJ): libelf + libzstd). libunwind is not linked:
+# it exports _Unwind_* and backtrace, which would then interpose libgcc_s's
+# and glibc's in every process the shim is preloaded into; modaudit.c
+# dlopens it RTLD_LOCAL the first time it prints a stack.
 # Only the wrapped names, dlsym and easyscale_* are exported
 # (-fvisibility=hidden + shim/libeasyscale.map, anonymous version: the
 # definitions interpose NVIDIA's versioned exports).
 
 ES_SHIM_SRCS := shim/init.c shim/config.c shim/log.c shim/resolve.c \
     intercept/gen.c intercept/cuda.c intercept/cublas.c intercept/cudnn.c \
-    context/device.c context/portable.c context/gemm.c context/conv.c
+    context/device.c context/portable.c context/gemm.c context/conv.c context/modaudit.c
 ES_SHIM_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(ES_SHIM_SRCS)) $(B)/obj/context/portable_blob.o
+ES_SHIM_LINK_OBJS := $(ES_SHIM_OBJS) $(AUDIT_OBJS) $(FATBIN_OBJ)
 ES_PORTABLE_FATBIN := $(B)/gen/es_portable.fatbin
 ES_GENCODE := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
 
@@ -23,10 +29,10 @@ $(ES_PORTABLE_FATBIN): context/portable.cu context/portable_kernels.h
 $(B)/obj/context/portable_blob.o: CPPFLAGS += -DES_PORTABLE_FATBIN='"$(ES_PORTABLE_FATBIN)"'
 $(B)/obj/context/portable_blob.o: $(ES_PORTABLE_FATBIN)
 
-$(B)/lib/libeasyscale.so: $(ES_SHIM_OBJS) shim/libeasyscale.map
+$(B)/lib/libeasyscale.so: $(ES_SHIM_LINK_OBJS) shim/libeasyscale.map
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_LDFLAGS) -Wl,--version-script=shim/libeasyscale.map -Wl,-z,now \
-		-o $@ $(ES_SHIM_OBJS) -ldl
+		-o $@ $(ES_SHIM_LINK_OBJS) $(AUDIT_LIBS)
 
 # Twins of the portable kernels, for simcuda (scripts/simenv lists them).
 $(B)/obj/context/portable_twin.o: CFLAGS += -ffp-contract=off
@@ -72,3 +78,18 @@ $(B)/bench/passthrough_bench: $(B)/obj/tests/shim/bench_passthrough.o $(ES_SIMLI
 	$(CC) $(LDFLAGS) -o $@ $< -ldl
 
 BENCHES += $(B)/bench/passthrough_bench
+
+# ---- run-time kernel audit tests (tests/shim/audit_*) ------------------------
+# The client's launching function must show in the shim's host stack: frame
+# pointers, debug info, and -rdynamic so dladdr names it too.
+$(B)/obj/tests/shim/audit_client.o: CFLAGS += -fno-omit-frame-pointer -O1
+$(B)/tests/shim/audit_client: $(B)/obj/tests/shim/audit_client.o $(B)/sim/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -rdynamic -o $@ $< -L$(B)/sim -l:libcuda.so.1
+
+$(B)/tests/shim_audit_test: $(B)/obj/tests/shim/audit_test.o $(TEST_HARNESS_OBJ) \
+		| $(B)/lib/libeasyscale.so $(B)/tests/shim/audit_client $(EX_FATBIN) $(EX_TWINS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/shim_audit_test

@@ -45,6 +45,7 @@ es_real_nccl_t es_real_nccl = { ES_NCCL_FUNCS(ES_INIT) };
 #undef ES_INIT
 
 int es_slow[ES_NLIBS] = { 1, 1, 1, 1 };
+unsigned es_launch_gate = 1;
 __thread int es_in_shim;
 
 enum { ES_KIND_P = 0, ES_KIND_C = 1, ES_KIND_I = 2 };
@@ -216,6 +217,8 @@ out:
     es_in_shim &= ~(1 << lib);
     __atomic_store_n(&L->done, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&es_slow[lib], es_cfg.stats || (lib == ES_LIB_CUBLAS && es_cfg.determinism == ES_DET_D2), __ATOMIC_RELEASE);
+    if (lib == ES_LIB_CUDA && !es_cfg.stats)
+        __atomic_fetch_sub(&es_launch_gate, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&L->lock);
 }
 

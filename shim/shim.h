@@ -30,12 +30,14 @@
 
 enum es_determinism { ES_DET_OFF = 0, ES_DET_D1 = 1, ES_DET_D2 = 2 };
 enum es_log_level { ES_LOG_ERROR = 0, ES_LOG_WARN = 1, ES_LOG_INFO = 2, ES_LOG_DEBUG = 3 };
+enum es_audit_mode { ES_AUDIT_MODE_OFF = 0, ES_AUDIT_MODE_WARN = 1, ES_AUDIT_MODE_STRICT = 2 };
 
 typedef struct es_config {
     int determinism;         /* enum es_determinism */
     int log_level;           /* enum es_log_level */
     int log_fd;              /* 2 or EASYSCALE_LOG_FILE opened for append */
     int stats;               /* count calls per wrapped function (log=debug) */
+    int audit;               /* enum es_audit_mode (EASYSCALE_AUDIT) */
     char canonical[128];     /* EASYSCALE_CANONICAL_DEVICE as given ("" unset) */
 } es_config_t;
 
@@ -87,6 +89,12 @@ extern es_real_nccl_t es_real_nccl;
 /* Non-zero while a library is not loaded yet or statistics are on: the one
  * branch of a pass-through wrapper. */
 extern int es_slow[ES_NLIBS];
+
+/* The launch wrappers' one flag (intercept/cuda.c): non-zero while libcuda
+ * is not loaded yet or statistics are on (1), plus one per live handle of a
+ * flagged kernel (context/modaudit.c). A counter, changed only by atomic
+ * add/sub, so the two sources never race. */
+extern unsigned es_launch_gate;
 
 /* Loads the library (once; thread-safe; re-entrant calls from inside the
  * loading return at once) and counts the call of function idx. */

@@ -3,7 +3,7 @@
  * written through ES_FADD/ES_FMUL/ES_FSUB/ES_FDIV (round-to-nearest, never
  * contracted into an FMA), the exponential is a fixed polynomial rather than
  * the platform's expf, and dropout draws come from a Philox4x32-10 counter
- * generator keyed by (seed, rank) with counter (index, step).
+ * generator keyed by the seed with counter (global element index, step).
  *
  * The twins are compiled with -ffp-contract=off; on the device the
  * intrinsics forbid contraction.
@@ -92,11 +92,13 @@ ES_FN float es_uniform(es_u32 bits)
     return (float)(bits >> 8) * (1.0f / 16777216.0f);
 }
 
-/* Dropout key: the run's seed and the rank; counter: element index, step. */
-ES_FN float es_dropout_mask(es_u32 seed, es_u32 rank, es_u32 step, es_u32 index, float p,
-                            float keep_scale)
+/* Dropout: key (seed, a constant), counter (global element index, step).
+ * The index is the element's position in the global batch, so each rank's
+ * generator draws its own part of one mask per step, and the mask of a
+ * global batch does not depend on how many ranks share it. */
+ES_FN float es_dropout_mask(es_u32 seed, es_u32 step, es_u32 index, float p, float keep_scale)
 {
-    float u = es_uniform(es_philox(index, step, seed, rank * 0x9E3779B1u + 0x7F4A7C15u));
+    float u = es_uniform(es_philox(index, step, seed, 0x7F4A7C15u));
     return u >= p ? keep_scale : 0.0f;
 }
 

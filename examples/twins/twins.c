@@ -1,7 +1,8 @@
 /* C twins of examples/kernels.cu for simcuda: simcuda_twin_<kernel> runs one
  * whole launch on the CPU with the kernel's arithmetic order for the launch
- * configuration given (elementwise kernels: only the threads the grid
- * covers; reductions: the same per-thread strides and shared-memory tree;
+ * configuration given (elementwise kernels: grid-stride loops, so every
+ * element whenever the launch has a thread, each element independent of
+ * the others; reductions: the same per-thread strides and shared-memory tree;
  * the float-atomic kernel: an accumulation order drawn from the launch's
  * nondet_seed, different from launch to launch as on a GPU).
  * Built with -ffp-contract=off into $(B)/sim/twins/libsimtwin_examples.so.
@@ -35,10 +36,10 @@ static long long threads_1d(const simcuda_launch_t *L)
            L->block[2];
 }
 
+/* Elements a grid-stride kernel processes: all n, if any thread runs. */
 static long long covered(const simcuda_launch_t *L, long long n)
 {
-    long long t = threads_1d(L);
-    return n < t ? n : t;
+    return threads_1d(L) > 0 && n > 0 ? n : 0;
 }
 
 static int check_abi(const simcuda_launch_t *L)
@@ -55,7 +56,7 @@ int simcuda_twin_es_bias_relu_dropout(const simcuda_launch_t *L)
     float *mask = PARAM(L, 2, float *);
     int rows = PARAM(L, 3, int), cols = PARAM(L, 4, int);
     float p = PARAM(L, 5, float), keep = PARAM(L, 6, float);
-    uint32_t seed = PARAM(L, 7, uint32_t), rank = PARAM(L, 8, uint32_t);
+    uint32_t seed = PARAM(L, 7, uint32_t), first_row = PARAM(L, 8, uint32_t);
     uint32_t step = PARAM(L, 9, uint32_t);
     int train = PARAM(L, 10, int);
     if (cols <= 0 || rows < 0)
@@ -65,7 +66,8 @@ int simcuda_twin_es_bias_relu_dropout(const simcuda_launch_t *L)
         float t = ES_FADD(h[i], bias[i % cols]);
         t = t > 0.0f ? t : 0.0f;
         if (train) {
-            float m = es_dropout_mask(seed, rank, step, (uint32_t)i, p, keep);
+            uint32_t gi = (uint32_t)((long long)first_row * cols + i);
+            float m = es_dropout_mask(seed, step, gi, p, keep);
             mask[i] = m;
             t = ES_FMUL(t, m);
         }
@@ -82,13 +84,15 @@ int simcuda_twin_es_logits_bias(const simcuda_launch_t *L)
     const float *bias = PARAM(L, 1, const float *);
     const float *table = PARAM(L, 2, const float *);
     const int *ids = PARAM(L, 3, const int *);
-    int rows = PARAM(L, 4, int), cols = PARAM(L, 5, int);
+    int rows = PARAM(L, 4, int), cols = PARAM(L, 5, int), buckets = PARAM(L, 6, int);
     if (cols <= 0 || rows < 0)
         return 1;
     long long n = covered(L, (long long)rows * cols);
     for (long long i = 0; i < n; i++) {
         long long r = i / cols, c = i - r * cols;
-        logits[i] = ES_FADD(ES_FADD(logits[i], bias[c]), table[(long long)ids[r] * cols + c]);
+        int id = ids[r];
+        float t = id >= 0 && id < buckets ? table[(long long)id * cols + c] : 0.0f;
+        logits[i] = ES_FADD(ES_FADD(logits[i], bias[c]), t);
     }
     return 0;
 }
@@ -110,6 +114,13 @@ int simcuda_twin_es_softmax_xent(const simcuda_launch_t *L)
     for (long long r = 0; r < nr; r++) {
         const float *z = logits + r * cols;
         int y = labels[r];
+        if (y < 0 || y >= cols) {
+            for (int c = 0; c < cols; c++)
+                dlogits[r * cols + c] = 0.0f;
+            loss[r] = 0.0f;
+            correct[r] = 0.0f;
+            continue;
+        }
         float m = z[0];
         int arg = 0;
         for (int c = 1; c < cols; c++)
@@ -168,7 +179,7 @@ int simcuda_twin_es_table_grad_atomic(const simcuda_launch_t *L)
     const float *dlogits = PARAM(L, 0, const float *);
     const int *ids = PARAM(L, 1, const int *);
     float *dtable = PARAM(L, 2, float *);
-    int rows = PARAM(L, 3, int), cols = PARAM(L, 4, int);
+    int rows = PARAM(L, 3, int), cols = PARAM(L, 4, int), buckets = PARAM(L, 5, int);
     if (cols <= 0 || rows < 0)
         return 1;
     long long n = covered(L, (long long)rows * cols);
@@ -191,7 +202,10 @@ int simcuda_twin_es_table_grad_atomic(const simcuda_launch_t *L)
     for (long long k = 0; k < n; k++) {
         long long i = order[k];
         long long r = i / cols, c = i - r * cols;
-        float *dst = &dtable[(long long)ids[r] * cols + c];
+        int id = ids[r];
+        if (id < 0 || id >= buckets)
+            continue;
+        float *dst = &dtable[(long long)id * cols + c];
         *dst = ES_FADD(*dst, dlogits[i]);
     }
     free(order);

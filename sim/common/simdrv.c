@@ -32,7 +32,7 @@ static void load(void)
     do {                                                                              \
         void *fn = NULL;                                                              \
         CUdriverProcAddressQueryResult st;                                            \
-        if (gp(#name, &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || \
+        if (gp(#name, &fn, ver, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS ||   \
             !fn) {                                                                    \
             snprintf(g_err, sizeof(g_err), "driver entry point %s not found", #name); \
             return;                                                                   \

@@ -4,7 +4,10 @@
  * a shim that interposes dlsym and cuGetProcAddress sees all their traffic.
  *
  * SIMDRV_FUNCS is the one list of driver functions the libraries use
- * (exported name, version asked of cuGetProcAddress, return, arguments).
+ * (base name, the version asked of cuGetProcAddress, arguments). The version
+ * is the CUDA version whose ABI the arguments describe, so the driver hands
+ * back the matching variant (cuMemAlloc at 3020 -> cuMemAlloc_v2,
+ * cuStreamGetCtx at 9020 -> the form without the green context of _v2).
  */
 #ifndef SIMDRV_H
 #define SIMDRV_H
@@ -36,7 +39,7 @@
     X(cuEventCreate, 2000, (CUevent *e, unsigned int flags))                         \
     X(cuEventRecord, 2000, (CUevent e, CUstream s))                                  \
     X(cuEventDestroy, 4000, (CUevent e))                                             \
-    X(cuStreamWaitEvent, 2000, (CUstream s, CUevent e, unsigned int flags))          \
+    X(cuStreamWaitEvent, 3020, (CUstream s, CUevent e, unsigned int flags))          \
     X(cuGetErrorString, 6000, (CUresult r, const char **s))
 
 typedef struct simdrv {

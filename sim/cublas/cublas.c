@@ -541,23 +541,23 @@ API cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t stream)
     return CUBLAS_STATUS_SUCCESS;
 }
 
-API cublasStatus_t cublasGetStream_v2(cublasHandle_t h, cudaStream_t *stream)
-{
-    CHECK_HANDLE(h);
-    if (!stream)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *stream = (cudaStream_t)h->stream;
-    return CUBLAS_STATUS_SUCCESS;
-}
+/* The handle getters: a live handle's setting into *out (NULL out:
+ * INVALID_VALUE). */
+#define HANDLE_GETTER(name, type, field)                                                    \
+    API cublasStatus_t name(cublasHandle_t h, type *out)                                    \
+    {                                                                                       \
+        CHECK_HANDLE(h);                                                                    \
+        if (!out)                                                                           \
+            return CUBLAS_STATUS_INVALID_VALUE;                                             \
+        *out = (type)h->field;                                                              \
+        return CUBLAS_STATUS_SUCCESS;                                                       \
+    }
 
-API cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t *mode)
-{
-    CHECK_HANDLE(h);
-    if (!mode)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *mode = h->pmode;
-    return CUBLAS_STATUS_SUCCESS;
-}
+HANDLE_GETTER(cublasGetStream_v2, cudaStream_t, stream)
+HANDLE_GETTER(cublasGetPointerMode_v2, cublasPointerMode_t, pmode)
+HANDLE_GETTER(cublasGetAtomicsMode, cublasAtomicsMode_t, amode)
+HANDLE_GETTER(cublasGetMathMode, cublasMath_t, math)
+HANDLE_GETTER(cublasGetSmCountTarget, int, sm_target)
 
 API cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t mode)
 {
@@ -568,30 +568,12 @@ API cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t
     return CUBLAS_STATUS_SUCCESS;
 }
 
-API cublasStatus_t cublasGetAtomicsMode(cublasHandle_t h, cublasAtomicsMode_t *mode)
-{
-    CHECK_HANDLE(h);
-    if (!mode)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *mode = h->amode;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
 API cublasStatus_t cublasSetAtomicsMode(cublasHandle_t h, cublasAtomicsMode_t mode)
 {
     CHECK_HANDLE(h);
     if (mode != CUBLAS_ATOMICS_NOT_ALLOWED && mode != CUBLAS_ATOMICS_ALLOWED)
         return CUBLAS_STATUS_INVALID_VALUE;
     h->amode = mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-API cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t *mode)
-{
-    CHECK_HANDLE(h);
-    if (!mode)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *mode = h->math;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -605,15 +587,6 @@ API cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode)
         (flags & ~(unsigned)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION))
         return CUBLAS_STATUS_INVALID_VALUE;
     h->math = mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-API cublasStatus_t cublasGetSmCountTarget(cublasHandle_t h, int *target)
-{
-    CHECK_HANDLE(h);
-    if (!target)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *target = h->sm_target;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -979,6 +952,8 @@ API cublasStatus_t cublasSgemv_v2_64(cublasHandle_t h, cublasOperation_t trans, 
         return CUBLAS_STATUS_INVALID_VALUE;
     if (m == 0 || n == 0)
         return CUBLAS_STATUS_SUCCESS;
+    if (!A || !x || !y)
+        return CUBLAS_STATUS_INVALID_VALUE;
     job_t *j = job_new(JOB_GEMV);
     if (!j)
         return CUBLAS_STATUS_ALLOC_FAILED;
@@ -1009,6 +984,8 @@ API cublasStatus_t cublasSaxpy_v2_64(cublasHandle_t h, int64_t n, const float *a
         return CUBLAS_STATUS_INVALID_VALUE;
     if (n <= 0)
         return CUBLAS_STATUS_SUCCESS;
+    if (!x || !y)
+        return CUBLAS_STATUS_INVALID_VALUE;
     job_t *j = job_new(JOB_AXPY);
     if (!j)
         return CUBLAS_STATUS_ALLOC_FAILED;
@@ -1034,6 +1011,8 @@ API cublasStatus_t cublasSscal_v2_64(cublasHandle_t h, int64_t n, const float *a
         return CUBLAS_STATUS_INVALID_VALUE;
     if (n <= 0 || incx <= 0)
         return CUBLAS_STATUS_SUCCESS;
+    if (!x)
+        return CUBLAS_STATUS_INVALID_VALUE;
     job_t *j = job_new(JOB_SCAL);
     if (!j)
         return CUBLAS_STATUS_ALLOC_FAILED;
@@ -1064,7 +1043,7 @@ API cublasStatus_t cublasSdot_v2_64(cublasHandle_t h, int64_t n, const float *x,
                                     const float *y, int64_t incy, float *result)
 {
     CHECK_HANDLE(h);
-    if (!result)
+    if (!result || (n > 0 && (!x || !y)))
         return CUBLAS_STATUS_INVALID_VALUE;
     job_t *j = job_new(JOB_DOT);
     if (!j)
@@ -1088,7 +1067,7 @@ API cublasStatus_t cublasSnrm2_v2_64(cublasHandle_t h, int64_t n, const float *x
                                      float *result)
 {
     CHECK_HANDLE(h);
-    if (!result)
+    if (!result || (n > 0 && incx > 0 && !x))
         return CUBLAS_STATUS_INVALID_VALUE;
     job_t *j = job_new(JOB_NRM2);
     if (!j)
@@ -1117,6 +1096,8 @@ API cublasStatus_t cublasSsymv_v2_64(cublasHandle_t h, cublasFillMode_t uplo, in
         return CUBLAS_STATUS_INVALID_VALUE;
     if (n == 0)
         return CUBLAS_STATUS_SUCCESS;
+    if (!A || !x || !y)
+        return CUBLAS_STATUS_INVALID_VALUE;
     job_t *j = job_new(JOB_SYMV);
     if (!j)
         return CUBLAS_STATUS_ALLOC_FAILED;

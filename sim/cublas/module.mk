@@ -1,6 +1,9 @@
 # simcuda cuBLAS: build/sim/libcublas.so.13 (+ libcublas.so), its unit test,
 # the NVIDIA-header-only client test and the SGEMM bench.
 
+# The simcuda library tests' shared ELF interface check (tests/sim_common).
+SIM_TEST_ABI_OBJ := $(B)/obj/tests/sim_common/abi.o
+
 CUBLAS_SRCS := sim/cublas/cublas.c sim/cublas/gemm.c sim/cublas/level12.c
 CUBLAS_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CUBLAS_SRCS))
 CUBLAS_CORE_OBJS := $(B)/obj/sim/cublas/gemm.o $(B)/obj/sim/cublas/level12.o
@@ -24,10 +27,10 @@ ALL += $(B)/sim/libcublas.so.13 $(B)/sim/libcublas.so
 # Unit + API test: links the math core statically (its symbols are local in
 # the library) and the library and driver dynamically.
 $(B)/tests/sim_cublas_test: $(B)/obj/tests/sim_cublas/sim_cublas_test.o $(CUBLAS_CORE_OBJS) \
-		$(TEST_HARNESS_OBJ) | $(B)/sim/libcublas.so $(B)/sim/libcuda.so
+		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) | $(B)/sim/libcublas.so $(B)/sim/libcuda.so
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(B)/obj/tests/sim_cublas/sim_cublas_test.o $(CUBLAS_CORE_OBJS) \
-		$(TEST_HARNESS_OBJ) -L$(B)/sim -lcublas -lcuda $(CMOCKA_LIBS) -lm
+		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) -L$(B)/sim -lcublas -lcuda $(CMOCKA_LIBS) -lm
 
 # Client written only against NVIDIA's headers.
 $(B)/tests/cublas_client_test: tests/clients/cublas_client.c | $(B)/sim/libcublas.so $(B)/sim/libcuda.so

@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,64 @@ cudnnStatus_t sim_cudnn_fail(cudnnStatus_t st, const char *fmt, ...)
 
 #define FAIL(st, ...) sim_cudnn_fail((st), __VA_ARGS__)
 #define NULLP(what) FAIL(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "%s: %s is NULL", __func__, what)
+
+/* ---- descriptors: what every legacy kind shares ------------------------------------ */
+
+#define HEAD_OK(T)                                                                        \
+    _Static_assert(offsetof(struct T, magic) == offsetof(desc_head_t, magic) &&          \
+                       offsetof(struct T, set) == offsetof(desc_head_t, set),            \
+                   #T " starts with the descriptor head")
+
+/* Every legacy descriptor starts with its kind's magic and whether it has
+ * been set (cudnn_int.h). */
+typedef struct desc_head {
+    uint32_t magic;
+    int set;
+} desc_head_t;
+
+/* SUCCESS when d is a descriptor of the kind `magic` (and set, if need_set);
+ * else BAD_PARAM_NULL_POINTER (NULL) or BAD_PARAM, the message naming the
+ * argument and the kind. */
+static cudnnStatus_t desc_check(const void *d, uint32_t magic, int need_set, const char *arg,
+                                const char *kind)
+{
+    const desc_head_t *h = d;
+    if (!h)
+        return FAIL(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "%s (%s descriptor) is NULL", arg, kind);
+    if (h->magic != magic)
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "%s is not a %s descriptor", arg, kind);
+    if (need_set && !h->set)
+        return FAIL(CUDNN_STATUS_BAD_PARAM, "%s: %s descriptor not set", arg, kind);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* cudnnCreate*Descriptor: a zeroed descriptor of `size` bytes tagged
+ * `magic`, stored at out (a pointer to the caller's descriptor variable). */
+static cudnnStatus_t desc_create(void *out, size_t size, uint32_t magic, const char *arg)
+{
+    if (!out)
+        return FAIL(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "%s is NULL", arg);
+    desc_head_t *h = calloc(1, size);
+    if (!h)
+        return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory");
+    h->magic = magic;
+    memcpy(out, &h, sizeof(h));
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* cudnnDestroy*Descriptor: NULL is a no-op (as in cuDNN), another kind is
+ * refused. */
+static cudnnStatus_t desc_destroy(void *d, uint32_t magic, const char *kind)
+{
+    if (!d)
+        return CUDNN_STATUS_SUCCESS;
+    cudnnStatus_t st = desc_check(d, magic, 0, "descriptor", kind);
+    if (st)
+        return st;
+    ((desc_head_t *)d)->magic = 0;
+    free(d);
+    return CUDNN_STATUS_SUCCESS;
+}
 
 size_t cudnnGetVersion(void)
 {
@@ -333,36 +392,28 @@ static int dtype_valid(cudnnDataType_t t)
     return (int)t >= CUDNN_DATA_FLOAT && (int)t <= CUDNN_DATA_COMPLEX_FP64;
 }
 
+HEAD_OK(cudnnTensorStruct);
+HEAD_OK(cudnnFilterStruct);
+HEAD_OK(cudnnConvolutionStruct);
+HEAD_OK(cudnnPoolingStruct);
+HEAD_OK(cudnnActivationStruct);
+
 cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *tensorDesc)
 {
-    if (!tensorDesc)
-        return NULLP("tensorDesc");
-    struct cudnnTensorStruct *t = calloc(1, sizeof(*t));
-    if (!t)
-        return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory");
-    t->magic = SIM_TENSOR_MAGIC;
-    *tensorDesc = t;
-    return CUDNN_STATUS_SUCCESS;
+    return desc_create(tensorDesc, sizeof(**tensorDesc), SIM_TENSOR_MAGIC, "tensorDesc");
 }
 
 cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t tensorDesc)
 {
-    if (!tensorDesc)
-        return CUDNN_STATUS_SUCCESS; /* as cuDNN: destroying NULL is a no-op */
-    if (tensorDesc->magic != SIM_TENSOR_MAGIC)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a tensor descriptor");
-    tensorDesc->magic = 0;
-    free(tensorDesc);
-    return CUDNN_STATUS_SUCCESS;
+    return desc_destroy(tensorDesc, SIM_TENSOR_MAGIC, "tensor");
 }
 
 static cudnnStatus_t tensor_set(cudnnTensorDescriptor_t t, cudnnDataType_t dt, const int dims[4],
                                 const int strides[4])
 {
-    if (!t)
-        return NULLP("tensorDesc");
-    if (t->magic != SIM_TENSOR_MAGIC)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a tensor descriptor");
+    cudnnStatus_t st = desc_check(t, SIM_TENSOR_MAGIC, 0, "tensorDesc", "tensor");
+    if (st)
+        return st;
     if (!dtype_valid(dt))
         return FAIL(CUDNN_STATUS_BAD_PARAM, "bad data type %d", (int)dt);
     int64_t elems = 1;
@@ -427,10 +478,9 @@ cudnnStatus_t cudnnGetTensor4dDescriptor(const cudnnTensorDescriptor_t tensorDes
                                          int *w, int *nStride, int *cStride, int *hStride,
                                          int *wStride)
 {
-    if (!tensorDesc)
-        return NULLP("tensorDesc");
-    if (tensorDesc->magic != SIM_TENSOR_MAGIC || !tensorDesc->set)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a set tensor descriptor");
+    cudnnStatus_t st = desc_check(tensorDesc, SIM_TENSOR_MAGIC, 1, "tensorDesc", "tensor");
+    if (st)
+        return st;
     if (!dataType || !n || !c || !h || !w || !nStride || !cStride || !hStride || !wStride)
         return NULLP("an output");
     *dataType = tensorDesc->dtype;
@@ -476,10 +526,9 @@ cudnnStatus_t cudnnGetTensorNdDescriptor(const cudnnTensorDescriptor_t tensorDes
                                          int nbDimsRequested, cudnnDataType_t *dataType,
                                          int *nbDims, int dimA[], int strideA[])
 {
-    if (!tensorDesc)
-        return NULLP("tensorDesc");
-    if (tensorDesc->magic != SIM_TENSOR_MAGIC || !tensorDesc->set)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a set tensor descriptor");
+    cudnnStatus_t st = desc_check(tensorDesc, SIM_TENSOR_MAGIC, 1, "tensorDesc", "tensor");
+    if (st)
+        return st;
     if (nbDimsRequested < 0)
         return FAIL(CUDNN_STATUS_BAD_PARAM, "nbDimsRequested < 0");
     if (!dataType || !nbDims || (nbDimsRequested > 0 && (!dimA || !strideA)))
@@ -507,10 +556,11 @@ static size_t dtype_size(cudnnDataType_t t)
 
 cudnnStatus_t cudnnGetTensorSizeInBytes(const cudnnTensorDescriptor_t tensorDesc, size_t *size)
 {
-    if (!tensorDesc || !size)
-        return NULLP("tensorDesc/size");
-    if (tensorDesc->magic != SIM_TENSOR_MAGIC || !tensorDesc->set)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a set tensor descriptor");
+    cudnnStatus_t st = desc_check(tensorDesc, SIM_TENSOR_MAGIC, 1, "tensorDesc", "tensor");
+    if (st)
+        return st;
+    if (!size)
+        return NULLP("size");
     size_t span = 1;
     for (int i = 0; i < 4; i++)
         span += (size_t)(tensorDesc->dims[i] - 1) * (size_t)tensorDesc->strides[i];
@@ -522,35 +572,21 @@ cudnnStatus_t cudnnGetTensorSizeInBytes(const cudnnTensorDescriptor_t tensorDesc
 
 cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *filterDesc)
 {
-    if (!filterDesc)
-        return NULLP("filterDesc");
-    struct cudnnFilterStruct *f = calloc(1, sizeof(*f));
-    if (!f)
-        return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory");
-    f->magic = SIM_FILTER_MAGIC;
-    *filterDesc = f;
-    return CUDNN_STATUS_SUCCESS;
+    return desc_create(filterDesc, sizeof(**filterDesc), SIM_FILTER_MAGIC, "filterDesc");
 }
 
 cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t filterDesc)
 {
-    if (!filterDesc)
-        return CUDNN_STATUS_SUCCESS;
-    if (filterDesc->magic != SIM_FILTER_MAGIC)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a filter descriptor");
-    filterDesc->magic = 0;
-    free(filterDesc);
-    return CUDNN_STATUS_SUCCESS;
+    return desc_destroy(filterDesc, SIM_FILTER_MAGIC, "filter");
 }
 
 cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc,
                                          cudnnDataType_t dataType, cudnnTensorFormat_t format,
                                          int k, int c, int h, int w)
 {
-    if (!filterDesc)
-        return NULLP("filterDesc");
-    if (filterDesc->magic != SIM_FILTER_MAGIC)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a filter descriptor");
+    cudnnStatus_t st = desc_check(filterDesc, SIM_FILTER_MAGIC, 0, "filterDesc", "filter");
+    if (st)
+        return st;
     if (!dtype_valid(dataType))
         return FAIL(CUDNN_STATUS_BAD_PARAM, "bad data type %d", (int)dataType);
     if (format == CUDNN_TENSOR_NCHW_VECT_C)
@@ -573,10 +609,9 @@ cudnnStatus_t cudnnGetFilter4dDescriptor(const cudnnFilterDescriptor_t filterDes
                                          cudnnDataType_t *dataType, cudnnTensorFormat_t *format,
                                          int *k, int *c, int *h, int *w)
 {
-    if (!filterDesc)
-        return NULLP("filterDesc");
-    if (filterDesc->magic != SIM_FILTER_MAGIC || !filterDesc->set)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a set filter descriptor");
+    cudnnStatus_t st = desc_check(filterDesc, SIM_FILTER_MAGIC, 1, "filterDesc", "filter");
+    if (st)
+        return st;
     if (!dataType || !format || !k || !c || !h || !w)
         return NULLP("an output");
     *dataType = filterDesc->dtype;
@@ -624,10 +659,11 @@ cudnnStatus_t cudnnGetFilterNdDescriptor(const cudnnFilterDescriptor_t filterDes
 
 cudnnStatus_t cudnnGetFilterSizeInBytes(const cudnnFilterDescriptor_t filterDesc, size_t *size)
 {
-    if (!filterDesc || !size)
-        return NULLP("filterDesc/size");
-    if (filterDesc->magic != SIM_FILTER_MAGIC || !filterDesc->set)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a set filter descriptor");
+    cudnnStatus_t st = desc_check(filterDesc, SIM_FILTER_MAGIC, 1, "filterDesc", "filter");
+    if (st)
+        return st;
+    if (!size)
+        return NULLP("size");
     *size = (size_t)filterDesc->k * filterDesc->c * filterDesc->h * filterDesc->w *
             dtype_size(filterDesc->dtype);
     return CUDNN_STATUS_SUCCESS;
@@ -637,23 +673,15 @@ cudnnStatus_t cudnnGetFilterSizeInBytes(const cudnnFilterDescriptor_t filterDesc
 
 static cudnnStatus_t conv_check(const struct cudnnConvolutionStruct *c, int need_set)
 {
-    if (!c)
-        return NULLP("convDesc");
-    if (c->magic != SIM_CONV_MAGIC)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a convolution descriptor");
-    if (need_set && !c->set)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "convolution descriptor not set");
-    return CUDNN_STATUS_SUCCESS;
+    return desc_check(c, SIM_CONV_MAGIC, need_set, "convDesc", "convolution");
 }
 
 cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *convDesc)
 {
-    if (!convDesc)
-        return NULLP("convDesc");
-    struct cudnnConvolutionStruct *c = calloc(1, sizeof(*c));
-    if (!c)
-        return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory");
-    c->magic = SIM_CONV_MAGIC;
+    cudnnStatus_t st = desc_create(convDesc, sizeof(**convDesc), SIM_CONV_MAGIC, "convDesc");
+    if (st)
+        return st;
+    struct cudnnConvolutionStruct *c = *convDesc;
     c->str_h = c->str_w = c->dil_h = c->dil_w = 1;
     c->groups = 1;
     c->mode = CUDNN_CROSS_CORRELATION;
@@ -665,14 +693,7 @@ cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *con
 
 cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t convDesc)
 {
-    if (!convDesc)
-        return CUDNN_STATUS_SUCCESS;
-    cudnnStatus_t st = conv_check(convDesc, 0);
-    if (st)
-        return st;
-    convDesc->magic = 0;
-    free(convDesc);
-    return CUDNN_STATUS_SUCCESS;
+    return desc_destroy(convDesc, SIM_CONV_MAGIC, "convolution");
 }
 
 cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t convDesc, int pad_h,
@@ -840,24 +861,12 @@ cudnnStatus_t cudnnGetConvolutionReorderType(cudnnConvolutionDescriptor_t convDe
 
 static cudnnStatus_t tensor_check(const struct cudnnTensorStruct *t, const char *what)
 {
-    if (!t)
-        return FAIL(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "%s descriptor is NULL", what);
-    if (t->magic != SIM_TENSOR_MAGIC)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "%s is not a tensor descriptor", what);
-    if (!t->set)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "%s tensor descriptor not set", what);
-    return CUDNN_STATUS_SUCCESS;
+    return desc_check(t, SIM_TENSOR_MAGIC, 1, what, "tensor");
 }
 
 static cudnnStatus_t filter_check(const struct cudnnFilterStruct *f)
 {
-    if (!f)
-        return FAIL(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "filter descriptor is NULL");
-    if (f->magic != SIM_FILTER_MAGIC)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a filter descriptor");
-    if (!f->set)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "filter descriptor not set");
-    return CUDNN_STATUS_SUCCESS;
+    return desc_check(f, SIM_FILTER_MAGIC, 1, "w", "filter");
 }
 
 static void tensor_view(const struct cudnnTensorStruct *t, sim_t4_t *v)
@@ -1183,37 +1192,17 @@ cudnnStatus_t cudnnQueryRuntimeError(cudnnHandle_t handle, cudnnStatus_t *rstatu
 
 static cudnnStatus_t pool_check(const struct cudnnPoolingStruct *p, int need_set)
 {
-    if (!p)
-        return NULLP("poolingDesc");
-    if (p->magic != SIM_POOL_MAGIC)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "not a pooling descriptor");
-    if (need_set && !p->set)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "pooling descriptor not set");
-    return CUDNN_STATUS_SUCCESS;
+    return desc_check(p, SIM_POOL_MAGIC, need_set, "poolingDesc", "pooling");
 }
 
 cudnnStatus_t cudnnCreatePoolingDescriptor(cudnnPoolingDescriptor_t *poolingDesc)
 {
-    if (!poolingDesc)
-        return NULLP("poolingDesc");
-    struct cudnnPoolingStruct *p = calloc(1, sizeof(*p));
-    if (!p)
-        return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory");
-    p->magic = SIM_POOL_MAGIC;
-    *poolingDesc = p;
-    return CUDNN_STATUS_SUCCESS;
+    return desc_create(poolingDesc, sizeof(**poolingDesc), SIM_POOL_MAGIC, "poolingDesc");
 }
 
 cudnnStatus_t cudnnDestroyPoolingDescriptor(cudnnPoolingDescriptor_t poolingDesc)
 {
-    if (!poolingDesc)
-        return CUDNN_STATUS_SUCCESS;
-    cudnnStatus_t st = pool_check(poolingDesc, 0);
-    if (st)
-        return st;
-    poolingDesc->magic = 0;
-    free(poolingDesc);
-    return CUDNN_STATUS_SUCCESS;
+    return desc_destroy(poolingDesc, SIM_POOL_MAGIC, "pooling");
 }
 
 cudnnStatus_t cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t poolingDesc,
@@ -1435,37 +1424,18 @@ cudnnStatus_t cudnnPoolingBackward(cudnnHandle_t handle, const cudnnPoolingDescr
 
 static cudnnStatus_t act_check(const struct cudnnActivationStruct *a, int need_set)
 {
-    if (!a)
-        return NULLP("activationDesc");
-    if (a->magic != SIM_ACT_MAGIC)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "not an activation descriptor");
-    if (need_set && !a->set)
-        return FAIL(CUDNN_STATUS_BAD_PARAM, "activation descriptor not set");
-    return CUDNN_STATUS_SUCCESS;
+    return desc_check(a, SIM_ACT_MAGIC, need_set, "activationDesc", "activation");
 }
 
 cudnnStatus_t cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t *activationDesc)
 {
-    if (!activationDesc)
-        return NULLP("activationDesc");
-    struct cudnnActivationStruct *a = calloc(1, sizeof(*a));
-    if (!a)
-        return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory");
-    a->magic = SIM_ACT_MAGIC;
-    *activationDesc = a;
-    return CUDNN_STATUS_SUCCESS;
+    return desc_create(activationDesc, sizeof(**activationDesc), SIM_ACT_MAGIC,
+                       "activationDesc");
 }
 
 cudnnStatus_t cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t activationDesc)
 {
-    if (!activationDesc)
-        return CUDNN_STATUS_SUCCESS;
-    cudnnStatus_t st = act_check(activationDesc, 0);
-    if (st)
-        return st;
-    activationDesc->magic = 0;
-    free(activationDesc);
-    return CUDNN_STATUS_SUCCESS;
+    return desc_destroy(activationDesc, SIM_ACT_MAGIC, "activation");
 }
 
 cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t activationDesc,

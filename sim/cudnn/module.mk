@@ -23,10 +23,10 @@ ALL += $(B)/sim/libcudnn.so.9 $(B)/sim/libcudnn.so
 # Unit + API test: links the math cores statically (their symbols are local
 # in the library) and the library and driver dynamically.
 $(B)/tests/sim_cudnn_test: $(B)/obj/tests/sim_cudnn/sim_cudnn_test.o $(CUDNN_CORE_OBJS) \
-		$(TEST_HARNESS_OBJ) $(B)/sim/libcudnn.so $(B)/sim/libcuda.so.1
+		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) $(B)/sim/libcudnn.so $(B)/sim/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(B)/obj/tests/sim_cudnn/sim_cudnn_test.o $(CUDNN_CORE_OBJS) \
-		$(TEST_HARNESS_OBJ) -L$(B)/sim -lcudnn $(B)/sim/libcuda.so.1 $(CMOCKA_LIBS) -lm
+		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) -L$(B)/sim -lcudnn $(B)/sim/libcuda.so.1 $(CMOCKA_LIBS) -lm
 
 # Client written only against NVIDIA's headers.
 $(B)/tests/cudnn_client_test: tests/clients/cudnn_client.c $(B)/sim/libcudnn.so $(B)/sim/libcuda.so.1

@@ -87,6 +87,18 @@ static int proc_alive(pid_t pid, uint64_t start)
     return start == 0 || s == start;
 }
 
+/* Gives back everything a process slot holds and frees the slot. */
+static void slot_free(cap_table_t *t, cap_proc_t *p)
+{
+    for (int d = 0; d < SIM_MAX_DEVICES; d++) {
+        uint64_t u = atomic_exchange(&p->used[d], 0);
+        if (u)
+            atomic_fetch_sub(&t->used[d], u);
+    }
+    atomic_store(&p->start, 0);
+    atomic_store(&p->pid, 0);
+}
+
 static void reclaim_dead(void)
 {
     cap_table_t *t = g_tab;
@@ -99,13 +111,7 @@ static void reclaim_dead(void)
             continue;
         if (!atomic_compare_exchange_strong(&p->pid, &pid, -1))
             continue;
-        for (int d = 0; d < SIM_MAX_DEVICES; d++) {
-            uint64_t u = atomic_exchange(&p->used[d], 0);
-            if (u)
-                atomic_fetch_sub(&t->used[d], u);
-        }
-        atomic_store(&p->start, 0);
-        atomic_store(&p->pid, 0);
+        slot_free(t, p);
     }
 }
 
@@ -181,13 +187,7 @@ static void cap_detach(void)
         return;
     if (atomic_load(&me->pid) != (int32_t)getpid())
         return;
-    for (int d = 0; d < SIM_MAX_DEVICES; d++) {
-        uint64_t u = atomic_exchange(&me->used[d], 0);
-        if (u)
-            atomic_fetch_sub(&t->used[d], u);
-    }
-    atomic_store(&me->start, 0);
-    atomic_store(&me->pid, 0);
+    slot_free(t, me);
 }
 
 static int g_atexit_done;

@@ -40,10 +40,40 @@ CUresult sim_ctx_get(sim_ctx_t **out)
 {
     SIM_CHECK_INIT();
     sim_ctx_t *c = sim_ctx_current();
-    if (!c || !sim_ctx_valid(c))
+    if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
+    if (!sim_ctx_valid(c))
+        /* cuCtxDestroy: a context destroyed while current to other threads
+         * "will remain current to those threads, and attempting to access
+         * ctx from those threads will result in the error
+         * CUDA_ERROR_CONTEXT_IS_DESTROYED". A released primary context is
+         * only inactive. */
+        return c->is_primary ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_CONTEXT_IS_DESTROYED;
     *out = c;
     return CUDA_SUCCESS;
+}
+
+/* The context named by a handle, or the current one for NULL. */
+static CUresult ctx_or_current(CUcontext ctx, sim_ctx_t **out)
+{
+    SIM_CHECK_INIT();
+    if (!ctx)
+        return sim_ctx_get(out);
+    if (!sim_ctx_valid((sim_ctx_t *)ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *out = (sim_ctx_t *)ctx;
+    return CUDA_SUCCESS;
+}
+
+/* Context creation flags: known bits only, and one scheduling mode (AUTO,
+ * SPIN, YIELD or BLOCKING_SYNC; the SCHED field is not a bit set). */
+static int ctx_flags_ok(unsigned flags)
+{
+    unsigned valid = CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX |
+                     CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE | CU_CTX_SYNC_MEMOPS;
+    unsigned sched = flags & CU_CTX_SCHED_MASK;
+    return !(flags & ~valid) && (sched == CU_CTX_SCHED_AUTO || sched == CU_CTX_SCHED_SPIN ||
+                                 sched == CU_CTX_SCHED_YIELD || sched == CU_CTX_SCHED_BLOCKING_SYNC);
 }
 
 static CUresult ctx_activate(sim_ctx_t *c, unsigned flags)
@@ -58,7 +88,9 @@ static CUresult ctx_activate(sim_ctx_t *c, unsigned flags)
     c->limits[CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2;
     c->limits[CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048;
     c->limits[CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 64;
+    pthread_mutex_lock(&c->mu);
     c->streams = NULL;
+    pthread_mutex_unlock(&c->mu);
     c->legacy = sim_stream_new(c, SIM_STREAM_LEGACY, 0, 0);
     if (!c->legacy)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -73,15 +105,13 @@ void sim_ctx_teardown(sim_ctx_t *c)
     sim_ctx_sync(c);
     sim_reg_del(c);
     c->active = 0;
+    /* Under the list's lock: a stopping worker takes itself off the list
+     * (under that lock) before its object can be reused. */
     pthread_mutex_lock(&c->mu);
-    sim_stream_t *s = c->streams;
+    for (sim_stream_t *s = c->streams; s; s = s->next)
+        sim_stream_release(s);
     c->streams = NULL;
     pthread_mutex_unlock(&c->mu);
-    while (s) {
-        sim_stream_t *next = s->next;
-        sim_stream_release(s);
-        s = next;
-    }
     if (c->legacy) {
         sim_stream_release(c->legacy);
         c->legacy = NULL;
@@ -160,16 +190,13 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
     return CUDA_SUCCESS;
 }
 
-#define CTX_FLAGS_VALID (CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX | \
-                         CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE | CU_CTX_SYNC_MEMOPS)
-
 CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
 {
     SIM_CHECK_INIT();
     sim_device_t *d = sim_dev(dev);
     if (!d)
         return CUDA_ERROR_INVALID_DEVICE;
-    if ((flags & ~(unsigned)CTX_FLAGS_VALID) || (flags & CU_CTX_SCHED_MASK) == 3)
+    if (!ctx_flags_ok(flags))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_ctx_mu);
     d->primary_flags = flags;
@@ -187,7 +214,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_dev(dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    if ((flags & ~(unsigned)CTX_FLAGS_VALID) || (flags & CU_CTX_SCHED_MASK) == 3)
+    if (!ctx_flags_ok(flags))
         return CUDA_ERROR_INVALID_VALUE;
     if (t_depth >= CTX_STACK_MAX)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -310,6 +337,19 @@ CUresult cuCtxGetDevice(CUdevice *device)
     return CUDA_SUCCESS;
 }
 
+/* CUDA 13 form: the device of ctx, or of the current context for NULL. */
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    sim_ctx_t *c;
+    CUresult r = ctx_or_current(ctx, &c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = c->dev;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuCtxGetFlags(unsigned int *flags)
 {
     sim_ctx_t *c;
@@ -328,7 +368,7 @@ CUresult cuCtxSetFlags(unsigned int flags)
     CUresult r = sim_ctx_get(&c);
     if (r != CUDA_SUCCESS)
         return r;
-    if ((flags & ~(unsigned)CTX_FLAGS_VALID) || (flags & CU_CTX_SCHED_MASK) == 3)
+    if (!ctx_flags_ok(flags))
         return CUDA_ERROR_INVALID_VALUE;
     c->flags = flags;
     return CUDA_SUCCESS;
@@ -336,15 +376,10 @@ CUresult cuCtxSetFlags(unsigned int flags)
 
 CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
 {
-    SIM_CHECK_INIT();
-    sim_ctx_t *c = (sim_ctx_t *)ctx;
-    if (!c) {
-        CUresult r = sim_ctx_get(&c);
-        if (r != CUDA_SUCCESS)
-            return r;
-    } else if (!sim_ctx_valid(c)) {
-        return CUDA_ERROR_INVALID_CONTEXT;
-    }
+    sim_ctx_t *c;
+    CUresult r = ctx_or_current(ctx, &c);
+    if (r != CUDA_SUCCESS)
+        return r;
     if (!ctxId)
         return CUDA_ERROR_INVALID_VALUE;
     *ctxId = c->id;
@@ -353,15 +388,10 @@ CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
 
 CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
-    SIM_CHECK_INIT();
-    sim_ctx_t *c = (sim_ctx_t *)ctx;
-    if (!c) {
-        CUresult r = sim_ctx_get(&c);
-        if (r != CUDA_SUCCESS)
-            return r;
-    } else if (!sim_ctx_valid(c)) {
-        return CUDA_ERROR_INVALID_CONTEXT;
-    }
+    sim_ctx_t *c;
+    CUresult r = ctx_or_current(ctx, &c);
+    if (r != CUDA_SUCCESS)
+        return r;
     if (!version)
         return CUDA_ERROR_INVALID_VALUE;
     *version = 3020;
@@ -372,6 +402,16 @@ CUresult cuCtxSynchronize(void)
 {
     sim_ctx_t *c;
     CUresult r = sim_ctx_get(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return sim_ctx_sync(c);
+}
+
+/* CUDA 13 form: waits for ctx's work (the current context's for NULL). */
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    sim_ctx_t *c;
+    CUresult r = ctx_or_current(ctx, &c);
     if (r != CUDA_SUCCESS)
         return r;
     return sim_ctx_sync(c);

@@ -159,9 +159,15 @@ static int parse_devices(sim_device_t *all, int *nall)
     return 0;
 }
 
-/* CUDA_VISIBLE_DEVICES as the real driver reads it: comma-separated entries,
- * each an index or a (unique prefix of a) "GPU-<uuid>"; parsing stops at the
- * first invalid, out-of-range or repeated entry, keeping those before it. */
+/* CUDA_VISIBLE_DEVICES as the real driver reads it (the rules PyTorch's
+ * torch.cuda._parse_visible_devices reproduces to predict the driver):
+ * comma-separated entries, all of the kind of the first one. Index entries
+ * are read like strtoul (leading blanks skipped, the digits taken, anything
+ * after them ignored: "1gpu2" is 1); a "GPU-" entry is a unique prefix of
+ * a device's UUID. The list ends at the first entry that is not of that
+ * kind, is negative or empty, is out of range or matches no device (or
+ * several); the entries before it stay. A repeated device makes the whole
+ * list empty: no device is visible. */
 static int apply_visible(const sim_device_t *all, int nall, sim_device_t *out)
 {
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
@@ -171,47 +177,43 @@ static int apply_visible(const sim_device_t *all, int nall, sim_device_t *out)
     }
     int n = 0;
     int used[SIM_MAX_DEVICES] = {0};
+    int by_uuid = strncmp(v, "GPU-", 4) == 0;
     const char *p = v;
-    while (*p) {
+    for (;;) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char tok[128];
-        while (len && isspace((unsigned char)*p)) {
-            p++;
-            len--;
-        }
-        while (len && isspace((unsigned char)p[len - 1]))
-            len--;
-        if (len == 0 || len >= sizeof(tok))
-            break;
-        memcpy(tok, p, len);
-        tok[len] = '\0';
         int idx = -1;
-        if (isdigit((unsigned char)tok[0])) {
-            char *end;
-            errno = 0;
-            long x = strtol(tok, &end, 10);
-            if (errno || *end || x < 0 || x >= nall)
+        if (by_uuid) {
+            if (len < 4 || strncmp(p, "GPU-", 4) != 0)
                 break;
-            idx = (int)x;
-        } else if (strncmp(tok, "GPU-", 4) == 0) {
-            int match = -1, count = 0;
+            int count = 0;
             for (int i = 0; i < nall; i++) {
                 char u[64];
                 uuid_str(all[i].uuid, u, sizeof(u));
-                if (strncasecmp(u, tok, len) == 0) {
-                    match = i;
+                if (len <= strlen(u) && strncasecmp(u, p, len) == 0) {
+                    idx = i;
                     count++;
                 }
             }
             if (count != 1)
                 break;
-            idx = match;
         } else {
-            break;
+            const char *q = p, *end = p + len;
+            while (q < end && isspace((unsigned char)*q))
+                q++;
+            if (q < end && *q == '+')
+                q++;
+            if (q == end || !isdigit((unsigned char)*q))
+                break; /* empty, negative or not a number */
+            unsigned long x = 0;
+            while (q < end && isdigit((unsigned char)*q) && x < (unsigned long)nall)
+                x = x * 10 + (unsigned long)(*q++ - '0');
+            if (x >= (unsigned long)nall)
+                break;
+            idx = (int)x;
         }
         if (used[idx])
-            break;
+            return 0;
         used[idx] = 1;
         out[n++] = all[idx];
         if (!comma)

@@ -14,7 +14,7 @@
  *   documented error instead of being dereferenced.
  * - Device memory is host memory (memory.c). cuMemAlloc maps a memfd; freeing
  *   replaces the mapping with a PROT_NONE reservation, so a use after free
- *   faults like an illegal address on a GPU. The VMM API (vmm.c) is real:
+ *   faults like an illegal address on a GPU. The VMM API (also memory.c) is real:
  *   reservations are PROT_NONE mappings, physical allocations are memfds
  *   mapped MAP_FIXED|MAP_SHARED, access must be granted with cuMemSetAccess,
  *   and a memfd can be exported to another process as a file descriptor.
@@ -51,8 +51,11 @@
  *   (cuModuleGetGlobal returns CUDA_ERROR_NOT_FOUND); no graphs, arrays,
  *   textures, stream capture or managed memory. cuMemFree and cuModuleUnload
  *   wait for the context's work (as the real ones synchronise). Destroyed
- *   contexts and streams keep their (small) objects so stale handles stay
- *   safe to check. A forked child starts with an uninitialised driver (it
+ *   contexts keep their (small) objects so stale handles stay safe to check
+ *   and a thread that still has one current gets
+ *   CUDA_ERROR_CONTEXT_IS_DESTROYED; destroyed streams' objects are reused
+ *   by the next streams created (their number is bounded by the most
+ *   streams alive at once). A forked child starts with an uninitialised driver (it
  *   calls cuInit again and gets its own capacity slot).
  *
  * This file: initialisation, errors, versions, the handle registry, the
@@ -281,6 +284,7 @@ static void atfork_child(void)
     g_reg = NULL;
     g_reg_cap = g_reg_used = g_reg_tomb = 0;
     sim_ctx_fork_reset();
+    sim_stream_fork_reset();
     sim_mem_fork_reset();
     sim_cap_fork_reset();
     sim_kernel_fork_reset();

@@ -180,8 +180,10 @@ sim_op_t *sim_op_alloc(sim_stream_t *s);
 void sim_enqueue(sim_stream_t *s, sim_op_t *op);
 CUresult sim_stream_sync(sim_stream_t *s);
 sim_stream_t *sim_stream_new(sim_ctx_t *c, int kind, unsigned flags, int prio);
-/* Destroys: the worker drains the queue and exits; the object stays. */
+/* Destroys: the worker drains the queue and exits; the object stays, and
+ * is reused by a later sim_stream_new. */
 void sim_stream_release(sim_stream_t *s);
+void sim_stream_fork_reset(void);
 CUresult sim_ctx_sync(sim_ctx_t *c);
 /* Runs op synchronously via stream s: enqueue then wait for it. */
 CUresult sim_run_sync(sim_stream_t *s, sim_op_t *op);

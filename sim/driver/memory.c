@@ -950,11 +950,20 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     if (n > 0) {
         target[n] = '\0';
         const char *k = strstr(target, "simcuda:phys=");
-        if (k)
-            phys = atoi(k + 13);
+        if (k) {
+            char *end;
+            errno = 0;
+            long v = strtol(k + 13, &end, 10);
+            if (!errno && end != k + 13 && (*end == '\0' || *end == ' ') && v >= 0 &&
+                v < SIM_MAX_DEVICES)
+                phys = (int)v;
+        }
     }
     if (phys < 0)
         return CUDA_ERROR_INVALID_VALUE; /* not a simcuda allocation */
+    /* Its device as this process numbers it; one this process does not see
+     * (another CUDA_VISIBLE_DEVICES) is attributed to device 0, so that the
+     * memory can still be mapped. */
     int dev = 0;
     for (int i = 0; i < sim_ndevices; i++)
         if (sim_devices[i].phys == phys)
@@ -1276,7 +1285,9 @@ typedef struct {
     unsigned long long handle_types;
 } ptrinfo_t;
 
-static void ptr_info(uintptr_t p, ptrinfo_t *pi)
+/* Facts about p; access flags as seen by device cur_dev (-1: the memory's
+ * own device). */
+static void ptr_info(uintptr_t p, int cur_dev, ptrinfo_t *pi)
 {
     memset(pi, 0, sizeof(*pi));
     pthread_mutex_lock(&g_mem_mu);
@@ -1293,7 +1304,7 @@ static void ptr_info(uintptr_t p, ptrinfo_t *pi)
         pi->ctx = sim_dev(m->ph->dev)->primary;
         pi->id = m->id;
         pi->mapped = 1;
-        pi->access = m->access[m->ph->dev];
+        pi->access = m->access[cur_dev >= 0 ? cur_dev : m->ph->dev];
         pi->handle_types = m->ph->prop.requestedHandleTypes;
     } else if (r && r->kind != SIM_R_RESERVE) {
         pi->found = 1;
@@ -1309,7 +1320,8 @@ static void ptr_info(uintptr_t p, ptrinfo_t *pi)
     pthread_mutex_unlock(&g_mem_mu);
 }
 
-static CUresult ptr_attr(void *data, CUpointer_attribute a, const ptrinfo_t *pi, uintptr_t p)
+static CUresult ptr_attr(void *data, CUpointer_attribute a, const ptrinfo_t *pi, uintptr_t p,
+                         int have_ctx)
 {
     int dev_mem = pi->kind == 0 || pi->kind == SIM_R_DEVICE;
     if (!pi->found)
@@ -1322,6 +1334,8 @@ static CUresult ptr_attr(void *data, CUpointer_attribute a, const ptrinfo_t *pi,
         *(unsigned int *)data = dev_mem ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        if (!have_ctx) /* "If there is no current CUcontext then CUDA_ERROR_INVALID_CONTEXT" */
+            return CUDA_ERROR_INVALID_CONTEXT;
         *(CUdeviceptr *)data = (CUdeviceptr)p;
         break;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
@@ -1332,6 +1346,7 @@ static CUresult ptr_attr(void *data, CUpointer_attribute a, const ptrinfo_t *pi,
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
         *(unsigned char *)data = 0;
         break;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
@@ -1379,9 +1394,11 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
     SIM_CHECK_INIT();
     if (!data)
         return CUDA_ERROR_INVALID_VALUE;
+    sim_ctx_t *c = sim_ctx_current();
+    int have_ctx = c && sim_ctx_valid(c);
     ptrinfo_t pi;
-    ptr_info((uintptr_t)ptr, &pi);
-    return ptr_attr(data, attribute, &pi, (uintptr_t)ptr);
+    ptr_info((uintptr_t)ptr, have_ctx ? c->dev : -1, &pi);
+    return ptr_attr(data, attribute, &pi, (uintptr_t)ptr, have_ctx);
 }
 
 CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
@@ -1390,8 +1407,10 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute 
     SIM_CHECK_INIT();
     if (!attributes || !data || numAttributes == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    sim_ctx_t *c = sim_ctx_current();
+    int have_ctx = c && sim_ctx_valid(c);
     ptrinfo_t pi;
-    ptr_info((uintptr_t)ptr, &pi);
+    ptr_info((uintptr_t)ptr, have_ctx ? c->dev : -1, &pi);
     for (unsigned i = 0; i < numAttributes; i++) {
         if (!data[i])
             continue;
@@ -1416,7 +1435,7 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute 
             }
             continue;
         }
-        CUresult r = ptr_attr(data[i], attributes[i], &pi, (uintptr_t)ptr);
+        CUresult r = ptr_attr(data[i], attributes[i], &pi, (uintptr_t)ptr, have_ctx);
         if (r != CUDA_SUCCESS && attributes[i] != CU_POINTER_ATTRIBUTE_HOST_POINTER)
             return r;
         if (r != CUDA_SUCCESS)

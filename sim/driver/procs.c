@@ -50,11 +50,13 @@
     X(cuCtxSetCurrent, 4000, cuCtxSetCurrent, NOPT)                                      \
     X(cuCtxGetCurrent, 4000, cuCtxGetCurrent, NOPT)                                      \
     X(cuCtxGetDevice, 2000, cuCtxGetDevice, NOPT)                                        \
+    X(cuCtxGetDevice, 13000, cuCtxGetDevice_v2, NOPT)                                    \
     X(cuCtxGetFlags, 7000, cuCtxGetFlags, NOPT)                                          \
     X(cuCtxSetFlags, 12010, cuCtxSetFlags, NOPT)                                         \
     X(cuCtxGetId, 12000, cuCtxGetId, NOPT)                                               \
     X(cuCtxGetApiVersion, 3020, cuCtxGetApiVersion, NOPT)                                \
     X(cuCtxSynchronize, 2000, cuCtxSynchronize, NOPT)                                    \
+    X(cuCtxSynchronize, 13000, cuCtxSynchronize_v2, NOPT)                                \
     X(cuCtxGetStreamPriorityRange, 5050, cuCtxGetStreamPriorityRange, NOPT)              \
     X(cuCtxSetLimit, 3010, cuCtxSetLimit, NOPT)                                          \
     X(cuCtxGetLimit, 3010, cuCtxGetLimit, NOPT)                                          \
@@ -186,6 +188,9 @@ static const sim_proc_t g_procs[] = {SIM_PROCS(SIM_PROC_ROW) SIM_UNSUPPORTED(SIM
 #undef SIM_PROC_ROW
 #undef SIM_U_ROW
 
+/* Finds symbol for cudaVersion and flags. CUDA_SUCCESS with *pfn set, or
+ * CUDA_ERROR_NOT_FOUND with *pfn NULL and *status saying why, or
+ * CUDA_ERROR_INVALID_VALUE for bad arguments. */
 static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                        CUdriverProcAddressQueryResult *status)
 {
@@ -225,12 +230,18 @@ out:
     return r;
 }
 
+/* cuda.h (CUDA 13.0) documents the _v2 form: an unknown symbol, or one with
+ * no version old enough for cudaVersion, gives CUDA_SUCCESS with *pfn NULL,
+ * symbolStatus saying which. */
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *symbolStatus)
 {
-    return lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+    CUresult r = lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+    return r == CUDA_ERROR_NOT_FOUND ? CUDA_SUCCESS : r;
 }
 
+/* The CUDA 11.3 form has no status argument: a symbol it cannot give is
+ * CUDA_ERROR_NOT_FOUND (with *pfn NULL). */
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
     return lookup(symbol, pfn, cudaVersion, flags, NULL);

@@ -3,7 +3,8 @@
  * default stream; events with generations and completion times; host
  * functions and callbacks. Stream objects are never freed (a destroyed
  * stream drains its queue, its worker exits and the handle is unregistered),
- * so operations waiting on a stream never see freed memory. */
+ * so operations waiting on a stream never see freed memory; the next stream
+ * created reuses a dead one's object. */
 #include "sim/driver/internal.h"
 
 #include <errno.h>
@@ -226,6 +227,39 @@ static void exec_op(sim_stream_t *s, sim_op_t *op)
 
 static __thread sim_stream_t *t_worker_stream;
 
+/* Destroyed streams whose worker has exited. Stream objects are never
+ * freed (operations of other streams, and late waiters, may still look at
+ * one) but are reused by the next stream created, so their number is
+ * bounded by the most streams alive at once. */
+static pthread_mutex_t g_dead_mu = PTHREAD_MUTEX_INITIALIZER;
+static sim_stream_t *g_dead;
+
+static void dead_push(sim_stream_t *s)
+{
+    pthread_mutex_lock(&g_dead_mu);
+    s->next = g_dead;
+    g_dead = s;
+    pthread_mutex_unlock(&g_dead_mu);
+}
+
+/* A forked child has no workers: the parent's dead streams (their locks as
+ * they were at the fork) are not reused there. */
+void sim_stream_fork_reset(void)
+{
+    pthread_mutex_init(&g_dead_mu, NULL);
+    g_dead = NULL;
+}
+
+static sim_stream_t *dead_pop(void)
+{
+    pthread_mutex_lock(&g_dead_mu);
+    sim_stream_t *s = g_dead;
+    if (s)
+        g_dead = s->next;
+    pthread_mutex_unlock(&g_dead_mu);
+    return s;
+}
+
 static void event_complete(sim_event_t *e, uint64_t gen)
 {
     pthread_mutex_lock(&e->mu);
@@ -268,11 +302,19 @@ static void *worker_main(void *arg)
             event_complete(ev, gen);
         pthread_cond_broadcast(&s->cv_done);
     }
-    /* Stopped and drained: give the pooled nodes back. */
+    /* Stopped and drained: leave the context's list (a destroyed stream
+     * stays there while it works, so that synchronising the context or the
+     * legacy stream waits for it), give the pooled nodes back, and the object
+     * to the list of dead streams (under its lock, so that whoever reuses it
+     * waits until this worker is done with it). */
     sim_op_t *p = s->pool;
     s->pool = NULL;
+    pthread_mutex_unlock(&s->mu);
+    stream_unlink(s);
+    pthread_mutex_lock(&s->mu);
     s->worker_running = 0;
     pthread_cond_broadcast(&s->cv_done);
+    dead_push(s);
     pthread_mutex_unlock(&s->mu);
     while (p) {
         sim_op_t *n = p->next;
@@ -284,24 +326,37 @@ static void *worker_main(void *arg)
 
 sim_stream_t *sim_stream_new(sim_ctx_t *c, int kind, unsigned flags, int prio)
 {
-    sim_stream_t *s = calloc(1, sizeof(*s));
-    if (!s)
-        return NULL;
+    /* A dead stream's lock and conditions stay as they are (a late waiter
+     * may hold them); its counters go on from where they were, so a wait
+     * for a position of the former stream is already satisfied. */
+    sim_stream_t *s = dead_pop();
+    if (!s) {
+        s = calloc(1, sizeof(*s));
+        if (!s)
+            return NULL;
+        pthread_mutex_init(&s->mu, NULL);
+        pthread_cond_init(&s->cv_work, NULL);
+        pthread_cond_init(&s->cv_done, NULL);
+    }
+    pthread_mutex_lock(&s->mu);
     s->ctx = c;
     s->kind = kind;
     s->flags = flags;
     s->priority = prio;
     s->id = atomic_fetch_add(&g_stream_ids, 1) + 1;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv_work, NULL);
-    pthread_cond_init(&s->cv_done, NULL);
+    s->next = NULL;
+    s->stop = 0;
+    s->worker_running = 1;
+    pthread_mutex_unlock(&s->mu);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    s->worker_running = 1;
     if (pthread_create(&s->thread, &attr, worker_main, s) != 0) {
         pthread_attr_destroy(&attr);
-        free(s);
+        pthread_mutex_lock(&s->mu);
+        s->worker_running = 0;
+        dead_push(s);
+        pthread_mutex_unlock(&s->mu);
         return NULL;
     }
     pthread_attr_destroy(&attr);
@@ -316,7 +371,8 @@ sim_stream_t *sim_stream_new(sim_ctx_t *c, int kind, unsigned flags, int prio)
     return s;
 }
 
-/* The caller has unlinked s from its context (or the context is gone). */
+/* Unregisters s and stops it once drained; its worker then removes it from
+ * its context's list. */
 void sim_stream_release(sim_stream_t *s)
 {
     sim_reg_del(s);
@@ -536,8 +592,20 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
         return CUDA_ERROR_INVALID_HANDLE;
     if (!sim_reg_has(s, SIM_H_STREAM))
         return CUDA_ERROR_INVALID_HANDLE;
-    if (stream_unlink(s))
-        sim_stream_release(s);
+    /* "In case the device is still doing work in the stream ... the function
+     * will return immediately": only an idle stream is waited for, until its
+     * worker has exited (its object is then free for the next stream). */
+    pthread_mutex_lock(&s->mu);
+    int idle = !s->head && atomic_load(&s->done) == atomic_load(&s->enq);
+    unsigned long long id = s->id; /* this life of the object */
+    pthread_mutex_unlock(&s->mu);
+    sim_stream_release(s);
+    if (idle) {
+        pthread_mutex_lock(&s->mu);
+        while (s->worker_running && s->id == id)
+            pthread_cond_wait(&s->cv_done, &s->mu);
+        pthread_mutex_unlock(&s->mu);
+    }
     return CUDA_SUCCESS;
 }
 

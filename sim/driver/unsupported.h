@@ -66,11 +66,11 @@
     U(cuGraphAddNode, 12030, cuGraphAddNode_v2)                                         \
     UP(cuGraphUpload, 11010, cuGraphUpload, cuGraphUpload_ptsz)                         \
     UP(cuGraphLaunch, 10000, cuGraphLaunch, cuGraphLaunch_ptsz)                         \
-    UP(cuStreamWriteValue32, 12000, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz) \
-    UP(cuStreamWaitValue32, 12000, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2_ptsz) \
-    UP(cuStreamWriteValue64, 12000, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2_ptsz) \
-    UP(cuStreamWaitValue64, 12000, cuStreamWaitValue64_v2, cuStreamWaitValue64_v2_ptsz) \
-    UP(cuStreamBatchMemOp, 12000, cuStreamBatchMemOp_v2, cuStreamBatchMemOp_v2_ptsz)   \
+    UP(cuStreamWriteValue32, 11070, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz) \
+    UP(cuStreamWaitValue32, 11070, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2_ptsz) \
+    UP(cuStreamWriteValue64, 11070, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2_ptsz) \
+    UP(cuStreamWaitValue64, 11070, cuStreamWaitValue64_v2, cuStreamWaitValue64_v2_ptsz) \
+    UP(cuStreamBatchMemOp, 11070, cuStreamBatchMemOp_v2, cuStreamBatchMemOp_v2_ptsz)   \
     UP(cuStreamAttachMemAsync, 6000, cuStreamAttachMemAsync, cuStreamAttachMemAsync_ptsz) \
     UP(cuStreamCopyAttributes, 11000, cuStreamCopyAttributes, cuStreamCopyAttributes_ptsz) \
     UP(cuStreamGetAttribute, 11000, cuStreamGetAttribute, cuStreamGetAttribute_ptsz)   \
@@ -81,7 +81,7 @@
        cuWaitExternalSemaphoresAsync_ptsz)                                              \
     UP(cuMemMapArrayAsync, 11010, cuMemMapArrayAsync, cuMemMapArrayAsync_ptsz)          \
     UP(cuMemAllocFromPoolAsync, 11020, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz) \
-    UP(cuMemBatchDecompressAsync, 12080, cuMemBatchDecompressAsync,                     \
+    UP(cuMemBatchDecompressAsync, 12060, cuMemBatchDecompressAsync,                     \
        cuMemBatchDecompressAsync_ptsz)
 
 #endif

@@ -23,10 +23,10 @@ ALL += $(B)/sim/libnccl.so.2 $(B)/sim/libnccl.so
 # (their symbols are local in the library), the library and the driver
 # dynamically.
 $(B)/tests/sim_nccl_test: $(B)/obj/tests/sim_nccl/sim_nccl_test.o $(NCCL_CORE_OBJS) \
-		$(B)/sim/libnccl.so $(B)/sim/libcuda.so.1
+		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) $(B)/sim/libnccl.so $(B)/sim/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(B)/obj/tests/sim_nccl/sim_nccl_test.o $(NCCL_CORE_OBJS) \
-		-L$(B)/sim -lnccl $(B)/sim/libcuda.so.1 $(CMOCKA_LIBS) -lrt -lm
+		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) -L$(B)/sim -lnccl $(B)/sim/libcuda.so.1 $(CMOCKA_LIBS) -lrt -lm
 
 # Client written only against NVIDIA's headers.
 $(B)/tests/nccl_client_test: tests/clients/nccl_client.c $(B)/sim/libnccl.so $(B)/sim/libcuda.so.1

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -35,31 +34,13 @@ enum { OP_SEND = 100, OP_RECV = 101 };
 /* ---- logging and last error ------------------------------------------------ */
 
 static __thread char t_last_error[1024];
-static int g_debug_level = -1;   /* 0 none, 1 version, 2 warn, 3 info */
-
-static int debug_level(void)
-{
-    if (g_debug_level < 0) {
-        const char *v = getenv("NCCL_DEBUG");
-        int l = 2;   /* simcuda prints warnings by default (NVIDIA's: NCCL_DEBUG=WARN) */
-        if (v && strcasecmp(v, "NONE") == 0)
-            l = 0;
-        else if (v && strcasecmp(v, "VERSION") == 0)
-            l = 1;
-        else if (v && (strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0))
-            l = 3;
-        g_debug_level = l;
-    }
-    return g_debug_level;
-}
-
 __attribute__((format(printf, 2, 3))) static void warn(int dev, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(t_last_error, sizeof(t_last_error), fmt, ap);
     va_end(ap);
-    if (debug_level() >= 2) {
+    if (sim_nccl_debug_level() >= 2) {
         char host[64] = "localhost";
         gethostname(host, sizeof(host) - 1);
         fprintf(stderr, "%s:%d:%d [%d] NCCL WARN %s\n", host, (int)getpid(),
@@ -69,7 +50,7 @@ __attribute__((format(printf, 2, 3))) static void warn(int dev, const char *fmt,
 
 __attribute__((format(printf, 1, 2))) static void info(const char *fmt, ...)
 {
-    if (debug_level() < 3)
+    if (sim_nccl_debug_level() < 3)
         return;
     va_list ap;
     va_start(ap, fmt);
@@ -269,7 +250,7 @@ API_FN(const char *, ncclGetLastError, (ncclComm_t comm))
 
 API_FN(void, ncclResetDebugInit, (void))
 {
-    g_debug_level = -1;
+    sim_nccl_debug_reset();
 }
 
 /* ---- init ------------------------------------------------------------------------ */
@@ -1567,30 +1548,51 @@ API_FN(ncclResult_t, ncclRecv, (void *recvbuff, size_t count, ncclDataType_t dat
 }
 
 /* Gather, scatter and all-to-all are groups of sends and receives, as in
- * NCCL: they only move bytes. */
+ * NCCL: they only move bytes. p2p_blocks() posts them in one group: with
+ * send_blocks, block p of sendbuff goes to rank p, else all of sendbuff to
+ * root; with recv_blocks, block p of recvbuff comes from rank p, else all of
+ * recvbuff from root (when send_blocks/recv_blocks is -1 that side posts
+ * nothing). Returns the first error. */
+static ncclResult_t p2p_blocks(const char *what, const void *sendbuff, void *recvbuff,
+                               size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                               cudaStream_t stream, int send_blocks, int recv_blocks)
+{
+    size_t es = sim_nccl_type_size(datatype);
+    if (es == 0 || root < 0 || root >= comm->nranks) {
+        warn(comm->dev, "%s : invalid type %d or root %d", what, (int)datatype, root);
+        return ncclInvalidArgument;
+    }
+    ncclResult_t res = ncclSuccess, r;
+#define KEEP(call)                   \
+    do {                             \
+        r = (call);                  \
+        if (res == ncclSuccess)      \
+            res = r;                 \
+    } while (0)
+    pncclGroupStart();
+    for (int p = 0; p < comm->nranks; p++) {
+        if (send_blocks > 0)
+            KEEP(pncclSend((const char *)sendbuff + (size_t)p * count * es, count, datatype, p,
+                           comm, stream));
+        if (recv_blocks > 0)
+            KEEP(pncclRecv((char *)recvbuff + (size_t)p * count * es, count, datatype, p, comm,
+                           stream));
+    }
+    if (send_blocks == 0)
+        KEEP(pncclSend(sendbuff, count, datatype, root, comm, stream));
+    if (recv_blocks == 0)
+        KEEP(pncclRecv(recvbuff, count, datatype, root, comm, stream));
+#undef KEEP
+    r = pncclGroupEnd();
+    return res != ncclSuccess ? res : r;
+}
+
 API_FN(ncclResult_t, ncclAlltoAll, (const void *sendbuff, void *recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclComm_t comm,
                                     cudaStream_t stream))
 {
     CHECK_COMM(comm, "AlltoAll");
-    size_t es = sim_nccl_type_size(datatype);
-    if (es == 0) {
-        warn(comm->dev, "AlltoAll : invalid type %d", (int)datatype);
-        return ncclInvalidArgument;
-    }
-    ncclResult_t res = ncclSuccess, r;
-    pncclGroupStart();
-    for (int p = 0; p < comm->nranks; p++) {
-        r = pncclSend((const char *)sendbuff + (size_t)p * count * es, count, datatype, p, comm,
-                      stream);
-        if (res == ncclSuccess)
-            res = r;
-        r = pncclRecv((char *)recvbuff + (size_t)p * count * es, count, datatype, p, comm, stream);
-        if (res == ncclSuccess)
-            res = r;
-    }
-    r = pncclGroupEnd();
-    return res != ncclSuccess ? res : r;
+    return p2p_blocks("AlltoAll", sendbuff, recvbuff, count, datatype, 0, comm, stream, 1, 1);
 }
 
 API_FN(ncclResult_t, ncclGather, (const void *sendbuff, void *recvbuff, size_t count,
@@ -1598,25 +1600,9 @@ API_FN(ncclResult_t, ncclGather, (const void *sendbuff, void *recvbuff, size_t c
                                   cudaStream_t stream))
 {
     CHECK_COMM(comm, "Gather");
-    size_t es = sim_nccl_type_size(datatype);
-    if (es == 0 || root < 0 || root >= comm->nranks) {
-        warn(comm->dev, "Gather : invalid type %d or root %d", (int)datatype, root);
-        return ncclInvalidArgument;
-    }
-    ncclResult_t res = ncclSuccess, r;
-    pncclGroupStart();
-    if (comm->rank == root)
-        for (int p = 0; p < comm->nranks; p++) {
-            r = pncclRecv((char *)recvbuff + (size_t)p * count * es, count, datatype, p, comm,
-                          stream);
-            if (res == ncclSuccess)
-                res = r;
-        }
-    r = pncclSend(sendbuff, count, datatype, root, comm, stream);
-    if (res == ncclSuccess)
-        res = r;
-    r = pncclGroupEnd();
-    return res != ncclSuccess ? res : r;
+    /* everyone sends to root; root receives every block */
+    return p2p_blocks("Gather", sendbuff, recvbuff, count, datatype, root, comm, stream, 0,
+                      comm->rank == root ? 1 : -1);
 }
 
 API_FN(ncclResult_t, ncclScatter, (const void *sendbuff, void *recvbuff, size_t count,
@@ -1624,25 +1610,9 @@ API_FN(ncclResult_t, ncclScatter, (const void *sendbuff, void *recvbuff, size_t 
                                    cudaStream_t stream))
 {
     CHECK_COMM(comm, "Scatter");
-    size_t es = sim_nccl_type_size(datatype);
-    if (es == 0 || root < 0 || root >= comm->nranks) {
-        warn(comm->dev, "Scatter : invalid type %d or root %d", (int)datatype, root);
-        return ncclInvalidArgument;
-    }
-    ncclResult_t res = ncclSuccess, r;
-    pncclGroupStart();
-    if (comm->rank == root)
-        for (int p = 0; p < comm->nranks; p++) {
-            r = pncclSend((const char *)sendbuff + (size_t)p * count * es, count, datatype, p,
-                          comm, stream);
-            if (res == ncclSuccess)
-                res = r;
-        }
-    r = pncclRecv(recvbuff, count, datatype, root, comm, stream);
-    if (res == ncclSuccess)
-        res = r;
-    r = pncclGroupEnd();
-    return res != ncclSuccess ? res : r;
+    /* root sends every block; everyone receives from root */
+    return p2p_blocks("Scatter", sendbuff, recvbuff, count, datatype, root, comm, stream,
+                      comm->rank == root ? 1 : -1, 0);
 }
 
 /* ---- memory and registration ----------------------------------------------------- */

@@ -262,4 +262,11 @@ uint64_t sim_nccl_pid_starttime(pid_t pid);
  * -EINVAL with a message on stderr. */
 int sim_nccl_env_int(const char *name, long lo, long hi, long def, long *out);
 
+/* NCCL_DEBUG as a level, read once: 0 NONE, 1 VERSION, 2 WARN (also when
+ * unset), 3 INFO or TRACE. Any other value is said once on stderr and read
+ * as WARN. sim_nccl_debug_reset() makes the next call read it again
+ * (ncclResetDebugInit). */
+int sim_nccl_debug_level(void);
+void sim_nccl_debug_reset(void);
+
 #endif

@@ -11,6 +11,7 @@
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,11 +44,41 @@ static void futex_wake(_Atomic uint32_t *addr)
     syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+static _Atomic int g_debug_level = -1;
+
+int sim_nccl_debug_level(void)
+{
+    int l = atomic_load(&g_debug_level);
+    if (l >= 0)
+        return l;
+    const char *v = getenv("NCCL_DEBUG");
+    l = 2; /* simcuda prints warnings by default (NVIDIA's: NCCL_DEBUG=WARN) */
+    if (v && *v) {
+        if (strcasecmp(v, "NONE") == 0)
+            l = 0;
+        else if (strcasecmp(v, "VERSION") == 0)
+            l = 1;
+        else if (strcasecmp(v, "WARN") == 0)
+            l = 2;
+        else if (strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0)
+            l = 3;
+        else if (atomic_exchange(&g_debug_level, 2) < 0) /* say it once */
+            fprintf(stderr, "simcuda nccl: NCCL_DEBUG=\"%s\" is not one of NONE, VERSION, "
+                            "WARN, INFO, TRACE; using WARN\n", v);
+    }
+    atomic_store(&g_debug_level, l);
+    return l;
+}
+
+void sim_nccl_debug_reset(void)
+{
+    atomic_store(&g_debug_level, -1);
+}
+
 /* Fault messages on stderr, unless NCCL_DEBUG=NONE. */
 __attribute__((format(printf, 1, 2))) static void tp_log(const char *fmt, ...)
 {
-    const char *v = getenv("NCCL_DEBUG");
-    if (v && strcasecmp(v, "NONE") == 0)
+    if (sim_nccl_debug_level() == 0)
         return;
     va_list ap;
     va_start(ap, fmt);

@@ -7,6 +7,7 @@
  * to try other SIMCUDA_DEVICES settings. */
 #include "sim/cublas/gemm.h"
 #include "tests/harness.h"
+#include "tests/sim_common/abi.h"
 
 #include <cublas_v2.h>
 #include <cuda.h>
@@ -594,6 +595,33 @@ static void test_api_invalid_args(void **state)
     assert_int_equal(cublasSnrm2(h, 2, d, 1, NULL), CUBLAS_STATUS_INVALID_VALUE);
     assert_int_equal(cublasSaxpy(h, 2, NULL, d, 1, d, 1), CUBLAS_STATUS_INVALID_VALUE);
     assert_int_equal(cublasSscal(h, 2, NULL, d, 1), CUBLAS_STATUS_INVALID_VALUE);
+    /* NULL data pointers are refused at the call, never dereferenced later
+     * on the stream (where they would take the process down) */
+    assert_int_equal(cublasSgemv(h, N, 2, 2, &one, NULL, 2, d, 1, &one, d, 1),
+                     CUBLAS_STATUS_INVALID_VALUE);
+    assert_int_equal(cublasSgemv(h, T, 2, 2, &one, d, 2, NULL, 1, &one, d, 1),
+                     CUBLAS_STATUS_INVALID_VALUE);
+    assert_int_equal(cublasSgemv(h, N, 2, 2, &one, d, 2, d, 1, &one, NULL, 1),
+                     CUBLAS_STATUS_INVALID_VALUE);
+    assert_int_equal(cublasSaxpy(h, 2, &one, NULL, 1, d, 1), CUBLAS_STATUS_INVALID_VALUE);
+    assert_int_equal(cublasSaxpy(h, 2, &one, d, 1, NULL, 1), CUBLAS_STATUS_INVALID_VALUE);
+    assert_int_equal(cublasSscal(h, 2, &one, NULL, 1), CUBLAS_STATUS_INVALID_VALUE);
+    float res = 0;
+    assert_int_equal(cublasSdot(h, 2, NULL, 1, d, 1, &res), CUBLAS_STATUS_INVALID_VALUE);
+    assert_int_equal(cublasSdot(h, 2, d, 1, NULL, 1, &res), CUBLAS_STATUS_INVALID_VALUE);
+    assert_int_equal(cublasSnrm2(h, 2, NULL, 1, &res), CUBLAS_STATUS_INVALID_VALUE);
+    assert_int_equal(cublasSsymv(h, CUBLAS_FILL_MODE_LOWER, 2, &one, NULL, 2, d, 1, &one, d, 1),
+                     CUBLAS_STATUS_INVALID_VALUE);
+    assert_int_equal(cublasSsymv(h, CUBLAS_FILL_MODE_UPPER, 2, &one, d, 2, NULL, 1, &one, d, 1),
+                     CUBLAS_STATUS_INVALID_VALUE);
+    assert_int_equal(cublasSsymv(h, CUBLAS_FILL_MODE_UPPER, 2, &one, d, 2, d, 1, &one, NULL, 1),
+                     CUBLAS_STATUS_INVALID_VALUE);
+    /* ... while empty problems need no data at all */
+    assert_int_equal(cublasSaxpy(h, 0, &one, NULL, 1, NULL, 1), CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(cublasSdot(h, 0, NULL, 1, NULL, 1, &res), CUBLAS_STATUS_SUCCESS);
+    assert_true(res == 0.0f);
+    assert_int_equal(cublasSgemv(h, N, 0, 2, &one, NULL, 1, NULL, 1, &one, NULL, 1),
+                     CUBLAS_STATUS_SUCCESS);
 #undef SG
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
     assert_int_equal(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
@@ -1037,6 +1065,18 @@ static void test_api_plan_follows_device(void **state)
     free(R);
 }
 
+/* Vendor notes: NVIDIA's libcublas.so.13 dlopens libcuda.so.1 (no NEEDED
+ * entry) and versions its exports libcublas.so.13; ours exports only names
+ * it exports, with that version. */
+static void test_library_abi(void **state)
+{
+    (void)state;
+    char why[8192];
+    if (sim_abi_check("sim/libcublas.so.13", "libcublas.so.13", "libcublas.so.13", why,
+                      sizeof(why)))
+        fail_msg("%s", why);
+}
+
 /* --------------------------------------------- negative controls (API) */
 
 /* Child mode: one GEMM set on device 0 of whatever SIMCUDA_DEVICES says;
@@ -1293,6 +1333,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_core_level12),
     };
     const struct CMUnitTest api[] = {
+        cmocka_unit_test(test_library_abi),
         cmocka_unit_test(test_api_handle),
         cmocka_unit_test(test_api_invalid_args),
         cmocka_unit_test(test_api_sgemm),

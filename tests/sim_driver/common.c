@@ -63,6 +63,8 @@ static void gate_fn(void *arg)
     pthread_mutex_unlock(&g->mu);
 }
 
+void st_gate_wait(st_gate_t *g) { gate_fn(g); }
+
 void st_gate_block(st_gate_t *g, CUstream s)
 {
     if (cuLaunchHostFunc(s, gate_fn, g) != CUDA_SUCCESS)

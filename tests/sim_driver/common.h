@@ -19,6 +19,7 @@ typedef struct st_gate st_gate_t;
 st_gate_t *st_gate_new(void);
 void st_gate_block(st_gate_t *g, CUstream s);
 void st_gate_open(st_gate_t *g);
+void st_gate_wait(st_gate_t *g); /* on the calling thread, until opened */
 void st_gate_free(st_gate_t *g);
 
 /* Forks a child running fn(arg) (the child's return is its exit status);

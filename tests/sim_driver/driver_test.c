@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sim/common/simdrv.h"
 #include "tests/harness.h"
 #include "tests/sim_driver/common.h"
 
@@ -325,8 +326,20 @@ static void test_visible_devices(void **state)
     assert_non_null(strstr(out, "count 1\n"));
     assert_non_null(strstr(out, "dev0 NVIDIA H100 80GB HBM3"));
     free(out);
+    /* A repeated device empties the list (torch.cuda._parse_visible_devices,
+     * which mirrors the driver: "Repeated ordinal results in empty set"). */
     out = run_child(DEVICES, "1,1");
-    assert_non_null(strstr(out, "count 1\n"));
+    assert_non_null(strstr(out, "init 100\n"));
+    free(out);
+    out = run_child(DEVICES, "3,0,3");
+    assert_non_null(strstr(out, "init 100\n"));
+    free(out);
+    /* Indices are read like strtoul: blanks before, anything after the digits. */
+    out = run_child(DEVICES, "2gpu, 3,+0");
+    assert_non_null(strstr(out, "count 3\n"));
+    assert_non_null(strstr(out, "dev0 Tesla V100-SXM2-16GB"));
+    assert_non_null(strstr(out, "dev1 Tesla T4"));
+    assert_non_null(strstr(out, "dev2 NVIDIA A100-SXM4-40GB"));
     free(out);
     /* No device at all. */
     out = run_child(DEVICES, "-1");
@@ -342,6 +355,26 @@ static void test_visible_devices(void **state)
     out = run_child(DEVICES, vis);
     assert_non_null(strstr(out, "count 1\n"));
     assert_non_null(strstr(out, "dev0 Tesla V100-SXM2-16GB"));
+    free(out);
+    /* The first entry sets the kind of the list: an index after UUIDs (or a
+     * UUID after indices) ends it; a repeated UUID empties it. */
+    char mixed[160];
+    snprintf(mixed, sizeof(mixed), "%s,0", vis);
+    out = run_child(DEVICES, mixed);
+    assert_non_null(strstr(out, "count 1\n"));
+    free(out);
+    snprintf(mixed, sizeof(mixed), "0,%s", vis);
+    out = run_child(DEVICES, mixed);
+    assert_non_null(strstr(out, "count 1\n"));
+    assert_non_null(strstr(out, "dev0 NVIDIA A100-SXM4-40GB"));
+    free(out);
+    snprintf(mixed, sizeof(mixed), "%s,%s", vis, vis);
+    out = run_child(DEVICES, mixed);
+    assert_non_null(strstr(out, "init 100\n"));
+    free(out);
+    /* "GPU-" alone matches every device: ambiguous, nothing visible. */
+    out = run_child(DEVICES, "GPU-");
+    assert_non_null(strstr(out, "init 100\n"));
     free(out);
 }
 
@@ -469,6 +502,17 @@ static void test_contexts(void **state)
     assert_int_equal(cuCtxCreate(&c, NULL, 0, 17), CUDA_ERROR_INVALID_DEVICE);
     assert_int_equal(cuCtxCreate(NULL, NULL, 0, 0), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(cuCtxCreate(&c, NULL, 0xff00, 0), CUDA_ERROR_INVALID_VALUE);
+    /* The scheduling field holds one mode, not a set of them. */
+    assert_int_equal(cuCtxCreate(&c, NULL, CU_CTX_SCHED_SPIN | CU_CTX_SCHED_BLOCKING_SYNC, 0),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuCtxCreate(&c, NULL, CU_CTX_SCHED_MASK, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuDevicePrimaryCtxSetFlags(0, CU_CTX_SCHED_YIELD | CU_CTX_SCHED_BLOCKING_SYNC),
+                     CUDA_ERROR_INVALID_VALUE);
+    CK(cuCtxCreate(&c, NULL, CU_CTX_SCHED_YIELD | CU_CTX_MAP_HOST, 0));
+    CK(cuCtxGetFlags(&flags));
+    assert_int_equal(flags, CU_CTX_SCHED_YIELD | CU_CTX_MAP_HOST);
+    assert_int_equal(cuCtxSetFlags(CU_CTX_SCHED_SPIN | CU_CTX_SCHED_YIELD), CUDA_ERROR_INVALID_VALUE);
+    CK(cuCtxDestroy(c));
     /* The older ABI name behaves the same. */
     CK(cuCtxCreate_v2(&c, 0, 1));
     CK(cuCtxGetDevice(&d));
@@ -485,6 +529,99 @@ static void test_contexts(void **state)
     CK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 1 << 24));
     CK(cuCtxGetLimit(&lim, CU_LIMIT_MALLOC_HEAP_SIZE));
     assert_int_equal(lim, 1 << 24);
+}
+
+/* cuCtxDestroy (cuda.h): a context destroyed while current to other threads
+ * "will remain current to those threads, and attempting to access ctx from
+ * those threads will result in the error CUDA_ERROR_CONTEXT_IS_DESTROYED". */
+typedef struct {
+    CUcontext c;
+    st_gate_t *made_current, *destroyed;
+    CUresult get_dev, sync, alloc, stream;
+    CUcontext cur;
+} destroyed_arg_t;
+
+static void *thread_destroyed_ctx(void *p)
+{
+    destroyed_arg_t *a = p;
+    if (cuCtxSetCurrent(a->c) != CUDA_SUCCESS)
+        return (void *)1;
+    st_gate_open(a->made_current);
+    st_gate_wait(a->destroyed);
+    CUdevice d;
+    CUdeviceptr dp;
+    CUstream s;
+    a->get_dev = cuCtxGetDevice(&d);
+    a->sync = cuCtxSynchronize();
+    a->alloc = cuMemAlloc(&dp, 64);
+    a->stream = cuStreamCreate(&s, 0);
+    cuCtxGetCurrent(&a->cur);
+    return NULL;
+}
+
+/* The CUDA 13 forms take the context (NULL: the current one). */
+static void test_context_v2_forms(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUcontext other, cur;
+    CUdevice d = -1;
+    CK(cuCtxCreate(&other, NULL, 0, 3));
+    CK(cuCtxPopCurrent(&cur));
+    assert_ptr_equal(cur, other);
+    CK(cuCtxGetDevice_v2(&d, other));
+    assert_int_equal(d, 3);
+    CK(cuCtxGetDevice_v2(&d, NULL));
+    assert_int_equal(d, 0);
+    /* cuCtxSynchronize_v2 waits for the named context's work, not the
+     * current one's. */
+    CK(cuCtxPushCurrent(other));
+    CUstream s;
+    CK(cuStreamCreate(&s, 0));
+    st_gate_t *g = st_gate_new();
+    st_gate_block(g, s);
+    CK(cuCtxPopCurrent(&cur));
+    CK(cuCtxSynchronize_v2(NULL)); /* the current context is idle */
+    assert_int_equal(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    st_gate_open(g);
+    CK(cuCtxSynchronize_v2(other));
+    CK(cuStreamQuery(s));
+    CK(cuStreamDestroy(s));
+    st_gate_free(g);
+    assert_int_equal(cuCtxGetDevice_v2(NULL, other), CUDA_ERROR_INVALID_VALUE);
+    CK(cuCtxDestroy(other));
+    assert_int_equal(cuCtxGetDevice_v2(&d, other), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(cuCtxSynchronize_v2(other), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+static void test_destroyed_context_other_thread(void **state)
+{
+    (void)state;
+    CUcontext outer;
+    CK(cuCtxGetCurrent(&outer));
+    destroyed_arg_t a = {0};
+    a.made_current = st_gate_new();
+    a.destroyed = st_gate_new();
+    CK(cuCtxCreate(&a.c, NULL, 0, 1));
+    pthread_t t;
+    void *ret;
+    pthread_create(&t, NULL, thread_destroyed_ctx, &a);
+    st_gate_wait(a.made_current);
+    CK(cuCtxDestroy(a.c));
+    st_gate_open(a.destroyed);
+    pthread_join(t, &ret);
+    assert_null(ret);
+    assert_int_equal(a.get_dev, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    assert_int_equal(a.sync, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    assert_int_equal(a.alloc, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    assert_int_equal(a.stream, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    assert_ptr_equal(a.cur, a.c); /* still current there */
+    /* The destroying thread popped it. */
+    CUcontext cur;
+    CK(cuCtxGetCurrent(&cur));
+    assert_ptr_equal(cur, outer);
+    st_gate_free(a.made_current);
+    st_gate_free(a.destroyed);
 }
 
 /* ---- memory ---------------------------------------------------------------------------- */
@@ -536,6 +673,18 @@ static void test_memory_basic(void **state)
     assert_int_equal(type, 0);
     CK(cuPointerGetAttributes(2, attrs, data, p));
     assert_int_equal(type, CU_MEMORYTYPE_DEVICE);
+    /* Every attribute cuPointerGetAttributes lists has an answer. */
+    unsigned char hwdec = 9;
+    CK(cuPointerGetAttribute(&hwdec, CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE, p));
+    assert_int_equal(hwdec, 0);
+    /* DEVICE_POINTER: "If there is no current CUcontext then
+     * CUDA_ERROR_INVALID_CONTEXT is returned." */
+    CUcontext saved;
+    CK(cuCtxPopCurrent(&saved));
+    CK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p));
+    assert_int_equal(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, p),
+                     CUDA_ERROR_INVALID_CONTEXT);
+    CK(cuCtxPushCurrent(saved));
     /* Copies and memsets. */
     unsigned char h[4096], g[4096];
     for (int i = 0; i < 4096; i++)
@@ -1161,7 +1310,11 @@ static void test_get_proc_address(void **state)
     assert_ptr_equal(fn, SYM("cuMemAlloc_v2"));
     CK(cuGetProcAddress("cuMemAlloc", &fn, 3020, 0, &st));
     assert_ptr_equal(fn, SYM("cuMemAlloc_v2"));
-    assert_int_equal(cuGetProcAddress("cuMemAlloc", &fn, 2000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    /* cuda.h: "The API will return CUDA_SUCCESS and set the returned pfn to
+     * NULL if ... no ABI compatible driver function exists for the specified
+     * cudaVersion or if the driver symbol is invalid." */
+    fn = (void *)1;
+    CK(cuGetProcAddress("cuMemAlloc", &fn, 2000, 0, &st));
     assert_int_equal(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
     assert_null(fn);
     CK(cuGetProcAddress("cuCtxCreate", &fn, 13000, 0, &st));
@@ -1194,10 +1347,17 @@ static void test_get_proc_address(void **state)
     assert_ptr_equal(fn, SYM("cuMemAlloc_v2"));
     /* Unknown names, bad arguments. */
     fn = (void *)1;
-    assert_int_equal(cuGetProcAddress("cuNoSuchFunction", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    CK(cuGetProcAddress("cuNoSuchFunction", &fn, 13000, 0, &st));
     assert_null(fn);
     assert_int_equal(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-    assert_int_equal(cuGetProcAddress("cuMemAlloc_v2", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    fn = (void *)1;
+    st = CU_GET_PROC_ADDRESS_SUCCESS;
+    CK(cuGetProcAddress("cuMemAlloc_v2", &fn, 13000, 0, &st)); /* base names only */
+    assert_null(fn);
+    assert_int_equal(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    fn = (void *)1;
+    CK(cuGetProcAddress("cuNoSuchFunction", &fn, 13000, 0, NULL)); /* status is optional */
+    assert_null(fn);
     assert_int_equal(cuGetProcAddress(NULL, &fn, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(cuGetProcAddress("cuInit", NULL, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(cuGetProcAddress("cuInit", &fn, 13000, 0x80, &st), CUDA_ERROR_INVALID_VALUE);
@@ -1210,6 +1370,9 @@ static void test_get_proc_address(void **state)
     memcpy(&gp1, &v1, sizeof(gp1));
     CK(gp1("cuStreamQuery", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
     assert_ptr_equal(fn, SYM("cuStreamQuery_ptsz"));
+    fn = (void *)1; /* no status to report with: an error */
+    assert_int_equal(gp1("cuNoSuchFunction", &fn, 12000, 0), CUDA_ERROR_NOT_FOUND);
+    assert_null(fn);
     /* Functions simcuda does not simulate: found, and say so. */
     CK(cuGetProcAddress("cuGraphLaunch", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
     assert_ptr_equal(fn, SYM("cuGraphLaunch_ptsz"));
@@ -1223,18 +1386,32 @@ static void test_get_proc_address(void **state)
     st_primary(0);
     CK(cuStreamIsCapturing(NULL, &cs));
     assert_int_equal(cs, CU_STREAM_CAPTURE_STATUS_NONE);
-    /* Everything the libraries ask for (sim/common/simdrv.h) resolves. */
-    static const char *needed[] = {"cuInit", "cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetDevice",
-        "cuCtxSynchronize", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetName",
-        "cuDeviceGetAttribute", "cuDeviceGetUuid", "cuDeviceGetPCIBusId", "cuDevicePrimaryCtxRetain",
-        "cuStreamSynchronize", "cuStreamQuery", "cuStreamGetCtx", "cuLaunchHostFunc", "cuMemAlloc",
-        "cuMemFree", "cuMemcpy", "cuMemcpyAsync", "cuPointerGetAttribute", "cuEventCreate",
-        "cuEventRecord", "cuEventDestroy", "cuStreamWaitEvent", "cuGetErrorString"};
+    /* Everything the libraries ask for (sim/common/simdrv.h), at the version
+     * whose signature they call, resolves. */
+    static const struct { const char *name; int ver; } needed[] = {
+#define NEEDED(name, ver, args) {#name, ver},
+        SIMDRV_FUNCS(NEEDED)
+#undef NEEDED
+    };
     for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
         fn = NULL;
-        CK(cuGetProcAddress(needed[i], &fn, 13000, 0, &st));
-        assert_non_null(fn);
+        CK(cuGetProcAddress(needed[i].name, &fn, needed[i].ver, 0, &st));
+        if (!fn)
+            fail_msg("%s at %d not found", needed[i].name, needed[i].ver);
     }
+    /* CUDA 13 gave cuCtxSynchronize and cuCtxGetDevice a context argument:
+     * asking for 13000 gets the new ABI, anything older the old one. */
+    CK(cuGetProcAddress("cuCtxSynchronize", &fn, 13000, 0, &st));
+    assert_ptr_equal(fn, SYM("cuCtxSynchronize_v2"));
+    CK(cuGetProcAddress("cuCtxSynchronize", &fn, 12090, 0, &st));
+    assert_ptr_equal(fn, SYM("cuCtxSynchronize"));
+    CK(cuGetProcAddress("cuCtxGetDevice", &fn, 13000, 0, &st));
+    assert_ptr_equal(fn, SYM("cuCtxGetDevice_v2"));
+    CK(cuGetProcAddress("cuCtxGetDevice", &fn, 12000, 0, &st));
+    assert_ptr_equal(fn, SYM("cuCtxGetDevice"));
+    /* Stream memory operations came in their _v2 form with CUDA 11.7. */
+    CK(cuGetProcAddress("cuStreamWaitValue32", &fn, 11070, 0, &st));
+    assert_ptr_equal(fn, SYM("cuStreamWaitValue32_v2"));
     /* Exported symbols beyond the table: legacy and per-thread names. */
     static const char *exported[] = {"cuCtxDestroy", "cuCtxPushCurrent", "cuStreamDestroy",
         "cuEventDestroy", "cuDeviceGetUuid", "cuDevicePrimaryCtxRelease", "cuMemcpy_ptds",
@@ -1271,6 +1448,65 @@ static void test_stream_ordered_alloc(void **state)
     st_gate_free(g);
 }
 
+/* Created and destroyed streams do not pile up: a destroyed stream's object
+ * is reused by a later stream, so a loop of create/use/destroy runs on a
+ * bounded number of objects (without reuse every handle would be new). */
+static void test_streams_reused(void **state)
+{
+    (void)state;
+    st_primary(0);
+    enum { ROUNDS = 500, MAXOBJ = 16 };
+    CUstream seen[MAXOBJ];
+    int nseen = 0, fresh = 0;
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, 4096));
+    for (int i = 0; i < ROUNDS; i++) {
+        CUstream s;
+        CK(cuStreamCreate(&s, i % 2 ? CU_STREAM_NON_BLOCKING : 0));
+        int known = 0;
+        for (int k = 0; k < nseen; k++)
+            known |= seen[k] == s;
+        if (!known) {
+            fresh++;
+            if (nseen < MAXOBJ)
+                seen[nseen++] = s;
+        }
+        unsigned fl;
+        CK(cuStreamGetFlags(s, &fl));
+        assert_int_equal(fl, i % 2 ? CU_STREAM_NON_BLOCKING : 0u);
+        CK(cuMemsetD32Async(p, (unsigned)i, 1024, s));
+        CK(cuStreamSynchronize(s));
+        unsigned v = 0;
+        CK(cuMemcpyDtoH(&v, p + 4092, 4));
+        assert_int_equal(v, (unsigned)i);
+        CK(cuStreamDestroy(s));
+    }
+    if (fresh > MAXOBJ)
+        fail_msg("%d stream objects for %d create/destroy rounds", fresh, ROUNDS);
+    /* A stream destroyed with work pending finishes it first (its object is
+     * reused only then), and the next stream behaves. */
+    CUstream busy, next;
+    CK(cuStreamCreate(&busy, 0));
+    st_gate_t *g = st_gate_new();
+    st_gate_block(g, busy);
+    CK(cuMemsetD32Async(p, 77, 1024, busy));
+    CK(cuStreamDestroy(busy));
+    CK(cuStreamCreate(&next, 0));
+    assert_ptr_not_equal(next, busy);
+    assert_int_equal(cuStreamQuery(next), CUDA_SUCCESS);
+    /* Its pending work is still the context's: the legacy stream (which
+     * waits for blocking streams) is not idle, and cuCtxSynchronize waits. */
+    assert_int_equal(cuStreamQuery(CU_STREAM_LEGACY), CUDA_ERROR_NOT_READY);
+    st_gate_open(g);
+    CK(cuCtxSynchronize());
+    unsigned v = 0;
+    CK(cuMemcpyDtoH(&v, p, 4));
+    assert_int_equal(v, 77);
+    CK(cuStreamDestroy(next));
+    st_gate_free(g);
+    CK(cuMemFree(p));
+}
+
 int main(int argc, char **argv)
 {
     g_self = argv[0];
@@ -1290,6 +1526,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_visible_devices),
         cmocka_unit_test(test_bad_device_spec),
         cmocka_unit_test(test_contexts),
+        cmocka_unit_test(test_destroyed_context_other_thread),
+        cmocka_unit_test(test_context_v2_forms),
         cmocka_unit_test(test_memory_basic),
         cmocka_unit_test(test_memory_capacity),
         cmocka_unit_test(test_host_memory),
@@ -1306,6 +1544,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_get_proc_address),
         cmocka_unit_test(test_interposer_cannot_hijack),
         cmocka_unit_test(test_stream_ordered_alloc),
+        cmocka_unit_test(test_streams_reused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -182,6 +182,19 @@ static void test_two_handles_one_range(void **state)
     int ord;
     CK(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, va + GRAN));
     assert_int_equal(ord, 1);
+    /* ACCESS_FLAGS are "the access flags the device associated with the
+     * current context has": device 0 was granted device 1's memory, device 1
+     * itself was not. */
+    unsigned long long acc = 99;
+    CK(cuPointerGetAttribute(&acc, CU_POINTER_ATTRIBUTE_ACCESS_FLAGS, va + GRAN));
+    assert_int_equal(acc, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    CUcontext c0, c1;
+    CK(cuCtxGetCurrent(&c0));
+    c1 = st_primary(1);
+    CK(cuPointerGetAttribute(&acc, CU_POINTER_ATTRIBUTE_ACCESS_FLAGS, va + GRAN));
+    assert_int_equal(acc, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    (void)c1;
+    CK(cuCtxSetCurrent(c0));
     /* One copy across both mappings. */
     static char buf[2 * GRAN / 4];
     memset(buf, 3, sizeof(buf));

@@ -2,8 +2,9 @@
  * the shared-memory transport (forked processes, no driver), and the API
  * through libnccl.so.2 with 2, 3 and 4 forked ranks on simulated GPUs:
  * every collective, datatype and operation against a reference, grouped
- * calls, send/recv, split, CommInitAll, bad input, duplicate GPU, a killed
- * rank, a timeout, abort, and the placement negative controls.
+ * calls, asynchrony on the caller's stream, send/recv, split, CommInitAll,
+ * bad input, duplicate GPU, a killed rank, a timeout, abort, and the
+ * placement negative controls.
  *
  * Child processes never use cmocka: they report through their exit status
  * (0 ok, else the failing line) and a shared anonymous mapping. */
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "sim/nccl/simnccl.h"
+#include "tests/sim_common/abi.h"
 
 #define DEVICES4 "a100:1G,a100:1G,a100:1G,a100:1G"
 
@@ -156,6 +158,19 @@ static void *shared_map(size_t n)
     assert_true(p != MAP_FAILED);
     memset(p, 0, n);
     return p;
+}
+
+/* ---- library interface -------------------------------------------------------- */
+
+/* Vendor notes: NVIDIA's libnccl.so.2 dlopens libcuda.so.1 (no NEEDED entry)
+ * and its exports carry no symbol version; ours exports only names it
+ * exports, unversioned too. */
+static void test_library_abi(void **state)
+{
+    (void)state;
+    char why[8192];
+    if (sim_abi_check("sim/libnccl.so.2", "libnccl.so.2", NULL, why, sizeof(why)))
+        fail_msg("%s", why);
 }
 
 /* ---- unit: conversions and kernels ---------------------------------------------- */
@@ -675,6 +690,83 @@ static void test_collectives_2_3_4(void **state)
     }
 }
 
+/* ---- asynchrony ------------------------------------------------------------------ */
+
+static void CUDA_CB gate_wait(void *arg)
+{
+    _Atomic int *open = arg;
+    while (!atomic_load(open))
+        usleep(1000);
+}
+
+typedef struct snap {
+    const float *from;
+    float *to;
+    size_t n;
+} snap_t;
+
+/* Stream-ordered copy of device (= host) memory, for what runs after. */
+static void CUDA_CB snapshot(void *arg)
+{
+    snap_t *s = arg;
+    memcpy(s->to, s->from, s->n * sizeof(float));
+}
+
+/* Like NCCL's, a collective is enqueued on the caller's stream and the call
+ * returns at once: while the stream is held by earlier work nothing is read
+ * or written; the data is read when the stream gets there (so a later write
+ * of the input, made before the stream runs, is what gets reduced) and work
+ * queued behind it on the same stream sees the result. */
+static int async_rank(int rank, int n, ncclComm_t comm, void *arg)
+{
+    (void)arg;
+    const size_t N = 1001;
+    CUstream st;
+    CUCK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    float *h = malloc(N * sizeof(float)), *back = malloc(N * sizeof(float));
+    CK(h && back);
+    for (size_t i = 0; i < N; i++)
+        h[i] = back[i] = -1.0f;
+    CUdeviceptr d = dev_from(h, N * sizeof(float)), b = dev_from(h, N * sizeof(float));
+    _Atomic int open = 0;
+    CUCK(cuLaunchHostFunc(st, gate_wait, &open));
+    NCK(ncclAllReduce((void *)d, (void *)d, N, ncclFloat, ncclSum, comm, (cudaStream_t)st));
+    NCK(ncclBroadcast((void *)d, (void *)b, N, ncclFloat, n - 1, comm, (cudaStream_t)st));
+    snap_t sn = {(const float *)(uintptr_t)b, back, N};
+    CUCK(cuLaunchHostFunc(st, snapshot, &sn));
+    usleep(50000);
+    CK(cuStreamQuery(st) == CUDA_ERROR_NOT_READY);
+    CUCK(cuMemcpyDtoH(h, d, N * sizeof(float)));
+    for (size_t i = 0; i < N; i++)
+        CK(h[i] == -1.0f);   /* not touched yet */
+    for (size_t i = 0; i < N; i++)
+        h[i] = (float)(rank + 1) * (float)i;
+    CUCK(cuMemcpyHtoD(d, h, N * sizeof(float)));   /* read when the stream runs */
+    atomic_store(&open, 1);
+    CUCK(cuStreamSynchronize(st));
+    float tri = (float)(n * (n + 1) / 2);
+    for (size_t i = 0; i < N; i++)
+        CK(back[i] == tri * (float)i);
+    ncclResult_t ae;
+    NCK(ncclCommGetAsyncError(comm, &ae));
+    CK(ae == ncclSuccess);
+    CUCK(cuMemFree(d));
+    CUCK(cuMemFree(b));
+    CUCK(cuStreamDestroy(st));
+    free(h);
+    free(back);
+    return 0;
+}
+
+static void test_async(void **state)
+{
+    (void)state;
+    for (int n = 2; n <= 4; n++) {
+        ranks_spec_t sp = {.nranks = n, .fn = async_rank, .timeout_s = 60};
+        assert_int_equal(run_ranks(&sp, NULL), 0);
+    }
+}
+
 /* ---- groups, send/recv ------------------------------------------------------------- */
 
 static int group_rank(int rank, int n, ncclComm_t comm, void *arg)
@@ -732,6 +824,26 @@ static int group_rank(int rank, int n, ncclComm_t comm, void *arg)
     for (int q = 0; q < n; q++)
         for (size_t i = 0; i < M; i++)
             CK(h[(size_t)q * M + i] == (float)(q * 1000 + rank * 100 + (int)i));
+    /* Gather to the last rank: block q is rank q's first M values. */
+    int root = n - 1;
+    NCK(ncclGather((void *)at, (void *)ar, M, ncclFloat, root, comm, (cudaStream_t)s1));
+    CUCK(cuStreamSynchronize(s1));
+    if (rank == root) {
+        CUCK(cuMemcpyDtoH(h, ar, (size_t)n * M * 4));
+        for (int q = 0; q < n; q++)
+            for (size_t i = 0; i < M; i++)
+                CK(h[(size_t)q * M + i] == (float)(q * 1000 + (int)i));
+    }
+    /* Scatter from rank 0: rank q gets block q of rank 0's buffer. */
+    NCK(ncclScatter((void *)at, (void *)ar, M, ncclFloat, 0, comm, (cudaStream_t)s1));
+    CUCK(cuStreamSynchronize(s1));
+    CUCK(cuMemcpyDtoH(h, ar, M * 4));
+    for (size_t i = 0; i < M; i++)
+        CK(h[i] == (float)(rank * 100 + (int)i));
+    CK(ncclGather((void *)at, (void *)ar, M, ncclFloat, n, comm, (cudaStream_t)s1) ==
+       ncclInvalidArgument);
+    CK(ncclScatter((void *)at, (void *)ar, M, (ncclDataType_t)77, 0, comm, (cudaStream_t)s1) ==
+       ncclInvalidArgument);
     free(h);
     return 0;
 }
@@ -968,6 +1080,25 @@ static void test_bad_input(void **state)
     static const char *const bad_env2[] = {"NCCL_MAX_CTAS=abc", NULL};
     sp2.env = bad_env2;
     assert_int_equal(run_ranks(&sp2, NULL), 0);
+    /* A misspelt NCCL_DEBUG is said (once), never silently taken as WARN. */
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/sim_nccl_dbg_%d.txt", (int)getpid());
+    unlink(path);
+    static const char *const bad_debug[] = {"NCCL_DEBUG=WRAN", NULL};
+    ranks_spec_t sp3 = {.nranks = 1, .env = bad_debug, .fn = badinput_rank, .timeout_s = 60,
+                        .stderr_file = path};
+    assert_int_equal(run_ranks(&sp3, NULL), 0);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char buf[16384];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    unlink(path);
+    const char *m = strstr(buf, "NCCL_DEBUG=\"WRAN\"");
+    assert_non_null(m);
+    assert_null(strstr(m + 1, "NCCL_DEBUG=\"WRAN\""));
+    assert_non_null(strstr(buf, "NCCL WARN"));   /* and WARN it is */
 }
 
 /* ---- duplicate GPU ---------------------------------------------------------------- */
@@ -1238,6 +1369,7 @@ int main(void)
     /* 4 simulated GPUs for every child (before anything loads the driver). */
     setenv("SIMCUDA_DEVICES", DEVICES4, 1);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_library_abi),
         cmocka_unit_test(test_half_roundtrip),
         cmocka_unit_test(test_reduce_kernels),
         cmocka_unit_test(test_plan_rules),
@@ -1245,6 +1377,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_duplicate_gpu),
         cmocka_unit_test(test_collectives_2_3_4),
+        cmocka_unit_test(test_async),
         cmocka_unit_test(test_groups_sendrecv),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_initall),

@@ -14,6 +14,9 @@
  *    placement (NCCL reduction order: VENDOR-NOTES "NCCL", changing the
  *    rank-to-GPU mapping changes the order), (d) cuDNN's heuristic pick of a
  *    nondeterministic algorithm (V100 model) run to run;
+ *  - the same global batch on 1, 2 and 4 ranks is the same update: loss
+ *    curves and parameters agree to float rounding (negative control: lr
+ *    changed by 1 %);
  *  - with libeasyscale.so preloaded at EASYSCALE_DETERMINISM=d2 an A100 and
  *    a V100 agree, at off they do not; at d1 two runs on the V100 model
  *    agree with no deterministic knob set by the application, at off they
@@ -28,6 +31,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,8 +174,19 @@ static void test_usage_and_errors(void **state)
     expect_error(no_rdzv, (const char *[]){NULL}, 1, "needs a rendezvous directory");
     char *bad_rank[] = {"WORLD_SIZE=2", "RANK=x1", "ES_RDZV_DIR=/tmp", NULL};
     expect_error(bad_rank, (const char *[]){NULL}, 1, "RANK='x1' is not an integer");
+    char *rank_abc[] = {"WORLD_SIZE=2", "RANK=abc", "ES_RDZV_DIR=/tmp", NULL};
+    expect_error(rank_abc, (const char *[]){NULL}, 1, "RANK='abc' is not an integer");
     char *rank_range[] = {"WORLD_SIZE=2", "RANK=2", "ES_RDZV_DIR=/tmp", NULL};
     expect_error(rank_range, (const char *[]){NULL}, 1, "RANK=2 out of range");
+    char *world0[] = {"WORLD_SIZE=0", "RANK=0", "ES_RDZV_DIR=/tmp", NULL};
+    expect_error(world0, (const char *[]){NULL}, 1, "WORLD_SIZE=0 out of range");
+    char *world_bad[] = {"WORLD_SIZE=2x", "RANK=0", "ES_RDZV_DIR=/tmp", NULL};
+    expect_error(world_bad, (const char *[]){NULL}, 1, "WORLD_SIZE='2x' is not an integer");
+    /* Two ranks both defaulting to 0 would hang in NCCL: RANK is required. */
+    char *no_rank[] = {"WORLD_SIZE=2", "RANK=", "ES_RDZV_DIR=/tmp", NULL};
+    expect_error(no_rank, (const char *[]){NULL}, 1, "RANK is not set");
+    char *local_bad[] = {"WORLD_SIZE=2", "RANK=1", "LOCAL_RANK=-1", "ES_RDZV_DIR=/tmp", NULL};
+    expect_error(local_bad, (const char *[]){NULL}, 1, "LOCAL_RANK=-1 out of range");
     expect_error(single, (const char *[]){"--kernels", "/nonexistent/k.fatbin", NULL}, 1,
                  "kernels fatbin /nonexistent/k.fatbin not found");
 }
@@ -244,14 +259,18 @@ static void test_ranks_disagree(void **state)
     assert_non_null(strstr(r.out, "parameters differ across ranks"));
     assert_null(strstr(r.out, "Traceback"));
     es_proc_result_free(&r);
+    /* Rank 0 removed the id once every rank had joined, so a later job
+     * reusing the directory cannot read a stale one. */
     char f[600];
     snprintf(f, sizeof f, "%s/nccl-unique-id", dir);
+    assert_int_not_equal(access(f, F_OK), 0);
     unlink(f);
     rmdir(dir);
 }
 
 /* --save: a JSON header line, then the tensors; their sha256 is the
- * checksum printed. */
+ * checksum printed. Also the device choice: LOCAL_RANK 3 on the two
+ * simulated GPUs is device 3 % 2 = 1. */
 static void test_save(void **state)
 {
     (void)state;
@@ -268,12 +287,14 @@ static void test_save(void **state)
              "assert hashlib.sha256(raw).hexdigest()==h[\"sha256\"]; "
              "print(\"saved-sha256\", h[\"sha256\"])' %s",
              es_root_path("examples/train.py"), path, path);
-    char *env[] = {"WORLD_SIZE=", "RANK=", "LOCAL_RANK=", NULL};
+    char *env[] = {"WORLD_SIZE=", "RANK=", "LOCAL_RANK=3", "SIMCUDA_DEVICES=a100:8G,a100:8G",
+                   "CUDA_VISIBLE_DEVICES=", NULL};
     es_proc_result_t r;
     assert_int_equal(es_run_sh(cmd, env, RUN_TIMEOUT, &r), 0);
-    if (r.status != 0)
+    if (r.status != 0 || !strstr(r.out, "rank 0: device 1 of 2"))
         fprintf(stderr, "---- output ----\n%s\n", r.out);
     assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "rank 0: device 1 of 2"));
     char a[80], b[80];
     assert_non_null(es_find_last(r.out, "checksum ", a, sizeof a));
     assert_non_null(es_find_last(r.out, "saved-sha256 ", b, sizeof b));
@@ -295,6 +316,76 @@ static void test_torch_ddp_compiles(void **state)
     if (r.status != 0)
         fprintf(stderr, "%s\n", r.out);
     assert_int_equal(r.status, 0);
+    es_proc_result_free(&r);
+}
+
+/* torch_ddp.py's command line and environment handling work without
+ * PyTorch (they come first): --help, bad arguments, bad RANK/WORLD_SIZE are
+ * one line and a non-zero exit, never a traceback; where PyTorch is absent
+ * a run says so in one line. */
+static void torch_expect(char *const env[], const char *const *args, int status, const char *msg)
+{
+    char *argv[16];
+    int n = 0;
+    argv[n++] = "python3";
+    argv[n++] = (char *)es_root_path("examples/torch_ddp.py");
+    for (; *args && n < 15; args++)
+        argv[n++] = (char *)*args;
+    argv[n] = NULL;
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, 60, &r), 0);
+    if (r.status != status || !strstr(r.out, msg) || strstr(r.out, "Traceback"))
+        fprintf(stderr, "---- output (status %d), wanted %d and \"%s\" ----\n%s\n", r.status,
+                status, msg, r.out);
+    assert_int_equal(r.status, status);
+    assert_non_null(strstr(r.out, msg));
+    assert_null(strstr(r.out, "Traceback"));
+    es_proc_result_free(&r);
+}
+
+static void test_torch_ddp_cli(void **state)
+{
+    (void)state;
+    char *single[] = {"WORLD_SIZE=", "RANK=", "LOCAL_RANK=", NULL};
+    torch_expect(single, (const char *[]){"--help", NULL}, 0, "--deterministic");
+    torch_expect(single, (const char *[]){"--steps", "0", NULL}, 2, "torch_ddp.py: error:");
+    char *bad_rank[] = {"WORLD_SIZE=2", "RANK=abc", NULL};
+    torch_expect(bad_rank, (const char *[]){NULL}, 1, "RANK='abc' is not an integer");
+    char *world0[] = {"WORLD_SIZE=0", "RANK=0", NULL};
+    torch_expect(world0, (const char *[]){NULL}, 1, "WORLD_SIZE=0 out of range");
+    char *four[] = {"WORLD_SIZE=4", "RANK=3", NULL};
+    torch_expect(four, (const char *[]){"--batch", "6", NULL}, 2, "not divisible by WORLD_SIZE");
+    es_proc_result_t r;
+    char *probe[] = {"python3", "-c", "import torch", NULL};
+    assert_int_equal(es_run(probe, NULL, 60, &r), 0);
+    int have_torch = r.status == 0;
+    es_proc_result_free(&r);
+    if (!have_torch)
+        torch_expect(single, (const char *[]){"--steps", "1", NULL}, 1,
+                     "torch_ddp.py: PyTorch is required");
+}
+
+/* train.dropout_mask (the host reference torch_ddp.py draws its masks
+ * with) gives the kernel's bits: the same fingerprint as the C twin in
+ * tests/train/twins_test.c (test_dropout_matches_host_reference). */
+static void test_dropout_host_reference(void **state)
+{
+    (void)state;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import train\n"
+             "m = train.dropout_mask(7, 3, 5, 16, 32, 0.25); h = 0xcbf29ce484222325\n"
+             "for v in m: h = ((h ^ (1 if v else 0)) * 0x100000001b3) %% (1 << 64)\n"
+             "print(\"fingerprint %%016x %%d\" %% (h, m.count(0.0)))' %s",
+             es_root_path("examples"));
+    es_proc_result_t r;
+    assert_int_equal(es_run_sh(cmd, NULL, 60, &r), 0);
+    char buf[64];
+    if (r.status != 0 || !es_find_last(r.out, "fingerprint ", buf, sizeof buf))
+        fprintf(stderr, "%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    assert_non_null(es_find_last(r.out, "fingerprint ", buf, sizeof buf));
+    assert_string_equal(buf, "6abb585e62bca156 139");
     es_proc_result_free(&r);
 }
 
@@ -427,6 +518,107 @@ static void test_control_placement(void **state)
     job_free(&p3);
 }
 
+/* Loss lines "step N/M loss L ..." of a job's output, in order. */
+static int loss_curve(const char *out, double *loss, int max)
+{
+    int n = 0;
+    for (const char *p = out; *p && n < max;) {
+        const char *eol = strchr(p, '\n');
+        if (!eol)
+            eol = p + strlen(p);
+        if (strncmp(p, "step ", 5) == 0) {
+            const char *l = strstr(p, " loss ");
+            if (l && l < eol)
+                loss[n++] = strtod(l + 6, NULL);
+        }
+        p = *eol ? eol + 1 : eol;
+    }
+    return n;
+}
+
+/* Largest |a - b| over the parameters two --save files hold, printed as
+ * "maxdiff X" by a small Python check. */
+static double param_maxdiff(const char *a, const char *b)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import json,struct,sys\n"
+             "def load(p):\n"
+             "    f=open(p,\"rb\"); f.readline(); raw=f.read()\n"
+             "    return struct.unpack(\"<%%df\" %% (len(raw)//4), raw)\n"
+             "x=load(sys.argv[1]); y=load(sys.argv[2]); assert len(x)==len(y) and x\n"
+             "print(\"maxdiff %%.9g\" %% max(abs(u-v) for u,v in zip(x,y)))' %s %s",
+             a, b);
+    es_proc_result_t r;
+    assert_int_equal(es_run_sh(cmd, NULL, 60, &r), 0);
+    char buf[64];
+    if (r.status != 0 || !es_find_last(r.out, "maxdiff ", buf, sizeof buf)) {
+        fprintf(stderr, "---- compare output ----\n%s\n", r.out);
+        fail();
+    }
+    es_proc_result_free(&r);
+    return strtod(buf, NULL);
+}
+
+/* DDP semantics: the global batch (and so the mathematical update) is
+ * defined by --batch alone; 1, 2 and 4 ranks split it into shards (and
+ * dropout masks, drawn per rank from the global sample position) without
+ * changing it. So the loss curves agree to the printed digits and the
+ * final parameters to float rounding (reduction order: cuBLAS/cuDNN shapes,
+ * the SM-count-sized reductions and NCCL differ per world size, so the
+ * checksums may differ; they are not compared). Negative control: a 1 %
+ * change of the learning rate (1 rank) is far outside the tolerance, so
+ * a real change of the update (e.g. a rank-local dropout stream, which gave
+ * differences of about 0.1) cannot pass. */
+#define WS_ARGS "--steps", "30", "--batch", "16", "--log-every", "10", "--test-samples", "32", \
+                "--deterministic-kernels", "--cudnn-deterministic"
+#define WS_TOL 1e-5
+
+static void test_world_sizes_same_update(void **state)
+{
+    (void)state;
+    char *env[] = {"SIMCUDA_DEVICES=a100:8G,a100:8G,a100:8G,a100:8G",
+                   "CUBLAS_WORKSPACE_CONFIG=:4096:8", "CUDA_VISIBLE_DEVICES=", NULL};
+    static const int worlds[3] = {1, 2, 4};
+    char path[4][64];
+    double curve[4][8];
+    int npts[4];
+    job_t j;
+    for (int k = 0; k < 4; k++) {
+        snprintf(path[k], sizeof path[k], "/tmp/es-train-ws-XXXXXX");
+        int fd = mkstemp(path[k]);
+        assert_true(fd >= 0);
+        close(fd);
+        if (k < 3)
+            run_job(&j, worlds[k], NULL, env, WS_ARGS, "--save", path[k], NULL);
+        else
+            run_job(&j, 1, NULL, env, WS_ARGS, "--lr", "0.0505", "--save", path[k], NULL);
+        assert_ok_job(&j, k < 3 ? worlds[k] : 1);
+        npts[k] = loss_curve(j.out, curve[k], 8);
+        fprintf(stderr, "note: %s: checksum %.16s...\n",
+                k < 3 ? (k == 0 ? "1 rank" : k == 1 ? "2 ranks" : "4 ranks") : "1 rank lr+1%",
+                j.sum);
+        job_free(&j);
+        assert_int_equal(npts[k], 3);
+    }
+    for (int k = 1; k < 3; k++) {
+        for (int i = 0; i < 3; i++) {
+            if (fabs(curve[k][i] - curve[0][i]) > 2e-4)
+                fprintf(stderr, "loss %d: %d ranks %.4f, 1 rank %.4f\n", i, worlds[k],
+                        curve[k][i], curve[0][i]);
+            assert_true(fabs(curve[k][i] - curve[0][i]) <= 2e-4);
+        }
+        double d = param_maxdiff(path[0], path[k]);
+        fprintf(stderr, "note: 1 vs %d ranks: max parameter difference %.3g\n", worlds[k], d);
+        assert_true(d <= WS_TOL);
+    }
+    double dc = param_maxdiff(path[0], path[3]);
+    fprintf(stderr, "note: 1 rank vs 1 rank with lr +1%%: max parameter difference %.3g\n", dc);
+    assert_true(dc > 100 * WS_TOL);
+    for (int k = 0; k < 4; k++)
+        unlink(path[k]);
+}
+
 /* "LD_PRELOAD=<sanitizer runtime if any>:<libeasyscale.so>" into buf, keeping
  * what scripts/simenv preloads first; skips the test when the shim is not
  * built. */
@@ -533,6 +725,8 @@ int main(void)
         cmocka_unit_test(test_ranks_disagree),
         cmocka_unit_test(test_save),
         cmocka_unit_test(test_torch_ddp_compiles),
+        cmocka_unit_test(test_torch_ddp_cli),
+        cmocka_unit_test(test_dropout_host_reference),
         cmocka_unit_test(test_audit_finds_atomic_kernel),
         cmocka_unit_test(test_learns),
         cmocka_unit_test(test_deterministic_repeat),
@@ -540,6 +734,7 @@ int main(void)
         cmocka_unit_test(test_control_gpu_model),
         cmocka_unit_test(test_control_cudnn_algorithm),
         cmocka_unit_test(test_control_placement),
+        cmocka_unit_test(test_world_sizes_same_update),
         cmocka_unit_test(test_shim_d2_across_models),
         cmocka_unit_test(test_shim_d1_repeat),
     };

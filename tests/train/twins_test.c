@@ -3,8 +3,10 @@
  * SM-count-sized reduction is exact to rounding and its bits depend on the
  * grid, the float-atomic scatter-add changes with the launch's nondet_seed
  * while its ordered alternative does not, the shared exponential is
- * accurate, dropout keeps the expected fraction per (rank, step), and the
- * elementwise twins only touch what the grid covers. */
+ * accurate, dropout keeps the expected fraction, draws the same mask for a
+ * global batch however it is split over ranks and matches train.py's host
+ * reference, ids out of range are never written, and the elementwise twins
+ * follow the kernels' grid-stride loops. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -110,7 +112,7 @@ static void test_atomic_order_varies_det_does_not(void **state)
     float *tp = first, *dlp = dl;
     int *idp = ids;
     int rows = ROWS, cols = COLS, buckets = BUCKETS;
-    void *pa[] = {&dlp, &idp, &tp, &rows, &cols};
+    void *pa[] = {&dlp, &idp, &tp, &rows, &cols, &buckets};
     simcuda_launch_t L = cfg((ROWS * COLS + 255) / 256, 1, 256, pa);
     memset(first, 0, sizeof first);
     L.nondet_seed = 1;
@@ -151,6 +153,22 @@ static void test_atomic_order_varies_det_does_not(void **state)
             assert_memory_equal(&acc, &det1[b * COLS + c], sizeof acc);
             assert_true(fabsf(first[b * COLS + c] - acc) < 1e-5f);
         }
+    /* Ids outside [0, buckets) are skipped by both kernels, never written
+     * out of bounds (the address sanitizer build checks the stack arrays). */
+    ids[0] = BUCKETS;
+    ids[1] = -1;
+    L = cfg((ROWS * COLS + 255) / 256, 1, 256, pa);
+    tp = t;
+    memset(t, 0, sizeof t);
+    assert_int_equal(simcuda_twin_es_table_grad_atomic(&L), 0);
+    L = cfg(1, 1, 256, pd);
+    dp = det1;
+    memset(det1, 0, sizeof det1);
+    assert_int_equal(simcuda_twin_es_table_grad_det(&L), 0);
+    for (int i = 0; i < BUCKETS * COLS; i++)
+        assert_true(fabsf(t[i] - det1[i]) < 1e-5f);
+    /* Bucket 0 lost row 0's contribution. */
+    assert_true(fabsf(det1[0] - first[0]) > 0.0f);
 }
 
 static void test_exp_accuracy(void **state)
@@ -164,10 +182,16 @@ static void test_exp_accuracy(void **state)
     assert_true(es_exp(0.0f) == 1.0f);
 }
 
+/* Dropout keeps about 1-p of the elements, and the mask of a global batch
+ * is the same whether one rank draws all of it or two ranks draw a half
+ * each (first_row = rank x local batch): the property that lets 1, 2 and 4
+ * ranks run the same mathematical update. Negative controls: another step
+ * and another seed draw other masks, and rank 1 starting at row 0 (a
+ * rank-local counter) would not reproduce the single rank's second half. */
 static void test_dropout_fraction_and_stream(void **state)
 {
     (void)state;
-    enum { ROWS = 64, COLS = 32, N = ROWS * COLS };
+    enum { ROWS = 64, COLS = 32, N = ROWS * COLS, HALF = N / 2 };
     static float h[N], m[N], m2[N];
     float bias[COLS];
     for (int c = 0; c < COLS; c++)
@@ -177,8 +201,8 @@ static void test_dropout_fraction_and_stream(void **state)
     float *hp = h, *bp = bias, *mp = m;
     int rows = ROWS, cols = COLS, train = 1;
     float p = 0.25f, keep = 1.0f / 0.75f;
-    unsigned seed = 7, rank = 0, step = 3;
-    void *pr[] = {&hp, &bp, &mp, &rows, &cols, &p, &keep, &seed, &rank, &step, &train};
+    unsigned seed = 7, first_row = 0, step = 3;
+    void *pr[] = {&hp, &bp, &mp, &rows, &cols, &p, &keep, &seed, &first_row, &step, &train};
     simcuda_launch_t L = cfg(N / 256, 1, 256, pr);
     assert_int_equal(simcuda_twin_es_bias_relu_dropout(&L), 0);
     int dropped = 0;
@@ -188,13 +212,77 @@ static void test_dropout_fraction_and_stream(void **state)
         dropped += m[i] == 0.0f;
     }
     assert_true(dropped > N * 0.2 && dropped < N * 0.3);
-    /* Another rank draws another mask. */
-    rank = 1;
+
+    /* Two "ranks" of ROWS/2 rows each: rank 0 from row 0, rank 1 from row
+     * ROWS/2, into the two halves of m2. */
+    rows = ROWS / 2;
+    L = cfg(HALF / 256, 1, 256, pr);
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < N; i++)
+            h[i] = 1.0f;
+        first_row = (unsigned)(r * ROWS / 2);
+        mp = m2 + r * HALF;
+        hp = h + r * HALF;
+        assert_int_equal(simcuda_twin_es_bias_relu_dropout(&L), 0);
+    }
+    assert_memory_equal(m, m2, sizeof m);
+
+    /* A rank-local counter (rank 1 starting at row 0) draws rank 0's mask
+     * again, not the second half of the global one. */
+    first_row = 0;
+    mp = m2 + HALF;
+    hp = h;
+    assert_int_equal(simcuda_twin_es_bias_relu_dropout(&L), 0);
+    assert_memory_not_equal(m + HALF, m2 + HALF, HALF * sizeof(float));
+
+    /* Another step, another seed: other masks. */
+    rows = ROWS;
+    L = cfg(N / 256, 1, 256, pr);
     mp = m2;
+    step = 4;
     for (int i = 0; i < N; i++)
         h[i] = 1.0f;
     assert_int_equal(simcuda_twin_es_bias_relu_dropout(&L), 0);
-    assert_true(memcmp(m, m2, sizeof m) != 0);
+    assert_memory_not_equal(m, m2, sizeof m);
+    step = 3;
+    seed = 8;
+    for (int i = 0; i < N; i++)
+        h[i] = 1.0f;
+    assert_int_equal(simcuda_twin_es_bias_relu_dropout(&L), 0);
+    assert_memory_not_equal(m, m2, sizeof m);
+}
+
+/* The host reference of the mask (train.dropout_mask in examples/train.py,
+ * used by examples/torch_ddp.py) must draw the same bits as the kernel:
+ * tests/train/train_test.c checks the Python side against the same
+ * fingerprint (FNV-1a over kept = 1 / dropped = 0) of seed 7, step 3,
+ * rows 5..20 of 32 columns, p = 0.25. */
+#define ES_DROPOUT_FINGERPRINT 0x6abb585e62bca156ull
+#define ES_DROPOUT_FP_DROPPED 139
+
+static void test_dropout_matches_host_reference(void **state)
+{
+    (void)state;
+    enum { ROWS = 16, COLS = 32, N = ROWS * COLS };
+    static float h[N], m[N];
+    float bias[COLS] = {0};
+    for (int i = 0; i < N; i++)
+        h[i] = 1.0f;
+    float *hp = h, *bp = bias, *mp = m;
+    int rows = ROWS, cols = COLS, train = 1;
+    float p = 0.25f, keep = 1.0f / 0.75f;
+    unsigned seed = 7, first_row = 5, step = 3;
+    void *pr[] = {&hp, &bp, &mp, &rows, &cols, &p, &keep, &seed, &first_row, &step, &train};
+    simcuda_launch_t L = cfg(2, 1, 256, pr);
+    assert_int_equal(simcuda_twin_es_bias_relu_dropout(&L), 0);
+    uint64_t fp = 0xcbf29ce484222325ull;
+    int dropped = 0;
+    for (int i = 0; i < N; i++) {
+        fp = (fp ^ (m[i] != 0.0f ? 1u : 0u)) * 0x100000001b3ull;
+        dropped += m[i] == 0.0f;
+    }
+    assert_int_equal(dropped, ES_DROPOUT_FP_DROPPED);
+    assert_true(fp == ES_DROPOUT_FINGERPRINT);
 }
 
 static void test_softmax_and_coverage(void **state)
@@ -210,12 +298,14 @@ static void test_softmax_and_coverage(void **state)
     float *zp = z, *dp = dz, *lp = loss, *cp = corr, scale = 0.25f;
     int *labp = lab, rows = ROWS, cols = COLS;
     void *pp[] = {&zp, &labp, &dp, &lp, &cp, &rows, &cols, &scale};
-    /* A grid of 2 threads covers rows 0 and 1 only. */
-    simcuda_launch_t L = cfg(1, 1, 2, pp);
+    /* Grid-stride loops: a zero-thread launch touches nothing; a grid of 2
+     * threads still covers all 4 rows (as on the device). */
+    simcuda_launch_t L = cfg(0, 1, 32, pp);
     assert_int_equal(simcuda_twin_es_softmax_xent(&L), 0);
-    assert_true(loss[2] == -1.0f && loss[3] == -1.0f);
-    L = cfg(1, 1, 32, pp);
+    assert_true(loss[0] == -1.0f && loss[3] == -1.0f);
+    L = cfg(1, 1, 2, pp);
     assert_int_equal(simcuda_twin_es_softmax_xent(&L), 0);
+    assert_true(loss[2] != -1.0f && loss[3] != -1.0f);
     for (int r = 0; r < ROWS; r++) {
         double s = 0, mx = -1e30, se = 0;
         for (int c = 0; c < COLS; c++) {
@@ -262,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_atomic_order_varies_det_does_not),
         cmocka_unit_test(test_exp_accuracy),
         cmocka_unit_test(test_dropout_fraction_and_stream),
+        cmocka_unit_test(test_dropout_matches_host_reference),
         cmocka_unit_test(test_softmax_and_coverage),
         cmocka_unit_test(test_sgd_step),
         cmocka_unit_test(test_bad_launch_rejected),
