@@ -8,11 +8,15 @@
  * sums (input channel, filter row, filter column) ascending, backward data
  * (output channel, row, column), backward filter (image, output row, output
  * column); then out = alpha * sum, and when beta != 0,
- * out = fma(beta, old out, alpha * sum). Out-of-range taps are skipped.
+ * out = fma(beta, old out, alpha * sum) (beta == 0: out is not read, so NaN
+ * in it does not propagate; a GEMM with alpha == 0 reads neither A nor B,
+ * as BLAS specifies). Out-of-range taps are skipped. Indices are 64-bit
+ * (lda * k and batch strides may pass 2^31).
  *
  * Kernel arguments are one struct passed by value (the same layout for the
  * host, the device and the twin). Launch shapes: GEMM 16x16 blocks over
- * (m, n), grid.z = batch; convolutions 1-D, ES_CONV_BLOCK threads a block,
+ * (m, n), grid.z = batch (context/gemm.c cuts n and batch into launches
+ * within CUDA's 65535 limit of grid.y / grid.z); convolutions 1-D, ES_CONV_BLOCK threads a block,
  * one thread per output element.
  */
 #ifndef ES_PORTABLE_KERNELS_H
@@ -65,13 +69,14 @@ ES_HD void es_store(float *o, float alpha, float acc, float beta)
 ES_HD void es_gemm_elem(const es_gemm_args_t *a, long long i, long long j, long long b)
 {
     const float *A = a->A + b * a->sA, *B = a->B + b * a->sB;
+    float alpha = a->palpha ? *a->palpha : a->alpha, beta = a->pbeta ? *a->pbeta : a->beta;
     float acc = 0.0f;
-    for (int p = 0; p < a->k; p++) {
+    /* alpha == 0: A and B are not read (BLAS: they need not be set) */
+    for (int p = 0; alpha != 0.0f && p < a->k; p++) {
         float x = a->ta ? A[p + i * a->lda] : A[i + (long long)p * a->lda];
         float y = a->tb ? B[j + (long long)p * a->ldb] : B[p + j * a->ldb];
         acc = ES_FMA(x, y, acc);
     }
-    float alpha = a->palpha ? *a->palpha : a->alpha, beta = a->pbeta ? *a->pbeta : a->beta;
     es_store(a->C + b * a->sC + i + j * a->ldc, alpha, acc, beta);
 }
 

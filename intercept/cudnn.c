@@ -230,6 +230,32 @@ static void *es_dnn_workspace(cudnnHandle_t h, size_t need)
     return (void *)ptr;
 }
 
+/* The algorithm a call with the nondeterministic algorithm `algo` runs:
+ * `sub` (deterministic) when its workspace need (query status qs, size
+ * need) fits the caller's workspace or one of the shim's own, which then
+ * replaces *ws / *ws_size; otherwise `algo` itself, with a warning. */
+static int es_dnn_substitute(const char *fn, cudnnHandle_t h, int algo, int sub,
+                             cudnnStatus_t qs, size_t need, void **ws, size_t *ws_size)
+{
+    int ret = algo;
+    if (qs != CUDNN_STATUS_SUCCESS)
+        goto out;
+    if (need > *ws_size) {
+        void *own = es_dnn_workspace(h, need);
+        if (!own)
+            goto out;
+        *ws = own;
+        *ws_size = need;
+    }
+    ES_DEBUG("%s: ALGO_%d replaced by ALGO_%d", fn, algo, sub);
+    ret = sub;
+out:
+    if (ret != sub)
+        ES_WARN("%s: nondeterministic ALGO_%d kept (ALGO_%d not runnable: status %d, %zu bytes "
+                "of workspace needed)", fn, algo, sub, (int)qs, need);
+    return ret;
+}
+
 ES_EXPORT cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
 {
     ES_ENTER(cudnn, cudnnCreate);
@@ -294,22 +320,12 @@ ES_EXPORT cudnnStatus_t cudnnConvolutionBackwardData(
                     dx, &dst) == 0)
         return dst;
     if (es_det() && es_bwd_data_nondet((int)algo)) {
-        cudnnConvolutionBwdDataAlgo_t sub = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
         size_t need = 0;
-        if (ES_REAL(cudnn, cudnnGetConvolutionBackwardDataWorkspaceSize)(
-                handle, wDesc, dyDesc, convDesc, dxDesc, sub, &need) == CUDNN_STATUS_SUCCESS) {
-            if (need > workSpaceSizeInBytes) {
-                void *ws = es_dnn_workspace(handle, need);
-                if (ws) {
-                    workSpace = ws;
-                    workSpaceSizeInBytes = need;
-                }
-            }
-            if (need <= workSpaceSizeInBytes) {
-                ES_DEBUG("cudnnConvolutionBackwardData: ALGO_%d replaced by ALGO_1", (int)algo);
-                algo = sub;
-            }
-        }
+        cudnnStatus_t qs = ES_REAL(cudnn, cudnnGetConvolutionBackwardDataWorkspaceSize)(
+            handle, wDesc, dyDesc, convDesc, dxDesc, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, &need);
+        algo = (cudnnConvolutionBwdDataAlgo_t)es_dnn_substitute(
+            "cudnnConvolutionBackwardData", handle, (int)algo, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+            qs, need, &workSpace, &workSpaceSizeInBytes);
     }
     return ES_REAL(cudnn, cudnnConvolutionBackwardData)(handle, alpha, wDesc, w, dyDesc, dy,
                                                         convDesc, algo, workSpace,
@@ -330,22 +346,12 @@ ES_EXPORT cudnnStatus_t cudnnConvolutionBackwardFilter(
                     dy, dw, &dst) == 0)
         return dst;
     if (es_det() && es_bwd_filter_nondet((int)algo)) {
-        cudnnConvolutionBwdFilterAlgo_t sub = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
         size_t need = 0;
-        if (ES_REAL(cudnn, cudnnGetConvolutionBackwardFilterWorkspaceSize)(
-                handle, xDesc, dyDesc, convDesc, dwDesc, sub, &need) == CUDNN_STATUS_SUCCESS) {
-            if (need > workSpaceSizeInBytes) {
-                void *ws = es_dnn_workspace(handle, need);
-                if (ws) {
-                    workSpace = ws;
-                    workSpaceSizeInBytes = need;
-                }
-            }
-            if (need <= workSpaceSizeInBytes) {
-                ES_DEBUG("cudnnConvolutionBackwardFilter: ALGO_%d replaced by ALGO_1", (int)algo);
-                algo = sub;
-            }
-        }
+        cudnnStatus_t qs = ES_REAL(cudnn, cudnnGetConvolutionBackwardFilterWorkspaceSize)(
+            handle, xDesc, dyDesc, convDesc, dwDesc, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &need);
+        algo = (cudnnConvolutionBwdFilterAlgo_t)es_dnn_substitute(
+            "cudnnConvolutionBackwardFilter", handle, (int)algo,
+            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, qs, need, &workSpace, &workSpaceSizeInBytes);
     }
     return ES_REAL(cudnn, cudnnConvolutionBackwardFilter)(handle, alpha, xDesc, x, dyDesc, dy,
                                                           convDesc, algo, workSpace,

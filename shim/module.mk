@@ -3,7 +3,11 @@
 #
 # No CUDA library is linked: everything is dlopen'ed by soname at first use.
 # The run-time kernel audit (context/modaudit.c) links the audit library
-# ($(AUDIT_OBJS), $(FATBIN_OBJ): libelf + libzstd). libunwind is not linked:
+# ($(AUDIT_OBJS), $(FATBIN_OBJ)), but not libelf and libzstd: the elf_* /
+# ZSTD_* functions it calls are hidden forwarders (context/dynlib.c) to the
+# libraries dlopen'ed RTLD_LOCAL at the first audit (a NEEDED entry would stop
+# every process from starting where they are missing, and would put them
+# ahead of the application's own copies). libunwind is not linked:
 # it exports _Unwind_* and backtrace, which would then interpose libgcc_s's
 # and glibc's in every process the shim is preloaded into; modaudit.c
 # dlopens it RTLD_LOCAL the first time it prints a stack.
@@ -13,7 +17,8 @@
 
 ES_SHIM_SRCS := shim/init.c shim/config.c shim/log.c shim/resolve.c \
     intercept/gen.c intercept/cuda.c intercept/cublas.c intercept/cudnn.c \
-    context/device.c context/portable.c context/gemm.c context/conv.c context/modaudit.c
+    context/device.c context/portable.c context/gemm.c context/conv.c context/modaudit.c \
+    context/dynlib.c
 ES_SHIM_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(ES_SHIM_SRCS)) $(B)/obj/context/portable_blob.o
 ES_SHIM_LINK_OBJS := $(ES_SHIM_OBJS) $(AUDIT_OBJS) $(FATBIN_OBJ)
 ES_PORTABLE_FATBIN := $(B)/gen/es_portable.fatbin
@@ -32,7 +37,7 @@ $(B)/obj/context/portable_blob.o: $(ES_PORTABLE_FATBIN)
 $(B)/lib/libeasyscale.so: $(ES_SHIM_LINK_OBJS) shim/libeasyscale.map
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_LDFLAGS) -Wl,--version-script=shim/libeasyscale.map -Wl,-z,now \
-		-o $@ $(ES_SHIM_LINK_OBJS) $(AUDIT_LIBS)
+		$(if $(SAN),,-Wl,-z,defs) -o $@ $(ES_SHIM_LINK_OBJS) -ldl
 
 # Twins of the portable kernels, for simcuda (scripts/simenv lists them).
 $(B)/obj/context/portable_twin.o: CFLAGS += -ffp-contract=off
@@ -51,6 +56,12 @@ $(B)/tests/shim/es_client: $(B)/obj/tests/shim/es_client.o $(ES_SIMLIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9 \
 		-ldl -lm
+# Every entry of intercept/funcs.h through every path (linked with the
+# simcuda libraries: without the shim direct references are theirs).
+$(B)/tests/shim/es_allpaths: $(B)/obj/tests/shim/es_allpaths.o $(ES_SIMLIBS) $(B)/sim/libnccl.so.2
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -Wl,--no-as-needed -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 \
+		-l:libcudnn.so.9 -l:libnccl.so.2 -Wl,--as-needed -ldl
 $(B)/tests/shim/es_nocuda: $(B)/obj/tests/shim/es_nocuda.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -ldl
@@ -65,7 +76,8 @@ $(ES_FAKELIBS): tests/shim/es_empty.c
 $(B)/tests/shim_test: $(B)/obj/tests/shim/shim_test.o $(B)/obj/shim/config.o \
 		$(B)/obj/context/device.o $(TEST_HARNESS_OBJ) \
 		| $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_easyscale.so \
-		  $(B)/tests/shim/es_client $(B)/tests/shim/es_nocuda $(ES_FAKELIBS)
+		  $(B)/tests/shim/es_client $(B)/tests/shim/es_nocuda $(ES_FAKELIBS) \
+		  $(B)/tests/shim/es_allpaths
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -ldl
 

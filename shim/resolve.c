@@ -17,6 +17,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,13 +183,20 @@ static void es_load(int lib)
     }
     L->handle = h;
     int missing = 0;
+    char absent[512]; /* the missing names, for the debug line (no allocation) */
+    size_t alen = 0;
+    absent[0] = '\0';
     for (int i = 0; i < L->n; i++) {
         void *p = rd(h, L->fns[i].sym);
         if (p) {
             L->table[i] = p;
             es_map_add(L, p, i, cap);
-        } else {
-            missing++;
+            continue;
+        }
+        missing++;
+        if (alen < sizeof(absent)) {
+            int k = snprintf(absent + alen, sizeof(absent) - alen, " %s", L->fns[i].sym);
+            alen = k < 0 ? sizeof(absent) : alen + (size_t)k;
         }
     }
     if (lib == ES_LIB_CUDA) {
@@ -211,8 +219,10 @@ static void es_load(int lib)
     }
     qsort(L->map, (size_t)L->nmap, sizeof(L->map[0]), es_map_cmp);
     L->loaded = 1;
-    ES_DEBUG("%s loaded: %d of %d wrapped functions found, %d pointers mapped", L->soname,
-             L->n - missing, L->n, L->nmap);
+    ES_DEBUG("%s loaded: %d of %d wrapped functions found, %d pointers mapped%s%s%s",
+             L->soname, L->n - missing, L->n, L->nmap, missing ? "; missing (they return "
+             "the library's not-initialized status):" : "", absent,
+             alen >= sizeof(absent) ? " ..." : "");
 out:
     es_in_shim &= ~(1 << lib);
     __atomic_store_n(&L->done, 1, __ATOMIC_RELEASE);

@@ -23,6 +23,7 @@
  *  - Ssymv with CUBLAS_ATOMICS_ALLOWED accumulates the column contributions
  *    in an order drawn from getrandom() per call.
  */
+#include "sim/common/live.h"
 #include "sim/common/simdrv.h"
 #include "sim/cublas/gemm.h"
 
@@ -71,59 +72,12 @@ struct cublasContext {
 
 /* ------------------------------------------------------- handle registry */
 
-static pthread_mutex_t g_reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct cublasContext **g_reg;
-static size_t g_reg_len, g_reg_cap;
-
-static int reg_add(struct cublasContext *h)
-{
-    int rc = 0;
-    pthread_mutex_lock(&g_reg_lock);
-    if (g_reg_len == g_reg_cap) {
-        size_t cap = g_reg_cap ? g_reg_cap * 2 : 16;
-        struct cublasContext **n = realloc(g_reg, cap * sizeof(*n));
-        if (!n) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        g_reg = n;
-        g_reg_cap = cap;
-    }
-    g_reg[g_reg_len++] = h;
-out:
-    pthread_mutex_unlock(&g_reg_lock);
-    return rc;
-}
-
-/* Removes h; returns 1 when it was registered. */
-static int reg_remove(struct cublasContext *h)
-{
-    int found = 0;
-    pthread_mutex_lock(&g_reg_lock);
-    for (size_t i = 0; i < g_reg_len; i++)
-        if (g_reg[i] == h) {
-            g_reg[i] = g_reg[--g_reg_len];
-            found = 1;
-            break;
-        }
-    pthread_mutex_unlock(&g_reg_lock);
-    return found;
-}
+static sim_live_t g_handles = SIM_LIVE_INIT;
 
 /* A live handle: created and not destroyed (never dereferences others). */
 static int handle_ok(cublasHandle_t h)
 {
-    int found = 0;
-    if (!h)
-        return 0;
-    pthread_mutex_lock(&g_reg_lock);
-    for (size_t i = 0; i < g_reg_len; i++)
-        if (g_reg[i] == h) {
-            found = 1;
-            break;
-        }
-    pthread_mutex_unlock(&g_reg_lock);
-    return found && h->magic == HANDLE_MAGIC;
+    return sim_live_has(&g_handles, h) && h->magic == HANDLE_MAGIC;
 }
 
 #define CHECK_HANDLE(h)                                                                     \
@@ -457,7 +411,7 @@ API cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
     read_ws_config(h);
     pthread_mutex_init(&h->lock, NULL);
     pthread_cond_init(&h->idle, NULL);
-    if (reg_add(h) != 0) {
+    if (sim_live_add(&g_handles, h) != 0) {
         pthread_mutex_destroy(&h->lock);
         pthread_cond_destroy(&h->idle);
         free(h);
@@ -472,7 +426,7 @@ out:
 
 API cublasStatus_t cublasDestroy_v2(cublasHandle_t h)
 {
-    if (!reg_remove(h))
+    if (!sim_live_remove(&g_handles, h))
         return CUBLAS_STATUS_NOT_INITIALIZED;
     /* Like the real one (which synchronises the device): work already
      * enqueued finishes before the handle goes away. */

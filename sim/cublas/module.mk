@@ -1,7 +1,10 @@
 # simcuda cuBLAS: build/sim/libcublas.so.13 (+ libcublas.so), its unit test,
 # the NVIDIA-header-only client test and the SGEMM bench.
 
-# The simcuda library tests' shared ELF interface check (tests/sim_common).
+# Shared by the three simcuda libraries (this file is included before
+# sim/cudnn and sim/nccl's): the live-object registry (sim/common/live.h),
+# and the library tests' ELF interface check (tests/sim_common).
+SIM_LIVE_OBJ := $(B)/obj/sim/common/live.o
 SIM_TEST_ABI_OBJ := $(B)/obj/tests/sim_common/abi.o
 
 CUBLAS_SRCS := sim/cublas/cublas.c sim/cublas/gemm.c sim/cublas/level12.c
@@ -13,11 +16,11 @@ CUBLAS_CORE_OBJS := $(B)/obj/sim/cublas/gemm.o $(B)/obj/sim/cublas/level12.o
 $(CUBLAS_OBJS) $(B)/obj/sim/cublas/bench_sgemm.o $(B)/obj/tests/sim_cublas/sim_cublas_test.o: \
 	CFLAGS += -O3 -ffp-contract=off
 
-$(B)/sim/libcublas.so.13: $(CUBLAS_OBJS) $(SIMDRV_OBJ) sim/cublas/libcublas.map
+$(B)/sim/libcublas.so.13: $(CUBLAS_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) sim/cublas/libcublas.map
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcublas.so.13 \
 		-Wl,--version-script=sim/cublas/libcublas.map -o $@ \
-		$(CUBLAS_OBJS) $(SIMDRV_OBJ) -ldl -lm
+		$(CUBLAS_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) -ldl -lm
 
 $(B)/sim/libcublas.so: $(B)/sim/libcublas.so.13
 	ln -sf libcublas.so.13 $@

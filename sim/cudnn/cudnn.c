@@ -11,6 +11,7 @@
  * unsupported data types/layouts/algorithms CUDNN_STATUS_NOT_SUPPORTED.
  */
 #include "sim/cudnn/cudnn_int.h"
+#include "sim/common/live.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -57,13 +58,17 @@ typedef struct desc_head {
 /* SUCCESS when d is a descriptor of the kind `magic` (and set, if need_set);
  * else BAD_PARAM_NULL_POINTER (NULL) or BAD_PARAM, the message naming the
  * argument and the kind. */
+/* Live legacy descriptors of every kind: a destroyed or foreign one is
+ * refused without being read. */
+static sim_live_t g_descs = SIM_LIVE_INIT;
+
 static cudnnStatus_t desc_check(const void *d, uint32_t magic, int need_set, const char *arg,
                                 const char *kind)
 {
     const desc_head_t *h = d;
     if (!h)
         return FAIL(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "%s (%s descriptor) is NULL", arg, kind);
-    if (h->magic != magic)
+    if (!sim_live_has(&g_descs, h) || h->magic != magic)
         return FAIL(CUDNN_STATUS_BAD_PARAM, "%s is not a %s descriptor", arg, kind);
     if (need_set && !h->set)
         return FAIL(CUDNN_STATUS_BAD_PARAM, "%s: %s descriptor not set", arg, kind);
@@ -80,6 +85,10 @@ static cudnnStatus_t desc_create(void *out, size_t size, uint32_t magic, const c
     if (!h)
         return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory");
     h->magic = magic;
+    if (sim_live_add(&g_descs, h) != 0) {
+        free(h);
+        return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory");
+    }
     memcpy(out, &h, sizeof(h));
     return CUDNN_STATUS_SUCCESS;
 }
@@ -93,6 +102,7 @@ static cudnnStatus_t desc_destroy(void *d, uint32_t magic, const char *kind)
     cudnnStatus_t st = desc_check(d, magic, 0, "descriptor", kind);
     if (st)
         return st;
+    sim_live_remove(&g_descs, d);
     ((desc_head_t *)d)->magic = 0;
     free(d);
     return CUDNN_STATUS_SUCCESS;
@@ -196,26 +206,13 @@ void cudnnGetLastErrorString(char *message, size_t max_size)
 
 /* Live handles, so a destroyed or foreign handle is refused without being
  * dereferenced. */
-static pthread_mutex_t g_hlock = PTHREAD_MUTEX_INITIALIZER;
-static cudnnHandle_t *g_handles;
-static size_t g_nhandles, g_caphandles;
-
-static int handle_live_locked(cudnnHandle_t h)
-{
-    for (size_t i = 0; i < g_nhandles; i++)
-        if (g_handles[i] == h)
-            return 1;
-    return 0;
-}
+static sim_live_t g_handles = SIM_LIVE_INIT;
 
 cudnnStatus_t sim_cudnn_check_handle(cudnnHandle_t h)
 {
     if (!h)
         return FAIL(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "handle is NULL");
-    pthread_mutex_lock(&g_hlock);
-    int live = handle_live_locked(h);
-    pthread_mutex_unlock(&g_hlock);
-    if (!live)
+    if (!sim_live_has(&g_handles, h))
         return FAIL(CUDNN_STATUS_BAD_PARAM, "handle %p is not a live cuDNN handle", (void *)h);
     return CUDNN_STATUS_SUCCESS;
 }
@@ -253,20 +250,10 @@ cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
     h->dev.cc_minor = info.cc_minor;
     h->dev.sm_count = info.sm_count;
     snprintf(h->dev.model, sizeof(h->dev.model), "%s", info.model);
-    pthread_mutex_lock(&g_hlock);
-    if (g_nhandles == g_caphandles) {
-        size_t cap = g_caphandles ? 2 * g_caphandles : 16;
-        cudnnHandle_t *nh = realloc(g_handles, cap * sizeof(*nh));
-        if (!nh) {
-            pthread_mutex_unlock(&g_hlock);
-            free(h);
-            return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "cudnnCreate: no memory");
-        }
-        g_handles = nh;
-        g_caphandles = cap;
+    if (sim_live_add(&g_handles, h) != 0) {
+        free(h);
+        return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "cudnnCreate: no memory");
     }
-    g_handles[g_nhandles++] = h;
-    pthread_mutex_unlock(&g_hlock);
     *handle = h;
     return CUDNN_STATUS_SUCCESS;
 }
@@ -275,16 +262,8 @@ cudnnStatus_t cudnnDestroy(cudnnHandle_t handle)
 {
     if (!handle)
         return NULLP("handle");
-    pthread_mutex_lock(&g_hlock);
-    size_t i = 0;
-    while (i < g_nhandles && g_handles[i] != handle)
-        i++;
-    if (i == g_nhandles) {
-        pthread_mutex_unlock(&g_hlock);
+    if (!sim_live_remove(&g_handles, handle))
         return FAIL(CUDNN_STATUS_BAD_PARAM, "cudnnDestroy: %p is not a live handle", (void *)handle);
-    }
-    g_handles[i] = g_handles[--g_nhandles];
-    pthread_mutex_unlock(&g_hlock);
     /* Queued work holds copies of everything it needs: nothing to wait for. */
     handle->magic = 0;
     free(handle);

@@ -9,11 +9,11 @@ CUDNN_CORE_OBJS := $(B)/obj/sim/cudnn/kern.o $(B)/obj/sim/cudnn/heur.o
 # optimiser does: no contraction into FMA (and never -ffast-math).
 $(CUDNN_OBJS) $(B)/obj/tests/sim_cudnn/sim_cudnn_test.o: CFLAGS += -ffp-contract=off
 
-$(B)/sim/libcudnn.so.9: $(CUDNN_OBJS) $(SIMDRV_OBJ) sim/cudnn/libcudnn.map
+$(B)/sim/libcudnn.so.9: $(CUDNN_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) sim/cudnn/libcudnn.map
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcudnn.so.9 \
 		-Wl,--version-script=sim/cudnn/libcudnn.map -o $@ \
-		$(CUDNN_OBJS) $(SIMDRV_OBJ) -ldl -lm
+		$(CUDNN_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) -ldl -lm
 
 $(B)/sim/libcudnn.so: $(B)/sim/libcudnn.so.9
 	ln -sf libcudnn.so.9 $@

@@ -1,7 +1,8 @@
 /* simcuda contexts: primary contexts, created contexts, the per-thread
  * context stack. Context objects are never freed (a destroyed one is only
  * removed from the handle registry), so a stale handle is safe to compare
- * and is refused with CUDA_ERROR_INVALID_CONTEXT. */
+ * and is refused with CUDA_ERROR_INVALID_CONTEXT; a destroyed context's
+ * object is reused only after many more contexts have been destroyed. */
 #include "sim/driver/internal.h"
 
 #include <stdlib.h>
@@ -13,9 +14,21 @@ static __thread int t_depth;
 static _Atomic unsigned long long g_ctx_ids;
 static pthread_mutex_t g_ctx_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* Destroyed contexts wait in a ring before their objects are reused, so that
+ * a thread that still has a recently destroyed one current is told
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED; the number of objects stays bounded. */
+#define CTX_QUARANTINE 256
+static sim_ctx_t *g_ctx_ring[CTX_QUARANTINE];
+static unsigned g_ctx_ring_n;     /* contexts retired so far */
+static sim_ctx_t *g_ctx_free;     /* out of quarantine, to reuse */
+
 void sim_ctx_fork_reset(void)
 {
     pthread_mutex_init(&g_ctx_mu, NULL);
+    /* The parent's dead contexts (their locks as they were) are not reused. */
+    memset(g_ctx_ring, 0, sizeof(g_ctx_ring));
+    g_ctx_ring_n = 0;
+    g_ctx_free = NULL;
     /* The calling thread's stack referred to the parent's contexts. */
     t_depth = 0;
 }
@@ -90,6 +103,7 @@ static CUresult ctx_activate(sim_ctx_t *c, unsigned flags)
     c->limits[CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 64;
     pthread_mutex_lock(&c->mu);
     c->streams = NULL;
+    c->npeers = 0;
     pthread_mutex_unlock(&c->mu);
     c->legacy = sim_stream_new(c, SIM_STREAM_LEGACY, 0, 0);
     if (!c->legacy)
@@ -150,11 +164,10 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&g_ctx_mu);
     sim_ctx_t *c = d->primary;
-    if (!c->active || c->refs <= 0) {
-        r = CUDA_ERROR_INVALID_CONTEXT;
-    } else if (--c->refs == 0) {
+    if (c->refs <= 0)
+        r = CUDA_ERROR_INVALID_CONTEXT; /* "has not been previously retained" */
+    else if (--c->refs == 0 && c->active)
         sim_ctx_teardown(c);
-    }
     pthread_mutex_unlock(&g_ctx_mu);
     return r;
 }
@@ -169,7 +182,8 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     sim_ctx_t *c = d->primary;
     if (c->active)
         sim_ctx_teardown(c);
-    c->refs = 0;
+    /* "Resetting the primary context does not release it": the retain count
+     * stays, and releasing after a reset is safe. */
     d->primary_flags = 0;
     pthread_mutex_unlock(&g_ctx_mu);
     return CUDA_SUCCESS;
@@ -207,6 +221,18 @@ CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
 }
 
 /* ---- created contexts ------------------------------------------------------------- */
+
+static void ctx_retire(sim_ctx_t *c) /* g_ctx_mu held */
+{
+    sim_ctx_teardown(c);
+    sim_ctx_t **slot = &g_ctx_ring[g_ctx_ring_n++ % CTX_QUARANTINE];
+    if (*slot) {
+        (*slot)->next_free = g_ctx_free;
+        g_ctx_free = *slot;
+    }
+    *slot = c;
+}
+
 static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     SIM_CHECK_INIT();
@@ -218,14 +244,24 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (t_depth >= CTX_STACK_MAX)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    sim_ctx_t *c = calloc(1, sizeof(*c));
-    if (!c)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&g_ctx_mu);
+    sim_ctx_t *c = g_ctx_free;
+    if (c)
+        g_ctx_free = c->next_free;
+    pthread_mutex_unlock(&g_ctx_mu);
+    if (!c) {
+        c = calloc(1, sizeof(*c));
+        if (!c)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        pthread_mutex_init(&c->mu, NULL);
+    }
     c->dev = dev;
-    pthread_mutex_init(&c->mu, NULL);
     CUresult r = ctx_activate(c, flags);
     if (r != CUDA_SUCCESS) {
-        free(c);
+        pthread_mutex_lock(&g_ctx_mu);
+        c->next_free = g_ctx_free;
+        g_ctx_free = c;
+        pthread_mutex_unlock(&g_ctx_mu);
         return r;
     }
     t_stack[t_depth++] = c;
@@ -268,7 +304,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     else if (c->is_primary)
         r = CUDA_ERROR_INVALID_CONTEXT; /* a primary context is released, not destroyed */
     else
-        sim_ctx_teardown(c);
+        ctx_retire(c);
     /* Popped if current to the calling thread, as documented. */
     if (r == CUDA_SUCCESS && t_depth > 0 && t_stack[t_depth - 1] == c)
         t_depth--;
@@ -479,17 +515,42 @@ CUresult cuCtxSetCacheConfig(CUfunc_cache config)
     return CUDA_SUCCESS;
 }
 
+/* Index of peer in c's peer list, or -1. c->mu held. */
+static int peer_find(sim_ctx_t *c, sim_ctx_t *peer)
+{
+    for (int i = 0; i < c->npeers; i++)
+        if (c->peers[i].c == peer && c->peers[i].id == peer->id)
+            return i;
+    return -1;
+}
+
 CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int flags)
 {
     sim_ctx_t *c;
     CUresult r = sim_ctx_get(&c);
     if (r != CUDA_SUCCESS)
         return r;
+    sim_ctx_t *peer = (sim_ctx_t *)peerContext;
+    if (!sim_ctx_valid(peer))
+        return CUDA_ERROR_INVALID_CONTEXT;
     if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_ctx_valid((sim_ctx_t *)peerContext))
-        return CUDA_ERROR_INVALID_CONTEXT;
-    return CUDA_SUCCESS;
+    if (peer->dev == c->dev)
+        return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED; /* cuDeviceCanAccessPeer(d, d) is 0 */
+    pthread_mutex_lock(&c->mu);
+    int j = 0;
+    for (int i = 0; i < c->npeers; i++) /* forget destroyed peers */
+        if (sim_ctx_valid(c->peers[i].c) && c->peers[i].c->id == c->peers[i].id)
+            c->peers[j++] = c->peers[i];
+    c->npeers = j;
+    if (peer_find(c, peer) >= 0)
+        r = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+    else if (c->npeers == SIM_MAX_PEERS)
+        r = CUDA_ERROR_TOO_MANY_PEERS;
+    else
+        c->peers[c->npeers++] = (typeof(c->peers[0])){peer, peer->id};
+    pthread_mutex_unlock(&c->mu);
+    return r;
 }
 
 CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
@@ -498,7 +559,15 @@ CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
     CUresult r = sim_ctx_get(&c);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!sim_ctx_valid((sim_ctx_t *)peerContext))
+    sim_ctx_t *peer = (sim_ctx_t *)peerContext;
+    if (!sim_ctx_valid(peer))
         return CUDA_ERROR_INVALID_CONTEXT;
-    return CUDA_SUCCESS;
+    pthread_mutex_lock(&c->mu);
+    int i = peer_find(c, peer);
+    if (i < 0)
+        r = CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    else
+        c->peers[i] = c->peers[--c->npeers];
+    pthread_mutex_unlock(&c->mu);
+    return r;
 }

@@ -159,6 +159,32 @@ static int parse_devices(sim_device_t *all, int *nall)
     return 0;
 }
 
+/* CUDA_DEVICE_ORDER: PCI_BUS_ID numbers devices in bus order, which in
+ * simcuda is their order in SIMCUDA_DEVICES; FASTEST_FIRST numbers them
+ * from the fastest model (by the models' speeds, stable among equals). The
+ * real driver's default is FASTEST_FIRST; simcuda's default is bus order, so
+ * that SIMCUDA_DEVICES says what device N is. CUDA_VISIBLE_DEVICES indices
+ * refer to this numbering. */
+static void apply_order(sim_device_t *all, int nall)
+{
+    const char *o = getenv("CUDA_DEVICE_ORDER");
+    if (!o || !*o || strcmp(o, "PCI_BUS_ID") == 0)
+        return;
+    if (strcmp(o, "FASTEST_FIRST") != 0) {
+        sim_log("CUDA_DEVICE_ORDER='%s' is neither FASTEST_FIRST nor PCI_BUS_ID: bus order", o);
+        return;
+    }
+    for (int i = 1; i < nall; i++) { /* insertion sort: stable */
+        sim_device_t d = all[i];
+        int j = i;
+        while (j > 0 && all[j - 1].model->slowness > d.model->slowness) {
+            all[j] = all[j - 1];
+            j--;
+        }
+        all[j] = d;
+    }
+}
+
 /* CUDA_VISIBLE_DEVICES as the real driver reads it (the rules PyTorch's
  * torch.cuda._parse_visible_devices reproduces to predict the driver):
  * comma-separated entries, all of the kind of the first one. Index entries
@@ -229,6 +255,7 @@ int sim_devices_init(void)
     int nall = 0;
     if (parse_devices(all, &nall) != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    apply_order(all, nall);
     sim_ndevices = apply_visible(all, nall, sim_devices);
     if (sim_ndevices == 0)
         return CUDA_ERROR_NO_DEVICE;

@@ -5,7 +5,9 @@
  * ------
  * - Devices (device.c) come from SIMCUDA_DEVICES ("a100:40G,v100:16G", default
  *   "a100:8G,a100:8G") and are filtered/reordered by CUDA_VISIBLE_DEVICES as
- *   by NVIDIA's driver. A bad SIMCUDA_DEVICES prints a message and makes
+ *   by NVIDIA's driver. CUDA_DEVICE_ORDER=FASTEST_FIRST numbers them from the
+ *   fastest model; unset, simcuda keeps the SIMCUDA_DEVICES order (bus order;
+ *   NVIDIA's default would be FASTEST_FIRST). A bad SIMCUDA_DEVICES prints a message and makes
  *   cuInit return CUDA_ERROR_INVALID_VALUE; no visible device gives
  *   CUDA_ERROR_NO_DEVICE.
  * - Every handle given out (context, stream, event, module, function,
@@ -63,6 +65,7 @@
  */
 #include "sim/driver/internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -189,7 +192,7 @@ int sim_reg_has(const void *h, int type)
 /* ---- fault guard: a fault inside device work becomes ILLEGAL_ADDRESS ------- */
 static __thread sigjmp_buf *t_guard;
 static struct sigaction g_old_segv, g_old_bus;
-static int g_fault_installed;
+static atomic_int g_fault_installed; /* read without the lock by every guarded call */
 
 static void fault_handler(int sig, siginfo_t *si, void *uc)
 {
@@ -219,7 +222,8 @@ static pthread_mutex_t g_fault_mu = PTHREAD_MUTEX_INITIALIZER;
 void sim_fault_install(void)
 {
     struct sigaction cur;
-    if (g_fault_installed && sigaction(SIGSEGV, NULL, &cur) == 0 &&
+    if (atomic_load_explicit(&g_fault_installed, memory_order_acquire) &&
+        sigaction(SIGSEGV, NULL, &cur) == 0 &&
         (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == fault_handler &&
         sigaction(SIGBUS, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
         cur.sa_sigaction == fault_handler)
@@ -236,7 +240,7 @@ void sim_fault_install(void)
     if (sigaction(SIGBUS, NULL, &cur) == 0 &&
         !((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == fault_handler))
         sigaction(SIGBUS, &sa, &g_old_bus);
-    g_fault_installed = 1;
+    atomic_store_explicit(&g_fault_installed, 1, memory_order_release);
     pthread_mutex_unlock(&g_fault_mu);
 }
 
@@ -300,7 +304,9 @@ static int parse_time_scale(void)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || *end || !(v >= 0) || v > 1e6) {
+    /* A plain decimal number: no blanks, sign, hex, "inf" or "nan". */
+    if (!(isdigit((unsigned char)s[0]) || s[0] == '.') || strpbrk(s, "xX") || errno || *end ||
+        !(v >= 0) || v > 1e6) {
         sim_log("SIMCUDA_TIME_SCALE='%s' is not a number in [0, 1e6]", s);
         return -1;
     }

@@ -20,6 +20,7 @@
 #define SIM_DRIVER_VERSION 13000
 #define SIM_MAX_DEVICES 64
 #define SIM_VMM_GRANULARITY (2u << 20)
+#define SIM_MAX_PEERS 8 /* peer contexts one context may access (as on GPUs) */
 
 /* ---- handle registry: every live handle, so a stale one is refused -------- */
 enum sim_htype {
@@ -95,6 +96,11 @@ typedef struct sim_ctx {
     struct sim_stream *legacy;
     _Atomic int sticky;       /* CUresult of a failed async operation */
     size_t limits[16];
+    /* contexts this one may access (cuCtxEnablePeerAccess), under mu; a
+     * peer that was destroyed since has another id */
+    struct { struct sim_ctx *c; unsigned long long id; } peers[SIM_MAX_PEERS];
+    int npeers;
+    struct sim_ctx *next_free; /* a destroyed created context, to reuse */
 } sim_ctx_t;
 
 /* current context of the calling thread (NULL if none) */
@@ -251,7 +257,10 @@ typedef struct sim_module {
     int nfuncs;
     sim_func_t *funcs;
     int is_library;
+    _Atomic int refs;     /* the handle's, plus one per launch not yet run */
 } sim_module_t;
+/* Drops a reference; the last one frees the module. */
+void sim_module_unref(sim_module_t *m);
 void sim_kernel_fork_reset(void);
 
 /* fault guard for device work on workers: returns CUDA_SUCCESS, or

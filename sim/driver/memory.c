@@ -713,12 +713,15 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     SIM_CHECK_INIT();
     CUresult res = CUDA_SUCCESS;
     uintptr_t va = (uintptr_t)ptr;
+    /* cuda.h: offset "currently must be zero"; every failure cuMemMap
+     * documents for bad arguments (an unknown handle, a range not inside one
+     * reservation, or already mapped) is CUDA_ERROR_INVALID_VALUE. */
     if (!ptr || size == 0 || flags != 0 || size % SIM_VMM_GRANULARITY || va % SIM_VMM_GRANULARITY ||
-        offset % SIM_VMM_GRANULARITY)
+        offset != 0)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_mem_mu);
     if (!valid_phys(handle)) {
-        res = CUDA_ERROR_INVALID_HANDLE;
+        res = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
     sim_phys_t *ph = (sim_phys_t *)(uintptr_t)handle;
@@ -730,7 +733,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     }
     size_t i = map_pos(va + size - 1);
     if (i > 0 && g_maps[i - 1].va + g_maps[i - 1].size > va) {
-        res = CUDA_ERROR_ALREADY_MAPPED;
+        res = CUDA_ERROR_INVALID_VALUE; /* already mapped */
         goto out;
     }
     if (g_nmaps == g_cmaps) {

@@ -328,12 +328,20 @@ typedef struct sim_mod_ext {
     sim_kernel_t *kernels;
 } sim_mod_ext_t;
 
-static void module_free(sim_mod_ext_t *x)
+/* Its function and kernel handles are refused from now on. */
+static void module_unregister(sim_mod_ext_t *x)
 {
     for (int i = 0; i < x->m.nfuncs; i++) {
         sim_reg_del(&x->m.funcs[i]);
         if (x->kernels)
             sim_reg_del(&x->kernels[i]);
+    }
+}
+
+static void module_free(sim_mod_ext_t *x)
+{
+    module_unregister(x);
+    for (int i = 0; i < x->m.nfuncs; i++) {
         free(x->m.funcs[i].name);
         free(x->m.funcs[i].poff);
         free(x->m.funcs[i].plen);
@@ -408,6 +416,7 @@ static CUresult load_image(const void *image, size_t avail, int is_library, sim_
         sim_reg_add(&x->m.funcs[i], SIM_H_FUNC);
         sim_reg_add(&x->kernels[i], SIM_H_KERNEL);
     }
+    atomic_store(&x->m.refs, 1);
     sim_reg_add(x, is_library ? SIM_H_LIBRARY : SIM_H_MODULE);
     *out = x;
     x = NULL;
@@ -523,11 +532,19 @@ CUresult cuModuleUnload(CUmodule hmod)
     if (r != CUDA_SUCCESS)
         return r;
     sim_reg_del(x);
-    /* Launches still queued may use its functions. */
+    module_unregister(x);
+    /* Like the real call, waits for the context's work; launches still
+     * queued elsewhere hold the module until they have run. */
     if (sim_ctx_valid(x->m.ctx))
         sim_ctx_sync(x->m.ctx);
-    module_free(x);
+    sim_module_unref(&x->m);
     return CUDA_SUCCESS;
+}
+
+void sim_module_unref(sim_module_t *m)
+{
+    if (atomic_fetch_sub(&m->refs, 1) == 1)
+        module_free((sim_mod_ext_t *)(void *)m); /* m is the first member */
 }
 
 static sim_func_t *mod_find(sim_mod_ext_t *x, const char *name, int *idx)
@@ -621,10 +638,11 @@ CUresult cuLibraryUnload(CUlibrary library)
     if (r != CUDA_SUCCESS)
         return r;
     sim_reg_del(x);
+    module_unregister(x);
     sim_ctx_t *c = sim_ctx_current();
     if (sim_ctx_valid(c))
         sim_ctx_sync(c);
-    module_free(x);
+    sim_module_unref(&x->m); /* its kernels may still be queued in other contexts */
     return CUDA_SUCCESS;
 }
 
@@ -960,6 +978,7 @@ static CUresult launch(sim_func_t *f, const unsigned grid[3], const unsigned blo
         }
         op->u.k.params = ptrs;
     }
+    atomic_fetch_add(&f->mod->refs, 1); /* dropped when the launch has run */
     if (sync) {
         sim_run_sync(s, op); /* a failure is sticky and reported by the next call */
         return CUDA_SUCCESS;

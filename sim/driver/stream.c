@@ -195,6 +195,7 @@ static void exec_op(sim_stream_t *s, sim_op_t *op)
         }
         free(op->u.k.heap);
         op->u.k.heap = NULL;
+        sim_module_unref(op->u.k.fn->mod);
         break;
     case SIM_OP_RECORD: /* completed by the worker once the stream counts it done */
         break;

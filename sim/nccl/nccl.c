@@ -8,6 +8,7 @@
  *
  * Every public function is defined as pncclX and exported, with ncclX a weak
  * alias, as in NVIDIA's library. */
+#include "sim/common/live.h"
 #include "sim/common/simdrv.h"
 #include "sim/nccl/simnccl.h"
 
@@ -126,10 +127,16 @@ static __thread ncclComm_t *t_inits;   /* communicators whose rendezvous waits f
 static __thread int t_ninits;
 static __thread ncclResult_t t_group_err;
 
+/* Communicators the application may use: created, not yet destroyed or
+ * aborted. comm_ok() finds a pointer here before reading through it, so a
+ * destroyed or foreign comm is refused, never dereferenced. */
+static sim_live_t g_comms = SIM_LIVE_INIT;
+
 static void comm_unref(ncclComm_t c)
 {
     if (atomic_fetch_sub(&c->refs, 1) != 1)
         return;
+    sim_live_remove(&g_comms, c);
     sim_nccl_seg_leave(&c->seg);
     free(c->pend);
     c->magic = 0;
@@ -141,7 +148,7 @@ static void comm_unref(ncclComm_t c)
 
 static int comm_ok(ncclComm_t c)
 {
-    return c && c->magic == COMM_MAGIC;
+    return sim_live_has(&g_comms, c) && c->magic == COMM_MAGIC;
 }
 
 static ncclResult_t err_from_wait(int rc, int why)
@@ -409,6 +416,11 @@ static ncclResult_t init_prepare(ncclComm_t *out, int nranks, const ncclUniqueId
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     c->seg.local_abort = &c->abort_flag;
+    if (sim_live_add(&g_comms, c) != 0) {
+        comm_unref(c);
+        warn(di.ordinal, "out of memory");
+        return ncclSystemError;
+    }
 
     pending_init_t *pi = calloc(1, sizeof(*pi));
     if (!pi) {
@@ -730,38 +742,23 @@ out:
         }                                                      \
     } while (0)
 
-API_FN(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int *count))
-{
-    CHECK_COMM(comm, "CommCount");
-    if (!count) {
-        warn(comm->dev, "CommCount : count is NULL");
-        return ncclInvalidArgument;
+/* The communicator getters: a live comm's field into *out (NULL out:
+ * ncclInvalidArgument). */
+#define COMM_GETTER(name, shortname, what, field)                                            \
+    API_FN(ncclResult_t, name, (const ncclComm_t comm, int *out))                           \
+    {                                                                                       \
+        CHECK_COMM(comm, shortname);                                                        \
+        if (!out) {                                                                         \
+            warn(comm->dev, shortname " : " what " is NULL");                               \
+            return ncclInvalidArgument;                                                     \
+        }                                                                                   \
+        *out = comm->field;                                                                 \
+        return ncclSuccess;                                                                 \
     }
-    *count = comm->nranks;
-    return ncclSuccess;
-}
 
-API_FN(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int *device))
-{
-    CHECK_COMM(comm, "CommCuDevice");
-    if (!device) {
-        warn(comm->dev, "CommCuDevice : device is NULL");
-        return ncclInvalidArgument;
-    }
-    *device = comm->dev;
-    return ncclSuccess;
-}
-
-API_FN(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int *rank))
-{
-    CHECK_COMM(comm, "CommUserRank");
-    if (!rank) {
-        warn(comm->dev, "CommUserRank : rank is NULL");
-        return ncclInvalidArgument;
-    }
-    *rank = comm->rank;
-    return ncclSuccess;
-}
+COMM_GETTER(ncclCommCount, "CommCount", "count", nranks)
+COMM_GETTER(ncclCommCuDevice, "CommCuDevice", "device", dev)
+COMM_GETTER(ncclCommUserRank, "CommUserRank", "rank", rank)
 
 API_FN(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t *asyncError))
 {
@@ -813,6 +810,7 @@ API_FN(ncclResult_t, ncclCommDestroy, (ncclComm_t comm))
         return ncclSuccess;
     CHECK_COMM(comm, "ncclCommDestroy");
     wait_idle(comm);
+    sim_live_remove(&g_comms, comm);
     comm_unref(comm);
     return ncclSuccess;
 }
@@ -828,6 +826,7 @@ API_FN(ncclResult_t, ncclCommAbort, (ncclComm_t comm))
     pthread_mutex_lock(&comm->mu);
     pthread_cond_broadcast(&comm->cv);
     pthread_mutex_unlock(&comm->mu);
+    sim_live_remove(&g_comms, comm);  /* the application's handle is gone now */
     comm_unref(comm);   /* pending operations hold their own references */
     return ncclSuccess;
 }

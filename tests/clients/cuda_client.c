@@ -244,6 +244,15 @@ static int t_errors(void)
     CU(cuMemFree(p));
     CHECK(cuMemFree(p) == CUDA_ERROR_INVALID_VALUE); /* already freed */
     CHECK(cuMemFree((CUdeviceptr)(uintptr_t)&x) == CUDA_ERROR_INVALID_VALUE); /* not device memory */
+    /* Copies from or to memory that is not (or no longer) device memory. */
+    int y = 0;
+    CHECK(cuMemcpyDtoH(&y, p, sizeof(y)) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)&x, &y, sizeof(y)) == CUDA_ERROR_INVALID_VALUE);
+    CU(cuMemAlloc(&p, 64));
+    char big[128] = {0};
+    CHECK(cuMemcpyHtoD(p, big, sizeof(big)) == CUDA_ERROR_INVALID_VALUE); /* past its end */
+    CHECK(cuMemsetD32(p + 1, 0, 1) == CUDA_ERROR_INVALID_VALUE);        /* misaligned */
+    CU(cuMemFree(p));
     CHECK(cuStreamSynchronize((CUstream)(uintptr_t)&x) == CUDA_ERROR_INVALID_HANDLE ||
           cuStreamSynchronize((CUstream)(uintptr_t)&x) == CUDA_ERROR_INVALID_CONTEXT);
     const char *s = NULL;
@@ -285,8 +294,9 @@ static int t_get_proc_address(void)
     CHECK(c == 7);
     CU(fr(p));
     void *none = (void *)1;
-    CHECK(cuGetProcAddress("cuDefinitelyNotAFunction", &none, 12000, 0, &st) != CUDA_SUCCESS ||
-          none == NULL);
+    /* cuda.h: an invalid symbol gives CUDA_SUCCESS with pfn set to NULL and
+     * the reason in symbolStatus. */
+    CHECK(cuGetProcAddress("cuDefinitelyNotAFunction", &none, 12000, 0, &st) == CUDA_SUCCESS);
     CHECK(none == NULL && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
     return 0;
 }

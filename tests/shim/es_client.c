@@ -4,11 +4,13 @@
  * ("key value..."), for the test to compare across runs and settings.
  *
  *   es_client paths          the three lookup paths (needs EASYSCALE_LOG=debug)
- *   es_client blas-contend   a GEMM alone, then the same GEMM while another
- *                            stream of the handle has GEMMs in flight
+ *   es_client blas-contend [noenv]  a GEMM alone, then the same GEMM while
+ *                            another stream of the handle has GEMMs in flight
+ *                            (noenv: CUBLAS_WORKSPACE_CONFIG unset first)
  *   es_client symv           Ssymv with atomics allowed, twice
  *   es_client cudnn          nondeterministic conv algorithms, twice; lists
  *   es_client gemm DEV       one SGEMM (and GemmEx, strided batched) on device DEV
+ *   es_client gemm-edges     d2 GEMM edge cases against the portable order
  *   es_client attrs DEV      SM count / compute capability as reported
  *   es_client threads        lazy loading raced by 8 threads
  *   es_client fork           wrappers in a forked child
@@ -219,9 +221,14 @@ static void host_sleep(void *arg)
     usleep(300000);
 }
 
-static int mode_blas_contend(void)
+static int mode_blas_contend(int noenv)
 {
     enum { M = 96, N = 96, K = 2048, BIG = 256 };
+    /* "noenv": cuBLAS reads CUBLAS_WORKSPACE_CONFIG at cublasCreate; without
+     * it only the shim's per-stream workspace (re-applied after each
+     * cublasSetStream) keeps the contended GEMM off the shared pool. */
+    if (noenv)
+        unsetenv("CUBLAS_WORKSPACE_CONFIG");
     setup(0);
     float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
     float *big = malloc(sizeof(float) * BIG * BIG);
@@ -339,6 +346,82 @@ static int mode_gemm(int dev)
         }
     printf("reference_tn %016llx\n", (unsigned long long)hash(ref, sizeof(float) * M * N));
     CK(cublasDestroy(h));
+    return 0;
+}
+
+/* d2 GEMM edge cases against the portable element function run on the host
+ * (same header, -ffp-contract=off): padded leading dimensions, both
+ * transposes, beta != 0, beta == 0 over NaN in C, alpha == 0 over NaN in A,
+ * a batch count and an n beyond CUDA's 65535 limit of grid.z / grid.y.
+ * Prints "edge NAME match=0|1 nan=0|1". */
+static void edge_case(cublasHandle_t h, const char *name, int ta, int tb, int m, int n, int k,
+                      int lda, int ldb, int ldc, float alpha, float beta, int batch, int nan_a,
+                      int nan_c)
+{
+    size_t arows = ta ? (size_t)k : (size_t)m, acols = ta ? (size_t)m : (size_t)k;
+    size_t brows = tb ? (size_t)n : (size_t)k, bcols = tb ? (size_t)k : (size_t)n;
+    long long sA = (long long)lda * acols, sB = (long long)ldb * bcols, sC = (long long)ldc * n;
+    size_t na = (size_t)sA * batch, nb = (size_t)sB * batch, nc = (size_t)sC * batch;
+    (void)arows;
+    (void)brows;
+    float *a = malloc(na * sizeof(float)), *b = malloc(nb * sizeof(float));
+    float *c = malloc(nc * sizeof(float)), *ref = malloc(nc * sizeof(float));
+    fill(a, na, 21);
+    fill(b, nb, 22);
+    fill(c, nc, 23);
+    if (nan_a)
+        for (size_t i = 0; i < na; i += 7)
+            a[i] = NAN;
+    if (nan_c)
+        for (size_t i = 0; i < nc; i += 3)
+            c[i] = NAN;
+    memcpy(ref, c, nc * sizeof(float));
+    CUdeviceptr dA = upload(a, na), dB = upload(b, nb), dC = upload(c, nc);
+    if (batch == 1)
+        CK(cublasSgemm(h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n,
+                       k, &alpha, (float *)dA, lda, (float *)dB, ldb, &beta, (float *)dC, ldc));
+    else
+        CK(cublasSgemmStridedBatched(h, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                     tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha,
+                                     (float *)dA, lda, sA, (float *)dB, ldb, sB, &beta,
+                                     (float *)dC, ldc, sC, batch));
+    CK(cuCtxSynchronize());
+    CK(cuMemcpyDtoH(c, dC, nc * sizeof(float)));
+    es_gemm_args_t g = { .A = a, .B = b, .C = ref, .sA = sA, .sB = sB, .sC = sC, .ta = ta,
+                         .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
+                         .alpha = alpha, .beta = beta };
+    for (int bi = 0; bi < batch; bi++)
+        for (long long j = 0; j < n; j++)
+            for (long long i = 0; i < m; i++)
+                es_gemm_elem(&g, i, j, bi);
+    int nan = 0;
+    for (int bi = 0; bi < batch; bi++)
+        for (long long j = 0; j < n; j++)
+            for (long long i = 0; i < m; i++)
+                nan |= isnan(c[bi * sC + i + j * ldc]);
+    printf("edge %s match=%d nan=%d\n", name, memcmp(c, ref, nc * sizeof(float)) == 0, nan);
+    CK(cuMemFree(dA));
+    CK(cuMemFree(dB));
+    CK(cuMemFree(dC));
+    free(a);
+    free(b);
+    free(c);
+    free(ref);
+}
+
+static int mode_gemm_edges(void)
+{
+    setup(0);
+    cublasHandle_t h;
+    CK(cublasCreate(&h));
+    edge_case(h, "padded_tt", 1, 1, 37, 29, 300, 310, 40, 45, 1.5f, 0.5f, 1, 0, 0);
+    edge_case(h, "padded_nt", 0, 1, 37, 29, 300, 41, 33, 40, -0.75f, 0.0f, 1, 0, 0);
+    edge_case(h, "beta0_nan_c", 0, 0, 33, 17, 300, 33, 300, 33, 1.0f, 0.0f, 1, 0, 1);
+    edge_case(h, "alpha0_nan_a", 0, 0, 33, 17, 300, 33, 300, 33, 0.0f, 2.0f, 1, 1, 0);
+    edge_case(h, "batch_70000", 0, 0, 3, 2, 8, 3, 8, 3, 1.0f, 0.0f, 70000, 0, 0);
+    edge_case(h, "n_1048600", 1, 1, 2, 1048600, 16, 16, 1048600, 2, 1.0f, 0.0f, 1, 0, 0);
+    CK(cublasDestroy(h));
+    printf("done\n");
     return 0;
 }
 
@@ -809,11 +892,13 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "paths"))
         return mode_paths();
     if (!strcmp(argv[1], "blas-contend"))
-        return mode_blas_contend();
+        return mode_blas_contend(argc > 2 && !strcmp(argv[2], "noenv"));
     if (!strcmp(argv[1], "symv"))
         return mode_symv();
     if (!strcmp(argv[1], "gemm"))
         return mode_gemm(dev);
+    if (!strcmp(argv[1], "gemm-edges"))
+        return mode_gemm_edges();
     if (!strcmp(argv[1], "attrs"))
         return mode_attrs(dev);
     if (!strcmp(argv[1], "convcheck"))

@@ -230,13 +230,28 @@ static void test_exports(void **state)
     assert_int_equal(lines, expected + 2); /* nothing else */
     es_proc_result_free(&r);
 
-    snprintf(cmd, sizeof(cmd), "readelf -d %s | grep NEEDED",
+    /* NEEDED: the C library only (and a sanitizer's runtime). No CUDA
+     * library (a process without a driver must start), and no libelf /
+     * libzstd either (context/dynlib.c dlopens them RTLD_LOCAL): a NEEDED
+     * library of a preloaded shim sits ahead of the application's own
+     * libraries in the global scope. */
+    snprintf(cmd, sizeof(cmd), "readelf -d %s | sed -n 's/.*(NEEDED).*\\[\\(.*\\)\\]/\\1/p'",
              es_build_path("lib/libeasyscale.so"));
     assert_int_equal(es_run_sh(cmd, NULL, TMO, &r), 0);
-    assert_null(strstr(r.out, "libcuda"));
-    assert_null(strstr(r.out, "libcublas"));
-    assert_null(strstr(r.out, "libcudnn"));
-    assert_null(strstr(r.out, "libnccl"));
+    for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n"))
+        if (strcmp(line, "libc.so.6") != 0 && strcmp(line, "ld-linux-x86-64.so.2") != 0 &&
+            strncmp(line, "libasan.so", 10) != 0 && strncmp(line, "libubsan.so", 11) != 0 &&
+            strcmp(line, "libm.so.6") != 0 && strncmp(line, "libstdc++.so", 12) != 0 &&
+            strncmp(line, "libgcc_s.so", 11) != 0)
+            fail_msg("libeasyscale.so has NEEDED %s", line);
+    es_proc_result_free(&r);
+    /* and no undefined reference to them (a function the audit starts to use
+     * must get a forwarder in context/dynlib.c) */
+    snprintf(cmd, sizeof(cmd), "nm -D --undefined-only %s | grep -E ' (g?elf_|ZSTD_)' || true",
+             es_build_path("lib/libeasyscale.so"));
+    assert_int_equal(es_run_sh(cmd, NULL, TMO, &r), 0);
+    if (r.out_len)
+        fail_msg("libeasyscale.so refers to libelf/libzstd directly:\n%s", r.out);
     es_proc_result_free(&r);
 }
 
@@ -385,6 +400,85 @@ static void test_paths(void **state)
     es_proc_result_free(&r);
 }
 
+/* Every entry of intercept/funcs.h, through every path (tests/shim/
+ * es_allpaths.c): with the shim, each answer that is the real library's
+ * without it is the shim's wrapper of exactly that symbol (CUDA: also
+ * cuGetProcAddress_v2 and v1 at the entry's version and stream flavor, and
+ * the default flavor), and each "none" stays "none" (a global lookup of a
+ * function the library lacks fails as without the shim); a direct reference
+ * always binds to the shim's export (its stub answers not-initialized).
+ * Negative control: the run without the shim. */
+static const char *field(const char *line, const char *name, char *buf, size_t len)
+{
+    char k[32];
+    snprintf(k, sizeof(k), " %s=", name);
+    const char *p = strstr(line, k);
+    if (!p)
+        return NULL;
+    p += strlen(k);
+    size_t n = strcspn(p, " \n");
+    snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), p);
+    return buf;
+}
+
+static void test_every_wrapped_function(void **state)
+{
+    (void)state;
+    char *argv[] = { (char *)es_build_path("tests/shim/es_allpaths"), NULL };
+    es_proc_result_t on, off;
+    run(1, argv, &on, "EASYSCALE_LOG=error", NULL, NULL, NULL);
+    run(0, argv, &off, NULL, NULL, NULL, NULL);
+    if (on.status != 0 || off.status != 0)
+        fail_msg("es_allpaths: exit %d / %d\n%s\n%s", on.status, off.status, on.out, off.out);
+    static const char *const fields[] = { "direct", "default", "next", "handle",
+                                          "gp2",    "gp1",     "gpdef" };
+    int entries = 0, checked = 0, missing = 0;
+#define ES_EACH(kind, sym, gp, ver, fl, ret, params, args, err)                                 \
+    do {                                                                                        \
+        char k[160], l_on[512], l_off[512], a[32], b[32];                                      \
+        snprintf(k, sizeof(k), "ent %s %s ", lib, #sym);                                        \
+        if (!es_find_last(on.out, k, l_on, sizeof(l_on)) ||                                     \
+            !es_find_last(off.out, k, l_off, sizeof(l_off)))                                    \
+            fail_msg("no line for %s", #sym);                                                   \
+        entries++;                                                                              \
+        for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++) {                       \
+            char l1[520], l0[520];                                                              \
+            snprintf(l1, sizeof(l1), " %s", l_on);                                              \
+            snprintf(l0, sizeof(l0), " %s", l_off);                                             \
+            const char *x = field(l1, fields[f], a, sizeof(a));                                 \
+            const char *y = field(l0, fields[f], b, sizeof(b));                                 \
+            if (!x && !y)                                                                       \
+                continue;                                                                       \
+            if (!x || !y)                                                                       \
+                fail_msg("%s: field %s in one run only", #sym, fields[f]);                      \
+            const char *want = f == 0 ? "shim" : strcmp(y, "none") == 0 ? "none" : "shim";      \
+            if (f > 0 && strcmp(y, "real") != 0 && strcmp(y, "none") != 0)                      \
+                fail_msg("%s %s without the shim: %s", #sym, fields[f], y);                     \
+            if (strcmp(x, want) != 0)                                                           \
+                fail_msg("%s %s: %s with the shim (%s without; want %s)", #sym, fields[f], x,   \
+                         y, want);                                                              \
+            missing += f == 3 && strcmp(y, "none") == 0;                                        \
+            checked++;                                                                          \
+        }                                                                                       \
+    } while (0);
+    const char *lib = "cuda";
+    ES_CUDA_FUNCS(ES_EACH)
+    lib = "cublas";
+    ES_CUBLAS_FUNCS(ES_EACH)
+    lib = "cudnn";
+    ES_CUDNN_FUNCS(ES_EACH)
+    lib = "nccl";
+    ES_NCCL_FUNCS(ES_EACH)
+#undef ES_EACH
+    assert_int_equal(entries, ES_CUDA_N + ES_CUBLAS_N + ES_CUDNN_N + ES_NCCL_N);
+    /* CUDA entries have 6-7 answers, the others 4 */
+    assert_true(checked >= 6 * ES_CUDA_N + 4 * (ES_CUBLAS_N + ES_CUDNN_N + ES_NCCL_N));
+    /* simcuda lacks cublasDgemm_v2 only (the "none" rule is exercised) */
+    assert_int_equal(missing, 1);
+    es_proc_result_free(&on);
+    es_proc_result_free(&off);
+}
+
 static void test_threads_and_fork(void **state)
 {
     (void)state;
@@ -516,6 +610,24 @@ static void test_d1_blas_streams(void **state)
     run(1, argv, &r, "EASYSCALE_DETERMINISM=d1", NULL, NULL, NULL);
     if (r.status != 0)
         fail_msg("d1: exit %d\n%s", r.status, r.out);
+    val(&r, "alone", a, sizeof(a));
+    val(&r, "contended", b, sizeof(b));
+    assert_string_equal(a, b);
+    es_proc_result_free(&r);
+    /* cublasSetStream then a GEMM on the new stream runs on the shim's
+     * per-stream workspace: with CUBLAS_WORKSPACE_CONFIG gone from cuBLAS's
+     * view (the client unsets it before cublasCreate) nothing else keeps
+     * the contended GEMM off the shared pool. Negative control: off. */
+    char *argv_noenv[] = { (char *)client(), "blas-contend", "noenv", NULL };
+    run(1, argv_noenv, &r, "EASYSCALE_DETERMINISM=off", NULL, NULL, NULL);
+    assert_int_equal(r.status, 0);
+    val(&r, "alone", a, sizeof(a));
+    val(&r, "contended", b, sizeof(b));
+    assert_string_not_equal(a, b);
+    es_proc_result_free(&r);
+    run(1, argv_noenv, &r, "EASYSCALE_DETERMINISM=d1", NULL, NULL, NULL);
+    if (r.status != 0)
+        fail_msg("d1 noenv: exit %d\n%s", r.status, r.out);
     val(&r, "alone", a, sizeof(a));
     val(&r, "contended", b, sizeof(b));
     assert_string_equal(a, b);
@@ -674,6 +786,39 @@ static void test_d2_gemm_across_models(void **state)
     assert_string_equal(a[3], ref_tn);
 }
 
+/* The portable GEMM against its element function run on the host: padded
+ * leading dimensions, transposes, beta == 0 over NaN in C, alpha == 0 over
+ * NaN in A, batch > 65535 (grid.z) and n > 65535 * 16 (grid.y). Negative
+ * control: without d2 (simcuda's cuBLAS) the bits are not the portable
+ * order's. */
+static void test_d2_gemm_edges(void **state)
+{
+    (void)state;
+    static const char *const names[] = { "padded_tt", "padded_nt", "beta0_nan_c",
+                                         "alpha0_nan_a", "batch_70000", "n_1048600" };
+    char *argv[] = { (char *)client(), "gemm-edges", NULL };
+    char key[64], v[64];
+    es_proc_result_t r;
+    run(1, argv, &r, "EASYSCALE_DETERMINISM=d2", NULL, NULL, NULL);
+    if (r.status != 0)
+        fail_msg("d2: exit %d\n%s", r.status, r.out);
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        snprintf(key, sizeof(key), "edge %s", names[i]);
+        if (strcmp(val(&r, key, v, sizeof(v)), "match=1 nan=0") != 0)
+            fail_msg("d2 %s: %s\n%s", names[i], v, r.out);
+    }
+    es_proc_result_free(&r);
+    run(1, argv, &r, "EASYSCALE_DETERMINISM=d1", NULL, NULL, NULL);
+    assert_int_equal(r.status, 0);
+    int mismatches = 0;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        snprintf(key, sizeof(key), "edge %s", names[i]);
+        mismatches += strcmp(val(&r, key, v, sizeof(v)), "match=1 nan=0") != 0;
+    }
+    assert_true(mismatches > 0);
+    es_proc_result_free(&r);
+}
+
 static void conv_on(int dev, const char *det, char out[3][64], char ref[3][64], char *algo)
 {
     char d[8];
@@ -786,6 +931,7 @@ int main(void)
         cmocka_unit_test(test_log_file),
         cmocka_unit_test(test_missing_libraries),
         cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_every_wrapped_function),
         cmocka_unit_test(test_threads_and_fork),
         cmocka_unit_test(test_python_ctypes),
         cmocka_unit_test(test_cuda_runtime),
@@ -795,6 +941,7 @@ int main(void)
         cmocka_unit_test(test_d1_cudnn),
         cmocka_unit_test(test_d1_cudnn_backend),
         cmocka_unit_test(test_d2_gemm_across_models),
+        cmocka_unit_test(test_d2_gemm_edges),
         cmocka_unit_test(test_d2_conv_across_models),
         cmocka_unit_test(test_d2_conv_correct),
         cmocka_unit_test(test_d2_attributes),

@@ -42,6 +42,12 @@ int sim_abi_check(const char *rel, const char *soname, const char *version, char
              lib, soname, soname, lib);
     if (run_quiet(cmd, "soname / NEEDED", why, len))
         goto out;
+    /* No driver function is imported: every one comes from cuGetProcAddress
+     * (the only path a shim must then catch besides dlsym). */
+    snprintf(cmd, sizeof(cmd), "nm -D --undefined-only '%s' | awk '{print $2}' | grep '^cu' || true",
+             lib);
+    if (run_quiet(cmd, "driver functions imported by name", why, len))
+        goto out;
     /* The version definition itself shows as an absolute symbol named after
      * the version: it is not an export. */
     if (version)

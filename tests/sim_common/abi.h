@@ -6,8 +6,9 @@
 #include <stddef.h>
 
 /* Checks the library at $ES_BUILD/<rel>:
- *  - its soname is `soname` and it has no NEEDED entry naming libcuda
- *    (VENDOR-NOTES: NVIDIA's libraries dlopen libcuda.so.1 and link none);
+ *  - its soname is `soname`, it has no NEEDED entry naming libcuda and
+ *    imports no cu* symbol (VENDOR-NOTES: NVIDIA's libraries dlopen
+ *    libcuda.so.1 and get every entry point through cuGetProcAddress);
  *  - every defined dynamic symbol carries NVIDIA's version: "@@<version>"
  *    when version is non-NULL, none at all when it is NULL (NCCL);
  *  - when NVIDIA's library is installed ($CUDA_HOME or /usr/local/cuda,

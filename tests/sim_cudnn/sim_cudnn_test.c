@@ -801,8 +801,31 @@ static void test_api_descriptors(void **state)
     assert_int_equal(cudnnSetPooling2dDescriptor(pd, CUDNN_POOLING_MAX, CUDNN_PROPAGATE_NAN,
                                                  0, 2, 1, 0, 2, 2), CUDNN_STATUS_BAD_PARAM);
     DN(cudnnDestroyPoolingDescriptor(pd));
+
+    /* Descriptors are known by identity: a look-alike (a live one's bytes
+     * copied) and a destroyed one are refused, never read (ASan would say). */
+    static char fake[4096] __attribute__((aligned(64)));
+    memcpy(fake, t, 32);
+    assert_int_equal(cudnnGetTensor4dDescriptor((cudnnTensorDescriptor_t)fake, &dt, &n, &c, &h,
+                                                &w, &sn, &sc, &sh, &sw),
+                     CUDNN_STATUS_BAD_PARAM);
+    assert_int_equal(cudnnDestroyTensorDescriptor((cudnnTensorDescriptor_t)fake),
+                     CUDNN_STATUS_BAD_PARAM);
+    memcpy(fake, cv, 32);
+    assert_int_equal(cudnnGetConvolutionGroupCount((cudnnConvolutionDescriptor_t)fake, &g),
+                     CUDNN_STATUS_BAD_PARAM);
     DN(cudnnDestroyConvolutionDescriptor(cv));
+    assert_int_equal(cudnnSetConvolutionGroupCount(cv, 1), CUDNN_STATUS_BAD_PARAM);
+    assert_int_equal(cudnnDestroyConvolutionDescriptor(cv), CUDNN_STATUS_BAD_PARAM);
     DN(cudnnDestroyFilterDescriptor(f));
+    assert_int_equal(cudnnGetFilter4dDescriptor(f, &dt, &fmt, &k, &c, &h, &w),
+                     CUDNN_STATUS_BAD_PARAM);
+    DN(cudnnDestroyTensorDescriptor(t));
+    assert_int_equal(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 1, 1, 1),
+                     CUDNN_STATUS_BAD_PARAM);
+    /* a descriptor of another kind is refused too */
+    DN(cudnnCreateTensorDescriptor(&t));
+    assert_int_equal(cudnnDestroyFilterDescriptor((cudnnFilterDescriptor_t)t), CUDNN_STATUS_BAD_PARAM);
     DN(cudnnDestroyTensorDescriptor(t));
 }
 

@@ -378,6 +378,52 @@ static void test_visible_devices(void **state)
     free(out);
 }
 
+/* CUDA_DEVICE_ORDER=FASTEST_FIRST numbers devices from the fastest model,
+ * and CUDA_VISIBLE_DEVICES indices follow that numbering; PCI_BUS_ID (and
+ * simcuda's default) keep the SIMCUDA_DEVICES order. */
+static char *run_child_order(const char *order, const char *visible)
+{
+    char ord_env[64], vis_env[64];
+    snprintf(ord_env, sizeof(ord_env), "CUDA_DEVICE_ORDER=%s", order);
+    snprintf(vis_env, sizeof(vis_env), "CUDA_VISIBLE_DEVICES=%s", visible ? visible : "");
+    char *env[] = {(char *)"SIMCUDA_DEVICES=t4:1G,v100:1G,h100:1G,a100:1G,t4:2G", ord_env, vis_env,
+                   NULL};
+    char *argv[] = {(char *)g_self, (char *)"--child-devices", NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, 60, &r), 0);
+    assert_int_equal(r.status, 0);
+    return r.out;
+}
+
+static void test_device_order(void **state)
+{
+    (void)state;
+    char *out = run_child_order("FASTEST_FIRST", NULL);
+    assert_non_null(strstr(out, "count 5\n"));
+    const char *want[] = {"dev0 NVIDIA H100", "dev1 NVIDIA A100", "dev2 Tesla V100", "dev3 Tesla T4",
+                          "dev4 Tesla T4"};
+    for (int i = 0; i < 5; i++)
+        if (!strstr(out, want[i]))
+            fail_msg("FASTEST_FIRST: no '%s' in\n%s", want[i], out);
+    free(out);
+    out = run_child_order("FASTEST_FIRST", "3,0");
+    assert_non_null(strstr(out, "count 2\n"));
+    assert_non_null(strstr(out, "dev0 Tesla T4"));
+    assert_non_null(strstr(out, "dev1 NVIDIA H100"));
+    free(out);
+    out = run_child_order("PCI_BUS_ID", NULL);
+    assert_non_null(strstr(out, "dev0 Tesla T4"));
+    assert_non_null(strstr(out, "dev2 NVIDIA H100"));
+    free(out);
+    out = run_child_order("", NULL);
+    assert_non_null(strstr(out, "dev0 Tesla T4"));
+    free(out);
+    out = run_child_order("SLOWEST", NULL); /* said, and bus order */
+    assert_non_null(strstr(out, "CUDA_DEVICE_ORDER='SLOWEST'"));
+    assert_non_null(strstr(out, "dev0 Tesla T4"));
+    free(out);
+}
+
 static void test_bad_device_spec(void **state)
 {
     (void)state;
@@ -395,7 +441,7 @@ static void test_bad_device_spec(void **state)
     assert_non_null(strstr(out, "dev1 NVIDIA L4"));
     free(out);
     /* SIMCUDA_TIME_SCALE is parsed strictly too. */
-    static const char *scales[] = {"abc", "-1", "1x", "nan"};
+    static const char *scales[] = {"abc", "-1", "1x", "nan", " 1", "0x10", "inf", "+1", "1e9"};
     for (size_t i = 0; i < sizeof(scales) / sizeof(scales[0]); i++) {
         char env_scale[64];
         snprintf(env_scale, sizeof(env_scale), "SIMCUDA_TIME_SCALE=%s", scales[i]);
@@ -469,6 +515,26 @@ static void test_contexts(void **state)
     CK(cuCtxPopCurrent(&cur));
     assert_ptr_equal(cur, p0);
     CK(cuDevicePrimaryCtxReset(5));
+    /* cuDevicePrimaryCtxReset: "Resetting the primary context does not
+     * release it ... it is safe for other modules to call
+     * cuDevicePrimaryCtxRelease() even after resetting the device." */
+    CK(cuDevicePrimaryCtxRetain(&p0, 5));
+    CK(cuDevicePrimaryCtxRetain(&p0b, 5));
+    CK(cuDevicePrimaryCtxReset(5));
+    CK(cuDevicePrimaryCtxGetState(5, &flags, &active));
+    assert_int_equal(active, 0);
+    CK(cuDevicePrimaryCtxRelease(5));
+    CK(cuDevicePrimaryCtxRetain(&p0b, 5)); /* active again, same handle */
+    assert_ptr_equal(p0, p0b);
+    CK(cuDevicePrimaryCtxGetState(5, &flags, &active));
+    assert_int_equal(active, 1);
+    CK(cuDevicePrimaryCtxRelease(5));
+    CK(cuDevicePrimaryCtxGetState(5, &flags, &active));
+    assert_int_equal(active, 1); /* one retain left */
+    CK(cuDevicePrimaryCtxRelease(5));
+    CK(cuDevicePrimaryCtxGetState(5, &flags, &active));
+    assert_int_equal(active, 0);
+    assert_int_equal(cuDevicePrimaryCtxRelease(5), CUDA_ERROR_INVALID_CONTEXT);
 
     /* Created contexts: current on creation, a stack per thread. */
     CUcontext before;
@@ -592,6 +658,61 @@ static void test_context_v2_forms(void **state)
     CK(cuCtxDestroy(other));
     assert_int_equal(cuCtxGetDevice_v2(&d, other), CUDA_ERROR_INVALID_CONTEXT);
     assert_int_equal(cuCtxSynchronize_v2(other), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+/* Destroyed contexts' objects are reused, but only after many more have been
+ * destroyed (a recently destroyed handle stays recognisable): a loop of
+ * create/destroy runs on a bounded number of objects. */
+static void test_contexts_reused(void **state)
+{
+    (void)state;
+    enum { ROUNDS = 700, QUARANTINE = 256 };
+    static CUcontext seen[ROUNDS];
+    int distinct = 0;
+    CUcontext prev = NULL;
+    for (int i = 0; i < ROUNDS; i++) {
+        CUcontext c, cur;
+        CK(cuCtxCreate(&c, NULL, 0, i % 3));
+        assert_ptr_not_equal(c, prev);
+        CK(cuCtxGetDevice(&(CUdevice){0}));
+        int known = 0;
+        for (int k = 0; k < distinct && !known; k++)
+            known = seen[k] == c;
+        if (!known)
+            seen[distinct++] = c;
+        CK(cuCtxDestroy(c));
+        CK(cuCtxGetCurrent(&cur));
+        assert_ptr_not_equal(cur, c);
+        assert_int_equal(cuCtxPushCurrent(prev = c), CUDA_ERROR_INVALID_CONTEXT);
+    }
+    if (distinct > QUARANTINE + 16)
+        fail_msg("%d context objects for %d create/destroy rounds", distinct, ROUNDS);
+}
+
+/* Peer access keeps its state and answers with the codes cuda.h lists. */
+static void test_peer_access(void **state)
+{
+    (void)state;
+    CUcontext c0 = st_primary(0), c1;
+    CUdevice d1;
+    CK(cuDeviceGet(&d1, 1));
+    CK(cuDevicePrimaryCtxRetain(&c1, d1));
+    CK(cuCtxEnablePeerAccess(c1, 0));
+    assert_int_equal(cuCtxEnablePeerAccess(c1, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+    assert_int_equal(cuCtxEnablePeerAccess(c1, 1), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuCtxEnablePeerAccess(c0, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED); /* itself */
+    int v = 0;
+    assert_int_equal(cuCtxEnablePeerAccess((CUcontext)&v, 0), CUDA_ERROR_INVALID_CONTEXT);
+    CK(cuCtxDisablePeerAccess(c1));
+    assert_int_equal(cuCtxDisablePeerAccess(c1), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+    /* A peer context created anew is not the one that was enabled. */
+    CUcontext tmp, cur;
+    CK(cuCtxCreate(&tmp, NULL, 0, 2));
+    CK(cuCtxPopCurrent(&cur));
+    CK(cuCtxEnablePeerAccess(tmp, 0));
+    CK(cuCtxDestroy(tmp));
+    assert_int_equal(cuCtxDisablePeerAccess(tmp), CUDA_ERROR_INVALID_CONTEXT);
+    CK(cuDevicePrimaryCtxRelease(d1));
 }
 
 static void test_destroyed_context_other_thread(void **state)
@@ -1517,6 +1638,7 @@ int main(int argc, char **argv)
     st_private_shm("drv");
     setenv("SIMCUDA_DEVICES", DEVICES, 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
+    unsetenv("CUDA_DEVICE_ORDER");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_not_initialized),
         cmocka_unit_test(test_version_errors),
@@ -1524,10 +1646,13 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_device_attributes),
         cmocka_unit_test(test_uuid_pci),
         cmocka_unit_test(test_visible_devices),
+        cmocka_unit_test(test_device_order),
         cmocka_unit_test(test_bad_device_spec),
         cmocka_unit_test(test_contexts),
         cmocka_unit_test(test_destroyed_context_other_thread),
         cmocka_unit_test(test_context_v2_forms),
+        cmocka_unit_test(test_peer_access),
+        cmocka_unit_test(test_contexts_reused),
         cmocka_unit_test(test_memory_basic),
         cmocka_unit_test(test_memory_capacity),
         cmocka_unit_test(test_host_memory),

@@ -294,6 +294,47 @@ static void test_library_and_kernel(void **state)
     assert_int_equal(cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
 }
 
+/* A library is not bound to a context: its kernels may be queued in another
+ * context when it is unloaded. They still run (the handles are refused at
+ * once); under SAN=address a freed kernel would be a use after free. */
+static void test_library_unload_while_queued(void **state)
+{
+    (void)state;
+    CUcontext c0 = st_primary(0), c1, cur;
+    CUlibrary lib;
+    CK(cuLibraryLoadData(&lib, g_fatbin, NULL, NULL, 0, NULL, NULL, 0));
+    CUkernel k;
+    CK(cuLibraryGetKernel(&k, lib, "sim_add"));
+    CK(cuCtxCreate(&c1, NULL, 0, 1)); /* current now */
+    float h[3] = {1, 2, 0};
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, sizeof(h)));
+    CK(cuMemcpyHtoD(d, h, sizeof(h)));
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    st_gate_t *g = st_gate_new();
+    st_gate_block(g, s);
+    CUdeviceptr da = d, db = d + 4, dc = d + 8;
+    int n = 1;
+    void *args[] = {&da, &db, &dc, &n};
+    CK(cuLaunchKernel((CUfunction)k, 1, 1, 1, 32, 1, 1, 0, s, args, NULL));
+    CK(cuCtxPushCurrent(c0));
+    CK(cuLibraryUnload(lib)); /* waits for c0's work only */
+    assert_int_equal(cuLibraryGetKernel(&k, lib, "sim_add"), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuLaunchKernel((CUfunction)k, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL),
+                     CUDA_ERROR_INVALID_HANDLE);
+    CK(cuCtxPopCurrent(&cur));
+    st_gate_open(g);
+    CK(cuStreamSynchronize(s));
+    CK(cuMemcpyDtoH(h, d, sizeof(h)));
+    assert_true(h[2] == 3.0f);
+    CK(cuStreamDestroy(s));
+    st_gate_free(g);
+    CK(cuMemFree(d));
+    CK(cuCtxDestroy(c1));
+    CK(cuCtxSetCurrent(c0));
+}
+
 static void test_sticky_errors(void **state)
 {
     (void)state;
@@ -378,6 +419,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_launch_info_and_attributes),
         cmocka_unit_test(test_other_image_forms),
         cmocka_unit_test(test_library_and_kernel),
+        cmocka_unit_test(test_library_unload_while_queued),
         cmocka_unit_test(test_sticky_errors),
         cmocka_unit_test(test_kernel_without_twin),
     };

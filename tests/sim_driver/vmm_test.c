@@ -100,9 +100,12 @@ static void test_map_access_unmap_remap(void **state)
     CUmemGenericAllocationHandle h;
     CK(cuMemCreate(&h, 2 * GRAN, &p, 0));
     CK(cuMemMap(va + GRAN, 2 * GRAN, 0, h, 0));
-    assert_int_equal(cuMemMap(va + GRAN, 2 * GRAN, 0, h, 0), CUDA_ERROR_ALREADY_MAPPED);
+    /* cuMemMap documents CUDA_ERROR_INVALID_VALUE (not ALREADY_MAPPED or
+     * INVALID_HANDLE) for these, and an offset that "currently must be zero". */
+    assert_int_equal(cuMemMap(va + GRAN, 2 * GRAN, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* mapped */
     assert_int_equal(cuMemMap(va + 3 * GRAN, 2 * GRAN, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* beyond */
-    assert_int_equal(cuMemMap(va, GRAN, 0, (CUmemGenericAllocationHandle)&p, 0), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuMemMap(va, GRAN, 0, (CUmemGenericAllocationHandle)&p, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemMap(va, GRAN, GRAN, h, 0), CUDA_ERROR_INVALID_VALUE); /* offset */
     /* Mapped but not granted: no access yet, as on a GPU. */
     g_touch = (volatile int *)(uintptr_t)(va + GRAN);
     assert_int_equal(st_wait(st_fork(touch_child, NULL)), 128 + SIGSEGV);

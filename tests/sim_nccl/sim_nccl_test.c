@@ -152,6 +152,18 @@ static int run_ranks(const ranks_spec_t *sp, int *statuses)
     return bad;
 }
 
+/* Reads what the children wrote to path (NUL-terminated, truncated to
+ * len - 1) and removes the file. */
+static void slurp_unlink(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    unlink(path);
+}
+
 static void *shared_map(size_t n)
 {
     void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -851,7 +863,7 @@ static int group_rank(int rank, int n, ncclComm_t comm, void *arg)
 static void test_groups_sendrecv(void **state)
 {
     (void)state;
-    for (int n = 2; n <= 3; n++) {
+    for (int n = 2; n <= 4; n++) {
         ranks_spec_t sp = {.nranks = n, .env = g_small_buf_env, .fn = group_rank,
                            .timeout_s = 60};
         assert_int_equal(run_ranks(&sp, NULL), 0);
@@ -1061,7 +1073,20 @@ static int badinput_rank(int rank, int n, ncclComm_t comm, void *arg)
     CUCK(cuStreamSynchronize(NULL));
     CUCK(cuMemcpyDtoH(&got, d, 4));
     CK(got == 1.5f);
+    /* A look-alike of a live communicator (its first bytes copied) is not
+     * one: comms are known by identity, never by what their memory holds. */
+    static char fake[4096] __attribute__((aligned(64)));
+    memcpy(fake, c2, 64);
+    int cnt = -1;
+    CK(ncclCommCount((ncclComm_t)fake, &cnt) == ncclInvalidArgument);
+    CK(ncclAllReduce(p, p, 1, ncclFloat, ncclSum, (ncclComm_t)fake, NULL) ==
+       ncclInvalidArgument);
     NCK(ncclCommDestroy(c2));
+    /* A destroyed communicator is refused, never read (ASan would say). */
+    CK(ncclCommCount(c2, &cnt) == ncclInvalidArgument);
+    CK(ncclAllReduce(p, p, 1, ncclFloat, ncclSum, c2, NULL) == ncclInvalidArgument);
+    CK(ncclCommDestroy(c2) == ncclInvalidArgument);
+    CK(ncclCommAbort(c2) == ncclInvalidArgument);
     CK(ncclCommDestroy(NULL) == ncclSuccess);
     return 0;
 }
@@ -1088,13 +1113,8 @@ static void test_bad_input(void **state)
     ranks_spec_t sp3 = {.nranks = 1, .env = bad_debug, .fn = badinput_rank, .timeout_s = 60,
                         .stderr_file = path};
     assert_int_equal(run_ranks(&sp3, NULL), 0);
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
     char buf[16384];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    unlink(path);
+    slurp_unlink(path, buf, sizeof(buf));
     const char *m = strstr(buf, "NCCL_DEBUG=\"WRAN\"");
     assert_non_null(m);
     assert_null(strstr(m + 1, "NCCL_DEBUG=\"WRAN\""));
@@ -1115,13 +1135,8 @@ static void test_duplicate_gpu(void **state)
     ranks_spec_t sp = {.nranks = 3, .devs = devs, .expect_init = ncclInvalidUsage,
                        .timeout_s = 60, .stderr_file = path};
     assert_int_equal(run_ranks(&sp, NULL), 0);
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
     char buf[8192];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    unlink(path);
+    slurp_unlink(path, buf, sizeof(buf));
     assert_non_null(strstr(buf, "NCCL WARN Duplicate GPU detected : rank 1 and rank 2"));
     /* Control: distinct GPUs initialise. */
     int ok[3] = {0, 1, 2};
