@@ -84,128 +84,45 @@ ES_EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice de
 
 #define ES_AUDITING() (__builtin_expect(es_cfg.audit != ES_AUDIT_MODE_OFF, 1))
 
-ES_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
-{
-    ES_ENTER(cuda, cuModuleLoad);
-    CUresult r = ES_REAL(cuda, cuModuleLoad)(module, fname);
-    if (r == CUDA_SUCCESS && module && ES_AUDITING())
-        es_modaudit_loaded_file(*module, fname, "cuModuleLoad");
-    return r;
-}
+/* What each kind-H function does after a successful real call (its
+ * parameters are in scope). */
+#define ES_HOOK_cuModuleLoad                                                                     \
+    if (module) es_modaudit_loaded_file(*module, fname, "cuModuleLoad")
+#define ES_HOOK_cuModuleLoadData                                                                 \
+    if (module) es_modaudit_loaded(*module, image, SIZE_MAX, "cuModuleLoadData")
+#define ES_HOOK_cuModuleLoadDataEx                                                               \
+    if (module) es_modaudit_loaded(*module, image, SIZE_MAX, "cuModuleLoadDataEx")
+#define ES_HOOK_cuModuleLoadFatBinary                                                            \
+    if (module) es_modaudit_loaded(*module, fatCubin, SIZE_MAX, "cuModuleLoadFatBinary")
+#define ES_HOOK_cuModuleUnload es_modaudit_unloaded(hmod)
+#define ES_HOOK_cuModuleGetFunction if (hfunc) es_modaudit_got(*hfunc, hmod, name)
+#define ES_HOOK_cuLibraryLoadData                                                                \
+    if (library) es_modaudit_loaded(*library, code, SIZE_MAX, "cuLibraryLoadData")
+#define ES_HOOK_cuLibraryLoadFromFile                                                            \
+    if (library) es_modaudit_loaded_file(*library, fileName, "cuLibraryLoadFromFile")
+#define ES_HOOK_cuLibraryUnload es_modaudit_unloaded(library)
+#define ES_HOOK_cuLibraryGetKernel if (pKernel) es_modaudit_got(*pKernel, library, name)
+#define ES_HOOK_cuLibraryGetModule if (pMod) es_modaudit_alias(*pMod, library)
+#define ES_HOOK_cuKernelGetFunction if (pFunc) es_modaudit_derived(*pFunc, kernel)
 
-ES_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
-{
-    ES_ENTER(cuda, cuModuleLoadData);
-    CUresult r = ES_REAL(cuda, cuModuleLoadData)(module, image);
-    if (r == CUDA_SUCCESS && module && ES_AUDITING())
-        es_modaudit_loaded(*module, image, SIZE_MAX, "cuModuleLoadData");
-    return r;
-}
-
-ES_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
-                                      CUjit_option *options, void **optionValues)
-{
-    ES_ENTER(cuda, cuModuleLoadDataEx);
-    CUresult r = ES_REAL(cuda, cuModuleLoadDataEx)(module, image, numOptions, options,
-                                                   optionValues);
-    if (r == CUDA_SUCCESS && module && ES_AUDITING())
-        es_modaudit_loaded(*module, image, SIZE_MAX, "cuModuleLoadDataEx");
-    return r;
-}
-
-ES_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
-{
-    ES_ENTER(cuda, cuModuleLoadFatBinary);
-    CUresult r = ES_REAL(cuda, cuModuleLoadFatBinary)(module, fatCubin);
-    if (r == CUDA_SUCCESS && module && ES_AUDITING())
-        es_modaudit_loaded(*module, fatCubin, SIZE_MAX, "cuModuleLoadFatBinary");
-    return r;
-}
-
-ES_EXPORT CUresult cuModuleUnload(CUmodule hmod)
-{
-    ES_ENTER(cuda, cuModuleUnload);
-    CUresult r = ES_REAL(cuda, cuModuleUnload)(hmod);
-    if (r == CUDA_SUCCESS && ES_AUDITING())
-        es_modaudit_unloaded(hmod);
-    return r;
-}
-
-ES_EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
-{
-    ES_ENTER(cuda, cuModuleGetFunction);
-    CUresult r = ES_REAL(cuda, cuModuleGetFunction)(hfunc, hmod, name);
-    if (r == CUDA_SUCCESS && hfunc && ES_AUDITING())
-        es_modaudit_got(*hfunc, hmod, name);
-    return r;
-}
-
-ES_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
-                                     CUjit_option *jitOptions, void **jitOptionsValues,
-                                     unsigned int numJitOptions, CUlibraryOption *libraryOptions,
-                                     void **libraryOptionValues, unsigned int numLibraryOptions)
-{
-    ES_ENTER(cuda, cuLibraryLoadData);
-    CUresult r = ES_REAL(cuda, cuLibraryLoadData)(library, code, jitOptions, jitOptionsValues,
-                                                  numJitOptions, libraryOptions,
-                                                  libraryOptionValues, numLibraryOptions);
-    if (r == CUDA_SUCCESS && library && ES_AUDITING())
-        es_modaudit_loaded(*library, code, SIZE_MAX, "cuLibraryLoadData");
-    return r;
-}
-
-ES_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
-                                         CUjit_option *jitOptions, void **jitOptionsValues,
-                                         unsigned int numJitOptions,
-                                         CUlibraryOption *libraryOptions,
-                                         void **libraryOptionValues,
-                                         unsigned int numLibraryOptions)
-{
-    ES_ENTER(cuda, cuLibraryLoadFromFile);
-    CUresult r = ES_REAL(cuda, cuLibraryLoadFromFile)(library, fileName, jitOptions,
-                                                      jitOptionsValues, numJitOptions,
-                                                      libraryOptions, libraryOptionValues,
-                                                      numLibraryOptions);
-    if (r == CUDA_SUCCESS && library && ES_AUDITING())
-        es_modaudit_loaded_file(*library, fileName, "cuLibraryLoadFromFile");
-    return r;
-}
-
-ES_EXPORT CUresult cuLibraryUnload(CUlibrary library)
-{
-    ES_ENTER(cuda, cuLibraryUnload);
-    CUresult r = ES_REAL(cuda, cuLibraryUnload)(library);
-    if (r == CUDA_SUCCESS && ES_AUDITING())
-        es_modaudit_unloaded(library);
-    return r;
-}
-
-ES_EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
-{
-    ES_ENTER(cuda, cuLibraryGetKernel);
-    CUresult r = ES_REAL(cuda, cuLibraryGetKernel)(pKernel, library, name);
-    if (r == CUDA_SUCCESS && pKernel && ES_AUDITING())
-        es_modaudit_got(*pKernel, library, name);
-    return r;
-}
-
-ES_EXPORT CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
-{
-    ES_ENTER(cuda, cuLibraryGetModule);
-    CUresult r = ES_REAL(cuda, cuLibraryGetModule)(pMod, library);
-    if (r == CUDA_SUCCESS && pMod && ES_AUDITING())
-        es_modaudit_alias(*pMod, library);
-    return r;
-}
-
-ES_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
-{
-    ES_ENTER(cuda, cuKernelGetFunction);
-    CUresult r = ES_REAL(cuda, cuKernelGetFunction)(pFunc, kernel);
-    if (r == CUDA_SUCCESS && pFunc && ES_AUDITING())
-        es_modaudit_derived(*pFunc, kernel);
-    return r;
-}
+#define ES_GEN_HOOKED_P(sym, params, args)
+#define ES_GEN_HOOKED_C(sym, params, args)
+#define ES_GEN_HOOKED_I(sym, params, args)
+#define ES_GEN_HOOKED_A(sym, params, args)
+#define ES_GEN_HOOKED_H(sym, params, args)                                                       \
+    ES_EXPORT CUresult sym params                                                                \
+    {                                                                                            \
+        ES_ENTER(cuda, sym);                                                                     \
+        CUresult r = ES_REAL(cuda, sym) args;                                                    \
+        if (r == CUDA_SUCCESS && ES_AUDITING()) {                                                \
+            ES_HOOK_##sym;                                                                       \
+        }                                                                                        \
+        return r;                                                                                \
+    }
+#define ES_GEN_HOOKED(kind, sym, gp, ver, fl, ret, params, args, err)                            \
+    ES_GEN_HOOKED_##kind(sym, params, args)
+ES_CUDA_FUNCS(ES_GEN_HOOKED)
+#undef ES_GEN_HOOKED
 
 /* The one branch of the launch path (es_launch_gate): library not loaded yet
  * / statistics on, or some flagged kernel handle exists. */

@@ -79,107 +79,45 @@ ES_FILTER(cudnnConvolutionFwdAlgoPerf_t, es_fwd_nondet)
 ES_FILTER(cudnnConvolutionBwdDataAlgoPerf_t, es_bwd_data_nondet)
 ES_FILTER(cudnnConvolutionBwdFilterAlgoPerf_t, es_bwd_filter_nondet)
 
-/* Calls the real query for all algorithms into a local list, then filters. */
-#define ES_ALGO_QUERY(T, sym, rank, call_params, call_args)                                   \
+/* The kind-A functions of intercept/funcs.h: the real query for all
+ * algorithms into a local list, then the filter of the perf struct's type
+ * (Find: ranked). */
+#define ES_FILTER_OF(p)                                                                        \
+    _Generic((p), cudnnConvolutionFwdAlgoPerf_t *: es_filter_cudnnConvolutionFwdAlgoPerf_t,    \
+             cudnnConvolutionBwdDataAlgoPerf_t *: es_filter_cudnnConvolutionBwdDataAlgoPerf_t, \
+             cudnnConvolutionBwdFilterAlgoPerf_t *: es_filter_cudnnConvolutionBwdFilterAlgoPerf_t)
+#define ES_ALGO_QUERY_A(sym, call_params, call_args)                                           \
     ES_EXPORT cudnnStatus_t sym call_params                                                    \
     {                                                                                          \
         ES_ENTER(cudnn, sym);                                                                  \
         if (!es_det() || !returnedAlgoCount || !perfResults || requestedAlgoCount < 1)         \
             return ES_REAL(cudnn, sym) call_args;                                              \
-        T all[ES_MAX_ALGOS];                                                                   \
+        __typeof__(*perfResults) all[ES_MAX_ALGOS];                                            \
         int n = 0;                                                                             \
         const int req = requestedAlgoCount;                                                    \
+        int *const out_count = returnedAlgoCount;                                              \
+        __typeof__(perfResults) const out = perfResults;                                       \
         {                                                                                      \
             const int requestedAlgoCount = ES_MAX_ALGOS;                                       \
             int *returnedAlgoCount = &n;                                                       \
-            T *perfResults = all;                                                              \
+            __typeof__(*perfResults) *perfResults = all;                                       \
             cudnnStatus_t st = ES_REAL(cudnn, sym) call_args;                                  \
             if (st != CUDNN_STATUS_SUCCESS)                                                    \
                 return st;                                                                     \
         }                                                                                      \
-        *returnedAlgoCount = es_filter_##T(all, n, perfResults, req, rank);                    \
-        if (*returnedAlgoCount < n)                                                            \
-            ES_DEBUG("%s: %d of %d algorithms kept (deterministic)", #sym, *returnedAlgoCount, \
-                     n);                                                                       \
+        *out_count = ES_FILTER_OF(out)(all, n, out, req, strncmp(#sym, "cudnnFind", 9) == 0);  \
+        if (*out_count < n)                                                                    \
+            ES_DEBUG("%s: %d of %d algorithms kept (deterministic)", #sym, *out_count, n);     \
         return CUDNN_STATUS_SUCCESS;                                                           \
     }
-
-ES_ALGO_QUERY(cudnnConvolutionFwdAlgoPerf_t, cudnnGetConvolutionForwardAlgorithm_v7, 0,
-              (cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
-               const cudnnFilterDescriptor_t filterDesc,
-               const cudnnConvolutionDescriptor_t convDesc,
-               const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount,
-               int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults),
-              (handle, srcDesc, filterDesc, convDesc, destDesc, requestedAlgoCount,
-               returnedAlgoCount, perfResults))
-ES_ALGO_QUERY(cudnnConvolutionFwdAlgoPerf_t, cudnnFindConvolutionForwardAlgorithm, 1,
-              (cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
-               const cudnnFilterDescriptor_t wDesc, const cudnnConvolutionDescriptor_t convDesc,
-               const cudnnTensorDescriptor_t yDesc, const int requestedAlgoCount,
-               int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults),
-              (handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount, returnedAlgoCount,
-               perfResults))
-ES_ALGO_QUERY(cudnnConvolutionFwdAlgoPerf_t, cudnnFindConvolutionForwardAlgorithmEx, 1,
-              (cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void *x,
-               const cudnnFilterDescriptor_t wDesc, const void *w,
-               const cudnnConvolutionDescriptor_t convDesc,
-               const cudnnTensorDescriptor_t yDesc, void *y, const int requestedAlgoCount,
-               int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults,
-               void *workSpace, size_t workSpaceSizeInBytes),
-              (handle, xDesc, x, wDesc, w, convDesc, yDesc, y, requestedAlgoCount,
-               returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes))
-ES_ALGO_QUERY(cudnnConvolutionBwdDataAlgoPerf_t, cudnnGetConvolutionBackwardDataAlgorithm_v7, 0,
-              (cudnnHandle_t handle, const cudnnFilterDescriptor_t filterDesc,
-               const cudnnTensorDescriptor_t diffDesc,
-               const cudnnConvolutionDescriptor_t convDesc,
-               const cudnnTensorDescriptor_t gradDesc, const int requestedAlgoCount,
-               int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults),
-              (handle, filterDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount,
-               returnedAlgoCount, perfResults))
-ES_ALGO_QUERY(cudnnConvolutionBwdDataAlgoPerf_t, cudnnFindConvolutionBackwardDataAlgorithm, 1,
-              (cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc,
-               const cudnnTensorDescriptor_t dyDesc,
-               const cudnnConvolutionDescriptor_t convDesc,
-               const cudnnTensorDescriptor_t dxDesc, const int requestedAlgoCount,
-               int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults),
-              (handle, wDesc, dyDesc, convDesc, dxDesc, requestedAlgoCount, returnedAlgoCount,
-               perfResults))
-ES_ALGO_QUERY(cudnnConvolutionBwdDataAlgoPerf_t, cudnnFindConvolutionBackwardDataAlgorithmEx, 1,
-              (cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const void *w,
-               const cudnnTensorDescriptor_t dyDesc, const void *dy,
-               const cudnnConvolutionDescriptor_t convDesc,
-               const cudnnTensorDescriptor_t dxDesc, void *dx, const int requestedAlgoCount,
-               int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults,
-               void *workSpace, size_t workSpaceSizeInBytes),
-              (handle, wDesc, w, dyDesc, dy, convDesc, dxDesc, dx, requestedAlgoCount,
-               returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes))
-ES_ALGO_QUERY(cudnnConvolutionBwdFilterAlgoPerf_t, cudnnGetConvolutionBackwardFilterAlgorithm_v7,
-              0,
-              (cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
-               const cudnnTensorDescriptor_t diffDesc,
-               const cudnnConvolutionDescriptor_t convDesc,
-               const cudnnFilterDescriptor_t gradDesc, const int requestedAlgoCount,
-               int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults),
-              (handle, srcDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount,
-               returnedAlgoCount, perfResults))
-ES_ALGO_QUERY(cudnnConvolutionBwdFilterAlgoPerf_t, cudnnFindConvolutionBackwardFilterAlgorithm, 1,
-              (cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
-               const cudnnTensorDescriptor_t dyDesc,
-               const cudnnConvolutionDescriptor_t convDesc,
-               const cudnnFilterDescriptor_t dwDesc, const int requestedAlgoCount,
-               int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults),
-              (handle, xDesc, dyDesc, convDesc, dwDesc, requestedAlgoCount, returnedAlgoCount,
-               perfResults))
-ES_ALGO_QUERY(cudnnConvolutionBwdFilterAlgoPerf_t, cudnnFindConvolutionBackwardFilterAlgorithmEx,
-              1,
-              (cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void *x,
-               const cudnnTensorDescriptor_t dyDesc, const void *y,
-               const cudnnConvolutionDescriptor_t convDesc,
-               const cudnnFilterDescriptor_t dwDesc, void *dw, const int requestedAlgoCount,
-               int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults,
-               void *workSpace, size_t workSpaceSizeInBytes),
-              (handle, xDesc, x, dyDesc, y, convDesc, dwDesc, dw, requestedAlgoCount,
-               returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes))
+#define ES_ALGO_QUERY_P(sym, call_params, call_args)
+#define ES_ALGO_QUERY_C(sym, call_params, call_args)
+#define ES_ALGO_QUERY_I(sym, call_params, call_args)
+#define ES_ALGO_QUERY_H(sym, call_params, call_args)
+#define ES_ALGO_QUERY(kind, sym, gp, ver, fl, ret, params, args, err)                          \
+    ES_ALGO_QUERY_##kind(sym, params, args)
+ES_CUDNN_FUNCS(ES_ALGO_QUERY)
+#undef ES_ALGO_QUERY
 
 /* ---- per-handle workspace for substituted algorithms ------------------------------- */
 

@@ -1,7 +1,7 @@
 /* Configuration of libeasyscale.so from the environment, parsed strictly:
- * a value that is not one of the documented ones is an error (the
- * constructor prints the message and exits with status 2), never silently a
- * default.
+ * a value that is not one of the documented ones (an empty one included) is
+ * an error (the constructor prints the message and exits with status 2),
+ * never silently a default.
  *
  *   EASYSCALE_DETERMINISM      off | d1 | d2            (default d1)
  *   EASYSCALE_LOG              error | warn | info | debug (default warn)
@@ -34,7 +34,8 @@ static int es_pick(const char *var, const char *val, const char *const *names, i
             *out = i;
             return 0;
         }
-    int k = snprintf(msg, msglen, "%s=\"%s\" is not valid: expected ", var, val);
+    int k = *val ? snprintf(msg, msglen, "%s=\"%s\" is not valid: expected ", var, val)
+                 : snprintf(msg, msglen, "%s is set but empty: expected ", var);
     for (int i = 0; i < n && k > 0 && (size_t)k < msglen; i++)
         k += snprintf(msg + k, msglen - (size_t)k, "%s%s", names[i],
                       i + 2 < n ? ", " : i + 1 < n ? " or " : "");
@@ -61,6 +62,12 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
         (rc = es_pick("EASYSCALE_AUDIT", v, audits, 3, &c.audit, msg, msglen)) < 0)
         goto out;
     if ((v = getenv("EASYSCALE_CANONICAL_DEVICE")) != NULL) {
+        if (!*v) {
+            snprintf(msg, msglen, "EASYSCALE_CANONICAL_DEVICE is set but empty: expected a "
+                     "comma-separated list of GPU models (unset it for the built-in device)");
+            rc = -EINVAL;
+            goto out;
+        }
         if (strlen(v) >= sizeof(c.canonical)) {
             snprintf(msg, msglen, "EASYSCALE_CANONICAL_DEVICE is too long (at most %zu characters)",
                      sizeof(c.canonical) - 1);

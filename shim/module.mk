@@ -22,7 +22,8 @@ ES_SHIM_SRCS := shim/init.c shim/config.c shim/log.c shim/resolve.c \
 ES_SHIM_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(ES_SHIM_SRCS)) $(B)/obj/context/portable_blob.o
 ES_SHIM_LINK_OBJS := $(ES_SHIM_OBJS) $(AUDIT_OBJS) $(FATBIN_OBJ)
 ES_PORTABLE_FATBIN := $(B)/gen/es_portable.fatbin
-ES_GENCODE := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+ES_GENCODE := -gencode arch=compute_75,code=compute_75 -gencode arch=compute_80,code=sm_80 \
+    -gencode arch=compute_90,code=[sm_90,compute_90]
 
 $(ES_SHIM_OBJS): CFLAGS += -fvisibility=hidden
 

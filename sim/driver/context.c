@@ -361,17 +361,7 @@ CUresult cuCtxGetCurrent(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-CUresult cuCtxGetDevice(CUdevice *device)
-{
-    sim_ctx_t *c;
-    CUresult r = sim_ctx_get(&c);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    *device = c->dev;
-    return CUDA_SUCCESS;
-}
+CUresult cuCtxGetDevice(CUdevice *device) { return cuCtxGetDevice_v2(device, NULL); }
 
 /* CUDA 13 form: the device of ctx, or of the current context for NULL. */
 CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
@@ -434,14 +424,7 @@ CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
     return CUDA_SUCCESS;
 }
 
-CUresult cuCtxSynchronize(void)
-{
-    sim_ctx_t *c;
-    CUresult r = sim_ctx_get(&c);
-    if (r != CUDA_SUCCESS)
-        return r;
-    return sim_ctx_sync(c);
-}
+CUresult cuCtxSynchronize(void) { return cuCtxSynchronize_v2(NULL); }
 
 /* CUDA 13 form: waits for ctx's work (the current context's for NULL). */
 CUresult cuCtxSynchronize_v2(CUcontext ctx)

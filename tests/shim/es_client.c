@@ -483,6 +483,10 @@ static int mode_cudnn(void)
     for (int i = 0; i < n; i++)
         printf(" %d/%d", (int)fp[i].algo, (int)fp[i].determinism);
     printf("\n");
+    printf("bwd_filter_find_status"); /* algo:status */
+    for (int i = 0; i < n; i++)
+        printf(" %d:%d", (int)fp[i].algo, (int)fp[i].status);
+    printf("\n");
     cudnnConvolutionBwdDataAlgoPerf_t dp[8];
     CK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd, yd, cd, xd, 8, &n, dp));
     printf("bwd_data_v7");
@@ -524,6 +528,30 @@ static int mode_cudnn(void)
     int wh, ww, ph, pw, sh, sw;
     CK(cudnnGetPooling2dDescriptor(pd, &pm, &np, &wh, &ww, &ph, &pw, &sh, &sw));
     printf("pooling_mode %d\n", (int)pm);
+
+    /* Max-pooling backward with overlapping windows (3x3, stride 1): a
+     * maximum shared by several windows sums their gradients, in an order
+     * that varies per call unless the mode is the deterministic one. */
+    enum { PH = 32, PW = 32, PO = PH - 2 };
+    cudnnTensorDescriptor_t pxd, pyd;
+    CK(cudnnCreateTensorDescriptor(&pxd));
+    CK(cudnnCreateTensorDescriptor(&pyd));
+    CK(cudnnSetTensor4dDescriptor(pxd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 2, 3, PH, PW));
+    CK(cudnnSetTensor4dDescriptor(pyd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 2, 3, PO, PO));
+    CK(cudnnSetPooling2dDescriptor(pd, CUDNN_POOLING_MAX, CUDNN_PROPAGATE_NAN, 3, 3, 0, 0, 1, 1));
+    size_t npx = 2 * 3 * PH * PW, npy = 2 * 3 * PO * PO;
+    float *hpx = malloc(npx * 4), *hpdy = malloc(npy * 4);
+    fill(hpx, npx, 31);
+    fill(hpdy, npy, 32);
+    CUdeviceptr px = upload(hpx, npx), pdy = upload(hpdy, npy), py, pdx;
+    CK(cuMemAlloc(&py, npy * 4));
+    CK(cuMemAlloc(&pdx, npx * 4));
+    CK(cudnnPoolingForward(h, pd, &one, pxd, (void *)px, &zero, pyd, (void *)py));
+    for (int i = 0; i < 3; i++) {
+        CK(cudnnPoolingBackward(h, pd, &one, pyd, (void *)py, pyd, (void *)pdy, pxd, (void *)px,
+                                &zero, pxd, (void *)pdx));
+        printf("pool_bwd_run%d %016llx\n", i, (unsigned long long)download_hash(pdx, npx));
+    }
     CK(cudnnDestroy(h));
     return 0;
 }

@@ -296,6 +296,26 @@ static void test_bad_settings(void **state)
             fail_msg("%s: exit %d, output '%s'", bad[i][0], r.status, r.out);
         es_proc_result_free(&r);
     }
+    /* Set but empty is an error too, for every variable (the harness treats
+     * "NAME=" as unset: env(1) sets them). */
+    static const char *const vars[] = { "EASYSCALE_DETERMINISM", "EASYSCALE_LOG",
+                                        "EASYSCALE_LOG_FILE", "EASYSCALE_AUDIT",
+                                        "EASYSCALE_CANONICAL_DEVICE" };
+    const char *env[] = { preload_env(), NULL };
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "env %s= /bin/true", vars[i]);
+        es_proc_result_t r;
+        assert_int_equal(es_run_sh(cmd, (char *const *)env, TMO, &r), 0);
+        if (r.status != 2 || !strstr(r.out, vars[i]) || !strstr(r.out, "empty"))
+            fail_msg("%s empty: exit %d, output '%s'", vars[i], r.status, r.out);
+        es_proc_result_free(&r);
+    }
+    /* negative control: the same command line without the shim runs */
+    es_proc_result_t r0;
+    assert_int_equal(es_run_sh("env EASYSCALE_LOG= /bin/true", NULL, TMO, &r0), 0);
+    assert_int_equal(r0.status, 0);
+    es_proc_result_free(&r0);
 }
 
 static void test_log_file(void **state)
@@ -696,6 +716,9 @@ static void test_d1_cudnn(void **state)
     if (eq0 != 0 && eq3 != 0 && eqd != 0)
         fail_msg("off: nondeterministic algorithms gave equal bits\n%s", r.out);
     assert_string_equal(val(&r, "pooling_mode", buf, sizeof(buf)), "0");
+    assert_int_equal(all_runs_equal(&r, "pool_bwd"), 0); /* max pooling backward varies */
+    char off_v7[256];
+    snprintf(off_v7, sizeof(off_v7), "%s", val(&r, "bwd_filter_v7", buf, sizeof(buf)));
     es_proc_result_free(&r);
 
     run(1, argv, &r, "EASYSCALE_DETERMINISM=d1", NULL, NULL, NULL);
@@ -705,6 +728,33 @@ static void test_d1_cudnn(void **state)
     assert_int_equal(all_runs_equal(&r, "bwd_filter_algo3"), 1);
     assert_int_equal(all_runs_equal(&r, "bwd_data_algo0"), 1);
     assert_string_equal(val(&r, "pooling_mode", buf, sizeof(buf)), "3");
+    assert_int_equal(all_runs_equal(&r, "pool_bwd"), 1);
+    /* Get_v7: cuDNN's order kept, nondeterministic entries (ALGO_0, ALGO_3,
+     * "/0") dropped */
+    char want[256] = "", *save = NULL;
+    size_t wl = 0;
+    for (char *t = strtok_r(off_v7, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        int algo = -1, det = -1;
+        assert_int_equal(sscanf(t, "%d/%d", &algo, &det), 2);
+        if (det == 1 && algo != 0 && algo != 3)
+            wl += (size_t)snprintf(want + wl, sizeof(want) - wl, "%s%s", wl ? " " : "", t);
+    }
+    assert_string_equal(val(&r, "bwd_filter_v7", buf, sizeof(buf)), want);
+    /* Find: ranked by a fixed rule (successful first, then algorithm id),
+     * not by measured time */
+    {
+        const char *v = val(&r, "bwd_filter_find_status", buf, sizeof(buf));
+        int prev_key = -1, algo, st, used, n = 0;
+        while (sscanf(v, "%d:%d%n", &algo, &st, &used) == 2) {
+            int key = (st != 0) * 1000 + algo;
+            if (key <= prev_key)
+                fail_msg("bwd_filter_find not ranked (success, id): %s", buf);
+            prev_key = key;
+            v += used;
+            n++;
+        }
+        assert_true(n >= 2);
+    }
     /* lists: only deterministic algorithms ("algo/1") */
     const char *lists[] = { "bwd_filter_v7", "bwd_filter_find", "bwd_data_v7" };
     for (int i = 0; i < 3; i++) {

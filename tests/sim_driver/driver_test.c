@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1398,6 +1399,71 @@ static void test_processes_share_capacity(void **state)
     shm_unlink(g_cap_shm);
 }
 
+/* The shared table starts with magic, version and size: a table of another
+ * layout (another simcuda version), a short one, or a bad SIMCUDA_SHM_NAME
+ * is refused with a message, and the process keeps its capacity to itself. */
+static char *run_child_shm(const char *name)
+{
+    char env_shm[160];
+    snprintf(env_shm, sizeof(env_shm), "SIMCUDA_SHM_NAME=%s", name);
+    char *env[] = {(char *)"SIMCUDA_DEVICES=a100:1G", (char *)"CUDA_VISIBLE_DEVICES=", env_shm, NULL};
+    char *argv[] = {(char *)g_self, (char *)"--child-devices", NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, 60, &r), 0);
+    assert_int_equal(r.status, 0);
+    return r.out;
+}
+
+static void make_table(const char *name, size_t size, uint64_t magic, uint32_t version, uint32_t tsize)
+{
+    shm_unlink(name);
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)size), 0);
+    unsigned char head[16];
+    memcpy(head, &magic, 8);
+    memcpy(head + 8, &version, 4);
+    memcpy(head + 12, &tsize, 4);
+    assert_int_equal(pwrite(fd, head, sizeof(head), 0), (ssize_t)sizeof(head));
+    close(fd);
+}
+
+static void test_capacity_table_checked(void **state)
+{
+    (void)state;
+    const uint64_t magic = 0x31534d4355444d53ULL; /* sim/driver/capacity.c */
+    const size_t size = 16 + 8 * 64 + 256 * (16 + 8 * 64);
+    char name[128];
+    snprintf(name, sizeof(name), "%s-layout", st_shm_name());
+    /* The genuine header: accepted, no message (the positive control). */
+    make_table(name, size, magic, 1, (uint32_t)size);
+    char *out = run_child_shm(name);
+    assert_non_null(strstr(out, "count 1\n"));
+    assert_null(strstr(out, "per process"));
+    free(out);
+    make_table(name, size, magic, 2, (uint32_t)size); /* another version */
+    out = run_child_shm(name);
+    assert_non_null(strstr(out, "another layout (capacity is per process)"));
+    assert_non_null(strstr(out, "count 1\n"));
+    free(out);
+    make_table(name, size, magic, 1, (uint32_t)size - 8); /* another size */
+    out = run_child_shm(name);
+    assert_non_null(strstr(out, "another layout"));
+    free(out);
+    make_table(name, size, magic ^ 1, 1, (uint32_t)size); /* not our magic */
+    out = run_child_shm(name);
+    assert_non_null(strstr(out, "another layout"));
+    free(out);
+    make_table(name, 64, magic, 1, (uint32_t)size); /* too short */
+    out = run_child_shm(name);
+    assert_non_null(strstr(out, "wrong size"));
+    free(out);
+    shm_unlink(name);
+    out = run_child_shm("no-slash");
+    assert_non_null(strstr(out, "SIMCUDA_SHM_NAME='no-slash' must look like /name"));
+    free(out);
+}
+
 /* ---- cuGetProcAddress ------------------------------------------------------------------------ */
 static void test_interposer_cannot_hijack(void **state)
 {
@@ -1666,6 +1732,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_host_functions),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_processes_share_capacity),
+        cmocka_unit_test(test_capacity_table_checked),
         cmocka_unit_test(test_get_proc_address),
         cmocka_unit_test(test_interposer_cannot_hijack),
         cmocka_unit_test(test_stream_ordered_alloc),
