@@ -16,7 +16,10 @@
  * *status set when it ran (or was rejected as cuBLAS would reject it), or
  * -ENOTSUP when cuBLAS must do it (invalid handle, kernel not loadable).
  * Host and device pointer modes (device: alpha and beta are read by the
- * kernel when it runs, as cuBLAS does). */
+ * kernel when it runs, as cuBLAS does). Any m, n, k, batch cuBLAS accepts:
+ * n and batch beyond CUDA's 65535 grid.y / grid.z are cut into several
+ * launches on the same stream (same bits). Semantics as BLAS: beta == 0
+ * does not read C, alpha == 0 reads neither A nor B. */
 int es_gemm_sgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                   int k, const float *alpha, const float *A, int lda, long long sA,
                   const float *B, int ldb, long long sB, const float *beta, float *C, int ldc,

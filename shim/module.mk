@@ -28,9 +28,12 @@ ES_GENCODE := -gencode arch=compute_75,code=compute_75 -gencode arch=compute_80,
 $(ES_SHIM_OBJS): CFLAGS += -fvisibility=hidden
 
 # d2's portable kernels: fatbin embedded in the library (portable_blob.c).
+# -ftz=false -fmad=false: IEEE denormals and no contraction, whatever flags
+# NVCC is given (the element functions use explicit _rn intrinsics anyway).
 $(ES_PORTABLE_FATBIN): context/portable.cu context/portable_kernels.h
 	@mkdir -p $(dir $@)
-	$(NVCC) -I. -O3 -Wno-deprecated-gpu-targets -fatbin $(ES_GENCODE) -o $@ $<
+	$(NVCC) -I. -O3 -ftz=false -fmad=false -Wno-deprecated-gpu-targets -fatbin $(ES_GENCODE) \
+		-o $@ $<
 
 $(B)/obj/context/portable_blob.o: CPPFLAGS += -DES_PORTABLE_FATBIN='"$(ES_PORTABLE_FATBIN)"'
 $(B)/obj/context/portable_blob.o: $(ES_PORTABLE_FATBIN)

@@ -397,6 +397,26 @@ CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDe
     return CUDA_SUCCESS;
 }
 
+/* Every pair of distinct simulated GPUs has a peer link (NVLink-like). */
+CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice srcDevice,
+                                 CUdevice dstDevice)
+{
+    SIM_CHECK_INIT();
+    if (!sim_dev(srcDevice) || !sim_dev(dstDevice) || srcDevice == dstDevice)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch ((int)attrib) {
+    case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK: *value = 0; break;
+    case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED: *value = 1; break;
+    case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED: *value = 1; break;
+    case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED: *value = 0; break;
+    case CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED: *value = 0; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     SIM_CHECK_INIT();

@@ -41,9 +41,12 @@
  *   the _ptds names, the per-thread) default stream and wait.
  * - Entry points (procs.c) come from one X-macro table: exported symbol,
  *   base name, version introduced, per-thread-stream variant. It drives
- *   cuGetProcAddress and cuGetProcAddress_v2. Functions cuda.h names that
- *   simcuda does not simulate (arrays, graphs, ...; unsupported.h) are
- *   exported too and return CUDA_ERROR_NOT_SUPPORTED. libcuda.map keeps
+ *   cuGetProcAddress and cuGetProcAddress_v2 (an unknown name, or a version
+ *   too old, is CUDA_SUCCESS with a NULL pointer and the reason in the
+ *   status, as cuda.h documents; the 4-argument form says
+ *   CUDA_ERROR_NOT_FOUND). Every other function cuda.h declares (arrays,
+ *   graphs, pools, ...; unsupported.h) is exported too, so any cuda.h
+ *   program links, and returns CUDA_ERROR_NOT_SUPPORTED. libcuda.map keeps
  *   everything but cu* local.
  * - SIMCUDA_TIME_SCALE (float >= 0, default 0): after each device operation a
  *   worker sleeps scale x (the operation's CPU time) x the model's slowness

@@ -223,6 +223,7 @@ typedef struct sim_range {
     sim_ctx_t *ctx;
     unsigned flags;
     unsigned long long id;
+    int sync_memops;  /* CU_POINTER_ATTRIBUTE_SYNC_MEMOPS as set */
 } sim_range_t;
 /* Looks up the range containing p; copies it to *out. Returns 1 if found. */
 int sim_range_find(uintptr_t p, sim_range_t *out);

@@ -36,6 +36,7 @@ typedef struct sim_map {
     size_t off;
     unsigned char access[SIM_MAX_DEVICES];
     unsigned long long id;
+    int sync_memops;
 } sim_map_t;
 
 static pthread_mutex_t g_mem_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -1286,6 +1287,7 @@ typedef struct {
     int mapped;
     unsigned long long access;
     unsigned long long handle_types;
+    int sync_memops;
 } ptrinfo_t;
 
 /* Facts about p; access flags as seen by device cur_dev (-1: the memory's
@@ -1309,6 +1311,7 @@ static void ptr_info(uintptr_t p, int cur_dev, ptrinfo_t *pi)
         pi->mapped = 1;
         pi->access = m->access[cur_dev >= 0 ? cur_dev : m->ph->dev];
         pi->handle_types = m->ph->prop.requestedHandleTypes;
+        pi->sync_memops = m->sync_memops;
     } else if (r && r->kind != SIM_R_RESERVE) {
         pi->found = 1;
         pi->kind = r->kind;
@@ -1319,6 +1322,7 @@ static void ptr_info(uintptr_t p, int cur_dev, ptrinfo_t *pi)
         pi->id = r->id;
         pi->mapped = 1;
         pi->access = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        pi->sync_memops = r->sync_memops;
     }
     pthread_mutex_unlock(&g_mem_mu);
 }
@@ -1347,6 +1351,8 @@ static CUresult ptr_attr(void *data, CUpointer_attribute a, const ptrinfo_t *pi,
         *(void **)data = (void *)p;
         break;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        *(unsigned char *)data = (unsigned char)pi->sync_memops;
+        break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
     case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
@@ -1402,6 +1408,29 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
     ptrinfo_t pi;
     ptr_info((uintptr_t)ptr, have_ctx ? c->dev : -1, &pi);
     return ptr_attr(data, attribute, &pi, (uintptr_t)ptr, have_ctx);
+}
+
+/* Only CU_POINTER_ATTRIBUTE_SYNC_MEMOPS can be set. Synchronous memory
+ * operations in simcuda always complete before they return, so it changes
+ * nothing but what cuPointerGetAttribute reports. */
+CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    SIM_CHECK_INIT();
+    if (!value || attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS)
+        return CUDA_ERROR_INVALID_VALUE;
+    int on = *(const unsigned int *)value != 0;
+    CUresult res = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_mem_mu);
+    sim_map_t *m = map_at((uintptr_t)ptr);
+    sim_range_t *r = range_at((uintptr_t)ptr);
+    if (m)
+        m->sync_memops = on;
+    else if (r && r->kind != SIM_R_RESERVE)
+        r->sync_memops = on;
+    else
+        res = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&g_mem_mu);
+    return res;
 }
 
 CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,

@@ -733,6 +733,43 @@ CUresult cuKernelGetName(const char **name, CUkernel hfunc)
     return CUDA_SUCCESS;
 }
 
+CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
+{
+    sim_func_t *f;
+    CUresult r = kernel_get(kernel, &f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pLib)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pLib = (CUlibrary)(void *)f->mod; /* the module is the first member */
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
+{
+    sim_mod_ext_t *x;
+    CUresult r = module_get(mod, SIM_H_MODULE, &x);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = (unsigned)x->m.nfuncs;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions, CUmodule mod)
+{
+    sim_mod_ext_t *x;
+    CUresult r = module_get(mod, SIM_H_MODULE, &x);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!functions)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < numFunctions && i < (unsigned)x->m.nfuncs; i++)
+        functions[i] = (CUfunction)&x->m.funcs[i];
+    return CUDA_SUCCESS;
+}
+
 /* ---- functions -------------------------------------------------------------------------------- */
 static CUresult func_get(CUfunction h, sim_func_t **out)
 {
@@ -825,6 +862,25 @@ CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
     if ((int)config < 0 || (int)config > CU_FUNC_CACHE_PREFER_EQUAL)
         return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
+}
+
+/* Functions are loaded with their module: never lazily. */
+CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function)
+{
+    sim_func_t *f;
+    CUresult r = func_get(function, &f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!state)
+        return CUDA_ERROR_INVALID_VALUE;
+    *state = CU_FUNCTION_LOADING_STATE_LOADED;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncLoad(CUfunction function)
+{
+    sim_func_t *f;
+    return func_get(function, &f);
 }
 
 CUresult cuFuncGetName(const char **name, CUfunction hfunc)

@@ -27,6 +27,9 @@ $(B)/sim/libcuda.so: $(SIMCUDA_LIB)
 # ---- tests ---------------------------------------------------------------------
 SIMDRV_TEST_LIBS := -L$(B)/sim -lcuda $(CMOCKA_LIBS) -ldl -lrt
 
+# The driver test reads the cuda.h it was built against.
+$(B)/obj/tests/sim_driver/driver_test.o: CPPFLAGS += -DST_CUDA_H='"$(CUDA_HOME)/include/cuda.h"'
+
 $(B)/tests/sim_driver/kernels.fatbin: tests/sim_driver/kernels.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -Wno-deprecated-gpu-targets -fatbin -gencode arch=compute_80,code=sm_80 \

@@ -161,6 +161,13 @@
     X(cuLibraryGetKernelCount, 12040, cuLibraryGetKernelCount, NOPT)                     \
     X(cuLibraryEnumerateKernels, 12040, cuLibraryEnumerateKernels, NOPT)                 \
     X(cuKernelGetFunction, 12000, cuKernelGetFunction, NOPT)                             \
+    X(cuKernelGetLibrary, 12050, cuKernelGetLibrary, NOPT)                               \
+    X(cuModuleGetFunctionCount, 12040, cuModuleGetFunctionCount, NOPT)                   \
+    X(cuModuleEnumerateFunctions, 12040, cuModuleEnumerateFunctions, NOPT)               \
+    X(cuFuncIsLoaded, 12040, cuFuncIsLoaded, NOPT)                                       \
+    X(cuFuncLoad, 12040, cuFuncLoad, NOPT)                                               \
+    X(cuPointerSetAttribute, 6000, cuPointerSetAttribute, NOPT)                          \
+    X(cuDeviceGetP2PAttribute, 8000, cuDeviceGetP2PAttribute, NOPT)                      \
     X(cuKernelGetAttribute, 12000, cuKernelGetAttribute, NOPT)                           \
     X(cuKernelSetAttribute, 12000, cuKernelSetAttribute, NOPT)                           \
     X(cuKernelGetName, 12030, cuKernelGetName, NOPT)                                     \

@@ -1610,6 +1610,128 @@ static void test_get_proc_address(void **state)
 #undef SYM
 }
 
+/* A program written against cuda.h links against simcuda whatever it calls:
+ * every function cuda.h declares under its own name (not renamed by a macro
+ * to a _v2/_ptsz form, which are checked above) is exported and answered by
+ * cuGetProcAddress. Those simcuda does not simulate say
+ * CUDA_ERROR_NOT_SUPPORTED. */
+static int is_versioned(const char *n)
+{
+    const char *u = strrchr(n, '_');
+    if (!u)
+        return 0;
+    if (!strcmp(u, "_ptsz") || !strcmp(u, "_ptds"))
+        return 1;
+    if (u[1] != 'v' || !u[2])
+        return 0;
+    for (const char *q = u + 2; *q; q++)
+        if (*q < '0' || *q > '9')
+            return 0;
+    return 1;
+}
+
+static void test_every_plain_function_exported(void **state)
+{
+    (void)state;
+    FILE *f = fopen(ST_CUDA_H, "r");
+    assert_non_null(f);
+    enum { MAXN = 4096 };
+    static char decl[MAXN][80], ren[MAXN][80];
+    int nd = 0, nr = 0;
+    char line[4096];
+    while (fgets(line, sizeof(line), f)) {
+        char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '#') {
+            p++;
+            while (*p == ' ' || *p == '\t')
+                p++;
+            if (!strncmp(p, "define", 6) && (p[6] == ' ' || p[6] == '\t')) {
+                p += 6;
+                while (*p == ' ' || *p == '\t')
+                    p++;
+                if (!strncmp(p, "cu", 2) && nr < MAXN && sscanf(p, "%79[A-Za-z0-9_]", ren[nr]) == 1)
+                    nr++;
+            }
+            continue;
+        }
+        for (char *q = strstr(line, "CUresult CUDAAPI cu"); q && nd < MAXN;
+             q = strstr(q + 1, "CUresult CUDAAPI cu"))
+            if (sscanf(q + 17, "%79[A-Za-z0-9_]", decl[nd]) == 1)
+                nd++;
+    }
+    fclose(f);
+    assert_true(nd > 400); /* the header was read */
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(lib);
+    int checked = 0, missing = 0;
+    char miss[512] = "";
+    for (int i = 0; i < nd; i++) {
+        int renamed = 0;
+        for (int k = 0; k < nr && !renamed; k++)
+            renamed = !strcmp(decl[i], ren[k]);
+        if (renamed || is_versioned(decl[i]))
+            continue;
+        checked++;
+        void *fn = NULL;
+        CUdriverProcAddressQueryResult st;
+        if (dlsym(lib, decl[i]) && cuGetProcAddress(decl[i], &fn, 13000, 0, &st) == CUDA_SUCCESS &&
+            fn)
+            continue;
+        if (missing++ < 8)
+            snprintf(miss + strlen(miss), sizeof(miss) - strlen(miss), " %.48s", decl[i]);
+    }
+    if (missing)
+        fail_msg("%d of %d functions of cuda.h missing:%s", missing, checked, miss);
+    assert_true(checked > 300);
+    /* A few of those, as a cuda.h program calls them. */
+    int v;
+    assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, NULL, 128, 0),
+                     CUDA_ERROR_NOT_SUPPORTED);
+    CUipcMemHandle ipc;
+    assert_int_equal(cuIpcGetMemHandle(&ipc, 0), CUDA_ERROR_NOT_SUPPORTED);
+    CUmemoryPool pool;
+    assert_int_equal(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_ERROR_NOT_SUPPORTED);
+}
+
+/* The handful of such functions simcuda does answer. */
+static void test_plain_functions_answered(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, 4096));
+    unsigned char sync = 9;
+    CK(cuPointerGetAttribute(&sync, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, p));
+    assert_int_equal(sync, 0);
+    unsigned one = 1;
+    CK(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, p + 100));
+    CK(cuPointerGetAttribute(&sync, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, p));
+    assert_int_equal(sync, 1);
+    int x;
+    assert_int_equal(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, (CUdeviceptr)&x),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuPointerSetAttribute(NULL, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, p),
+                     CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemFree(p));
+    /* cuDeviceGetP2PAttribute: "CUDA_ERROR_INVALID_DEVICE if srcDevice or
+     * dstDevice are not valid or if they represent the same device". */
+    int v = -1;
+    CK(cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 1));
+    assert_int_equal(v, 1);
+    assert_int_equal(cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 1, 1),
+                     CUDA_ERROR_INVALID_DEVICE);
+    assert_int_equal(cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 99),
+                     CUDA_ERROR_INVALID_DEVICE);
+    assert_int_equal(cuDeviceGetP2PAttribute(&v, (CUdevice_P2PAttribute)77, 0, 1),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuDeviceGetP2PAttribute(NULL, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 1),
+                     CUDA_ERROR_INVALID_VALUE);
+}
+
 static void test_stream_ordered_alloc(void **state)
 {
     (void)state;
@@ -1734,6 +1856,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_processes_share_capacity),
         cmocka_unit_test(test_capacity_table_checked),
         cmocka_unit_test(test_get_proc_address),
+        cmocka_unit_test(test_every_plain_function_exported),
+        cmocka_unit_test(test_plain_functions_answered),
         cmocka_unit_test(test_interposer_cannot_hijack),
         cmocka_unit_test(test_stream_ordered_alloc),
         cmocka_unit_test(test_streams_reused),

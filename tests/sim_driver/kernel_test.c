@@ -260,6 +260,39 @@ static void test_other_image_forms(void **state)
     assert_int_equal(cuModuleLoadData(NULL, g_fatbin), CUDA_ERROR_INVALID_VALUE);
 }
 
+/* A module's functions, enumerated; loaded with the module (never lazily). */
+static void test_module_functions_enumerated(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUmodule m = load();
+    unsigned n = 0;
+    CK(cuModuleGetFunctionCount(&n, m));
+    assert_int_equal(n, 5);
+    CUfunction fs[8] = {0};
+    CK(cuModuleEnumerateFunctions(fs, 8, m));
+    int saw_add = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const char *name = NULL;
+        CK(cuFuncGetName(&name, fs[i]));
+        saw_add |= strcmp(name, "sim_add") == 0;
+        CUfunctionLoadingState st = CU_FUNCTION_LOADING_STATE_UNLOADED;
+        CK(cuFuncIsLoaded(&st, fs[i]));
+        assert_int_equal(st, CU_FUNCTION_LOADING_STATE_LOADED);
+        CK(cuFuncLoad(fs[i]));
+    }
+    assert_true(saw_add);
+    assert_null(fs[5]);
+    CUfunction one[1] = {0};
+    CK(cuModuleEnumerateFunctions(one, 1, m)); /* at most numFunctions */
+    assert_non_null(one[0]);
+    assert_int_equal(cuModuleGetFunctionCount(NULL, m), CUDA_ERROR_INVALID_VALUE);
+    CK(cuModuleUnload(m));
+    assert_int_equal(cuModuleGetFunctionCount(&n, m), CUDA_ERROR_INVALID_HANDLE);
+    CUfunctionLoadingState st;
+    assert_int_equal(cuFuncIsLoaded(&st, fs[0]), CUDA_ERROR_INVALID_HANDLE);
+}
+
 static void test_library_and_kernel(void **state)
 {
     (void)state;
@@ -275,6 +308,10 @@ static void test_library_and_kernel(void **state)
     CK(cuLibraryGetKernel(&k, lib, "sim_add"));
     CUfunction f;
     CK(cuKernelGetFunction(&f, k));
+    CUlibrary back = NULL;
+    CK(cuKernelGetLibrary(&back, k));
+    assert_ptr_equal(back, lib);
+    assert_int_equal(cuKernelGetLibrary(NULL, k), CUDA_ERROR_INVALID_VALUE);
     float a = 1, b = 2, c = 0;
     CUdeviceptr d;
     CK(cuMemAlloc(&d, 3 * sizeof(float)));
@@ -418,6 +455,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_arguments_copied_at_launch),
         cmocka_unit_test(test_launch_info_and_attributes),
         cmocka_unit_test(test_other_image_forms),
+        cmocka_unit_test(test_module_functions_enumerated),
         cmocka_unit_test(test_library_and_kernel),
         cmocka_unit_test(test_library_unload_while_queued),
         cmocka_unit_test(test_sticky_errors),
