@@ -9,9 +9,12 @@
  *   handle), applied after cublasCreate and after every cublasSetStream
  *   (cuBLAS resets the workspace there); a workspace the application sets
  *   is replaced by the shim's for the current stream;
- * d2: SGEMM, GemmEx with fp32 A, B, C and a 32F compute type (the
- *   reduced-precision FAST_* ones included: they get full fp32) and SGEMM
- *   strided batched run on the shim's portable kernel (context/gemm.c).
+ * d2: SGEMM, GemmEx and GemmStridedBatchedEx with fp32 A, B, C and a 32F
+ *   compute type (the reduced-precision FAST_* ones included: they get full
+ *   fp32) and SGEMM strided batched run on the shim's portable kernel
+ *   (context/gemm.c). Not routed (vendor's choice kept, bits may differ
+ *   across models): other types, pointer-array batched GEMMs, the _64 API,
+ *   cuBLASLt (cublasLtMatmul is not intercepted).
  * off: pass-through.
  *
  * The registry of handles is taken under es_state_lock, never on a GEMM.
@@ -285,3 +288,16 @@ ES_GEMM_WRAPPER(cublasGemmEx,
                 es_gemmex_fp32(Atype, Btype, Ctype, computeType),
                 es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0,
                               beta, C, ldc, 0, 1, &st))
+
+ES_GEMM_WRAPPER(cublasGemmStridedBatchedEx,
+                (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                 int m, int n, int k, const void *alpha, const void *A, cudaDataType Atype,
+                 int lda, long long int strideA, const void *B, cudaDataType Btype, int ldb,
+                 long long int strideB, const void *beta, void *C, cudaDataType Ctype, int ldc,
+                 long long int strideC, int batchCount, cublasComputeType_t computeType,
+                 cublasGemmAlgo_t algo),
+                (handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,
+                 strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo),
+                es_gemmex_fp32(Atype, Btype, Ctype, computeType),
+                es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb,
+                              strideB, beta, C, ldc, strideC, batchCount, &st))

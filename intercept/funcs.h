@@ -260,6 +260,15 @@
        long long int strideC, int batchCount),                                                   \
       (handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc,  \
        strideC, batchCount), ES_BLERR)                                                           \
+    X(C, cublasGemmStridedBatchedEx, 0, 0, 0, cublasStatus_t,                                 \
+      (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, \
+       int k, const void *alpha, const void *A, cudaDataType Atype, int lda,                    \
+       long long int strideA, const void *B, cudaDataType Btype, int ldb,                       \
+       long long int strideB, const void *beta, void *C, cudaDataType Ctype, int ldc,           \
+       long long int strideC, int batchCount, cublasComputeType_t computeType,                  \
+       cublasGemmAlgo_t algo),                                                                   \
+      (handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB,  \
+       beta, C, Ctype, ldc, strideC, batchCount, computeType, algo), ES_BLERR)                  \
     X(P, cublasDgemm_v2, 0, 0, 0, cublasStatus_t,                                               \
       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, \
        int k, const double *alpha, const double *A, int lda, const double *B, int ldb,          \

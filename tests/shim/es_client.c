@@ -318,6 +318,13 @@ static int mode_gemm(int dev)
                                  (long long)M * K, (float *)dB, K, (long long)K * N, &zero,
                                  (float *)dC, M, (long long)M * N, BATCH));
     printf("batched %016llx\n", (unsigned long long)download_hash(dC, M * N * BATCH));
+    CK(cuMemsetD8(dC, 0, sizeof(float) * M * N * BATCH));
+    CK(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, (void *)dA,
+                                  CUDA_R_32F, M, (long long)M * K, (void *)dB, CUDA_R_32F, K,
+                                  (long long)K * N, &zero, (void *)dC, CUDA_R_32F, M,
+                                  (long long)M * N, BATCH, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
+    printf("batchedex %016llx\n", (unsigned long long)download_hash(dC, M * N * BATCH));
     /* scalars in device memory */
     float ab[2] = { 1.0f, 0.0f };
     CUdeviceptr dab = upload(ab, 2);
@@ -438,6 +445,24 @@ static int mode_attrs(int dev)
 
 /* ---- cuDNN ------------------------------------------------------------------- */
 
+/* A handle and the descriptors of an fp32 NCHW "same" convolution (pad 1,
+ * stride 1, cross-correlation) of an nb x c x hh x ww image by ko x c x r x r
+ * filters; yd created, not set. */
+static void conv_descs(int nb, int c, int hh, int ww, int ko, int r, cudnnHandle_t *h,
+                       cudnnTensorDescriptor_t *xd, cudnnTensorDescriptor_t *yd,
+                       cudnnFilterDescriptor_t *wd, cudnnConvolutionDescriptor_t *cd)
+{
+    CK(cudnnCreate(h));
+    CK(cudnnCreateTensorDescriptor(xd));
+    CK(cudnnCreateTensorDescriptor(yd));
+    CK(cudnnCreateFilterDescriptor(wd));
+    CK(cudnnCreateConvolutionDescriptor(cd));
+    CK(cudnnSetTensor4dDescriptor(*xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, nb, c, hh, ww));
+    CK(cudnnSetFilter4dDescriptor(*wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, ko, c, r, r));
+    CK(cudnnSetConvolution2dDescriptor(*cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                       CUDNN_DATA_FLOAT));
+}
+
 static int mode_cudnn(void)
 {
     /* Small channel counts and many output positions: the shapes for which
@@ -445,18 +470,10 @@ static int mode_cudnn(void)
     enum { NB = 8, C = 3, H = 64, W = 64, KO = 8, R = 3 };
     setup(0);
     cudnnHandle_t h;
-    CK(cudnnCreate(&h));
     cudnnTensorDescriptor_t xd, yd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
-    CK(cudnnCreateTensorDescriptor(&xd));
-    CK(cudnnCreateTensorDescriptor(&yd));
-    CK(cudnnCreateFilterDescriptor(&wd));
-    CK(cudnnCreateConvolutionDescriptor(&cd));
-    CK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, NB, C, H, W));
-    CK(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, KO, C, R, R));
-    CK(cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
-                                       CUDNN_DATA_FLOAT));
+    conv_descs(NB, C, H, W, KO, R, &h, &xd, &yd, &wd, &cd);
     int on, oc, oh, ow;
     CK(cudnnGetConvolution2dForwardOutputDim(cd, xd, wd, &on, &oc, &oh, &ow));
     CK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, on, oc, oh, ow));
@@ -564,18 +581,10 @@ static int mode_conv(int dev)
     enum { NB = 4, C = 8, H = 16, W = 16, KO = 16, R = 3 };
     setup(dev);
     cudnnHandle_t h;
-    CK(cudnnCreate(&h));
     cudnnTensorDescriptor_t xd, yd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
-    CK(cudnnCreateTensorDescriptor(&xd));
-    CK(cudnnCreateTensorDescriptor(&yd));
-    CK(cudnnCreateFilterDescriptor(&wd));
-    CK(cudnnCreateConvolutionDescriptor(&cd));
-    CK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, NB, C, H, W));
-    CK(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, KO, C, R, R));
-    CK(cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
-                                       CUDNN_DATA_FLOAT));
+    conv_descs(NB, C, H, W, KO, R, &h, &xd, &yd, &wd, &cd);
     CK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, NB, KO, H, W));
     size_t nx = (size_t)NB * C * H * W, nw = (size_t)KO * C * R * R, ny = (size_t)NB * KO * H * W;
     float *hx = malloc(nx * 4), *hw = malloc(nw * 4), *hy = malloc(ny * 4);

@@ -793,7 +793,7 @@ static void test_d1_cudnn_backend(void **state)
 
 /* ---- d2 ------------------------------------------------------------------------------ */
 
-static void gemm_on(int dev, const char *det, char out[5][64], char *ref, char *ref_tn)
+static void gemm_on(int dev, const char *det, char out[6][64], char *ref, char *ref_tn)
 {
     char d[8];
     snprintf(d, sizeof(d), "%d", dev);
@@ -807,6 +807,7 @@ static void gemm_on(int dev, const char *det, char out[5][64], char *ref, char *
     val(&r, "batched", out[2], 64);
     val(&r, "sgemm_tn", out[3], 64);
     val(&r, "sgemm_devptr", out[4], 64);
+    val(&r, "batchedex", out[5], 64);
     if (ref)
         val(&r, "reference", ref, 64);
     if (ref_tn)
@@ -817,19 +818,21 @@ static void gemm_on(int dev, const char *det, char out[5][64], char *ref, char *
 static void test_d2_gemm_across_models(void **state)
 {
     (void)state;
-    char a[5][64], v[5][64], ref[64], ref_tn[64];
+    char a[6][64], v[6][64], ref[64], ref_tn[64];
     /* negative controls: bits differ between an a100 and a v100 */
     gemm_on(0, "EASYSCALE_DETERMINISM=off", a, NULL, NULL);
     gemm_on(1, "EASYSCALE_DETERMINISM=off", v, NULL, NULL);
     assert_string_not_equal(a[0], v[0]);
+    assert_string_not_equal(a[5], v[5]);
     gemm_on(0, "EASYSCALE_DETERMINISM=d1", a, NULL, NULL);
     gemm_on(1, "EASYSCALE_DETERMINISM=d1", v, NULL, NULL);
     assert_string_not_equal(a[0], v[0]);
     /* d2: the same bits, equal to the portable order computed on the host */
     gemm_on(0, "EASYSCALE_DETERMINISM=d2", a, ref, ref_tn);
     gemm_on(1, "EASYSCALE_DETERMINISM=d2", v, NULL, NULL);
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         assert_string_equal(a[i], v[i]);
+    assert_string_equal(a[2], a[5]); /* GemmStridedBatchedEx fp32 = SgemmStridedBatched */
     assert_string_equal(a[0], ref);
     assert_string_equal(a[0], a[1]); /* GemmEx fp32 = Sgemm */
     assert_string_equal(a[0], a[4]); /* device pointer mode */
