@@ -5,6 +5,8 @@
  * object is reused only after many more contexts have been destroyed. */
 #include "sim/driver/internal.h"
 
+#include <cudaProfiler.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -553,4 +555,20 @@ CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
         c->peers[i] = c->peers[--c->npeers];
     pthread_mutex_unlock(&c->mu);
     return r;
+}
+
+/* cudaProfiler.h: enable/disable "profile collection by the active profiling
+ * tool for the current context"; starting when started (or stopping when
+ * stopped) has no effect. No profiling tool ever attaches to simcuda, so
+ * both only check that a context is current. */
+CUresult cuProfilerStart(void)
+{
+    sim_ctx_t *c;
+    return sim_ctx_get(&c);
+}
+
+CUresult cuProfilerStop(void)
+{
+    sim_ctx_t *c;
+    return sim_ctx_get(&c);
 }

@@ -317,6 +317,46 @@ static int parse_time_scale(void)
     return 0;
 }
 
+/* SIMCUDA_TRACE: "0" (default) or "1": log every cuGetProcAddress lookup,
+ * cuGetExportTable request and call of an unsupported entry point to stderr.
+ * Read once, at the first traced call or at cuInit, whichever comes first
+ * (the CUDA runtime asks cuGetProcAddress before it calls cuInit). */
+static pthread_once_t g_trace_once = PTHREAD_ONCE_INIT;
+static int g_trace_on, g_trace_bad;
+
+static void parse_trace(void)
+{
+    const char *s = getenv("SIMCUDA_TRACE");
+    if (!s || !*s)
+        return;
+    if (strcmp(s, "0") == 0)
+        return;
+    if (strcmp(s, "1") == 0) {
+        g_trace_on = 1;
+        return;
+    }
+    sim_log("SIMCUDA_TRACE='%s' is not 0 or 1", s);
+    g_trace_bad = 1;
+}
+
+int sim_trace_on(void)
+{
+    pthread_once(&g_trace_once, parse_trace);
+    return g_trace_on;
+}
+
+void sim_trace(const char *fmt, ...)
+{
+    if (!sim_trace_on())
+        return;
+    va_list ap;
+    char buf[512];
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "simcuda trace: %s\n", buf);
+}
+
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 static void register_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
 
@@ -334,7 +374,8 @@ CUresult cuInit(unsigned int flags)
     g_init_tried = 1;
     if (getrandom(&g_seed_base, sizeof(g_seed_base), 0) != (ssize_t)sizeof(g_seed_base))
         g_seed_base = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    if (parse_time_scale() != 0) {
+    sim_trace_on();
+    if (g_trace_bad || parse_time_scale() != 0) {
         r = g_init_result = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
@@ -347,6 +388,7 @@ CUresult cuInit(unsigned int flags)
     g_init_result = r;
 out:
     pthread_mutex_unlock(&g_init_mu);
+    sim_trace("cuInit(%u) -> %d", flags, (int)r);
     return r;
 }
 

@@ -81,6 +81,9 @@ extern atomic_int sim_inited;
             return CUDA_ERROR_NOT_INITIALIZED;                              \
     } while (0)
 void sim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* SIMCUDA_TRACE=1: sim_trace logs a line to stderr ("simcuda trace: ..."). */
+int sim_trace_on(void);
+void sim_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- contexts ------------------------------------------------------------------ */
 struct sim_stream;

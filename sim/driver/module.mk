@@ -1,5 +1,5 @@
 # sim/driver/: simcuda's CUDA driver (build/sim/libcuda.so.1 + libcuda.so),
-# its tests (tests/sim_driver/), the cuda.h-only client acceptance test
+# its tests (tests/sim_driver/, including NVIDIA's CUDA runtime on it), the cuda.h-only client acceptance test
 # (tests/clients/cuda_client.c) and the es-devices demo (examples/devices.c).
 
 SIMDRV_SRCS := driver device context stream capacity memory module procs legacy unsupported
@@ -9,7 +9,7 @@ SIMCUDA_LIB := $(B)/sim/libcuda.so.1
 ALL += $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/sim/twins/libsimtwin_simtest.so \
     $(B)/tests/sim_driver/kernels.fatbin $(B)/bin/es-devices
 TESTS += $(B)/tests/sim_driver_test $(B)/tests/sim_vmm_test $(B)/tests/sim_kernel_test \
-    $(B)/tests/cuda_client_test
+    $(B)/tests/cuda_client_test $(B)/tests/sim_cudart_test
 
 # -Bsymbolic-functions: calls and function addresses inside the library (the
 # cuGetProcAddress table, _ptsz wrappers) bind to its own definitions, never
@@ -28,7 +28,8 @@ $(B)/sim/libcuda.so: $(SIMCUDA_LIB)
 SIMDRV_TEST_LIBS := -L$(B)/sim -lcuda $(CMOCKA_LIBS) -ldl -lrt
 
 # The driver test reads the cuda.h it was built against.
-$(B)/obj/tests/sim_driver/driver_test.o: CPPFLAGS += -DST_CUDA_H='"$(CUDA_HOME)/include/cuda.h"'
+$(B)/obj/tests/sim_driver/driver_test.o: CPPFLAGS += -DST_CUDA_H='"$(CUDA_HOME)/include/cuda.h"' \
+    -DST_CUDA_TYPEDEFS_H='"$(CUDA_HOME)/include/cudaTypedefs.h"'
 
 $(B)/tests/sim_driver/kernels.fatbin: tests/sim_driver/kernels.cu
 	@mkdir -p $(dir $@)
@@ -67,6 +68,25 @@ $(B)/tests/sim_kernel_test: $(B)/obj/tests/sim_driver/kernel_test.o $(B)/obj/tes
     $(B)/tests/sim_driver/kernels.ptx
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
+
+# NVIDIA's CUDA runtime on simcuda: a .cu program built by nvcc like a user's,
+# with the shared runtime (found through its run path, after LD_LIBRARY_PATH's
+# build/sim) and with nvcc's default static runtime.
+CUDART_APP_FLAGS := -Wno-deprecated-gpu-targets -gencode arch=compute_80,code=sm_80 \
+    -gencode arch=compute_90,code=[sm_90,compute_90]
+$(B)/tests/sim_driver/cudart_app_shared: tests/sim_driver/cudart_app.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CUDART_APP_FLAGS) -cudart shared -Xlinker -rpath=$(CUDA_HOME)/lib64 -o $@ $<
+
+$(B)/tests/sim_driver/cudart_app_static: tests/sim_driver/cudart_app.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CUDART_APP_FLAGS) -cudart static -o $@ $<
+
+$(B)/tests/sim_cudart_test: $(B)/obj/tests/sim_driver/cudart_test.o $(TEST_HARNESS_OBJ) | \
+    $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/sim/twins/libsimtwin_simtest.so \
+    $(B)/tests/sim_driver/cudart_app_shared $(B)/tests/sim_driver/cudart_app_static
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
 
 # The client acceptance test: NVIDIA's cuda.h only, built exactly like a user would.
 $(B)/tests/cuda_client_test: tests/clients/cuda_client.c | $(SIMCUDA_LIB) $(B)/sim/libcuda.so

@@ -7,6 +7,7 @@
 #include "sim/driver/internal.h"
 #include "sim/driver/unsupported.h"
 
+#include <cudaProfiler.h>
 #include <string.h>
 
 #define NOPT 0
@@ -16,6 +17,7 @@
     X(cuDriverGetVersion, 2020, cuDriverGetVersion, NOPT)                                \
     X(cuGetErrorName, 6000, cuGetErrorName, NOPT)                                        \
     X(cuGetErrorString, 6000, cuGetErrorString, NOPT)                                    \
+    X(cuGetExportTable, 3000, cuGetExportTable, NOPT)                                    \
     X(cuGetProcAddress, 11030, cuGetProcAddress, NOPT)                                   \
     X(cuGetProcAddress, 12000, cuGetProcAddress_v2, NOPT)                                \
     X(cuDeviceGet, 2000, cuDeviceGet, NOPT)                                              \
@@ -64,6 +66,8 @@
     X(cuCtxSetCacheConfig, 3020, cuCtxSetCacheConfig, NOPT)                              \
     X(cuCtxEnablePeerAccess, 4000, cuCtxEnablePeerAccess, NOPT)                          \
     X(cuCtxDisablePeerAccess, 4000, cuCtxDisablePeerAccess, NOPT)                        \
+    X(cuProfilerStart, 4000, cuProfilerStart, NOPT)                                      \
+    X(cuProfilerStop, 4000, cuProfilerStop, NOPT)                                        \
     X(cuMemAlloc, 3020, cuMemAlloc_v2, NOPT)                                             \
     X(cuMemAllocPitch, 3020, cuMemAllocPitch_v2, NOPT)                                   \
     X(cuMemFree, 3020, cuMemFree_v2, NOPT)                                               \
@@ -234,6 +238,13 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
 out:
     if (status)
         *status = st;
+    if (sim_trace_on())
+        sim_trace("cuGetProcAddress(\"%s\", version %d, flags %#llx) -> %s%s", symbol ? symbol : "(null)",
+                  cudaVersion, (unsigned long long)flags,
+                  r == CUDA_SUCCESS ? "found" : r == CUDA_ERROR_INVALID_VALUE ? "invalid value" :
+                  st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "NULL (version not sufficient)" :
+                  "NULL (symbol not found)",
+                  best ? (best->ptsz && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ? " (per-thread)" : "") : "");
     return r;
 }
 
@@ -252,4 +263,35 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
     return lookup(symbol, pfn, cudaVersion, flags, NULL);
+}
+
+/* cuGetExportTable hands out NVIDIA's private function tables, each named
+ * by a UUID; cuda.h declares the function but documents no table. simcuda
+ * provides none: every request sets *ppExportTable to NULL and returns
+ * CUDA_ERROR_NOT_SUPPORTED (logged under SIMCUDA_TRACE=1).
+ *
+ * Consequence, measured with CUDA 13.0's libcudart.so.13 and
+ * libcudart_static.a: at its initialisation the runtime resolves its driver
+ * entry points through cuGetProcAddress (all it needs are found), then asks
+ * for table f8cff951-2146-8b4e-b9e2-fb469e7c0dd9 (optional: it goes on
+ * without it) and then for 6bd5fb6c-5bf4-e74a-8987-d93912fd9df9 (known in
+ * public reimplementations as the "cudart interface" table), without which it
+ * stops: every runtime call then returns the driver's refusal as its own
+ * error (cudaErrorNotSupported), before any context, memory or module
+ * exists. That table's contents are undocumented, so NVIDIA's CUDA runtime
+ * does not run on simcuda (tests/sim_driver/cudart_test.c checks exactly
+ * this failure point). */
+CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
+{
+    if (!ppExportTable || !pExportTableId)
+        return CUDA_ERROR_INVALID_VALUE;
+    *ppExportTable = NULL;
+    if (sim_trace_on()) {
+        const unsigned char *u = (const unsigned char *)pExportTableId->bytes;
+        sim_trace("cuGetExportTable(%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x) "
+                  "-> not supported",
+                  u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+                  u[13], u[14], u[15]);
+    }
+    return CUDA_ERROR_NOT_SUPPORTED;
 }

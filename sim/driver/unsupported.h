@@ -64,7 +64,7 @@
     UP(cuStreamEndCapture, 10000, cuStreamEndCapture, cuStreamEndCapture_ptsz)          \
     UP(cuStreamUpdateCaptureDependencies, 12030, cuStreamUpdateCaptureDependencies_v2,  \
        cuStreamUpdateCaptureDependencies_v2_ptsz)                                       \
-    U(cuGraphInstantiate, 11040,                                                        \
+    U(cuGraphInstantiateWithFlags, 11040,                                               \
       cuGraphInstantiateWithFlags)                                                      \
     UP(cuGraphInstantiateWithParams, 12000, cuGraphInstantiateWithParams,               \
        cuGraphInstantiateWithParams_ptsz)                                               \
@@ -109,7 +109,8 @@
     UP(cuMemAllocFromPoolAsync, 11020, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz) \
     UP(cuMemBatchDecompressAsync, 12060, cuMemBatchDecompressAsync,                     \
        cuMemBatchDecompressAsync_ptsz)                                                  \
-    SIM_UNSUPPORTED_PLAIN(U)
+    SIM_UNSUPPORTED_PLAIN(U)                                                            \
+    SIM_UNSUPPORTED_OLD_ABI(U, UP)
 
 /* The other functions cuda.h declares under their own (unversioned) names,
  * with the CUDA version that introduced each (cudaTypedefs.h), so that a
@@ -217,8 +218,6 @@
       cuFuncSetSharedMemConfig)                                                         \
     U(cuFuncSetSharedSize, 2000,                                                        \
       cuFuncSetSharedSize)                                                              \
-    U(cuGetExportTable, 3000,                                                           \
-      cuGetExportTable)                                                                 \
     U(cuGraphAddBatchMemOpNode, 11070,                                                  \
       cuGraphAddBatchMemOpNode)                                                         \
     U(cuGraphAddChildGraphNode, 10000,                                                  \
@@ -569,6 +568,50 @@
       cuUserObjectCreate)                                                               \
     U(cuUserObjectRelease, 11030,                                                       \
       cuUserObjectRelease)                                                              \
-    U(cuUserObjectRetain, 11030, cuUserObjectRetain)
+    U(cuUserObjectRetain, 11030, cuUserObjectRetain)                                    \
+    U(cuLinkComplete, 5050, cuLinkComplete)                                             \
+    U(cuLinkDestroy, 5050, cuLinkDestroy)                                               \
+    U(cuProfilerInitialize, 4000, cuProfilerInitialize)
+
+/* Older ABIs of the functions above, each under the name NVIDIA's driver
+ * still exports for it (cuda.h's __CUDA_API_VERSION_INTERNAL section) and
+ * answered by cuGetProcAddress for the versions cudaTypedefs.h gives them:
+ * CUDA 13.0's runtime asks for these by their old versions at start-up. The
+ * 32-bit-size v1 functions (CUdeviceptr_v1, unsigned int sizes) stay out,
+ * as in legacy.c. */
+#define SIM_UNSUPPORTED_OLD_ABI(U, UP)                                                  \
+    U(cuLinkCreate, 5050, cuLinkCreate)                                                 \
+    U(cuLinkAddData, 5050, cuLinkAddData)                                               \
+    U(cuLinkAddFile, 5050, cuLinkAddFile)                                               \
+    UP(cuMemcpyBatchAsync, 12080, cuMemcpyBatchAsync, cuMemcpyBatchAsync_ptsz)          \
+    UP(cuMemcpy3DBatchAsync, 12080, cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_ptsz)    \
+    UP(cuStreamWaitValue32, 8000, cuStreamWaitValue32, cuStreamWaitValue32_ptsz)        \
+    UP(cuStreamWriteValue32, 8000, cuStreamWriteValue32, cuStreamWriteValue32_ptsz)     \
+    UP(cuStreamWaitValue64, 9000, cuStreamWaitValue64, cuStreamWaitValue64_ptsz)        \
+    UP(cuStreamWriteValue64, 9000, cuStreamWriteValue64, cuStreamWriteValue64_ptsz)     \
+    UP(cuStreamBatchMemOp, 8000, cuStreamBatchMemOp, cuStreamBatchMemOp_ptsz)           \
+    U(cuIpcOpenMemHandle, 4010, cuIpcOpenMemHandle)                                     \
+    U(cuMemAdvise, 8000, cuMemAdvise)                                                   \
+    UP(cuMemPrefetchAsync, 8000, cuMemPrefetchAsync, cuMemPrefetchAsync_ptsz)           \
+    U(cuGraphAddKernelNode, 10000, cuGraphAddKernelNode)                                \
+    U(cuGraphKernelNodeGetParams, 10000, cuGraphKernelNodeGetParams)                    \
+    U(cuGraphKernelNodeSetParams, 10000, cuGraphKernelNodeSetParams)                    \
+    U(cuGraphExecKernelNodeSetParams, 10010, cuGraphExecKernelNodeSetParams)            \
+    U(cuGraphExecUpdate, 10020, cuGraphExecUpdate)                                      \
+    U(cuGraphGetEdges, 10000, cuGraphGetEdges)                                          \
+    U(cuGraphNodeGetDependencies, 10000, cuGraphNodeGetDependencies)                    \
+    U(cuGraphNodeGetDependentNodes, 10000, cuGraphNodeGetDependentNodes)                \
+    U(cuGraphAddDependencies, 10000, cuGraphAddDependencies)                            \
+    U(cuGraphRemoveDependencies, 10000, cuGraphRemoveDependencies)                      \
+    U(cuGraphAddNode, 12020, cuGraphAddNode)                                            \
+    U(cuGraphInstantiate, 10000, cuGraphInstantiate)                                    \
+    U(cuGraphInstantiate, 11000, cuGraphInstantiate_v2)                                 \
+    UP(cuStreamBeginCapture, 10000, cuStreamBeginCapture, cuStreamBeginCapture_ptsz)    \
+    UP(cuStreamGetCaptureInfo, 10010, cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_ptsz) \
+    UP(cuStreamGetCaptureInfo, 11030, cuStreamGetCaptureInfo_v2, cuStreamGetCaptureInfo_v2_ptsz) \
+    UP(cuStreamUpdateCaptureDependencies, 11030, cuStreamUpdateCaptureDependencies,     \
+       cuStreamUpdateCaptureDependencies_ptsz)                                          \
+    U(cuGraphicsResourceSetMapFlags, 3000, cuGraphicsResourceSetMapFlags)               \
+    U(cuTexRefSetAddress2D, 3020, cuTexRefSetAddress2D_v2)
 
 #endif

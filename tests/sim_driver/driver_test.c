@@ -25,6 +25,8 @@
 #include "tests/harness.h"
 #include "tests/sim_driver/common.h"
 
+#include <cudaProfiler.h>
+
 #define DEVICES "a100:40G,a100:40G,v100:16G,t4:16G,h100:80G,p100:16G"
 
 static const char *g_self;
@@ -1639,10 +1641,14 @@ static void test_every_plain_function_exported(void **state)
     static char decl[MAXN][80], ren[MAXN][80];
     int nd = 0, nr = 0;
     char line[4096];
+    int split = 0; /* the previous line was "CUresult CUDAAPI" alone */
     while (fgets(line, sizeof(line), f)) {
         char *p = line;
         while (*p == ' ' || *p == '\t')
             p++;
+        if (split && !strncmp(p, "cu", 2) && nd < MAXN && sscanf(p, "%79[A-Za-z0-9_]", decl[nd]) == 1)
+            nd++;
+        split = !strncmp(p, "CUresult CUDAAPI", 16) && strspn(p + 16, " \t\r\n") == strlen(p + 16);
         if (*p == '#') {
             p++;
             while (*p == ' ' || *p == '\t')
@@ -1693,6 +1699,147 @@ static void test_every_plain_function_exported(void **state)
     assert_int_equal(cuIpcGetMemHandle(&ipc, 0), CUDA_ERROR_NOT_SUPPORTED);
     CUmemoryPool pool;
     assert_int_equal(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_ERROR_NOT_SUPPORTED);
+}
+
+/* Every (function, version) that NVIDIA's cudaTypedefs.h names as
+ * PFN_<name>_v<version>[_ptsz|_ptds] is answered by cuGetProcAddress with that
+ * version (and the per-thread flag for the _ptsz/_ptds forms): CUDA 13.0's
+ * runtime asks for old ABIs (cuStreamBeginCapture 10000, cuLinkCreate 5050,
+ * ...) by their old versions. Left out, as in legacy.c: the 32-bit-size
+ * forms that CUDA 3.2 replaced (a version below 3020 of a function that has
+ * a 3020 one). */
+static void test_every_typedef_version_answered(void **state)
+{
+    (void)state;
+    FILE *f = fopen(ST_CUDA_TYPEDEFS_H, "r");
+    assert_non_null(f);
+    enum { MAXT = 2048 };
+    static char name[MAXT][128];
+    static int ver[MAXT], pt[MAXT];
+    int n = 0;
+    char line[4096];
+    while (fgets(line, sizeof(line), f) && n < MAXT) {
+        char *p = strstr(line, "(CUDAAPI *PFN_cu");
+        if (!p)
+            continue;
+        char full[128];
+        if (sscanf(p + 14, "%127[A-Za-z0-9_]", full) != 1)
+            continue;
+        char *v = NULL;
+        for (char *q = strstr(full, "_v"); q; q = strstr(q + 1, "_v"))
+            if (q[2] >= '0' && q[2] <= '9')
+                v = q;
+        if (!v)
+            continue;
+        *v = '\0';
+        snprintf(name[n], sizeof(name[n]), "%s", full);
+        ver[n] = atoi(v + 2);
+        pt[n] = strstr(v + 2, "_ptsz") != NULL || strstr(v + 2, "_ptds") != NULL;
+        n++;
+    }
+    fclose(f);
+    assert_true(n > 500); /* the header was read */
+    int checked = 0, missing = 0;
+    char miss[512] = "";
+    for (int i = 0; i < n; i++) {
+        int replaced = 0;
+        for (int k = 0; k < n && ver[i] < 3020 && !replaced; k++)
+            replaced = ver[k] == 3020 && !strcmp(name[k], name[i]);
+        if (replaced)
+            continue;
+        checked++;
+        void *fn = NULL;
+        CUdriverProcAddressQueryResult st;
+        cuuint64_t flags = pt[i] ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0;
+        if (cuGetProcAddress(name[i], &fn, ver[i], flags, &st) == CUDA_SUCCESS && fn &&
+            st == CU_GET_PROC_ADDRESS_SUCCESS)
+            continue;
+        if (missing++ < 6)
+            snprintf(miss + strlen(miss), sizeof(miss) - strlen(miss), " %.48s@%d%s", name[i], ver[i],
+                     pt[i] ? "(pt)" : "");
+    }
+    if (missing)
+        fail_msg("%d of %d typedef versions not answered:%s", missing, checked, miss);
+    assert_true(checked > 500);
+    /* An old ABI is its own function, not the current one. */
+    void *old = NULL, *cur = NULL;
+    CUdriverProcAddressQueryResult st;
+    CK(cuGetProcAddress("cuStreamBeginCapture", &old, 10000, 0, &st));
+    CK(cuGetProcAddress("cuStreamBeginCapture", &cur, 13000, 0, &st));
+    assert_non_null(old);
+    assert_ptr_equal(old, dlsym(RTLD_DEFAULT, "cuStreamBeginCapture"));
+    assert_ptr_equal(cur, dlsym(RTLD_DEFAULT, "cuStreamBeginCapture_v2"));
+}
+
+/* cuGetExportTable: NVIDIA's private tables are not provided; any table is
+ * refused with CUDA_ERROR_NOT_SUPPORTED and a NULL table. */
+static void test_export_tables_refused(void **state)
+{
+    (void)state;
+    CK(cuInit(0));
+    CUuuid id;
+    memset(&id, 0x5a, sizeof(id));
+    const void *table = &id;
+    assert_int_equal(cuGetExportTable(&table, &id), CUDA_ERROR_NOT_SUPPORTED);
+    assert_null(table);
+    assert_int_equal(cuGetExportTable(NULL, &id), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGetExportTable(&table, NULL), CUDA_ERROR_INVALID_VALUE);
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st;
+    CK(cuGetProcAddress("cuGetExportTable", &fn, 3000, 0, &st));
+    assert_ptr_equal(fn, (void *)cuGetExportTable);
+}
+
+static void *thread_profiler(void *arg)
+{
+    (void)arg;
+    return (void *)(intptr_t)cuProfilerStart();
+}
+
+/* cuProfilerStart/Stop act on the current context (CUDA_ERROR_INVALID_CONTEXT
+ * without one); repeated, they have no effect. */
+static void test_profiler_start_stop(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CK(cuProfilerStart());
+    CK(cuProfilerStart());
+    CK(cuProfilerStop());
+    CK(cuProfilerStop());
+    pthread_t t;
+    void *ret;
+    assert_int_equal(pthread_create(&t, NULL, thread_profiler, NULL), 0);
+    assert_int_equal(pthread_join(t, &ret), 0);
+    assert_int_equal((int)(intptr_t)ret, CUDA_ERROR_INVALID_CONTEXT);
+}
+
+/* SIMCUDA_TRACE is 0 or 1; 1 logs the lookups; anything else fails cuInit. */
+static void test_trace_variable(void **state)
+{
+    (void)state;
+    static const char *bad[] = {"yes", "2", " 1", "1 ", "01", "on"};
+    char *argv[] = {(char *)g_self, (char *)"--child-devices", NULL};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char env_trace[64];
+        snprintf(env_trace, sizeof(env_trace), "SIMCUDA_TRACE=%s", bad[i]);
+        char *env[] = {(char *)"SIMCUDA_DEVICES=a100:1G", env_trace, NULL};
+        es_proc_result_t r;
+        assert_int_equal(es_run(argv, env, 60, &r), 0);
+        if (!strstr(r.out, "init 1\n") || !strstr(r.out, "simcuda: SIMCUDA_TRACE="))
+            fail_msg("SIMCUDA_TRACE=%s accepted: %s", bad[i], r.out);
+        es_proc_result_free(&r);
+    }
+    char *env1[] = {(char *)"SIMCUDA_DEVICES=a100:1G", (char *)"SIMCUDA_TRACE=1", NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env1, 60, &r), 0);
+    assert_non_null(strstr(r.out, "count 1\n"));
+    assert_non_null(strstr(r.out, "simcuda trace: cuInit(0) -> 0\n"));
+    es_proc_result_free(&r);
+    char *env0[] = {(char *)"SIMCUDA_DEVICES=a100:1G", (char *)"SIMCUDA_TRACE=0", NULL};
+    assert_int_equal(es_run(argv, env0, 60, &r), 0);
+    assert_non_null(strstr(r.out, "count 1\n"));
+    assert_null(strstr(r.out, "simcuda trace:"));
+    es_proc_result_free(&r);
 }
 
 /* The handful of such functions simcuda does answer. */
@@ -1857,6 +2004,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_capacity_table_checked),
         cmocka_unit_test(test_get_proc_address),
         cmocka_unit_test(test_every_plain_function_exported),
+        cmocka_unit_test(test_every_typedef_version_answered),
+        cmocka_unit_test(test_export_tables_refused),
+        cmocka_unit_test(test_profiler_start_stop),
+        cmocka_unit_test(test_trace_variable),
         cmocka_unit_test(test_plain_functions_answered),
         cmocka_unit_test(test_interposer_cannot_hijack),
         cmocka_unit_test(test_stream_ordered_alloc),

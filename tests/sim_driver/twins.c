@@ -71,3 +71,18 @@ int simcuda_twin_sim_crash(const simcuda_launch_t *l)
     p[0] = 1;
     return 0;
 }
+
+/* tests/sim_driver/cudart_app.cu: y = a * x + y, launched with <<<>>>
+ * through NVIDIA's CUDA runtime. */
+int simcuda_twin_sim_rt_axpy(const simcuda_launch_t *l);
+int simcuda_twin_sim_rt_axpy(const simcuda_launch_t *l)
+{
+    float a = ARG(l, 0, float);
+    const float *x = ARG(l, 1, const float *);
+    float *y = ARG(l, 2, float *);
+    int n = ARG(l, 3, int);
+    uint64_t threads = (uint64_t)l->grid[0] * l->block[0];
+    for (uint64_t i = 0; i < threads && (int64_t)i < n; i++)
+        y[i] = a * x[i] + y[i];
+    return 0;
+}

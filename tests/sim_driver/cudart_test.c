@@ -1,0 +1,113 @@
+/* NVIDIA's CUDA runtime on simcuda's driver: runs tests/sim_driver/cudart_app.cu
+ * (built by nvcc, linked with libcudart.so.13 and with libcudart_static.a)
+ * under SIMCUDA_TRACE=1 on a simulated V100.
+ *
+ * Either the whole program passes (device properties of the simulated model,
+ * cudaMalloc/cudaMemcpy, <<<>>> launches on the default and a created stream,
+ * events, results checked), or the runtime stops exactly where simcuda's
+ * documented limit lies (sim/driver/procs.c, cuGetExportTable): CUDA 13.0's
+ * runtime needs NVIDIA's private export table
+ * 6bd5fb6c-5bf4-e74a-8987-d93912fd9df9 at its initialisation, simcuda
+ * refuses it, and the runtime's first call returns cudaErrorNotSupported.
+ * That case is reported as skipped with the reason; a failure anywhere else
+ * (a missing entry point, a wrong result, a crash) fails the test. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/harness.h"
+
+#define CUDART_TABLE "6bd5fb6c-5bf4-e74a-8987-d93912fd9df9"
+#define PROBE_TABLE "f8cff951-2146-8b4e-b9e2-fb469e7c0dd9"
+/* sim/driver/device.c: a 16 GB V100 */
+#define V100_NAME "Tesla V100-SXM2-16GB"
+#define V100_SMS "80"
+
+/* The last line of text starting with prefix (copied to buf), or NULL. */
+static const char *last_line(const char *text, const char *prefix, char *buf, size_t len)
+{
+    const char *found = NULL;
+    size_t pl = strlen(prefix);
+    for (const char *p = text; p && *p;) {
+        if (strncmp(p, prefix, pl) == 0)
+            found = p;
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    if (!found)
+        return NULL;
+    size_t n = strcspn(found, "\n");
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, found, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Returns 1 when r is the documented stop, with the reason printed. */
+static int is_documented_stop(const es_proc_result_t *r)
+{
+    char last[256];
+    if (r->status != 3 || !strstr(r->out, "cudart: init failed: error 801 (cudaErrorNotSupported)"))
+        return 0;
+    if (!last_line(r->out, "simcuda trace: ", last, sizeof(last)))
+        return 0;
+    /* The runtime did nothing with the driver after the table was refused. */
+    return strcmp(last, "simcuda trace: cuGetExportTable(" CUDART_TABLE ") -> not supported") == 0;
+}
+
+static void run_app(const char *rel)
+{
+    const char *app = es_build_path(rel);
+    char *argv[] = {(char *)app, (char *)V100_NAME, (char *)V100_SMS, NULL};
+    char *env[] = {(char *)"SIMCUDA_DEVICES=v100:16G", (char *)"CUDA_VISIBLE_DEVICES=",
+                   (char *)"SIMCUDA_TRACE=1", NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, 120, &r), 0);
+    if (r.status == 0 && strstr(r.out, "cudart: all checks passed\n")) {
+        es_proc_result_free(&r);
+        return;
+    }
+    if (is_documented_stop(&r)) {
+        /* The probe table before it is optional: the runtime went on. */
+        assert_non_null(strstr(r.out, "cuGetExportTable(" PROBE_TABLE ") -> not supported"));
+        /* Every entry point was resolved before: no context was made. */
+        assert_non_null(strstr(r.out, "cuGetProcAddress(\"cuLaunchKernel\", version 7000, flags 0x2) -> found (per-thread)"));
+        es_proc_result_free(&r);
+        print_message("%s: NVIDIA's CUDA runtime stops at its initialisation: it requires the "
+                      "private driver export table " CUDART_TABLE " (cuGetExportTable), which "
+                      "simcuda does not provide (sim/driver/procs.c); skipped as a known limit\n",
+                      rel);
+        skip();
+    }
+    fail_msg("%s: exit %d, neither passed nor stopped at the documented point:\n%s", rel, r.status,
+             r.out);
+}
+
+static void test_cudart_shared(void **state)
+{
+    (void)state;
+    run_app("tests/sim_driver/cudart_app_shared");
+}
+
+static void test_cudart_static(void **state)
+{
+    (void)state;
+    run_app("tests/sim_driver/cudart_app_static");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cudart_shared),
+        cmocka_unit_test(test_cudart_static),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
