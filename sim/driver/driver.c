@@ -46,8 +46,20 @@
  *   status, as cuda.h documents; the 4-argument form says
  *   CUDA_ERROR_NOT_FOUND). Every other function cuda.h declares (arrays,
  *   graphs, pools, ...; unsupported.h) is exported too, so any cuda.h
- *   program links, and returns CUDA_ERROR_NOT_SUPPORTED. libcuda.map keeps
- *   everything but cu* local.
+ *   program links, and returns CUDA_ERROR_NOT_SUPPORTED; so are the older
+ *   ABIs of those that NVIDIA's driver still serves by their old versions
+ *   (every PFN_<name>_v<version> of cudaTypedefs.h is answered, but for the
+ *   32-bit-size forms CUDA 3.2 replaced). libcuda.map keeps everything but
+ *   cu* local.
+ * - cuGetExportTable (NVIDIA's private, undocumented function tables) gives
+ *   no table: CUDA_ERROR_NOT_SUPPORTED. NVIDIA's CUDA runtime (libcudart,
+ *   shared or static) needs table 6bd5fb6c-5bf4-e74a-8987-d93912fd9df9 at
+ *   its initialisation, so it does not run on simcuda: its first call
+ *   returns cudaErrorNotSupported (procs.c; tests/sim_driver/cudart_test.c).
+ * - SIMCUDA_TRACE ("0" default, or "1"; anything else makes cuInit fail with
+ *   CUDA_ERROR_INVALID_VALUE) logs to stderr every cuGetProcAddress lookup
+ *   and its answer, every cuGetExportTable request, cuInit, and every call of
+ *   an unsupported function: how to see what a vendor library asks for.
  * - SIMCUDA_TIME_SCALE (float >= 0, default 0): after each device operation a
  *   worker sleeps scale x (the operation's CPU time) x the model's slowness
  *   (a100 1, h100 0.6, v100 1.6, t4 4, p100 2.5, a10 2, l4 1.8).

@@ -82,11 +82,16 @@ $(B)/tests/sim_driver/cudart_app_static: tests/sim_driver/cudart_app.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CUDART_APP_FLAGS) -cudart static -o $@ $<
 
+$(B)/tests/sim_driver/cudart_app.fatbin: tests/sim_driver/cudart_app.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CUDART_APP_FLAGS) -fatbin -o $@ $<
+
 $(B)/tests/sim_cudart_test: $(B)/obj/tests/sim_driver/cudart_test.o $(TEST_HARNESS_OBJ) | \
     $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/sim/twins/libsimtwin_simtest.so \
-    $(B)/tests/sim_driver/cudart_app_shared $(B)/tests/sim_driver/cudart_app_static
+    $(B)/tests/sim_driver/cudart_app_shared $(B)/tests/sim_driver/cudart_app_static \
+    $(B)/tests/sim_driver/cudart_app.fatbin
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
 
 # The client acceptance test: NVIDIA's cuda.h only, built exactly like a user would.
 $(B)/tests/cuda_client_test: tests/clients/cuda_client.c | $(SIMCUDA_LIB) $(B)/sim/libcuda.so

@@ -21,7 +21,11 @@
 
 #include <cmocka.h>
 
+#include <cuda.h>
+
 #include "tests/harness.h"
+
+#define CK(x) assert_int_equal((x), CUDA_SUCCESS)
 
 #define CUDART_TABLE "6bd5fb6c-5bf4-e74a-8987-d93912fd9df9"
 #define PROBE_TABLE "f8cff951-2146-8b4e-b9e2-fb469e7c0dd9"
@@ -91,6 +95,50 @@ static void run_app(const char *rel)
              r.out);
 }
 
+/* The app's kernel through the driver API (its fatbin built from the same
+ * .cu): simcuda finds the twin and the parameter layout the runtime would
+ * launch it with, and the twin computes y = a * x + y. */
+static void test_app_kernel_on_driver(void **state)
+{
+    (void)state;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction fn;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    CK(cuModuleLoad(&mod, es_build_path("tests/sim_driver/cudart_app.fatbin")));
+    CK(cuModuleGetFunction(&fn, mod, "sim_rt_axpy"));
+    size_t off = 1, size = 0;
+    CK(cuFuncGetParamInfo(fn, 3, &off, &size));
+    assert_int_equal(off, 16); /* float, pad, two pointers, int */
+    assert_int_equal(size, 4);
+    enum { N = 1000 };
+    float hx[N], hy[N];
+    for (int i = 0; i < N; i++) {
+        hx[i] = (float)i;
+        hy[i] = 0.5f * (float)i;
+    }
+    CUdeviceptr dx, dy;
+    CK(cuMemAlloc(&dx, sizeof(hx)));
+    CK(cuMemAlloc(&dy, sizeof(hy)));
+    CK(cuMemcpyHtoD(dx, hx, sizeof(hx)));
+    CK(cuMemcpyHtoD(dy, hy, sizeof(hy)));
+    float a = 2.0f;
+    int n = N;
+    void *args[] = {&a, &dx, &dy, &n};
+    CK(cuLaunchKernel(fn, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    CK(cuMemcpyDtoH(hy, dy, sizeof(hy)));
+    for (int i = 0; i < N; i++)
+        assert_true(hy[i] == 2.5f * (float)i);
+    CK(cuMemFree(dx));
+    CK(cuMemFree(dy));
+    CK(cuModuleUnload(mod));
+    CK(cuDevicePrimaryCtxRelease(dev));
+}
+
 static void test_cudart_shared(void **state)
 {
     (void)state;
@@ -106,6 +154,7 @@ static void test_cudart_static(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_app_kernel_on_driver),
         cmocka_unit_test(test_cudart_shared),
         cmocka_unit_test(test_cudart_static),
     };
