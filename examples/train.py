@@ -202,6 +202,7 @@ class Cuda(Lib):
              "cuDeviceGetName", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2",
              "cuCtxSetCurrent", "cuCtxSynchronize", "cuModuleLoadData",
              "cuModuleGetFunction", "cuModuleUnload", "cuMemAlloc_v2", "cuMemFree_v2",
+             "cuMemAllocHost_v2", "cuMemFreeHost",
              "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2",
              "cuMemsetD32Async", "cuStreamCreate", "cuStreamDestroy_v2",
              "cuStreamSynchronize", "cuStreamWaitEvent", "cuEventCreate", "cuEventRecord",
@@ -354,6 +355,7 @@ class Device:
             cuda("cuModuleGetFunction", byref(f), self.module, k.encode())
             self.funcs[k] = f
         self.allocs = []
+        self.host_allocs = []
         # Launch arguments stay referenced until the step that used them is
         # known to be done (the driver copies them, but cheap insurance).
         self.keep = [[], [], []]
@@ -368,6 +370,14 @@ class Device:
         self.cuda("cuMemAlloc_v2", byref(p), c_size_t(max(nbytes, 4)))
         self.allocs.append(p.value)
         return p.value
+
+    def alloc_host(self, nbytes):
+        """Page-locked host memory (so copies from it are truly
+        asynchronous), as a writable ctypes buffer."""
+        p = c_void_p()
+        self.cuda("cuMemAllocHost_v2", byref(p), c_size_t(max(nbytes, 4)))
+        self.host_allocs.append(p.value)
+        return (ctypes.c_char * nbytes).from_address(p.value)
 
     def stream(self):
         s = c_void_p()
@@ -566,7 +576,10 @@ class Trainer:
         self.in_img = b * IMG * IMG * f
         self.in_bytes = self.in_img + 2 * b * 4
         self.slots = [d.alloc(self.in_bytes) for _ in range(2)]
-        self.host = [ctypes.create_string_buffer(self.in_bytes) for _ in range(2)]
+        # Pinned, double-buffered: a copy from one buffer runs on the copy
+        # stream while the other is refilled (prefetch waits on ev_copied
+        # before refilling).
+        self.host = [d.alloc_host(self.in_bytes) for _ in range(2)]
         self.ev_copied = [d.event() for _ in range(2)]
         self.ev_consumed = [d.event() for _ in range(2)]
         self.ev_done = [d.event() for _ in range(3)]
@@ -886,6 +899,8 @@ class Trainer:
             self.cublas("cublasDestroy_v2", self.blas)
             for p in self.d.allocs:
                 cu("cuMemFree_v2", c_uint64(p))
+            for p in self.d.host_allocs:
+                cu("cuMemFreeHost", c_void_p(p))
             cu("cuModuleUnload", self.d.module)
         except TrainError as e:
             say(f"{PROG}: rank {self.rank}: cleanup: {e}", err=True)
