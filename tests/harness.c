@@ -152,3 +152,38 @@ const char *es_find_last(const char *text, const char *key, char *buf, size_t le
     buf[n] = '\0';
     return buf;
 }
+
+const char *es_preload_env(const char *lib, char *buf, size_t len)
+{
+    const char *cur = getenv("LD_PRELOAD");
+    int have = cur && *cur;
+    snprintf(buf, len, "LD_PRELOAD=%s%s%s", have ? cur : "", have ? ":" : "", lib);
+    return buf;
+}
+
+void *es_read_file(const char *path, size_t *len)
+{
+    char *p = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) != 0)
+        goto out;
+    long n = ftell(f);
+    if (n < 0 || fseek(f, 0, SEEK_SET) != 0)
+        goto out;
+    p = malloc((size_t)n + 1);
+    if (!p)
+        goto out;
+    if (fread(p, 1, (size_t)n, f) != (size_t)n) {
+        free(p);
+        p = NULL;
+        errno = EIO;
+        goto out;
+    }
+    p[n] = '\0';
+    *len = (size_t)n;
+out:
+    fclose(f);
+    return p;
+}

@@ -28,6 +28,15 @@ void es_proc_result_free(es_proc_result_t *r);
 const char *es_build_path(const char *rel);
 const char *es_root_path(const char *rel);
 
+/* "LD_PRELOAD=<what this process has>:<lib>" into buf, for a child's
+ * environment: whatever scripts/simenv preloaded (a sanitizer build's
+ * runtime) must stay first. Returns buf. */
+const char *es_preload_env(const char *lib, char *buf, size_t len);
+
+/* The whole file at path, NUL-terminated (free), its size in *len; NULL
+ * with errno set if it cannot be read. */
+void *es_read_file(const char *path, size_t *len);
+
 /* Returns the value following "key " on the last line that starts with it
  * in text (e.g. "checksum "), copied into buf; NULL if none. */
 const char *es_find_last(const char *text, const char *key, char *buf, size_t len);

@@ -36,17 +36,10 @@ typedef struct blob {
 
 static blob_t load_path(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s (built by context/module.mk)", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    blob_t r = { malloc((size_t)n + 1), (size_t)n };
-    assert_non_null(r.p);
-    assert_int_equal(fread(r.p, 1, (size_t)n, f), (size_t)n);
-    r.p[n] = 0;
-    fclose(f);
+    blob_t r = { NULL, 0 };
+    r.p = es_read_file(path, &r.n);
+    if (!r.p)
+        fail_msg("cannot read %s (built by context/module.mk)", path);
     return r;
 }
 

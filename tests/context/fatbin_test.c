@@ -20,6 +20,7 @@
 #include <elf.h>
 
 #include "context/fatbin.h"
+#include "tests/harness.h"
 
 /* ------------------------------------------------------------ helpers -- */
 
@@ -33,17 +34,10 @@ static blob_t load(const char *rel)
     const char *b = getenv("ES_BUILD");
     char path[4096];
     snprintf(path, sizeof path, "%s/tests/audit/%s", b && *b ? b : "build", rel);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s (built by context/module.mk)", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    blob_t r = { malloc((size_t)n + 1), (size_t)n };
-    assert_non_null(r.p);
-    assert_int_equal(fread(r.p, 1, (size_t)n, f), (size_t)n);
-    r.p[n] = 0;
-    fclose(f);
+    blob_t r = { NULL, 0 };
+    r.p = es_read_file(path, &r.n);
+    if (!r.p)
+        fail_msg("cannot read %s (built by context/module.mk)", path);
     return r;
 }
 

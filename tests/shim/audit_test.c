@@ -32,10 +32,7 @@ static char g_preload[4096];
 
 static const char *preload_env(void)
 {
-    const char *cur = getenv("LD_PRELOAD");
-    snprintf(g_preload, sizeof(g_preload), "LD_PRELOAD=%s%s%s", cur ? cur : "", cur ? ":" : "",
-             es_build_path("lib/libeasyscale.so"));
-    return g_preload;
+    return es_preload_env(es_build_path("lib/libeasyscale.so"), g_preload, sizeof(g_preload));
 }
 
 static void run(int shim, char *const argv[], es_proc_result_t *r, const char *e1,

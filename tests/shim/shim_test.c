@@ -42,10 +42,7 @@ static char g_preload[4096];
 /* LD_PRELOAD for a child: what simenv set (a sanitizer runtime) first. */
 static const char *preload_env(void)
 {
-    const char *cur = getenv("LD_PRELOAD");
-    snprintf(g_preload, sizeof(g_preload), "LD_PRELOAD=%s%s%s", cur ? cur : "", cur ? ":" : "",
-             es_build_path("lib/libeasyscale.so"));
-    return g_preload;
+    return es_preload_env(es_build_path("lib/libeasyscale.so"), g_preload, sizeof(g_preload));
 }
 
 /* Runs argv with the shim (shim != 0) and up to 6 extra env settings. */

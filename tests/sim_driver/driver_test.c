@@ -1471,10 +1471,8 @@ static void test_interposer_cannot_hijack(void **state)
 {
     (void)state;
     /* Keep a sanitizer runtime first in LD_PRELOAD when there is one. */
-    const char *pre = getenv("LD_PRELOAD");
     char env_pre[4096], env_shm[128];
-    snprintf(env_pre, sizeof(env_pre), "LD_PRELOAD=%s%s%s", pre && *pre ? pre : "",
-             pre && *pre ? ":" : "", es_build_path("tests/sim_driver/libinterposer.so"));
+    es_preload_env(es_build_path("tests/sim_driver/libinterposer.so"), env_pre, sizeof(env_pre));
     snprintf(env_shm, sizeof(env_shm), "SIMCUDA_SHM_NAME=%s", st_shm_name());
     char *env[] = {env_pre, env_shm, NULL};
     char *argv[] = {(char *)g_self, (char *)"--child-interposed", NULL};

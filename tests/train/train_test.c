@@ -630,9 +630,26 @@ static const char *shim_preload(char *buf, size_t len)
         fprintf(stderr, "note: %s not built; shim test skipped\n", lib);
         return NULL;
     }
-    const char *cur = getenv("LD_PRELOAD");
-    snprintf(buf, len, "LD_PRELOAD=%s%s%s", cur && *cur ? cur : "", cur && *cur ? ":" : "", lib);
-    return buf;
+    return es_preload_env(lib, buf, len);
+}
+
+/* Two 2-rank runs with --deterministic-kernels (and --cudnn-deterministic
+ * when app_knobs), in environments ea and eb; asserts their checksums are
+ * equal (same) or differ (!same). */
+static void two_runs(char *const ea[], char *const eb[], int app_knobs, int same)
+{
+    job_t a, b;
+    const char *knob = app_knobs ? "--cudnn-deterministic" : NULL;
+    run_job(&a, 2, NULL, ea, DET_ARGS, "--deterministic-kernels", knob, NULL);
+    assert_ok_job(&a, 2);
+    run_job(&b, 2, NULL, eb, DET_ARGS, "--deterministic-kernels", knob, NULL);
+    assert_ok_job(&b, 2);
+    if (same)
+        assert_string_equal(a.sum, b.sum);
+    else
+        assert_string_not_equal(a.sum, b.sum);
+    job_free(&a);
+    job_free(&b);
 }
 
 /* The shim: d2 makes an A100 and a V100 agree; off leaves them apart. The
@@ -652,25 +669,10 @@ static void test_shim_d2_across_models(void **state)
                      "EASYSCALE_DETERMINISM=off", NULL};
     char *v_off[] = {"SIMCUDA_DEVICES=v100:8G,v100:8G", "CUBLAS_WORKSPACE_CONFIG=:4096:8", pre,
                      "EASYSCALE_DETERMINISM=off", NULL};
-    job_t a, v, ao, vo;
-    run_job(&a, 2, NULL, a_d2, DET_ARGS, "--deterministic-kernels", NULL);
-    assert_ok_job(&a, 2);
-    run_job(&v, 2, NULL, v_d2, DET_ARGS, "--deterministic-kernels", NULL);
-    assert_ok_job(&v, 2);
-    assert_string_equal(a.sum, v.sum);
+    two_runs(a_d2, v_d2, 0, 1);
     /* Negative control: the shim loaded but off, with every deterministic
      * knob the application has, still differs across models. */
-    run_job(&ao, 2, NULL, a_off, DET_ARGS, "--deterministic-kernels", "--cudnn-deterministic",
-            NULL);
-    assert_ok_job(&ao, 2);
-    run_job(&vo, 2, NULL, v_off, DET_ARGS, "--deterministic-kernels", "--cudnn-deterministic",
-            NULL);
-    assert_ok_job(&vo, 2);
-    assert_string_not_equal(ao.sum, vo.sum);
-    job_free(&a);
-    job_free(&v);
-    job_free(&ao);
-    job_free(&vo);
+    two_runs(a_off, v_off, 1, 0);
 }
 
 /* The shim at d1 (the default level) on one GPU model, the application
@@ -689,21 +691,8 @@ static void test_shim_d1_repeat(void **state)
                   "EASYSCALE_DETERMINISM=", NULL};
     char *off[] = {"SIMCUDA_DEVICES=v100:8G,v100:8G", "CUBLAS_WORKSPACE_CONFIG=", pre,
                    "EASYSCALE_DETERMINISM=off", NULL};
-    job_t a, b, oa, ob;
-    run_job(&a, 2, NULL, d1, DET_ARGS, "--deterministic-kernels", NULL);
-    assert_ok_job(&a, 2);
-    run_job(&b, 2, NULL, d1, DET_ARGS, "--deterministic-kernels", NULL);
-    assert_ok_job(&b, 2);
-    assert_string_equal(a.sum, b.sum);
-    run_job(&oa, 2, NULL, off, DET_ARGS, "--deterministic-kernels", NULL);
-    assert_ok_job(&oa, 2);
-    run_job(&ob, 2, NULL, off, DET_ARGS, "--deterministic-kernels", NULL);
-    assert_ok_job(&ob, 2);
-    assert_string_not_equal(oa.sum, ob.sum);
-    job_free(&a);
-    job_free(&b);
-    job_free(&oa);
-    job_free(&ob);
+    two_runs(d1, d1, 0, 1);
+    two_runs(off, off, 0, 0);
 }
 
 static int teardown(void **state)
