@@ -34,6 +34,7 @@ TEST_HARNESS_OBJ := $(B)/obj/tests/harness.o
 FATBIN_OBJ := $(B)/obj/context/fatbin.o
 FATBIN_LIBS := -lelf -lzstd
 SIMDRV_OBJ := $(B)/obj/sim/common/simdrv.o
+SIMF16_OBJ := $(B)/obj/sim/common/f16.o
 
 # Filled in by the module.mk files.
 ALL :=

@@ -26,76 +26,6 @@ typedef float v8 __attribute__((vector_size(32)));
 
 /* ---------------------------------------------------------------- types */
 
-float sim_half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1f;
-    uint32_t man = h & 0x3ffu;
-    uint32_t bits;
-    if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else if (exp != 0) {
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    } else if (man == 0) {
-        bits = sign;
-    } else { /* subnormal half: normalise */
-        int e = -1;
-        do {
-            e++;
-            man <<= 1;
-        } while (!(man & 0x400u));
-        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-uint16_t sim_float_to_half(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) /* inf / nan (keep nan quiet) */
-        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
-    if (ax >= 0x477ff000u) /* rounds to >= 65520: overflow to inf */
-        return (uint16_t)(sign | 0x7c00u);
-    if (ax < 0x38800000u) { /* below the smallest normal half: subnormal or zero */
-        if (ax < 0x33000000u) /* < 2^-25: rounds to zero */
-            return sign;
-        uint32_t e = ax >> 23;
-        uint32_t man = (ax & 0x7fffffu) | 0x800000u;
-        uint32_t shift = 126 - e; /* 14..24 */
-        uint32_t q = man >> shift;
-        uint32_t rem = man & ((1u << shift) - 1);
-        uint32_t half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (q & 1)))
-            q++;
-        return (uint16_t)(sign | q);
-    }
-    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1); /* round to nearest even at bit 13 */
-    return (uint16_t)(sign | (((r >> 13) - (112u << 10)) & 0x7fffu));
-}
-
-float sim_bf16_to_float(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-uint16_t sim_float_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((x >> 16) | 0x40u);
-    x += 0x7fffu + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
-}
-
 static float round_tf32(float f)
 {
     uint32_t x;
@@ -112,8 +42,8 @@ float sim_round_input(float f, sim_round_t r)
 {
     switch (r) {
     case SIM_ROUND_TF32: return round_tf32(f);
-    case SIM_ROUND_BF16: return sim_bf16_to_float(sim_float_to_bf16(f));
-    case SIM_ROUND_F16: return sim_half_to_float(sim_float_to_half(f));
+    case SIM_ROUND_BF16: return sim_f16_bf16_to_float(sim_f16_float_to_bf16(f));
+    case SIM_ROUND_F16: return sim_f16_half_to_float(sim_f16_float_to_half(f));
     default: return f;
     }
 }
@@ -121,8 +51,8 @@ float sim_round_input(float f, sim_round_t r)
 static inline float load_elem(const void *p, int64_t idx, sim_dtype_t t)
 {
     switch (t) {
-    case SIM_F16: return sim_half_to_float(((const uint16_t *)p)[idx]);
-    case SIM_BF16: return sim_bf16_to_float(((const uint16_t *)p)[idx]);
+    case SIM_F16: return sim_f16_half_to_float(((const uint16_t *)p)[idx]);
+    case SIM_BF16: return sim_f16_bf16_to_float(((const uint16_t *)p)[idx]);
     default: return ((const float *)p)[idx];
     }
 }
@@ -130,8 +60,8 @@ static inline float load_elem(const void *p, int64_t idx, sim_dtype_t t)
 static inline void store_elem(void *p, int64_t idx, sim_dtype_t t, float v)
 {
     switch (t) {
-    case SIM_F16: ((uint16_t *)p)[idx] = sim_float_to_half(v); break;
-    case SIM_BF16: ((uint16_t *)p)[idx] = sim_float_to_bf16(v); break;
+    case SIM_F16: ((uint16_t *)p)[idx] = sim_f16_float_to_half(v); break;
+    case SIM_BF16: ((uint16_t *)p)[idx] = sim_f16_float_to_bf16(v); break;
     default: ((float *)p)[idx] = v; break;
     }
 }

@@ -21,6 +21,8 @@
 #ifndef SIM_CUBLAS_GEMM_H
 #define SIM_CUBLAS_GEMM_H
 
+#include "sim/common/f16.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -85,11 +87,9 @@ typedef struct sim_gemm_args {
  * (C untouched then). */
 int sim_gemm_run(const sim_gemm_plan_t *plan, const sim_gemm_args_t *a);
 
-/* Element conversions (round to nearest even), exposed for tests. */
-float sim_half_to_float(uint16_t h);
-uint16_t sim_float_to_half(float f);
-float sim_bf16_to_float(uint16_t h);
-uint16_t sim_float_to_bf16(float f);
+/* f (a float value) rounded to the precision of r (TF32, bf16 or half:
+ * round to nearest even), exposed for tests. The half / bf16 element
+ * conversions are sim/common/f16.h's float ones. */
 float sim_round_input(float f, sim_round_t r);
 
 /* Level 1 and 2 (vectors with increments: negative inc walks backwards from

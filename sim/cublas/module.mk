@@ -9,18 +9,21 @@ SIM_TEST_ABI_OBJ := $(B)/obj/tests/sim_common/abi.o
 
 CUBLAS_SRCS := sim/cublas/cublas.c sim/cublas/gemm.c sim/cublas/level12.c
 CUBLAS_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CUBLAS_SRCS))
-CUBLAS_CORE_OBJS := $(B)/obj/sim/cublas/gemm.o $(B)/obj/sim/cublas/level12.o
+# The math core, linked statically by the unit test and the bench; it uses
+# the half / bf16 conversions of sim/common/f16.c.
+CUBLAS_CORE_OBJS := $(B)/obj/sim/cublas/gemm.o $(B)/obj/sim/cublas/level12.o $(SIMF16_OBJ)
 
 # The summation order must be the plan's whatever the optimiser does: no
 # contraction into FMA (and never -ffast-math).
 $(CUBLAS_OBJS) $(B)/obj/sim/cublas/bench_sgemm.o $(B)/obj/tests/sim_cublas/sim_cublas_test.o: \
 	CFLAGS += -O3 -ffp-contract=off
 
-$(B)/sim/libcublas.so.13: $(CUBLAS_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) sim/cublas/libcublas.map
+$(B)/sim/libcublas.so.13: $(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) \
+		sim/cublas/libcublas.map
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcublas.so.13 \
 		-Wl,--version-script=sim/cublas/libcublas.map -o $@ \
-		$(CUBLAS_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) -ldl -lm
+		$(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) -ldl -lm
 
 $(B)/sim/libcublas.so: $(B)/sim/libcublas.so.13
 	ln -sf libcublas.so.13 $@

@@ -3,16 +3,17 @@
 
 NCCL_SRCS := sim/nccl/nccl.c sim/nccl/reduce.c sim/nccl/transport.c
 NCCL_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(NCCL_SRCS))
-NCCL_CORE_OBJS := $(B)/obj/sim/nccl/reduce.o $(B)/obj/sim/nccl/transport.o
+NCCL_CORE_OBJS := $(B)/obj/sim/nccl/reduce.o $(B)/obj/sim/nccl/transport.o $(SIMF16_OBJ)
 
 # Reduction order is the plan's: no contraction into FMA (never -ffast-math).
 $(NCCL_OBJS) $(B)/obj/tests/sim_nccl/sim_nccl_test.o: CFLAGS += -O3 -ffp-contract=off
 
-$(B)/sim/libnccl.so.2: $(NCCL_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) sim/nccl/libnccl.map
+$(B)/sim/libnccl.so.2: $(NCCL_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) \
+		sim/nccl/libnccl.map
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_LDFLAGS) -Wl,-soname,libnccl.so.2 \
 		-Wl,--version-script=sim/nccl/libnccl.map -o $@ \
-		$(NCCL_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) -ldl -lrt -lm
+		$(NCCL_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) -ldl -lrt -lm
 
 $(B)/sim/libnccl.so: $(B)/sim/libnccl.so.2
 	ln -sf libnccl.so.2 $@

@@ -20,72 +20,6 @@ int sim_nccl_type_reducible(int dtype)
     return dtype >= 0 && dtype < 10;
 }
 
-/* ---- 16-bit floating conversions ----------------------------------------- */
-
-double sim_nccl_half_to_double(uint16_t h)
-{
-    int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v;
-    if (e == 0)
-        v = ldexp((double)m, -24);
-    else if (e == 31)
-        v = m ? NAN : INFINITY;
-    else
-        v = ldexp((double)(m | 0x400), e - 25);
-    return s ? -v : v;
-}
-
-/* Rounds |d| to a binary format with mbits fraction bits, exponent bias,
- * and all-ones exponent emax_field; returns the magnitude bits. */
-static uint32_t round_small_float(double a, int mbits, int bias, int emax_field)
-{
-    int emin = 1 - bias;   /* smallest normal exponent */
-    if (a < ldexp(1.0, emin)) {
-        double q = rint(ldexp(a, mbits - emin));   /* subnormal quantum 2^(emin-mbits) */
-        return (uint32_t)q;                        /* 2^mbits becomes the smallest normal */
-    }
-    int e;
-    (void)frexp(a, &e);
-    e -= 1;                                        /* a = 1.f * 2^e */
-    double q = rint(ldexp(a, mbits - e));          /* in [2^mbits, 2^(mbits+1)] */
-    uint32_t r = (uint32_t)q;
-    if (r == (1u << (mbits + 1))) {
-        r >>= 1;
-        e++;
-    }
-    if (e + bias >= emax_field)
-        return (uint32_t)emax_field << mbits;      /* infinity */
-    return ((uint32_t)(e + bias) << mbits) | (r - (1u << mbits));
-}
-
-uint16_t sim_nccl_double_to_half(double d)
-{
-    uint16_t s = signbit(d) ? 0x8000 : 0;
-    if (isnan(d))
-        return 0x7e00;
-    if (isinf(d))
-        return s | 0x7c00;
-    return s | (uint16_t)round_small_float(fabs(d), 10, 15, 31);
-}
-
-double sim_nccl_bf16_to_double(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
-uint16_t sim_nccl_double_to_bf16(double d)
-{
-    uint16_t s = signbit(d) ? 0x8000 : 0;
-    if (isnan(d))
-        return 0x7fc0;
-    if (isinf(d))
-        return s | 0x7f80;
-    return s | (uint16_t)round_small_float(fabs(d), 7, 127, 255);
-}
-
 /* ---- kernels --------------------------------------------------------------- */
 
 #define BLK 2048
@@ -204,8 +138,8 @@ DEF_FLT(f64, double, fmax, fmin)
 static void red_16(int bf, int op, int scale_n, void *out, void *out2, const void *const *in,
                    int nin, size_t n)
 {
-    double (*to)(uint16_t) = bf ? sim_nccl_bf16_to_double : sim_nccl_half_to_double;
-    uint16_t (*from)(double) = bf ? sim_nccl_double_to_bf16 : sim_nccl_double_to_half;
+    double (*to)(uint16_t) = bf ? sim_f16_bf16_to_double : sim_f16_half_to_double;
+    uint16_t (*from)(double) = bf ? sim_f16_double_to_bf16 : sim_f16_double_to_half;
     double sc = to(from(1.0 / scale_n));
     for (size_t i = 0; i < n; i++) {
         double acc = to(((const uint16_t *)in[0])[i]);

@@ -49,6 +49,8 @@
 #ifndef SIM_NCCL_H
 #define SIM_NCCL_H
 
+#include "sim/common/f16.h"
+
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -71,11 +73,8 @@ int sim_nccl_type_reducible(int dtype);
 void sim_nccl_reduce(int dtype, int op, int scale_n, void *out, void *out2,
                      const void *const *in, int nin, size_t n);
 
-/* half / bfloat16 conversions (round to nearest even). */
-double sim_nccl_half_to_double(uint16_t h);
-uint16_t sim_nccl_double_to_half(double d);
-double sim_nccl_bf16_to_double(uint16_t h);
-uint16_t sim_nccl_double_to_bf16(double d);
+/* half / bfloat16 elements are converted by sim/common/f16.h's double entry
+ * points (sim_f16_half_to_double, sim_f16_double_to_half, ...). */
 
 enum { SIM_ALGO_RING = 0, SIM_ALGO_TREE = 1, SIM_NALGOS };
 enum { SIM_PROTO_LL = 0, SIM_PROTO_LL128 = 1, SIM_PROTO_SIMPLE = 2, SIM_NPROTOS };

@@ -262,23 +262,23 @@ static void test_core_types(void **state)
 {
     (void)state;
     /* conversions: exact values, rounding to nearest even, specials */
-    assert_true(sim_half_to_float(0x3c00) == 1.0f);
-    assert_true(sim_half_to_float(0xc000) == -2.0f);
-    assert_true(sim_half_to_float(0x0001) == ldexpf(1.0f, -24));
-    assert_true(sim_half_to_float(0x7bff) == 65504.0f);
-    assert_int_equal(sim_float_to_half(1.0f), 0x3c00);
-    assert_int_equal(sim_float_to_half(65504.0f), 0x7bff);
-    assert_int_equal(sim_float_to_half(65520.0f), 0x7c00);
-    assert_int_equal(sim_float_to_half(1.0f + ldexpf(1.0f, -11)), 0x3c00); /* tie -> even */
-    assert_int_equal(sim_float_to_half(1.0f + 3 * ldexpf(1.0f, -11)), 0x3c02);
-    assert_int_equal(sim_float_to_half(ldexpf(1.0f, -24)), 0x0001);
-    assert_int_equal(sim_float_to_half(ldexpf(1.0f, -25)), 0x0000);
-    assert_int_equal(sim_float_to_half(ldexpf(3.0f, -26)), 0x0001);
+    assert_true(sim_f16_half_to_float(0x3c00) == 1.0f);
+    assert_true(sim_f16_half_to_float(0xc000) == -2.0f);
+    assert_true(sim_f16_half_to_float(0x0001) == ldexpf(1.0f, -24));
+    assert_true(sim_f16_half_to_float(0x7bff) == 65504.0f);
+    assert_int_equal(sim_f16_float_to_half(1.0f), 0x3c00);
+    assert_int_equal(sim_f16_float_to_half(65504.0f), 0x7bff);
+    assert_int_equal(sim_f16_float_to_half(65520.0f), 0x7c00);
+    assert_int_equal(sim_f16_float_to_half(1.0f + ldexpf(1.0f, -11)), 0x3c00); /* tie -> even */
+    assert_int_equal(sim_f16_float_to_half(1.0f + 3 * ldexpf(1.0f, -11)), 0x3c02);
+    assert_int_equal(sim_f16_float_to_half(ldexpf(1.0f, -24)), 0x0001);
+    assert_int_equal(sim_f16_float_to_half(ldexpf(1.0f, -25)), 0x0000);
+    assert_int_equal(sim_f16_float_to_half(ldexpf(3.0f, -26)), 0x0001);
     for (uint32_t h = 0; h < 0x7c00; h++)
-        assert_int_equal(sim_float_to_half(sim_half_to_float((uint16_t)h)), h);
-    assert_int_equal(sim_float_to_bf16(1.0f), 0x3f80);
-    assert_true(sim_bf16_to_float(0x4049) == 3.140625f);
-    assert_int_equal(sim_float_to_bf16(1.0f + ldexpf(1.0f, -8)), 0x3f80);
+        assert_int_equal(sim_f16_float_to_half(sim_f16_half_to_float((uint16_t)h)), h);
+    assert_int_equal(sim_f16_float_to_bf16(1.0f), 0x3f80);
+    assert_true(sim_f16_bf16_to_float(0x4049) == 3.140625f);
+    assert_int_equal(sim_f16_float_to_bf16(1.0f + ldexpf(1.0f, -8)), 0x3f80);
     assert_true(sim_round_input(1.0f + ldexpf(1.0f, -12), SIM_ROUND_TF32) == 1.0f);
     assert_true(sim_round_input(1.0f + ldexpf(1.0f, -10), SIM_ROUND_TF32) ==
                 1.0f + ldexpf(1.0f, -10));
@@ -293,12 +293,12 @@ static void test_core_types(void **state)
         float *Af = malloc((size_t)(m * k) * 4), *Bf = malloc((size_t)(k * n) * 4),
               *C = malloc((size_t)(m * n) * 4), *C0 = calloc((size_t)(m * n), 4);
         for (int64_t i = 0; i < m * k; i++) {
-            A[i] = t ? sim_float_to_bf16(frand()) : sim_float_to_half(frand());
-            Af[i] = t ? sim_bf16_to_float(A[i]) : sim_half_to_float(A[i]);
+            A[i] = t ? sim_f16_float_to_bf16(frand()) : sim_f16_float_to_half(frand());
+            Af[i] = t ? sim_f16_bf16_to_float(A[i]) : sim_f16_half_to_float(A[i]);
         }
         for (int64_t i = 0; i < k * n; i++) {
-            B[i] = t ? sim_float_to_bf16(frand()) : sim_float_to_half(frand());
-            Bf[i] = t ? sim_bf16_to_float(B[i]) : sim_half_to_float(B[i]);
+            B[i] = t ? sim_f16_float_to_bf16(frand()) : sim_f16_float_to_half(frand());
+            Bf[i] = t ? sim_f16_bf16_to_float(B[i]) : sim_f16_half_to_float(B[i]);
         }
         sim_gemm_plan_t p;
         sim_gemm_choose(&DEV_A100, m, n, k, 1, (size_t)4 << 20, 0, &p);
@@ -310,7 +310,7 @@ static void test_core_types(void **state)
         g.C = C16;
         assert_int_equal(sim_gemm_run(&p, &g), 0);
         for (int64_t i = 0; i < m * n; i++) {
-            uint16_t want = t ? sim_float_to_bf16(C[i]) : sim_float_to_half(C[i]);
+            uint16_t want = t ? sim_f16_float_to_bf16(C[i]) : sim_f16_float_to_half(C[i]);
             assert_int_equal(C16[i], want);
         }
         free(A);
@@ -769,12 +769,12 @@ static void test_api_gemmex(void **state)
                  *C16 = (uint16_t *)dalloc(m * n);
         float *Af = malloc(m * k * 4), *Bf = malloc(k * n * 4);
         for (int i = 0; i < m * k; i++) {
-            A16[i] = t ? sim_float_to_bf16(A[i]) : sim_float_to_half(A[i]);
-            Af[i] = t ? sim_bf16_to_float(A16[i]) : sim_half_to_float(A16[i]);
+            A16[i] = t ? sim_f16_float_to_bf16(A[i]) : sim_f16_float_to_half(A[i]);
+            Af[i] = t ? sim_f16_bf16_to_float(A16[i]) : sim_f16_half_to_float(A16[i]);
         }
         for (int i = 0; i < k * n; i++) {
-            B16[i] = t ? sim_float_to_bf16(B[i]) : sim_float_to_half(B[i]);
-            Bf[i] = t ? sim_bf16_to_float(B16[i]) : sim_half_to_float(B16[i]);
+            B16[i] = t ? sim_f16_float_to_bf16(B[i]) : sim_f16_float_to_half(B[i]);
+            Bf[i] = t ? sim_f16_bf16_to_float(B16[i]) : sim_f16_half_to_float(B16[i]);
         }
         assert_int_equal(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, A16, dt, m,
                                       B16, dt, k, &beta, C, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
@@ -787,7 +787,7 @@ static void test_api_gemmex(void **state)
         assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
         assert_int_equal(check_gemm(0, 0, m, n, k, alpha, Af, m, Bf, k, beta, Z, C, m, 2e-7), 0);
         for (int i = 0; i < m * n; i++)
-            assert_int_equal(C16[i], t ? sim_float_to_bf16(C[i]) : sim_float_to_half(C[i]));
+            assert_int_equal(C16[i], t ? sim_f16_float_to_bf16(C[i]) : sim_f16_float_to_half(C[i]));
         dfree(A16);
         dfree(B16);
         dfree(C16);
