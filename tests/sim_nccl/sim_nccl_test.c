@@ -191,23 +191,23 @@ static void test_half_roundtrip(void **state)
 {
     (void)state;
     for (uint32_t h = 0; h < 65536; h++) {
-        double d = sim_nccl_half_to_double((uint16_t)h);
+        double d = sim_f16_half_to_double((uint16_t)h);
         if (isnan(d))
             continue;
-        assert_int_equal(sim_nccl_double_to_half(d), h);
-        double b = sim_nccl_bf16_to_double((uint16_t)h);
+        assert_int_equal(sim_f16_double_to_half(d), h);
+        double b = sim_f16_bf16_to_double((uint16_t)h);
         if (isnan(b))
             continue;
-        assert_int_equal(sim_nccl_double_to_bf16(b), h);
+        assert_int_equal(sim_f16_double_to_bf16(b), h);
     }
     /* Ties go to even: 1 + 2^-11 is halfway between 1 and 1 + 2^-10. */
-    assert_int_equal(sim_nccl_double_to_half(1.0 + ldexp(1, -11)), 0x3c00);
-    assert_int_equal(sim_nccl_double_to_half(1.0 + 3 * ldexp(1, -11)), 0x3c02);
-    assert_int_equal(sim_nccl_double_to_half(65520.0), 0x7c00);
-    assert_int_equal(sim_nccl_double_to_half(65519.0), 0x7bff);
-    assert_int_equal(sim_nccl_double_to_bf16(1.0 + ldexp(1, -8)), 0x3f80);
-    assert_int_equal(sim_nccl_double_to_half(ldexp(1, -25)), 0x0000);   /* tie to even 0 */
-    assert_int_equal(sim_nccl_double_to_half(ldexp(3, -26)), 0x0001);
+    assert_int_equal(sim_f16_double_to_half(1.0 + ldexp(1, -11)), 0x3c00);
+    assert_int_equal(sim_f16_double_to_half(1.0 + 3 * ldexp(1, -11)), 0x3c02);
+    assert_int_equal(sim_f16_double_to_half(65520.0), 0x7c00);
+    assert_int_equal(sim_f16_double_to_half(65519.0), 0x7bff);
+    assert_int_equal(sim_f16_double_to_bf16(1.0 + ldexp(1, -8)), 0x3f80);
+    assert_int_equal(sim_f16_double_to_half(ldexp(1, -25)), 0x0000);   /* tie to even 0 */
+    assert_int_equal(sim_f16_double_to_half(ldexp(3, -26)), 0x0001);
 }
 
 static void test_reduce_kernels(void **state)
@@ -242,20 +242,20 @@ static void test_reduce_kernels(void **state)
     float s = (float)(1.0 / 3);
     assert_true(o[0] == (1.0f * s + 2.0f * s) + 4.0f * s);
     /* half: every step rounds to half. */
-    uint16_t h1[1] = {sim_nccl_double_to_half(2048)}, h2[1] = {sim_nccl_double_to_half(1)},
+    uint16_t h1[1] = {sim_f16_double_to_half(2048)}, h2[1] = {sim_f16_double_to_half(1)},
              hr[1];
     const void *hh[3] = {h1, h2, h2};
     sim_nccl_reduce(ncclHalf, SIM_OP_SUM, 3, hr, NULL, hh, 3, 1);
-    assert_true(sim_nccl_half_to_double(hr[0]) == 2048.0);   /* 2049 rounds to 2048 twice */
+    assert_true(sim_f16_half_to_double(hr[0]) == 2048.0);   /* 2049 rounds to 2048 twice */
     const void *hh2[3] = {h2, h2, h1};
     sim_nccl_reduce(ncclHalf, SIM_OP_SUM, 3, hr, NULL, hh2, 3, 1);
-    assert_true(sim_nccl_half_to_double(hr[0]) == 2050.0);
-    uint16_t b1[1] = {sim_nccl_double_to_bf16(3)}, b2[1] = {sim_nccl_double_to_bf16(-5)}, br[1];
+    assert_true(sim_f16_half_to_double(hr[0]) == 2050.0);
+    uint16_t b1[1] = {sim_f16_double_to_bf16(3)}, b2[1] = {sim_f16_double_to_bf16(-5)}, br[1];
     const void *bb[2] = {b1, b2};
     sim_nccl_reduce(ncclBfloat16, SIM_OP_MAX, 2, br, NULL, bb, 2, 1);
-    assert_true(sim_nccl_bf16_to_double(br[0]) == 3.0);
+    assert_true(sim_f16_bf16_to_double(br[0]) == 3.0);
     sim_nccl_reduce(ncclBfloat16, SIM_OP_PROD, 2, br, NULL, bb, 2, 1);
-    assert_true(sim_nccl_bf16_to_double(br[0]) == -15.0);
+    assert_true(sim_f16_bf16_to_double(br[0]) == -15.0);
     /* Outputs may alias any input in place; out2 gets the same values. */
     double d1[3000], d2[3000], d3[3000];
     for (int i = 0; i < 3000; i++) {
@@ -455,10 +455,10 @@ static void put(int dtype, void *buf, size_t i, double v)
     case ncclUint32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
     case ncclInt64: ((int64_t *)buf)[i] = (int64_t)v; break;
     case ncclUint64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-    case ncclFloat16: ((uint16_t *)buf)[i] = sim_nccl_double_to_half(v); break;
+    case ncclFloat16: ((uint16_t *)buf)[i] = sim_f16_double_to_half(v); break;
     case ncclFloat32: ((float *)buf)[i] = (float)v; break;
     case ncclFloat64: ((double *)buf)[i] = v; break;
-    case ncclBfloat16: ((uint16_t *)buf)[i] = sim_nccl_double_to_bf16(v); break;
+    case ncclBfloat16: ((uint16_t *)buf)[i] = sim_f16_double_to_bf16(v); break;
     default: ((uint8_t *)buf)[i] = (uint8_t)v; break;
     }
 }
@@ -472,10 +472,10 @@ static double get(int dtype, const void *buf, size_t i)
     case ncclUint32: return ((const uint32_t *)buf)[i];
     case ncclInt64: return (double)((const int64_t *)buf)[i];
     case ncclUint64: return (double)((const uint64_t *)buf)[i];
-    case ncclFloat16: return sim_nccl_half_to_double(((const uint16_t *)buf)[i]);
+    case ncclFloat16: return sim_f16_half_to_double(((const uint16_t *)buf)[i]);
     case ncclFloat32: return ((const float *)buf)[i];
     case ncclFloat64: return ((const double *)buf)[i];
-    case ncclBfloat16: return sim_nccl_bf16_to_double(((const uint16_t *)buf)[i]);
+    case ncclBfloat16: return sim_f16_bf16_to_double(((const uint16_t *)buf)[i]);
     default: return ((const uint8_t *)buf)[i];
     }
 }
@@ -992,9 +992,12 @@ static int initall_rank(int rank, int n, ncclComm_t unused, void *arg)
                           (cudaStream_t)st[devs[0] == i ? 0 : devs[1] == i ? 1 : devs[2] == i ? 2 : 3]));
     }
     NCK(ncclGroupEnd());
+    /* Rank i's allreduce went to the stream of device i, st[k] with
+     * devs[k] == i: wait for all of them before reading any result. */
+    for (int i = 0; i < 4; i++)
+        CUCK(cuStreamSynchronize(st[i]));
     for (int i = 0; i < 4; i++) {
         int64_t v = 0;
-        CUCK(cuStreamSynchronize(st[i]));
         CUCK(cuMemcpyDtoH(&v, buf[i], sizeof(v)));
         CK(v == 24);
     }
