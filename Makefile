@@ -31,10 +31,11 @@ CMOCKA_LIBS := -lcmocka
 
 # Objects shared by several programs.
 TEST_HARNESS_OBJ := $(B)/obj/tests/harness.o
-FATBIN_OBJ := $(B)/obj/context/fatbin.o
+FATBIN_OBJ := $(B)/obj/fatbin/fatbin.o
 FATBIN_LIBS := -lelf -lzstd
 SIMDRV_OBJ := $(B)/obj/sim/common/simdrv.o
 SIMF16_OBJ := $(B)/obj/sim/common/f16.o
+SIM_LIVE_OBJ := $(B)/obj/sim/common/live.o
 
 # Filled in by the module.mk files.
 ALL :=
@@ -44,7 +45,17 @@ BENCHES :=
 .PHONY: all test demo bench clean
 all:
 
-include $(sort $(wildcard */module.mk) $(wildcard */*/module.mk))
+# In dependency order: a module.mk may use the variables of those above it.
+# simcuda (sim/) depends on nothing of ours but the neutral fatbin reader;
+# the shim's folders point one way: intercept/ -> context/, kernels/,
+# audit/ -> shim/'s utilities.
+MODULES := fatbin \
+    sim/driver sim/cublas sim/cudnn sim/nccl \
+    audit kernels context intercept \
+    examples \
+    shim \
+    tests
+include $(patsubst %,%/module.mk,$(MODULES))
 
 all: $(ALL) $(B)/san
 

@@ -12,7 +12,7 @@
  * d2: SGEMM, GemmEx and GemmStridedBatchedEx with fp32 A, B, C and a 32F
  *   compute type (the reduced-precision FAST_* ones included: they get full
  *   fp32) and SGEMM strided batched run on the shim's portable kernel
- *   (context/gemm.c). Not routed (vendor's choice kept, bits may differ
+ *   (kernels/gemm.c). Not routed (vendor's choice kept, bits may differ
  *   across models): other types, pointer-array batched GEMMs, the _64 API,
  *   cuBLASLt (cublasLtMatmul is not intercepted).
  * off: pass-through.
@@ -20,7 +20,7 @@
  * The registry of handles is taken under es_state_lock, never on a GEMM.
  */
 #include "shim/shim.h"
-#include "context/gemm.h"
+#include "kernels/gemm.h"
 
 #include <stdlib.h>
 

@@ -11,11 +11,11 @@
  * the shim depending on or imitating libcudart.
  *
  * Module loads, kernel handles and launches feed the run-time kernel audit
- * (EASYSCALE_AUDIT, context/modaudit.h).
+ * (EASYSCALE_AUDIT, audit/modaudit.h).
  */
 #include "shim/shim.h"
 #include "context/device.h"
-#include "context/modaudit.h"
+#include "audit/modaudit.h"
 
 #include <stdint.h>
 
@@ -75,7 +75,7 @@ ES_EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice de
     return r;
 }
 
-/* ---- module audit (context/modaudit.c) ---------------------------------------
+/* ---- module audit (audit/modaudit.c) ---------------------------------------
  * Loads: the real call first; a module it loaded is audited once (cached by
  * content), whatever the audit says the load's result is the real one.
  * Launches: while no flagged kernel handle exists (es_launch_gate == 0) a

@@ -15,7 +15,7 @@
  *   descriptor is set (same forward results; cudnnGetPooling*Descriptor then
  *   reports the deterministic mode).
  * d2: the three convolutions run on the shim's portable kernels
- *   (context/conv.c) for fp32 NCHW data, whatever algorithm was named.
+ *   (kernels/conv.c) for fp32 NCHW data, whatever algorithm was named.
  * Backend API:
  * - CUDNN_ATTR_ENGINEHEUR_RESULTS drops engine configs whose engine carries
  *   CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC (the dropped descriptors are moved
@@ -24,7 +24,7 @@
  *   CUDNN_STATUS_NOT_SUPPORTED.
  */
 #include "shim/shim.h"
-#include "context/conv.h"
+#include "kernels/conv.h"
 
 #include <stdlib.h>
 #include <string.h>

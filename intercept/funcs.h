@@ -126,7 +126,7 @@
     X(P, cuPointerGetAttribute, "cuPointerGetAttribute", 4000, 0, CUresult,                      \
       (void *data, CUpointer_attribute attribute, CUdeviceptr ptr), (data, attribute, ptr),      \
       ES_CUERR)                                                                                  \
-    /* Module audit (context/modaudit.c): loads audited, launches checked. */                  \
+    /* Module audit (audit/modaudit.c): loads audited, launches checked. */                  \
     X(H, cuModuleLoad, "cuModuleLoad", 2000, 0, CUresult,                                        \
       (CUmodule *module, const char *fname), (module, fname), ES_CUERR)                          \
     X(H, cuModuleLoadData, "cuModuleLoadData", 2000, 0, CUresult,                                \

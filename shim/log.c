@@ -10,7 +10,7 @@
 void es_log_write(int level, const char *fmt, ...)
 {
     static const char *const names[] = { "error", "warn", "info", "debug" };
-    char buf[4096]; /* room for a message with a host stack (context/modaudit.c) */
+    char buf[4096]; /* room for a message with a host stack (audit/modaudit.c) */
     int n = snprintf(buf, sizeof(buf), "easyscale[%d]: %s: ", (int)getpid(),
                      names[level < 0 ? 0 : level > 3 ? 3 : level]);
     va_list ap;

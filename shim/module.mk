@@ -1,10 +1,12 @@
-# libeasyscale.so (shim/, intercept/, the shim's context/ files), its
-# portable-kernel twins for simcuda, its tests and its pass-through bench.
+# libeasyscale.so: the spine (shim/) linked with the sources that intercept/,
+# context/, kernels/ and audit/ contribute (their module.mk files set
+# INTERCEPT_SRCS, CONTEXT_SHIM_SRCS, KERNELS_SHIM_SRCS/_OBJS and
+# AUDIT_SHIM_SRCS), the shim's tests and its pass-through bench.
 #
 # No CUDA library is linked: everything is dlopen'ed by soname at first use.
-# The run-time kernel audit (context/modaudit.c) links the audit library
+# The run-time kernel audit (audit/modaudit.c) links the audit library
 # ($(AUDIT_OBJS), $(FATBIN_OBJ)), but not libelf and libzstd: the elf_* /
-# ZSTD_* functions it calls are hidden forwarders (context/dynlib.c) to the
+# ZSTD_* functions it calls are hidden forwarders (audit/dynlib.c) to the
 # libraries dlopen'ed RTLD_LOCAL at the first audit (a NEEDED entry would stop
 # every process from starting where they are missing, and would put them
 # ahead of the application's own copies). libunwind is not linked:
@@ -15,41 +17,20 @@
 # (-fvisibility=hidden + shim/libeasyscale.map, anonymous version: the
 # definitions interpose NVIDIA's versioned exports).
 
-ES_SHIM_SRCS := shim/init.c shim/config.c shim/log.c shim/resolve.c \
-    intercept/gen.c intercept/cuda.c intercept/cublas.c intercept/cudnn.c \
-    context/device.c context/portable.c context/gemm.c context/conv.c context/modaudit.c \
-    context/dynlib.c
-ES_SHIM_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(ES_SHIM_SRCS)) $(B)/obj/context/portable_blob.o
+SHIM_SRCS := shim/init.c shim/config.c shim/log.c shim/resolve.c
+ES_SHIM_SRCS := $(SHIM_SRCS) $(INTERCEPT_SRCS) $(CONTEXT_SHIM_SRCS) $(KERNELS_SHIM_SRCS) \
+    $(AUDIT_SHIM_SRCS)
+ES_SHIM_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(ES_SHIM_SRCS)) $(KERNELS_SHIM_OBJS)
 ES_SHIM_LINK_OBJS := $(ES_SHIM_OBJS) $(AUDIT_OBJS) $(FATBIN_OBJ)
-ES_PORTABLE_FATBIN := $(B)/gen/es_portable.fatbin
-ES_GENCODE := -gencode arch=compute_75,code=compute_75 -gencode arch=compute_80,code=sm_80 \
-    -gencode arch=compute_90,code=[sm_90,compute_90]
 
 $(ES_SHIM_OBJS): CFLAGS += -fvisibility=hidden
-
-# d2's portable kernels: fatbin embedded in the library (portable_blob.c).
-# -ftz=false -fmad=false: IEEE denormals and no contraction, whatever flags
-# NVCC is given (the element functions use explicit _rn intrinsics anyway).
-$(ES_PORTABLE_FATBIN): context/portable.cu context/portable_kernels.h
-	@mkdir -p $(dir $@)
-	$(NVCC) -I. -O3 -ftz=false -fmad=false -Wno-deprecated-gpu-targets -fatbin $(ES_GENCODE) \
-		-o $@ $<
-
-$(B)/obj/context/portable_blob.o: CPPFLAGS += -DES_PORTABLE_FATBIN='"$(ES_PORTABLE_FATBIN)"'
-$(B)/obj/context/portable_blob.o: $(ES_PORTABLE_FATBIN)
 
 $(B)/lib/libeasyscale.so: $(ES_SHIM_LINK_OBJS) shim/libeasyscale.map
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_LDFLAGS) -Wl,--version-script=shim/libeasyscale.map -Wl,-z,now \
 		$(if $(SAN),,-Wl,-z,defs) -o $@ $(ES_SHIM_LINK_OBJS) -ldl
 
-# Twins of the portable kernels, for simcuda (scripts/simenv lists them).
-$(B)/obj/context/portable_twin.o: CFLAGS += -ffp-contract=off
-$(B)/sim/twins/libsimtwin_easyscale.so: $(B)/obj/context/portable_twin.o
-	@mkdir -p $(dir $@)
-	$(CC) $(SO_LDFLAGS) -o $@ $^ -lm
-
-ALL += $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_easyscale.so
+ALL += $(B)/lib/libeasyscale.so
 
 # ---- tests -----------------------------------------------------------------
 # Client programs run by shim_test under the shim (whole processes).

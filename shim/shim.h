@@ -92,7 +92,7 @@ extern int es_slow[ES_NLIBS];
 
 /* The launch wrappers' one flag (intercept/cuda.c): non-zero while libcuda
  * is not loaded yet or statistics are on (1), plus one per live handle of a
- * flagged kernel (context/modaudit.c). A counter, changed only by atomic
+ * flagged kernel (audit/modaudit.c). A counter, changed only by atomic
  * add/sub, so the two sources never race. */
 extern unsigned es_launch_gate;
 

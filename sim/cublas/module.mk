@@ -4,7 +4,6 @@
 # Shared by the three simcuda libraries (this file is included before
 # sim/cudnn and sim/nccl's): the live-object registry (sim/common/live.h),
 # and the library tests' ELF interface check (tests/sim_common).
-SIM_LIVE_OBJ := $(B)/obj/sim/common/live.o
 SIM_TEST_ABI_OBJ := $(B)/obj/tests/sim_common/abi.o
 
 CUBLAS_SRCS := sim/cublas/cublas.c sim/cublas/gemm.c sim/cublas/level12.c

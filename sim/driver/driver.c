@@ -31,7 +31,7 @@
  *   context. Events carry a generation counter and a completion time.
  *   Failures of asynchronous work (a kernel twin returning non-zero, a fault
  *   inside a kernel or a copy) become the context's sticky error.
- * - Kernels (module.c): module images are read with context/fatbin.h; each
+ * - Kernels (module.c): module images are read with fatbin/fatbin.h; each
  *   kernel NAME runs as simcuda_twin_NAME from the libraries listed in
  *   SIMCUDA_KERNELS. Parameter sizes come from the cubin's .nv.info (or the
  *   PTX signature) so launch arguments are copied at launch time, as on a GPU.

@@ -1,12 +1,12 @@
 /* simcuda modules, libraries and kernel launches. A module image (fatbin,
- * cubin or PTX from nvcc) is read with context/fatbin.h for its kernel names
+ * cubin or PTX from nvcc) is read with fatbin/fatbin.h for its kernel names
  * and parameter layout (cubin .nv.info, else the PTX signature); each kernel
  * NAME runs as simcuda_twin_NAME from the libraries in SIMCUDA_KERNELS. A
  * launch copies the argument values (as a GPU does) and is enqueued on its
  * stream; the stream's worker calls the twin. */
 #include "sim/driver/internal.h"
 
-#include "context/fatbin.h"
+#include "fatbin/fatbin.h"
 
 #include <ctype.h>
 #include <dlfcn.h>

@@ -1,4 +1,4 @@
-/* Run-time kernel audit of libeasyscale.so (EASYSCALE_AUDIT, context/
+/* Run-time kernel audit of libeasyscale.so (EASYSCALE_AUDIT, audit/
  * modaudit.c), whole processes on simcuda (tests/harness.h):
  * - tests/shim/audit_client loads the trainer's kernels and launches the
  *   float-atomic es_table_grad_atomic from launch_scatter_add_from_here:

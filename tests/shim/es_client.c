@@ -28,7 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "context/portable_kernels.h"
+#include "kernels/portable_kernels.h"
 #include "shim/easyscale.h"
 
 #undef cuGetProcAddress
@@ -575,7 +575,7 @@ static int mode_cudnn(void)
 
 /* Forward, backward data and backward filter with the algorithms the
  * heuristic names first (what a framework does), on device dev; plus the
- * portable order computed on the host (context/portable_kernels.h). */
+ * portable order computed on the host (kernels/portable_kernels.h). */
 static int mode_conv(int dev)
 {
     enum { NB = 4, C = 8, H = 16, W = 16, KO = 16, R = 3 };

@@ -229,7 +229,7 @@ static void test_exports(void **state)
 
     /* NEEDED: the C library only (and a sanitizer's runtime). No CUDA
      * library (a process without a driver must start), and no libelf /
-     * libzstd either (context/dynlib.c dlopens them RTLD_LOCAL): a NEEDED
+     * libzstd either (audit/dynlib.c dlopens them RTLD_LOCAL): a NEEDED
      * library of a preloaded shim sits ahead of the application's own
      * libraries in the global scope. */
     snprintf(cmd, sizeof(cmd), "readelf -d %s | sed -n 's/.*(NEEDED).*\\[\\(.*\\)\\]/\\1/p'",
@@ -243,7 +243,7 @@ static void test_exports(void **state)
             fail_msg("libeasyscale.so has NEEDED %s", line);
     es_proc_result_free(&r);
     /* and no undefined reference to them (a function the audit starts to use
-     * must get a forwarder in context/dynlib.c) */
+     * must get a forwarder in audit/dynlib.c) */
     snprintf(cmd, sizeof(cmd), "nm -D --undefined-only %s | grep -E ' (g?elf_|ZSTD_)' || true",
              es_build_path("lib/libeasyscale.so"));
     assert_int_equal(es_run_sh(cmd, NULL, TMO, &r), 0);

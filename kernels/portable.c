@@ -1,5 +1,5 @@
 /* Loading of d2's portable kernels, once per context (see portable.h). */
-#include "context/portable.h"
+#include "kernels/portable.h"
 #include "shim/shim.h"
 
 extern const unsigned char es_portable_fatbin[];

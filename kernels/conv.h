@@ -1,7 +1,7 @@
 /* d2's portable convolutions: cudnnConvolutionForward / BackwardData /
  * BackwardFilter on fp32 NCHW(-strided) tensors and KCRS filters (any
  * padding, stride, dilation, groups, convolution or cross-correlation) run
- * on the shim's own kernels (context/portable_kernels.h) on the cuDNN
+ * on the shim's own kernels (kernels/portable_kernels.h) on the cuDNN
  * handle's stream, whatever algorithm the caller named: the same bits on
  * every GPU model. */
 #ifndef ES_CONTEXT_CONV_H

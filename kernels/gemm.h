@@ -2,9 +2,9 @@
  * one thread per element of C in 16x16 tiles, the k-sum in ascending order
  * with fused multiply-adds, then alpha * sum + beta * C (beta == 0: C is not
  * read). The same bits on every GPU model and on simcuda (whose twin,
- * context/portable_twin.c, runs the same element function).
+ * kernels/portable_twin.c, runs the same element function).
  *
- * The kernel (context/portable.cu, see portable_kernels.h and portable.h)
+ * The kernel (kernels/portable.cu, see portable_kernels.h and portable.h)
  * is launched with the real cuLaunchKernel on the cuBLAS handle's stream.
  */
 #ifndef ES_CONTEXT_GEMM_H

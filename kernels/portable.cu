@@ -1,6 +1,6 @@
-// d2's portable kernels (see context/portable_kernels.h): thin launchers
+// d2's portable kernels (see kernels/portable_kernels.h): thin launchers
 // around the element functions shared with the simcuda twins.
-#include "context/portable_kernels.h"
+#include "kernels/portable_kernels.h"
 
 extern "C" __global__ void es_sgemm_portable(es_gemm_args_t a)
 {

@@ -5,7 +5,7 @@
  * the older LZ4-style block format, flag 0x2000) are decompressed into a
  * buffer owned by the walk and reused from entry to entry. Thread-safe: no
  * state outside the call. */
-#include "context/fatbin.h"
+#include "fatbin/fatbin.h"
 
 #include <errno.h>
 #include <gelf.h>

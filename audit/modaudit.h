@@ -2,7 +2,7 @@
  *
  * Every module image the application loads (cuModuleLoad*, cuLibraryLoad*,
  * and through them the fatbins the CUDA runtime registers) is audited once,
- * when it is loaded (context/audit.h), never on the launch path. The names of
+ * when it is loaded (audit/audit.h), never on the launch path. The names of
  * its float-atomic kernels are kept per module/library handle. When the
  * application gets a handle of such a kernel (cuModuleGetFunction,
  * cuLibraryGetKernel, cuKernelGetFunction) the handle goes into a small hash

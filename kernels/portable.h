@@ -1,5 +1,5 @@
 /* d2's portable kernels on the device: the fatbin embedded in
- * libeasyscale.so (context/portable.cu, sm_80 + sm_90 SASS, compute_75 +
+ * libeasyscale.so (kernels/portable.cu, sm_80 + sm_90 SASS, compute_75 +
  * compute_90 PTX: sm_75 and sm_100+ JIT it; the arithmetic is explicit
  * round-to-nearest intrinsics, so JIT or SASS, the bits are the same) is
  * loaded with the real cuModuleLoadData once per context; launches go

@@ -1,7 +1,7 @@
-// Kernels for tests/context/audit_test.c and for deriving the per-architecture
-// SASS opcode tables in context/sass_tables.c: each kernel differs from its
+// Kernels for tests/audit/audit_test.c and for deriving the per-architecture
+// SASS opcode tables in audit/sass_tables.c: each kernel differs from its
 // neighbours only in the atomic's type, scope, space or use of the result.
-// Compiled at build time by context/module.mk for sm_80/86/89/90/100/120.
+// Compiled at build time by audit/module.mk for sm_80/86/89/90/100/120.
 // Name prefix says the expected verdict: fa_ float-atomic, cas_ cas-loop,
 // ok_ clean.
 #include <cuda_fp16.h>

@@ -1,6 +1,6 @@
-/* Unit tests for context/audit.c, context/sass_tables.c and the
+/* Unit tests for audit/audit.c, audit/sass_tables.c and the
  * easyscale-audit CLI: the per-architecture opcode tables against kernels
- * compiled by nvcc at build time (tests/context/audit_kernels.cu, one cubin
+ * compiled by nvcc at build time (tests/audit/audit_kernels.cu, one cubin
  * per architecture, PTX, a host object: $ES_BUILD/tests/audit/), the PTX
  * classifier, unknown architectures, unreadable entries, corrupt inputs, and
  * the CLI's output and exit codes. Kernel name prefixes give the expected
@@ -22,8 +22,8 @@
 
 #include <cmocka.h>
 
-#include "context/audit.h"
-#include "context/fatbin.h"
+#include "audit/audit.h"
+#include "fatbin/fatbin.h"
 #include "tests/harness.h"
 
 static const unsigned archs[] = { 75, 80, 86, 89, 90, 100, 103, 120, 121 };
@@ -39,7 +39,7 @@ static blob_t load_path(const char *path)
     blob_t r = { NULL, 0 };
     r.p = es_read_file(path, &r.n);
     if (!r.p)
-        fail_msg("cannot read %s (built by context/module.mk)", path);
+        fail_msg("cannot read %s (built by audit/module.mk)", path);
     return r;
 }
 

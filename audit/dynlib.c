@@ -1,6 +1,6 @@
 /* libelf and libzstd for the shim's run-time kernel audit, loaded lazily.
  *
- * The audit code (context/fatbin.c, context/audit.c) calls elf_* and
+ * The audit code (fatbin/fatbin.c, audit/audit.c) calls elf_* and
  * ZSTD_* functions. Linking libelf.so.1 / libzstd.so.1 into the preloaded
  * shim would (1) make every process fail to start on a machine without them,
  * and (2) put them in the process's global scope ahead of the application's

@@ -1,8 +1,8 @@
 /* d2's portable GEMM (see gemm.h): argument checks as cuBLAS makes them,
  * then one launch of es_sgemm_portable on the handle's stream. */
-#include "context/gemm.h"
-#include "context/portable.h"
-#include "context/portable_kernels.h"
+#include "kernels/gemm.h"
+#include "kernels/portable.h"
+#include "kernels/portable_kernels.h"
 #include "shim/shim.h"
 
 #include <errno.h>

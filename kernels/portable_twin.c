@@ -1,7 +1,7 @@
-/* simcuda twins of d2's portable kernels (context/portable.cu): the same
- * element functions (context/portable_kernels.h) over the whole launch.
+/* simcuda twins of d2's portable kernels (kernels/portable.cu): the same
+ * element functions (kernels/portable_kernels.h) over the whole launch.
  * Built with -ffp-contract=off. */
-#include "context/portable_kernels.h"
+#include "kernels/portable_kernels.h"
 #include "sim/include/simcuda_twin.h"
 
 #define ES_TWIN __attribute__((visibility("default")))

@@ -1,5 +1,5 @@
-/* d2's portable kernels, one source for the GPU (context/portable.cu, nvcc)
- * and for simcuda's twins (context/portable_twin.c, gcc -ffp-contract=off):
+/* d2's portable kernels, one source for the GPU (kernels/portable.cu, nvcc)
+ * and for simcuda's twins (kernels/portable_twin.c, gcc -ffp-contract=off):
  * each output element is computed by ES_* element functions below, whose
  * float operations are spelled out (correctly rounded fused multiply-add,
  * multiply), so both compilers produce the same bits on every GPU model.
@@ -15,7 +15,7 @@
  *
  * Kernel arguments are one struct passed by value (the same layout for the
  * host, the device and the twin). Launch shapes: GEMM 16x16 blocks over
- * (m, n), grid.z = batch (context/gemm.c cuts n and batch into launches
+ * (m, n), grid.z = batch (kernels/gemm.c cuts n and batch into launches
  * within CUDA's 65535 limit of grid.y / grid.z); convolutions 1-D, ES_CONV_BLOCK threads a block,
  * one thread per output element.
  */

@@ -1,5 +1,5 @@
-/* Unit tests for context/fatbin.c: fatbins, cubins, PTX and host objects
- * compiled by nvcc at build time (context/module.mk, $ES_BUILD/tests/audit/),
+/* Unit tests for fatbin/fatbin.c: fatbins, cubins, PTX and host objects
+ * compiled by nvcc at build time (fatbin/module.mk, $ES_BUILD/tests/audit/),
  * every compression mode nvcc writes, the runtime wrapper, and corrupt,
  * truncated and randomly mutated images (errors, never crashes).
  *
@@ -19,7 +19,7 @@
 #include <cmocka.h>
 #include <elf.h>
 
-#include "context/fatbin.h"
+#include "fatbin/fatbin.h"
 #include "tests/harness.h"
 
 /* ------------------------------------------------------------ helpers -- */
@@ -37,7 +37,7 @@ static blob_t load(const char *rel)
     blob_t r = { NULL, 0 };
     r.p = es_read_file(path, &r.n);
     if (!r.p)
-        fail_msg("cannot read %s (built by context/module.mk)", path);
+        fail_msg("cannot read %s (built by fatbin/module.mk)", path);
     return r;
 }
 
@@ -750,7 +750,7 @@ static uint64_t rng(void)
     return rng_state;
 }
 
-/* The results context/fatbin.h documents for malformed input. */
+/* The results fatbin/fatbin.h documents for malformed input. */
 static int documented_rc(int rc)
 {
     return rc == 0 || rc == -EINVAL || rc == -EBADMSG || rc == -ENOTSUP || rc == -ENOMEM;

@@ -1,4 +1,4 @@
-/* The portable kernels' fatbin (built by nvcc from context/portable.cu)
+/* The portable kernels' fatbin (built by nvcc from kernels/portable.cu)
  * embedded in libeasyscale.so. ES_PORTABLE_FATBIN is its path (set by
  * shim/module.mk). */
 #ifndef ES_PORTABLE_FATBIN

@@ -1,12 +1,12 @@
-/* libFuzzer harness for the device-code readers (context/fatbin.c) and the
- * float-atomic audit (context/audit.c, context/sass_tables.c): every input is
+/* libFuzzer harness for the device-code readers (fatbin/fatbin.c) and the
+ * float-atomic audit (audit/audit.c, audit/sass_tables.c): every input is
  * tried as a module image, as a host ELF file, as one kernel's SASS and as
  * PTX text, from an exactly-sized heap copy so that the address sanitizer
  * sees any read past the end. Built and run by `make fuzz` (clang with
  * -fsanitize=fuzzer,address,undefined), never by `make test`.
  *
  * Property checked besides "no crash, no over-read": every call returns 0 or
- * one of the documented negative errnos (context/fatbin.h), and a probe never
+ * one of the documented negative errnos (fatbin/fatbin.h), and a probe never
  * claims more bytes than it was given. */
 #include <errno.h>
 #include <stddef.h>
@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "context/audit.h"
-#include "context/fatbin.h"
+#include "audit/audit.h"
+#include "fatbin/fatbin.h"
 
-/* The errors context/fatbin.h and context/audit.h document. */
+/* The errors fatbin/fatbin.h and audit/audit.h document. */
 static void check_rc(int rc)
 {
     if (rc == 0 || rc == -EINVAL || rc == -EBADMSG || rc == -ENOTSUP || rc == -ENOMEM)
@@ -103,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned forms;
 
     /* a runtime wrapper holds a pointer that is followed by contract
-     * (context/fatbin.h): only a process's own wrappers may be passed, so
+     * (fatbin/fatbin.h): only a process's own wrappers may be passed, so
      * inputs that start like one are not images this harness may give */
     static const unsigned char wrapper_magic[4] = { 0xb1, 0x43, 0x62, 0x46 };
     if (size >= sizeof wrapper_magic && memcmp(data, wrapper_magic, sizeof wrapper_magic) == 0)

@@ -3,9 +3,9 @@
  * An sm_70+ instruction is 128 bits; the low 12 bits of its first 64-bit word
  * are the opcode (shared/VENDOR-NOTES.md). No disassembler ships with the
  * toolkit here, so every value below was derived by compiling
- * tests/context/audit_kernels.cu with `nvcc -cubin -arch=sm_XX` and diffing
+ * tests/audit/audit_kernels.cu with `nvcc -cubin -arch=sm_XX` and diffing
  * kernels that differ only in the atomic's type, operation, scope or space,
- * then checked by tests/context/audit_test.c on every architecture listed.
+ * then checked by tests/audit/audit_test.c on every architecture listed.
  *
  * Families (identical atomic encodings within each, verified by compiling
  * the same kernels for every member):
@@ -39,7 +39,7 @@
  * adds compile to ATOMS.CAST.SPIN loops (see SPIN_MASK: 32-bit ones are
  * classed float-atomic, 64-bit ones cas-loop).
  */
-#include "context/audit.h"
+#include "audit/audit.h"
 
 #include <stddef.h>
 

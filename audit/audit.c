@@ -1,14 +1,14 @@
-/* Float-atomic audit (see audit.h): walks module images with context/fatbin.c
+/* Float-atomic audit (see audit.h): walks module images with fatbin/fatbin.c
  * and classifies each kernel from its SASS (per-architecture opcode tables in
  * sass_tables.c, one table lookup per 128-bit instruction) or its PTX text
  * (atom/red/bulk/multimem instruction names). Stateless and thread-safe. */
-#include "context/audit.h"
+#include "audit/audit.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "context/fatbin.h"
+#include "fatbin/fatbin.h"
 
 #define SASS_INSN_BYTES 16        /* sm_70 and later: 128-bit instructions */
 #define SASS_OPCODE_MASK 0xfffu   /* opcode: low 12 bits of the first word */

@@ -1,14 +1,14 @@
-/* Run-time kernel audit (context/modaudit.h): per-image audit records cached
+/* Run-time kernel audit (audit/modaudit.h): per-image audit records cached
  * by content, the owner registry (module/library handle -> record), the
  * lock-free-read set of flagged kernel handles, and the launch check with
  * the host call stack (libunwind, dlopen'ed RTLD_LOCAL so its _Unwind_*
  * exports never enter the process's global scope).
  */
 #define UNW_LOCAL_ONLY
-#include "context/modaudit.h"
+#include "audit/modaudit.h"
 
-#include "context/audit.h"
-#include "context/fatbin.h"
+#include "audit/audit.h"
+#include "fatbin/fatbin.h"
 #include "shim/shim.h"
 
 #include <dlfcn.h>

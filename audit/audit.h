@@ -8,7 +8,7 @@
  *
  * Contract: no global state, thread-safe, allocation only inside the call;
  * reads never go beyond the given size (an image of unknown size may pass
- * SIZE_MAX, see es_image_probe). Errors as context/fatbin.h: -EINVAL not an
+ * SIZE_MAX, see es_image_probe). Errors as fatbin/fatbin.h: -EINVAL not an
  * image, -EBADMSG corrupt or truncated, -ENOMEM. Entries compressed in a form
  * the reader cannot decode are reported (verdict ES_AUDIT_UNREADABLE), never
  * skipped.
@@ -97,7 +97,7 @@ const char *es_audit_verdict_name(int verdict);
 /* 1 when an opcode table covers SASS of this sm number. */
 int es_audit_arch_known(unsigned arch);
 
-/* ---- per-architecture opcode tables (context/sass_tables.c) ------------ */
+/* ---- per-architecture opcode tables (audit/sass_tables.c) ------------ */
 
 enum es_sass_class {
     ES_SASS_NONE = 0,

@@ -1,7 +1,7 @@
 /* d2's portable convolutions (see conv.h). */
-#include "context/conv.h"
-#include "context/portable.h"
-#include "context/portable_kernels.h"
+#include "kernels/conv.h"
+#include "kernels/portable.h"
+#include "kernels/portable_kernels.h"
 #include "shim/shim.h"
 
 #include <errno.h>

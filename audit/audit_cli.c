@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "context/audit.h"
-#include "context/fatbin.h"
+#include "audit/audit.h"
+#include "fatbin/fatbin.h"
 
 #define MAX_ARCH 1024   /* sm numbers counted per architecture (all real ones) */
 #define NVERDICTS (ES_AUDIT_UNREADABLE + 1)

@@ -1,5 +1,5 @@
-// Small kernels for tests/context/fatbin_test.c: compiled at build time by
-// context/module.mk into fatbins (every compression mode), cubins, PTX and
+// Small kernels for tests/fatbin/fatbin_test.c: compiled at build time by
+// fatbin/module.mk into fatbins (every compression mode), cubins, PTX and
 // host objects, whose contents the test walks.
 __global__ void es_fb_add_float(float *p, float v) { atomicAdd(p, v); }
 __global__ void es_fb_add_int(int *p, int v) { atomicAdd(p, v); }
