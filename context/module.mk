@@ -3,3 +3,19 @@
 # $(CONTEXT_SHIM_SRCS).
 
 CONTEXT_SHIM_SRCS := context/device.c
+
+# ---- moving an EST (docs/MOVING.md) ------------------------------------------
+# The machinery in context/ that moves an EST's device state: the driver
+# table it calls (drv.c), the memory registry (memreg.c); built and tested
+# on simcuda's driver directly (tests/context/), not yet linked into the shim.
+CONTEXT_MOVE_SRCS := context/drv.c context/hmap.c context/memreg.c
+CONTEXT_MOVE_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CONTEXT_MOVE_SRCS))
+CT_COMMON_OBJ := $(B)/obj/tests/context/ctxtest.o
+CT_LIBS := -L$(B)/sim -l:libcuda.so.1 $(CMOCKA_LIBS) -ldl -lrt
+
+$(B)/tests/context_memreg_test: $(B)/obj/tests/context/memreg_test.o $(CT_COMMON_OBJ) \
+		$(CONTEXT_MOVE_OBJS) | $(SIMCUDA_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CT_LIBS)
+
+TESTS += $(B)/tests/context_memreg_test
