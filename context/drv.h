@@ -37,7 +37,7 @@
     X(cuMemcpyDtoHAsync_v2) X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoDAsync_v2)                    \
     X(cuMemcpyPeerAsync) X(cuMemsetD8Async)                                                    \
     X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy_v2)                      \
-    X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamIsCapturing)                             \
+    X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamIsCapturing) X(cuStreamWaitEvent)       \
     X(cuEventCreate) X(cuEventDestroy_v2) X(cuEventRecord) X(cuEventQuery)                     \
     X(cuEventSynchronize)                                                                      \
     X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)        \

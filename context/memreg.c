@@ -35,7 +35,9 @@ typedef struct es_host {
     int registered;
 } es_host_t;
 
-static pthread_mutex_t es_mr_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Recursive: the swap engine holds it for a whole move and calls the
+ * registry's own functions. */
+static pthread_mutex_t es_mr_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static size_t es_gran;
 static int es_ndev;
 static int es_dev_of[ES_MEMREG_MAX_VDEV];

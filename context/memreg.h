@@ -22,10 +22,12 @@
  * Contract: call es_memreg_init() after es_drv_load() (context/drv.h) and
  * cuInit. Every es_mem_/es_vmm_/es_host_ function implements a driver entry
  * point and returns that entry point's CUresult; the others return 0 or a
- * negative errno. All functions are thread-safe (one registry lock, never
- * held across a wait for device work). The functions that need a context
- * (allocation on a device, host registration) use the calling thread's
- * current context, as the driver entry points they stand for do.
+ * negative errno. All functions are thread-safe (one recursive registry
+ * lock, never held across a wait for device work except by the swap
+ * engine, which holds it for a whole move at a safe point). The functions
+ * that need a context (allocation on a device, host registration) use the
+ * calling thread's current context, as the driver entry points they stand
+ * for do.
  */
 #ifndef ES_CONTEXT_MEMREG_H
 #define ES_CONTEXT_MEMREG_H

@@ -29,3 +29,17 @@ $(B)/sim/twins/libsimtwin_easyscale.so: $(B)/obj/kernels/portable_twin.o
 	$(CC) $(SO_LDFLAGS) -o $@ $^ -lm
 
 ALL += $(B)/sim/twins/libsimtwin_easyscale.so
+
+# The swap engine's chunk checksum (context/swap.c): swapsum.cu for nvcc,
+# embedded as a fatbin (swapsum_blob.c); swapsum_twin.c for simcuda.
+ES_SWAPSUM_FATBIN := $(B)/gen/es_swapsum.fatbin
+KERNELS_SWAPSUM_OBJ := $(B)/obj/kernels/swapsum_blob.o
+$(ES_SWAPSUM_FATBIN): kernels/swapsum.cu kernels/swapsum.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -I. -O3 -Wno-deprecated-gpu-targets -fatbin $(ES_GENCODE) -o $@ $<
+$(B)/obj/kernels/swapsum_blob.o: CPPFLAGS += -DES_SWAPSUM_FATBIN='"$(ES_SWAPSUM_FATBIN)"'
+$(B)/obj/kernels/swapsum_blob.o: $(ES_SWAPSUM_FATBIN)
+$(B)/sim/twins/libsimtwin_esswap.so: $(B)/obj/kernels/swapsum_twin.o
+	@mkdir -p $(dir $@)
+	$(CC) $(SO_LDFLAGS) -o $@ $^
+ALL += $(B)/sim/twins/libsimtwin_esswap.so
