@@ -7,12 +7,15 @@ CONTEXT_SHIM_SRCS := context/device.c
 # ---- moving an EST (docs/MOVING.md) ------------------------------------------
 # The machinery in context/ that moves an EST's device state: the driver
 # table it calls (drv.c), the memory registry (memreg.c), the swap engine
-# (swap.c, with the checksum kernel of kernels/swapsum.cu); built and tested
+# (swap.c, with the checksum kernel of kernels/swapsum.cu), the virtual
+# handles (vhandle.c); built and tested
 # on simcuda's driver directly (tests/context/), not yet linked into the shim.
-CONTEXT_MOVE_SRCS := context/drv.c context/hmap.c context/memreg.c context/swap.c
-CONTEXT_MOVE_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CONTEXT_MOVE_SRCS)) $(KERNELS_SWAPSUM_OBJ)
+CONTEXT_MOVE_SRCS := context/drv.c context/hmap.c context/memreg.c context/swap.c \
+    context/vhandle.c
+CONTEXT_MOVE_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CONTEXT_MOVE_SRCS)) $(KERNELS_SWAPSUM_OBJ) \
+    $(FATBIN_OBJ)
 CT_COMMON_OBJ := $(B)/obj/tests/context/ctxtest.o
-CT_LIBS := -L$(B)/sim -l:libcuda.so.1 $(CMOCKA_LIBS) -ldl -lrt
+CT_LIBS := -L$(B)/sim -l:libcuda.so.1 $(CMOCKA_LIBS) $(FATBIN_LIBS) -ldl -lrt
 
 $(B)/tests/context_memreg_test: $(B)/obj/tests/context/memreg_test.o $(CT_COMMON_OBJ) \
 		$(CONTEXT_MOVE_OBJS) | $(SIMCUDA_LIB)
@@ -24,4 +27,11 @@ $(B)/tests/context_swap_test: $(B)/obj/tests/context/swap_test.o $(CT_COMMON_OBJ
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CT_LIBS)
 
-TESTS += $(B)/tests/context_memreg_test $(B)/tests/context_swap_test
+$(B)/tests/context_vhandle_test: $(B)/obj/tests/context/vhandle_test.o $(CT_COMMON_OBJ) \
+		$(CONTEXT_MOVE_OBJS) | $(SIMCUDA_LIB) $(B)/sim/twins/libsimtwin_esswap.so \
+		$(ES_SWAPSUM_FATBIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CT_LIBS)
+
+TESTS += $(B)/tests/context_memreg_test $(B)/tests/context_swap_test \
+    $(B)/tests/context_vhandle_test
