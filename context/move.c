@@ -1,0 +1,208 @@
+/* The move orchestrator (see move.h): the order in which the pieces of
+ * context/ run for a park, an unpark and a migration, and what is undone
+ * when one of them fails. */
+#include "context/move.h"
+#include "context/door.h"
+#include "context/drv.h"
+#include "context/memreg.h"
+#include "context/swap.h"
+#include "context/vhandle.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static void es_msg(char *msg, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void es_msg(char *msg, size_t len, const char *fmt, ...)
+{
+    if (!msg || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, len, fmt, ap);
+    va_end(ap);
+}
+
+static int es_rebind_hook(void)
+{
+    return es_vh_rebind();
+}
+
+typedef struct es_move_req {
+    int vdev, dev;
+} es_move_req_t;
+
+static es_move_req_t es_sig_req;
+
+static int es_move_fn(void *arg, int *parked, char *msg, size_t msglen)
+{
+    es_move_req_t *r = arg;
+    int rc = es_move_now(r->vdev, r->dev, msg, msglen);
+    *parked = es_move_where(r->vdev) == ES_MOVE_PARK;
+    if (r != &es_sig_req)
+        free(r);
+    return rc;
+}
+
+void es_move_init(void)
+{
+    es_door_set_rebind(es_rebind_hook);
+    es_door_set_signal(es_move_fn, &es_sig_req);
+}
+
+void es_move_signal_target(int vdev, int dev)
+{
+    es_sig_req.vdev = vdev;
+    es_sig_req.dev = dev;
+}
+
+long es_move_request(int vdev, int dev)
+{
+    es_move_req_t *r = malloc(sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    r->vdev = vdev;
+    r->dev = dev;
+    long tk = es_door_request(es_move_fn, r);
+    if (tk < 0)
+        free(r);
+    return tk;
+}
+
+int es_move_where(int vdev)
+{
+    int d = es_memreg_device(vdev);
+    return d < 0 ? ES_MOVE_PARK : d;
+}
+
+/* Retains device dev's primary context for the engine and makes it
+ * current; *ctx is what to release. */
+static int es_engine_ctx(int dev, CUcontext *ctx, char *msg, size_t msglen)
+{
+    CUresult r = es_drv.cuDevicePrimaryCtxRetain(ctx, dev);
+    if (r == CUDA_SUCCESS)
+        r = es_drv.cuCtxSetCurrent(*ctx);
+    if (r != CUDA_SUCCESS) {
+        es_msg(msg, msglen, "no context on device %d: %s", dev, es_drv_errname(r));
+        return -EIO;
+    }
+    return 0;
+}
+
+static void es_engine_release(int dev)
+{
+    es_drv.cuCtxSetCurrent(NULL);
+    es_drv.cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+/* Resident on src -> parked. */
+static int es_park(int vdev, int src, char *msg, size_t msglen)
+{
+    CUcontext c;
+    int rc = es_vh_drain(vdev, msg, msglen);
+    if (rc)
+        return rc;
+    rc = es_engine_ctx(src, &c, msg, msglen);
+    if (rc)
+        return rc;
+    rc = es_swap_out(vdev, NULL, msg, msglen);
+    if (rc == 0)
+        es_host_unregister_all();
+    es_engine_release(src);
+    if (rc)
+        return rc; /* still resident */
+    return es_vh_teardown(vdev, msg, msglen);
+}
+
+/* Parked -> resident on dev. */
+static int es_unpark(int vdev, int dev, char *msg, size_t msglen)
+{
+    char why[256] = "";
+    int rc = es_vh_recreate(vdev, dev, msg, msglen);
+    if (rc)
+        return rc; /* still parked: recreate undoes itself */
+    CUcontext c;
+    rc = es_engine_ctx(dev, &c, msg, msglen);
+    if (rc == 0) {
+        es_host_register_all();
+        rc = es_swap_in(vdev, dev, NULL, msg, msglen);
+        es_engine_release(dev);
+    }
+    if (rc) {
+        es_vh_teardown(vdev, why, sizeof(why));
+        return rc; /* parked, with its host copies */
+    }
+    return 0;
+}
+
+/* Resident on src -> resident on dev. */
+static int es_migrate(int vdev, int src, int dev, char *msg, size_t msglen)
+{
+    CUcontext cs, cd;
+    char why[256] = "";
+    int rc = es_vh_drain(vdev, msg, msglen);
+    if (rc)
+        return rc;
+    rc = es_engine_ctx(dev, &cd, msg, msglen);
+    if (rc)
+        return rc;
+    rc = es_engine_ctx(src, &cs, msg, msglen);
+    if (rc) {
+        es_engine_release(dev);
+        return rc;
+    }
+    /* device to device when it can, else through host memory */
+    rc = es_swap_migrate(vdev, dev, cs, cd, NULL, msg, msglen);
+    es_engine_release(src);
+    if (rc) {
+        es_engine_release(dev);
+        /* memory on src still (or parked, when the host path failed half
+         * way): make the handles agree */
+        if (es_memreg_device(vdev) < 0) {
+            es_host_unregister_all();
+            es_vh_teardown(vdev, why, sizeof(why));
+        }
+        return rc;
+    }
+    es_host_unregister_all();
+    es_vh_teardown(vdev, why, sizeof(why));
+    rc = es_vh_recreate(vdev, dev, msg, msglen);
+    if (rc) {
+        /* the memory is on dev, the handles are not: park it */
+        es_drv.cuCtxSetCurrent(cd);
+        if (es_swap_out(vdev, NULL, why, sizeof(why)) != 0)
+            es_msg(msg, msglen, "%s; and parking failed: %s", msg, why);
+        es_engine_release(dev);
+        return rc;
+    }
+    es_drv.cuCtxSetCurrent(cd);
+    es_host_register_all();
+    es_engine_release(dev);
+    return 0;
+}
+
+int es_move_now(int vdev, int dev, char *msg, size_t msglen)
+{
+    int src = es_memreg_device(vdev);
+    if (msg && msglen)
+        msg[0] = '\0';
+    if (dev < ES_MOVE_PARK) {
+        es_msg(msg, msglen, "no device %d", dev);
+        return -EINVAL;
+    }
+    if (src == dev || (src < 0 && dev == ES_MOVE_PARK))
+        return 0;
+    int rc;
+    if (dev == ES_MOVE_PARK)
+        rc = es_park(vdev, src, msg, msglen);
+    else if (src < 0)
+        rc = es_unpark(vdev, dev, msg, msglen);
+    else
+        rc = es_migrate(vdev, src, dev, msg, msglen);
+    /* the calling thread's contexts, whatever happened (none while parked) */
+    if (es_memreg_device(vdev) >= 0)
+        es_vh_rebind();
+    return rc;
+}

@@ -1,0 +1,40 @@
+/* The move orchestrator (docs/MOVING.md): what runs at a safe point to move
+ * a virtual device (an EST) to another real device or park it in host
+ * memory, from the pieces of context/: drain the streams (vhandle), move
+ * the memory (swap), tear the real handles down and re-create them
+ * (vhandle), re-register pinned host memory (memreg).
+ *
+ * Outcomes: 0 and the EST where it was asked to be; or a negative errno
+ * with a one-line reason, and the EST either where it was or parked (never
+ * half-moved). A parked EST keeps its host copies and comes back with a
+ * later move to a device.
+ *
+ * es_move_now runs a move on the calling thread, which must be at a safe
+ * point (the door's mover, a time-slice turn, a test). es_move_request asks
+ * the door (context/door.h) to run one at the next safe point.
+ */
+#ifndef ES_CONTEXT_MOVE_H
+#define ES_CONTEXT_MOVE_H
+
+#include <stddef.h>
+
+#define ES_MOVE_PARK (-1) /* target device: host memory only */
+
+/* Installs the door's hooks (re-binding after a move, the signal target).
+ * Idempotent. */
+void es_move_init(void);
+
+int es_move_now(int vdev, int dev, char *msg, size_t msglen);
+
+/* A ticket for es_door_result, or a negative errno (-EBUSY: a request is
+ * pending; -ENOSYS: moves unavailable). */
+long es_move_request(int vdev, int dev);
+
+/* For a signal handler: the target is taken from an int (a device, or
+ * ES_MOVE_PARK) stored before es_door_request_from_signal. */
+void es_move_signal_target(int vdev, int dev);
+
+/* Where vdev is: a real device, or ES_MOVE_PARK. */
+int es_move_where(int vdev);
+
+#endif
