@@ -24,18 +24,18 @@ $(B)/tests/context_memreg_test: $(B)/obj/tests/context/memreg_test.o $(CT_COMMON
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CT_LIBS)
 
 $(B)/tests/context_swap_test: $(B)/obj/tests/context/swap_test.o $(CT_COMMON_OBJ) \
-		$(CONTEXT_MOVE_OBJS) | $(SIMCUDA_LIB) $(B)/sim/twins/libsimtwin_esswap.so
+		$(CONTEXT_MOVE_OBJS) | $(SIMCUDA_LIB) $(ES_SWAPSUM_TWIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CT_LIBS)
 
 $(B)/tests/context_vhandle_test: $(B)/obj/tests/context/vhandle_test.o $(CT_COMMON_OBJ) \
-		$(CONTEXT_MOVE_OBJS) | $(SIMCUDA_LIB) $(B)/sim/twins/libsimtwin_esswap.so \
+		$(CONTEXT_MOVE_OBJS) | $(SIMCUDA_LIB) $(ES_SWAPSUM_TWIN) \
 		$(ES_SWAPSUM_FATBIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CT_LIBS)
 
 $(B)/tests/context_move_test: $(B)/obj/tests/context/move_test.o $(CT_COMMON_OBJ) \
-		$(CONTEXT_MOVE_OBJS) | $(SIMCUDA_LIB) $(B)/sim/twins/libsimtwin_esswap.so
+		$(CONTEXT_MOVE_OBJS) | $(SIMCUDA_LIB) $(ES_SWAPSUM_TWIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CT_LIBS)
 

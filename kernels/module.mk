@@ -30,16 +30,13 @@ $(B)/sim/twins/libsimtwin_easyscale.so: $(B)/obj/kernels/portable_twin.o
 
 ALL += $(B)/sim/twins/libsimtwin_easyscale.so
 
-# The swap engine's chunk checksum (context/swap.c): swapsum.cu for nvcc,
-# embedded as a fatbin (swapsum_blob.c); swapsum_twin.c for simcuda.
+# The swap engine's chunk checksum (context/swap.c): swapsum.cu, single
+# source (sim/cucpu): a fatbin embedded by swapsum_blob.c, and its twin
+# library for simcuda.
 ES_SWAPSUM_FATBIN := $(B)/gen/es_swapsum.fatbin
+ES_SWAPSUM_TWIN := $(B)/sim/twins/libsimtwin_esswap.so
 KERNELS_SWAPSUM_OBJ := $(B)/obj/kernels/swapsum_blob.o
-$(ES_SWAPSUM_FATBIN): kernels/swapsum.cu kernels/swapsum.h
-	@mkdir -p $(dir $@)
-	$(NVCC) -I. -O3 -Wno-deprecated-gpu-targets -fatbin $(ES_GENCODE) -o $@ $<
+$(eval $(call cucpu_cu,kernels/swapsum.cu,$(ES_SWAPSUM_FATBIN),$(ES_SWAPSUM_TWIN),kernels/swapsum.h))
 $(B)/obj/kernels/swapsum_blob.o: CPPFLAGS += -DES_SWAPSUM_FATBIN='"$(ES_SWAPSUM_FATBIN)"'
 $(B)/obj/kernels/swapsum_blob.o: $(ES_SWAPSUM_FATBIN)
-$(B)/sim/twins/libsimtwin_esswap.so: $(B)/obj/kernels/swapsum_twin.o
-	@mkdir -p $(dir $@)
-	$(CC) $(SO_LDFLAGS) -o $@ $^
-ALL += $(B)/sim/twins/libsimtwin_esswap.so
+ALL += $(ES_SWAPSUM_TWIN)

@@ -63,7 +63,7 @@ ES_SS_HD es_u64 es_ss_final(es_u64 sum)
     return es_ss_mix(sum ^ (ES_SWAPSUM_CHUNK / 8));
 }
 
-/* The hash of one chunk, sequentially (twin and host). */
+/* The hash of one chunk, sequentially (on the host). */
 ES_SS_HD es_u64 es_ss_chunk(const es_u64 *chunk)
 {
     es_u64 sum = 0;
