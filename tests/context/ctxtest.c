@@ -24,6 +24,11 @@ void ct_setup(const char *tag)
     setenv("SIMCUDA_SHM_NAME", ct_shm, 1);
     shm_unlink(ct_shm);
     atexit(ct_unlink);
+    ct_setup_shared();
+}
+
+void ct_setup_shared(void)
+{
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h || es_drv_load(h, dlsym) != 0 || cuInit(0) != CUDA_SUCCESS ||
         es_memreg_init() != 0) {

@@ -12,6 +12,10 @@
  * es_drv_load from libcuda.so.1, es_memreg_init. Aborts on failure. */
 void ct_setup(const char *tag);
 
+/* Like ct_setup, keeping the SIMCUDA_SHM_NAME the caller set (processes
+ * forked from one test share a capacity table). */
+void ct_setup_shared(void);
+
 /* The primary context of device dev, retained and made current. */
 CUcontext ct_primary(int dev);
 /* Releases the primary context of dev until the driver reports it
