@@ -52,3 +52,10 @@ $(B)/tests/context_door_test: $(B)/obj/tests/context/door_test.o $(B)/obj/contex
 TESTS += $(B)/tests/context_memreg_test $(B)/tests/context_swap_test \
     $(B)/tests/context_vhandle_test $(B)/tests/context_door_test $(B)/tests/context_move_test \
     $(B)/tests/context_tslice_test
+
+$(B)/bench/swap_bench: $(B)/obj/tests/context/bench_swap.o $(CONTEXT_MOVE_OBJS) \
+		| $(SIMCUDA_LIB) $(ES_SWAPSUM_TWIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CT_LIBS)
+
+BENCHES += $(B)/bench/swap_bench

@@ -272,6 +272,8 @@ static int es_park_ensure(es_phys_t *ph)
     void *p = mmap(NULL, ph->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return -ENOMEM;
+    /* large pages: a host copy is written whole, and pinned */
+    madvise(p, ph->size, MADV_HUGEPAGE);
     ph->park = p;
     ph->park_valid = 0;
     ph->sums_valid = 0;
@@ -408,7 +410,10 @@ static int es_out_copies(es_run_t *R, int dev, char *msg, size_t msglen)
 {
     int rc = 0, next = 0;
     CUresult r = CUDA_SUCCESS;
+    double t = es_now_ms();
     int sums = es_run_sums(R, dev);
+    R->st->ms_sums = es_now_ms() - t;
+    t = es_now_ms();
     if (sums == -ENOMEM) {
         es_msg(msg, msglen, "out of host memory");
         return -ENOMEM;
@@ -432,6 +437,7 @@ static int es_out_copies(es_run_t *R, int dev, char *msg, size_t msglen)
             break;
     }
     CUresult rs = es_run_sync(R);
+    R->st->ms_copy = es_now_ms() - t;
     if (r == CUDA_SUCCESS)
         r = rs;
     if (r != CUDA_SUCCESS) {
@@ -598,6 +604,7 @@ int es_swap_in(int vdev, int dev, es_swap_stats_t *st, char *msg, size_t msglen)
         rc = -EIO;
         goto undo;
     }
+    double tc = es_now_ms();
     for (size_t i = 0; i < R.n && r == CUDA_SUCCESS; i++) {
         es_obj_t *o = &R.o[i];
         if (o->ph->owner == ES_OWN_IMPORT)
@@ -609,6 +616,7 @@ int es_swap_in(int vdev, int dev, es_swap_stats_t *st, char *msg, size_t msglen)
             r = es_copy_obj(&R, o, ES_H2D, o->view, NULL, NULL, &next);
     }
     CUresult rs = es_run_sync(&R);
+    st->ms_copy = es_now_ms() - tc;
     if (r == CUDA_SUCCESS)
         r = rs;
     if (r != CUDA_SUCCESS) {
@@ -622,8 +630,6 @@ int es_swap_in(int vdev, int dev, es_swap_stats_t *st, char *msg, size_t msglen)
         es_park_unregister(ph);
         if (ph->owner == ES_OWN_IMPORT)
             continue;
-        if (!es_opts.sums)
-            es_park_drop(ph);
         st->objects++;
         st->bytes += ph->size;
     }
@@ -717,6 +723,7 @@ int es_swap_migrate(int vdev, int dev, CUcontext from_ctx, CUcontext to_ctx,
         *st = a;
         st->bytes_h2d = b.bytes_h2d;
         st->ms = a.ms + b.ms;
+        st->ms_copy = a.ms_copy + b.ms_copy;
         return rc;
     }
     es_stats_begin(st, &t0);
@@ -740,6 +747,7 @@ int es_swap_migrate(int vdev, int dev, CUcontext from_ctx, CUcontext to_ctx,
         rc = -EIO;
         goto undo;
     }
+    double tc = es_now_ms();
     for (size_t i = 0; i < R.n; i++) {
         es_obj_t *o = &R.o[i];
         r = es_obj_view(o, src);
@@ -751,6 +759,7 @@ int es_swap_migrate(int vdev, int dev, CUcontext from_ctx, CUcontext to_ctx,
             break;
     }
     CUresult rs = es_run_sync(&R);
+    st->ms_copy = es_now_ms() - tc;
     if (r == CUDA_SUCCESS)
         r = rs;
     if (r != CUDA_SUCCESS) {

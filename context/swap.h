@@ -16,11 +16,12 @@
  * device), never half-moved. A host copy (park) is dropped only once the
  * move that uses it has completed.
  *
- * Checksums: with opts.sums on, every chunk (ES_SWAPSUM_CHUNK bytes) of an
- * object is hashed on the device before a swap-out; a chunk whose hash
- * equals that of its host copy from the previous swap-out is not copied
- * again (st->bytes_skipped). Host copies are then kept while the EST is
- * resident (host memory: the size of the EST).
+ * Host copies are kept while the EST is resident (host memory: the size of
+ * the EST; es_swap_drop_parks gives it back), so that the next swap-out
+ * writes into memory that is already there. Checksums: with opts.sums on,
+ * every chunk (ES_SWAPSUM_CHUNK bytes) of an object is hashed on the device
+ * before a swap-out; a chunk whose hash equals that of its host copy from
+ * the previous swap-out is not copied again (st->bytes_skipped).
  */
 #ifndef ES_CONTEXT_SWAP_H
 #define ES_CONTEXT_SWAP_H
@@ -40,6 +41,8 @@ typedef struct es_swap_stats {
     size_t bytes_d2h, bytes_h2d, bytes_d2d;
     size_t bytes_skipped;   /* not copied: unchanged since the last swap-out */
     double ms;              /* wall time of the call */
+    double ms_copy;         /* of which: the copies (enqueue to completion) */
+    double ms_sums;         /* of which: the checksums (kernels and their copy) */
 } es_swap_stats_t;
 
 /* Sets the options (validated: -EINVAL for a value out of range). */
