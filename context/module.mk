@@ -9,10 +9,10 @@ CONTEXT_SHIM_SRCS := context/device.c
 # table it calls (drv.c), the memory registry (memreg.c), the swap engine
 # (swap.c, with the checksum kernel of kernels/swapsum.cu), the virtual
 # handles (vhandle.c), the door of safe points (door.c), the move
-# orchestrator (move.c), time-slicing of a slot (tslice.c); built and tested
+# orchestrator (mover.c), time-slicing of a slot (tslice.c); built and tested
 # on simcuda's driver directly (tests/context/), not yet linked into the shim.
 CONTEXT_MOVE_SRCS := context/drv.c context/hmap.c context/memreg.c context/swap.c \
-    context/vhandle.c context/door.c context/move.c context/tslice.c
+    context/vhandle.c context/door.c context/mover.c context/tslice.c
 CONTEXT_MOVE_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CONTEXT_MOVE_SRCS)) $(KERNELS_SWAPSUM_OBJ) \
     $(FATBIN_OBJ)
 CT_COMMON_OBJ := $(B)/obj/tests/context/ctxtest.o
@@ -34,7 +34,7 @@ $(B)/tests/context_vhandle_test: $(B)/obj/tests/context/vhandle_test.o $(CT_COMM
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CT_LIBS)
 
-$(B)/tests/context_move_test: $(B)/obj/tests/context/move_test.o $(CT_COMMON_OBJ) \
+$(B)/tests/context_mover_test: $(B)/obj/tests/context/mover_test.o $(CT_COMMON_OBJ) \
 		$(CONTEXT_MOVE_OBJS) | $(SIMCUDA_LIB) $(ES_SWAPSUM_TWIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CT_LIBS)
@@ -50,7 +50,7 @@ $(B)/tests/context_door_test: $(B)/obj/tests/context/door_test.o $(B)/obj/contex
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
 
 TESTS += $(B)/tests/context_memreg_test $(B)/tests/context_swap_test \
-    $(B)/tests/context_vhandle_test $(B)/tests/context_door_test $(B)/tests/context_move_test \
+    $(B)/tests/context_vhandle_test $(B)/tests/context_door_test $(B)/tests/context_mover_test \
     $(B)/tests/context_tslice_test
 
 $(B)/bench/swap_bench: $(B)/obj/tests/context/bench_swap.o $(CONTEXT_MOVE_OBJS) \

@@ -3,7 +3,7 @@
  * (ascending logical rank), through a segment of shared memory per slot.
  *
  * An EST waits for its turn before it first touches the slot, runs until it
- * has to wait for the others (a collective), parks (context/move.h), passes
+ * has to wait for the others (a collective), parks (context/mover.h), passes
  * the turn to the next EST of the slot, and waits for its next turn, when it
  * comes back. So the slot holds one EST's memory at a time plus the engine's
  * staging, never the sum.

@@ -10,7 +10,7 @@
  * it has to make; GPU figures come from scripts/gpu-check. */
 #include "context/drv.h"
 #include "context/memreg.h"
-#include "context/move.h"
+#include "context/mover.h"
 #include "context/swap.h"
 #include "context/tslice.h"
 #include "context/vhandle.h"
@@ -203,7 +203,7 @@ static char ts_job[64];
 static int ts_child(int rank, int dev, int sliced, ts_out_t *out)
 {
     setup();
-    es_move_init();
+    es_mover_init();
     es_memreg_set_device(0, dev);
     int ranks[TS_N] = { 0, 1, 2, 3 };
     es_tslice_t *t = NULL;
@@ -225,7 +225,7 @@ static int ts_child(int rank, int dev, int sliced, ts_out_t *out)
     char msg[256];
     double t0 = now_ms();
     for (int step = 0; step < TS_STEPS; step++) {
-        if (sliced && step > 0 && (es_tslice_wait(t, -1) || es_move_now(0, dev, msg, sizeof(msg))))
+        if (sliced && step > 0 && (es_tslice_wait(t, -1) || es_mover_run(0, dev, msg, sizeof(msg))))
             return 4;
         unsigned nch = TS_BYTES / ES_SWAPSUM_CHUNK;
         es_swapsum_args_t a = { (const es_u64 *)data, (es_u64 *)sums, nch };
@@ -237,7 +237,7 @@ static int ts_child(int rank, int dev, int sliced, ts_out_t *out)
         if (cuStreamSynchronize(es_vh_stream(s)) != CUDA_SUCCESS)
             return 6;
         if (sliced) {
-            if (es_move_now(0, ES_MOVE_PARK, msg, sizeof(msg)))
+            if (es_mover_run(0, ES_MOVER_PARK, msg, sizeof(msg)))
                 return 7;
             es_tslice_pass(t);
         }

@@ -10,7 +10,7 @@
 
 #include "context/drv.h"
 #include "context/memreg.h"
-#include "context/move.h"
+#include "context/mover.h"
 #include "context/tslice.h"
 #include "context/vhandle.h"
 #include "kernels/swapsum.h"
@@ -158,7 +158,7 @@ static void pattern(uint64_t *h, size_t words, int rank, int step)
 static int est_child(int rank, int slice)
 {
     ct_setup_shared();
-    es_move_init();
+    es_mover_init();
     es_tslice_t *t = NULL;
     if (slice && es_tslice_join(&t, job, 0, rank, ranks, N) != 0)
         return 2;
@@ -189,7 +189,7 @@ static int est_child(int rank, int slice)
     char msg[256];
     for (int step = 0; step < STEPS; step++) {
         if (step > 0 && t) {
-            if (es_tslice_wait(t, 60000) != 0 || es_move_now(0, 0, msg, sizeof(msg)) != 0) {
+            if (es_tslice_wait(t, 60000) != 0 || es_mover_run(0, 0, msg, sizeof(msg)) != 0) {
                 fprintf(stderr, "rank %d unpark: %s\n", rank, msg);
                 return 6;
             }
@@ -210,14 +210,14 @@ static int est_child(int rank, int slice)
             cuStreamSynchronize(es_vh_stream(s)) != CUDA_SUCCESS)
             return 7;
         if (t) {
-            if (es_move_now(0, ES_MOVE_PARK, msg, sizeof(msg)) != 0) {
+            if (es_mover_run(0, ES_MOVER_PARK, msg, sizeof(msg)) != 0) {
                 fprintf(stderr, "rank %d park: %s\n", rank, msg);
                 return 8;
             }
             es_tslice_pass(t);
         }
     }
-    if (t && (es_tslice_wait(t, 60000) != 0 || es_move_now(0, 0, msg, sizeof(msg)) != 0))
+    if (t && (es_tslice_wait(t, 60000) != 0 || es_mover_run(0, 0, msg, sizeof(msg)) != 0))
         return 9;
     /* every step's hashes of this EST's memory, against the host's */
     uint64_t *got = malloc(STEPS * NCH * 8);
@@ -230,7 +230,7 @@ static int est_child(int rank, int slice)
                 return 11;
     }
     if (t) {
-        es_move_now(0, ES_MOVE_PARK, msg, sizeof(msg));
+        es_mover_run(0, ES_MOVER_PARK, msg, sizeof(msg));
         es_tslice_leave(t);
     }
     return 0;

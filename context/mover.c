@@ -1,7 +1,7 @@
-/* The move orchestrator (see move.h): the order in which the pieces of
+/* The move orchestrator (see mover.h): the order in which the pieces of
  * context/ run for a park, an unpark and a migration, and what is undone
  * when one of them fails. */
-#include "context/move.h"
+#include "context/mover.h"
 #include "context/door.h"
 #include "context/drv.h"
 #include "context/memreg.h"
@@ -30,51 +30,51 @@ static int es_rebind_hook(void)
     return es_vh_rebind();
 }
 
-typedef struct es_move_req {
+typedef struct es_mover_req {
     int vdev, dev;
-} es_move_req_t;
+} es_mover_req_t;
 
-static es_move_req_t es_sig_req;
+static es_mover_req_t es_sig_req;
 
-static int es_move_fn(void *arg, int *parked, char *msg, size_t msglen)
+static int es_mover_fn(void *arg, int *parked, char *msg, size_t msglen)
 {
-    es_move_req_t *r = arg;
-    int rc = es_move_now(r->vdev, r->dev, msg, msglen);
-    *parked = es_move_where(r->vdev) == ES_MOVE_PARK;
+    es_mover_req_t *r = arg;
+    int rc = es_mover_run(r->vdev, r->dev, msg, msglen);
+    *parked = es_mover_where(r->vdev) == ES_MOVER_PARK;
     if (r != &es_sig_req)
         free(r);
     return rc;
 }
 
-void es_move_init(void)
+void es_mover_init(void)
 {
     es_door_set_rebind(es_rebind_hook);
-    es_door_set_signal(es_move_fn, &es_sig_req);
+    es_door_set_signal(es_mover_fn, &es_sig_req);
 }
 
-void es_move_signal_target(int vdev, int dev)
+void es_mover_signal_target(int vdev, int dev)
 {
     es_sig_req.vdev = vdev;
     es_sig_req.dev = dev;
 }
 
-long es_move_request(int vdev, int dev)
+long es_mover_post(int vdev, int dev)
 {
-    es_move_req_t *r = malloc(sizeof(*r));
+    es_mover_req_t *r = malloc(sizeof(*r));
     if (!r)
         return -ENOMEM;
     r->vdev = vdev;
     r->dev = dev;
-    long tk = es_door_request(es_move_fn, r);
+    long tk = es_door_request(es_mover_fn, r);
     if (tk < 0)
         free(r);
     return tk;
 }
 
-int es_move_where(int vdev)
+int es_mover_where(int vdev)
 {
     int d = es_memreg_device(vdev);
-    return d < 0 ? ES_MOVE_PARK : d;
+    return d < 0 ? ES_MOVER_PARK : d;
 }
 
 /* Retains device dev's primary context for the engine and makes it
@@ -183,19 +183,19 @@ static int es_migrate(int vdev, int src, int dev, char *msg, size_t msglen)
     return 0;
 }
 
-int es_move_now(int vdev, int dev, char *msg, size_t msglen)
+int es_mover_run(int vdev, int dev, char *msg, size_t msglen)
 {
     int src = es_memreg_device(vdev);
     if (msg && msglen)
         msg[0] = '\0';
-    if (dev < ES_MOVE_PARK) {
+    if (dev < ES_MOVER_PARK) {
         es_msg(msg, msglen, "no device %d", dev);
         return -EINVAL;
     }
-    if (src == dev || (src < 0 && dev == ES_MOVE_PARK))
+    if (src == dev || (src < 0 && dev == ES_MOVER_PARK))
         return 0;
     int rc;
-    if (dev == ES_MOVE_PARK)
+    if (dev == ES_MOVER_PARK)
         rc = es_park(vdev, src, msg, msglen);
     else if (src < 0)
         rc = es_unpark(vdev, dev, msg, msglen);

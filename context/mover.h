@@ -1,4 +1,4 @@
-/* The move orchestrator (docs/MOVING.md): what runs at a safe point to move
+/* The move orchestrator, "mover" (docs/MOVING.md): what runs at a safe point to move
  * a virtual device (an EST) to another real device or park it in host
  * memory, from the pieces of context/: drain the streams (vhandle), move
  * the memory (swap), tear the real handles down and re-create them
@@ -9,32 +9,32 @@
  * half-moved). A parked EST keeps its host copies and comes back with a
  * later move to a device.
  *
- * es_move_now runs a move on the calling thread, which must be at a safe
- * point (the door's mover, a time-slice turn, a test). es_move_request asks
+ * es_mover_run runs a move on the calling thread, which must be at a safe
+ * point (the door's mover, a time-slice turn, a test). es_mover_post asks
  * the door (context/door.h) to run one at the next safe point.
  */
-#ifndef ES_CONTEXT_MOVE_H
-#define ES_CONTEXT_MOVE_H
+#ifndef ES_CONTEXT_MOVER_H
+#define ES_CONTEXT_MOVER_H
 
 #include <stddef.h>
 
-#define ES_MOVE_PARK (-1) /* target device: host memory only */
+#define ES_MOVER_PARK (-1) /* target device: host memory only */
 
 /* Installs the door's hooks (re-binding after a move, the signal target).
  * Idempotent. */
-void es_move_init(void);
+void es_mover_init(void);
 
-int es_move_now(int vdev, int dev, char *msg, size_t msglen);
+int es_mover_run(int vdev, int dev, char *msg, size_t msglen);
 
 /* A ticket for es_door_result, or a negative errno (-EBUSY: a request is
  * pending; -ENOSYS: moves unavailable). */
-long es_move_request(int vdev, int dev);
+long es_mover_post(int vdev, int dev);
 
 /* For a signal handler: the target is taken from an int (a device, or
- * ES_MOVE_PARK) stored before es_door_request_from_signal. */
-void es_move_signal_target(int vdev, int dev);
+ * ES_MOVER_PARK) stored before es_door_request_from_signal. */
+void es_mover_signal_target(int vdev, int dev);
 
-/* Where vdev is: a real device, or ES_MOVE_PARK. */
-int es_move_where(int vdev);
+/* Where vdev is: a real device, or ES_MOVER_PARK. */
+int es_mover_where(int vdev);
 
 #endif

@@ -1,4 +1,4 @@
-/* Test of the move orchestrator (context/move.h) with the door: an
+/* Test of the move orchestrator (context/mover.h) with the door: an
  * "application" of two threads works through virtual handles and passes the
  * door on every driver call, as the shim's wrappers will make it; moves
  * requested from outside (device to device, park, unpark, by a signal) run
@@ -12,7 +12,7 @@
 #include "context/door.h"
 #include "context/drv.h"
 #include "context/memreg.h"
-#include "context/move.h"
+#include "context/mover.h"
 #include "context/swap.h"
 #include "context/vhandle.h"
 #include "kernels/swapsum.h"
@@ -140,14 +140,14 @@ static void test_moves_during_a_run(void **state)
     pthread_create(&w, NULL, worker, NULL);
     pthread_create(&o, NULL, other, NULL);
     char msg[256];
-    int targets[] = { 1, ES_MOVE_PARK, 2, 0, 2 };
+    int targets[] = { 1, ES_MOVER_PARK, 2, 0, 2 };
     for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
-        while (es_move_where(0) != ES_MOVE_PARK && A.step < (int)(3 + 4 * i))
+        while (es_mover_where(0) != ES_MOVER_PARK && A.step < (int)(3 + 4 * i))
             usleep(1000);
-        int rc = wait_result(es_move_request(0, targets[i]), msg, sizeof(msg));
+        int rc = wait_result(es_mover_post(0, targets[i]), msg, sizeof(msg));
         assert_int_equal(rc, 0);
-        assert_int_equal(es_move_where(0), targets[i]);
-        if (targets[i] == ES_MOVE_PARK) {
+        assert_int_equal(es_mover_where(0), targets[i]);
+        if (targets[i] == ES_MOVER_PARK) {
             /* parked: no device memory of the EST anywhere, threads held */
             assert_int_equal(es_memreg_resident_bytes(0), 0);
             int st = A.step;
@@ -175,8 +175,8 @@ static void test_signal_request(void **state)
     (void)state;
     /* the same application, moved by a signal carrying no data: the target
      * was stored beforehand */
-    assert_int_equal(es_move_where(0), 2);
-    es_move_signal_target(0, 1);
+    assert_int_equal(es_mover_where(0), 2);
+    es_mover_signal_target(0, 1);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_sig;
@@ -184,7 +184,7 @@ static void test_signal_request(void **state)
     raise(SIGUSR1);
     CUdevice d = -1;
     CALL(cuCtxGetDevice(&d)); /* the next call moves */
-    assert_int_equal(es_move_where(0), 1);
+    assert_int_equal(es_mover_where(0), 1);
     CALL(cuCtxGetDevice(&d));
     assert_int_equal(d, 1);
     app_check();
@@ -196,20 +196,20 @@ static void test_failed_move_stays(void **state)
     /* the only thread left is at a safe point: moves run right here.
      * Device 3 is too small for the EST's memory: it stays on device 1 */
     char msg[256];
-    assert_int_equal(es_move_now(0, 3, msg, sizeof(msg)), -ENOMEM);
+    assert_int_equal(es_mover_run(0, 3, msg, sizeof(msg)), -ENOMEM);
     assert_non_null(strstr(msg, "stays on device 1"));
-    assert_int_equal(es_move_where(0), 1);
+    assert_int_equal(es_mover_where(0), 1);
     app_check();
     /* parked, then an unpark onto the small device fails: still parked,
      * nothing of it on any device */
-    assert_int_equal(es_move_now(0, ES_MOVE_PARK, msg, sizeof(msg)), 0);
-    assert_int_equal(es_move_now(0, 3, msg, sizeof(msg)), -ENOMEM);
+    assert_int_equal(es_mover_run(0, ES_MOVER_PARK, msg, sizeof(msg)), 0);
+    assert_int_equal(es_mover_run(0, 3, msg, sizeof(msg)), -ENOMEM);
     assert_non_null(strstr(msg, "stays parked"));
-    assert_int_equal(es_move_where(0), ES_MOVE_PARK);
+    assert_int_equal(es_mover_where(0), ES_MOVER_PARK);
     assert_null(es_vh_real(A.s));
     assert_null(es_vh_real(A.ctx));
     assert_int_equal(es_memreg_resident_bytes(0), 0);
-    assert_int_equal(es_move_now(0, 0, msg, sizeof(msg)), 0);
+    assert_int_equal(es_mover_run(0, 0, msg, sizeof(msg)), 0);
     app_check();
 }
 
@@ -223,8 +223,8 @@ static void test_unregistered_memory_is_lost(void **state)
     ct_fill(raw, 1 << 20, 5);
     assert_true(ct_check(raw, 1 << 20, 5));
     char msg[256];
-    assert_int_equal(es_move_now(0, 1, msg, sizeof(msg)), 0);
-    assert_int_equal(es_move_now(0, 0, msg, sizeof(msg)), 0);
+    assert_int_equal(es_mover_run(0, 1, msg, sizeof(msg)), 0);
+    assert_int_equal(es_mover_run(0, 0, msg, sizeof(msg)), 0);
     /* gone with the context that held it; the registry's memory is whole */
     uint32_t buf[16];
     assert_int_not_equal(cuMemcpyDtoH(buf, raw, sizeof(buf)), CUDA_SUCCESS);
@@ -236,7 +236,7 @@ int main(void)
     setenv("SIMCUDA_DEVICES", "a100:2G,h100:2G,t4:2G,a10:2M", 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
     ct_setup("move");
-    es_move_init();
+    es_mover_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moves_during_a_run),
         cmocka_unit_test(test_signal_request),
