@@ -9,10 +9,11 @@ CONTEXT_SHIM_SRCS := context/device.c
 # table it calls (drv.c), the memory registry (memreg.c), the swap engine
 # (swap.c, with the checksum kernel of kernels/swapsum.cu), the virtual
 # handles (vhandle.c), the door of safe points (door.c), the move
-# orchestrator (mover.c), time-slicing of a slot (tslice.c); built and tested
+# orchestrator (mover.c), time-slicing of a slot (tslice.c), memory pools
+# (mempool.c); built and tested
 # on simcuda's driver directly (tests/context/), not yet linked into the shim.
 CONTEXT_MOVE_SRCS := context/drv.c context/hmap.c context/memreg.c context/swap.c \
-    context/vhandle.c context/door.c context/mover.c context/tslice.c
+    context/vhandle.c context/door.c context/mover.c context/tslice.c context/mempool.c
 CONTEXT_MOVE_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CONTEXT_MOVE_SRCS)) $(KERNELS_SWAPSUM_OBJ) \
     $(FATBIN_OBJ)
 CT_COMMON_OBJ := $(B)/obj/tests/context/ctxtest.o
@@ -44,6 +45,11 @@ $(B)/tests/context_tslice_test: $(B)/obj/tests/context/tslice_test.o $(CT_COMMON
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CT_LIBS)
 
+$(B)/tests/context_mempool_test: $(B)/obj/tests/context/mempool_test.o $(CT_COMMON_OBJ) \
+		$(CONTEXT_MOVE_OBJS) | $(SIMCUDA_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CT_LIBS)
+
 # The door needs no driver.
 $(B)/tests/context_door_test: $(B)/obj/tests/context/door_test.o $(B)/obj/context/door.o
 	@mkdir -p $(dir $@)
@@ -51,7 +57,7 @@ $(B)/tests/context_door_test: $(B)/obj/tests/context/door_test.o $(B)/obj/contex
 
 TESTS += $(B)/tests/context_memreg_test $(B)/tests/context_swap_test \
     $(B)/tests/context_vhandle_test $(B)/tests/context_door_test $(B)/tests/context_mover_test \
-    $(B)/tests/context_tslice_test
+    $(B)/tests/context_tslice_test $(B)/tests/context_mempool_test
 
 $(B)/bench/swap_bench: $(B)/obj/tests/context/bench_swap.o $(CONTEXT_MOVE_OBJS) \
 		| $(SIMCUDA_LIB) $(ES_SWAPSUM_TWIN)
