@@ -1,0 +1,154 @@
+/* Per-parameter annotations of the argument lists of intercept/funcs.h
+ * (docs/MOVING.md, section 4): which arguments are handles the application
+ * holds as virtual handles (context/vhandle.h), and how a generated call
+ * translates them.
+ *
+ * In an entry's argument list a parameter is written plain (`ByteCount`) or
+ * annotated:
+ *   V_<KIND>(name)  an input handle: the call passes the real handle
+ *   O_<KIND>(name)  a pointer to an output handle: the call passes it as
+ *                   is, then *name is replaced by the virtual handle
+ * KIND: CTX, STREAM, EVENT, MOD, FN, LIB, KERN, MEMH (a VMM allocation
+ * handle: the registry's stand-in), BLAS, DNN (cuBLAS and cuDNN handles).
+ * The annotations are not macros: only the generators below read them, so
+ * code that expands an argument list as is fails to compile (instead of
+ * silently passing virtual handles).
+ *
+ *   ES_VA_CALL args   the argument list of the real call, translated
+ *   ES_VA_POST(r, args)  statements run after the real call (r: its result,
+ *                   0 meaning success), one per output handle
+ *   ES_VA_COUNT args  the number of annotated parameters (a constant)
+ *
+ * The expansions call es_va_in_<KIND>(x) and es_va_out_<KIND>(p), which
+ * the includer defines (intercept/thunks.c: from context/vhandle.h;
+ * tests: their own). At most 16 parameters.
+ */
+#ifndef ES_INTERCEPT_VARGS_H
+#define ES_INTERCEPT_VARGS_H
+
+/* ---- preprocessor tools ------------------------------------------------------------- */
+
+#define ES_PP_CAT(a, b) ES_PP_CAT_(a, b)
+#define ES_PP_CAT_(a, b) a##b
+#define ES_PP_SECOND(...) ES_PP_SECOND_(__VA_ARGS__, , )
+#define ES_PP_SECOND_(a, b, ...) b
+/* 1 when x starts with an annotation (its probe expands to "~, 1"), else 0. */
+#define ES_PP_IS_ANN(x) ES_PP_SECOND(ES_PP_CAT(ES_VA_PROBE_, x), 0)
+#define ES_PP_IF(c) ES_PP_CAT(ES_PP_IF_, c)
+#define ES_PP_IF_1(t, f) t
+#define ES_PP_IF_0(t, f) f
+
+#define ES_PP_NARGS(...) ES_PP_NARGS_(__VA_ARGS__, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, \
+                                      2, 1, 0)
+#define ES_PP_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, n, \
+                     ...)                                                                        \
+    n
+/* M(x) for every x, separated by S (ES_PP_COMMA or nothing). An empty list
+ * counts as one empty argument: M must accept it. */
+#define ES_PP_EACH(M, S, ...) ES_PP_CAT(ES_PP_EACH_, ES_PP_NARGS(__VA_ARGS__))(M, S, __VA_ARGS__)
+#define ES_PP_EACH_1(M, S, a) M(a)
+#define ES_PP_EACH_2(M, S, a, ...) M(a) S() ES_PP_EACH_1(M, S, __VA_ARGS__)
+#define ES_PP_EACH_3(M, S, a, ...) M(a) S() ES_PP_EACH_2(M, S, __VA_ARGS__)
+#define ES_PP_EACH_4(M, S, a, ...) M(a) S() ES_PP_EACH_3(M, S, __VA_ARGS__)
+#define ES_PP_EACH_5(M, S, a, ...) M(a) S() ES_PP_EACH_4(M, S, __VA_ARGS__)
+#define ES_PP_EACH_6(M, S, a, ...) M(a) S() ES_PP_EACH_5(M, S, __VA_ARGS__)
+#define ES_PP_EACH_7(M, S, a, ...) M(a) S() ES_PP_EACH_6(M, S, __VA_ARGS__)
+#define ES_PP_EACH_8(M, S, a, ...) M(a) S() ES_PP_EACH_7(M, S, __VA_ARGS__)
+#define ES_PP_EACH_9(M, S, a, ...) M(a) S() ES_PP_EACH_8(M, S, __VA_ARGS__)
+#define ES_PP_EACH_10(M, S, a, ...) M(a) S() ES_PP_EACH_9(M, S, __VA_ARGS__)
+#define ES_PP_EACH_11(M, S, a, ...) M(a) S() ES_PP_EACH_10(M, S, __VA_ARGS__)
+#define ES_PP_EACH_12(M, S, a, ...) M(a) S() ES_PP_EACH_11(M, S, __VA_ARGS__)
+#define ES_PP_EACH_13(M, S, a, ...) M(a) S() ES_PP_EACH_12(M, S, __VA_ARGS__)
+#define ES_PP_EACH_14(M, S, a, ...) M(a) S() ES_PP_EACH_13(M, S, __VA_ARGS__)
+#define ES_PP_EACH_15(M, S, a, ...) M(a) S() ES_PP_EACH_14(M, S, __VA_ARGS__)
+#define ES_PP_EACH_16(M, S, a, ...) M(a) S() ES_PP_EACH_15(M, S, __VA_ARGS__)
+#define ES_PP_COMMA() ,
+#define ES_PP_NOTHING()
+
+/* ---- the annotations ------------------------------------------------------------------ */
+
+#define ES_VA_KINDS(Y) Y(CTX) Y(STREAM) Y(EVENT) Y(MOD) Y(FN) Y(LIB) Y(KERN) Y(MEMH) Y(BLAS) Y(DNN)
+
+/* probes: V_X(...) and O_X(...) expand to "~, 1" after the ES_VA_PROBE_ prefix */
+#define ES_VA_PROBE_V_CTX(x) ~, 1
+#define ES_VA_PROBE_V_STREAM(x) ~, 1
+#define ES_VA_PROBE_V_EVENT(x) ~, 1
+#define ES_VA_PROBE_V_MOD(x) ~, 1
+#define ES_VA_PROBE_V_FN(x) ~, 1
+#define ES_VA_PROBE_V_LIB(x) ~, 1
+#define ES_VA_PROBE_V_KERN(x) ~, 1
+#define ES_VA_PROBE_V_MEMH(x) ~, 1
+#define ES_VA_PROBE_V_BLAS(x) ~, 1
+#define ES_VA_PROBE_V_DNN(x) ~, 1
+#define ES_VA_PROBE_O_CTX(x) ~, 1
+#define ES_VA_PROBE_O_STREAM(x) ~, 1
+#define ES_VA_PROBE_O_EVENT(x) ~, 1
+#define ES_VA_PROBE_O_MOD(x) ~, 1
+#define ES_VA_PROBE_O_FN(x) ~, 1
+#define ES_VA_PROBE_O_LIB(x) ~, 1
+#define ES_VA_PROBE_O_KERN(x) ~, 1
+#define ES_VA_PROBE_O_MEMH(x) ~, 1
+#define ES_VA_PROBE_O_BLAS(x) ~, 1
+#define ES_VA_PROBE_O_DNN(x) ~, 1
+
+/* the call's argument */
+#define ES_VA_ARG_V_CTX(x) es_va_in_CTX(x)
+#define ES_VA_ARG_V_STREAM(x) es_va_in_STREAM(x)
+#define ES_VA_ARG_V_EVENT(x) es_va_in_EVENT(x)
+#define ES_VA_ARG_V_MOD(x) es_va_in_MOD(x)
+#define ES_VA_ARG_V_FN(x) es_va_in_FN(x)
+#define ES_VA_ARG_V_LIB(x) es_va_in_LIB(x)
+#define ES_VA_ARG_V_KERN(x) es_va_in_KERN(x)
+#define ES_VA_ARG_V_MEMH(x) es_va_in_MEMH(x)
+#define ES_VA_ARG_V_BLAS(x) es_va_in_BLAS(x)
+#define ES_VA_ARG_V_DNN(x) es_va_in_DNN(x)
+#define ES_VA_ARG_O_CTX(x) x
+#define ES_VA_ARG_O_STREAM(x) x
+#define ES_VA_ARG_O_EVENT(x) x
+#define ES_VA_ARG_O_MOD(x) x
+#define ES_VA_ARG_O_FN(x) x
+#define ES_VA_ARG_O_LIB(x) x
+#define ES_VA_ARG_O_KERN(x) x
+#define ES_VA_ARG_O_MEMH(x) x
+#define ES_VA_ARG_O_BLAS(x) x
+#define ES_VA_ARG_O_DNN(x) x
+
+/* the statement after the call */
+#define ES_VA_AFTER_V_CTX(x)
+#define ES_VA_AFTER_V_STREAM(x)
+#define ES_VA_AFTER_V_EVENT(x)
+#define ES_VA_AFTER_V_MOD(x)
+#define ES_VA_AFTER_V_FN(x)
+#define ES_VA_AFTER_V_LIB(x)
+#define ES_VA_AFTER_V_KERN(x)
+#define ES_VA_AFTER_V_MEMH(x)
+#define ES_VA_AFTER_V_BLAS(x)
+#define ES_VA_AFTER_V_DNN(x)
+#define ES_VA_AFTER_O_CTX(x) es_va_out_CTX(x);
+#define ES_VA_AFTER_O_STREAM(x) es_va_out_STREAM(x);
+#define ES_VA_AFTER_O_EVENT(x) es_va_out_EVENT(x);
+#define ES_VA_AFTER_O_MOD(x) es_va_out_MOD(x);
+#define ES_VA_AFTER_O_FN(x) es_va_out_FN(x);
+#define ES_VA_AFTER_O_LIB(x) es_va_out_LIB(x);
+#define ES_VA_AFTER_O_KERN(x) es_va_out_KERN(x);
+#define ES_VA_AFTER_O_MEMH(x) es_va_out_MEMH(x);
+#define ES_VA_AFTER_O_BLAS(x) es_va_out_BLAS(x);
+#define ES_VA_AFTER_O_DNN(x) es_va_out_DNN(x);
+
+/* ---- generators -------------------------------------------------------------------------- */
+
+#define ES_VA_ONE_ARG(x) ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_ARG_, x), x)
+#define ES_VA_ONE_AFTER(x) ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_AFTER_, x), )
+#define ES_VA_ONE_COUNT(x) +ES_PP_IS_ANN(x)
+
+#define ES_VA_CALL(...) (ES_PP_EACH(ES_VA_ONE_ARG, ES_PP_COMMA, __VA_ARGS__))
+#define ES_VA_POST(r, args)                                                                    \
+    do {                                                                                       \
+        if ((r) == 0) {                                                                        \
+            ES_PP_EACH(ES_VA_ONE_AFTER, ES_PP_NOTHING, ES_VA_UNPAREN args)                     \
+        }                                                                                      \
+    } while (0)
+#define ES_VA_COUNT(...) (0 ES_PP_EACH(ES_VA_ONE_COUNT, ES_PP_NOTHING, __VA_ARGS__))
+#define ES_VA_UNPAREN(...) __VA_ARGS__
+
+#endif
