@@ -42,6 +42,7 @@
     X(cuEventSynchronize)                                                                      \
     X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)        \
     X(cuModuleGetGlobal_v2) X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel)     \
+    X(cuLibraryGetModule)                                                                      \
     X(cuKernelGetFunction) X(cuFuncSetAttribute) X(cuFuncSetCacheConfig)                       \
     X(cuKernelSetAttribute) X(cuLaunchKernel)
 

@@ -59,6 +59,7 @@ typedef struct es_vmodule {
     void **vals;
     es_global_t *globals;
     int nglobals;
+    int of_library;     /* cuLibraryGetModule's (parent: the library) */
 } es_vmodule_t;
 
 typedef struct es_vfunc {
@@ -689,6 +690,8 @@ static int es_keep_jit(unsigned n, const CUjit_option *o, void *const *v, unsign
 
 static CUresult es_module_load_real(es_vmodule_t *m, CUmodule *real)
 {
+    if (m->of_library)
+        return es_drv.cuLibraryGetModule(real, (CUlibrary)m->h.parent->real);
     if (m->nopt)
         return es_drv.cuModuleLoadDataEx(real, m->image, m->nopt, m->opts, m->vals);
     return es_drv.cuModuleLoadData(real, m->image);
@@ -765,8 +768,8 @@ CUresult es_vh_module_unload(CUmodule mod)
     CUresult r;
     pthread_mutex_lock(&es_vh_mu);
     es_vmodule_t *m = (es_vmodule_t *)es_obj_of(mod, ES_VK_MODULE);
-    if (!m) {
-        r = CUDA_ERROR_INVALID_HANDLE;
+    if (!m || m->of_library) {
+        r = CUDA_ERROR_INVALID_HANDLE; /* a library's module goes with the library */
         goto out;
     }
     r = m->h.real ? es_drv.cuModuleUnload((CUmodule)m->h.real) : CUDA_SUCCESS;
@@ -1013,11 +1016,38 @@ out:
 
 CUresult es_vh_library_get_module(CUmodule *out, CUlibrary lib)
 {
-    (void)out;
-    (void)lib;
-    /* A library's module in the current context: not kept across a move
-     * yet (the library and its kernels are). */
-    return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&es_vh_mu);
+    es_vobj_t *l = es_obj_of(lib, ES_VK_LIBRARY);
+    if (!l) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+        goto out;
+    }
+    /* one module object per library (its module in the current context) */
+    es_vobj_t *m = NULL;
+    for (es_vobj_t *o = es_first; o && !m; o = o->next)
+        if (o->parent == l && o->kind == ES_VK_MODULE)
+            m = o;
+    if (!m) {
+        CUmodule real = NULL;
+        r = es_drv.cuLibraryGetModule(&real, (CUlibrary)l->real);
+        if (r != CUDA_SUCCESS)
+            goto out;
+        es_vmodule_t *vm = es_obj_new(sizeof(*vm), ES_VK_MODULE, l->vdev, l);
+        if (!vm) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto out;
+        }
+        vm->of_library = 1;
+        es_set_real(&vm->h, real);
+        m = &vm->h;
+    }
+    *out = (CUmodule)m;
+out:
+    pthread_mutex_unlock(&es_vh_mu);
+    return r;
 }
 
 CUresult es_vh_kernel_get_function(CUfunction *out, CUkernel kern)
@@ -1223,6 +1253,8 @@ static void es_teardown_one(es_vobj_t *o)
     case ES_VK_KERNEL:
         break; /* go with their module or library */
     case ES_VK_MODULE:
+        if (((es_vmodule_t *)o)->of_library)
+            break; /* goes with its library */
         es_bind(o->parent);
         es_globals_save((es_vmodule_t *)o);
         es_drv.cuModuleUnload((CUmodule)real);
@@ -1331,7 +1363,8 @@ static CUresult es_recreate_one(es_vobj_t *o, int dev)
             r = es_drv.cuEventCreate((CUevent *)&real, ((es_vevent_t *)o)->flags);
         break;
     case ES_VK_MODULE:
-        r = es_bind(o->parent);
+        /* a library's module: in the current context (the vdev's) */
+        r = ((es_vmodule_t *)o)->of_library ? CUDA_SUCCESS : es_bind(o->parent);
         if (r == CUDA_SUCCESS)
             r = es_module_load_real((es_vmodule_t *)o, (CUmodule *)&real);
         if (r == CUDA_SUCCESS) {

@@ -151,6 +151,7 @@ CUresult es_vh_library_load(CUlibrary *out, const void *code, size_t size, unsig
                             CUlibraryOption *lopts, void **lvals);
 CUresult es_vh_library_unload(CUlibrary l);
 CUresult es_vh_library_get_kernel(CUkernel *out, CUlibrary l, const char *name);
+/* The library's module in the current context (one object per library). */
 CUresult es_vh_library_get_module(CUmodule *out, CUlibrary l);
 CUresult es_vh_kernel_get_function(CUfunction *out, CUkernel k);
 

@@ -162,6 +162,7 @@ static void app_make(app_t *A)
     CK(es_vh_library_load(&A->lib, es_swapsum_fatbin, 0, 0, NULL, NULL, 0, NULL, NULL));
     CK(es_vh_library_get_kernel(&A->kern, A->lib, "es_swapsum"));
     CK(es_vh_kernel_get_function(&A->kf, A->kern));
+
     void *real = NULL;
     assert_int_equal(fake_create(&real, &A->rec, 0), 0);
     assert_int_equal(es_vh_foreign_new(&A->foreign, real, &fake_ops, &A->rec), 0);
@@ -381,6 +382,27 @@ static void test_destroy_and_bad_handles(void **state)
     assert_int_equal(es_vh_count(0, ES_VK_KERNEL), 0);
 }
 
+static void test_library_module(void **state)
+{
+    (void)state;
+    static app_t A; /* static: the foreign record outlives the test */
+    app_make(&A);
+    CUmodule lm, lm2;
+    CUresult r = es_vh_library_get_module(&lm, A.lib);
+    if (r == CUDA_ERROR_NOT_SUPPORTED)
+        skip(); /* a driver without cuLibraryGetModule */
+    CK(r);
+    CK(es_vh_library_get_module(&lm2, A.lib));
+    assert_ptr_equal(lm2, lm);
+    assert_int_equal(es_vh_module_unload(lm), CUDA_ERROR_INVALID_HANDLE);
+    CUfunction lf;
+    CK(es_vh_module_get_function(&lf, lm, "es_swapsum"));
+    move_to(1);
+    uint64_t got[2];
+    run_kernel(lf, A.s_plain, A.buf, A.out, 2, got);
+    assert_memory_equal(got, A.want, sizeof(got));
+}
+
 int main(void)
 {
     setenv("SIMCUDA_DEVICES", "a100:2G,h100:2G,t4:1G", 1);
@@ -394,6 +416,7 @@ int main(void)
         cmocka_unit_test_teardown(test_created_context_moves, teardown),
         cmocka_unit_test_teardown(test_failed_recreate_leaves_nothing, teardown),
         cmocka_unit_test_teardown(test_destroy_and_bad_handles, teardown),
+        cmocka_unit_test_teardown(test_library_module, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
