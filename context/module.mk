@@ -16,6 +16,8 @@ CONTEXT_MOVE_SRCS := context/drv.c context/hmap.c context/memreg.c context/swap.
     context/vhandle.c context/door.c context/mover.c context/tslice.c context/mempool.c
 CONTEXT_MOVE_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CONTEXT_MOVE_SRCS)) $(KERNELS_SWAPSUM_OBJ) \
     $(FATBIN_OBJ)
+# Linked into the shim as well.
+CONTEXT_SHIM_SRCS += $(CONTEXT_MOVE_SRCS)
 CT_COMMON_OBJ := $(B)/obj/tests/context/ctxtest.o
 CT_LIBS := -L$(B)/sim -l:libcuda.so.1 $(CMOCKA_LIBS) $(FATBIN_LIBS) -ldl -lrt
 

@@ -18,7 +18,7 @@
 #define ES_VH_MAX_VDEV 64
 #define ES_MAX_LIMITS 8
 
-int es_vh_on = 1;
+int es_vh_on; /* set by the shim's configuration (EASYSCALE_MOVE) */
 
 typedef struct es_vctx {
     es_vobj_t h;

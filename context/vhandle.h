@@ -73,7 +73,8 @@ typedef struct es_vforeign_ops {
 
 /* ---- translation (no lock, no allocation) ---------------------------------------- */
 
-/* Whether handles are virtual (set once at start-up). */
+/* Whether handles are virtual (set once at start-up, before any handle is
+ * made; 0 by default: every translation is then the identity). */
 extern int es_vh_on;
 
 static inline void *es_vh_real(const void *h)

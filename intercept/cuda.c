@@ -16,6 +16,7 @@
 #include "shim/shim.h"
 #include "context/device.h"
 #include "audit/modaudit.h"
+#include "context/vhandle.h"
 
 #include <stdint.h>
 
@@ -128,20 +129,22 @@ ES_CUDA_FUNCS(ES_GEN_HOOKED)
  * / statistics on, or some flagged kernel handle exists. */
 #define ES_LAUNCH_SLOW() __builtin_expect(__atomic_load_n(&es_launch_gate, __ATOMIC_ACQUIRE), 0)
 
-#define ES_LAUNCH_WRAPPER(sym, fexpr, params, args)                                            \
+#define ES_LAUNCH_WRAPPER(sym, fexpr, params, args, rawcall, rawargs)                         \
     __attribute__((noinline, cold)) static CUresult es_slow_##sym params                       \
     {                                                                                          \
-        ES_ENTER(cuda, sym);                                                                   \
+        es_enter_slow(ES_LIB_CUDA, ES_IDX_##sym,                                               \
+                      es_door_tls.epoch != __atomic_load_n(&es_door_epoch, __ATOMIC_RELAXED)); \
         if (__builtin_expect(es_modaudit_flagged((const void *)(fexpr)), 0) &&                 \
             es_modaudit_launch((const void *)(fexpr), #sym) < 0)                               \
             return CUDA_ERROR_NOT_SUPPORTED;                                                   \
-        return ES_REAL(cuda, sym) args;                                                        \
+        return rawcall rawargs;                                                                \
     }                                                                                          \
     ES_EXPORT CUresult sym params                                                              \
     {                                                                                          \
-        if (ES_LAUNCH_SLOW())                                                                  \
+        __attribute__((cleanup(es_door_guard_leave))) int g_ = es_door_enter();                 \
+        if (ES_LAUNCH_SLOW() | g_)                                                             \
             return es_slow_##sym args;                                                         \
-        return ES_REAL(cuda, sym) args;                                                        \
+        return rawcall rawargs;                                                                \
     }
 
 #define ES_LK_PARAMS                                                                           \
@@ -151,6 +154,10 @@ ES_CUDA_FUNCS(ES_GEN_HOOKED)
 #define ES_LK_ARGS                                                                             \
     (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,         \
      hStream, kernelParams, extra)
+/* the fast path calls the driver itself: the handles translated */
+#define ES_LK_RAW                                                                              \
+    ((CUfunction)es_vh_real(f), gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, \
+     sharedMemBytes, es_vh_stream(hStream), kernelParams, extra)
 #define ES_CK_PARAMS                                                                           \
     (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,        \
      unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
@@ -158,12 +165,38 @@ ES_CUDA_FUNCS(ES_GEN_HOOKED)
 #define ES_CK_ARGS                                                                             \
     (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,         \
      hStream, kernelParams)
+#define ES_CK_RAW                                                                              \
+    ((CUfunction)es_vh_real(f), gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, \
+     sharedMemBytes, es_vh_stream(hStream), kernelParams)
 #define ES_LX_PARAMS (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
-#define ES_LX_ARGS (config, f, kernelParams, extra)
 
-ES_LAUNCH_WRAPPER(cuLaunchKernel, f, ES_LK_PARAMS, ES_LK_ARGS)
-ES_LAUNCH_WRAPPER(cuLaunchKernel_ptsz, f, ES_LK_PARAMS, ES_LK_ARGS)
-ES_LAUNCH_WRAPPER(cuLaunchKernelEx, f, ES_LX_PARAMS, ES_LX_ARGS)
-ES_LAUNCH_WRAPPER(cuLaunchKernelEx_ptsz, f, ES_LX_PARAMS, ES_LX_ARGS)
-ES_LAUNCH_WRAPPER(cuLaunchCooperativeKernel, f, ES_CK_PARAMS, ES_CK_ARGS)
-ES_LAUNCH_WRAPPER(cuLaunchCooperativeKernel_ptsz, f, ES_CK_PARAMS, ES_CK_ARGS)
+/* The launch with a configuration: its stream translated in a copy. */
+#define ES_LAUNCH_EX_RAW(sym)                                                                  \
+    static CUresult es_raw_##sym(const CUlaunchConfig *config, CUfunction f, void **kp,        \
+                                 void **extra)                                                 \
+    {                                                                                          \
+        if (!es_vh_on || !config)                                                              \
+            return es_raw_cuda.sym(config, f, kp, extra);                                      \
+        CUlaunchConfig c = *config;                                                            \
+        c.hStream = es_vh_stream(c.hStream);                                                   \
+        return es_raw_cuda.sym(&c, (CUfunction)es_vh_real(f), kp, extra);                      \
+    }
+ES_LAUNCH_EX_RAW(cuLaunchKernelEx)
+ES_LAUNCH_EX_RAW(cuLaunchKernelEx_ptsz)
+#define ES_LX_ARGS (config, f, kernelParams, extra)
+/* cuLaunchKernelEx: its configuration holds the stream, translated in a
+ * copy */
+#define ES_LX_RAW (config, f, kernelParams, extra)
+
+ES_LAUNCH_WRAPPER(cuLaunchKernel, f, ES_LK_PARAMS, ES_LK_ARGS, ES_RAW(cuda, cuLaunchKernel),
+                  ES_LK_RAW)
+ES_LAUNCH_WRAPPER(cuLaunchKernel_ptsz, f, ES_LK_PARAMS, ES_LK_ARGS,
+                  ES_RAW(cuda, cuLaunchKernel_ptsz), ES_LK_RAW)
+ES_LAUNCH_WRAPPER(cuLaunchCooperativeKernel, f, ES_CK_PARAMS, ES_CK_ARGS,
+                  ES_RAW(cuda, cuLaunchCooperativeKernel), ES_CK_RAW)
+ES_LAUNCH_WRAPPER(cuLaunchCooperativeKernel_ptsz, f, ES_CK_PARAMS, ES_CK_ARGS,
+                  ES_RAW(cuda, cuLaunchCooperativeKernel_ptsz), ES_CK_RAW)
+ES_LAUNCH_WRAPPER(cuLaunchKernelEx, f, ES_LX_PARAMS, ES_LX_ARGS, es_raw_cuLaunchKernelEx,
+                  ES_LX_RAW)
+ES_LAUNCH_WRAPPER(cuLaunchKernelEx_ptsz, f, ES_LX_PARAMS, ES_LX_ARGS,
+                  es_raw_cuLaunchKernelEx_ptsz, ES_LX_RAW)

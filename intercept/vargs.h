@@ -18,10 +18,12 @@
  *   ES_VA_POST(r, args)  statements run after the real call (r: its result,
  *                   0 meaning success), one per output handle
  *   ES_VA_COUNT args  the number of annotated parameters (a constant)
+ *   ES_VA_NAMES args  the argument list as plain names (passing the
+ *                   wrapper's own parameters on, untranslated)
  *
  * The expansions call es_va_in_<KIND>(x) and es_va_out_<KIND>(p), which
  * the includer defines (intercept/thunks.c: from context/vhandle.h;
- * tests: their own). At most 16 parameters.
+ * tests: their own). At most 32 parameters.
  */
 #ifndef ES_INTERCEPT_VARGS_H
 #define ES_INTERCEPT_VARGS_H
@@ -38,11 +40,8 @@
 #define ES_PP_IF_1(t, f) t
 #define ES_PP_IF_0(t, f) f
 
-#define ES_PP_NARGS(...) ES_PP_NARGS_(__VA_ARGS__, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, \
-                                      2, 1, 0)
-#define ES_PP_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, n, \
-                     ...)                                                                        \
-    n
+#define ES_PP_NARGS(...) ES_PP_NARGS_(__VA_ARGS__, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define ES_PP_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30, a31, a32, n, ...) n
 /* M(x) for every x, separated by S (ES_PP_COMMA or nothing). An empty list
  * counts as one empty argument: M must accept it. */
 #define ES_PP_EACH(M, S, ...) ES_PP_CAT(ES_PP_EACH_, ES_PP_NARGS(__VA_ARGS__))(M, S, __VA_ARGS__)
@@ -62,6 +61,22 @@
 #define ES_PP_EACH_14(M, S, a, ...) M(a) S() ES_PP_EACH_13(M, S, __VA_ARGS__)
 #define ES_PP_EACH_15(M, S, a, ...) M(a) S() ES_PP_EACH_14(M, S, __VA_ARGS__)
 #define ES_PP_EACH_16(M, S, a, ...) M(a) S() ES_PP_EACH_15(M, S, __VA_ARGS__)
+#define ES_PP_EACH_17(M, S, a, ...) M(a) S() ES_PP_EACH_16(M, S, __VA_ARGS__)
+#define ES_PP_EACH_18(M, S, a, ...) M(a) S() ES_PP_EACH_17(M, S, __VA_ARGS__)
+#define ES_PP_EACH_19(M, S, a, ...) M(a) S() ES_PP_EACH_18(M, S, __VA_ARGS__)
+#define ES_PP_EACH_20(M, S, a, ...) M(a) S() ES_PP_EACH_19(M, S, __VA_ARGS__)
+#define ES_PP_EACH_21(M, S, a, ...) M(a) S() ES_PP_EACH_20(M, S, __VA_ARGS__)
+#define ES_PP_EACH_22(M, S, a, ...) M(a) S() ES_PP_EACH_21(M, S, __VA_ARGS__)
+#define ES_PP_EACH_23(M, S, a, ...) M(a) S() ES_PP_EACH_22(M, S, __VA_ARGS__)
+#define ES_PP_EACH_24(M, S, a, ...) M(a) S() ES_PP_EACH_23(M, S, __VA_ARGS__)
+#define ES_PP_EACH_25(M, S, a, ...) M(a) S() ES_PP_EACH_24(M, S, __VA_ARGS__)
+#define ES_PP_EACH_26(M, S, a, ...) M(a) S() ES_PP_EACH_25(M, S, __VA_ARGS__)
+#define ES_PP_EACH_27(M, S, a, ...) M(a) S() ES_PP_EACH_26(M, S, __VA_ARGS__)
+#define ES_PP_EACH_28(M, S, a, ...) M(a) S() ES_PP_EACH_27(M, S, __VA_ARGS__)
+#define ES_PP_EACH_29(M, S, a, ...) M(a) S() ES_PP_EACH_28(M, S, __VA_ARGS__)
+#define ES_PP_EACH_30(M, S, a, ...) M(a) S() ES_PP_EACH_29(M, S, __VA_ARGS__)
+#define ES_PP_EACH_31(M, S, a, ...) M(a) S() ES_PP_EACH_30(M, S, __VA_ARGS__)
+#define ES_PP_EACH_32(M, S, a, ...) M(a) S() ES_PP_EACH_31(M, S, __VA_ARGS__)
 #define ES_PP_COMMA() ,
 #define ES_PP_NOTHING()
 
@@ -135,11 +150,34 @@
 #define ES_VA_AFTER_O_BLAS(x) es_va_out_BLAS(x);
 #define ES_VA_AFTER_O_DNN(x) es_va_out_DNN(x);
 
+/* the parameter's name */
+#define ES_VA_NAME_V_CTX(x) x
+#define ES_VA_NAME_V_STREAM(x) x
+#define ES_VA_NAME_V_EVENT(x) x
+#define ES_VA_NAME_V_MOD(x) x
+#define ES_VA_NAME_V_FN(x) x
+#define ES_VA_NAME_V_LIB(x) x
+#define ES_VA_NAME_V_KERN(x) x
+#define ES_VA_NAME_V_MEMH(x) x
+#define ES_VA_NAME_V_BLAS(x) x
+#define ES_VA_NAME_V_DNN(x) x
+#define ES_VA_NAME_O_CTX(x) x
+#define ES_VA_NAME_O_STREAM(x) x
+#define ES_VA_NAME_O_EVENT(x) x
+#define ES_VA_NAME_O_MOD(x) x
+#define ES_VA_NAME_O_FN(x) x
+#define ES_VA_NAME_O_LIB(x) x
+#define ES_VA_NAME_O_KERN(x) x
+#define ES_VA_NAME_O_MEMH(x) x
+#define ES_VA_NAME_O_BLAS(x) x
+#define ES_VA_NAME_O_DNN(x) x
+
 /* ---- generators -------------------------------------------------------------------------- */
 
 #define ES_VA_ONE_ARG(x) ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_ARG_, x), x)
 #define ES_VA_ONE_AFTER(x) ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_AFTER_, x), )
 #define ES_VA_ONE_COUNT(x) +ES_PP_IS_ANN(x)
+#define ES_VA_ONE_NAME(x) ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_NAME_, x), x)
 
 #define ES_VA_CALL(...) (ES_PP_EACH(ES_VA_ONE_ARG, ES_PP_COMMA, __VA_ARGS__))
 #define ES_VA_POST(r, args)                                                                    \
@@ -149,6 +187,7 @@
         }                                                                                      \
     } while (0)
 #define ES_VA_COUNT(...) (0 ES_PP_EACH(ES_VA_ONE_COUNT, ES_PP_NOTHING, __VA_ARGS__))
+#define ES_VA_NAMES(...) (ES_PP_EACH(ES_VA_ONE_NAME, ES_PP_COMMA, __VA_ARGS__))
 #define ES_VA_UNPAREN(...) __VA_ARGS__
 
 #endif

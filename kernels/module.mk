@@ -36,6 +36,7 @@ ALL += $(B)/sim/twins/libsimtwin_easyscale.so
 ES_SWAPSUM_FATBIN := $(B)/gen/es_swapsum.fatbin
 ES_SWAPSUM_TWIN := $(B)/sim/twins/libsimtwin_esswap.so
 KERNELS_SWAPSUM_OBJ := $(B)/obj/kernels/swapsum_blob.o
+KERNELS_SHIM_OBJS += $(KERNELS_SWAPSUM_OBJ)
 $(eval $(call cucpu_cu,kernels/swapsum.cu,$(ES_SWAPSUM_FATBIN),$(ES_SWAPSUM_TWIN),kernels/swapsum.h))
 $(B)/obj/kernels/swapsum_blob.o: CPPFLAGS += -DES_SWAPSUM_FATBIN='"$(ES_SWAPSUM_FATBIN)"'
 $(B)/obj/kernels/swapsum_blob.o: $(ES_SWAPSUM_FATBIN)

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "intercept/funcs.h"
+#include "context/door.h"
 
 #define ES_EXPORT __attribute__((visibility("default")))
 
@@ -86,6 +87,14 @@ extern es_real_cublas_t es_real_cublas;
 extern es_real_cudnn_t es_real_cudnn;
 extern es_real_nccl_t es_real_nccl;
 
+/* The libraries' own functions. While handles are virtual (context/
+ * vhandle.h) the es_real_* entries that ES_REAL() calls are translating
+ * thunks over these (intercept/thunks.c); otherwise both tables agree. */
+extern es_real_cuda_t es_raw_cuda;
+extern es_real_cublas_t es_raw_cublas;
+extern es_real_cudnn_t es_raw_cudnn;
+extern es_real_nccl_t es_raw_nccl;
+
 /* Non-zero while a library is not loaded yet or statistics are on: the one
  * branch of a pass-through wrapper. */
 extern int es_slow[ES_NLIBS];
@@ -105,12 +114,29 @@ void es_slowpath(int lib, int idx);
 #define ES_LIBID_cudnn ES_LIB_CUDNN
 #define ES_LIBID_nccl ES_LIB_NCCL
 
+/* Every wrapper enters through the door (context/door.h): ES_ENTER declares
+ * a guard whose cleanup leaves it when the wrapper returns. Use it once, at
+ * the top of a wrapper's body. */
+static inline void es_door_guard_leave(int *g)
+{
+    (void)g;
+    es_door_leave();
+}
+/* The slow path of an entry: load the library / count the call (slow),
+ * then the door's (door: a move is pending or the thread is new). */
+void es_enter_slow(int lib, int idx, int door);
+
 #define ES_ENTER(lib, sym)                                                     \
-    do {                                                                       \
-        if (__builtin_expect(__atomic_load_n(&es_slow[ES_LIBID_##lib], __ATOMIC_ACQUIRE), 0)) \
-            es_slowpath(ES_LIBID_##lib, ES_IDX_##sym);                         \
-    } while (0)
+    __attribute__((cleanup(es_door_guard_leave))) int es_door_g_ = es_door_enter(); \
+    if (__builtin_expect(es_door_g_ |                                          \
+                         __atomic_load_n(&es_slow[ES_LIBID_##lib], __ATOMIC_ACQUIRE), 0)) \
+        es_enter_slow(ES_LIBID_##lib, ES_IDX_##sym, es_door_g_)
 #define ES_REAL(lib, sym) (es_real_##lib.sym)
+#define ES_RAW(lib, sym) (es_raw_##lib.sym)
+
+/* Called once a library is loaded, its tables filled (intercept/thunks.c):
+ * the engine's driver table, the translating thunks. */
+void es_lib_loaded(int lib, void *handle, void *(*lookup)(void *, const char *));
 
 /* Makes sure the library is loaded (for the shim's own use of real
  * functions). Returns 1 when the library was found, 0 otherwise. */
@@ -122,6 +148,8 @@ void *es_wrapper_for_real(int lib, const void *real, int *idx);
 
 /* The real function of wrapped function idx of lib (or its stub). */
 void *es_real_ptr(int lib, int idx);
+/* The stub standing for function idx of lib when the library lacks it. */
+void *es_real_missing_ptr(int lib, int idx);
 
 /* Whether wrapped function idx of lib reveals the device identity (kind I). */
 int es_fn_is_identity(int lib, int idx);

@@ -2,6 +2,7 @@
 #include "tests/context/ctxtest.h"
 #include "context/drv.h"
 #include "context/memreg.h"
+#include "context/vhandle.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@ void ct_setup(const char *tag)
 
 void ct_setup_shared(void)
 {
+    es_vh_on = 1; /* the handles the tests make are virtual */
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h || es_drv_load(h, dlsym) != 0 || cuInit(0) != CUDA_SUCCESS ||
         es_memreg_init() != 0) {

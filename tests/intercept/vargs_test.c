@@ -47,6 +47,12 @@ GEN(wrap_getctx, real_getctx, (obj_t *hStream, obj_t **pctx, int fail),
     (V_STREAM(hStream), O_CTX(pctx), fail))
 GEN(wrap_none, real_none, (void), ())
 
+/* passing the parameters on as they came */
+static int pass_on(obj_t *hStream, obj_t **pctx, int fail)
+{
+    return real_getctx ES_VA_NAMES(V_STREAM((long)hStream), pctx, fail);
+}
+
 _Static_assert(ES_VA_COUNT(V_STREAM(a), V_EVENT(b), c) == 2, "count");
 _Static_assert(ES_VA_COUNT(a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, O_MOD(p)) == 1, "16");
 _Static_assert(ES_VA_COUNT() == 0, "empty");
@@ -73,6 +79,10 @@ static void test_outputs_on_success_only(void **state)
     assert_int_equal(wrap_getctx(&s, &ctx, 1), 1);
     assert_ptr_equal(ctx, (obj_t *)(intptr_t)777); /* the real value, untouched */
     assert_int_equal(wrap_none(), 5);
+    /* names only: the handle value itself goes on */
+    assert_int_equal(pass_on((obj_t *)(intptr_t)55, &ctx, 0), 0);
+    assert_int_equal(got[0], 55);
+    assert_ptr_equal(ctx, (obj_t *)(intptr_t)777);
 }
 
 int main(void)
