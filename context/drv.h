@@ -25,6 +25,7 @@
     X(cuInit) X(cuGetErrorName) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetAttribute)    \
     X(cuDeviceCanAccessPeer) X(cuMemGetInfo_v2)                                                \
     X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxGetState) \
+    X(cuDevicePrimaryCtxReset_v2)                                                              \
     X(cuDevicePrimaryCtxSetFlags_v2) X(cuCtxCreate_v4) X(cuCtxDestroy_v2) X(cuCtxGetCurrent)  \
     X(cuCtxSetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxSynchronize)       \
     X(cuCtxGetDevice) X(cuCtxGetStreamPriorityRange) X(cuCtxSetLimit) X(cuCtxSetCacheConfig)  \

@@ -651,6 +651,14 @@ static int es_meets_shim_memory(uintptr_t va, size_t size)
     return 0;
 }
 
+int es_memreg_owns_range(CUdeviceptr va, size_t size)
+{
+    es_memreg_lock();
+    int r = es_meets_shim_memory((uintptr_t)va, size ? size : 1);
+    es_memreg_unlock();
+    return r;
+}
+
 CUresult es_vmm_create(CUmemGenericAllocationHandle *out, size_t size,
                        const CUmemAllocationProp *prop, unsigned long long flags)
 {

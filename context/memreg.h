@@ -144,6 +144,11 @@ CUresult es_vmm_export(void *shareable, CUmemGenericAllocationHandle h,
                        CUmemAllocationHandleType type, unsigned long long flags);
 CUresult es_vmm_import(CUmemGenericAllocationHandle *out, void *os_handle,
                        CUmemAllocationHandleType type, int vdev);
+/* Whether [va, va + size) meets memory the registry reserved for the
+ * cuMemAlloc family (the application may not unmap, re-protect or free
+ * those ranges). */
+int es_memreg_owns_range(CUdeviceptr va, size_t size);
+
 /* The live stand-in h names, or NULL (never dereferences an unknown h). */
 es_phys_t *es_vmm_lookup(CUmemGenericAllocationHandle h);
 

@@ -31,7 +31,7 @@ static int es_rebind_hook(void)
 }
 
 typedef struct es_mover_req {
-    int vdev, dev;
+    int vdev, dev; /* vdev -1: the whole EST */
 } es_mover_req_t;
 
 static es_mover_req_t es_sig_req;
@@ -39,8 +39,9 @@ static es_mover_req_t es_sig_req;
 static int es_mover_fn(void *arg, int *parked, char *msg, size_t msglen)
 {
     es_mover_req_t *r = arg;
-    int rc = es_mover_run(r->vdev, r->dev, msg, msglen);
-    *parked = es_mover_where(r->vdev) == ES_MOVER_PARK;
+    int rc = r->vdev < 0 ? es_mover_run_est(r->dev, msg, msglen)
+                         : es_mover_run(r->vdev, r->dev, msg, msglen);
+    *parked = (r->vdev < 0 ? es_mover_where_est() : es_mover_where(r->vdev)) == ES_MOVER_PARK;
     if (r != &es_sig_req)
         free(r);
     return rc;
@@ -205,4 +206,57 @@ int es_mover_run(int vdev, int dev, char *msg, size_t msglen)
     if (es_memreg_device(vdev) >= 0)
         es_vh_rebind();
     return rc;
+}
+
+/* ---- the whole EST ------------------------------------------------------------------------ */
+
+#define ES_MAX_VDEV 64
+
+static int es_vdev_in_use(int v)
+{
+    return es_vh_count(v, ES_VK_CTX) > 0 || es_memreg_first(v) != NULL;
+}
+
+int es_mover_where_est(void)
+{
+    for (int v = 0; v < ES_MAX_VDEV; v++)
+        if (es_vdev_in_use(v))
+            return es_mover_where(v);
+    return -2;
+}
+
+static int es_last_dev = -1; /* where the EST was before it was parked */
+
+int es_mover_run_est(int dev, char *msg, size_t msglen)
+{
+    int rc = 0, any = 0;
+    int now = es_mover_where_est();
+    if (dev == ES_MOVER_TOGGLE) {
+        if (now == ES_MOVER_PARK && es_last_dev < 0) {
+            if (msg && msglen)
+                snprintf(msg, msglen, "parked, and no device to come back to");
+            return -EINVAL;
+        }
+        dev = now == ES_MOVER_PARK ? es_last_dev : ES_MOVER_PARK;
+    }
+    if (now >= 0 && dev == ES_MOVER_PARK)
+        es_last_dev = now;
+    for (int v = 0; v < ES_MAX_VDEV && rc == 0; v++)
+        if (es_vdev_in_use(v)) {
+            any = 1;
+            rc = es_mover_run(v, dev, msg, msglen);
+        }
+    if (!any && msg && msglen)
+        snprintf(msg, msglen, "the EST holds nothing on any device yet: nothing to move");
+    return rc;
+}
+
+long es_mover_post_est(int dev)
+{
+    return es_mover_post(-1, dev);
+}
+
+void es_mover_signal_est(int dev)
+{
+    es_mover_signal_target(-1, dev);
 }

@@ -18,7 +18,8 @@
 
 #include <stddef.h>
 
-#define ES_MOVER_PARK (-1) /* target device: host memory only */
+#define ES_MOVER_PARK (-1)   /* target device: host memory only */
+#define ES_MOVER_TOGGLE (-3) /* park when resident, back where it was when parked */
 
 /* Installs the door's hooks (re-binding after a move, the signal target).
  * Idempotent. */
@@ -36,5 +37,16 @@ void es_mover_signal_target(int vdev, int dev);
 
 /* Where vdev is: a real device, or ES_MOVER_PARK. */
 int es_mover_where(int vdev);
+
+/* The whole EST: every vdev of the process that holds objects or memory,
+ * moved to dev (their common slot) or parked; in vdev order, each whole or
+ * not at all. es_mover_post_est / es_mover_signal_est are the door's
+ * request and the signal target for it. */
+int es_mover_run_est(int dev, char *msg, size_t msglen);
+long es_mover_post_est(int dev);
+void es_mover_signal_est(int dev);
+/* Where the EST is (its first vdev in use), ES_MOVER_PARK, or -2 when it
+ * holds nothing yet. */
+int es_mover_where_est(void);
 
 #endif

@@ -228,6 +228,15 @@ void *es_vh_from_real(const void *real)
     return o;
 }
 
+int es_vh_vdev_of(const void *h)
+{
+    pthread_mutex_lock(&es_vh_mu);
+    es_vobj_t *o = h ? es_hmap_get(&es_live, (uint64_t)(uintptr_t)h) : NULL;
+    int v = o && o->magic == ES_VOBJ_MAGIC ? o->vdev : -1;
+    pthread_mutex_unlock(&es_vh_mu);
+    return v;
+}
+
 int es_vh_valid(const void *h, int kind)
 {
     pthread_mutex_lock(&es_vh_mu);
@@ -316,6 +325,25 @@ CUresult es_vh_primary_release(int vdev)
         c->real_held = 0;
     }
 out:
+    pthread_mutex_unlock(&es_vh_mu);
+    return r;
+}
+
+CUresult es_vh_primary_reset(int vdev)
+{
+    CUresult r = CUDA_SUCCESS;
+    if (!es_vdev_ok(vdev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&es_vh_mu);
+    es_vctx_t *c = es_primaries[vdev];
+    if (es_devs[vdev] >= 0)
+        r = es_drv.cuDevicePrimaryCtxReset_v2(es_devs[vdev]);
+    if (r == CUDA_SUCCESS && c) {
+        es_free_children(&c->h);
+        es_set_real(&c->h, NULL);
+        c->retains = 0;
+        c->real_held = 0;
+    }
     pthread_mutex_unlock(&es_vh_mu);
     return r;
 }

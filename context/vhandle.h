@@ -87,6 +87,9 @@ static inline CUstream es_vh_stream(CUstream s)
     return (__builtin_expect(es_vh_on, 1) && (uintptr_t)s > 2) ? *(CUstream *)s : s;
 }
 
+/* The vdev of a live virtual object, or -1. */
+int es_vh_vdev_of(const void *h);
+
 /* The virtual object of a real handle (getters that return a handle), or
  * NULL when the shim did not hand it out. */
 void *es_vh_from_real(const void *real);
@@ -102,6 +105,10 @@ CUresult es_vh_primary_retain(CUcontext *out, int vdev, int dev);
 CUresult es_vh_primary_release(int vdev);
 /* The retain count the application holds on vdev's primary context. */
 int es_vh_primary_retains(int vdev);
+/* cuDevicePrimaryCtxReset: the real primary context reset, every object
+ * of it freed, the application's retains dropped (the handle value stays
+ * vdev's primary context). */
+CUresult es_vh_primary_reset(int vdev);
 /* The primary context object of vdev, created if needed (no retain). */
 CUcontext es_vh_primary(int vdev);
 

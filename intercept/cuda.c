@@ -110,6 +110,7 @@ ES_EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice de
 #define ES_GEN_HOOKED_C(sym, params, args)
 #define ES_GEN_HOOKED_I(sym, params, args)
 #define ES_GEN_HOOKED_A(sym, params, args)
+#define ES_GEN_HOOKED_T(sym, params, args)
 #define ES_GEN_HOOKED_H(sym, params, args)                                                       \
     ES_EXPORT CUresult sym params                                                                \
     {                                                                                            \

@@ -15,14 +15,34 @@
     {                                                                          \
         es_enter_slow(ES_LIBID_##lib, ES_IDX_##sym,                            \
                       es_door_tls.epoch != __atomic_load_n(&es_door_epoch, __ATOMIC_RELAXED)); \
-        return ES_RAW(lib, sym) ES_VA_CALL args;                               \
+        ret r_ = ES_RAW(lib, sym) ES_VA_CALL args;                             \
+        ES_VA_POST(r_, args);                                                  \
+        return r_;                                                             \
     }                                                                          \
     ES_EXPORT ret sym params                                                   \
     {                                                                          \
         __attribute__((cleanup(es_door_guard_leave))) int g_ = es_door_enter(); \
         if (__builtin_expect(g_ | __atomic_load_n(&es_slow[ES_LIBID_##lib], __ATOMIC_ACQUIRE), 0)) \
             return es_slow_##sym ES_VA_NAMES args;                             \
-        return ES_RAW(lib, sym) ES_VA_CALL args;                               \
+        ret r_ = ES_RAW(lib, sym) ES_VA_CALL args;                             \
+        ES_VA_POST(r_, args);                                                  \
+        return r_;                                                             \
+    }
+/* Kind T: the same, through ES_REAL (a hand-written thunk while handles
+ * are virtual: intercept/cuda_handles.c, intercept/cuda_mem.c). */
+#define ES_GEN_T(lib, sym, ret, params, args)                                  \
+    __attribute__((noinline, cold)) static ret es_slow_##sym params            \
+    {                                                                          \
+        es_enter_slow(ES_LIBID_##lib, ES_IDX_##sym,                            \
+                      es_door_tls.epoch != __atomic_load_n(&es_door_epoch, __ATOMIC_RELAXED)); \
+        return ES_REAL(lib, sym) ES_VA_NAMES args;                             \
+    }                                                                          \
+    ES_EXPORT ret sym params                                                   \
+    {                                                                          \
+        __attribute__((cleanup(es_door_guard_leave))) int g_ = es_door_enter(); \
+        if (__builtin_expect(g_ | __atomic_load_n(&es_slow[ES_LIBID_##lib], __ATOMIC_ACQUIRE), 0)) \
+            return es_slow_##sym ES_VA_NAMES args;                             \
+        return ES_REAL(lib, sym) ES_VA_NAMES args;                             \
     }
 #define ES_GEN_C(lib, sym, ret, params, args)
 #define ES_GEN_I(lib, sym, ret, params, args)

@@ -39,6 +39,24 @@ static void *es_missing_thunk_target(int lib, int idx)
     return es_real_missing_ptr(lib, idx);
 }
 
+void es_handles_install(void); /* intercept/cuda_handles.c */
+void es_mem_install(void);     /* intercept/cuda_mem.c */
+
+/* A kind-T entry must have its hand-written thunk: a generated one would
+ * hand the application real handles. */
+#define ES_CHECK_T_T(lib, sym)                                                 \
+    if ((es_real_##lib.sym == es_thunk_##sym || es_real_##lib.sym == es_raw_##lib.sym) && \
+        es_cfg.move != ES_MOVE_NOMEM) {                                        \
+        ES_ERROR("no thunk for %s: moving ESTs is not safe in this build", #sym); \
+        bad++;                                                                 \
+    }
+#define ES_CHECK_T_P(lib, sym)
+#define ES_CHECK_T_C(lib, sym)
+#define ES_CHECK_T_I(lib, sym)
+#define ES_CHECK_T_H(lib, sym)
+#define ES_CHECK_T_A(lib, sym)
+#define ES_CHECK_CUDA(kind, sym, gp, ver, fl, ret, params, args, err) ES_CHECK_T_##kind(cuda, sym)
+
 void es_lib_loaded(int lib, void *handle, void *(*lookup)(void *, const char *))
 {
     if (lib == ES_LIB_CUDA && es_drv_load(handle, lookup) != 0)
@@ -46,9 +64,18 @@ void es_lib_loaded(int lib, void *handle, void *(*lookup)(void *, const char *))
     if (!es_vh_on)
         return;
     switch (lib) {
-    case ES_LIB_CUDA:
+    case ES_LIB_CUDA: {
+        int bad = 0;
         ES_CUDA_FUNCS(ES_INSTALL_CUDA)
+        es_handles_install();
+        /* EASYSCALE_MOVE=nomem (negative controls): memory stays the
+         * driver's, and does not survive a move */
+        if (es_cfg.move != ES_MOVE_NOMEM)
+            es_mem_install();
+        ES_CUDA_FUNCS(ES_CHECK_CUDA)
+        (void)bad;
         break;
+    }
     case ES_LIB_CUBLAS:
         ES_CUBLAS_FUNCS(ES_INSTALL_CUBLAS)
         break;

@@ -9,11 +9,18 @@
  *   EASYSCALE_AUDIT            off | warn | strict      (default warn)
  *   EASYSCALE_CANONICAL_DEVICE comma-separated GPU models (checked by
  *                              context/device.c; used in d2)
+ *   EASYSCALE_MOVE             off | on | nomem  (default on at d1/d2, off at off)
+ *   EASYSCALE_MOVE_TIMEOUT     seconds a move waits for the other threads, 1..3600 (60)
+ *   EASYSCALE_MOVE_SIGNAL      off, or the signal that requests a move: SIGUSR1,
+ *                              SIGUSR2, SIGRTMIN+n (default off)
+ *   EASYSCALE_SWAP_STREAMS     copies in flight during a swap, 1..16 (4)
+ *   EASYSCALE_SWAP_CHECKSUMS   on | off: skip unchanged memory at swap-out (on)
  */
 #include "shim/shim.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +32,50 @@ es_config_t es_cfg = {
     .log_fd = 2,
     .audit = ES_AUDIT_MODE_WARN,
 };
+
+/* A decimal integer in [lo, hi] and nothing else. */
+static int es_parse_range(const char *var, const char *val, long lo, long hi, int *out,
+                          char *msg, size_t msglen)
+{
+    char *end = NULL;
+    errno = 0;
+    long x = (*val >= '0' && *val <= '9') ? strtol(val, &end, 10) : 0;
+    if (!end || *end || errno || x < lo || x > hi) {
+        snprintf(msg, msglen, "%s=\"%s\" is not valid: expected an integer in [%ld, %ld]", var,
+                 val, lo, hi);
+        return -EINVAL;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+/* off, SIGUSR1, SIGUSR2, SIGRTMIN, SIGRTMIN+n (n < SIGRTMAX - SIGRTMIN). */
+static int es_parse_signal(const char *val, int *out, char *msg, size_t msglen)
+{
+    int n = 0;
+    if (strcmp(val, "off") == 0) {
+        *out = 0;
+        return 0;
+    }
+    if (strcmp(val, "SIGUSR1") == 0) {
+        *out = SIGUSR1;
+        return 0;
+    }
+    if (strcmp(val, "SIGUSR2") == 0) {
+        *out = SIGUSR2;
+        return 0;
+    }
+    if (strncmp(val, "SIGRTMIN", 8) == 0 &&
+        (val[8] == '\0' ||
+         (val[8] == '+' && es_parse_range("EASYSCALE_MOVE_SIGNAL", val + 9, 0,
+                                          SIGRTMAX - SIGRTMIN, &n, msg, msglen) == 0))) {
+        *out = SIGRTMIN + n;
+        return 0;
+    }
+    snprintf(msg, msglen, "EASYSCALE_MOVE_SIGNAL=\"%s\" is not valid: expected off, SIGUSR1, "
+             "SIGUSR2, SIGRTMIN or SIGRTMIN+n", val);
+    return -EINVAL;
+}
 
 static int es_pick(const char *var, const char *val, const char *const *names, int n, int *out,
                    char *msg, size_t msglen)
@@ -47,8 +98,11 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
     static const char *const dets[] = { "off", "d1", "d2" };
     static const char *const levels[] = { "error", "warn", "info", "debug" };
     static const char *const audits[] = { "off", "warn", "strict" };
+    static const char *const moves[] = { "off", "on", "nomem" };
+    static const char *const onoff[] = { "off", "on" };
     es_config_t c = { .determinism = ES_DET_D1, .log_level = ES_LOG_WARN, .log_fd = 2,
-                      .audit = ES_AUDIT_MODE_WARN };
+                      .audit = ES_AUDIT_MODE_WARN, .move_timeout_s = 60, .swap_streams = 4,
+                      .swap_sums = 1 };
     const char *v;
     int rc = 0;
 
@@ -90,6 +144,24 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
         }
         c.log_fd = fd;
     }
+    c.move = c.determinism == ES_DET_OFF ? ES_MOVE_OFF : ES_MOVE_ON;
+    if ((v = getenv("EASYSCALE_MOVE")) != NULL &&
+        (rc = es_pick("EASYSCALE_MOVE", v, moves, 3, &c.move, msg, msglen)) < 0)
+        goto out;
+    if ((v = getenv("EASYSCALE_MOVE_TIMEOUT")) != NULL &&
+        (rc = es_parse_range("EASYSCALE_MOVE_TIMEOUT", v, 1, 3600, &c.move_timeout_s, msg,
+                             msglen)) < 0)
+        goto out;
+    if ((v = getenv("EASYSCALE_MOVE_SIGNAL")) != NULL &&
+        (rc = es_parse_signal(v, &c.move_signal, msg, msglen)) < 0)
+        goto out;
+    if ((v = getenv("EASYSCALE_SWAP_STREAMS")) != NULL &&
+        (rc = es_parse_range("EASYSCALE_SWAP_STREAMS", v, 1, 16, &c.swap_streams, msg,
+                             msglen)) < 0)
+        goto out;
+    if ((v = getenv("EASYSCALE_SWAP_CHECKSUMS")) != NULL &&
+        (rc = es_pick("EASYSCALE_SWAP_CHECKSUMS", v, onoff, 2, &c.swap_sums, msg, msglen)) < 0)
+        goto out;
     c.stats = c.log_level >= ES_LOG_DEBUG;
     *cfg = c;
 out:

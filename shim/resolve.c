@@ -53,7 +53,7 @@ int es_slow[ES_NLIBS] = { 1, 1, 1, 1 };
 unsigned es_launch_gate = 1;
 __thread int es_in_shim;
 
-enum { ES_KIND_P = 0, ES_KIND_C = 1, ES_KIND_I = 2, ES_KIND_H = 3, ES_KIND_A = 4 };
+enum { ES_KIND_P = 0, ES_KIND_C = 1, ES_KIND_I = 2, ES_KIND_H = 3, ES_KIND_A = 4, ES_KIND_T = 5 };
 
 typedef struct es_fn_info {
     const char *sym;

@@ -40,7 +40,18 @@ typedef struct es_config {
     int stats;               /* count calls per wrapped function (log=debug) */
     int audit;               /* enum es_audit_mode (EASYSCALE_AUDIT) */
     char canonical[128];     /* EASYSCALE_CANONICAL_DEVICE as given ("" unset) */
+    /* moving ESTs (docs/MOVING.md) */
+    int move;                /* enum es_move_mode (EASYSCALE_MOVE) */
+    int move_timeout_s;      /* EASYSCALE_MOVE_TIMEOUT */
+    int move_signal;         /* EASYSCALE_MOVE_SIGNAL (0: none) */
+    int swap_streams;        /* EASYSCALE_SWAP_STREAMS */
+    int swap_sums;           /* EASYSCALE_SWAP_CHECKSUMS */
 } es_config_t;
+
+/* off: handles real, no moves; on: virtual handles, memory registry, moves;
+ * nomem: for negative controls only, moves that leave device memory behind
+ * (a run that is moved then breaks). */
+enum es_move_mode { ES_MOVE_OFF = 0, ES_MOVE_ON = 1, ES_MOVE_NOMEM = 2 };
 
 extern es_config_t es_cfg;
 

@@ -221,10 +221,13 @@ static void test_exports(void **state)
 #undef ES_CHECK
     assert_true(has_line(r.out, "dlsym"));
     assert_true(has_line(r.out, "easyscale_stats"));
+    assert_true(has_line(r.out, "easyscale_move"));
+    assert_true(has_line(r.out, "easyscale_where"));
+    assert_true(has_line(r.out, "easyscale_moves"));
     int lines = 0;
     for (const char *p = r.out; *p; p++)
         lines += *p == '\n';
-    assert_int_equal(lines, expected + 2); /* nothing else */
+    assert_int_equal(lines, expected + 5); /* nothing else */
     es_proc_result_free(&r);
 
     /* NEEDED: the C library only (and a sanitizer's runtime). No CUDA
