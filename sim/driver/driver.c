@@ -95,6 +95,19 @@
 
 atomic_int sim_inited;
 double sim_time_scale;
+_Atomic int sim_sticky;
+
+/* The first "inconsistent state" error of the process's asynchronous work
+ * stays: every later call that needs a context returns it. */
+void sim_set_sticky(CUresult r)
+{
+    int expected = 0;
+    if (r != CUDA_SUCCESS && atomic_compare_exchange_strong(&sim_sticky, &expected, (int)r)) {
+        const char *name = "?";
+        cuGetErrorName(r, &name);
+        sim_trace("sticky error %s: the process must restart to use CUDA again", name);
+    }
+}
 
 static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
 static CUresult g_init_result = CUDA_ERROR_NOT_INITIALIZED;
@@ -307,7 +320,25 @@ static void atfork_child(void)
     sim_mem_fork_reset();
     sim_cap_fork_reset();
     sim_kernel_fork_reset();
+    sim_dc_fork_reset();
+    sim_chaos_fork_reset();
+    atomic_store(&sim_sticky, 0);
     t_guard = NULL;
+}
+
+/* SIMCUDA_ISOLATION: "0" (default) or "1". */
+static int parse_isolation(void)
+{
+    const char *s = getenv("SIMCUDA_ISOLATION");
+    sim_isolation = 0;
+    if (!s || !*s || strcmp(s, "0") == 0)
+        return 0;
+    if (strcmp(s, "1") == 0) {
+        sim_isolation = 1;
+        return 0;
+    }
+    sim_log("SIMCUDA_ISOLATION='%s' is not 0 or 1", s);
+    return -1;
 }
 
 static int parse_time_scale(void)
@@ -387,11 +418,14 @@ CUresult cuInit(unsigned int flags)
     if (getrandom(&g_seed_base, sizeof(g_seed_base), 0) != (ssize_t)sizeof(g_seed_base))
         g_seed_base = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     sim_trace_on();
-    if (g_trace_bad || parse_time_scale() != 0) {
+    if (g_trace_bad || parse_time_scale() != 0 || parse_isolation() != 0 ||
+        sim_chaos_init() != 0) {
         r = g_init_result = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
     r = (CUresult)sim_devices_init();
+    if (r == CUDA_SUCCESS && sim_win_init() != 0)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
         sim_cap_attach();
         sim_fault_install();
