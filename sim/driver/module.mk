@@ -12,7 +12,8 @@ SIMCUDA_GPU := $(B)/sim/simcuda-gpu
 ALL += $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(SIMCUDA_GPU) $(B)/sim/twins/libsimtwin_simtest.so \
     $(B)/tests/sim_driver/kernels.fatbin $(B)/bin/es-devices
 TESTS += $(B)/tests/sim_driver_test $(B)/tests/sim_vmm_test $(B)/tests/sim_kernel_test \
-    $(B)/tests/cuda_client_test $(B)/tests/sim_cudart_test
+    $(B)/tests/sim_iso_test $(B)/tests/sim_chaos_test $(B)/tests/cuda_client_test \
+    $(B)/tests/sim_cudart_test
 
 # -Bsymbolic-functions: calls and function addresses inside the library (the
 # cuGetProcAddress table, _ptsz wrappers) bind to its own definitions, never
@@ -95,6 +96,17 @@ $(B)/tests/sim_kernel_test: $(B)/obj/tests/sim_driver/kernel_test.o $(B)/obj/tes
     $(B)/tests/sim_driver/kernels.ptx $(B)/tests/sim_driver/kernels_sm90.cubin \
     $(B)/tests/sim_driver/kernels_sm90a.fatbin $(B)/tests/sim_driver/kernels_sm100f.fatbin \
     $(B)/tests/sim_driver/kernels_c86.ptx
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
+
+$(B)/tests/sim_iso_test: $(B)/obj/tests/sim_driver/iso_test.o $(B)/obj/tests/sim_driver/common.o \
+    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(SIMCUDA_GPU) \
+    $(B)/sim/twins/libsimtwin_simtest.so $(B)/tests/sim_driver/kernels.fatbin
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
+
+$(B)/tests/sim_chaos_test: $(B)/obj/tests/sim_driver/chaos_test.o $(B)/obj/tests/sim_driver/common.o \
+    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(SIMCUDA_GPU)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
 
