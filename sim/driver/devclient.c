@@ -813,7 +813,8 @@ void sim_dc_set_host_prot(uintptr_t va, size_t len, int prot)
 struct sim_dchan {
     sim_chan_t *c;
     int dev;
-    uint32_t seq;
+    uint32_t posted;     /* operations posted (== c->req) */
+    uint32_t collected;  /* results read */
 };
 
 sim_dchan_t *sim_dc_chan_new(int dev)
@@ -863,41 +864,75 @@ static int server_alive(int dev)
     return 1;
 }
 
-/* Posts the operation written in ch->c and waits for it. */
-static CUresult chan_run(sim_dchan_t *ch)
+/* The slot the next operation goes to (the caller made room). */
+static sim_slot_t *chan_slot(sim_dchan_t *ch)
+{
+    return &ch->c->slot[ch->posted % SIM_CHAN_SLOTS];
+}
+
+static void chan_post(sim_dchan_t *ch)
 {
     sim_chan_t *c = ch->c;
-    if (g_srv[ch->dev].state != SRV_UP)
-        return CUDA_ERROR_DEVICE_UNAVAILABLE;
-    uint32_t target = ++ch->seq;
-    atomic_store_explicit(&c->req, target, memory_order_release);
-    syscall(SYS_futex, &c->req, FUTEX_WAKE, 1, NULL, NULL, 0);
+    ch->posted++;
+    atomic_store(&c->req, ch->posted);
+    if (atomic_load(&c->srv_sleeping))
+        syscall(SYS_futex, &c->req, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+/* Waits until at least `target` operations are done. */
+static CUresult chan_wait(sim_dchan_t *ch, uint32_t target)
+{
+    sim_chan_t *c = ch->c;
     int spins = 0;
     uint32_t d;
-    while ((d = atomic_load_explicit(&c->done, memory_order_acquire)) != target) {
+    while ((int32_t)((d = atomic_load(&c->done)) - target) < 0) {
         if (++spins < 200) {
             cpu_relax();
             continue;
         }
+        atomic_store(&c->cli_waiting, 1);
         struct timespec to = {0, 100 * 1000 * 1000};
-        syscall(SYS_futex, &c->done, FUTEX_WAIT, d, &to, NULL, 0);
-        if (atomic_load_explicit(&c->done, memory_order_acquire) != target && !server_alive(ch->dev))
+        if ((int32_t)(atomic_load(&c->done) - target) < 0)
+            syscall(SYS_futex, &c->done, FUTEX_WAIT, d, &to, NULL, 0);
+        atomic_store(&c->cli_waiting, 0);
+        if ((int32_t)(atomic_load(&c->done) - target) < 0 && !server_alive(ch->dev))
             return CUDA_ERROR_DEVICE_UNAVAILABLE;
     }
+    return CUDA_SUCCESS;
+}
+
+/* The result of the operation with sequence number seq (done). */
+static CUresult chan_result(sim_dchan_t *ch, uint32_t seq)
+{
+    sim_slot_t *sl = &ch->c->slot[seq % SIM_CHAN_SLOTS];
     if (sim_time_scale > 0) {
         sim_device_t *dv = sim_dev(ch->dev);
-        double secs = sim_time_scale * (double)c->cpu_ns / 1e9 * (dv ? dv->model->slowness : 1.0);
+        double secs = sim_time_scale * (double)sl->cpu_ns / 1e9 * (dv ? dv->model->slowness : 1.0);
         if (secs > 0) {
             struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
             while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
                 ;
         }
     }
-    switch (c->result) {
+    switch (sl->result) {
     case SIM_CHRES_OK: return CUDA_SUCCESS;
     case SIM_CHRES_FAULT: return CUDA_ERROR_ILLEGAL_ADDRESS;
+    case SIM_CHRES_SKIPPED: return SIM_STICKY() ? SIM_STICKY() : CUDA_ERROR_LAUNCH_FAILED;
     default: return CUDA_ERROR_LAUNCH_FAILED;
     }
+}
+
+/* Runs the operation written in chan_slot(ch) and waits for it (nothing
+ * else of the channel may be pending). */
+static CUresult chan_run(sim_dchan_t *ch)
+{
+    if (g_srv[ch->dev].state != SRV_UP)
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    uint32_t seq = ch->posted;
+    chan_post(ch);
+    CUresult r = chan_wait(ch, ch->posted);
+    ch->collected = ch->posted;
+    return r != CUDA_SUCCESS ? r : chan_result(ch, seq);
 }
 
 static sim_dchan_t *stream_chan(sim_stream_t *s, int dev)
@@ -975,10 +1010,11 @@ static CUresult run_copy(sim_stream_t *s, int dev, uintptr_t dst, uintptr_t src,
     sim_dchan_t *ch = stream_chan(s, dev);
     if (!ch)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
-    ch->c->op = SIM_CHOP_COPY;
-    ch->c->a.copy.dst = dst;
-    ch->c->a.copy.src = src;
-    ch->c->a.copy.n = n;
+    sim_slot_t *sl = chan_slot(ch);
+    sl->op = SIM_CHOP_COPY;
+    sl->a.copy.dst = dst;
+    sl->a.copy.src = src;
+    sl->a.copy.n = n;
     return chan_run(ch);
 }
 
@@ -1062,6 +1098,59 @@ CUresult sim_dc_copy(sim_stream_t *s, void *dstp, const void *srcp, size_t n, in
     return r;
 }
 
+/* ---- slots for the operations a device does by itself -------------------------------- */
+static void fill_copy2d(sim_slot_t *sl, const sim_op_t *op)
+{
+    sl->op = SIM_CHOP_COPY2D;
+    sl->a.copy2d.dst = (uintptr_t)op->u.copy2d.dst;
+    sl->a.copy2d.src = (uintptr_t)op->u.copy2d.src;
+    sl->a.copy2d.dpitch = op->u.copy2d.dpitch;
+    sl->a.copy2d.spitch = op->u.copy2d.spitch;
+    sl->a.copy2d.width = op->u.copy2d.width;
+    sl->a.copy2d.height = op->u.copy2d.height;
+}
+
+static void fill_set(sim_slot_t *sl, const sim_op_t *op)
+{
+    sl->op = SIM_CHOP_SET;
+    sl->a.set.dst = (uintptr_t)op->u.set.dst;
+    sl->a.set.pitch = op->u.set.pitch;
+    sl->a.set.width = op->u.set.width;
+    sl->a.set.height = op->u.set.height;
+    sl->a.set.val = op->u.set.val;
+    sl->a.set.elem = (uint32_t)op->u.set.elem;
+}
+
+static CUresult fill_kernel(sim_slot_t *sl, const sim_func_t *f, const simcuda_launch_t *l)
+{
+    size_t nl = strlen(f->name);
+    uint32_t np = f->nparams > 0 ? (uint32_t)f->nparams : 0;
+    size_t offs = (nl + 1 + 3) / 4 * 4;
+    size_t vals = (offs + (size_t)np * 4 + 15) / 16 * 16;
+    if (np > SIM_CHAN_MAX_PARAMS || vals > SIM_CHAN_DATA || f->psize > SIM_CHAN_DATA - vals)
+        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+    sl->op = SIM_CHOP_KERNEL;
+    memcpy(sl->a.k.grid, l->grid, sizeof(sl->a.k.grid));
+    memcpy(sl->a.k.block, l->block, sizeof(sl->a.k.block));
+    sl->a.k.shared_bytes = l->shared_bytes;
+    sl->a.k.device = l->device;
+    sl->a.k.sm_count = l->sm_count;
+    sl->a.k.cc_major = l->cc_major;
+    sl->a.k.cc_minor = l->cc_minor;
+    sl->a.k.nparams = np;
+    sl->a.k.nondet_seed = l->nondet_seed;
+    sl->a.k.name_len = (uint32_t)nl;
+    sl->a.k.param_bytes = f->psize;
+    memcpy(sl->data, f->name, nl + 1);
+    if (np) {
+        memcpy(sl->data + offs, f->poff, (size_t)np * 4);
+        /* The values, at the image's offsets (as the launch holds them). */
+        for (uint32_t i = 0; i < np; i++)
+            memcpy(sl->data + vals + f->poff[i], l->params[i], f->plen[i]);
+    }
+    return CUDA_SUCCESS;
+}
+
 CUresult sim_dc_copy2d(sim_stream_t *s, char *dst, const char *src, size_t dpitch, size_t spitch,
                        size_t width, size_t height)
 {
@@ -1073,13 +1162,14 @@ CUresult sim_dc_copy2d(sim_stream_t *s, char *dst, const char *src, size_t dpitc
         sim_dchan_t *ch = stream_chan(s, dev);
         if (!ch)
             return CUDA_ERROR_DEVICE_UNAVAILABLE;
-        ch->c->op = SIM_CHOP_COPY2D;
-        ch->c->a.copy2d.dst = (uintptr_t)dst;
-        ch->c->a.copy2d.src = (uintptr_t)src;
-        ch->c->a.copy2d.dpitch = dpitch;
-        ch->c->a.copy2d.spitch = spitch;
-        ch->c->a.copy2d.width = width;
-        ch->c->a.copy2d.height = height;
+        sim_op_t op;
+        op.u.copy2d.dst = dst;
+        op.u.copy2d.src = src;
+        op.u.copy2d.dpitch = dpitch;
+        op.u.copy2d.spitch = spitch;
+        op.u.copy2d.width = width;
+        op.u.copy2d.height = height;
+        fill_copy2d(chan_slot(ch), &op);
         return chan_run(ch);
     }
     /* Row by row through the general copy (staging pageable rows). */
@@ -1102,13 +1192,14 @@ CUresult sim_dc_set(sim_stream_t *s, char *dst, size_t pitch, size_t width, size
     sim_dchan_t *ch = stream_chan(s, d);
     if (!ch)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
-    ch->c->op = SIM_CHOP_SET;
-    ch->c->a.set.dst = (uintptr_t)dst;
-    ch->c->a.set.pitch = pitch;
-    ch->c->a.set.width = width;
-    ch->c->a.set.height = height;
-    ch->c->a.set.val = val;
-    ch->c->a.set.elem = (uint32_t)elem;
+    sim_op_t op;
+    op.u.set.dst = dst;
+    op.u.set.pitch = pitch;
+    op.u.set.width = width;
+    op.u.set.height = height;
+    op.u.set.val = val;
+    op.u.set.elem = elem;
+    fill_set(chan_slot(ch), &op);
     return chan_run(ch);
 }
 
@@ -1117,36 +1208,80 @@ CUresult sim_dc_kernel(sim_stream_t *s, const sim_func_t *f, const simcuda_launc
     sim_dchan_t *ch = stream_chan(s, s->ctx->dev);
     if (!ch)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
-    sim_chan_t *c = ch->c;
-    size_t nl = strlen(f->name);
-    uint32_t np = f->nparams > 0 ? (uint32_t)f->nparams : 0;
-    size_t offs = (nl + 1 + 3) / 4 * 4;
-    size_t vals = (offs + (size_t)np * 4 + 15) / 16 * 16;
-    if (np > SIM_CHAN_MAX_PARAMS || vals > SIM_CHAN_DATA || f->psize > SIM_CHAN_DATA - vals)
-        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
-    c->op = SIM_CHOP_KERNEL;
-    memcpy(c->a.k.grid, l->grid, sizeof(c->a.k.grid));
-    memcpy(c->a.k.block, l->block, sizeof(c->a.k.block));
-    c->a.k.shared_bytes = l->shared_bytes;
-    c->a.k.device = l->device;
-    c->a.k.sm_count = l->sm_count;
-    c->a.k.cc_major = l->cc_major;
-    c->a.k.cc_minor = l->cc_minor;
-    c->a.k.nparams = np;
-    c->a.k.nondet_seed = l->nondet_seed;
-    c->a.k.name_len = (uint32_t)nl;
-    c->a.k.param_bytes = f->psize;
-    memcpy(c->data, f->name, nl + 1);
-    memcpy(c->data + offs, f->poff, (size_t)np * 4);
-    /* The values, at the image's offsets (the launch's buffer holds them so). */
-    for (uint32_t i = 0; i < np; i++)
-        memcpy(c->data + vals + f->poff[i], l->params[i], f->plen[i]);
-    return chan_run(ch);
+    CUresult r = fill_kernel(chan_slot(ch), f, l);
+    return r != CUDA_SUCCESS ? r : chan_run(ch);
 }
 
-void sim_dc_stream_free(sim_stream_t *s)
+/* ---- pipelining: a stream's device work posted without waiting -----------------------
+ * A worker may post operations its own device does entirely by itself
+ * (kernels; copies and memsets of memory the device reaches) and go on with
+ * the next one; it collects the results (in order) before anything else. */
+int sim_dc_post(sim_stream_t *s, sim_op_t *op)
 {
-    (void)s; /* channels stay with the stream object, which is reused */
+    int dev = s->ctx->dev;
+    if (g_srv[dev].state != SRV_UP)
+        return 0;
+    switch (op->type) {
+    case SIM_OP_KERNEL:
+        break;
+    case SIM_OP_COPY:
+        if (!op->u.copy.n || !sim_dc_can(dev, (uintptr_t)op->u.copy.dst, op->u.copy.n, 1) ||
+            !sim_dc_can(dev, (uintptr_t)op->u.copy.src, op->u.copy.n, 0))
+            return 0;
+        break;
+    case SIM_OP_SET: {
+        size_t span = op->u.set.height ? (op->u.set.height - 1) * op->u.set.pitch +
+                                             op->u.set.width * (size_t)op->u.set.elem
+                                       : 0;
+        if (!span || !sim_dc_can(dev, (uintptr_t)op->u.set.dst, span, 1))
+            return 0;
+        break;
+    }
+    default:
+        return 0;
+    }
+    sim_dchan_t *ch = stream_chan(s, dev);
+    if (!ch || ch->posted - ch->collected >= SIM_CHAN_SLOTS)
+        return 0;
+    sim_slot_t *sl = chan_slot(ch);
+    if (op->type == SIM_OP_KERNEL) {
+        op->u.k.l.params = op->u.k.params;
+        op->u.k.l.nondet_seed = sim_nondet_seed();
+        if (fill_kernel(sl, op->u.k.fn, &op->u.k.l) != CUDA_SUCCESS)
+            return 0;
+    } else if (op->type == SIM_OP_COPY) {
+        sl->op = SIM_CHOP_COPY;
+        sl->a.copy.dst = (uintptr_t)op->u.copy.dst;
+        sl->a.copy.src = (uintptr_t)op->u.copy.src;
+        sl->a.copy.n = op->u.copy.n;
+    } else {
+        fill_set(sl, op);
+    }
+    chan_post(ch);
+    return 1;
+}
+
+int sim_dc_posted(sim_stream_t *s)
+{
+    sim_dchan_t *ch = s->chans ? s->chans[s->ctx->dev] : NULL;
+    return ch ? (int)(ch->posted - ch->collected) : 0;
+}
+
+/* Waits for the oldest posted operation (all of them when all), then
+ * gives the results of those done, oldest first: their number. */
+int sim_dc_collect(sim_stream_t *s, int all, CUresult *res, int max)
+{
+    sim_dchan_t *ch = s->chans ? s->chans[s->ctx->dev] : NULL;
+    if (!ch || ch->posted == ch->collected)
+        return 0;
+    CUresult w = chan_wait(ch, all ? ch->posted : ch->collected + 1);
+    uint32_t done = w == CUDA_SUCCESS ? atomic_load(&ch->c->done) : ch->posted;
+    int n = 0;
+    while (ch->collected != done && n < max) {
+        res[n++] = w != CUDA_SUCCESS ? w : chan_result(ch, ch->collected);
+        ch->collected++;
+    }
+    return n;
 }
 
 /* ---- fork ------------------------------------------------------------------------------ */

@@ -60,9 +60,16 @@ typedef struct sim_ctl {
 _Static_assert(sizeof(sim_ctl_t) == 48, "sim_ctl_t layout");
 _Static_assert(offsetof(sim_ctl_t, va) == 16, "sim_ctl_t layout");
 
-/* ---- channels ----------------------------------------------------------------- */
+/* ---- channels -----------------------------------------------------------------
+ * A ring of SIM_CHAN_SLOTS operations. The client writes slot (req % SLOTS)
+ * and bumps `req`; the server runs slots in order, writes each one's result
+ * and bumps `done`. The client never has more than SLOTS operations posted
+ * and reads a slot's result before reusing it. Each side sleeps on its
+ * futex word only after saying so (srv_sleeping / cli_waiting), so the
+ * other side makes the wake-up system call only when someone sleeps. */
 #define SIM_CHAN_MAGIC 0x4e414843554d4953ULL /* "SIMUCHAN" */
-#define SIM_CHAN_VERSION 1
+#define SIM_CHAN_VERSION 2
+#define SIM_CHAN_SLOTS 8
 #define SIM_CHAN_DATA (64u << 10) /* kernel name + parameter layout + values */
 #define SIM_CHAN_MAX_PARAMS 4096
 
@@ -80,14 +87,10 @@ enum sim_chan_result {
     SIM_CHRES_FAILED = 2,    /* the kernel's twin returned non-zero */
     SIM_CHRES_NO_TWIN = 3,   /* no simcuda_twin_NAME in this server's libraries */
     SIM_CHRES_BAD = 4,       /* malformed request */
+    SIM_CHRES_SKIPPED = 5,   /* not run: an earlier operation of the channel failed */
 };
 
-typedef struct sim_chan {
-    uint64_t magic;
-    uint32_t version;
-    uint32_t size;            /* sizeof(sim_chan_t) */
-    _Atomic uint32_t req;     /* futex word: requests posted */
-    _Atomic uint32_t done;    /* futex word: requests completed */
+typedef struct sim_slot {
     uint32_t op;
     int32_t result;
     uint64_t cpu_ns;          /* server thread CPU time the operation took */
@@ -104,13 +107,28 @@ typedef struct sim_chan {
             uint32_t name_len;   /* without the NUL */
             uint32_t param_bytes;
         } k;
-        unsigned char raw[128];
+        unsigned char raw[112];
     } a;
     _Alignas(16) unsigned char data[SIM_CHAN_DATA];
+} sim_slot_t;
+_Static_assert(offsetof(sim_slot_t, a) == 16, "sim_slot_t layout");
+_Static_assert(offsetof(sim_slot_t, data) == 128, "sim_slot_t layout");
+_Static_assert(sizeof(sim_slot_t) == 128 + SIM_CHAN_DATA, "sim_slot_t layout");
+
+typedef struct sim_chan {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t size;               /* sizeof(sim_chan_t) */
+    _Atomic uint32_t req;        /* futex word: operations posted */
+    _Atomic uint32_t done;       /* futex word: operations completed */
+    _Atomic uint32_t srv_sleeping;
+    _Atomic uint32_t cli_waiting;
+    uint32_t failed;             /* server: an operation failed, skip the rest */
+    uint32_t pad[7];
+    sim_slot_t slot[SIM_CHAN_SLOTS];
 } sim_chan_t;
 _Static_assert(offsetof(sim_chan_t, req) == 16, "sim_chan_t layout");
-_Static_assert(offsetof(sim_chan_t, a) == 40, "sim_chan_t layout");
-_Static_assert(offsetof(sim_chan_t, data) == 176, "sim_chan_t layout");
-_Static_assert(sizeof(sim_chan_t) == 176 + SIM_CHAN_DATA, "sim_chan_t layout");
+_Static_assert(offsetof(sim_chan_t, slot) == 64, "sim_chan_t layout");
+_Static_assert(sizeof(sim_chan_t) == 64 + SIM_CHAN_SLOTS * sizeof(sim_slot_t), "sim_chan_t layout");
 
 #endif

@@ -33,6 +33,12 @@
 #include <unistd.h>
 
 #define CTL_FD 3
+
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#else
+#define cpu_relax() __asm__ volatile("" ::: "memory")
+#endif
 #define MAX_BACKINGS 65536
 #define MAX_TWIN_LIBS 64
 
@@ -159,7 +165,7 @@ static simcuda_twin_fn find_twin(const char *name)
 }
 
 /* ---- operations ------------------------------------------------------------------------ */
-static void do_set(sim_chan_t *c)
+static void do_set(sim_slot_t *c)
 {
     for (uint64_t y = 0; y < c->a.set.height; y++) {
         char *row = (char *)(uintptr_t)(c->a.set.dst + y * c->a.set.pitch);
@@ -193,7 +199,7 @@ static __attribute__((noinline)) int call_guarded(simcuda_twin_fn fn, const simc
     return rc ? 1 : 0;
 }
 
-static int run_kernel(sim_chan_t *c)
+static int run_kernel(sim_slot_t *c)
 {
     uint32_t np = c->a.k.nparams, nl = c->a.k.name_len, pb = c->a.k.param_bytes;
     size_t offs = ((size_t)nl + 1 + 3) / 4 * 4;
@@ -241,7 +247,7 @@ static int run_kernel(sim_chan_t *c)
     return rc < 0 ? SIM_CHRES_FAULT : rc ? SIM_CHRES_FAILED : SIM_CHRES_OK;
 }
 
-static int run_op(sim_chan_t *c)
+static int run_op(sim_slot_t *c)
 {
     if (c->op == SIM_CHOP_KERNEL)
         return run_kernel(c);
@@ -283,23 +289,35 @@ static uint64_t thread_cpu_ns(void)
 static void *chan_main(void *arg)
 {
     sim_chan_t *c = arg;
-    uint32_t seen = atomic_load_explicit(&c->done, memory_order_acquire);
+    uint32_t next = atomic_load_explicit(&c->done, memory_order_acquire);
     for (;;) {
-        uint32_t r;
         int spins = 0;
-        while ((r = atomic_load_explicit(&c->req, memory_order_acquire)) == seen) {
-            if (++spins < 200) {
-                __builtin_ia32_pause();
+        while (atomic_load_explicit(&c->req, memory_order_acquire) == next) {
+            if (++spins < 2000) {
+                cpu_relax();
                 continue;
             }
-            syscall(SYS_futex, &c->req, FUTEX_WAIT, seen, NULL, NULL, 0);
+            atomic_store(&c->srv_sleeping, 1);
+            if (atomic_load(&c->req) == next)
+                syscall(SYS_futex, &c->req, FUTEX_WAIT, next, NULL, NULL, 0);
+            atomic_store(&c->srv_sleeping, 0);
+            spins = 0;
         }
-        uint64_t t0 = thread_cpu_ns();
-        c->result = run_op(c);
-        c->cpu_ns = thread_cpu_ns() - t0;
-        seen = r;
-        atomic_store_explicit(&c->done, r, memory_order_release);
-        syscall(SYS_futex, &c->done, FUTEX_WAKE, 1, NULL, NULL, 0);
+        sim_slot_t *sl = &c->slot[next % SIM_CHAN_SLOTS];
+        if (c->failed) {
+            sl->result = SIM_CHRES_SKIPPED;
+            sl->cpu_ns = 0;
+        } else {
+            uint64_t t0 = thread_cpu_ns();
+            sl->result = run_op(sl);
+            sl->cpu_ns = thread_cpu_ns() - t0;
+            if (sl->result != SIM_CHRES_OK)
+                c->failed = 1;
+        }
+        next++;
+        atomic_store(&c->done, next);
+        if (atomic_load(&c->cli_waiting))
+            syscall(SYS_futex, &c->done, FUTEX_WAKE, 1, NULL, NULL, 0);
     }
     return NULL;
 }

@@ -179,6 +179,7 @@ typedef struct sim_stream {
     int worker_running;
     pthread_t thread;
     struct sim_dchan **chans;    /* per device: channel to its server (isolation) */
+    sim_op_t *posted_head, *posted_tail; /* posted to the server, not yet done (worker only) */
 } sim_stream_t;
 
 /* Resolves a CUstream handle (NULL, LEGACY, PER_THREAD or a created one)
@@ -332,6 +333,13 @@ CUresult sim_dc_copy2d(sim_stream_t *s, char *dst, const char *src, size_t dpitc
 CUresult sim_dc_set(sim_stream_t *s, char *dst, size_t pitch, size_t width, size_t height,
                     uint32_t val, int elem);
 CUresult sim_dc_kernel(sim_stream_t *s, const sim_func_t *f, const simcuda_launch_t *l);
+/* Pipelining: posts op (a kernel, or a copy/memset the stream's device does
+ * by itself) without waiting: 1, or 0 when it must run otherwise. */
+int sim_dc_post(sim_stream_t *s, sim_op_t *op);
+int sim_dc_posted(sim_stream_t *s); /* posted, results not collected */
+/* Waits for the oldest posted operation (every one when all) and stores
+ * the results of those done, in order, in res: returns their number. */
+int sim_dc_collect(sim_stream_t *s, int all, CUresult *res, int max);
 void sim_dc_fork_reset(void);
 /* Which devices reach which (peer access of live contexts): m[x][y]. */
 void sim_ctx_peer_matrix(unsigned char m[SIM_MAX_DEVICES][SIM_MAX_DEVICES]);

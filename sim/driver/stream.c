@@ -6,6 +6,7 @@
  * so operations waiting on a stream never see freed memory; the next stream
  * created reuses a dead one's object. */
 #include "sim/driver/internal.h"
+#include "sim/driver/devproto.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -190,12 +191,42 @@ static int is_work(int type)
            type == SIM_OP_COPY2D || type == SIM_OP_SET || type == SIM_OP_KERNEL;
 }
 
-static void exec_op(sim_stream_t *s, sim_op_t *op)
+static int is_device(int type)
+{
+    return type == SIM_OP_COPY || type == SIM_OP_COPY2D || type == SIM_OP_SET ||
+           type == SIM_OP_KERNEL;
+}
+
+/* After device work ran (or was skipped): its error becomes the process's
+ * sticky error; what the operation held is released. */
+static void device_op_done(sim_op_t *op, CUresult r)
+{
+    if (r != CUDA_SUCCESS)
+        sim_set_sticky(r);
+    if (op->type == SIM_OP_COPY) {
+        free(op->u.copy.stage);
+        op->u.copy.stage = NULL;
+    } else if (op->type == SIM_OP_KERNEL) {
+        free(op->u.k.heap);
+        op->u.k.heap = NULL;
+        sim_module_unref(op->u.k.fn->mod);
+    }
+    if (sim_chaos_on)
+        sim_chaos_done(op->ticket);
+}
+
+/* Runs op on the worker (held: SIMCUDA_CHAOS already let it run). */
+static void exec_op(sim_stream_t *s, sim_op_t *op, int held)
 {
     CUresult sticky = SIM_STICKY();
     int chaos = sim_chaos_on && is_work(op->type);
-    if (chaos)
+    if (chaos && !held)
         sim_chaos_hold(op->ticket);
+    if (is_device(op->type)) {
+        /* After a sticky error no device work runs any more. */
+        device_op_done(op, sticky ? CUDA_SUCCESS : run_device_op(s, op));
+        return;
+    }
     switch (op->type) {
     case SIM_OP_HOST:
         if (sim_time_scale > 0) {
@@ -209,25 +240,6 @@ static void exec_op(sim_stream_t *s, sim_op_t *op)
         break;
     case SIM_OP_CALLBACK:
         op->u.cb.fn(s->kind == SIM_STREAM_USER ? (CUstream)s : NULL, sticky, op->u.cb.data);
-        break;
-    case SIM_OP_COPY:
-    case SIM_OP_COPY2D:
-    case SIM_OP_SET:
-    case SIM_OP_KERNEL:
-        /* After a sticky error no device work runs any more. */
-        if (!sticky) {
-            CUresult r = run_device_op(s, op);
-            if (r != CUDA_SUCCESS)
-                sim_set_sticky(r);
-        }
-        if (op->type == SIM_OP_COPY) {
-            free(op->u.copy.stage);
-            op->u.copy.stage = NULL;
-        } else if (op->type == SIM_OP_KERNEL) {
-            free(op->u.k.heap);
-            op->u.k.heap = NULL;
-            sim_module_unref(op->u.k.fn->mod);
-        }
         break;
     case SIM_OP_RECORD: /* completed by the worker once the stream counts it done */
         break;
@@ -313,6 +325,70 @@ static void event_complete(sim_event_t *e, uint64_t gen)
     sim_event_unref(e);
 }
 
+/* The end of an operation (s->mu held): its node back to the pool, the
+ * stream's count, its event. An event completes together with its stream's
+ * count (both under the stream's lock): whoever sees one done sees the
+ * other too. */
+static void finish(sim_stream_t *s, sim_op_t *op)
+{
+    sim_event_t *ev = op->type == SIM_OP_RECORD ? op->u.ev.ev : NULL;
+    uint64_t gen = ev ? op->u.ev.gen : 0;
+    op->next = s->pool;
+    s->pool = op;
+    atomic_fetch_add(&s->done, 1);
+    if (ev)
+        event_complete(ev, gen);
+    pthread_cond_broadcast(&s->cv_done);
+}
+
+/* Results of device work posted to the stream's server (isolation): the
+ * oldest (every one when all) is waited for; those done are finished in
+ * order. s->mu not held. */
+static void settle_posted(sim_stream_t *s, int all)
+{
+    CUresult res[SIM_CHAN_SLOTS];
+    int n = sim_dc_collect(s, all, res, SIM_CHAN_SLOTS);
+    for (int i = 0; i < n; i++) {
+        sim_op_t *op = s->posted_head;
+        s->posted_head = op->next;
+        if (!s->posted_head)
+            s->posted_tail = NULL;
+        device_op_done(op, res[i]);
+        pthread_mutex_lock(&s->mu);
+        finish(s, op);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+/* With isolation a worker posts device work its device does by itself and
+ * goes on with the next operation, up to a channel's worth in flight; any
+ * other operation waits until they are done. */
+static int try_post(sim_stream_t *s, sim_op_t *op)
+{
+    if (!sim_isolation || sim_time_scale > 0 || !is_device(op->type) || SIM_STICKY())
+        return 0;
+    if (sim_chaos_on)
+        sim_chaos_hold(op->ticket);
+    if (sim_dc_posted(s) >= SIM_CHAN_SLOTS)
+        settle_posted(s, 0);
+    if (!sim_dc_post(s, op)) {
+        if (s->posted_head)
+            settle_posted(s, 1);
+        exec_op(s, op, 1);
+        pthread_mutex_lock(&s->mu);
+        finish(s, op);
+        pthread_mutex_unlock(&s->mu);
+        return 1;
+    }
+    op->next = NULL;
+    if (s->posted_tail)
+        s->posted_tail->next = op;
+    else
+        s->posted_head = op;
+    s->posted_tail = op;
+    return 1;
+}
+
 static void *worker_main(void *arg)
 {
     sim_stream_t *s = arg;
@@ -321,8 +397,14 @@ static void *worker_main(void *arg)
     sim_ctx_bind(s->ctx);
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->head && !s->stop)
+        while (!s->head && !s->stop && !s->posted_head)
             pthread_cond_wait(&s->cv_work, &s->mu);
+        if (!s->head && s->posted_head) {
+            pthread_mutex_unlock(&s->mu);
+            settle_posted(s, 1);
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
         if (!s->head)
             break;
         sim_op_t *op = s->head;
@@ -330,18 +412,15 @@ static void *worker_main(void *arg)
         if (!s->head)
             s->tail = NULL;
         pthread_mutex_unlock(&s->mu);
-        exec_op(s, op);
-        /* An event completes together with its stream's count (both under
-         * the stream's lock): whoever sees one done sees the other too. */
-        sim_event_t *ev = op->type == SIM_OP_RECORD ? op->u.ev.ev : NULL;
-        uint64_t gen = ev ? op->u.ev.gen : 0;
+        if (!try_post(s, op)) {
+            if (s->posted_head)
+                settle_posted(s, 1);
+            exec_op(s, op, 0);
+            pthread_mutex_lock(&s->mu);
+            finish(s, op);
+            pthread_mutex_unlock(&s->mu);
+        }
         pthread_mutex_lock(&s->mu);
-        op->next = s->pool;
-        s->pool = op;
-        atomic_fetch_add(&s->done, 1);
-        if (ev)
-            event_complete(ev, gen);
-        pthread_cond_broadcast(&s->cv_done);
     }
     /* Stopped and drained: leave the context's list (a destroyed stream
      * stays there while it works, so that synchronising the context or the
