@@ -43,32 +43,32 @@ $(B)/obj/tests/sim_driver/driver_test.o: CPPFLAGS += -DST_CUDA_H='"$(CUDA_HOME)/
 # l4), sm_90 SASS (h100, h200), compute_90 PTX (b200, JIT).
 SIMTEST_GENCODE := -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
     -gencode arch=compute_90,code=[sm_90,compute_90]
-$(B)/tests/sim_driver/kernels.fatbin: tests/sim_driver/kernels.cu
+$(B)/tests/sim_driver/kernels.fatbin: tests/sim_driver/kernels.cu sim/driver/module.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) -Wno-deprecated-gpu-targets -fatbin $(SIMTEST_GENCODE) -o $@ $<
 
 # Images some devices must refuse (tests/sim_driver/kernel_test.c).
-$(B)/tests/sim_driver/kernels_sm90.cubin: tests/sim_driver/kernels.cu
+$(B)/tests/sim_driver/kernels_sm90.cubin: tests/sim_driver/kernels.cu sim/driver/module.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) -Wno-deprecated-gpu-targets -cubin -arch=sm_90 -o $@ $<
 
-$(B)/tests/sim_driver/kernels_sm90a.fatbin: tests/sim_driver/kernels.cu
+$(B)/tests/sim_driver/kernels_sm90a.fatbin: tests/sim_driver/kernels.cu sim/driver/module.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) -Wno-deprecated-gpu-targets -fatbin -gencode arch=compute_90a,code=[sm_90a,compute_90a] -o $@ $<
 
-$(B)/tests/sim_driver/kernels_sm100f.fatbin: tests/sim_driver/kernels.cu
+$(B)/tests/sim_driver/kernels_sm100f.fatbin: tests/sim_driver/kernels.cu sim/driver/module.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) -Wno-deprecated-gpu-targets -fatbin -gencode arch=compute_100f,code=[sm_100f,compute_100f] -o $@ $<
 
-$(B)/tests/sim_driver/kernels_c86.ptx: tests/sim_driver/kernels.cu
+$(B)/tests/sim_driver/kernels_c86.ptx: tests/sim_driver/kernels.cu sim/driver/module.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) -Wno-deprecated-gpu-targets -ptx -arch=compute_86 -o $@ $<
 
-$(B)/tests/sim_driver/kernels_sm80.cubin: tests/sim_driver/kernels.cu
+$(B)/tests/sim_driver/kernels_sm80.cubin: tests/sim_driver/kernels.cu sim/driver/module.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) -Wno-deprecated-gpu-targets -cubin -arch=sm_80 -o $@ $<
 
-$(B)/tests/sim_driver/kernels.ptx: tests/sim_driver/kernels.cu
+$(B)/tests/sim_driver/kernels.ptx: tests/sim_driver/kernels.cu sim/driver/module.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) -Wno-deprecated-gpu-targets -ptx -arch=compute_80 -o $@ $<
 
@@ -114,15 +114,15 @@ $(B)/tests/sim_chaos_test: $(B)/obj/tests/sim_driver/chaos_test.o $(B)/obj/tests
 # with the shared runtime (found through its run path, after LD_LIBRARY_PATH's
 # build/sim) and with nvcc's default static runtime.
 CUDART_APP_FLAGS := -Wno-deprecated-gpu-targets $(SIMTEST_GENCODE)
-$(B)/tests/sim_driver/cudart_app_shared: tests/sim_driver/cudart_app.cu
+$(B)/tests/sim_driver/cudart_app_shared: tests/sim_driver/cudart_app.cu sim/driver/module.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CUDART_APP_FLAGS) -cudart shared -Xlinker -rpath=$(CUDA_HOME)/lib64 -o $@ $<
 
-$(B)/tests/sim_driver/cudart_app_static: tests/sim_driver/cudart_app.cu
+$(B)/tests/sim_driver/cudart_app_static: tests/sim_driver/cudart_app.cu sim/driver/module.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CUDART_APP_FLAGS) -cudart static -o $@ $<
 
-$(B)/tests/sim_driver/cudart_app.fatbin: tests/sim_driver/cudart_app.cu
+$(B)/tests/sim_driver/cudart_app.fatbin: tests/sim_driver/cudart_app.cu sim/driver/module.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CUDART_APP_FLAGS) -fatbin -o $@ $<
 
