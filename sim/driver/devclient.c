@@ -597,10 +597,13 @@ static CUresult server_start(int dev)
     s->state = SRV_UP;
     memset(s->sent, 0, MAX_BACKINGS);
     sim_trace("device %d: device server pid %d", dev, (int)s->pid);
-    /* Everything this device may already reach (pinned memory, staging). */
+    /* Everything this device may already reach (pinned and registered
+     * memory, staging). */
     for (size_t i = 0; i < g_nrecs; i++) {
         g_recs[i].have[dev] = 0;
-        sync_rec(&g_recs[i], dev);
+        if (sync_rec(&g_recs[i], dev) == -EEXIST)
+            sim_log("device %d has its own memory at registered host memory [%#lx, +%zu): "
+                    "it cannot reach that memory", dev, (unsigned long)g_recs[i].va, g_recs[i].len);
     }
     res = s->state == SRV_UP ? CUDA_SUCCESS : CUDA_ERROR_DEVICE_UNAVAILABLE;
 out:
@@ -680,13 +683,12 @@ int sim_dc_add(uintptr_t va, size_t len, int backing, uint64_t off, int kind, in
         if (e == -ENODEV && d == owner) {
             rc = e;
         } else if (e != 0 && e != -ENODEV) {
-            /* Host memory a server cannot place at the client's address
-             * (its own mapping is there): that device does not reach it. */
-            if (kind != SIM_DC_HOST) {
+            /* -EEXIST: host memory a server cannot place at the client's
+             * address (its own mapping is there). */
+            if (e != -EEXIST)
                 sim_log("device %d cannot map [%#lx, +%zu): %s", d, (unsigned long)va, len,
                         strerror(-e));
-                rc = e;
-            }
+            rc = e;
         }
     }
     if (rc != 0)

@@ -26,9 +26,11 @@
 /* ---- the address window ----------------------------------------------------------- */
 #define SIM_WIN_SIZE (1ULL << 44) /* 16 TiB of addresses, nothing committed */
 /* Candidate bases, tried in order with MAP_FIXED_NOREPLACE. All lie above
- * AddressSanitizer's shadow (which ends below 0x10007fff8000). */
+ * AddressSanitizer's shadow (which ends below 0x10007fff8000) and away from
+ * its allocator (0x600000000000 + 4 TiB), PIE executables (0x55..) and the
+ * usual mmap area (0x7f..). */
 #define SIM_WIN_BASES {0x200000000000ULL, 0x300000000000ULL, 0x400000000000ULL, \
-                       0x600000000000ULL, 0x680000000000ULL}
+                       0x500000000000ULL, 0x700000000000ULL}
 /* Size of the sparse files that back device and pinned host memory (only
  * pages written take memory). */
 #define SIM_BACKING_FILE_SIZE (1ULL << 40)

@@ -530,8 +530,13 @@ CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
  *   two registrations may not share a page (the second one gets
  *   CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED). cuMemHostUnregister copies
  *   them back into private pages.
- * - a server that already has something of its own at those addresses
- *   does not map them: its device does not reach that memory. */
+ * - a device server that already has something of its own at those
+ *   addresses cannot map them there: the registration is refused with
+ *   CUDA_ERROR_OPERATING_SYSTEM (rare for heap and mmap memory, whose
+ *   addresses are random in both processes; systematic under
+ *   AddressSanitizer, whose heap lies at one fixed place in every process).
+ *   A server started after the registration that cannot map it leaves its
+ *   device without access to that memory (said on stderr). */
 typedef struct {
     uintptr_t lo, hi;
     int prot, shared;
@@ -632,6 +637,16 @@ static int vma_file(const vma_t *v)
     return -1;
 }
 
+/* Whole pages, whatever a sanitizer thinks of their parts (its redzones
+ * are data like any other here). */
+__attribute__((no_sanitize_address)) static void page_copy(void *dst, const void *src, size_t n)
+{
+    volatile uint64_t *d = dst;
+    const volatile uint64_t *s = src;
+    for (size_t i = 0; i < n / 8; i++)
+        d[i] = s[i];
+}
+
 /* Moves private pages [va, va+len) into the host file. */
 static int move_private(uintptr_t va, size_t len, int prot, reg_seg_t *s)
 {
@@ -644,7 +659,7 @@ static int move_private(uintptr_t va, size_t len, int prot, reg_seg_t *s)
         sim_file_free(-1, off, len);
         return -ENOMEM;
     }
-    memcpy(tmp, (void *)va, len);
+    page_copy(tmp, (void *)va, len);
     munmap(tmp, len);
     if (mmap((void *)va, len, prot, MAP_SHARED | MAP_FIXED, sim_backing_fd(b), (off_t)off) ==
         MAP_FAILED) {
@@ -662,7 +677,7 @@ static void move_back(const reg_seg_t *s)
     if (tmp != MAP_FAILED &&
         mmap((void *)s->va, s->len, s->prot | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
              0) != MAP_FAILED) {
-        memcpy((void *)s->va, tmp, s->len);
+        page_copy((void *)s->va, tmp, s->len);
         if (!(s->prot & PROT_WRITE))
             mprotect((void *)s->va, s->len, s->prot);
     }
@@ -726,8 +741,13 @@ static CUresult register_segs(uintptr_t lo, uintptr_t hi, int read_only, reg_inf
         if (!s.copied)
             sim_dc_backing_put(s.backing); /* the record holds it now */
         ri->seg[ri->n++] = s;
-        if (rc != 0)
+        if (rc == -EEXIST) {
+            sim_log("cuMemHostRegister: a device server has its own memory at [%#lx, %#lx): "
+                    "registration refused", (unsigned long)s.va, (unsigned long)(s.va + s.len));
+            res = CUDA_ERROR_OPERATING_SYSTEM;
+        } else if (rc != 0) {
             res = CUDA_ERROR_OUT_OF_MEMORY;
+        }
         at = b;
     }
     free(v);
