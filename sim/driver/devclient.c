@@ -33,6 +33,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -574,8 +575,16 @@ static CUresult server_start(int dev)
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+    /* Whatever the calling thread blocks, the server must get its faults. */
+    posix_spawnattr_t at;
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
     pid_t pid;
-    int rc = env ? posix_spawn(&pid, path, &fa, NULL, argv, env) : ENOMEM;
+    int rc = env ? posix_spawn(&pid, path, &fa, &at, argv, env) : ENOMEM;
+    posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
     close(sv[1]);
     sv[1] = -1;

@@ -13,6 +13,7 @@
 #include "sim/driver/internal.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -615,18 +616,26 @@ static int vma_file(const vma_t *v)
         if (fd >= 0)
             close(fd);
     }
-    char p[96];
-    for (int i = 0; i < 4096; i++) {
-        snprintf(p, sizeof(p), "/proc/self/fd/%d", i);
+    char p[300];
+    DIR *dir = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (dir && (e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
         struct stat st;
         if (stat(p, &st) != 0 || st.st_ino != v->ino)
             continue;
         fd = open(p, (v->prot & PROT_WRITE ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-        if (fd >= 0 && same_file(fd, v))
+        if (fd >= 0 && same_file(fd, v)) {
+            closedir(dir);
             return fd;
+        }
         if (fd >= 0)
             close(fd);
     }
+    if (dir)
+        closedir(dir);
     snprintf(p, sizeof(p), "/proc/self/map_files/%lx-%lx", (unsigned long)v->lo,
              (unsigned long)v->hi);
     fd = open(p, (v->prot & PROT_WRITE ? O_RDWR : O_RDONLY) | O_CLOEXEC);
@@ -716,7 +725,7 @@ static CUresult register_segs(uintptr_t lo, uintptr_t hi, int read_only, reg_inf
             break;
         }
         uintptr_t a = at, b = v[i].hi < hi ? v[i].hi : hi;
-        reg_seg_t s;
+        reg_seg_t s = {0};
         if (v[i].shared) {
             int fd = vma_file(&v[i]);
             if (fd < 0) {
