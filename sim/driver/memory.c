@@ -720,8 +720,8 @@ static CUresult register_segs(uintptr_t lo, uintptr_t hi, int read_only, reg_inf
     }
     uintptr_t at = lo;
     for (int i = 0; i < nv && res == CUDA_SUCCESS; i++) {
-        if (v[i].lo > at) {
-            res = CUDA_ERROR_INVALID_VALUE; /* a hole: not memory of this process */
+        if (v[i].lo > at || !(v[i].prot & PROT_READ)) {
+            res = CUDA_ERROR_INVALID_VALUE; /* a hole or inaccessible: not usable memory */
             break;
         }
         uintptr_t a = at, b = v[i].hi < hi ? v[i].hi : hi;
