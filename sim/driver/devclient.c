@@ -638,11 +638,6 @@ CUresult sim_dc_start(int dev)
     return r;
 }
 
-int sim_dc_server_pid(int dev)
-{
-    return dev >= 0 && dev < SIM_MAX_DEVICES && g_srv[dev].state == SRV_UP ? (int)g_srv[dev].pid : -1;
-}
-
 /* ---- records ------------------------------------------------------------------------- */
 static size_t rec_pos(uintptr_t p) /* first index with va > p */
 {
@@ -828,7 +823,7 @@ struct sim_dchan {
     uint32_t collected;  /* results read */
 };
 
-sim_dchan_t *sim_dc_chan_new(int dev)
+static sim_dchan_t *sim_dc_chan_new(int dev)
 {
     sim_dchan_t *ch = calloc(1, sizeof(*ch));
     int fd = memfd_create("simcuda:chan", MFD_CLOEXEC);

@@ -324,7 +324,6 @@ void sim_dc_peers_changed(void);
 /* Does device dev (-1: the host) reach all of [va, va+len)? */
 int sim_dc_can(int dev, uintptr_t va, size_t len, int write);
 CUresult sim_dc_start(int dev);   /* the device's server (isolation only) */
-int sim_dc_server_pid(int dev);   /* -1 when none */
 typedef struct sim_dchan sim_dchan_t;
 /* Device work of a stream worker (isolation): CUresult of the operation. */
 CUresult sim_dc_copy(sim_stream_t *s, void *dst, const void *src, size_t n, int peer);
