@@ -111,10 +111,19 @@ static es_door_tls_t *es_busy_thread(const es_door_tls_t *self) /* es_mu held */
     return NULL;
 }
 
+/* Waits for the door to change (a timed wait: a request posted by a signal
+ * handler cannot wake anyone). */
 static void es_hold(es_door_tls_t *t) /* es_mu held */
 {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 20 * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
     t->waiting = 1;
-    pthread_cond_wait(&es_cv, &es_mu);
+    pthread_cond_timedwait(&es_cv, &es_mu, &until);
     t->waiting = 0;
 }
 
@@ -369,7 +378,7 @@ void es_door_safe_end(void)
             continue;
         }
         if (es_state == ES_MOVING || es_state == ES_CLOSED) {
-            pthread_cond_wait(&es_cv, &es_mu);
+            es_hold(t);
             continue;
         }
         break;

@@ -11,3 +11,17 @@ $(B)/tests/intercept_vargs_test: $(B)/obj/tests/intercept/vargs_test.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS)
 
 TESTS += $(B)/tests/intercept_vargs_test
+
+# Moving an EST under the shim: a cuda.h-only client and the whole-process
+# test that moves it (tests/move/).
+$(B)/tests/move/move_client: $(B)/obj/tests/move/move_client.o | $(SIMCUDA_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -ldl
+
+$(B)/tests/move_test: $(B)/obj/tests/move/move_test.o $(TEST_HARNESS_OBJ) \
+		| $(B)/lib/libeasyscale.so $(B)/tests/move/move_client $(ES_SWAPSUM_FATBIN) \
+		  $(ES_SWAPSUM_TWIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -l:libcuda.so.1 $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/move_test
