@@ -534,16 +534,16 @@
       (pbase, psize, dptr), ES_CUERR)                                                           \
     X(T, cuMemAllocAsync, "cuMemAllocAsync", 11020, 0, CUresult,                                \
       (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),                                   \
-      (dptr, bytesize, hStream), ES_CUERR)                                                      \
+      (dptr, bytesize, V_STREAM(hStream)), ES_CUERR)                                                      \
     X(T, cuMemAllocAsync_ptsz, "cuMemAllocAsync", 11020, 1, CUresult,                           \
       (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),                                   \
-      (dptr, bytesize, hStream), ES_CUERR)                                                      \
+      (dptr, bytesize, V_STREAM(hStream)), ES_CUERR)                                                      \
     X(T, cuMemFreeAsync, "cuMemFreeAsync", 11020, 0, CUresult,                                  \
       (CUdeviceptr dptr, CUstream hStream),                                                     \
-      (dptr, hStream), ES_CUERR)                                                                \
+      (dptr, V_STREAM(hStream)), ES_CUERR)                                                                \
     X(T, cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, 1, CUresult,                             \
       (CUdeviceptr dptr, CUstream hStream),                                                     \
-      (dptr, hStream), ES_CUERR)                                                                \
+      (dptr, V_STREAM(hStream)), ES_CUERR)                                                                \
     X(T, cuMemAllocHost_v2, "cuMemAllocHost", 3020, 0, CUresult,                                \
       (void **pp, size_t bytesize),                                                             \
       (pp, bytesize), ES_CUERR)                                                                 \
@@ -624,10 +624,10 @@
       (flags, memPool, location), ES_CUERR)                                                     \
     X(T, cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020, 0, CUresult,                \
       (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),                \
-      (dptr, bytesize, pool, hStream), ES_CUERR)                                                \
+      (dptr, bytesize, pool, V_STREAM(hStream)), ES_CUERR)                                                \
     X(T, cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", 11020, 1, CUresult,           \
       (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),                \
-      (dptr, bytesize, pool, hStream), ES_CUERR)                                                \
+      (dptr, bytesize, pool, V_STREAM(hStream)), ES_CUERR)                                                \
     X(T, cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", 4000, 0, CUresult,                     \
       (CUcontext peerContext, unsigned int Flags),                                              \
       (peerContext, Flags), ES_CUERR)                                                           \
