@@ -207,7 +207,7 @@ static void test_parked_holds_no_device_memory(void **state)
     /* parked: nothing of it on the device, seen from this other process */
     int zero = 0;
     for (int i = 0; i < 500 && !zero; i++) {
-        zero = used_on(0) == base;
+        zero = used_on(0) <= base;
         if (!zero)
             usleep(10000);
     }
@@ -260,9 +260,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_hook_moves_across_models),
-        cmocka_unit_test(test_negative_control_without_registry),
         cmocka_unit_test(test_parked_holds_no_device_memory),
         cmocka_unit_test(test_move_waits_for_capture),
+        /* last: its crashed process may leave memory accounted for a while */
+        cmocka_unit_test(test_negative_control_without_registry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
