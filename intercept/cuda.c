@@ -20,12 +20,15 @@
 
 #include <stdint.h>
 
-static void *es_route(void *real, const void *caller)
+static void *es_route(void *real, const void *caller, const char *symbol)
 {
     int idx = -1;
     void *w = es_wrapper_for_real(ES_LIB_CUDA, real, &idx);
-    if (!w)
-        return real;
+    if (!w) {
+        /* not wrapped: refused when it takes a virtual handle */
+        void *stub = es_refusal_by_base(symbol);
+        return stub ? stub : real;
+    }
     /* The true function, not `real`: a driver that takes the address of its
      * own exports hands out the shim's wrappers (they preempt them). */
     if (es_cfg.determinism == ES_DET_D2 && es_fn_is_identity(ES_LIB_CUDA, idx) &&
@@ -43,7 +46,7 @@ ES_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
     CUresult r = ES_REAL(cuda, cuGetProcAddress_v2)(symbol, pfn, cudaVersion, flags,
                                                     symbolStatus);
     if (r == CUDA_SUCCESS && pfn && *pfn)
-        *pfn = es_route(*pfn, __builtin_return_address(0));
+        *pfn = es_route(*pfn, __builtin_return_address(0), symbol);
     return r;
 }
 
@@ -53,7 +56,7 @@ ES_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     ES_ENTER(cuda, cuGetProcAddress);
     CUresult r = ES_REAL(cuda, cuGetProcAddress)(symbol, pfn, cudaVersion, flags);
     if (r == CUDA_SUCCESS && pfn && *pfn)
-        *pfn = es_route(*pfn, __builtin_return_address(0));
+        *pfn = es_route(*pfn, __builtin_return_address(0), symbol);
     return r;
 }
 

@@ -3,7 +3,8 @@
 # cublas.c, cudnn.c). The shim compiles $(INTERCEPT_SRCS).
 
 INTERCEPT_SRCS := intercept/gen.c intercept/cuda.c intercept/cublas.c intercept/cudnn.c \
-    intercept/thunks.c intercept/cuda_handles.c intercept/cuda_mem.c intercept/est_move.c
+    intercept/thunks.c intercept/cuda_handles.c intercept/cuda_mem.c intercept/est_move.c \
+    intercept/refuse.c
 
 # The argument annotations of funcs.h (vargs.h, docs/MOVING.md) and their test.
 $(B)/tests/intercept_vargs_test: $(B)/obj/tests/intercept/vargs_test.o
@@ -14,6 +15,8 @@ TESTS += $(B)/tests/intercept_vargs_test
 
 # Moving an EST under the shim: a cuda.h-only client and the whole-process
 # test that moves it (tests/move/).
+$(B)/obj/tests/move/move_client.o: $(ES_HANDLE_FNS_H)
+$(B)/obj/tests/move/move_client.o: CPPFLAGS += -I$(B)/gen
 $(B)/tests/move/move_client: $(B)/obj/tests/move/move_client.o | $(SIMCUDA_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -ldl
@@ -25,3 +28,12 @@ $(B)/tests/move_test: $(B)/obj/tests/move/move_test.o $(TEST_HARNESS_OBJ) \
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -l:libcuda.so.1 $(CMOCKA_LIBS)
 
 TESTS += $(B)/tests/move_test
+
+# The driver functions of cuda.h that take a virtual handle (generated from
+# cuda.h; intercept/refuse.c refuses those funcs.h does not wrap).
+ES_HANDLE_FNS_H := $(B)/gen/cuda_handle_fns.h
+$(ES_HANDLE_FNS_H): scripts/cuda-handle-fns $(CUDA_HOME)/include/cuda.h
+	@mkdir -p $(dir $@)
+	CC=$(CC) scripts/cuda-handle-fns $(CUDA_HOME) > $@.tmp && mv $@.tmp $@
+$(B)/obj/intercept/refuse.o: $(ES_HANDLE_FNS_H)
+$(B)/obj/intercept/refuse.o: CPPFLAGS += -I$(B)/gen

@@ -434,8 +434,14 @@ __attribute__((used, visibility("hidden"))) ES_EARLY int es_dlsym_decide(void *h
     const char *nm = name;
     __asm__("" : "+r"(nm)); /* glibc declares name nonnull; callers may not honour it */
     const es_name_ent_t *e = nm ? es_name_find(nm) : NULL;
-    if (!e)
-        return 0;
+    if (!e) {
+        /* not wrapped: refused when it takes a virtual handle */
+        void *stub = nm ? es_refusal_by_symbol(nm) : NULL;
+        if (!stub)
+            return 0;
+        *out = stub;
+        return 1;
+    }
     return es_dlsym_answer(e, handle, name, caller, out);
 }
 

@@ -145,6 +145,12 @@ void es_enter_slow(int lib, int idx, int door);
 #define ES_REAL(lib, sym) (es_real_##lib.sym)
 #define ES_RAW(lib, sym) (es_raw_##lib.sym)
 
+/* While handles are virtual, the refusing stub for a driver function that
+ * takes one and is not wrapped (intercept/refuse.c), by exported symbol
+ * (dlsym) or by the name cuGetProcAddress is asked for; NULL otherwise. */
+void *es_refusal_by_symbol(const char *name);
+void *es_refusal_by_base(const char *base);
+
 /* Called once a library is loaded, its tables filled (intercept/thunks.c):
  * the engine's driver table, the translating thunks. */
 void es_lib_loaded(int lib, void *handle, void *(*lookup)(void *, const char *));

@@ -13,6 +13,11 @@
  *                                          signals (EASYSCALE_MOVE_SIGNAL)
  *   move_client capture                    a move requested during a stream
  *                                          capture runs after it
+ *   move_client coverage                   every driver function that takes a
+ *                                          virtual handle, asked for through
+ *                                          cuGetProcAddress and dlsym: the
+ *                                          answers that are the driver's own
+ *                                          ("leak NAME")
  *
  * Output lines: "ready", "step N device D", "checksum HEX", "handles same",
  * "FAIL ..." (exit 1). */
@@ -26,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuda_handle_fns.h"
 #include "kernels/swapsum.h"
 #include "shim/easyscale.h"
 
@@ -275,6 +281,44 @@ static int capture_mode(void)
     return 0;
 }
 
+/* ---- coverage ------------------------------------------------------------------------------ */
+
+/* Whether p is a function of the driver itself (not the shim's). */
+static int in_driver(const void *p)
+{
+    Dl_info di;
+    if (!p || !dladdr(p, &di) || !di.dli_fname)
+        return 0;
+    const char *b = strrchr(di.dli_fname, '/');
+    b = b ? b + 1 : di.dli_fname;
+    return strncmp(b, "libcuda.so", 10) == 0;
+}
+
+static int coverage_mode(void)
+{
+    int n = 0, leaks = 0;
+    CK(cuInit(0));
+#define ES_ASK(sym, base)                                                                      \
+    {                                                                                          \
+        void *p = NULL;                                                                        \
+        CUdriverProcAddressQueryResult st;                                                     \
+        n++;                                                                                   \
+        if (cuGetProcAddress(base, &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st) ==             \
+                CUDA_SUCCESS && in_driver(p)) {                                                \
+            printf("leak getproc %s\n", base);                                                 \
+            leaks++;                                                                           \
+        }                                                                                      \
+        if (in_driver(dlsym(RTLD_DEFAULT, #sym))) {                                            \
+            printf("leak dlsym %s\n", #sym);                                                   \
+            leaks++;                                                                           \
+        }                                                                                      \
+    }
+    ES_CUDA_HANDLE_FNS(ES_ASK)
+#undef ES_ASK
+    printf("coverage %d functions, leaks %d\n", n, leaks);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -282,6 +326,8 @@ int main(int argc, char **argv)
         return 2;
     if (!strcmp(argv[1], "capture"))
         return capture_mode();
+    if (!strcmp(argv[1], "coverage"))
+        return coverage_mode();
     int steps = argc > 2 ? atoi(argv[2]) : 10;
     est_make(0);
     int wait = !strcmp(argv[1], "wait");

@@ -248,6 +248,30 @@ static void test_move_waits_for_capture(void **state)
     es_proc_result_free(&r);
 }
 
+/* Every driver function that takes a handle the shim makes virtual reaches
+ * the shim (its wrapper, or the refusing stub), by cuGetProcAddress and by
+ * dlsym. Negative control: with handles real (EASYSCALE_MOVE=off) the
+ * driver's own functions come back. */
+static void test_no_virtual_handle_reaches_the_driver(void **state)
+{
+    (void)state;
+    char *argv[] = { (char *)client(), "coverage", NULL };
+    es_proc_result_t r;
+    char v[64];
+    run(argv, &r, NULL, NULL);
+    assert_int_equal(r.status, 0);
+    if (strcmp(val(&r, "coverage", v, sizeof(v)), "") == 0)
+        fail_msg("%s", r.out);
+    if (!strstr(r.out, "leaks 0\n"))
+        fail_msg("driver functions handed out with virtual handles:\n%s", r.out);
+    es_proc_result_free(&r);
+    run(argv, &r, "EASYSCALE_MOVE=off", NULL);
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.out, "leaks 0\n"));
+    assert_non_null(strstr(r.out, "leak getproc cuGraphLaunch\n"));
+    es_proc_result_free(&r);
+}
+
 int main(void)
 {
     es_preload_env(es_build_path("lib/libeasyscale.so"), preload, sizeof(preload));
@@ -262,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_hook_moves_across_models),
         cmocka_unit_test(test_parked_holds_no_device_memory),
         cmocka_unit_test(test_move_waits_for_capture),
+        cmocka_unit_test(test_no_virtual_handle_reaches_the_driver),
         /* last: its crashed process may leave memory accounted for a while */
         cmocka_unit_test(test_negative_control_without_registry),
     };
