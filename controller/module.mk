@@ -1,0 +1,21 @@
+# controller/: easyscale-ctl (one binary: CLI, daemon, launcher, scheduler),
+# the control protocol shared with the shim (controller/proto.c is also
+# compiled into libeasyscale.so by shim/module.mk), its tests, the
+# scheduler benchmark and the protocol fuzzer.
+# Variables local to this file are prefixed CTL_.
+
+CTL_SRCS := controller/main.c controller/util.c controller/run.c controller/daemon.c controller/client.c \
+    controller/gpus.c controller/sock.c controller/job.c controller/sched.c controller/proto.c
+CTL_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CTL_SRCS))
+# Everything of easyscale-ctl but main(), for the unit tests.
+CTL_LIB_OBJS := $(filter-out $(B)/obj/controller/main.o,$(CTL_OBJS))
+
+$(B)/bin/easyscale-ctl: $(CTL_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -ldl -lm
+
+ALL += $(B)/bin/easyscale-ctl
+
+# ---- tests -----------------------------------------------------------------
+# ctl_fake_est: a stand-in EST speaking the protocol itself (answers moves as
+# told), so the controller's scale paths are tested before ESTs can move.
