@@ -19,3 +19,12 @@ ALL += $(B)/bin/easyscale-ctl
 # ---- tests -----------------------------------------------------------------
 # ctl_fake_est: a stand-in EST speaking the protocol itself (answers moves as
 # told), so the controller's scale paths are tested before ESTs can move.
+$(B)/tests/controller/fake_est: $(B)/obj/tests/controller/fake_est.o $(B)/obj/controller/proto.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^
+
+$(B)/tests/ctl_sched_test: $(B)/obj/tests/controller/sched_test.o $(B)/obj/controller/sched.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/ctl_sched_test
