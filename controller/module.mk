@@ -28,3 +28,10 @@ $(B)/tests/ctl_sched_test: $(B)/obj/tests/controller/sched_test.o $(B)/obj/contr
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS)
 
 TESTS += $(B)/tests/ctl_sched_test
+
+$(B)/tests/ctl_proto_test: $(B)/obj/tests/controller/proto_test.o $(B)/obj/controller/proto.o \
+		$(B)/obj/controller/sock.o $(B)/obj/controller/util.o $(B)/obj/shim/config.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) -lm
+
+TESTS += $(B)/tests/ctl_proto_test
