@@ -35,3 +35,28 @@ $(B)/tests/ctl_proto_test: $(B)/obj/tests/controller/proto_test.o $(B)/obj/contr
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) -lm
 
 TESTS += $(B)/tests/ctl_proto_test
+
+# ---- fuzzing (optional, never part of `make test`) ------------------------
+# `make fuzz` also runs the protocol decoder's libFuzzer harness (clang,
+# address + undefined) for FUZZ_SECONDS (audit/module.mk) on seeds of every
+# message type; a crash stops it with the input saved under $(B)/fuzz/.
+CTL_FUZZ_CC ?= clang
+CTL_FUZZ := $(B)/fuzz/proto_fuzz
+CTL_FUZZ_SRC := tests/controller/proto_fuzz.c controller/proto.c
+
+$(CTL_FUZZ): $(CTL_FUZZ_SRC) controller/proto.h
+	@mkdir -p $(dir $@)
+	$(CTL_FUZZ_CC) $(CPPFLAGS) -std=gnu11 -Wall -Wextra -g -O1 -fno-omit-frame-pointer \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $(CTL_FUZZ_SRC)
+
+$(B)/fuzz/proto_fuzz_seeds: $(B)/obj/tests/controller/fuzz_seeds.o $(B)/obj/controller/proto.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^
+
+.PHONY: fuzz fuzz-proto
+fuzz: fuzz-proto
+fuzz-proto: $(CTL_FUZZ) $(B)/fuzz/proto_fuzz_seeds
+	@mkdir -p $(B)/fuzz/proto_corpus $(B)/fuzz/proto_seeds
+	$(B)/fuzz/proto_fuzz_seeds $(B)/fuzz/proto_seeds
+	cd $(B)/fuzz && ./proto_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	    -rss_limit_mb=4096 -print_final_stats=1 proto_corpus proto_seeds
