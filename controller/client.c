@@ -45,7 +45,11 @@ int es_ctl_request(const char *target, uint32_t verb, int32_t rank, const char *
         goto out;
     }
     if ((r = es_proto_send_all(fd, out, len, NULL)) < 0) {
-        snprintf(err, errlen, "cannot send to %s: %s", target, strerror(-r));
+        if (r == -EPIPE || r == -ECONNRESET)
+            snprintf(err, errlen, "the controller at %s closed the connection without an answer "
+                     "(refused: another user, or a bad token?)", target);
+        else
+            snprintf(err, errlen, "cannot send to %s: %s", target, strerror(-r));
         goto out;
     }
     size_t cap = es_proto_max_len(ES_MSG_REPLY);
@@ -83,7 +87,8 @@ int es_ctl_request(const char *target, uint32_t verb, int32_t rank, const char *
             continue;
         if (r < 0) {
             snprintf(err, errlen, "the controller at %s closed the connection without an "
-                     "answer (%s)", target, es_proto_strerror(r));
+                     "answer (%s; refused: another user, or a bad token?)", target,
+                     r == -ECONNRESET || r == -EPIPE ? "closed" : es_proto_strerror(r));
             goto out;
         }
         break;

@@ -131,7 +131,7 @@ static int verb_main(const verb_info_t *v, int argc, char **argv)
     char *text = NULL;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 's': sock = optarg; break;
         case 'j':

@@ -60,3 +60,13 @@ fuzz-proto: $(CTL_FUZZ) $(B)/fuzz/proto_fuzz_seeds
 	$(B)/fuzz/proto_fuzz_seeds $(B)/fuzz/proto_seeds
 	cd $(B)/fuzz && ./proto_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	    -rss_limit_mb=4096 -print_final_stats=1 proto_corpus proto_seeds
+
+# Whole processes: easyscale-ctl with fake ESTs and with the trainer under
+# the shim (simcuda).
+$(B)/tests/ctl_test: $(B)/obj/tests/controller/ctl_test.o $(CTL_LIB_OBJS) $(TEST_HARNESS_OBJ) \
+		| $(B)/bin/easyscale-ctl $(B)/tests/controller/fake_est $(B)/lib/libeasyscale.so \
+		  $(EX_FATBIN) $(EX_TWINS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -ldl -lm
+
+TESTS += $(B)/tests/ctl_test

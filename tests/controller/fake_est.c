@@ -5,7 +5,8 @@
  * ESTs can really move.
  *
  *   fake_est [--move ok|fail|hang] [--hb-ms N] [--step-ns N] [--wait-ns N]
- *            [--mem BYTES] [--steps-per-hb N] [--run-ms N] [--fail-rank R]
+ *            [--wait-ns-by-rank N0,N1,...] [--mem BYTES] [--steps-per-hb N]
+ *            [--run-ms N] [--fail-rank R]
  *
  * Registers (reconnecting with backoff when the controller goes away),
  * heartbeats every --hb-ms with the step advanced by --steps-per-hb, and
@@ -27,7 +28,7 @@
 static long opt_hb = 100, opt_step_ns = 1000000, opt_wait_ns = 0, opt_steps = 1, opt_run = 5000;
 static long opt_fail_rank = -1;
 static unsigned long long opt_mem = 0;
-static const char *opt_move = "ok";
+static const char *opt_move = "ok", *opt_wait_list;
 static int rank, world;
 static char slot[ES_PROTO_SLOT_MAX + 1];
 static uint64_t step, epoch;
@@ -152,6 +153,8 @@ int main(int argc, char **argv)
             opt_step_ns = num(v);
         else if (strcmp(a, "--wait-ns") == 0)
             opt_wait_ns = num(v);
+        else if (strcmp(a, "--wait-ns-by-rank") == 0)
+            opt_wait_list = v;
         else if (strcmp(a, "--mem") == 0)
             opt_mem = (unsigned long long)num(v);
         else if (strcmp(a, "--steps-per-hb") == 0)
@@ -175,6 +178,14 @@ int main(int argc, char **argv)
     rank = (int)num(r);
     world = (int)num(w);
     snprintf(slot, sizeof(slot), "%s", s ? s : "");
+    if (opt_wait_list) { /* this rank's entry of the list */
+        char list[512], *save = NULL;
+        int i = 0;
+        snprintf(list, sizeof(list), "%s", opt_wait_list);
+        for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save), i++)
+            if (i == rank)
+                opt_wait_ns = num(t);
+    }
     long long end = now_ms() + opt_run;
     int backoff = 20;
     while (now_ms() < end) {
