@@ -345,7 +345,23 @@ static int speeds(uint64_t mask, uint64_t *ns, const char **source)
     return all;
 }
 
-static const char *est_state(const est_t *e, int64_t now)
+/* Flags (and logs, once) the ESTs without heartbeat for longer than the
+ * job's bound; status and commands look at the flag. */
+static void check_unresponsive(int64_t now)
+{
+    for (int r = 0; r < D.job.nests; r++) {
+        est_t *e = &D.ests[r];
+        if (e->conn < 0 || e->unresponsive || (e->pending && !e->answered))
+            continue;
+        if (now - e->last_ms > D.job.hb_timeout_ms) {
+            e->unresponsive = 1;
+            es_ctl_log("EST %d (pid %d) is unresponsive: no heartbeat for %.1f s", r, (int)e->pid,
+                       (now - e->last_ms) / 1000.0);
+        }
+    }
+}
+
+static const char *est_state(const est_t *e)
 {
     if (!e->seen)
         return "not-registered";
@@ -353,7 +369,7 @@ static const char *est_state(const est_t *e, int64_t now)
         return "disconnected";
     if (e->pending && !e->answered)
         return "moving";
-    if (now - e->last_ms > D.job.hb_timeout_ms)
+    if (e->unresponsive)
         return "unresponsive";
     return e->state == ES_EST_SWAPPED_OUT ? "swapped-out" : "running";
 }
@@ -414,7 +430,7 @@ static void status_text(es_ctl_buf_t *b, int json)
             es_ctl_buf_json_str(b, e->host);
             es_ctl_buf_printf(b, ",\"step\":%llu,\"state\":\"%s\",\"step_time_ms\":%.3f,"
                               "\"memory\":%llu,\"epoch\":%llu,\"last_heard_s\":%.3f}",
-                              (unsigned long long)e->step, est_state(e, now),
+                              (unsigned long long)e->step, est_state(e),
                               e->step_time_ns / 1e6, (unsigned long long)e->mem,
                               (unsigned long long)e->epoch, ago);
         } else {
@@ -424,7 +440,7 @@ static void status_text(es_ctl_buf_t *b, int json)
             if (e->step_time_ns)
                 snprintf(st, sizeof(st), "%.2f ms", e->step_time_ns / 1e6);
             es_ctl_buf_printf(b, "%-5d %-8d %-5s %-10llu %-15s %-12s %s\n", r, (int)pid, g,
-                              (unsigned long long)e->step, est_state(e, now), st, last);
+                              (unsigned long long)e->step, est_state(e), st, last);
         }
     }
     if (json)
@@ -484,7 +500,6 @@ static void status_text(es_ctl_buf_t *b, int json)
 /* "steps MIN MAX REGISTERED N UNRESPONSIVE\nplacement TEXT\n" for run. */
 static void progress_text(es_ctl_buf_t *b)
 {
-    int64_t now = es_ctl_now_ms();
     uint64_t mn = UINT64_MAX, mx = 0;
     int reg = 0, unresp = 0;
     for (int r = 0; r < D.job.nests; r++) {
@@ -492,7 +507,7 @@ static void progress_text(es_ctl_buf_t *b)
         if (!e->seen || e->conn < 0)
             continue;
         reg++;
-        if (strcmp(est_state(e, now), "unresponsive") == 0)
+        if (strcmp(est_state(e), "unresponsive") == 0)
             unresp++;
         if (e->step < mn)
             mn = e->step;
@@ -682,10 +697,9 @@ static int outside_canonical(uint64_t mask)
 static const char *not_movable(int r)
 {
     const est_t *e = &D.ests[r];
-    int64_t now = es_ctl_now_ms();
     if (!e->seen || e->conn < 0)
         return e->seen ? "is disconnected" : "has not registered";
-    if (now - e->last_ms > D.job.hb_timeout_ms)
+    if (e->unresponsive)
         return "is unresponsive";
     return "";
 }
@@ -772,6 +786,7 @@ static void handle_request(int i, const es_proto_msg_t *m)
     char err[512], what[400];
     c->kind = CONN_CLI;
     c->deadline = 0;
+    check_unresponsive(es_ctl_now_ms());
     uint32_t v = m->u.req.verb;
     if (v == ES_VERB_STATUS || v == ES_VERB_PROGRESS) {
         es_ctl_buf_t b = { 0 };
@@ -1111,16 +1126,7 @@ static void tick(int64_t now)
         if (c->deadline && now > c->deadline && !c->waiting)
             conn_close(i, c->authed ? "no request in time" : "no authentication in time");
     }
-    for (int r = 0; r < D.job.nests; r++) {
-        est_t *e = &D.ests[r];
-        if (e->conn < 0 || e->unresponsive || (e->pending && !e->answered))
-            continue;
-        if (now - e->last_ms > D.job.hb_timeout_ms) {
-            e->unresponsive = 1;
-            es_ctl_log("EST %d (pid %d) is unresponsive: no heartbeat for %.1f s", r, (int)e->pid,
-                       (now - e->last_ms) / 1000.0);
-        }
-    }
+    check_unresponsive(now);
     op_check(now);
 }
 
