@@ -70,3 +70,10 @@ $(B)/tests/ctl_test: $(B)/obj/tests/controller/ctl_test.o $(CTL_LIB_OBJS) $(TEST
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -ldl -lm
 
 TESTS += $(B)/tests/ctl_test
+
+# ---- bench -----------------------------------------------------------------
+$(B)/bench/ctl_sched_bench: $(B)/obj/tests/controller/sched_bench.o $(B)/obj/controller/sched.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^
+
+BENCHES += $(B)/bench/ctl_sched_bench
