@@ -1282,6 +1282,26 @@ static void test_schedule(void **state)
     free(out);
 }
 
+static void test_progress_tty(void **state)
+{
+    (void)state;
+    /* on a terminal (a pty from script(1)): one line, redrawn in place */
+    if (access("/usr/bin/script", X_OK) != 0)
+        skip();
+    char sock[300], cmd[10000];
+    sock_path(sock, sizeof(sock), "tty");
+    snprintf(cmd, sizeof(cmd),
+             "/usr/bin/script -qefc '%s run --ests 2 --socket %s --shim none -- %s --run-ms 3000 "
+             "--hb-ms 50' /dev/null",
+             ctl_bin(), sock, fake_bin());
+    es_proc_result_t r;
+    assert_int_equal(es_run_sh(cmd, NULL, T_JOB, &r), 0);
+    assert_non_null(strstr(r.out, "\r\033[Kstep "));
+    assert_non_null(strstr(r.out, "| 2/2 ESTs | gpu0:0 gpu1:1"));
+    assert_non_null(strstr(r.out, "[1] fake_est: rank 1: done at step"));
+    es_proc_result_free(&r);
+}
+
 static void test_tcp(void **state)
 {
     (void)state;
@@ -1519,6 +1539,7 @@ int main(void)
         cmocka_unit_test(test_moves_not_supported),
         cmocka_unit_test(test_unresponsive),
         cmocka_unit_test(test_schedule),
+        cmocka_unit_test(test_progress_tty),
         cmocka_unit_test(test_tcp),
         cmocka_unit_test(test_default_socket),
         cmocka_unit_test(test_restart_relearns),
