@@ -97,6 +97,10 @@ int es_ctl_default_dir(char *buf, size_t len, char *err, size_t errlen);
  * holds its lock). -ENOENT none, -EEXIST several (err lists them). */
 int es_ctl_find_job(char *path, size_t len, char *err, size_t errlen);
 
+/* Removes the files of jobs in dir whose run (job-PID.sock) is gone and
+ * whose lock nobody holds (a run killed with SIGKILL leaves them). */
+void es_ctl_clean_stale(const char *dir);
+
 /* Takes the job's lock (PATH.lock, flock). Returns the lock fd, or -EBUSY
  * with *holder set when another controller holds it. */
 int es_ctl_lock(const char *sock, pid_t *holder);

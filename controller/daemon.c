@@ -1308,7 +1308,7 @@ int es_ctl_daemon_main(int argc, char **argv)
             last_tick = now;
         }
     }
-    es_ctl_log("stopping (the ESTs go on without a controller)");
+    es_ctl_log("stopping");
     rc = ES_CTL_EXIT_OK;
 out:
     for (int i = 0; i < MAX_CONNS; i++)

@@ -876,6 +876,7 @@ int es_ctl_run_main(int argc, char **argv)
             es_ctl_err("%s", err);
             return ES_CTL_EXIT_FAIL;
         }
+        es_ctl_clean_stale(dir);
         if (snprintf(R.sock, sizeof(R.sock), "%s/job-%d.sock", dir, (int)getpid()) >=
             (int)sizeof(R.sock)) {
             es_ctl_err("socket path too long");
@@ -985,7 +986,7 @@ int es_ctl_run_main(int argc, char **argv)
     /* The loop: output, children, progress, schedule. */
     aclient_t prog = { .fd = -1 }, sched = { .fd = -1 };
     int live = R.n, failed_rank = -1, fail_status = 0, stopping = 0;
-    int64_t stop_at = 0, next_progress = 0;
+    int64_t stop_at = 0, next_progress = 0, drain_until = 0;
     struct pollfd *pf = calloc((size_t)(2 * R.n + 3), sizeof(*pf));
     int *who = calloc((size_t)(2 * R.n + 3), sizeof(int));
     if (!pf || !who) {
@@ -1005,6 +1006,23 @@ int es_ctl_run_main(int argc, char **argv)
                 }
         if (live == 0 && open_pipes == 0)
             break;
+        /* every EST has ended: what they left running (a background child
+         * holding the pipe) gets 2 s to finish writing, then is cut off */
+        if (live == 0 && !drain_until)
+            drain_until = es_ctl_now_ms() + 2000;
+        if (drain_until && es_ctl_now_ms() > drain_until) {
+            for (int r = 0; r < R.n; r++)
+                for (int s2 = 0; s2 < 2; s2++)
+                    if (R.e[r].out[s2].fd >= 0) {
+                        outpipe_t *o = &R.e[r].out[s2];
+                        if (o->len)
+                            emit_line(r, o->to, o->buf, o->len);
+                        o->len = 0;
+                        close(o->fd);
+                        o->fd = -1;
+                    }
+            break;
+        }
         pf[k] = (struct pollfd){ .fd = g_selfpipe[0], .events = POLLIN };
         who[k++] = -1;
         if (prog.fd >= 0) {

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,30 @@ int es_ctl_find_job(char *path, size_t len, char *err, size_t errlen)
         return -EEXIST;
     }
     return 0;
+}
+
+void es_ctl_clean_stale(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        int pid = 0, n = 0;
+        /* job-PID.sock of a run that no longer exists and a lock nobody holds */
+        if (sscanf(e->d_name, "job-%d.sock%n", &pid, &n) != 1 || e->d_name[n] || pid <= 0 ||
+            kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char p[4400], jobf[4500], lockf[4500];
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        if (es_ctl_lock_held(p))
+            continue;
+        es_ctl_job_paths(p, jobf, lockf, sizeof(jobf));
+        unlink(p);
+        unlink(jobf);
+        unlink(lockf);
+    }
+    closedir(d);
 }
 
 int es_ctl_listen_unix(const char *path)

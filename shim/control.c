@@ -40,6 +40,18 @@ static struct {
     uint8_t rxbuf[1024];
 } es_ctl;
 
+/* The connection's fd (-1 none), for the fork handler. */
+static int es_ctl_fd = -1;
+
+/* A forked child has no control thread: it must not keep the parent's
+ * connection open either (the daemon would not see the parent go). */
+static void es_ctl_atfork_child(void)
+{
+    int fd = __atomic_exchange_n(&es_ctl_fd, -1, __ATOMIC_ACQ_REL);
+    if (fd >= 0)
+        close(fd);
+}
+
 static uint64_t es_now_ns(void)
 {
     struct timespec ts;
@@ -307,7 +319,9 @@ static void *es_ctl_main(void *arg)
         int fd = es_ctl_connect();
         if (fd >= 0) {
             int welcomed = 0;
+            __atomic_store_n(&es_ctl_fd, fd, __ATOMIC_RELEASE);
             int rc = es_ctl_session(fd, &welcomed);
+            __atomic_store_n(&es_ctl_fd, -1, __ATOMIC_RELEASE);
             close(fd);
             if (rc == ES_CTL_STOP)
                 break;
@@ -366,6 +380,7 @@ int es_control_start(void)
         if (*p <= 0x20 || *p >= 0x7f)
             *p = '?';
     es_ctl.last_step_ns = es_now_ns();
+    pthread_atfork(NULL, NULL, es_ctl_atfork_child);
 
     /* The thread takes no signal of the application's. */
     sigset_t all, old;

@@ -55,6 +55,7 @@
 #define T_JOB 120 /* a whole job */
 
 static char g_tmp[256];
+static pid_t g_daemon_as_nobody; /* killed by teardown if a test failed midway */
 
 /* ---- helpers -------------------------------------------------------------------- */
 
@@ -495,6 +496,15 @@ static void test_run_failure(void **state)
     assert_non_null(strstr(r.out, "[0] cannot run /nonexistent/cmd"));
     assert_non_null(strstr(r.out, "exited with status 127"));
     es_proc_result_free(&r);
+    /* an EST that leaves a child holding its output: run ends anyway */
+    t0 = time(NULL);
+    assert_int_equal(ctl(&r, NULL, "run", "--ests", "1", "--socket", sock, "--shim", "none",
+                         "--progress", "off", "--", "sh", "-c", "sleep 60 & echo parent done",
+                         NULL),
+                     0);
+    assert_true(time(NULL) - t0 < 25);
+    assert_non_null(strstr(r.out, "[0] parent done"));
+    es_proc_result_free(&r);
     /* the shim refuses a bad control variable of the user's: the EST fails */
     char *env[] = { "EASYSCALE_HEARTBEAT_MS=5", NULL };
     assert_int_equal(ctl(&r, env, "run", "--ests", "1", "--socket", sock, "--progress", "off",
@@ -877,6 +887,8 @@ static void test_other_uid(void **state)
     char out[400];
     snprintf(out, sizeof(out), "%s/daemon.txt", g_tmp);
     pid_t p = fork();
+    if (p > 0)
+        g_daemon_as_nobody = p;
     if (p == 0) {
         int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0666);
         dup2(fd, 2);
@@ -919,6 +931,7 @@ static void test_other_uid(void **state)
     kill(p, SIGTERM);
     int ws;
     waitpid(p, &ws, 0);
+    g_daemon_as_nobody = 0;
     size_t len;
     char *log = es_read_file(out, &len);
     assert_non_null(log);
@@ -1353,6 +1366,17 @@ static void test_default_socket(void **state)
     char *env[] = { envx, NULL };
     char *argv[] = { (char *)ctl_bin(), "run", "--ests", "1", "--shim", "none", "--progress",
                      "off", "--", (char *)fake_bin(), "--run-ms", "4000", NULL };
+    /* files a run killed with SIGKILL left: removed by the next run; those
+     * of a live process stay */
+    char stale[600], live[600];
+    snprintf(dir, sizeof(dir), "%s/easyscale", xdg);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(stale, sizeof(stale), "%s/job-2147483.sock.job", dir);
+    write_file(stale, "x");
+    snprintf(stale, sizeof(stale), "%s/job-2147483.sock", dir);
+    write_file(stale, "x");
+    snprintf(live, sizeof(live), "%s/job-%d.sock", dir, (int)getpid());
+    write_file(live, "x");
     bg_t job, job2;
     bg_start(&job, env, argv);
     es_proc_result_t r;
@@ -1365,9 +1389,13 @@ static void test_default_socket(void **state)
             msleep(100);
     }
     assert_true(ok);
+    assert_int_equal(access(stale, F_OK), -1);
+    strcat(stale, ".job");
+    assert_int_equal(access(stale, F_OK), -1);
+    assert_int_equal(access(live, F_OK), 0);
+    unlink(live);
     /* a private directory and a private socket */
     struct stat st;
-    snprintf(dir, sizeof(dir), "%s/easyscale", xdg);
     assert_int_equal(stat(dir, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0700);
     char sockp[500];
@@ -1516,6 +1544,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    if (g_daemon_as_nobody > 0) {
+        kill(g_daemon_as_nobody, SIGKILL);
+        waitpid(g_daemon_as_nobody, NULL, 0);
+    }
     char cmd[400];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_tmp);
     return system(cmd) == 0 ? 0 : -1;
