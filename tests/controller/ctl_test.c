@@ -56,6 +56,16 @@
 
 static char g_tmp[256];
 static pid_t g_daemon_as_nobody; /* killed by teardown if a test failed midway */
+static pid_t g_jobs[64];           /* background jobs not waited for yet, likewise */
+
+static void job_track(pid_t p, int add)
+{
+    for (int i = 0; i < 64; i++)
+        if (add ? g_jobs[i] == 0 : g_jobs[i] == p) {
+            g_jobs[i] = add ? p : 0;
+            return;
+        }
+}
 
 /* ---- helpers -------------------------------------------------------------------- */
 
@@ -134,28 +144,37 @@ static void bg_start(bg_t *b, char *const env[], char *const argv[])
         _exit(127);
     }
     setpgid(b->pid, b->pid);
+    job_track(b->pid, 1);
     close(fd);
+}
+
+/* Whether the job has ended (its status recorded). */
+static int bg_ended(bg_t *b)
+{
+    int st;
+    if (b->done)
+        return 1;
+    if (waitpid(b->pid, &st, WNOHANG) != b->pid)
+        return 0;
+    b->done = 1;
+    b->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    kill(-b->pid, SIGKILL); /* anything it left behind */
+    job_track(b->pid, 0);
+    return 1;
 }
 
 /* Exit code (128+signal for a signal), or -1 after timeout_s (the whole
  * group is killed then). */
 static int bg_wait(bg_t *b, int timeout_s)
 {
-    if (b->done)
-        return b->status;
     for (int i = 0; i < timeout_s * 20; i++) {
-        int st;
-        pid_t p = waitpid(b->pid, &st, WNOHANG);
-        if (p == b->pid) {
-            b->done = 1;
-            b->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            kill(-b->pid, SIGKILL); /* anything it left behind */
+        if (bg_ended(b))
             return b->status;
-        }
         msleep(50);
     }
     kill(-b->pid, SIGKILL);
     waitpid(b->pid, NULL, 0);
+    job_track(b->pid, 0);
     b->done = 1;
     b->status = -1;
     return -1;
@@ -624,10 +643,8 @@ static void test_train_kill_controller(void **state)
             relearned = 1;
         free(j);
         if (!relearned) {
-            if (waitpid(job.pid, NULL, WNOHANG) == job.pid) {
-                job.done = 1;
+            if (bg_ended(&job))
                 break;
-            }
             msleep(50);
         }
     }
@@ -1548,6 +1565,11 @@ static int teardown(void **state)
         kill(g_daemon_as_nobody, SIGKILL);
         waitpid(g_daemon_as_nobody, NULL, 0);
     }
+    for (int i = 0; i < 64; i++)
+        if (g_jobs[i] > 0) {
+            kill(-g_jobs[i], SIGKILL);
+            waitpid(g_jobs[i], NULL, 0);
+        }
     char cmd[400];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_tmp);
     return system(cmd) == 0 ? 0 : -1;
