@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -132,10 +133,15 @@ static void conn_close(int i, const char *why)
     conn_t *c = D.conns[i];
     if (!c)
         return;
-    if (why)
-        es_ctl_log("closing connection %d (%s%s, pid %d): %s", c->id,
-                   c->kind == CONN_EST ? "EST " : c->kind == CONN_CLI ? "cli" : "new",
-                   c->kind == CONN_EST ? "" : "", (int)c->peer_pid, why);
+    if (why) {
+        char who[32];
+        if (c->kind == CONN_EST)
+            snprintf(who, sizeof(who), "EST %d", c->rank);
+        else
+            snprintf(who, sizeof(who), "%s", c->kind == CONN_CLI ? "a command" : "new");
+        es_ctl_log("closing connection %d (%s, %s%d): %s", c->id, who,
+                   c->tcp ? "tcp" : "pid ", c->tcp ? 0 : (int)c->peer_pid, why);
+    }
     if (c->kind == CONN_EST && c->rank >= 0 && D.ests[c->rank].conn == i) {
         est_t *e = &D.ests[c->rank];
         e->conn = -1;
@@ -180,7 +186,7 @@ static int conn_add(int fd, int tcp, pid_t peer)
 /* Queues a frame; writes what it can now. */
 static void conn_send(int i, es_proto_msg_t *m)
 {
-    conn_t *c = D.conns[i];
+    conn_t *c = i >= 0 && i < MAX_CONNS ? D.conns[i] : NULL;
     size_t need = ES_PROTO_HDR_SIZE + es_proto_max_len(m->type), len;
     if (!c || c->closing)
         return;
@@ -249,6 +255,10 @@ static void send_reply(int i, uint32_t seq, int rc, const char *text, size_t len
 
 static void reply_text(int i, uint32_t seq, int rc, es_ctl_buf_t *b)
 {
+    /* only printable text travels (a driver's name, say, could hold more) */
+    for (size_t k = 0; k < b->len; k++)
+        if ((b->p[k] < 0x20 && b->p[k] != '\n' && b->p[k] != '\t') || b->p[k] >= 0x7f)
+            b->p[k] = '?';
     if (b->oom)
         send_reply(i, seq, 1, "out of memory", 13);
     else
@@ -611,8 +621,9 @@ static void op_check(int64_t now)
     D.op.cli = -1;
 }
 
-/* Starts moves: targets[r] = GPU index for the ESTs that move (-2: stays),
- * ops[r] the move. Returns 0, or 1 when nothing needed to move. */
+/* Starts an operation: a MOVE ops[r] to targets[r] (a GPU index, -1 host)
+ * for every EST r whose target is not -2; the answers finish it
+ * (op_check). */
 static void op_start(int cli, uint32_t seq, uint32_t verb, uint64_t new_slots, const int *targets,
                      const uint32_t *ops, const char *what)
 {
@@ -685,7 +696,7 @@ static int outside_canonical(uint64_t mask)
         char list[sizeof(D.job.canonical)], *save = NULL;
         snprintf(list, sizeof(list), "%s", D.job.canonical);
         for (char *t = strtok_r(list, ",", &save); t && m[0]; t = strtok_r(NULL, ",", &save))
-            if (strcmp(t, m) == 0)
+            if (strcasecmp(t, m) == 0)
                 ok = 1;
         if (!ok)
             return g;
