@@ -670,7 +670,7 @@ static void reap(int *live, int *failed_rank, int *first_fail_status)
             R.e[r].status = st;
             (*live)--;
             int bad = !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-            if (bad && *failed_rank < 0) {
+            if (bad && *failed_rank == -1) {
                 *failed_rank = r;
                 *first_fail_status = st;
                 if (*live > 0) {

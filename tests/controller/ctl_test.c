@@ -524,6 +524,16 @@ static void test_run_failure(void **state)
     assert_true(time(NULL) - t0 < 25);
     assert_non_null(strstr(r.out, "[0] parent done"));
     es_proc_result_free(&r);
+    /* SIGTERM to run: the ESTs are stopped, exit 1 */
+    bg_t job;
+    start_fake_job(&job, NULL, sock, 2, NULL, (const char *[]){ "--run-ms", "60000", NULL });
+    free(wait_registered(sock, 2, 0, 30));
+    kill(job.pid, SIGTERM);
+    assert_int_equal(bg_wait(&job, 20), 1);
+    char *out = bg_output(&job);
+    assert_non_null(strstr(out, "terminated: stopping the ESTs"));
+    assert_non_null(strstr(out, "the job was stopped after"));
+    free(out);
     /* the shim refuses a bad control variable of the user's: the EST fails */
     char *env[] = { "EASYSCALE_HEARTBEAT_MS=5", NULL };
     assert_int_equal(ctl(&r, env, "run", "--ests", "1", "--socket", sock, "--progress", "off",
