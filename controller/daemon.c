@@ -913,6 +913,8 @@ static void handle_request(int i, const es_proto_msg_t *m)
 
 /* ---- ESTs ------------------------------------------------------------------------- */
 
+static void conn_input(int i);
+
 static void handle_register(int i, const es_proto_msg_t *m)
 {
     conn_t *c = D.conns[i];
@@ -926,14 +928,24 @@ static void handle_register(int i, const es_proto_msg_t *m)
     }
     pid_t pid = c->tcp ? (pid_t)m->u.reg.pid : c->peer_pid;
     est_t *e = &D.ests[r];
-    if (e->conn >= 0 && e->conn != i) {
-        if (e->pid != pid || c->tcp) {
-            es_ctl_log("refusing a second registration of rank %d (pid %d; held by pid %d)", r,
-                       (int)pid, (int)e->pid);
-            send_error(i, -EEXIST, "rank %d is held by pid %d of this job", r, (int)e->pid);
-            return;
+    if (e->conn >= 0 && e->conn != i && e->pid == pid && !c->tcp) {
+        /* The same process again. After an exec its old connection is
+         * closed already (close-on-exec, before the new image could
+         * connect): take in what is left on it, and its end. */
+        int old = e->conn;
+        for (int k = 0; k < 64 && D.conns[old] && e->conn == old; k++) {
+            uint8_t peek;
+            ssize_t n = recv(D.conns[old]->fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (n < 0)
+                break; /* nothing pending: alive */
+            conn_input(old);
         }
-        conn_close(e->conn, NULL); /* the same process again (exec): the new one wins */
+    }
+    if (e->conn >= 0 && e->conn != i) {
+        es_ctl_log("refusing a second registration of rank %d (pid %d; held by pid %d)", r,
+                   (int)pid, (int)e->pid);
+        send_error(i, -EEXIST, "rank %d is held by pid %d of this job", r, (int)e->pid);
+        return;
     }
     e->seen = 1;
     e->conn = i;

@@ -876,6 +876,32 @@ static void test_bad_frames(void **state)
     free(out);
 }
 
+static void test_one_registration_per_process(void **state)
+{
+    (void)state;
+    /* fake_est with the shim preloaded: two registrations from one pid
+     * (the shim's thread and fake_est's own); one holds the rank, the
+     * other is refused and stops trying. (An exec, where the old
+     * connection has closed, is a new registration: the trainer's tests
+     * start python through a wrapper that execs.) */
+    char sock[300];
+    sock_path(sock, sizeof(sock), "dup");
+    char *argv[] = { (char *)ctl_bin(), "run", "--ests", "1", "--socket", sock, "--progress",
+                     "off", "--", (char *)fake_bin(), "--run-ms", "2500", NULL };
+    bg_t job;
+    bg_start(&job, NULL, argv);
+    char *j = wait_registered(sock, 1, 0, 30);
+    free(j);
+    msleep(500);
+    j = status_json(sock);
+    assert_int_equal(jint(j, "registered", -1), 1);
+    free(j);
+    assert_int_equal(bg_wait(&job, T_JOB), 0);
+    char *out = bg_output(&job);
+    assert_int_equal(count(out, "refusing a second registration of rank 0"), 1);
+    free(out);
+}
+
 static void test_other_uid(void **state)
 {
     (void)state;
@@ -1596,6 +1622,7 @@ int main(void)
         cmocka_unit_test(test_run_failure),
         cmocka_unit_test(test_two_controllers),
         cmocka_unit_test(test_bad_frames),
+        cmocka_unit_test(test_one_registration_per_process),
         cmocka_unit_test(test_other_uid),
         cmocka_unit_test(test_scale_refused),
         cmocka_unit_test(test_scale_moves),
