@@ -59,7 +59,7 @@ typedef struct es_ctl_gpu {
     int ordinal;        /* the driver's ordinal in this environment */
     char uuid[48];      /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
     char name[96];      /* the driver's name */
-    char model[16];     /* p100 v100 t4 a100 a10 l4 h100 h200, or "" unknown */
+    char model[16];     /* p100 v100 t4 a100 a10 l4 h100 h200 b200, or "" unknown */
     uint64_t mem;       /* total memory, bytes */
     int sms, clock_khz, cc_major, cc_minor;
 } es_ctl_gpu_t;

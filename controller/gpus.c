@@ -230,7 +230,8 @@ out:
 const char *es_ctl_gpu_model(const char *name)
 {
     /* Longest keys first: "A100" contains "A10", "L40" is not an "L4". */
-    static const char *const keys[] = { "h200", "h100", "a100", "v100", "p100", "a10", "l4", "t4" };
+    static const char *const keys[] = { "b200", "h200", "h100", "a100", "v100", "p100",
+                                        "a10",  "l4",   "t4" };
     char up[96];
     size_t i;
     for (i = 0; name[i] && i + 1 < sizeof(up); i++)

@@ -396,18 +396,18 @@ static void test_usage(void **state)
 static void test_gpus(void **state)
 {
     (void)state;
-    char *env[] = { "SIMCUDA_DEVICES=a100:8G,v100:16G,t4:4G", NULL };
+    char *env[] = { "SIMCUDA_DEVICES=a100:8G,a10:16G,t4:4G", NULL };
     es_proc_result_t r;
     assert_int_equal(ctl(&r, env, "gpus", "--json", NULL), 0);
     assert_int_equal(count(r.out, "\"uuid\":\"GPU-"), 3);
     assert_non_null(strstr(r.out, "\"gpu\":0,"));
     assert_non_null(strstr(r.out, "\"model\":\"a100\",\"name\":\"NVIDIA A100-SXM4-40GB\","
                                   "\"memory\":8589934592,\"sms\":108"));
-    assert_non_null(strstr(r.out, "\"model\":\"v100\""));
+    assert_non_null(strstr(r.out, "\"model\":\"a10\",\"name\":\"NVIDIA A10\""));
     assert_non_null(strstr(r.out, "\"model\":\"t4\",\"name\":\"Tesla T4\",\"memory\":4294967296"));
     es_proc_result_free(&r);
     /* CUDA_VISIBLE_DEVICES is the driver's business: the probe follows it */
-    char *env2[] = { "SIMCUDA_DEVICES=a100:8G,v100:16G,t4:4G", "CUDA_VISIBLE_DEVICES=2", NULL };
+    char *env2[] = { "SIMCUDA_DEVICES=a100:8G,a10:16G,t4:4G", "CUDA_VISIBLE_DEVICES=2", NULL };
     assert_int_equal(ctl(&r, env2, "gpus", NULL), 0);
     assert_non_null(strstr(r.out, "Tesla T4"));
     assert_null(strstr(r.out, "A100"));
@@ -428,9 +428,9 @@ static void test_run_env(void **state)
 {
     (void)state;
     char uuids[4][48], sock[300];
-    assert_int_equal(gpu_uuids("a100:8G,v100:16G,t4:16G", uuids, 4), 3);
+    assert_int_equal(gpu_uuids("a100:8G,a10:16G,t4:16G", uuids, 4), 3);
     sock_path(sock, sizeof(sock), "env");
-    char *env[] = { "SIMCUDA_DEVICES=a100:8G,v100:16G,t4:16G", "EASYSCALE_CANONICAL_DEVICE=",
+    char *env[] = { "SIMCUDA_DEVICES=a100:8G,a10:16G,t4:16G", "EASYSCALE_CANONICAL_DEVICE=",
                     NULL };
     const char *script =
         "echo \"E $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $EASYSCALE_SLOT "
@@ -442,12 +442,12 @@ static void test_run_env(void **state)
     assert_int_equal(ctl(&r, env, "run", "--ests", "3", "--gpus", "0-2", "--determinism", "d2",
                          "--socket", sock, "--progress", "off", "--", "sh", "-c", script, NULL),
                      0);
-    /* prior speeds (SMs x clock): the A100 takes two ESTs, the V100 one,
+    /* prior speeds (SMs x clock): the A100 takes two ESTs, the A10 one,
      * the T4 none (two on the A100 beat one on the T4) */
     const char *slot[3] = { uuids[0], uuids[0], uuids[1] };
     for (int k = 0; k < 3; k++) {
         char want[600];
-        snprintf(want, sizeof(want), "[%d] E %d 3 %d 3 127.0.0.1 %s d2 a100,v100,t4 %s\n", k, k, k,
+        snprintf(want, sizeof(want), "[%d] E %d 3 %d 3 127.0.0.1 %s d2 a100,a10,t4 %s\n", k, k, k,
                  slot[k], sock);
         if (!strstr(r.out, want))
             fail_msg("missing \"%s\" in:\n%s", want, r.out);
@@ -479,6 +479,15 @@ static void test_run_env(void **state)
     if (!strstr(r.out, want))
         fail_msg("missing \"%s\" in:\n%s", want, r.out);
     assert_non_null(strstr(r.out, "[0] P no"));
+    es_proc_result_free(&r);
+
+    /* d2 on a model the shim's canonical device does not know: refused
+     * before anything starts */
+    char *env2[] = { "SIMCUDA_DEVICES=a100:8G,b200:16G", "EASYSCALE_CANONICAL_DEVICE=", NULL };
+    assert_int_equal(ctl(&r, env2, "run", "--ests", "2", "--determinism", "d2", "--socket", sock,
+                         "--", "true", NULL),
+                     1);
+    assert_non_null(strstr(r.out, "GPU 1 (NVIDIA B200) is of a model d2 does not know"));
     es_proc_result_free(&r);
 }
 
@@ -1580,6 +1589,7 @@ static void test_gpu_spec(void **state)
     assert_string_equal(es_ctl_gpu_model("Tesla V100-SXM2-16GB"), "v100");
     assert_string_equal(es_ctl_gpu_model("NVIDIA H100 80GB HBM3"), "h100");
     assert_string_equal(es_ctl_gpu_model("NVIDIA H200"), "h200");
+    assert_string_equal(es_ctl_gpu_model("NVIDIA B200"), "b200");
     assert_string_equal(es_ctl_gpu_model("Tesla T4"), "t4");
     assert_string_equal(es_ctl_gpu_model("NVIDIA GeForce RTX 4090"), "");
 }

@@ -5,8 +5,8 @@
  * then the time one placement takes. Figures only, never pass/fail.
  *
  * Speeds: one EST's step time per model relative to an A100, as simcuda
- * models them (sim/driver/device.c: h100 0.6, a100 1.0, l4 1.8, a10 2.0,
- * p100 2.5, v100 1.6, t4 4.0). Loads are printed in A100 EST steps. */
+ * models them (sim/driver/device.c: b200 0.35, h200 0.5, h100 0.6, a100
+ * 1.0, l4 1.8, a10 2.0, t4 4.0). Loads are printed in A100 EST steps. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +19,8 @@ typedef struct model {
     double rel; /* one EST's step time, A100 = 1 */
 } model_t;
 
-static const model_t models[] = { { "h100", 0.6 }, { "a100", 1.0 }, { "v100", 1.6 },
-                                  { "l4", 1.8 },   { "a10", 2.0 },  { "p100", 2.5 },
+static const model_t models[] = { { "b200", 0.35 }, { "h200", 0.5 }, { "h100", 0.6 },
+                                  { "a100", 1.0 },  { "l4", 1.8 },   { "a10", 2.0 },
                                   { "t4", 4.0 } };
 #define NMODELS (int)(sizeof(models) / sizeof(models[0]))
 #define UNIT 1000000ull /* ns per A100 EST step */
@@ -30,7 +30,7 @@ static const model_t *model(const char *n)
     for (int i = 0; i < NMODELS; i++)
         if (strcmp(models[i].name, n) == 0)
             return &models[i];
-    return &models[1];
+    return &models[3];
 }
 
 /* Max loads of the three rules for one table; 0 from ours on error. */
@@ -61,12 +61,12 @@ int main(void)
     } tables[] = {
         { "a100 a100 a100 a100", 4 },   { "a100 a100 a100 a100", 6 },
         { "a100 t4", 3 },               { "a100 t4", 5 },
-        { "a100 t4", 8 },               { "a100 a100 v100 t4", 4 },
-        { "a100 a100 v100 t4", 8 },     { "a100 a100 v100 t4", 16 },
-        { "h100 a100 v100", 6 },        { "h100 a100 v100", 8 },
-        { "h100 a100 v100", 12 },       { "h100 t4 t4", 4 },
-        { "h100 t4 t4", 8 },            { "a100 v100 l4 a10 p100 t4", 8 },
-        { "a100 v100 l4 a10 p100 t4", 16 }, { "h100 h100 a100 a100 v100 v100 t4 t4", 32 },
+        { "a100 t4", 8 },               { "a100 a100 l4 t4", 4 },
+        { "a100 a100 l4 t4", 8 },       { "a100 a100 l4 t4", 16 },
+        { "h100 a100 a10", 6 },         { "h100 a100 a10", 8 },
+        { "h100 a100 a10", 12 },        { "h100 t4 t4", 4 },
+        { "h100 t4 t4", 8 },            { "b200 h200 a100 l4 a10 t4", 8 },
+        { "b200 h200 a100 l4 a10 t4", 16 }, { "h100 h100 a100 a100 l4 l4 t4 t4", 32 },
     };
     printf("slowest GPU's load per step, in A100 EST steps (lower is better)\n");
     printf("%-38s %4s %8s %13s %8s\n", "GPUs", "ESTs", "ours", "proportional", "equal");
