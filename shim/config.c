@@ -15,8 +15,15 @@
  *                              SIGUSR2, SIGRTMIN+n (default off)
  *   EASYSCALE_SWAP_STREAMS     copies in flight during a swap, 1..16 (4)
  *   EASYSCALE_SWAP_CHECKSUMS   on | off: skip unchanged memory at swap-out (on)
+ *   EASYSCALE_CONTROL          the controller's socket: an absolute path,
+ *                              unix:PATH or tcp:HOST:PORT (default: none,
+ *                              no control thread); then RANK and WORLD_SIZE
+ *                              are required, EASYSCALE_TOKEN with tcp
+ *   EASYSCALE_TOKEN            16-64 printable characters, no spaces
+ *   EASYSCALE_HEARTBEAT_MS     10..60000                (default 1000)
  */
 #include "shim/shim.h"
+#include "controller/proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,16 +40,32 @@ es_config_t es_cfg = {
     .audit = ES_AUDIT_MODE_WARN,
 };
 
-/* A decimal integer in [lo, hi] and nothing else. */
-static int es_parse_range(const char *var, const char *val, long lo, long hi, int *out,
-                          char *msg, size_t msglen)
+static int es_pick(const char *var, const char *val, const char *const *names, int n, int *out,
+                   char *msg, size_t msglen)
 {
-    char *end = NULL;
+    for (int i = 0; i < n; i++)
+        if (strcmp(val, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    int k = *val ? snprintf(msg, msglen, "%s=\"%s\" is not valid: expected ", var, val)
+                 : snprintf(msg, msglen, "%s is set but empty: expected ", var);
+    for (int i = 0; i < n && k > 0 && (size_t)k < msglen; i++)
+        k += snprintf(msg + k, msglen - (size_t)k, "%s%s", names[i],
+                      i + 2 < n ? ", " : i + 1 < n ? " or " : "");
+    return -EINVAL;
+}
+
+/* A decimal integer in [lo, hi], the whole string. */
+static int es_parse_int(const char *var, const char *v, long lo, long hi, int *out, char *msg,
+                        size_t msglen)
+{
+    char *end;
     errno = 0;
-    long x = (*val >= '0' && *val <= '9') ? strtol(val, &end, 10) : 0;
-    if (!end || *end || errno || x < lo || x > hi) {
-        snprintf(msg, msglen, "%s=\"%s\" is not valid: expected an integer in [%ld, %ld]", var,
-                 val, lo, hi);
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi) {
+        snprintf(msg, msglen, "%s=\"%s\" is not valid: expected an integer in [%ld, %ld]", var, v,
+                 lo, hi);
         return -EINVAL;
     }
     *out = (int)x;
@@ -67,7 +90,7 @@ static int es_parse_signal(const char *val, int *out, char *msg, size_t msglen)
     }
     if (strncmp(val, "SIGRTMIN", 8) == 0 &&
         (val[8] == '\0' ||
-         (val[8] == '+' && es_parse_range("EASYSCALE_MOVE_SIGNAL", val + 9, 0,
+         (val[8] == '+' && es_parse_int("EASYSCALE_MOVE_SIGNAL", val + 9, 0,
                                           SIGRTMAX - SIGRTMIN, &n, msg, msglen) == 0))) {
         *out = SIGRTMIN + n;
         return 0;
@@ -77,20 +100,60 @@ static int es_parse_signal(const char *val, int *out, char *msg, size_t msglen)
     return -EINVAL;
 }
 
-static int es_pick(const char *var, const char *val, const char *const *names, int n, int *out,
-                   char *msg, size_t msglen)
+/* EASYSCALE_CONTROL and what goes with it. */
+static int es_config_control(es_config_t *c, char *msg, size_t msglen)
 {
-    for (int i = 0; i < n; i++)
-        if (strcmp(val, names[i]) == 0) {
-            *out = i;
-            return 0;
+    const char *v = getenv("EASYSCALE_CONTROL"), *t;
+    int rc = 0;
+    c->heartbeat_ms = 1000;
+    if ((t = getenv("EASYSCALE_HEARTBEAT_MS")) != NULL &&
+        (rc = es_parse_int("EASYSCALE_HEARTBEAT_MS", t, 10, 60000, &c->heartbeat_ms, msg,
+                           msglen)) < 0)
+        goto out;
+    if (!v)
+        goto out;
+    rc = -EINVAL;
+    const char *path = strncmp(v, "unix:", 5) == 0 ? v + 5 : v;
+    if (strncmp(v, "tcp:", 4) == 0) {
+        const char *colon = strrchr(v + 4, ':');
+        int port;
+        if (!colon || colon == v + 4 ||
+            es_parse_int("EASYSCALE_CONTROL port", colon + 1, 1, 65535, &port, msg, msglen) < 0) {
+            snprintf(msg, msglen, "EASYSCALE_CONTROL=\"%s\" is not valid: expected tcp:HOST:PORT", v);
+            goto out;
         }
-    int k = *val ? snprintf(msg, msglen, "%s=\"%s\" is not valid: expected ", var, val)
-                 : snprintf(msg, msglen, "%s is set but empty: expected ", var);
-    for (int i = 0; i < n && k > 0 && (size_t)k < msglen; i++)
-        k += snprintf(msg + k, msglen - (size_t)k, "%s%s", names[i],
-                      i + 2 < n ? ", " : i + 1 < n ? " or " : "");
-    return -EINVAL;
+        if (strlen(v) >= sizeof(c->control)) {
+            snprintf(msg, msglen, "EASYSCALE_CONTROL is too long (at most %zu characters)",
+                     sizeof(c->control) - 1);
+            goto out;
+        }
+        if (!(t = getenv("EASYSCALE_TOKEN")) || es_proto_token_valid(t) < 0) {
+            snprintf(msg, msglen, "EASYSCALE_CONTROL=%s needs EASYSCALE_TOKEN: %d to %d printable "
+                     "characters without spaces", v, ES_PROTO_TOKEN_MIN, ES_PROTO_TOKEN_MAX);
+            goto out;
+        }
+        strcpy(c->token, t);
+    } else if (path[0] != '/' || strlen(path) >= 108) {
+        snprintf(msg, msglen, "EASYSCALE_CONTROL=\"%s\" is not valid: expected an absolute socket "
+                 "path (under 108 bytes), unix:PATH or tcp:HOST:PORT", v);
+        goto out;
+    }
+    strcpy(c->control, strncmp(v, "tcp:", 4) == 0 ? v : path);
+    if (!(t = getenv("WORLD_SIZE"))) {
+        snprintf(msg, msglen, "EASYSCALE_CONTROL is set but WORLD_SIZE is not");
+        goto out;
+    }
+    if (es_parse_int("WORLD_SIZE", t, 1, 65536, &c->world, msg, msglen) < 0)
+        goto out;
+    if (!(t = getenv("RANK"))) {
+        snprintf(msg, msglen, "EASYSCALE_CONTROL is set but RANK is not");
+        goto out;
+    }
+    if (es_parse_int("RANK", t, 0, c->world - 1, &c->rank, msg, msglen) < 0)
+        goto out;
+    rc = 0;
+out:
+    return rc;
 }
 
 int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
@@ -130,6 +193,8 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
         }
         strcpy(c.canonical, v);
     }
+    if ((rc = es_config_control(&c, msg, msglen)) < 0)
+        goto out;
     if ((v = getenv("EASYSCALE_LOG_FILE")) != NULL) {
         if (!*v) {
             snprintf(msg, msglen, "EASYSCALE_LOG_FILE is set but empty: expected a file path");
@@ -149,14 +214,14 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
         (rc = es_pick("EASYSCALE_MOVE", v, moves, 3, &c.move, msg, msglen)) < 0)
         goto out;
     if ((v = getenv("EASYSCALE_MOVE_TIMEOUT")) != NULL &&
-        (rc = es_parse_range("EASYSCALE_MOVE_TIMEOUT", v, 1, 3600, &c.move_timeout_s, msg,
+        (rc = es_parse_int("EASYSCALE_MOVE_TIMEOUT", v, 1, 3600, &c.move_timeout_s, msg,
                              msglen)) < 0)
         goto out;
     if ((v = getenv("EASYSCALE_MOVE_SIGNAL")) != NULL &&
         (rc = es_parse_signal(v, &c.move_signal, msg, msglen)) < 0)
         goto out;
     if ((v = getenv("EASYSCALE_SWAP_STREAMS")) != NULL &&
-        (rc = es_parse_range("EASYSCALE_SWAP_STREAMS", v, 1, 16, &c.swap_streams, msg,
+        (rc = es_parse_int("EASYSCALE_SWAP_STREAMS", v, 1, 16, &c.swap_streams, msg,
                              msglen)) < 0)
         goto out;
     if ((v = getenv("EASYSCALE_SWAP_CHECKSUMS")) != NULL &&

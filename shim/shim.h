@@ -46,6 +46,12 @@ typedef struct es_config {
     int move_signal;         /* EASYSCALE_MOVE_SIGNAL (0: none) */
     int swap_streams;        /* EASYSCALE_SWAP_STREAMS */
     int swap_sums;           /* EASYSCALE_SWAP_CHECKSUMS */
+    /* Control channel (shim/control.c); all unset unless EASYSCALE_CONTROL
+     * is set. */
+    char control[128];       /* unix socket path, or "tcp:HOST:PORT" ("" off) */
+    char token[72];          /* EASYSCALE_TOKEN (required with tcp) */
+    int heartbeat_ms;        /* EASYSCALE_HEARTBEAT_MS */
+    int rank, world;         /* RANK, WORLD_SIZE (required with a control channel) */
 } es_config_t;
 
 /* off: handles real, no moves; on: virtual handles, memory registry, moves;
