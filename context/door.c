@@ -264,6 +264,23 @@ long es_door_request(es_door_fn fn, void *arg)
     return tk;
 }
 
+int es_door_cancel(long ticket)
+{
+    int rc;
+    pthread_mutex_lock(&es_mu);
+    if (__atomic_load_n(&es_req_busy, __ATOMIC_ACQUIRE) && es_req_ticket == ticket &&
+        es_state != ES_MOVING) {
+        __atomic_store_n(&es_req_flag, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&es_req_busy, 0, __ATOMIC_RELEASE);
+        rc = 0;
+    } else {
+        rc = es_res_ticket >= ticket || (es_req_ticket == ticket && es_state == ES_MOVING)
+                 ? -EALREADY : -ENOENT;
+    }
+    pthread_mutex_unlock(&es_mu);
+    return rc;
+}
+
 void es_door_set_signal(es_door_fn fn, void *arg)
 {
     es_sig_fn = fn;

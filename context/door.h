@@ -84,6 +84,10 @@ long es_door_request(es_door_fn fn, void *arg);
  * one requested. */
 int es_door_result(long ticket, int timeout_ms, int *rc, char *msg, size_t msglen);
 
+/* Withdraws a request no safe point has taken up yet: 0, or -EALREADY when
+ * its move has started (or ended), -ENOENT for another ticket. */
+int es_door_cancel(long ticket);
+
 /* What a signal handler requests: es_door_request(fn, arg) from the
  * handler (stored here beforehand, so the handler stores nothing else). */
 void es_door_set_signal(es_door_fn fn, void *arg);

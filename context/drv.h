@@ -23,6 +23,7 @@
 /* X(exact exported symbol): declared by cuda.h under that name. */
 #define ES_DRV_FUNCS(X)                                                                        \
     X(cuInit) X(cuGetErrorName) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetAttribute)    \
+    X(cuDeviceGetUuid_v2)                                                                      \
     X(cuDeviceCanAccessPeer) X(cuMemGetInfo_v2)                                                \
     X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxGetState) \
     X(cuDevicePrimaryCtxReset_v2)                                                              \

@@ -51,6 +51,18 @@ static size_t es_npend, es_cpend;
 static es_host_t *es_hosts;
 static size_t es_nhosts, es_chosts;
 static uint64_t es_next_id = 1;
+static uint64_t es_footprint; /* bytes with real memory behind (atomic) */
+
+uint64_t es_memreg_footprint(void)
+{
+    return __atomic_load_n(&es_footprint, __ATOMIC_RELAXED);
+}
+
+void es_memreg_footprint_sub(const es_phys_t *ph)
+{
+    if (ph->owner != ES_OWN_IMPORT)
+        __atomic_sub_fetch(&es_footprint, ph->size, __ATOMIC_RELAXED);
+}
 
 void es_memreg_lock(void) { pthread_mutex_lock(&es_mr_mu); }
 void es_memreg_unlock(void) { pthread_mutex_unlock(&es_mr_mu); }
@@ -219,7 +231,10 @@ CUresult es_phys_create_real(es_phys_t *ph, int dev)
         p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     }
     p.location.id = dev;
-    return es_drv.cuMemCreate(&ph->real, ph->size, &p, 0);
+    CUresult r = es_drv.cuMemCreate(&ph->real, ph->size, &p, 0);
+    if (r == CUDA_SUCCESS)
+        __atomic_add_fetch(&es_footprint, ph->size, __ATOMIC_RELAXED);
+    return r;
 }
 
 CUresult es_phys_map_real(es_phys_t *ph)
@@ -254,8 +269,11 @@ CUresult es_phys_unmap_real(es_phys_t *ph)
 
 void es_phys_release_real(es_phys_t *ph)
 {
-    if (ph->real)
+    if (ph->real) {
         es_drv.cuMemRelease(ph->real);
+        if (ph->owner != ES_OWN_IMPORT)
+            __atomic_sub_fetch(&es_footprint, ph->size, __ATOMIC_RELAXED);
+    }
     ph->real = 0;
 }
 
@@ -692,6 +710,7 @@ CUresult es_vmm_create(CUmemGenericAllocationHandle *out, size_t size,
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto fail;
     }
+    __atomic_add_fetch(&es_footprint, size, __ATOMIC_RELAXED);
     es_phys_link(ph);
     es_memreg_unlock();
     *out = (CUmemGenericAllocationHandle)(uintptr_t)ph;

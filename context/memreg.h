@@ -193,6 +193,14 @@ void es_phys_release_real(es_phys_t *ph);
  * parked) and in total. */
 size_t es_memreg_resident_bytes(int vdev);
 
+/* Physical bytes the registry holds on any device (the application's own
+ * memory and the shim's cuMemAlloc backing; imports excluded): one atomic
+ * load, no lock (heartbeats read it from another thread). */
+uint64_t es_memreg_footprint(void);
+/* For the swap engine: physical memory of an object released outside
+ * es_phys_release_real (a migration's old memory). */
+void es_memreg_footprint_sub(const es_phys_t *ph);
+
 /* Frees everything of every vdev (tests; at exit the driver does it). */
 void es_memreg_reset(void);
 

@@ -12,6 +12,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 static void es_msg(char *msg, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -23,6 +25,32 @@ static void es_msg(char *msg, size_t len, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, len, fmt, ap);
     va_end(ap);
+}
+
+static es_swap_stats_t es_last, es_acc;
+
+static void es_acc_add(const es_swap_stats_t *st)
+{
+    es_acc.objects += st->objects;
+    es_acc.bytes += st->bytes;
+    es_acc.bytes_d2h += st->bytes_d2h;
+    es_acc.bytes_h2d += st->bytes_h2d;
+    es_acc.bytes_d2d += st->bytes_d2d;
+    es_acc.bytes_skipped += st->bytes_skipped;
+    es_acc.ms_copy += st->ms_copy;
+    es_acc.ms_sums += st->ms_sums;
+}
+
+void es_mover_last_stats(es_swap_stats_t *st)
+{
+    *st = es_last;
+}
+
+static double es_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 static int es_rebind_hook(void)
@@ -102,13 +130,17 @@ static void es_engine_release(int dev)
 static int es_park(int vdev, int src, char *msg, size_t msglen)
 {
     CUcontext c;
+    es_swap_stats_t st;
+    double t = es_ms();
     int rc = es_vh_drain(vdev, msg, msglen);
+    es_acc.ms_sync += es_ms() - t;
     if (rc)
         return rc;
     rc = es_engine_ctx(src, &c, msg, msglen);
     if (rc)
         return rc;
-    rc = es_swap_out(vdev, NULL, msg, msglen);
+    rc = es_swap_out(vdev, &st, msg, msglen);
+    es_acc_add(&st);
     if (rc == 0)
         es_host_unregister_all();
     es_engine_release(src);
@@ -128,7 +160,9 @@ static int es_unpark(int vdev, int dev, char *msg, size_t msglen)
     rc = es_engine_ctx(dev, &c, msg, msglen);
     if (rc == 0) {
         es_host_register_all();
-        rc = es_swap_in(vdev, dev, NULL, msg, msglen);
+        es_swap_stats_t st;
+        rc = es_swap_in(vdev, dev, &st, msg, msglen);
+        es_acc_add(&st);
         es_engine_release(dev);
     }
     if (rc) {
@@ -143,7 +177,10 @@ static int es_migrate(int vdev, int src, int dev, char *msg, size_t msglen)
 {
     CUcontext cs, cd;
     char why[256] = "";
+    es_swap_stats_t st;
+    double t = es_ms();
     int rc = es_vh_drain(vdev, msg, msglen);
+    es_acc.ms_sync += es_ms() - t;
     if (rc)
         return rc;
     rc = es_engine_ctx(dev, &cd, msg, msglen);
@@ -155,7 +192,8 @@ static int es_migrate(int vdev, int src, int dev, char *msg, size_t msglen)
         return rc;
     }
     /* device to device when it can, else through host memory */
-    rc = es_swap_migrate(vdev, dev, cs, cd, NULL, msg, msglen);
+    rc = es_swap_migrate(vdev, dev, cs, cd, &st, msg, msglen);
+    es_acc_add(&st);
     es_engine_release(src);
     if (rc) {
         es_engine_release(dev);
@@ -184,7 +222,19 @@ static int es_migrate(int vdev, int src, int dev, char *msg, size_t msglen)
     return 0;
 }
 
+static int es_mover_run_one(int vdev, int dev, char *msg, size_t msglen);
+
 int es_mover_run(int vdev, int dev, char *msg, size_t msglen)
+{
+    double t = es_ms();
+    memset(&es_acc, 0, sizeof(es_acc));
+    int rc = es_mover_run_one(vdev, dev, msg, msglen);
+    es_acc.ms = es_ms() - t;
+    es_last = es_acc;
+    return rc;
+}
+
+static int es_mover_run_one(int vdev, int dev, char *msg, size_t msglen)
 {
     int src = es_memreg_device(vdev);
     if (msg && msglen)
@@ -230,6 +280,9 @@ static int es_last_dev = -1; /* where the EST was before it was parked */
 int es_mover_run_est(int dev, char *msg, size_t msglen)
 {
     int rc = 0, any = 0;
+    double t0 = es_ms();
+    es_swap_stats_t sum;
+    memset(&sum, 0, sizeof(sum));
     int now = es_mover_where_est();
     if (dev == ES_MOVER_TOGGLE) {
         if (now == ES_MOVER_PARK && es_last_dev < 0) {
@@ -245,7 +298,17 @@ int es_mover_run_est(int dev, char *msg, size_t msglen)
         if (es_vdev_in_use(v)) {
             any = 1;
             rc = es_mover_run(v, dev, msg, msglen);
+            sum.bytes += es_last.bytes;
+            sum.bytes_d2h += es_last.bytes_d2h;
+            sum.bytes_h2d += es_last.bytes_h2d;
+            sum.bytes_d2d += es_last.bytes_d2d;
+            sum.bytes_skipped += es_last.bytes_skipped;
+            sum.ms_copy += es_last.ms_copy;
+            sum.ms_sync += es_last.ms_sync;
+            sum.objects += es_last.objects;
         }
+    sum.ms = es_ms() - t0;
+    es_last = sum;
     if (!any && msg && msglen)
         snprintf(msg, msglen, "the EST holds nothing on any device yet: nothing to move");
     return rc;

@@ -45,6 +45,11 @@ int es_mover_where(int vdev);
 int es_mover_run_est(int dev, char *msg, size_t msglen);
 long es_mover_post_est(int dev);
 void es_mover_signal_est(int dev);
+/* The figures of the last es_mover_run / es_mover_run_est (summed over the
+ * vdevs moved): bytes copied, copy time, drain time, wall time. */
+#include "context/swap.h"
+void es_mover_last_stats(es_swap_stats_t *st);
+
 /* Where the EST is (its first vdev in use), ES_MOVER_PARK, or -2 when it
  * holds nothing yet. */
 int es_mover_where_est(void);

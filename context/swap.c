@@ -676,8 +676,10 @@ static void es_mig_fresh_free(es_run_t *R, size_t made)
 {
     for (size_t i = 0; i < made; i++) {
         es_obj_t *o = &R->o[i];
-        if (o->fresh)
+        if (o->fresh) {
             es_drv.cuMemRelease(o->fresh);
+            es_memreg_footprint_sub(o->ph);
+        }
         o->fresh = 0;
     }
 }

@@ -43,6 +43,7 @@ typedef struct es_swap_stats {
     double ms;              /* wall time of the call */
     double ms_copy;         /* of which: the copies (enqueue to completion) */
     double ms_sums;         /* of which: the checksums (kernels and their copy) */
+    double ms_sync;         /* before it: draining the EST's streams (the mover) */
 } es_swap_stats_t;
 
 /* Sets the options (validated: -EINVAL for a value out of range). */

@@ -170,6 +170,7 @@ static void test_out_and_back_same_device(void **state)
     /* parked: no device memory at all, the addresses still the EST's */
     assert_int_equal(es_memreg_device(0), -1);
     assert_int_equal(es_memreg_resident_bytes(0), 0);
+    assert_int_equal(es_memreg_footprint(), 0);
     assert_int_equal(ct_used(0), base);
     int ord;
     assert_int_not_equal(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, e.big),
@@ -265,6 +266,7 @@ static void test_migrate_device_to_device(void **state)
     assert_int_equal(st.bytes_d2h + st.bytes_h2d, 0);
     assert_int_equal(es_memreg_device(0), 1);
     assert_int_equal(ct_used(0), base0); /* the old device's memory is given back */
+    assert_int_equal(es_memreg_footprint(), bytes);
     cuCtxSetCurrent(c1);
     est_check(&e, 1);
     /* and back, through host memory this time (no source context given) */

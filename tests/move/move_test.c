@@ -248,6 +248,45 @@ static void test_move_waits_for_capture(void **state)
     es_proc_result_free(&r);
 }
 
+/* The controller's moves (easyscale-ctl, through the shim's moves seam):
+ * migrate, swap-out and swap-in of a running EST from a schedule; every
+ * answer "done", the run's checksum the reference's. */
+static void test_controller_moves(void **state)
+{
+    (void)state;
+    char sched[256];
+    snprintf(sched, sizeof(sched), "/tmp/es-move-sched-%d", (int)getpid());
+    FILE *f = fopen(sched, "w");
+    assert_non_null(f);
+    fprintf(f, "time 1 migrate 0 1\ntime 2 swap-out 0\ntime 3 swap-in 0 2\n");
+    fclose(f);
+    char *argv[] = { (char *)es_build_path("bin/easyscale-ctl"), "run", "--ests", "1", "--gpus",
+                     "0,1,2", "--schedule", sched, "--progress", "off", "--shim",
+                     (char *)es_build_path("lib/libeasyscale.so"), "--",
+                     (char *)client(), "wait", "80", NULL };
+    char *env[] = { DEVICES, NULL };
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, TMO, &r), 0);
+    unlink(sched);
+    if (r.status != 0)
+        fail_msg("exit %d\n%s", r.status, r.out);
+    assert_non_null(strstr(r.out, "migrate EST 0 to GPU 1: done in"));
+    assert_non_null(strstr(r.out, "swap-out EST 0: done in"));
+    assert_non_null(strstr(r.out, "swap-in EST 0 to GPU 2: done in"));
+    assert_non_null(strstr(r.out, "device 1\n"));
+    assert_non_null(strstr(r.out, "device 2\n"));
+    char v[64];
+    es_proc_result_t ref;
+    char *rargv[] = { (char *)client(), "run", "80", NULL };
+    run(rargv, &ref, NULL, NULL);
+    assert_int_equal(ref.status, 0);
+    char want[64];
+    val(&ref, "checksum", want, sizeof(want));
+    assert_string_equal(val(&r, "[0] checksum", v, sizeof(v)), want);
+    es_proc_result_free(&r);
+    es_proc_result_free(&ref);
+}
+
 /* Every driver function that takes a handle the shim makes virtual reaches
  * the shim (its wrapper, or the refusing stub), by cuGetProcAddress and by
  * dlsym. Negative control: with handles real (EASYSCALE_MOVE=off) the
@@ -287,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_parked_holds_no_device_memory),
         cmocka_unit_test(test_move_waits_for_capture),
         cmocka_unit_test(test_no_virtual_handle_reaches_the_driver),
+        cmocka_unit_test(test_controller_moves),
         /* last: its crashed process may leave memory accounted for a while */
         cmocka_unit_test(test_negative_control_without_registry),
     };
