@@ -255,8 +255,8 @@ ES_GEMM_WRAPPER(cublasSgemm_v2,
                  int m, int n, int k, const float *alpha, const float *A, int lda,
                  const float *B, int ldb, const float *beta, float *C, int ldc),
                 (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc), 1,
-                es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0,
-                              beta, C, ldc, 0, 1, &st))
+                es_gemm_cublas(handle, transa, transb, m, n, k, alpha, A, ES_DT_F32, lda, 0, B,
+                               ES_DT_F32, ldb, 0, beta, C, ES_DT_F32, ldc, 0, 1, &st))
 
 ES_GEMM_WRAPPER(cublasSgemmStridedBatched,
                 (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
@@ -266,15 +266,18 @@ ES_GEMM_WRAPPER(cublasSgemmStridedBatched,
                 (handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta,
                  C, ldc, strideC, batchCount),
                 1,
-                es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb,
-                              strideB, beta, C, ldc, strideC, batchCount, &st))
+                es_gemm_cublas(handle, transa, transb, m, n, k, alpha, A, ES_DT_F32, lda,
+                               strideA, B, ES_DT_F32, ldb, strideB, beta, C, ES_DT_F32, ldc,
+                               strideC, batchCount, &st))
 
-static int es_gemmex_fp32(cudaDataType a, cudaDataType b, cudaDataType c, cublasComputeType_t t)
+/* GemmEx types the portable kernel takes: A = B in {32F, 16F, 16BF}, C = A's
+ * type or 32F, accumulation in fp32 (the combinations cuBLAS documents for
+ * a 32F compute type; others go to cuBLAS, which rejects or runs them). */
+static int es_gemmex_portable(cudaDataType a, cudaDataType b, cudaDataType c,
+                              cublasComputeType_t t)
 {
-    return a == CUDA_R_32F && b == CUDA_R_32F && c == CUDA_R_32F &&
-           (t == CUBLAS_COMPUTE_32F || t == CUBLAS_COMPUTE_32F_PEDANTIC ||
-            t == CUBLAS_COMPUTE_32F_FAST_TF32 || t == CUBLAS_COMPUTE_32F_FAST_16F ||
-            t == CUBLAS_COMPUTE_32F_FAST_16BF);
+    return es_gemm_dtype(a) >= 0 && a == b && (c == a || c == CUDA_R_32F) &&
+           es_gemm_compute_f32(t);
 }
 
 ES_GEMM_WRAPPER(cublasGemmEx,
@@ -285,9 +288,10 @@ ES_GEMM_WRAPPER(cublasGemmEx,
                  cublasGemmAlgo_t algo),
                 (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C,
                  Ctype, ldc, computeType, algo),
-                es_gemmex_fp32(Atype, Btype, Ctype, computeType),
-                es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0,
-                              beta, C, ldc, 0, 1, &st))
+                es_gemmex_portable(Atype, Btype, Ctype, computeType),
+                es_gemm_cublas(handle, transa, transb, m, n, k, alpha, A, es_gemm_dtype(Atype),
+                               lda, 0, B, es_gemm_dtype(Btype), ldb, 0, beta, C,
+                               es_gemm_dtype(Ctype), ldc, 0, 1, &st))
 
 ES_GEMM_WRAPPER(cublasGemmStridedBatchedEx,
                 (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
@@ -298,6 +302,7 @@ ES_GEMM_WRAPPER(cublasGemmStridedBatchedEx,
                  cublasGemmAlgo_t algo),
                 (handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,
                  strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo),
-                es_gemmex_fp32(Atype, Btype, Ctype, computeType),
-                es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb,
-                              strideB, beta, C, ldc, strideC, batchCount, &st))
+                es_gemmex_portable(Atype, Btype, Ctype, computeType),
+                es_gemm_cublas(handle, transa, transb, m, n, k, alpha, A, es_gemm_dtype(Atype),
+                               lda, strideA, B, es_gemm_dtype(Btype), ldb, strideB, beta, C,
+                               es_gemm_dtype(Ctype), ldc, strideC, batchCount, &st))

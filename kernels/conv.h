@@ -1,21 +1,38 @@
-/* d2's portable convolutions: cudnnConvolutionForward / BackwardData /
- * BackwardFilter on fp32 NCHW(-strided) tensors and KCRS filters (any
- * padding, stride, dilation, groups, convolution or cross-correlation) run
- * on the shim's own kernels (kernels/portable_kernels.h) on the cuDNN
- * handle's stream, whatever algorithm the caller named: the same bits on
- * every GPU model. */
-#ifndef ES_CONTEXT_CONV_H
-#define ES_CONTEXT_CONV_H
+/* d2's portable convolutions: forward (with an optional pointwise
+ * epilogue), backward data and backward filter on fp32 / fp16 / bf16
+ * tensors with fp32 accumulation, any strides (NCHW, NHWC or other), any
+ * padding, stride, dilation, groups, convolution or cross-correlation, in
+ * the order documented in kernels/portable_kernels.h: the same bits on
+ * every GPU model. Used by the legacy cuDNN calls (es_conv_run) and by the
+ * backend API's execution plans (intercept/cudnn_backend.c, through
+ * es_conv_launch). */
+#ifndef ES_KERNELS_CONV_H
+#define ES_KERNELS_CONV_H
 
+#include <cuda.h>
 #include <cudnn.h>
+
+#include "kernels/portable_kernels.h"
 
 enum es_conv_dir { ES_CONV_FWD = 0, ES_CONV_BWD_DATA, ES_CONV_BWD_FILTER };
 
-/* xd/yd: the image and output tensor descriptors (for BWD_DATA xd is dx's,
- * yd dy's; for BWD_FILTER yd is dy's); in0/in1/out as in es_conv_args_t.
- * Returns 0 with *status set when the portable kernel ran, -ENOTSUP when
- * cuDNN must do it (another data type, layout or a descriptor cuDNN would
- * reject). */
+/* ES_DT_* of a cuDNN data type (-1 for one the portable kernels do not take). */
+int es_conv_dtype(cudnnDataType_t t);
+
+/* Checks the geometry of *a (sizes, groups, output size) and sets
+ * a->total for direction dir. Returns 0 or -EINVAL. */
+int es_conv_check(int dir, es_conv_args_t *a);
+
+/* Launches the convolution *a (checked by es_conv_check) on stream s.
+ * Returns the CUresult of the launch, or -ENOTSUP (as a negative int) when
+ * the kernels cannot be loaded in the current context. */
+int es_conv_launch(int dir, const es_conv_args_t *a, CUstream s);
+
+/* The legacy API: xd/yd the image and output tensor descriptors (for
+ * BWD_DATA xd is dx's, yd dy's; for BWD_FILTER yd is dy's); in0/in1/out as
+ * in es_conv_args_t. Returns 0 with *status set when the portable kernel
+ * ran, -ENOTSUP when cuDNN must do it (a data type, layout or compute type
+ * it does not take, or a descriptor cuDNN would reject). */
 int es_conv_run(int dir, cudnnHandle_t h, const void *alpha, const void *beta,
                 cudnnTensorDescriptor_t xd, cudnnFilterDescriptor_t wd,
                 cudnnConvolutionDescriptor_t cd, cudnnTensorDescriptor_t yd, const void *in0,

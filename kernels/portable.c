@@ -7,7 +7,7 @@ extern const unsigned char es_portable_fatbin[];
 #define ES_MAX_CTX 64
 
 static const char *const es_kernel_names[ES_K_COUNT] = {
-    "es_sgemm_portable", "es_conv_fwd_portable", "es_conv_bwd_data_portable",
+    "es_gemm_portable", "es_conv_fwd_portable", "es_conv_bwd_data_portable",
     "es_conv_bwd_filter_portable",
 };
 

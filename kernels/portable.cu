@@ -2,7 +2,7 @@
 // around the element functions shared with the simcuda twins.
 #include "kernels/portable_kernels.h"
 
-extern "C" __global__ void es_sgemm_portable(es_gemm_args_t a)
+extern "C" __global__ void es_gemm_portable(es_gemm_args_t a)
 {
     long long i = (long long)blockIdx.x * ES_GEMM_TILE + threadIdx.x;
     long long j = (long long)blockIdx.y * ES_GEMM_TILE + threadIdx.y;

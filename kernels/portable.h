@@ -11,7 +11,7 @@
 #include <cuda.h>
 
 enum es_portable_kernel {
-    ES_K_SGEMM = 0,
+    ES_K_GEMM = 0,
     ES_K_CONV_FWD,
     ES_K_CONV_BWD_DATA,
     ES_K_CONV_BWD_FILTER,

@@ -6,7 +6,7 @@
 
 #define ES_TWIN __attribute__((visibility("default")))
 
-ES_TWIN int simcuda_twin_es_sgemm_portable(const simcuda_launch_t *l)
+ES_TWIN int simcuda_twin_es_gemm_portable(const simcuda_launch_t *l)
 {
     if (l->abi != SIMCUDA_TWIN_ABI || l->block[0] != ES_GEMM_TILE ||
         l->block[1] != ES_GEMM_TILE)

@@ -621,6 +621,7 @@ static int mode_conv(int dev)
         .in0 = hx, .in1 = hw, .out = ry,
         .xs_n = (long long)C * H * W, .xs_c = H * W, .xs_h = W, .xs_w = 1,
         .ys_n = (long long)KO * H * W, .ys_k = H * W, .ys_p = W, .ys_q = 1,
+        .ws_k = (long long)C * R * R, .ws_c = R * R, .ws_r = R, .ws_s = 1,
         .total = (long long)ny, .n = NB, .c = C, .h = H, .w = W, .k = KO, .p = H, .q = W,
         .r = R, .s = R, .pad_h = 1, .pad_w = 1, .u = 1, .v = 1, .dil_h = 1, .dil_w = 1,
         .flip = 0, .groups = 1, .alpha = 1.0f, .beta = 0.0f,
