@@ -466,7 +466,7 @@
        arrayOfElements), ES_DNERR)                                                               \
     X(C, cudnnBackendFinalize, 0, 0, 0, cudnnStatus_t, (cudnnBackendDescriptor_t descriptor),   \
       (descriptor), ES_DNERR)                                                                    \
-    X(P, cudnnBackendExecute, 0, 0, 0, cudnnStatus_t,                                           \
+    X(C, cudnnBackendExecute, 0, 0, 0, cudnnStatus_t,                                           \
       (cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,                            \
        cudnnBackendDescriptor_t variantPack), (handle, executionPlan, variantPack), ES_DNERR)
 

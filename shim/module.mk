@@ -47,6 +47,11 @@ $(B)/tests/shim/es_allpaths: $(B)/obj/tests/shim/es_allpaths.o $(ES_SIMLIBS) $(B
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -Wl,--no-as-needed -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 \
 		-l:libcudnn.so.9 -l:libnccl.so.2 -Wl,--as-needed -ldl
+# cudnn-frontend's call sequences (tests/shim/dnn_test.c).
+$(B)/obj/tests/shim/fe_client.o: CFLAGS += -ffp-contract=off
+$(B)/tests/shim/fe_client: $(B)/obj/tests/shim/fe_client.o $(ES_SIMLIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcudnn.so.9 -lm
 $(B)/tests/shim/es_nocuda: $(B)/obj/tests/shim/es_nocuda.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -ldl
@@ -67,6 +72,15 @@ $(B)/tests/shim_test: $(B)/obj/tests/shim/shim_test.o $(B)/obj/shim/config.o \
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -ldl
 
 TESTS += $(B)/tests/shim_test
+
+# The cuDNN backend API the way cudnn-frontend and PyTorch drive it.
+$(B)/tests/shim_dnn_test: $(B)/obj/tests/shim/dnn_test.o $(TEST_HARNESS_OBJ) \
+		| $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_easyscale.so \
+		  $(B)/tests/shim/fe_client
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/shim_dnn_test
 
 # ---- bench -----------------------------------------------------------------
 $(B)/bench/passthrough_bench: $(B)/obj/tests/shim/bench_passthrough.o $(ES_SIMLIBS) \
