@@ -56,6 +56,7 @@ int es_gemm_launch(const es_gemm_args_t *args, int batch, CUstream stream)
      * code, so the bits do not depend on the chunking. */
     unsigned gx = (unsigned)(((long long)a.m + ES_GEMM_TILE - 1) / ES_GEMM_TILE);
     size_t esa = es_dt_size(a.at), esb = es_dt_size(a.bt), esc = es_dt_size(a.ct);
+    size_t esd = es_dt_size(a.dt);
     CUresult r = CUDA_SUCCESS;
     for (long long b0 = 0; r == CUDA_SUCCESS && b0 < batch; b0 += ES_GRID_YZ_MAX) {
         long long nb = batch - b0 < ES_GRID_YZ_MAX ? batch - b0 : ES_GRID_YZ_MAX;
@@ -64,7 +65,12 @@ int es_gemm_launch(const es_gemm_args_t *args, int batch, CUstream stream)
             long long boff = b0 * args->sB + (args->tb ? j0 : j0 * args->ldb);
             a.A = (const char *)args->A + (size_t)(b0 * args->sA) * esa;
             a.B = (const char *)args->B + (size_t)boff * esb;
-            a.C = (char *)args->C + (size_t)(b0 * args->sC + j0 * args->ldc) * esc;
+            a.C = (const char *)args->C + (size_t)(b0 * args->sC + j0 * args->ldc) * esc;
+            a.D = (char *)args->D + (size_t)(b0 * args->sD + j0 * args->ldd) * esd;
+            for (int e = 0; e < a.nep; e++)
+                if (args->ep[e].op == ES_EP_BIAS)
+                    a.ep[e].b = (const char *)args->ep[e].b +
+                                (size_t)(b0 * args->ep[e].bs_n) * es_dt_size(args->ep[e].dt);
             a.n = (int)nj;
             r = ES_REAL(cuda, cuLaunchKernel)(fn, gx, (unsigned)((nj + ES_GEMM_TILE - 1) /
                                                                  ES_GEMM_TILE),
@@ -73,6 +79,20 @@ int es_gemm_launch(const es_gemm_args_t *args, int batch, CUstream stream)
         }
     }
     return (int)r;
+}
+
+int es_bgrad_launch(const es_bgrad_args_t *args, int batch, CUstream stream)
+{
+    if (batch < 1 || batch > ES_GRID_YZ_MAX || args->len < 1)
+        return batch == 0 || args->len == 0 ? CUDA_SUCCESS : -EINVAL;
+    CUfunction fn = es_portable_function(ES_K_BGRAD);
+    if (!fn)
+        return -ENOTSUP;
+    es_bgrad_args_t a = *args;
+    void *params[] = { &a };
+    long long blocks = (a.len + ES_CONV_BLOCK - 1) / ES_CONV_BLOCK;
+    return (int)ES_REAL(cuda, cuLaunchKernel)(fn, (unsigned)blocks, (unsigned)batch, 1,
+                                              ES_CONV_BLOCK, 1, 1, 0, stream, params, NULL);
 }
 
 int es_gemm_cublas(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
@@ -101,7 +121,7 @@ int es_gemm_cublas(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
     }
     int dev_scalars = pm == CUBLAS_POINTER_MODE_DEVICE;
     es_gemm_args_t a = {
-        .A = A, .B = B, .C = C,
+        .A = A, .B = B, .C = C, .D = C, .sD = sC, .ldd = ldc, .dt = ct,
         .palpha = dev_scalars ? alpha : NULL, .pbeta = dev_scalars ? beta : NULL,
         .sA = sA, .sB = sB, .sC = sC,
         .ta = ta_i, .tb = tb_i, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,

@@ -31,6 +31,10 @@ int es_gemm_compute_f32(cublasComputeType_t t);
  * kernels cannot be loaded in the current context. */
 int es_gemm_launch(const es_gemm_args_t *a, int batch, CUstream s);
 
+/* Launches the bias gradient *a for `batch` batches on stream s (batch at
+ * most 65535). Returns as es_gemm_launch. */
+int es_bgrad_launch(const es_bgrad_args_t *a, int batch, CUstream s);
+
 /* Runs a cuBLAS (strided batched) GEMM on the portable kernel: A, B, C of
  * the given cudaDataTypes (validated by the caller with es_gemm_dtype),
  * alpha and beta floats in the handle's pointer mode. Returns 0 with

@@ -8,7 +8,7 @@ extern const unsigned char es_portable_fatbin[];
 
 static const char *const es_kernel_names[ES_K_COUNT] = {
     "es_gemm_portable", "es_conv_fwd_portable", "es_conv_bwd_data_portable",
-    "es_conv_bwd_filter_portable",
+    "es_conv_bwd_filter_portable", "es_bgrad_portable",
 };
 
 typedef struct es_portable_mod {

@@ -20,3 +20,10 @@ extern "C" __global__ void es_gemm_portable(es_gemm_args_t a)
 ES_CONV_KERNEL(es_conv_fwd_portable, es_conv_fwd_elem)
 ES_CONV_KERNEL(es_conv_bwd_data_portable, es_conv_bwd_data_elem)
 ES_CONV_KERNEL(es_conv_bwd_filter_portable, es_conv_bwd_filter_elem)
+
+extern "C" __global__ void es_bgrad_portable(es_bgrad_args_t a)
+{
+    long long x = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (x < a.len)
+        es_bgrad_elem(&a, x, blockIdx.y);
+}

@@ -15,6 +15,7 @@ enum es_portable_kernel {
     ES_K_CONV_FWD,
     ES_K_CONV_BWD_DATA,
     ES_K_CONV_BWD_FILTER,
+    ES_K_BGRAD,
     ES_K_COUNT
 };
 

@@ -72,16 +72,28 @@ typedef struct es_ep {
 } es_ep_t;
 
 typedef struct es_gemm_args {
-    const void *A, *B;
-    void *C;
+    const void *A, *B, *C; /* C: read when beta != 0 */
+    void *D;               /* the result (cuBLAS: D = C) */
     const float *palpha, *pbeta; /* device pointer mode: read here (else NULL) */
-    long long sA, sB, sC;  /* batch strides (elements) */
-    int ta, tb, m, n, k, lda, ldb, ldc;
-    int at, bt, ct;        /* ES_DT_* of A, B, C */
+    long long sA, sB, sC, sD;    /* batch strides (elements) */
+    int ta, tb, m, n, k, lda, ldb, ldc, ldd;
+    int at, bt, ct, dt;    /* ES_DT_* of A, B, C, D */
     float alpha, beta;
     int nep;
-    es_ep_t ep[ES_MAX_EP]; /* GEMM epilogues: BIAS, RELU, GELU */
+    es_ep_t ep[ES_MAX_EP]; /* GEMM epilogues: BIAS (bs_n: batch stride), RELU, GELU */
 } es_gemm_args_t;
+
+/* The bias gradient of cuBLASLt's BGRADA / BGRADB epilogues: g[x] = sum
+ * over p ascending of op(A)(x, p) (rows, BGRADA) or op(B)(p, x) (columns,
+ * BGRADB), one rounded add per term, stored in g's type. */
+typedef struct es_bgrad_args {
+    const void *M;          /* A (rows) or B (columns) */
+    void *g;
+    long long sM, sg;       /* batch strides */
+    long long len;          /* m (BGRADA) or n (BGRADB) */
+    int k, ld, trans, rows; /* rows: 1 for op(A) rows, 0 for op(B) columns */
+    int mt, gt;             /* ES_DT_* of M and g */
+} es_bgrad_args_t;
 
 typedef struct es_conv_args {
     const void *in0, *in1; /* fwd: x, w; bwd data: dy, w; bwd filter: x, dy */
@@ -259,8 +271,8 @@ ES_HD float es_epilogue(const es_ep_t *ep, int nep, float r, long long n, long l
             r = es_relu(r);
             r = r > e->hi ? e->hi : r;
             break;
-        case ES_EP_BIAS:
-            r = ES_ADD(r, es_ld(e->b, row, e->dt));
+        case ES_EP_BIAS: /* n: the batch */
+            r = ES_ADD(r, es_ld(e->b, n * e->bs_n + row, e->dt));
             break;
         case ES_EP_GELU:
             r = es_gelu(r);
@@ -285,7 +297,7 @@ ES_HD float es_blend(const void *o, long long oi, int dt, float alpha, float acc
 
 ES_HD void es_gemm_elem(const es_gemm_args_t *a, long long i, long long j, long long b)
 {
-    long long ao = b * a->sA, bo = b * a->sB, co = b * a->sC + i + j * a->ldc;
+    long long ao = b * a->sA, bo = b * a->sB;
     float alpha = a->palpha ? *a->palpha : a->alpha, beta = a->pbeta ? *a->pbeta : a->beta;
     float acc = 0.0f;
     /* alpha == 0: A and B are not read (BLAS: they need not be set) */
@@ -294,9 +306,22 @@ ES_HD void es_gemm_elem(const es_gemm_args_t *a, long long i, long long j, long 
         float y = es_ld(a->B, bo + (a->tb ? j + (long long)p * a->ldb : p + j * a->ldb), a->bt);
         acc = ES_FMA(x, y, acc);
     }
-    float r = es_blend(a->C, co, a->ct, alpha, acc, beta);
-    r = es_epilogue(a->ep, a->nep, r, 0, 0, 0, 0, i);
-    es_st(a->C, co, a->ct, r);
+    float r = es_blend(a->C, b * a->sC + i + j * a->ldc, a->ct, alpha, acc, beta);
+    r = es_epilogue(a->ep, a->nep, r, b, 0, 0, 0, i);
+    es_st(a->D, b * a->sD + i + j * a->ldd, a->dt, r);
+}
+
+ES_HD void es_bgrad_elem(const es_bgrad_args_t *a, long long x, long long b)
+{
+    float s = 0.0f;
+    for (int p = 0; p < a->k; p++) {
+        /* rows of op(A): A(x, p) is A[x + p ld] (N) or A[p + x ld] (T);
+         * columns of op(B): B(p, x) is B[p + x ld] (N) or B[x + p ld] (T) */
+        int xm = a->rows ? !a->trans : a->trans; /* x runs along M's leading dimension */
+        long long o = xm ? x + (long long)p * a->ld : p + x * a->ld;
+        s = ES_ADD(s, es_ld(a->M, b * a->sM + o, a->mt));
+    }
+    es_st(a->g, b * a->sg + x, a->gt, s);
 }
 
 ES_HD void es_conv_fwd_elem(const es_conv_args_t *a, long long idx)

@@ -34,3 +34,15 @@ ES_TWIN int simcuda_twin_es_gemm_portable(const simcuda_launch_t *l)
 ES_CONV_TWIN(es_conv_fwd_portable, es_conv_fwd_elem)
 ES_CONV_TWIN(es_conv_bwd_data_portable, es_conv_bwd_data_elem)
 ES_CONV_TWIN(es_conv_bwd_filter_portable, es_conv_bwd_filter_elem)
+
+ES_TWIN int simcuda_twin_es_bgrad_portable(const simcuda_launch_t *l)
+{
+    if (l->abi != SIMCUDA_TWIN_ABI)
+        return 1;
+    const es_bgrad_args_t *a = l->params[0];
+    long long end = (long long)l->grid[0] * l->block[0];
+    for (long long b = 0; b < l->grid[1]; b++)
+        for (long long x = 0; x < end && x < a->len; x++)
+            es_bgrad_elem(a, x, b);
+    return 0;
+}

@@ -43,15 +43,22 @@ $(B)/tests/shim/es_client: $(B)/obj/tests/shim/es_client.o $(ES_SIMLIBS)
 		-ldl -lm
 # Every entry of intercept/funcs.h through every path (linked with the
 # simcuda libraries: without the shim direct references are theirs).
-$(B)/tests/shim/es_allpaths: $(B)/obj/tests/shim/es_allpaths.o $(ES_SIMLIBS) $(B)/sim/libnccl.so.2
+$(B)/tests/shim/es_allpaths: $(B)/obj/tests/shim/es_allpaths.o $(ES_SIMLIBS) $(B)/sim/libnccl.so.2 \
+		$(B)/sim/libcublasLt.so.13
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -Wl,--no-as-needed -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 \
-		-l:libcudnn.so.9 -l:libnccl.so.2 -Wl,--as-needed -ldl
+		-l:libcudnn.so.9 -l:libnccl.so.2 -l:libcublasLt.so.13 -Wl,--as-needed -ldl
 # cudnn-frontend's call sequences (tests/shim/dnn_test.c).
 $(B)/obj/tests/shim/fe_client.o: CFLAGS += -ffp-contract=off
 $(B)/tests/shim/fe_client: $(B)/obj/tests/shim/fe_client.o $(ES_SIMLIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcudnn.so.9 -lm
+# cuBLASLt the way PyTorch calls it (tests/shim/lt_test.c).
+$(B)/obj/tests/shim/lt_client.o: CFLAGS += -ffp-contract=off
+$(B)/tests/shim/lt_client: $(B)/obj/tests/shim/lt_client.o $(B)/sim/libcublasLt.so.13 \
+		$(B)/sim/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublasLt.so.13 -lm
 $(B)/tests/shim/es_nocuda: $(B)/obj/tests/shim/es_nocuda.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -ldl
@@ -81,6 +88,15 @@ $(B)/tests/shim_dnn_test: $(B)/obj/tests/shim/dnn_test.o $(TEST_HARNESS_OBJ) \
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
 
 TESTS += $(B)/tests/shim_dnn_test
+
+# cuBLASLt the way PyTorch drives it.
+$(B)/tests/shim_lt_test: $(B)/obj/tests/shim/lt_test.o $(TEST_HARNESS_OBJ) \
+		| $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_easyscale.so \
+		  $(B)/sim/twins/libsimtwin_cublaslt.so $(B)/tests/shim/lt_client
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/shim_lt_test
 
 # ---- bench -----------------------------------------------------------------
 $(B)/bench/passthrough_bench: $(B)/obj/tests/shim/bench_passthrough.o $(ES_SIMLIBS) \

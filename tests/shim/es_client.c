@@ -394,8 +394,9 @@ static void edge_case(cublasHandle_t h, const char *name, int ta, int tb, int m,
                                      (float *)dC, ldc, sC, batch));
     CK(cuCtxSynchronize());
     CK(cuMemcpyDtoH(c, dC, nc * sizeof(float)));
-    es_gemm_args_t g = { .A = a, .B = b, .C = ref, .sA = sA, .sB = sB, .sC = sC, .ta = ta,
-                         .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
+    es_gemm_args_t g = { .A = a, .B = b, .C = ref, .D = ref, .sA = sA, .sB = sB, .sC = sC,
+                         .sD = sC, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda,
+                         .ldb = ldb, .ldc = ldc, .ldd = ldc,
                          .alpha = alpha, .beta = beta };
     for (int bi = 0; bi < batch; bi++)
         for (long long j = 0; j < n; j++)

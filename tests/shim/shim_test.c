@@ -218,6 +218,7 @@ static void test_exports(void **state)
     ES_CUBLAS_FUNCS(ES_CHECK)
     ES_CUDNN_FUNCS(ES_CHECK)
     ES_NCCL_FUNCS(ES_CHECK)
+    ES_CUBLASLT_FUNCS(ES_CHECK)
 #undef ES_CHECK
     assert_true(has_line(r.out, "dlsym"));
     assert_true(has_line(r.out, "easyscale_stats"));
@@ -486,10 +487,13 @@ static void test_every_wrapped_function(void **state)
     ES_CUDNN_FUNCS(ES_EACH)
     lib = "nccl";
     ES_NCCL_FUNCS(ES_EACH)
+    lib = "cublaslt";
+    ES_CUBLASLT_FUNCS(ES_EACH)
 #undef ES_EACH
-    assert_int_equal(entries, ES_CUDA_N + ES_CUBLAS_N + ES_CUDNN_N + ES_NCCL_N);
+    assert_int_equal(entries, ES_CUDA_N + ES_CUBLAS_N + ES_CUDNN_N + ES_NCCL_N + ES_CUBLASLT_N);
     /* CUDA entries have 6-7 answers, the others 4 */
-    assert_true(checked >= 6 * ES_CUDA_N + 4 * (ES_CUBLAS_N + ES_CUDNN_N + ES_NCCL_N));
+    assert_true(checked >= 6 * ES_CUDA_N +
+                           4 * (ES_CUBLAS_N + ES_CUDNN_N + ES_NCCL_N + ES_CUBLASLT_N));
     /* simcuda lacks cublasDgemm_v2 only (the "none" rule is exercised) */
     assert_int_equal(missing, 1);
     es_proc_result_free(&on);
