@@ -9,8 +9,9 @@
  *   first, then by algorithm id), never by measured time;
  * - cudnnConvolutionBackwardFilter with ALGO_0 / ALGO_3 and
  *   cudnnConvolutionBackwardData with ALGO_0 run ALGO_1 instead, with a
- *   workspace of the shim's own (per handle, grown on demand) when the
- *   caller's is too small;
+ *   workspace of the shim's own when the caller's is too small (per
+ *   handle: ES_DNN_WS made at cudnnCreate, grown on demand, but never in a
+ *   call whose stream is capturing: context/devmem.h);
  * - CUDNN_POOLING_MAX becomes CUDNN_POOLING_MAX_DETERMINISTIC when a pooling
  *   descriptor is set (same forward results; cudnnGetPooling*Descriptor then
  *   reports the deterministic mode).
@@ -20,11 +21,14 @@
  */
 #include "shim/shim.h"
 #include "kernels/conv.h"
+#include "context/devmem.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define ES_MAX_ALGOS 16
+/* The substitution workspace made with each handle. */
+#define ES_DNN_WS (8u << 20)
 
 static int es_det(void)
 {
@@ -125,10 +129,14 @@ typedef struct es_dnn {
 
 static es_dnn_t *es_dnn_list;
 
-/* Returns a workspace of at least `need` bytes for h (0 on failure). */
+/* Returns a workspace of at least `need` bytes for h (NULL on failure, or
+ * when it would have to grow while h's stream captures). */
 static void *es_dnn_workspace(cudnnHandle_t h, size_t need)
 {
     CUdeviceptr old = 0, ptr = 0;
+    cudaStream_t s = NULL;
+    if (ES_REAL(cudnn, cudnnGetStream)(h, &s) != CUDNN_STATUS_SUCCESS)
+        return NULL;
     pthread_mutex_lock(&es_state_lock);
     es_dnn_t *d = es_dnn_list;
     while (d && d->h != h)
@@ -138,23 +146,25 @@ static void *es_dnn_workspace(cudnnHandle_t h, size_t need)
         d->next = es_dnn_list;
         es_dnn_list = d;
     }
-    if (d && d->ws_size >= need)
+    int grow = d && d->ws_size < need;
+    if (d && !grow)
         ptr = d->ws;
-    else if (d) {
-        old = d->ws;
-        d->ws = 0;
-        d->ws_size = 0;
-    }
     pthread_mutex_unlock(&es_state_lock);
     if (ptr || !d || !es_lib_ready(ES_LIB_CUDA))
         return (void *)ptr;
-    if (old) {
-        cudaStream_t s = NULL;
-        ES_REAL(cudnn, cudnnGetStream)(h, &s);
-        ES_REAL(cuda, cuStreamSynchronize)((CUstream)s);
-        ES_REAL(cuda, cuMemFree_v2)(old);
+    if (es_devmem_capturing((CUstream)s)) {
+        ES_WARN("cuDNN handle %p: %zu bytes of workspace needed while its stream captures",
+                (void *)h, need);
+        return NULL;
     }
-    if (ES_REAL(cuda, cuMemAlloc_v2)(&ptr, need) != CUDA_SUCCESS)
+    pthread_mutex_lock(&es_state_lock);
+    old = d->ws;
+    d->ws = 0;
+    d->ws_size = 0;
+    pthread_mutex_unlock(&es_state_lock);
+    if (old)
+        es_devmem_free(old); /* waits for the work that may use it */
+    if (es_devmem_alloc(&ptr, need) != CUDA_SUCCESS)
         return NULL;
     pthread_mutex_lock(&es_state_lock);
     d->ws = ptr;
@@ -192,7 +202,10 @@ out:
 ES_EXPORT cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
 {
     ES_ENTER(cudnn, cudnnCreate);
-    return ES_REAL(cudnn, cudnnCreate)(handle);
+    cudnnStatus_t st = ES_REAL(cudnn, cudnnCreate)(handle);
+    if (st == CUDNN_STATUS_SUCCESS && es_det() && !es_dnn_workspace(*handle, ES_DNN_WS))
+        ES_DEBUG("cuDNN handle %p: no substitution workspace made ahead", (void *)*handle);
+    return st;
 }
 
 ES_EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t handle)
@@ -207,15 +220,18 @@ ES_EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t handle)
             break;
         }
     pthread_mutex_unlock(&es_state_lock);
+    int keep = 0;
     if (d && d->ws) {
         cudaStream_t s = NULL;
         ES_REAL(cudnn, cudnnGetStream)(handle, &s);
-        ES_REAL(cuda, cuStreamSynchronize)((CUstream)s);
+        if ((keep = s && es_devmem_capturing((CUstream)s)) != 0)
+            ES_WARN("cuDNN handle %p destroyed while its stream captures: its workspace is "
+                    "kept", (void *)handle);
     }
     cudnnStatus_t st = ES_REAL(cudnn, cudnnDestroy)(handle);
     if (d) {
-        if (d->ws)
-            ES_REAL(cuda, cuMemFree_v2)(d->ws);
+        if (d->ws && !keep)
+            es_devmem_free(d->ws); /* waits for the work that may use it */
         free(d);
     }
     return st;

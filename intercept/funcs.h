@@ -207,6 +207,11 @@
       ES_CUERR)                                                                                  \
     X(P, cuStreamGetCtx, "cuStreamGetCtx", 9020, 0, CUresult,                                    \
       (CUstream hStream, CUcontext *pctx), (hStream, pctx), ES_CUERR)                            \
+    X(P, cuStreamIsCapturing, "cuStreamIsCapturing", 10000, 0, CUresult,                         \
+      (CUstream hStream, CUstreamCaptureStatus *captureStatus), (hStream, captureStatus),        \
+      ES_CUERR)                                                                                  \
+    X(P, cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 10010, 0,       \
+      CUresult, (CUstreamCaptureMode *mode), (mode), ES_CUERR)                                   \
     X(P, cuStreamWaitEvent, "cuStreamWaitEvent", 3020, 0, CUresult,                              \
       (CUstream hStream, CUevent hEvent, unsigned int Flags), (hStream, hEvent, Flags),          \
       ES_CUERR)                                                                                  \

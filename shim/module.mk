@@ -59,6 +59,10 @@ $(B)/tests/shim/lt_client: $(B)/obj/tests/shim/lt_client.o $(B)/sim/libcublasLt.
 		$(B)/sim/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublasLt.so.13 -lm
+# Library calls during a CUDA graph capture (tests/shim/capture_test.c).
+$(B)/tests/shim/cap_client: $(B)/obj/tests/shim/cap_client.o $(ES_SIMLIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9
 $(B)/tests/shim/es_nocuda: $(B)/obj/tests/shim/es_nocuda.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -ldl
@@ -97,6 +101,15 @@ $(B)/tests/shim_lt_test: $(B)/obj/tests/shim/lt_test.o $(TEST_HARNESS_OBJ) \
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
 
 TESTS += $(B)/tests/shim_lt_test
+
+# Library calls during a CUDA graph capture.
+$(B)/tests/shim_capture_test: $(B)/obj/tests/shim/capture_test.o $(TEST_HARNESS_OBJ) \
+		| $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_easyscale.so \
+		  $(B)/tests/shim/cap_client
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/shim_capture_test
 
 # ---- bench -----------------------------------------------------------------
 $(B)/bench/passthrough_bench: $(B)/obj/tests/shim/bench_passthrough.o $(ES_SIMLIBS) \

@@ -2,14 +2,15 @@
 # its tests (tests/sim_driver/, including NVIDIA's CUDA runtime on it), the cuda.h-only client acceptance test
 # (tests/clients/cuda_client.c) and the es-devices demo (examples/devices.c).
 
-SIMDRV_SRCS := driver device context stream capacity memory module procs legacy unsupported
+SIMDRV_SRCS := driver device context stream capacity memory module procs legacy unsupported \
+    capture
 SIMDRV_OBJS := $(patsubst %,$(B)/obj/sim/driver/%.o,$(SIMDRV_SRCS))
 SIMCUDA_LIB := $(B)/sim/libcuda.so.1
 
 ALL += $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/sim/twins/libsimtwin_simtest.so \
     $(B)/tests/sim_driver/kernels.fatbin $(B)/bin/es-devices
 TESTS += $(B)/tests/sim_driver_test $(B)/tests/sim_vmm_test $(B)/tests/sim_kernel_test \
-    $(B)/tests/cuda_client_test $(B)/tests/sim_cudart_test
+    $(B)/tests/cuda_client_test $(B)/tests/sim_cudart_test $(B)/tests/sim_capture_test
 
 # -Bsymbolic-functions: calls and function addresses inside the library (the
 # cuGetProcAddress table, _ptsz wrappers) bind to its own definitions, never
@@ -66,6 +67,12 @@ $(B)/tests/sim_kernel_test: $(B)/obj/tests/sim_driver/kernel_test.o $(B)/obj/tes
     $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/sim/twins/libsimtwin_simtest.so \
     $(B)/tests/sim_driver/kernels.fatbin $(B)/tests/sim_driver/kernels_sm80.cubin \
     $(B)/tests/sim_driver/kernels.ptx
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
+
+$(B)/tests/sim_capture_test: $(B)/obj/tests/sim_driver/capture_test.o $(B)/obj/tests/sim_driver/common.o \
+    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/sim/twins/libsimtwin_simtest.so \
+    $(B)/tests/sim_driver/kernels.fatbin
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
 
