@@ -41,6 +41,6 @@ $(B)/tests/sim_cublaslt_test: $(B)/obj/tests/sim_cublaslt/sim_cublaslt_test.o \
 		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) | $(B)/sim/libcublasLt.so $(B)/sim/libcuda.so \
 		$(B)/sim/twins/libsimtwin_cublaslt.so
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -lcublasLt -lcuda $(CMOCKA_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -lcublasLt -lcuda $(CMOCKA_LIBS) -lrt -lm
 
 TESTS += $(B)/tests/sim_cublaslt_test

@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -549,8 +551,21 @@ static void test_errors(void **state)
     assert_int_equal(cublasLtDestroy(h), CUBLAS_STATUS_NOT_INITIALIZED);
 }
 
+static char g_shm[64];
+
+static void unlink_shm(void)
+{
+    shm_unlink(g_shm);
+}
+
 int main(void)
 {
+    /* a capacity table of its own: other processes' device memory use does
+     * not matter here */
+    snprintf(g_shm, sizeof(g_shm), "/simcuda-test-lt-%d", (int)getpid());
+    setenv("SIMCUDA_SHM_NAME", g_shm, 1);
+    shm_unlink(g_shm);
+    atexit(unlink_shm);
     setenv("SIMCUDA_DEVICES", "a100:2G,t4:2G,h100:2G", 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
     const struct CMUnitTest tests[] = {
