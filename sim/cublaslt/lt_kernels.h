@@ -1,12 +1,13 @@
 /* simcuda cuBLASLt: the device kernels' arguments and per-thread bodies,
- * one source for the GPU image (sim/cublaslt/kernels.cu, nvcc) and for the
- * CPU (sim/cublaslt/twin.c runs them for every thread of a launch).
+ * included by the kernels (sim/cublaslt/kernels.cu, built for the GPU by
+ * nvcc and for simcuda through the CUDA-on-CPU layer) and by the library's
+ * C code (the argument structure).
  *
  * A launch computes, for a chosen algorithm (tile, k-chunk kc, split-K
  * factor, reduction scheme), every element D(i,j) of every batch b in this
- * order, products and sums rounded to float one by one (the CPU build uses
- * -ffp-contract=off; the GPU build spells every operation with _rn
- * intrinsics):
+ * order, products and sums rounded to float one by one (the GPU build
+ * spells every operation with _rn intrinsics, the CPU build is not
+ * contracted):
  *
  *   chunk partial  p = ((0 + a0*b0) + a1*b1) + ...       (kc products, k ascending)
  *   split sum      s = ((p0 + p1) + p2) + ...            (chunks of the split, in order)
