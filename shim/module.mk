@@ -63,6 +63,11 @@ $(B)/tests/shim/lt_client: $(B)/obj/tests/shim/lt_client.o $(B)/sim/libcublasLt.
 $(B)/tests/shim/cap_client: $(B)/obj/tests/shim/cap_client.o $(ES_SIMLIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9
+# Half precision through the legacy APIs (tests/shim/half_test.c).
+$(B)/obj/tests/shim/half_client.o: CFLAGS += -ffp-contract=off
+$(B)/tests/shim/half_client: $(B)/obj/tests/shim/half_client.o $(ES_SIMLIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9 -lm
 $(B)/tests/shim/es_nocuda: $(B)/obj/tests/shim/es_nocuda.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -ldl
@@ -92,6 +97,15 @@ $(B)/tests/shim_dnn_test: $(B)/obj/tests/shim/dnn_test.o $(TEST_HARNESS_OBJ) \
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
 
 TESTS += $(B)/tests/shim_dnn_test
+
+# fp16 / bf16 GEMMs and convolutions through the legacy APIs.
+$(B)/tests/shim_half_test: $(B)/obj/tests/shim/half_test.o $(TEST_HARNESS_OBJ) \
+		| $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_easyscale.so \
+		  $(B)/tests/shim/half_client
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/shim_half_test
 
 # cuBLASLt the way PyTorch drives it.
 $(B)/tests/shim_lt_test: $(B)/obj/tests/shim/lt_test.o $(TEST_HARNESS_OBJ) \

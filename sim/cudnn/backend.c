@@ -21,12 +21,20 @@
  * (deprecated in cuDNN 9; frontends since 1.13 never set it: the plan runs
  * on the handle given to cudnnBackendExecute).
  *
+ * Data: fp32, and fp16 / bf16 tensors with fp32 compute: a 16-bit operand
+ * is widened into the workspace by a kernel of the library's own module
+ * (sim/cudnn/backend_kernels.cu), the engine computes in fp32 as for an
+ * fp32 graph, and a 16-bit result is rounded into its tensor by the same
+ * kernel (so a 16-bit graph gives the fp32 engine's bits, rounded once).
+ *
  * Descriptor-valued attributes are stored as private copies (so the caller
  * may destroy what it set), and getting one copies into descriptors the
  * caller created, as cuDNN does.
  */
 #include "sim/cudnn/cudnn_int.h"
+#include "sim/cudnn/backend_kernels.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +101,17 @@ struct bd {
 };
 
 #define FAIL(st, ...) sim_cudnn_fail((st), __VA_ARGS__)
+
+/* SIMBK_* of a tensor data type (-1: not one the engines take). */
+static int bk_type(cudnnDataType_t t)
+{
+    switch (t) {
+    case CUDNN_DATA_FLOAT: return SIMBK_F32;
+    case CUDNN_DATA_HALF: return SIMBK_F16;
+    case CUDNN_DATA_BFLOAT16: return SIMBK_BF16;
+    default: return -1;
+    }
+}
 
 static bd_t *bd_cast(cudnnBackendDescriptor_t d)
 {
@@ -706,9 +725,10 @@ static cudnnStatus_t finalize_conv_op(bd_t *b)
     if (!b->conv || !b->t[0] || !b->t[1] || !b->t[2])
         return FAIL(CUDNN_STATUS_BAD_PARAM, "convolution operation lacks a descriptor");
     const bd_t *cv = b->conv, *x = b->t[0], *w = b->t[1], *y = b->t[2];
-    if (x->dtype != CUDNN_DATA_FLOAT || w->dtype != CUDNN_DATA_FLOAT ||
-        y->dtype != CUDNN_DATA_FLOAT || cv->comp != CUDNN_DATA_FLOAT)
-        return FAIL(CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, "only float convolutions are supported");
+    if (bk_type(x->dtype) < 0 || bk_type(w->dtype) < 0 || bk_type(y->dtype) < 0 ||
+        cv->comp != CUDNN_DATA_FLOAT || (y->is_virtual && y->dtype != CUDNN_DATA_FLOAT))
+        return FAIL(CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE,
+                    "fp32 / fp16 / bf16 tensors with fp32 compute only");
     b->dir = b->type == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR ? SIM_DIR_FWD
              : b->type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
                  ? SIM_DIR_BWD_DATA
@@ -774,8 +794,10 @@ static cudnnStatus_t finalize_pw_op(bd_t *b)
                     pw->pw_mode);
     }
     if (pw->pw_prec != CUDNN_DATA_FLOAT || x->dtype != CUDNN_DATA_FLOAT ||
-        y->dtype != CUDNN_DATA_FLOAT || (bt && bt->dtype != CUDNN_DATA_FLOAT))
-        return FAIL(CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, "only float pointwise operations");
+        bk_type(y->dtype) < 0 || (y->is_virtual && y->dtype != CUDNN_DATA_FLOAT) ||
+        (bt && bk_type(bt->dtype) < 0))
+        return FAIL(CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE,
+                    "fp32 pointwise operations on fp32 / fp16 / bf16 tensors only");
     if (!same_dims(x, y) || x->nd != 4)
         return FAIL(CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, "pointwise x and y dimensions differ");
     if (bt) {
@@ -1033,22 +1055,50 @@ static size_t align_up(size_t n)
     return (n + BD_ALIGN - 1) / BD_ALIGN * BD_ALIGN;
 }
 
-static size_t t4_count(const sim_t4_t *t)
+/* Where things live in a plan's workspace: the convolution's own, then an
+ * fp32 copy of every 16-bit operand (slot 0 x / dx, 1 w / dw, 2 y / dy,
+ * 3.. the pointwise b tensors), the fused intermediate in slot 2. */
+#define BK_SLOTS (3 + BD_MAX_OPS)
+typedef struct bk_layout {
+    size_t conv_ws;
+    size_t off[BK_SLOTS];
+    int has[BK_SLOTS];    /* whether the slot is used */
+    size_t total;
+} bk_layout_t;
+
+static size_t tensor_count(const bd_t *t)
 {
-    return (size_t)t->n * (size_t)t->c * (size_t)t->h * (size_t)t->w;
+    size_t n = 1;
+    for (int i = 0; i < t->nd; i++)
+        n *= (size_t)t->dims[i];
+    return n;
 }
 
-/* The convolution's own workspace, and for a fused graph the fp32
- * intermediate (the convolution's virtual output) after it. */
-static size_t engine_workspace(const bd_t *engine, size_t *conv_ws)
+static size_t engine_workspace(const bd_t *engine, bk_layout_t *lay)
 {
+    bk_layout_t l;
+    memset(&l, 0, sizeof(l));
     const bd_t *g = engine->graph, *op = graph_conv(g);
-    size_t ws = sim_conv_workspace(op->dir, (int)engine->gidx, &op->prob);
-    if (conv_ws)
-        *conv_ws = ws;
-    if (g->nchain)
-        ws = align_up(ws) + t4_count(&op->prob.y) * sizeof(float);
-    return ws;
+    l.conv_ws = sim_conv_workspace(op->dir, (int)engine->gidx, &op->prob);
+    size_t end = l.conv_ws;
+    for (int i = 0; i < 3; i++)
+        if (op->t[i]->dtype != CUDNN_DATA_FLOAT || (i == 2 && g->nchain)) {
+            l.off[i] = align_up(end);
+            l.has[i] = 1;
+            end = l.off[i] + tensor_count(op->t[i]) * sizeof(float);
+        }
+    for (int i = 0; i < g->nchain; i++) {
+        const bd_t *b = g->ops[g->chain[i]]->t[1];
+        if (b && b->dtype != CUDNN_DATA_FLOAT) {
+            l.off[3 + i] = align_up(end);
+            l.has[3 + i] = 1;
+            end = l.off[3 + i] + tensor_count(b) * sizeof(float);
+        }
+    }
+    l.total = end;
+    if (lay)
+        *lay = l;
+    return end;
 }
 
 static int engine_notes(const bd_t *e, cudnnBackendNumericalNote_t *notes)
@@ -1243,12 +1293,95 @@ static void *vp_ptr(const bd_t *vp, int64_t uid)
     return NULL;
 }
 
+/* ---- the conversion kernel (a module of this library's own, per context) ---------- */
+
+extern const unsigned char sim_cudnn_bk_fatbin[];
+
+#define BK_MAX_CTX 64
+static struct {
+    CUcontext ctx;
+    CUfunction fn;
+} g_bk[BK_MAX_CTX];
+static int g_nbk;
+static pthread_mutex_t g_bk_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUfunction bk_convert_fn(const simdrv_t *d, CUcontext ctx)
+{
+    CUfunction fn = NULL;
+    pthread_mutex_lock(&g_bk_lock);
+    for (int i = 0; i < g_nbk && !fn; i++)
+        if (g_bk[i].ctx == ctx)
+            fn = g_bk[i].fn;
+    if (!fn && g_nbk < BK_MAX_CTX) {
+        CUmodule mod = NULL;
+        if (d->cuModuleLoadData(&mod, sim_cudnn_bk_fatbin) == CUDA_SUCCESS &&
+            d->cuModuleGetFunction(&fn, mod, "simbk_convert") == CUDA_SUCCESS) {
+            g_bk[g_nbk].ctx = ctx;
+            g_bk[g_nbk++].fn = fn;
+        } else {
+            fn = NULL;
+        }
+    }
+    pthread_mutex_unlock(&g_bk_lock);
+    return fn;
+}
+
+static sim_t4_t packed(sim_t4_t v)
+{
+    v.sw = 1;
+    v.sh = v.w;
+    v.sc = (int64_t)v.h * v.w;
+    v.sn = (int64_t)v.c * v.sc;
+    return v;
+}
+
+/* dst (type dt, view dv) = src (type st, view sv), a kernel on the handle's
+ * stream. */
+static cudnnStatus_t convert(cudnnHandle_t h, const void *src, int st, const sim_t4_t *sv,
+                             void *dst, int dt, const sim_t4_t *dv)
+{
+    const simdrv_t *d = simdrv_get();
+    if (!d)
+        return FAIL(CUDNN_STATUS_NOT_INITIALIZED, "%s", simdrv_error());
+    simbk_convert_t a;
+    memset(&a, 0, sizeof(a));
+    a.src = src;
+    a.dst = dst;
+    a.st = st;
+    a.dt = dt;
+    a.n = sv->n, a.c = sv->c, a.h = sv->h, a.w = sv->w;
+    a.ss[0] = sv->sn, a.ss[1] = sv->sc, a.ss[2] = sv->sh, a.ss[3] = sv->sw;
+    a.ds[0] = dv->sn, a.ds[1] = dv->sc, a.ds[2] = dv->sh, a.ds[3] = dv->sw;
+    a.total = (long long)sv->n * sv->c * sv->h * sv->w;
+    if (!a.total)
+        return CUDNN_STATUS_SUCCESS;
+    CUcontext prev = NULL;
+    d->cuCtxGetCurrent(&prev);
+    if (prev != h->ctx)
+        d->cuCtxSetCurrent(h->ctx);
+    CUfunction fn = bk_convert_fn(d, h->ctx);
+    CUresult r = CUDA_ERROR_NO_BINARY_FOR_GPU;
+    void *params[] = { &a };
+    if (fn)
+        r = d->cuLaunchKernel(fn, (unsigned)((a.total + SIMBK_BLOCK - 1) / SIMBK_BLOCK), 1, 1,
+                              SIMBK_BLOCK, 1, 1, 0, h->stream, params, NULL);
+    if (prev != h->ctx)
+        d->cuCtxSetCurrent(prev);
+    if (!fn)
+        return FAIL(CUDNN_STATUS_ARCH_MISMATCH, "no conversion kernel for this device");
+    if (r != CUDA_SUCCESS)
+        return FAIL(CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER, "cuLaunchKernel failed (%d)", (int)r);
+    return CUDNN_STATUS_SUCCESS;
+}
+
 /* The pointwise chain after the convolution, on the fp32 intermediate t
- * (packed N,K,P,Q): ADD t = alpha1 * t + alpha2 * b (b broadcast), ReLU
- * t = max(t, 0) (NaN kept) or clipped; the last operation writes y. Each
- * step is a job on the handle's stream, after the convolution. */
-static cudnnStatus_t run_chain(cudnnHandle_t h, const bd_t *g, const bd_t *vp, float *t,
-                               const sim_t4_t *tv)
+ * (packed N,K,P,Q): ADD t = alpha1 * t + alpha2 * b (b broadcast, widened
+ * into its workspace slot when 16-bit), ReLU t = max(t, 0) (NaN kept) or
+ * clipped; the last operation writes y (a 16-bit y: in place into t, then
+ * rounded into y). Each step is work on the handle's stream, after the
+ * convolution. */
+static cudnnStatus_t run_chain(cudnnHandle_t h, const bd_t *g, const bd_t *vp,
+                               const bk_layout_t *l, float *t, const sim_t4_t *tv)
 {
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     for (int i = 0; i < g->nchain && !st; i++) {
@@ -1263,6 +1396,14 @@ static cudnnStatus_t run_chain(cudnnHandle_t h, const bd_t *g, const bd_t *vp, f
                             (long long)op->t[1]->uid);
             j.kind = SIM_JOB_ADD;
             t4_from(op->t[1], &j.v[0]);
+            if (l->has[3 + i]) {
+                sim_t4_t pv = packed(j.v[0]);
+                void *slot = (char *)vp->workspace + l->off[3 + i];
+                if ((st = convert(h, b, bk_type(op->t[1]->dtype), &j.v[0], slot, SIMBK_F32, &pv)))
+                    return st;
+                j.v[0] = pv;
+                b = slot;
+            }
             j.v[1] = *tv;
             j.alpha = (float)op->beta;  /* alpha2 * b */
             j.beta = (float)op->alpha;  /* + alpha1 * t */
@@ -1286,18 +1427,27 @@ static cudnnStatus_t run_chain(cudnnHandle_t h, const bd_t *g, const bd_t *vp, f
         j.alpha = 1.0f;
         j.beta = 0.0f;
         j.in[0] = t;
+        j.v[1] = *tv;
+        j.out = t;
+        void *y = NULL;
         if (last) {
-            void *y = vp_ptr(vp, op->t[2]->uid);
+            y = vp_ptr(vp, op->t[2]->uid);
             if (!y)
                 return FAIL(CUDNN_STATUS_BAD_PARAM, "the variant pack lacks tensor %lld",
                             (long long)op->t[2]->uid);
-            t4_from(op->t[2], &j.v[1]);
-            j.out = y;
-        } else {
-            j.v[1] = *tv;
-            j.out = t;
+            if (op->t[2]->dtype == CUDNN_DATA_FLOAT) {
+                t4_from(op->t[2], &j.v[1]);
+                j.out = y;
+                y = NULL;
+            }
         }
-        st = sim_cudnn_enqueue(h, &j);
+        if ((st = sim_cudnn_enqueue(h, &j)))
+            return st;
+        if (y) {
+            sim_t4_t yv;
+            t4_from(op->t[2], &yv);
+            st = convert(h, t, SIMBK_F32, tv, y, bk_type(op->t[2]->dtype), &yv);
+        }
     }
     return st;
 }
@@ -1319,8 +1469,8 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t
     if (!plan->finalized || !vp->finalized)
         return FAIL(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "plan or variant pack not finalized");
     const bd_t *engine = plan->cfg->engine, *g = engine->graph, *op = graph_conv(g);
-    size_t conv_ws;
-    size_t ws = engine_workspace(engine, &conv_ws);
+    bk_layout_t l;
+    size_t ws = engine_workspace(engine, &l);
     sim_job_t j;
     memset(&j, 0, sizeof(j));
     j.conv = op->prob;
@@ -1328,49 +1478,65 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t
     j.algo = (int)engine->gidx;
     j.alpha = (float)op->alpha;
     j.beta = (float)op->beta;
-    void *x = vp_ptr(vp, op->t[0]->uid), *w = vp_ptr(vp, op->t[1]->uid);
-    void *y = g->nchain ? NULL : vp_ptr(vp, op->t[2]->uid);
-    if (!x || !w || (!y && !g->nchain))
+    /* operands 0 x, 1 w, 2 y; the one written and the ones read */
+    void *p[3] = { vp_ptr(vp, op->t[0]->uid), vp_ptr(vp, op->t[1]->uid),
+                   g->nchain ? NULL : vp_ptr(vp, op->t[2]->uid) };
+    sim_t4_t *view[3] = { &j.conv.x, &j.conv.w, &j.conv.y };
+    int out = op->dir == SIM_DIR_FWD ? 2 : op->dir == SIM_DIR_BWD_DATA ? 0 : 1;
+    if (!p[0] || !p[1] || (!p[2] && !g->nchain))
         return FAIL(CUDNN_STATUS_BAD_PARAM, "the variant pack lacks a tensor's data pointer");
     if (ws && !vp->workspace)
         return FAIL(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "the engine needs a workspace");
+    void *real_out = p[out];
+    sim_t4_t real_view = *view[out];
+    /* 16-bit operands: widened into their fp32 slots (the output too when
+     * beta accumulates into it); the engine runs on the packed slots */
+    for (int i = 0; i < 3; i++) {
+        if (!l.has[i] || (i == 2 && g->nchain))
+            continue;
+        void *slot = (char *)vp->workspace + l.off[i];
+        sim_t4_t pv = packed(*view[i]);
+        if ((i != out || j.beta != 0.0f) &&
+            (st = convert(handle, p[i], bk_type(op->t[i]->dtype), view[i], slot, SIMBK_F32, &pv)))
+            return st;
+        *view[i] = pv;
+        p[i] = slot;
+    }
     sim_t4_t tv = { 0 };
     if (g->nchain) {
-        /* the convolution writes the packed fp32 intermediate after its
-         * own workspace */
-        tv = op->prob.y;
-        tv.sw = 1;
-        tv.sh = tv.w;
-        tv.sc = (int64_t)tv.h * tv.w;
-        tv.sn = (int64_t)tv.c * tv.sc;
+        /* the convolution writes the packed fp32 intermediate (slot 2) */
+        tv = packed(op->prob.y);
         j.conv.y = tv;
         j.beta = 0.0f;
-        y = (char *)vp->workspace + align_up(conv_ws);
+        p[2] = (char *)vp->workspace + l.off[2];
     }
     switch (op->dir) {
     case SIM_DIR_FWD:
         j.kind = SIM_JOB_CONV_FWD;
-        j.in[0] = x;
-        j.in[1] = w;
-        j.out = y;
+        j.in[0] = p[0];
+        j.in[1] = p[1];
+        j.out = p[2];
         break;
     case SIM_DIR_BWD_DATA:
         j.kind = SIM_JOB_CONV_BWD_DATA;
-        j.in[0] = w;
-        j.in[1] = y;
-        j.out = x;
+        j.in[0] = p[1];
+        j.in[1] = p[2];
+        j.out = p[0];
         break;
     default:
         j.kind = SIM_JOB_CONV_BWD_FILTER;
-        j.in[0] = x;
-        j.in[1] = y;
-        j.out = w;
+        j.in[0] = p[0];
+        j.in[1] = p[2];
+        j.out = p[1];
         break;
     }
     if ((st = sim_cudnn_enqueue(handle, &j)))
         return st;
     if (g->nchain)
-        st = run_chain(handle, g, vp, y, &tv);
+        return run_chain(handle, g, vp, &l, p[2], &tv);
+    if (p[out] != real_out)
+        st = convert(handle, p[out], SIMBK_F32, view[out], real_out,
+                     bk_type(op->t[out]->dtype), &real_view);
     return st;
 }
 

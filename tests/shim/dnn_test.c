@@ -3,7 +3,7 @@
  * the frontend's own list of engine configs holds, plans built and run the
  * frontend's way (no plan handle, knob choices read back, note counts
  * queried with a NULL array), benchmark mode, and d2's portable execution
- * of backend graphs, each with its negative control (EASYSCALE_DETERMINISM=off,
+ * of backend graphs (fp32, fp16 and bf16 tensors), each with its negative control (EASYSCALE_DETERMINISM=off,
  * or d1 across GPU models).
  *
  * Vendor facts relied on (../shared/VENDOR-NOTES.md, "cuDNN"): an engine's
@@ -32,14 +32,15 @@ static const char *const modes[4] = { "instant", "a", "b", "fallback" };
 
 static char g_preload[4096];
 
-/* Runs fe_client MODE DEV [det] with the shim at determinism det. */
-static void fe(const char *mode, int dev, const char *det, int pt_det, es_proc_result_t *r)
+/* Runs fe_client MODE DEV [det] [dtype] with the shim at determinism det. */
+static void fe_dt(const char *mode, int dev, const char *det, int pt_det, const char *dtype,
+                  es_proc_result_t *r)
 {
     char d[8], detenv[64];
     snprintf(d, sizeof(d), "%d", dev);
     snprintf(detenv, sizeof(detenv), "EASYSCALE_DETERMINISM=%s", det);
     char *argv[] = { (char *)es_build_path("tests/shim/fe_client"), (char *)mode, d,
-                     pt_det ? "det" : NULL, NULL };
+                     pt_det ? "det" : (char *)dtype, pt_det ? (char *)dtype : NULL, NULL };
     char *env[] = {
         (char *)es_preload_env(es_build_path("lib/libeasyscale.so"), g_preload, sizeof(g_preload)),
         detenv, DEVS, NULL,
@@ -48,6 +49,11 @@ static void fe(const char *mode, int dev, const char *det, int pt_det, es_proc_r
     assert_false(r->timed_out);
     if (r->status != 0)
         fail_msg("fe_client %s %d (%s): exit %d\n%s", mode, dev, det, r->status, r->out);
+}
+
+static void fe(const char *mode, int dev, const char *det, int pt_det, es_proc_result_t *r)
+{
+    fe_dt(mode, dev, det, pt_det, NULL, r);
 }
 
 /* The value after "key " on its last line. */
@@ -226,6 +232,59 @@ static void test_d2_backend_across_models(void **state)
     }
 }
 
+/* Half precision: fp16 and bf16 graphs (fp32 compute, PyTorch's
+ * autocast convolutions) run on the portable kernels in d2, the same bits
+ * on a100, t4 and h100 and equal to the portable order on the host; the
+ * fused graph within the 16-bit output's rounding of an fp64 reference.
+ * Negative control: without the shim simcuda's engines (16-bit data widened,
+ * fp32 engines, rounded) give different bits on a100 and t4 (for some
+ * graphs: the rounding to 16 bits hides the difference in others). */
+static void test_d2_half(void **state)
+{
+    (void)state;
+    static const char *const types[2] = { "half", "bf16" };
+    static const double tol[2] = { 1e-3, 8e-3 }; /* 2^-11, 2^-8 relative rounding of y */
+    es_proc_result_t r;
+    char got[3][4][64], ref[4][64], k[64], v[64];
+    for (int t = 0; t < 2; t++) {
+        for (int dev = 0; dev < 2; dev++) {
+            fe_dt("run", dev, "off", 0, types[t], &r);
+            for (int d = 0; d < 4; d++) {
+                snprintf(k, sizeof(k), "exec %s", dirs[d]);
+                val(&r, k, got[dev][d], 64);
+                strtok(got[dev][d], " ");
+            }
+            double err = atof(val(&r, "fused_err", v, sizeof(v)));
+            if (!(err < tol[t]))
+                fail_msg("off %s %s: fused error %g\n%s", types[t], models[dev], err, r.out);
+            es_proc_result_free(&r);
+        }
+        /* rounded to 16 bits, some outputs agree; the long sums do not */
+        int differ = 0;
+        for (int d = 0; d < 4; d++)
+            differ += strcmp(got[0][d], got[1][d]) != 0;
+        if (!differ)
+            fail_msg("off %s: a100 and t4 agree on every graph", types[t]);
+        for (int dev = 0; dev < 3; dev++) {
+            fe_dt("run", dev, "d2", 0, types[t], &r);
+            for (int d = 0; d < 4; d++) {
+                snprintf(k, sizeof(k), "exec %s", dirs[d]);
+                val(&r, k, got[dev][d], 64);
+                strtok(got[dev][d], " ");
+                snprintf(k, sizeof(k), "ref %s", dirs[d]);
+                val(&r, k, ref[d], 64);
+                if (strcmp(got[dev][d], ref[d]))
+                    fail_msg("d2 %s %s %s: %s, host order %s", types[t], models[dev], dirs[d],
+                             got[dev][d], ref[d]);
+            }
+            double err = atof(val(&r, "fused_err", v, sizeof(v)));
+            if (!(err < tol[t]))
+                fail_msg("d2 %s %s: fused error %g\n%s", types[t], models[dev], err, r.out);
+            es_proc_result_free(&r);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -234,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_benchmark_mode),
         cmocka_unit_test(test_d1_run_to_run),
         cmocka_unit_test(test_d2_backend_across_models),
+        cmocka_unit_test(test_d2_half),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

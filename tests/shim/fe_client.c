@@ -34,7 +34,10 @@
  *   fe_client bench DEV [det]  benchmark mode: every candidate plan
  *                              executed, the distinct engines and results
  * det: PyTorch's deterministic mode (nondeterministic engines filtered by
- * PyTorch itself); without it, PyTorch's default.
+ * PyTorch itself); without it, PyTorch's default. half / bf16 (after det
+ * or in its place): the tensors in that type (PyTorch's autocast
+ * convolutions: fp32 compute type, the fused graph's virtual tensors fp32),
+ * data rounded to the type on the host.
  */
 #include <cuda.h>
 #include <cudnn.h>
@@ -58,6 +61,11 @@
 
 #define MAXCFG 32
 
+/* The tensors' data type (CUDNN_DATA_*) and its ES_DT_* and size. */
+static cudnnDataType_t g_dt = CUDNN_DATA_FLOAT;
+static int g_es_dt = ES_DT_F32;
+static size_t g_esz = 4;
+
 static uint64_t hash(const void *p, size_t n)
 {
     const unsigned char *b = p;
@@ -67,12 +75,27 @@ static uint64_t hash(const void *p, size_t n)
     return h;
 }
 
+/* Values in [-1, 1], exactly representable in the tensors' type. */
 static void fill(float *v, size_t n, unsigned seed)
 {
+    float t; /* room for any of the types */
     for (size_t i = 0; i < n; i++) {
         seed = seed * 1103515245u + 12345u;
         v[i] = (float)((int)(seed >> 9) % 2001 - 1000) / 997.0f;
+        if (g_es_dt != ES_DT_F32) {
+            es_st(&t, 0, g_es_dt, v[i]);
+            v[i] = es_ld(&t, 0, g_es_dt);
+        }
     }
+}
+
+/* The host copy in the tensors' type (malloc'ed). */
+static void *typed(const float *h, size_t n)
+{
+    void *t = malloc(n * g_esz);
+    for (size_t i = 0; i < n; i++)
+        es_st(t, (long long)i, g_es_dt, h[i]);
+    return t;
 }
 
 static void setup(int dev)
@@ -85,22 +108,25 @@ static void setup(int dev)
     CK(cuCtxSetCurrent(ctx));
 }
 
-static CUdeviceptr upload(const float *h, size_t n)
+static CUdeviceptr upload(const void *h, size_t n)
 {
     CUdeviceptr p;
-    CK(cuMemAlloc(&p, n * sizeof(float)));
-    CK(cuMemcpyHtoD(p, h, n * sizeof(float)));
+    CK(cuMemAlloc(&p, n * g_esz));
+    CK(cuMemcpyHtoD(p, h, n * g_esz));
     return p;
 }
 
+/* The hash of n elements of the tensors' type at p (and their values
+ * widened into keep). */
 static uint64_t dl_hash(CUdeviceptr p, size_t n, float *keep)
 {
-    float *h = keep ? keep : malloc(n * sizeof(float));
+    void *h = malloc(n * g_esz);
     CK(cuCtxSynchronize());
-    CK(cuMemcpyDtoH(h, p, n * sizeof(float)));
-    uint64_t r = hash(h, n * sizeof(float));
-    if (!keep)
-        free(h);
+    CK(cuMemcpyDtoH(h, p, n * g_esz));
+    uint64_t r = hash(h, n * g_esz);
+    for (size_t i = 0; keep && i < n; i++)
+        keep[i] = es_ld(h, (long long)i, g_es_dt);
+    free(h);
     return r;
 }
 
@@ -112,7 +138,7 @@ static bd_t tensor(int64_t uid, const int64_t *dims, int virt)
 {
     bd_t t;
     int64_t str[4] = { dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1 }, al = 16;
-    cudnnDataType_t dt = CUDNN_DATA_FLOAT;
+    cudnnDataType_t dt = virt ? CUDNN_DATA_FLOAT : g_dt;
     _Bool v = virt != 0;
     CK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t));
     CK(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims));
@@ -318,9 +344,10 @@ static int64_t engine_of(bd_t cfg)
 /* torch.backends.cudnn.deterministic (fe_client's third argument "det"). */
 static int g_pt_deterministic;
 
-/* PyTorch's filterEngineConfigs(deterministic, fp32): drops configs with the
- * down-convert or tensor-core notes, and in deterministic mode those with
- * the nondeterministic note, keeping the order (std::stable_partition). */
+/* PyTorch's filterEngineConfigs: drops configs with the down-convert note,
+ * for fp32 data those with the tensor-core note (allow_tf32 off), and in
+ * deterministic mode those with the nondeterministic note, keeping the
+ * order (std::stable_partition). */
 static int pt_filter(bd_t *list, int n)
 {
     int k = 0;
@@ -328,7 +355,8 @@ static int pt_filter(bd_t *list, int n)
         if ((g_pt_deterministic &&
              fe_has_note(list[i], CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC, NULL)) ||
             fe_has_note(list[i], CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS, NULL) ||
-            fe_has_note(list[i], CUDNN_NUMERICAL_NOTE_TENSOR_CORE, NULL)) {
+            (g_dt == CUDNN_DATA_FLOAT &&
+             fe_has_note(list[i], CUDNN_NUMERICAL_NOTE_TENSOR_CORE, NULL))) {
             CK(cudnnBackendDestroyDescriptor(list[i]));
             continue;
         }
@@ -424,6 +452,7 @@ static int pt_plans(bd_t g, plan_t *plans)
 typedef struct {
     size_t nx, nw, ny;
     float *hx, *hw, *hy, *hz, *hb;
+    void *tx, *tw, *ty, *tz, *tb; /* in the tensors' type */
     CUdeviceptr x, w, y, dy, z, b, ws;
 } bufs_t;
 
@@ -439,8 +468,10 @@ static void bufs_init(bufs_t *d)
     fill(d->hy, d->ny, 53);
     fill(d->hz, d->ny, 54);
     fill(d->hb, 8, 55);
-    d->x = upload(d->hx, d->nx), d->w = upload(d->hw, d->nw), d->dy = upload(d->hy, d->ny);
-    d->z = upload(d->hz, d->ny), d->b = upload(d->hb, 8);
+    d->tx = typed(d->hx, d->nx), d->tw = typed(d->hw, d->nw), d->ty = typed(d->hy, d->ny);
+    d->tz = typed(d->hz, d->ny), d->tb = typed(d->hb, 8);
+    d->x = upload(d->tx, d->nx), d->w = upload(d->tw, d->nw), d->dy = upload(d->ty, d->ny);
+    d->z = upload(d->tz, d->ny), d->b = upload(d->tb, 8);
     CK(cuMemAlloc(&d->y, d->ny * 4));
     CK(cuMemAlloc(&d->ws, 64 << 20));
 }
@@ -456,17 +487,17 @@ static uint64_t run_plan(cudnnHandle_t h, const plan_t *p, int dir, bufs_t *d, f
     size_t nout;
     switch (dir) {
     case DIR_DATA:
-        CK(cuMemsetD8(d->y, 0, d->nx * 4));
+        CK(cuMemsetD8(d->y, 0, d->nx * g_esz));
         out = d->y, nout = d->nx; /* dx in y's buffer (large enough) */
         ptrs[0] = (void *)d->y, ptrs[1] = (void *)d->dy, ptrs[2] = (void *)d->w;
         break;
     case DIR_FILTER:
-        CK(cuMemsetD8(d->y, 0, d->nw * 4));
+        CK(cuMemsetD8(d->y, 0, d->nw * g_esz));
         out = d->y, nout = d->nw;
         ptrs[0] = (void *)d->x, ptrs[1] = (void *)d->dy, ptrs[2] = (void *)d->y;
         break;
     default:
-        CK(cuMemsetD8(d->y, 0, d->ny * 4));
+        CK(cuMemsetD8(d->y, 0, d->ny * g_esz));
         out = d->y, nout = d->ny;
         ptrs[0] = (void *)d->x, ptrs[1] = (void *)d->y, ptrs[2] = (void *)d->w;
         ptrs[3] = (void *)d->z, ptrs[4] = (void *)d->b;
@@ -498,35 +529,37 @@ static uint64_t reference(int dir, const bufs_t *d, float alpha2)
         .n = (int)XD[0], .c = (int)XD[1], .h = (int)XD[2], .w = (int)XD[3], .k = (int)WD[0],
         .p = (int)YD[2], .q = (int)YD[3], .r = 3, .s = 3, .pad_h = 1, .pad_w = 1, .u = 1, .v = 1,
         .dil_h = 1, .dil_w = 1, .groups = 1, .alpha = 1.0f, .beta = 0.0f,
+        .t_in0 = g_es_dt, .t_in1 = g_es_dt, .t_out = g_es_dt,
     };
     size_t n = dir == DIR_DATA ? d->nx : dir == DIR_FILTER ? d->nw : d->ny;
-    float *out = calloc(n, 4);
+    void *out = calloc(n, g_esz);
     a.out = out;
     for (long long i = 0; i < (long long)n; i++) {
         switch (dir) {
         case DIR_DATA:
-            a.in0 = d->hy, a.in1 = d->hw;
+            a.in0 = d->ty, a.in1 = d->tw;
             es_conv_bwd_data_elem(&a, i);
             break;
         case DIR_FILTER:
-            a.in0 = d->hx, a.in1 = d->hy;
+            a.in0 = d->tx, a.in1 = d->ty;
             es_conv_bwd_filter_elem(&a, i);
             break;
         default:
-            a.in0 = d->hx, a.in1 = d->hw;
+            a.in0 = d->tx, a.in1 = d->tw;
             if (dir == DIR_FUSED) {
                 a.nep = 3;
-                a.ep[0] = (es_ep_t){ .op = ES_EP_ADD, .a1 = 1.0f, .a2 = alpha2, .b = d->hz,
-                                     .bs_n = a.ys_n, .bs_k = a.ys_k, .bs_p = a.ys_p, .bs_q = 1 };
-                a.ep[1] = (es_ep_t){ .op = ES_EP_ADD, .a1 = 1.0f, .a2 = 1.0f, .b = d->hb,
-                                     .bs_k = 1 };
+                a.ep[0] = (es_ep_t){ .op = ES_EP_ADD, .dt = g_es_dt, .a1 = 1.0f, .a2 = alpha2,
+                                     .b = d->tz, .bs_n = a.ys_n, .bs_k = a.ys_k, .bs_p = a.ys_p,
+                                     .bs_q = 1 };
+                a.ep[1] = (es_ep_t){ .op = ES_EP_ADD, .dt = g_es_dt, .a1 = 1.0f, .a2 = 1.0f,
+                                     .b = d->tb, .bs_k = 1 };
                 a.ep[2] = (es_ep_t){ .op = ES_EP_RELU };
             }
             es_conv_fwd_elem(&a, i);
             break;
         }
     }
-    uint64_t r = hash(out, n * 4);
+    uint64_t r = hash(out, n * g_esz);
     free(out);
     return r;
 }
@@ -676,11 +709,18 @@ static int mode_bench(void)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: fe_client view|run|bench DEV\n");
+        fprintf(stderr, "usage: fe_client view|run|bench DEV [det] [half|bf16]\n");
         return 2;
     }
     setup(atoi(argv[2]));
-    g_pt_deterministic = argc > 3 && !strcmp(argv[3], "det");
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "det"))
+            g_pt_deterministic = 1;
+        else if (!strcmp(argv[i], "half"))
+            g_dt = CUDNN_DATA_HALF, g_es_dt = ES_DT_F16, g_esz = 2;
+        else if (!strcmp(argv[i], "bf16"))
+            g_dt = CUDNN_DATA_BFLOAT16, g_es_dt = ES_DT_BF16, g_esz = 2;
+    }
     if (!strcmp(argv[1], "view"))
         return mode_view();
     if (!strcmp(argv[1], "run"))
