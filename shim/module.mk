@@ -68,6 +68,16 @@ $(B)/obj/tests/shim/half_client.o: CFLAGS += -ffp-contract=off
 $(B)/tests/shim/half_client: $(B)/obj/tests/shim/half_client.o $(ES_SIMLIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9 -lm
+# d2's device identity as seen by callers of each kind
+# (tests/shim/identity_test.c): one library under three file names.
+ES_IDLIBS := $(addprefix $(B)/tests/shim/idlib/,libnvrtc-estest.so triton/cuda_utils.so \
+	libplain-estest.so)
+$(ES_IDLIBS): tests/shim/id_caller.c $(B)/sim/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SO_LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1
+$(B)/tests/shim/id_client: $(B)/obj/tests/shim/id_client.o $(B)/sim/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -ldl
 $(B)/tests/shim/es_nocuda: $(B)/obj/tests/shim/es_nocuda.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -ldl
@@ -97,6 +107,14 @@ $(B)/tests/shim_dnn_test: $(B)/obj/tests/shim/dnn_test.o $(TEST_HARNESS_OBJ) \
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
 
 TESTS += $(B)/tests/shim_dnn_test
+
+# d2's device identity: the canonical device, lowering only, callers.
+$(B)/tests/shim_identity_test: $(B)/obj/tests/shim/identity_test.o $(B)/obj/context/device.o \
+		$(TEST_HARNESS_OBJ) | $(B)/lib/libeasyscale.so $(B)/tests/shim/id_client $(ES_IDLIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -ldl
+
+TESTS += $(B)/tests/shim_identity_test
 
 # fp16 / bf16 GEMMs and convolutions through the legacy APIs.
 $(B)/tests/shim_half_test: $(B)/obj/tests/shim/half_test.o $(TEST_HARNESS_OBJ) \

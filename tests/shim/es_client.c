@@ -11,7 +11,6 @@
  *   es_client cudnn          nondeterministic conv algorithms, twice; lists
  *   es_client gemm DEV       one SGEMM (and GemmEx, strided batched) on device DEV
  *   es_client gemm-edges     d2 GEMM edge cases against the portable order
- *   es_client attrs DEV      SM count / compute capability as reported
  *   es_client threads        lazy loading raced by 8 threads
  *   es_client fork           wrappers in a forked child
  */
@@ -430,17 +429,6 @@ static int mode_gemm_edges(void)
     edge_case(h, "n_1048600", 1, 1, 2, 1048600, 16, 16, 1048600, 2, 1.0f, 0.0f, 1, 0, 0);
     CK(cublasDestroy(h));
     printf("done\n");
-    return 0;
-}
-
-static int mode_attrs(int dev)
-{
-    setup(dev);
-    int sm = 0, ma = 0, mi = 0;
-    CK(cuDeviceGetAttribute(&sm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
-    CK(cuDeviceGetAttribute(&ma, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-    CK(cuDeviceGetAttribute(&mi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-    printf("attrs sm %d cc %d.%d\n", sm, ma, mi);
     return 0;
 }
 
@@ -938,8 +926,6 @@ int main(int argc, char **argv)
         return mode_gemm(dev);
     if (!strcmp(argv[1], "gemm-edges"))
         return mode_gemm_edges();
-    if (!strcmp(argv[1], "attrs"))
-        return mode_attrs(dev);
     if (!strcmp(argv[1], "convcheck"))
         return mode_convcheck();
     if (!strcmp(argv[1], "backend"))
