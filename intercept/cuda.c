@@ -15,6 +15,7 @@
  */
 #include "shim/shim.h"
 #include "context/device.h"
+#include "kernels/portable.h"
 #include "audit/modaudit.h"
 
 #include <stdint.h>
@@ -53,6 +54,22 @@ ES_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     CUresult r = ES_REAL(cuda, cuGetProcAddress)(symbol, pfn, cudaVersion, flags);
     if (r == CUDA_SUCCESS && pfn && *pfn)
         *pfn = es_route(*pfn, __builtin_return_address(0));
+    return r;
+}
+
+/* d2: the portable kernels must run on every device, checked once after
+ * the first successful cuInit (kernels/portable.h): a GPU they cannot
+ * serve fails cuInit, loudly, at start-up. */
+ES_EXPORT CUresult cuInit(unsigned int Flags)
+{
+    static int checked; /* 0 not yet, 1 passed, 2 failed */
+    ES_ENTER(cuda, cuInit);
+    CUresult r = ES_REAL(cuda, cuInit)(Flags);
+    if (r == CUDA_SUCCESS && es_cfg.determinism == ES_DET_D2 &&
+        __atomic_load_n(&checked, __ATOMIC_ACQUIRE) != 1) {
+        r = es_portable_startup_check();
+        __atomic_store_n(&checked, r == CUDA_SUCCESS ? 1 : 2, __ATOMIC_RELEASE);
+    }
     return r;
 }
 

@@ -59,7 +59,7 @@
     X(C, cuGetProcAddress, "cuGetProcAddress", 11030, 0, CUresult,                               \
       (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags),                       \
       (symbol, pfn, cudaVersion, flags), ES_CUERR)                                               \
-    X(P, cuInit, "cuInit", 2000, 0, CUresult, (unsigned int Flags), (Flags), ES_CUERR)           \
+    X(C, cuInit, "cuInit", 2000, 0, CUresult, (unsigned int Flags), (Flags), ES_CUERR)           \
     X(P, cuDriverGetVersion, "cuDriverGetVersion", 2020, 0, CUresult, (int *driverVersion),      \
       (driverVersion), ES_CUERR)                                                                 \
     X(P, cuGetErrorString, "cuGetErrorString", 6000, 0, CUresult,                                \

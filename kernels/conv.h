@@ -23,10 +23,17 @@ int es_conv_dtype(cudnnDataType_t t);
  * a->total for direction dir. Returns 0 or -EINVAL. */
 int es_conv_check(int dir, es_conv_args_t *a);
 
-/* Launches the convolution *a (checked by es_conv_check) on stream s.
- * Returns the CUresult of the launch, or -ENOTSUP (as a negative int) when
- * the kernels cannot be loaded in the current context. */
+/* Launches the convolution *a (checked by es_conv_check) on stream s with
+ * the tiled implicit-GEMM kernel. Returns the CUresult of the launch
+ * (CUDA_ERROR_NO_BINARY_FOR_GPU when the kernels cannot be loaded in the
+ * current context: the caller fails the call, never hands it to cuDNN), or
+ * -ENOTSUP (as a negative int) for a grid beyond CUDA's limits (groups or
+ * channel counts past 65535 tiles), which cuDNN then runs. */
 int es_conv_launch(int dir, const es_conv_args_t *a, CUstream s);
+
+/* The same with the tiled kernel (tiled 1) or the per-element reference
+ * kernel (tiled 0): the same bits. */
+int es_conv_launch_kernel(int dir, int tiled, const es_conv_args_t *a, CUstream s);
 
 /* The legacy API: xd/yd the image and output tensor descriptors (for
  * BWD_DATA xd is dx's, yd dy's; for BWD_FILTER yd is dy's); in0/in1/out as

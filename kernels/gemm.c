@@ -1,5 +1,5 @@
 /* d2's portable GEMM (see gemm.h): argument checks as cuBLAS makes them,
- * then launches of es_gemm_portable on the caller's stream. */
+ * then launches of the tiled kernels on the caller's stream. */
 #include "kernels/gemm.h"
 #include "kernels/portable.h"
 #include "shim/shim.h"
@@ -8,8 +8,6 @@
 
 /* CUDA's limit on gridDim.y and gridDim.z. */
 #define ES_GRID_YZ_MAX 65535LL
-/* Columns of C one launch covers (grid.y tiles of ES_GEMM_TILE). */
-#define ES_GEMM_COLS_MAX (ES_GRID_YZ_MAX * ES_GEMM_TILE)
 
 int es_gemm_dtype(cudaDataType t)
 {
@@ -43,25 +41,48 @@ static size_t es_dt_size(int dt)
     return dt == ES_DT_F32 ? 4 : 2;
 }
 
-int es_gemm_launch(const es_gemm_args_t *args, int batch, CUstream stream)
+/* The tiled kernel for an m x n GEMM: large tiles when both sides fill one,
+ * small ones otherwise (the same bits either way: each element's order is
+ * the reference's). */
+int es_gemm_kernel(int m, int n)
 {
-    CUfunction fn = es_portable_function(ES_K_GEMM);
+    return m >= ES_GEMM_L_BM && n >= ES_GEMM_L_BN ? ES_K_GEMM_L : ES_K_GEMM_S;
+}
+
+int es_gemm_launch_kernel(int which, const es_gemm_args_t *args, int batch, CUstream stream)
+{
+    int bm, bn, tm, tn;
+    switch (which) {
+    case ES_K_GEMM_L:
+        bm = ES_GEMM_L_BM, bn = ES_GEMM_L_BN, tm = ES_GEMM_L_TM, tn = ES_GEMM_L_TN;
+        break;
+    case ES_K_GEMM_S:
+        bm = ES_GEMM_S_BM, bn = ES_GEMM_S_BN, tm = ES_GEMM_S_TM, tn = ES_GEMM_S_TN;
+        break;
+    case ES_K_REF_GEMM:
+        bm = bn = ES_GEMM_TILE, tm = tn = 1;
+        break;
+    default:
+        return -EINVAL;
+    }
+    CUfunction fn = es_portable_function(which);
     if (!fn)
-        return -ENOTSUP;
+        return CUDA_ERROR_NO_BINARY_FOR_GPU; /* logged; never the vendor's */
     es_gemm_args_t a = *args;
     void *params[] = { &a };
     /* grid.x = m tiles (at most 2^31 - 1: always fits); grid.y and grid.z
      * are limited to 65535: larger n and batch counts are cut into chunks
-     * (pointer offsets), each element still computed by the same thread
-     * code, so the bits do not depend on the chunking. */
-    unsigned gx = (unsigned)(((long long)a.m + ES_GEMM_TILE - 1) / ES_GEMM_TILE);
+     * (pointer offsets), each element still computed by the same code, so
+     * the bits do not depend on the chunking. */
+    long long cols_max = ES_GRID_YZ_MAX * bn;
+    unsigned gx = (unsigned)(((long long)a.m + bm - 1) / bm);
     size_t esa = es_dt_size(a.at), esb = es_dt_size(a.bt), esc = es_dt_size(a.ct);
     size_t esd = es_dt_size(a.dt);
     CUresult r = CUDA_SUCCESS;
     for (long long b0 = 0; r == CUDA_SUCCESS && b0 < batch; b0 += ES_GRID_YZ_MAX) {
         long long nb = batch - b0 < ES_GRID_YZ_MAX ? batch - b0 : ES_GRID_YZ_MAX;
-        for (long long j0 = 0; r == CUDA_SUCCESS && j0 < args->n; j0 += ES_GEMM_COLS_MAX) {
-            long long nj = args->n - j0 < ES_GEMM_COLS_MAX ? args->n - j0 : ES_GEMM_COLS_MAX;
+        for (long long j0 = 0; r == CUDA_SUCCESS && j0 < args->n; j0 += cols_max) {
+            long long nj = args->n - j0 < cols_max ? args->n - j0 : cols_max;
             long long boff = b0 * args->sB + (args->tb ? j0 : j0 * args->ldb);
             a.A = (const char *)args->A + (size_t)(b0 * args->sA) * esa;
             a.B = (const char *)args->B + (size_t)boff * esb;
@@ -72,13 +93,17 @@ int es_gemm_launch(const es_gemm_args_t *args, int batch, CUstream stream)
                     a.ep[e].b = (const char *)args->ep[e].b +
                                 (size_t)(b0 * args->ep[e].bs_n) * es_dt_size(args->ep[e].dt);
             a.n = (int)nj;
-            r = ES_REAL(cuda, cuLaunchKernel)(fn, gx, (unsigned)((nj + ES_GEMM_TILE - 1) /
-                                                                 ES_GEMM_TILE),
-                                              (unsigned)nb, ES_GEMM_TILE, ES_GEMM_TILE, 1, 0,
-                                              stream, params, NULL);
+            r = ES_REAL(cuda, cuLaunchKernel)(fn, gx, (unsigned)((nj + bn - 1) / bn),
+                                              (unsigned)nb, (unsigned)(bn / tn),
+                                              (unsigned)(bm / tm), 1, 0, stream, params, NULL);
         }
     }
     return (int)r;
+}
+
+int es_gemm_launch(const es_gemm_args_t *args, int batch, CUstream stream)
+{
+    return es_gemm_launch_kernel(es_gemm_kernel(args->m, args->n), args, batch, stream);
 }
 
 int es_bgrad_launch(const es_bgrad_args_t *args, int batch, CUstream stream)
@@ -87,7 +112,7 @@ int es_bgrad_launch(const es_bgrad_args_t *args, int batch, CUstream stream)
         return batch == 0 || args->len == 0 ? CUDA_SUCCESS : -EINVAL;
     CUfunction fn = es_portable_function(ES_K_BGRAD);
     if (!fn)
-        return -ENOTSUP;
+        return CUDA_ERROR_NO_BINARY_FOR_GPU;
     es_bgrad_args_t a = *args;
     void *params[] = { &a };
     long long blocks = (a.len + ES_CONV_BLOCK - 1) / ES_CONV_BLOCK;

@@ -2,10 +2,11 @@
  * column-major, fp32 / fp16 / bf16 operands with fp32 accumulation, in the
  * order documented in kernels/portable_kernels.h (k ascending with fused
  * multiply-adds). The same bits on every GPU model and on simcuda (whose
- * twin, kernels/portable_twin.c, runs the same code).
+ * twin is the same source, kernels/portable.cu, through the CUDA-on-CPU
+ * layer).
  *
- * The kernel (kernels/portable.cu, see portable.h) is launched with the
- * real cuLaunchKernel on the caller's stream.
+ * The tiled kernels (kernels/portable.cu, see portable.h) are launched with
+ * the real cuLaunchKernel on the caller's stream.
  */
 #ifndef ES_KERNELS_GEMM_H
 #define ES_KERNELS_GEMM_H
@@ -27,9 +28,16 @@ int es_gemm_compute_f32(cublasComputeType_t t);
  * `batch` matrices on stream s. n and batch beyond CUDA's 65535 grid.y /
  * grid.z limits are cut into several launches on the same stream, each
  * element still computed by the same code (same bits). Returns the first
- * failing launch's CUresult, or -ENOTSUP (as a negative int) when the
- * kernels cannot be loaded in the current context. */
+ * failing launch's CUresult (CUDA_ERROR_NO_BINARY_FOR_GPU when the kernels
+ * cannot be loaded in the current context: the caller fails the call, it
+ * never hands it to the vendor library). */
 int es_gemm_launch(const es_gemm_args_t *a, int batch, CUstream s);
+
+/* The tiled kernel es_gemm_launch uses for an m x n GEMM (ES_K_GEMM_L or
+ * ES_K_GEMM_S), and a launch of a given one (ES_K_GEMM_L, ES_K_GEMM_S or
+ * the per-element ES_K_REF_GEMM): all give the same bits. */
+int es_gemm_kernel(int m, int n);
+int es_gemm_launch_kernel(int which, const es_gemm_args_t *a, int batch, CUstream s);
 
 /* Launches the bias gradient *a for `batch` batches on stream s (batch at
  * most 65535). Returns as es_gemm_launch. */
@@ -38,8 +46,9 @@ int es_bgrad_launch(const es_bgrad_args_t *a, int batch, CUstream s);
 /* Runs a cuBLAS (strided batched) GEMM on the portable kernel: A, B, C of
  * the given cudaDataTypes (validated by the caller with es_gemm_dtype),
  * alpha and beta floats in the handle's pointer mode. Returns 0 with
- * *status set when it ran (or was rejected as cuBLAS would reject it), or
- * -ENOTSUP when cuBLAS must do it (invalid handle, kernel not loadable).
+ * *status set when it ran (or was rejected as cuBLAS would reject it; an
+ * execution failure when the kernels do not load), or -ENOTSUP when cuBLAS
+ * must do it (an invalid handle, which cuBLAS reports).
  * Semantics as BLAS: beta == 0 does not read C, alpha == 0 reads neither A
  * nor B. */
 int es_gemm_cublas(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,

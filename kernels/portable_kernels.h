@@ -1,7 +1,9 @@
 /* d2's portable kernels: the kernel argument structures and the reference
- * element functions, one source for the GPU (kernels/portable.cu, nvcc),
- * for simcuda's twins (kernels/portable_twin.c) and for the tests (which
- * compute the expected bits with these functions on the host). Every float
+ * element functions, one source for the GPU and for simcuda's twin
+ * (kernels/portable.cu, built by nvcc and through the CUDA-on-CPU layer;
+ * its tiled kernels keep each element's order and end with the finishing
+ * functions below) and for the tests (which compute the expected bits with
+ * these functions on the host). Every float
  * operation is spelled out (correctly rounded fused multiply-add, multiply,
  * add; 16-bit conversions in integer arithmetic), so every compiler and
  * every GPU model produce the same bits.
@@ -57,6 +59,26 @@
 #define ES_GEMM_TILE 16
 #define ES_CONV_BLOCK 256
 #define ES_MAX_EP 4
+
+/* The tiled kernels' shapes (kernels/portable.cu): a block computes BM x BN
+ * outputs, reduced BK terms per shared-memory tile, TM x TN per thread;
+ * blocks of (BN / TN, BM / TM) threads. Large GEMMs, small ones and the
+ * convolutions (implicit GEMMs). */
+#define ES_GEMM_L_BM 128
+#define ES_GEMM_L_BN 128
+#define ES_GEMM_L_BK 8
+#define ES_GEMM_L_TM 8
+#define ES_GEMM_L_TN 8
+#define ES_GEMM_S_BM 32
+#define ES_GEMM_S_BN 32
+#define ES_GEMM_S_BK 16
+#define ES_GEMM_S_TM 4
+#define ES_GEMM_S_TN 4
+#define ES_CONV_BM 64
+#define ES_CONV_BN 32
+#define ES_CONV_BK 16
+#define ES_CONV_TM 4
+#define ES_CONV_TN 2
 
 /* Operand data types. */
 enum { ES_DT_F32 = 0, ES_DT_F16 = 1, ES_DT_BF16 = 2 };
@@ -295,10 +317,20 @@ ES_HD float es_blend(const void *o, long long oi, int dt, float alpha, float acc
     return r;
 }
 
+/* Element (i, j) of batch b from its sum acc: alpha, beta, epilogue, store. */
+ES_HD void es_gemm_finish(const es_gemm_args_t *a, long long i, long long j, long long b,
+                          float acc)
+{
+    float alpha = a->palpha ? *a->palpha : a->alpha, beta = a->pbeta ? *a->pbeta : a->beta;
+    float r = es_blend(a->C, b * a->sC + i + j * a->ldc, a->ct, alpha, acc, beta);
+    r = es_epilogue(a->ep, a->nep, r, b, 0, 0, 0, i);
+    es_st(a->D, b * a->sD + i + j * a->ldd, a->dt, r);
+}
+
 ES_HD void es_gemm_elem(const es_gemm_args_t *a, long long i, long long j, long long b)
 {
     long long ao = b * a->sA, bo = b * a->sB;
-    float alpha = a->palpha ? *a->palpha : a->alpha, beta = a->pbeta ? *a->pbeta : a->beta;
+    float alpha = a->palpha ? *a->palpha : a->alpha;
     float acc = 0.0f;
     /* alpha == 0: A and B are not read (BLAS: they need not be set) */
     for (int p = 0; alpha != 0.0f && p < a->k; p++) {
@@ -306,9 +338,7 @@ ES_HD void es_gemm_elem(const es_gemm_args_t *a, long long i, long long j, long 
         float y = es_ld(a->B, bo + (a->tb ? j + (long long)p * a->ldb : p + j * a->ldb), a->bt);
         acc = ES_FMA(x, y, acc);
     }
-    float r = es_blend(a->C, b * a->sC + i + j * a->ldc, a->ct, alpha, acc, beta);
-    r = es_epilogue(a->ep, a->nep, r, b, 0, 0, 0, i);
-    es_st(a->D, b * a->sD + i + j * a->ldd, a->dt, r);
+    es_gemm_finish(a, i, j, b, acc);
 }
 
 ES_HD void es_bgrad_elem(const es_bgrad_args_t *a, long long x, long long b)
@@ -322,6 +352,32 @@ ES_HD void es_bgrad_elem(const es_bgrad_args_t *a, long long x, long long b)
         s = ES_ADD(s, es_ld(a->M, b * a->sM + o, a->mt));
     }
     es_st(a->g, b * a->sg + x, a->gt, s);
+}
+
+/* The finishing steps of a convolution output element from its sum acc
+ * (forward: y at (n, k, p, q), with the epilogue; backward data: dx at
+ * (n, c, h, w); backward filter: dw at (k, c of the group, r, s)). */
+ES_HD void es_conv_fwd_finish(const es_conv_args_t *a, long long n, long long k, long long p,
+                              long long q, float acc)
+{
+    long long o = n * a->ys_n + k * a->ys_k + p * a->ys_p + q * a->ys_q;
+    float r = es_blend(a->out, o, a->t_out, a->alpha, acc, a->beta);
+    r = es_epilogue(a->ep, a->nep, r, n, k, p, q, 0);
+    es_st(a->out, o, a->t_out, r);
+}
+
+ES_HD void es_conv_bwd_data_finish(const es_conv_args_t *a, long long n, long long c,
+                                   long long h, long long w, float acc)
+{
+    long long o = n * a->xs_n + c * a->xs_c + h * a->xs_h + w * a->xs_w;
+    es_st(a->out, o, a->t_out, es_blend(a->out, o, a->t_out, a->alpha, acc, a->beta));
+}
+
+ES_HD void es_conv_bwd_filter_finish(const es_conv_args_t *a, long long k, long long cc,
+                                     long long fr, long long fs, float acc)
+{
+    long long o = k * a->ws_k + cc * a->ws_c + fr * a->ws_r + fs * a->ws_s;
+    es_st(a->out, o, a->t_out, es_blend(a->out, o, a->t_out, a->alpha, acc, a->beta));
 }
 
 ES_HD void es_conv_fwd_elem(const es_conv_args_t *a, long long idx)
@@ -354,10 +410,7 @@ ES_HD void es_conv_fwd_elem(const es_conv_args_t *a, long long idx)
             }
         }
     }
-    long long o = n * a->ys_n + k * a->ys_k + p * a->ys_p + q * a->ys_q;
-    float r = es_blend(a->out, o, a->t_out, a->alpha, acc, a->beta);
-    r = es_epilogue(a->ep, a->nep, r, n, k, p, q, 0);
-    es_st(a->out, o, a->t_out, r);
+    es_conv_fwd_finish(a, n, k, p, q, acc);
 }
 
 ES_HD void es_conv_bwd_data_elem(const es_conv_args_t *a, long long idx)
@@ -396,8 +449,7 @@ ES_HD void es_conv_bwd_data_elem(const es_conv_args_t *a, long long idx)
             }
         }
     }
-    long long o = n * a->xs_n + c * a->xs_c + h * a->xs_h + w * a->xs_w;
-    es_st(a->out, o, a->t_out, es_blend(a->out, o, a->t_out, a->alpha, acc, a->beta));
+    es_conv_bwd_data_finish(a, n, c, h, w, acc);
 }
 
 ES_HD void es_conv_bwd_filter_elem(const es_conv_args_t *a, long long idx)
@@ -428,8 +480,7 @@ ES_HD void es_conv_bwd_filter_elem(const es_conv_args_t *a, long long idx)
                 acc = ES_FMA(x, dy, acc);
             }
         }
-    long long o = k * a->ws_k + cc * a->ws_c + fr * a->ws_r + fs * a->ws_s;
-    es_st(a->out, o, a->t_out, es_blend(a->out, o, a->t_out, a->alpha, acc, a->beta));
+    es_conv_bwd_filter_finish(a, k, cc, fr, fs, acc);
 }
 
 #endif

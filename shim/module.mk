@@ -68,6 +68,11 @@ $(B)/obj/tests/shim/half_client.o: CFLAGS += -ffp-contract=off
 $(B)/tests/shim/half_client: $(B)/obj/tests/shim/half_client.o $(ES_SIMLIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9 -lm
+# The tiled portable kernels on many shapes (tests/shim/tile_test.c).
+$(B)/obj/tests/shim/tile_client.o: CFLAGS += -ffp-contract=off
+$(B)/tests/shim/tile_client: $(B)/obj/tests/shim/tile_client.o $(ES_SIMLIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9 -lm
 # d2's device identity as seen by callers of each kind
 # (tests/shim/identity_test.c): one library under three file names.
 ES_IDLIBS := $(addprefix $(B)/tests/shim/idlib/,libnvrtc-estest.so triton/cuda_utils.so \
@@ -107,6 +112,23 @@ $(B)/tests/shim_dnn_test: $(B)/obj/tests/shim/dnn_test.o $(TEST_HARNESS_OBJ) \
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
 
 TESTS += $(B)/tests/shim_dnn_test
+
+# The architecture check of device-code images (d2's start-up check).
+$(B)/tests/shim_archcheck_test: $(B)/obj/tests/shim/archcheck_test.o $(B)/obj/kernels/archcheck.o \
+		$(FATBIN_OBJ) $(TEST_HARNESS_OBJ) | $(ES_PORTABLE_FATBIN) $(FB_DATA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(FATBIN_LIBS) $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/shim_archcheck_test
+
+# The tiled portable kernels against the reference element functions.
+$(B)/tests/shim_tile_test: $(B)/obj/tests/shim/tile_test.o $(TEST_HARNESS_OBJ) \
+		| $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_easyscale.so \
+		  $(B)/tests/shim/tile_client
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/shim_tile_test
 
 # d2's device identity: the canonical device, lowering only, callers.
 $(B)/tests/shim_identity_test: $(B)/obj/tests/shim/identity_test.o $(B)/obj/context/device.o \

@@ -777,7 +777,7 @@ static void gemm_on(int dev, const char *det, char out[6][64], char *ref, char *
     snprintf(d, sizeof(d), "%d", dev);
     char *argv[] = { (char *)client(), "gemm", d, NULL };
     es_proc_result_t r;
-    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,v100:8G", NULL, NULL);
+    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,t4:8G", NULL, NULL);
     if (r.status != 0)
         fail_msg("gemm %s dev %d: exit %d\n%s", det, dev, r.status, r.out);
     val(&r, "sgemm", out[0], 64);
@@ -797,7 +797,7 @@ static void test_d2_gemm_across_models(void **state)
 {
     (void)state;
     char a[6][64], v[6][64], ref[64], ref_tn[64];
-    /* negative controls: bits differ between an a100 and a v100 */
+    /* negative controls: bits differ between an a100 and a t4 */
     gemm_on(0, "EASYSCALE_DETERMINISM=off", a, NULL, NULL);
     gemm_on(1, "EASYSCALE_DETERMINISM=off", v, NULL, NULL);
     assert_string_not_equal(a[0], v[0]);
@@ -856,7 +856,7 @@ static void conv_on(int dev, const char *det, char out[3][64], char ref[3][64], 
     snprintf(d, sizeof(d), "%d", dev);
     char *argv[] = { (char *)client(), "conv", d, NULL };
     es_proc_result_t r;
-    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,v100:8G", NULL, NULL);
+    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,t4:8G", NULL, NULL);
     if (r.status != 0)
         fail_msg("conv %s dev %d: exit %d\n%s", det, dev, r.status, r.out);
     const char *keys[3] = { "conv_fwd", "conv_bwd_data", "conv_bwd_filter" };
@@ -877,7 +877,7 @@ static void test_d2_conv_across_models(void **state)
 {
     (void)state;
     char a[3][64], v[3][64], ra[3][64], rv[3][64], alg_a[16], alg_v[16];
-    /* negative control: bits differ between an a100 and a v100 */
+    /* negative control: bits differ between an a100 and a t4 */
     conv_on(0, "EASYSCALE_DETERMINISM=off", a, ra, alg_a);
     conv_on(1, "EASYSCALE_DETERMINISM=off", v, rv, alg_v);
     assert_string_not_equal(a[0], v[0]);
