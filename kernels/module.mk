@@ -25,6 +25,9 @@ ES_GENCODE := $(foreach s,$(ES_SM_LIST),-gencode arch=compute_$(s),code=sm_$(s))
 
 $(eval $(call cucpu_cu,kernels/portable.cu,$(ES_PORTABLE_FATBIN),$(ES_PORTABLE_TWIN),kernels/portable_kernels.h))
 $(ES_PORTABLE_FATBIN): CUCPU_GENCODE := $(ES_GENCODE)
+# compressed (a dozen architectures' SASS, embedded in libeasyscale.so);
+# the architectures compiled in parallel
+$(ES_PORTABLE_FATBIN): CUCPU_NVCCFLAGS += -Xfatbin -compress-all --threads 0
 
 $(B)/obj/kernels/portable_blob.o: CPPFLAGS += -DES_PORTABLE_FATBIN='"$(ES_PORTABLE_FATBIN)"'
 $(B)/obj/kernels/portable_blob.o: $(ES_PORTABLE_FATBIN)

@@ -25,18 +25,52 @@
 
 // ---- the tiled engine ------------------------------------------------------------------
 
+// Row i (of TM) of thread ty's outputs: groups of V consecutive rows (V = 4
+// when TM allows: 128-bit shared loads on the GPU), the groups BM / (TM /
+// V) apart, so a warp's reads are broadcasts or consecutive addresses.
+template <int BM, int TM>
+__device__ __forceinline__ int es_tile_index(int ty, int i)
+{
+    constexpr int V = TM % 4 == 0 ? 4 : 1, TY = BM / TM;
+    return (i / V) * (TY * V) + ty * V + i % V;
+}
+
+// TM values of a shared row at the thread's indices.
+template <int BM, int TM>
+__device__ __forceinline__ void es_tile_read(const float *row, int ty, float *out)
+{
+#ifdef __CUDACC__
+    constexpr int V = TM % 4 == 0 ? 4 : 1;
+    for (int i = 0; i < TM; i += V) {
+        if (V == 4) {
+            float4 v = *reinterpret_cast<const float4 *>(row + es_tile_index<BM, TM>(ty, i));
+            out[i] = v.x, out[i + V / 4] = v.y, out[i + 2 * (V / 4)] = v.z,
+            out[i + 3 * (V / 4)] = v.w;
+        } else {
+            out[i] = row[es_tile_index<BM, TM>(ty, i)];
+        }
+    }
+#else
+    for (int i = 0; i < TM; i++)
+        out[i] = row[es_tile_index<BM, TM>(ty, i)];
+#endif
+}
+
 // P, a problem: rows(), cols(), depth() (the reduction's length);
 // a(row, t, &v) and b(t, col, &v): the operands (return 0 for a term the
-// reference skips; only when MASK_A / MASK_B); finish(row, col, acc);
-// reduce(): 0 when no term is summed (GEMM with alpha == 0).
+// reference skips; only when MASK_A / MASK_B); a_coords / b_coords: which
+// tile element a thread loads (consecutive threads along the operand's
+// contiguous direction); finish(row, col, acc); reduce(): 0 when no term is
+// summed (GEMM with alpha == 0). Global loads of the next tile are issued
+// before the current tile's arithmetic (registers, then shared memory).
 template <int BM, int BN, int BK, int TM, int TN, class P>
 __device__ __forceinline__ void es_tiled(const P &pb)
 {
     constexpr int TX = BN / TN, TY = BM / TM, NT = TX * TY;
     constexpr int LA = BM * BK / NT, LB = BK * BN / NT;
     static_assert(BM * BK % NT == 0 && BK * BN % NT == 0, "tile loads");
-    __shared__ float sa[BK][BM];
-    __shared__ float sb[BK][BN];
+    __shared__ __align__(16) float sa[BK][BM];
+    __shared__ __align__(16) float sb[BK][BN];
     __shared__ unsigned char ma[P::MASK_A ? BK : 1][P::MASK_A ? BM : 1];
     __shared__ unsigned char mb[P::MASK_B ? BK : 1][P::MASK_B ? BN : 1];
     const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x);
@@ -49,62 +83,79 @@ __device__ __forceinline__ void es_tiled(const P &pb)
             acc[i][j] = 0.0f;
     float ra[LA], rb[LB];
     unsigned char va[LA], vb[LB];
-    // element e of a thread's share of a tile: A's (row, t) and B's (t, col)
-    // walk the operand's contiguous direction with consecutive threads
-    for (long long t0 = 0; t0 < depth; t0 += BK) {
+    // the thread's share of the tile at depth t0 into registers
+    auto load = [&](long long t0) {
         for (int e = 0; e < LA; e++) {
-            int idx = e * NT + tid, r, t;
-            pb.a_coords(idx, &r, &t);
-            va[e] = row0 + r < rows && t0 + t < depth &&
-                    pb.a(row0 + r, t0 + t, &ra[e]);
+            int r, t;
+            pb.a_coords(e * NT + tid, &r, &t);
+            va[e] = row0 + r < rows && t0 + t < depth && pb.a(row0 + r, t0 + t, &ra[e]);
         }
         for (int e = 0; e < LB; e++) {
-            int idx = e * NT + tid, c, t;
-            pb.b_coords(idx, &t, &c);
+            int c, t;
+            pb.b_coords(e * NT + tid, &t, &c);
             vb[e] = col0 + c < cols && t0 + t < depth && pb.b(t0 + t, col0 + c, &rb[e]);
         }
+    };
+    // registers into shared memory (0 and a cleared mask where nothing is)
+    auto store = [&]() {
         for (int e = 0; e < LA; e++) {
-            int idx = e * NT + tid, r, t;
-            pb.a_coords(idx, &r, &t);
+            int r, t;
+            pb.a_coords(e * NT + tid, &r, &t);
             sa[t][r] = va[e] ? ra[e] : 0.0f;
             if (P::MASK_A)
                 ma[P::MASK_A ? t : 0][P::MASK_A ? r : 0] = va[e];
         }
         for (int e = 0; e < LB; e++) {
-            int idx = e * NT + tid, c, t;
-            pb.b_coords(idx, &t, &c);
+            int c, t;
+            pb.b_coords(e * NT + tid, &t, &c);
             sb[t][c] = vb[e] ? rb[e] : 0.0f;
             if (P::MASK_B)
                 mb[P::MASK_B ? t : 0][P::MASK_B ? c : 0] = vb[e];
         }
+    };
+    if (depth > 0) {
+        load(0);
+        store();
         __syncthreads();
+    }
+    for (long long t0 = 0; t0 < depth; t0 += BK) {
+        const int more = t0 + BK < depth;
+        if (more)
+            load(t0 + BK);
         // only the tile's real depth: no term past the end
         const int kt = depth - t0 < BK ? (int)(depth - t0) : BK;
         for (int t = 0; t < kt; t++) {
             float av[TM], bv[TN];
-            for (int i = 0; i < TM; i++)
-                av[i] = sa[t][ty + i * TY];
-            for (int j = 0; j < TN; j++)
-                bv[j] = sb[t][tx + j * TX];
+            es_tile_read<BM, TM>(sa[t], ty, av);
+            es_tile_read<BN, TN>(sb[t], tx, bv);
             if (!P::MASK_A && !P::MASK_B) {
                 for (int i = 0; i < TM; i++)
                     for (int j = 0; j < TN; j++)
                         acc[i][j] = ES_FMA(av[i], bv[j], acc[i][j]);
             } else {
+                unsigned char on_a[TM], on_b[TN];
                 for (int i = 0; i < TM; i++)
-                    for (int j = 0; j < TN; j++) {
-                        int on = (!P::MASK_A || ma[P::MASK_A ? t : 0][P::MASK_A ? ty + i * TY : 0]) &&
-                                 (!P::MASK_B || mb[P::MASK_B ? t : 0][P::MASK_B ? tx + j * TX : 0]);
-                        if (on)
+                    on_a[i] = !P::MASK_A ||
+                              ma[P::MASK_A ? t : 0][P::MASK_A ? es_tile_index<BM, TM>(ty, i) : 0];
+                for (int j = 0; j < TN; j++)
+                    on_b[j] = !P::MASK_B ||
+                              mb[P::MASK_B ? t : 0][P::MASK_B ? es_tile_index<BN, TN>(tx, j) : 0];
+                for (int i = 0; i < TM; i++)
+                    for (int j = 0; j < TN; j++)
+                        if (on_a[i] && on_b[j])
                             acc[i][j] = ES_FMA(av[i], bv[j], acc[i][j]);
-                    }
             }
         }
-        __syncthreads();
+        if (more) {
+            __syncthreads();
+            store();
+            __syncthreads();
+        }
     }
     for (int i = 0; i < TM; i++)
         for (int j = 0; j < TN; j++) {
-            long long r = row0 + ty + i * TY, c = col0 + tx + j * TX;
+            long long r = row0 + es_tile_index<BM, TM>(ty, i);
+            long long c = col0 + es_tile_index<BN, TN>(tx, j);
             if (r < rows && c < cols)
                 pb.finish(r, c, acc[i][j]);
         }
@@ -112,7 +163,9 @@ __device__ __forceinline__ void es_tiled(const P &pb)
 
 // ---- GEMM ------------------------------------------------------------------------------
 
-template <int BM, int BN, int BK>
+// DT: the operands' type when the kernel is specialised for it (ES_DT_F32:
+// the loads are plain float loads), -1 for the types in the arguments.
+template <int BM, int BN, int BK, int DT>
 struct es_gemm_problem {
     static constexpr bool MASK_A = false, MASK_B = false;
     const es_gemm_args_t *g;
@@ -141,12 +194,14 @@ struct es_gemm_problem {
     }
     __device__ int a(long long i, long long p, float *v) const
     {
-        *v = es_ld(g->A, batch * g->sA + (g->ta ? p + i * g->lda : i + p * g->lda), g->at);
+        *v = es_ld(g->A, batch * g->sA + (g->ta ? p + i * g->lda : i + p * g->lda),
+                   DT >= 0 ? DT : g->at);
         return 1;
     }
     __device__ int b(long long p, long long j, float *v) const
     {
-        *v = es_ld(g->B, batch * g->sB + (g->tb ? j + p * g->ldb : p + j * g->ldb), g->bt);
+        *v = es_ld(g->B, batch * g->sB + (g->tb ? j + p * g->ldb : p + j * g->ldb),
+                   DT >= 0 ? DT : g->bt);
         return 1;
     }
     __device__ void finish(long long i, long long j, float acc) const
@@ -159,10 +214,17 @@ struct es_gemm_problem {
     extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN)) CUCPU_HOT         \
     name(es_gemm_args_t a)                                                                \
     {                                                                                     \
-        es_gemm_problem<BM, BN, BK> pb;                                                   \
-        pb.g = &a;                                                                        \
-        pb.batch = blockIdx.z;                                                            \
-        es_tiled<BM, BN, BK, TM, TN>(pb);                                                 \
+        if (a.at == ES_DT_F32 && a.bt == ES_DT_F32) {                                     \
+            es_gemm_problem<BM, BN, BK, ES_DT_F32> pb;                                    \
+            pb.g = &a;                                                                    \
+            pb.batch = blockIdx.z;                                                        \
+            es_tiled<BM, BN, BK, TM, TN>(pb);                                             \
+        } else {                                                                          \
+            es_gemm_problem<BM, BN, BK, -1> pb;                                           \
+            pb.g = &a;                                                                    \
+            pb.batch = blockIdx.z;                                                        \
+            es_tiled<BM, BN, BK, TM, TN>(pb);                                             \
+        }                                                                                 \
     }                                                                                     \
     CUCPU_EXPORT(name)
 
@@ -174,7 +236,7 @@ ES_GEMM_TILED(es_gemm_tiled_s, ES_GEMM_S_BM, ES_GEMM_S_BN, ES_GEMM_S_BK, ES_GEMM
 // ---- convolutions -----------------------------------------------------------------------
 
 // Forward: rows (n, p, q), columns k of group blockIdx.z, t = (c, r, s).
-template <int BM, int BN, int BK>
+template <int BM, int BN, int BK, int DT>
 struct es_conv_fwd_problem {
     static constexpr bool MASK_A = true, MASK_B = false;
     const es_conv_args_t *c;
@@ -193,7 +255,8 @@ struct es_conv_fwd_problem {
         if (hh < 0 || hh >= c->h || ww < 0 || ww >= c->w)
             return 0;
         long long ch = (long long)g * (c->c / c->groups) + cc;
-        *v = es_ld(c->in0, n * c->xs_n + ch * c->xs_c + hh * c->xs_h + ww * c->xs_w, c->t_in0);
+        *v = es_ld(c->in0, n * c->xs_n + ch * c->xs_c + hh * c->xs_h + ww * c->xs_w,
+                   DT >= 0 ? DT : c->t_in0);
         return 1;
     }
     __device__ int b(long long t, long long col, float *v) const
@@ -201,7 +264,8 @@ struct es_conv_fwd_problem {
         int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r), cc = (int)(t / c->s / c->r);
         int fr = c->flip ? c->r - 1 - rr : rr, fs = c->flip ? c->s - 1 - ss : ss;
         long long k = (long long)g * (c->k / c->groups) + col;
-        *v = es_ld(c->in1, k * c->ws_k + cc * c->ws_c + fr * c->ws_r + fs * c->ws_s, c->t_in1);
+        *v = es_ld(c->in1, k * c->ws_k + cc * c->ws_c + fr * c->ws_r + fs * c->ws_s,
+                   DT >= 0 ? DT : c->t_in1);
         return 1;
     }
     __device__ void finish(long long row, long long col, float acc) const
@@ -212,7 +276,7 @@ struct es_conv_fwd_problem {
 };
 
 // Backward data: rows (n, h, w), columns c of group blockIdx.z, t = (k, r, s).
-template <int BM, int BN, int BK>
+template <int BM, int BN, int BK, int DT>
 struct es_conv_bwd_data_problem {
     static constexpr bool MASK_A = true, MASK_B = false;
     const es_conv_args_t *c;
@@ -231,8 +295,8 @@ struct es_conv_bwd_data_problem {
         if (th < 0 || th % c->u || th / c->u >= c->p || tw < 0 || tw % c->v || tw / c->v >= c->q)
             return 0;
         long long k = (long long)g * (c->k / c->groups) + kk;
-        *v = es_ld(c->in0, n * c->ys_n + k * c->ys_k + (th / c->u) * c->ys_p + (tw / c->v) * c->ys_q,
-                   c->t_in0);
+        long long o = n * c->ys_n + k * c->ys_k + (th / c->u) * c->ys_p + (tw / c->v) * c->ys_q;
+        *v = es_ld(c->in0, o, DT >= 0 ? DT : c->t_in0);
         return 1;
     }
     __device__ int b(long long t, long long col, float *v) const
@@ -240,7 +304,8 @@ struct es_conv_bwd_data_problem {
         int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r), kk = (int)(t / c->s / c->r);
         int fr = c->flip ? c->r - 1 - rr : rr, fs = c->flip ? c->s - 1 - ss : ss;
         long long k = (long long)g * (c->k / c->groups) + kk;
-        *v = es_ld(c->in1, k * c->ws_k + col * c->ws_c + fr * c->ws_r + fs * c->ws_s, c->t_in1);
+        *v = es_ld(c->in1, k * c->ws_k + col * c->ws_c + fr * c->ws_r + fs * c->ws_s,
+                   DT >= 0 ? DT : c->t_in1);
         return 1;
     }
     __device__ void finish(long long row, long long col, float acc) const
@@ -252,7 +317,7 @@ struct es_conv_bwd_data_problem {
 
 // Backward filter: rows k of group blockIdx.z, columns (c, r, s) of the
 // filter, t = (n, p, q).
-template <int BM, int BN, int BK>
+template <int BM, int BN, int BK, int DT>
 struct es_conv_bwd_filter_problem {
     static constexpr bool MASK_A = false, MASK_B = true;
     const es_conv_args_t *c;
@@ -267,7 +332,8 @@ struct es_conv_bwd_filter_problem {
     {
         long long q = t % c->q, p = t / c->q % c->p, n = t / c->q / c->p;
         long long k = (long long)g * (c->k / c->groups) + row;
-        *v = es_ld(c->in1, n * c->ys_n + k * c->ys_k + p * c->ys_p + q * c->ys_q, c->t_in1);
+        *v = es_ld(c->in1, n * c->ys_n + k * c->ys_k + p * c->ys_p + q * c->ys_q,
+                   DT >= 0 ? DT : c->t_in1);
         return 1;
     }
     __device__ int b(long long t, long long col, float *v) const
@@ -279,7 +345,8 @@ struct es_conv_bwd_filter_problem {
         if (hh < 0 || hh >= c->h || ww < 0 || ww >= c->w)
             return 0;
         long long ch = (long long)g * (c->c / c->groups) + cc;
-        *v = es_ld(c->in0, n * c->xs_n + ch * c->xs_c + hh * c->xs_h + ww * c->xs_w, c->t_in0);
+        *v = es_ld(c->in0, n * c->xs_n + ch * c->xs_c + hh * c->xs_h + ww * c->xs_w,
+                   DT >= 0 ? DT : c->t_in0);
         return 1;
     }
     __device__ void finish(long long row, long long col, float acc) const
@@ -294,10 +361,17 @@ struct es_conv_bwd_filter_problem {
                                                  (ES_CONV_BN / ES_CONV_TN)) CUCPU_HOT      \
     name(es_conv_args_t a)                                                                \
     {                                                                                     \
-        problem<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK> pb;                                   \
-        pb.c = &a;                                                                        \
-        pb.g = (int)blockIdx.z;                                                           \
-        es_tiled<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_CONV_TM, ES_CONV_TN>(pb);         \
+        if (a.t_in0 == ES_DT_F32 && a.t_in1 == ES_DT_F32) {                               \
+            problem<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_DT_F32> pb;                    \
+            pb.c = &a;                                                                    \
+            pb.g = (int)blockIdx.z;                                                       \
+            es_tiled<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_CONV_TM, ES_CONV_TN>(pb);     \
+        } else {                                                                          \
+            problem<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, -1> pb;                           \
+            pb.c = &a;                                                                    \
+            pb.g = (int)blockIdx.z;                                                       \
+            es_tiled<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_CONV_TM, ES_CONV_TN>(pb);     \
+        }                                                                                 \
     }                                                                                     \
     CUCPU_EXPORT(name)
 

@@ -1370,7 +1370,8 @@ static cudnnStatus_t convert(cudnnHandle_t h, const void *src, int st, const sim
     if (!fn)
         return FAIL(CUDNN_STATUS_ARCH_MISMATCH, "no conversion kernel for this device");
     if (r != CUDA_SUCCESS)
-        return FAIL(CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER, "cuLaunchKernel failed (%d)", (int)r);
+        return FAIL(CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER, "cuLaunchKernel failed (%d)",
+                    (int)r);
     return CUDNN_STATUS_SUCCESS;
 }
 
