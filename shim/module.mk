@@ -173,6 +173,15 @@ $(B)/bench/passthrough_bench: $(B)/obj/tests/shim/bench_passthrough.o $(ES_SIMLI
 
 BENCHES += $(B)/bench/passthrough_bench
 
+# d2's portable kernels (tiled and per-element) against cuBLAS / cuDNN; also
+# what scripts/gpu-check step g runs on a real GPU (--large).
+$(B)/bench/portable_bench: $(B)/obj/tests/shim/portable_bench.o $(ES_SIMLIBS) \
+		| $(ES_PORTABLE_FATBIN) $(ES_PORTABLE_TWIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9
+
+BENCHES += $(B)/bench/portable_bench
+
 # ---- run-time kernel audit tests (tests/shim/audit_*) ------------------------
 # The client's launching function must show in the shim's host stack: frame
 # pointers, debug info, and -rdynamic so dladdr names it too.
