@@ -14,12 +14,13 @@
  *   (a framework setting its graph-capture stream) gets the spare, and the
  *   next call outside capture makes a new spare. A capturing stream met
  *   when the spare is used up keeps cuBLAS's own workspace (logged);
- * d2: SGEMM, GemmEx and GemmStridedBatchedEx with fp32 A, B, C and a 32F
+ * d2: SGEMM, SGEMM strided batched, GemmEx and GemmStridedBatchedEx
+ *   with A = B in fp32 / fp16 / bf16, C of A's type or fp32 and a 32F
  *   compute type (the reduced-precision FAST_* ones included: they get full
- *   fp32) and SGEMM strided batched run on the shim's portable kernel
- *   (kernels/gemm.c). Not routed (vendor's choice kept, bits may differ
- *   across models): other types, pointer-array batched GEMMs, the _64 API,
- *   cuBLASLt (cublasLtMatmul is not intercepted).
+ *   fp32) run on the shim's portable kernels (kernels/gemm.c). Not routed
+ *   (vendor's choice kept, bits may differ across models): other types,
+ *   pointer-array batched GEMMs, the _64 API. cuBLASLt is wrapped in
+ *   intercept/cublaslt.c.
  * off: pass-through.
  *
  * The registry of handles is taken under es_state_lock, never on a GEMM.

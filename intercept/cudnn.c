@@ -16,7 +16,9 @@
  *   descriptor is set (same forward results; cudnnGetPooling*Descriptor then
  *   reports the deterministic mode).
  * d2: the three convolutions run on the shim's portable kernels
- *   (kernels/conv.c) for fp32 NCHW data, whatever algorithm was named.
+ *   (kernels/conv.c) for fp32 / fp16 / bf16 tensors (any strides, NCHW or
+ *   NHWC filters, groups, dilation) with an fp32 convolution type,
+ *   whatever algorithm was named; a half compute type stays cuDNN's.
  * The backend (graph) API is in intercept/cudnn_backend.c.
  */
 #include "shim/shim.h"
