@@ -860,9 +860,9 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
         return CUDA_ERROR_INVALID_VALUE;
     if (x->ctx != s->ctx)
         return CUDA_ERROR_INVALID_CONTEXT;
-    int sticky = atomic_load(&s->ctx->sticky);
+    CUresult sticky = SIM_STICKY();
     if (sticky)
-        return (CUresult)sticky;
+        return sticky;
     for (int i = 0; i < x->n && r == CUDA_SUCCESS; i++) {
         sim_op_t *op = sim_op_alloc(s);
         if (op_clone(op, &x->nodes[i]->op)) {
