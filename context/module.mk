@@ -2,7 +2,7 @@
 # canonical device identity of d2 (device.c). The shim compiles
 # $(CONTEXT_SHIM_SRCS).
 
-CONTEXT_SHIM_SRCS := context/device.c
+CONTEXT_SHIM_SRCS := context/device.c context/devmem.c
 
 # ---- moving an EST (docs/MOVING.md) ------------------------------------------
 # The machinery in context/ that moves an EST's device state: the driver
@@ -11,7 +11,7 @@ CONTEXT_SHIM_SRCS := context/device.c
 # handles (vhandle.c), the door of safe points (door.c), the move
 # orchestrator (mover.c), time-slicing of a slot (tslice.c), memory pools
 # (mempool.c); built and tested
-# on simcuda's driver directly (tests/context/), not yet linked into the shim.
+# on simcuda's driver directly (tests/context/), and linked into the shim.
 CONTEXT_MOVE_SRCS := context/drv.c context/hmap.c context/memreg.c context/swap.c \
     context/vhandle.c context/door.c context/mover.c context/tslice.c context/mempool.c
 CONTEXT_MOVE_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CONTEXT_MOVE_SRCS)) $(KERNELS_SWAPSUM_OBJ) \
