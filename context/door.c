@@ -24,6 +24,7 @@ static es_door_tls_t *es_threads;         /* registered threads, under es_mu */
 static pthread_key_t es_key;
 static pthread_once_t es_key_once = PTHREAD_ONCE_INIT;
 static int es_captures;                   /* under es_mu */
+static int es_holds;                      /* under es_mu */
 static unsigned es_moves;                 /* under es_mu */
 static int es_timeout_ms = 60000;
 static int (*es_rebind_hook)(void);
@@ -163,7 +164,7 @@ static void es_perform(es_door_tls_t *self)
         usleep(200);
     }
     pthread_mutex_lock(&es_mu);
-    if (rc == 0 && es_captures > 0) {
+    if (rc == 0 && es_captures + es_holds > 0) {
         /* put off: the request stays, the door opens for the capture */
         es_state = was_closed ? ES_CLOSED : ES_OPEN;
         pthread_cond_broadcast(&es_cv);
@@ -211,7 +212,7 @@ void es_door_slow(void)
             es_hold(t);
             continue;
         }
-        if (__atomic_load_n(&es_req_flag, __ATOMIC_ACQUIRE) && es_captures == 0) {
+        if (__atomic_load_n(&es_req_flag, __ATOMIC_ACQUIRE) && es_captures + es_holds == 0) {
             es_perform(t);
             continue;
         }
@@ -348,9 +349,31 @@ void es_door_capture_begin(void)
 void es_door_capture_end(void)
 {
     pthread_mutex_lock(&es_mu);
-    if (es_captures > 0 && --es_captures == 0 && __atomic_load_n(&es_req_flag, __ATOMIC_ACQUIRE))
+    if (es_captures > 0 && --es_captures == 0 && es_holds == 0 &&
+        __atomic_load_n(&es_req_flag, __ATOMIC_ACQUIRE))
         __atomic_add_fetch(&es_door_epoch, 1, __ATOMIC_RELEASE); /* the deferred request */
     pthread_mutex_unlock(&es_mu);
+}
+
+void es_door_hold_begin(void)
+{
+    pthread_mutex_lock(&es_mu);
+    es_holds++;
+    pthread_mutex_unlock(&es_mu);
+}
+
+void es_door_hold_end(void)
+{
+    pthread_mutex_lock(&es_mu);
+    if (es_holds > 0 && --es_holds == 0 && es_captures == 0 &&
+        __atomic_load_n(&es_req_flag, __ATOMIC_ACQUIRE))
+        __atomic_add_fetch(&es_door_epoch, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&es_mu);
+}
+
+int es_door_captures(void)
+{
+    return __atomic_load_n(&es_captures, __ATOMIC_RELAXED);
 }
 
 void es_door_safe_begin(void)
@@ -372,7 +395,7 @@ int es_door_safe_point(void)
     pthread_mutex_lock(&es_mu);
     if (!t->registered)
         es_register(t);
-    if (__atomic_load_n(&es_req_flag, __ATOMIC_ACQUIRE) && es_captures == 0 &&
+    if (__atomic_load_n(&es_req_flag, __ATOMIC_ACQUIRE) && es_captures + es_holds == 0 &&
         es_state != ES_MOVING) {
         es_perform(t);
         did = 1;
@@ -389,7 +412,7 @@ void es_door_safe_end(void)
     es_door_tls_t *t = &es_door_tls;
     pthread_mutex_lock(&es_mu);
     for (;;) {
-        if (__atomic_load_n(&es_req_flag, __ATOMIC_ACQUIRE) && es_captures == 0 &&
+        if (__atomic_load_n(&es_req_flag, __ATOMIC_ACQUIRE) && es_captures + es_holds == 0 &&
             es_state != ES_MOVING) {
             es_perform(t);
             continue;

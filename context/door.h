@@ -16,8 +16,9 @@
  * - a thread's first pass after a move runs the rebind hook (its current
  *   contexts: context/vhandle.h) before its call goes on.
  *
- * A request made while a stream capture is in progress (es_door_capture_*)
- * waits until the last capture has ended. A thread blocked inside a call
+ * A request made while a stream capture is in progress (es_door_capture_*),
+ * or while something else holds moves off (es_door_hold_*: CUDA graphs
+ * alive), waits until the last one has ended. A thread blocked inside a call
  * for a long time (waiting in a virtual collective) brackets the wait with
  * es_door_safe_begin/end and calls es_door_safe_point() while it waits: it
  * then counts as outside any call and performs a pending move itself.
@@ -101,6 +102,12 @@ void es_door_set_timeout_ms(int ms);
 /* Stream captures in progress (the capture wrappers count them). */
 void es_door_capture_begin(void);
 void es_door_capture_end(void);
+/* Captures in progress in the process (one relaxed load). */
+int es_door_captures(void);
+/* Other things that put moves off while they last (CUDA graphs alive: they
+ * hold the device's real handles); counted like captures. */
+void es_door_hold_begin(void);
+void es_door_hold_end(void);
 
 /* Long waits inside a call (see above). es_door_safe_point returns 1 when
  * it performed a move, 0 otherwise. */

@@ -245,6 +245,11 @@ static int es_mover_run_one(int vdev, int dev, char *msg, size_t msglen)
     }
     if (src == dev || (src < 0 && dev == ES_MOVER_PARK))
         return 0;
+    if (es_vh_graphs() > 0) {
+        es_msg(msg, msglen, "%d CUDA graph(s) alive: they hold the old device's handles; "
+               "destroy them before the move", es_vh_graphs());
+        return -EBUSY;
+    }
     int rc;
     if (dev == ES_MOVER_PARK)
         rc = es_park(vdev, src, msg, msglen);

@@ -2,6 +2,7 @@
  * map from real handles, per-thread virtual context stacks, and the
  * teardown / re-creation of a virtual device's real objects. */
 #include "context/vhandle.h"
+#include "context/door.h"
 #include "context/drv.h"
 #include "context/hmap.h"
 #include "fatbin/fatbin.h"
@@ -1164,6 +1165,39 @@ int es_vh_device(int vdev)
     int d = es_devs[vdev];
     pthread_mutex_unlock(&es_vh_mu);
     return d;
+}
+
+static es_hmap_t es_graphs = ES_HMAP_INIT;
+
+void es_vh_graph_made(const void *g)
+{
+    if (!g)
+        return;
+    pthread_mutex_lock(&es_vh_mu);
+    int fresh = !es_hmap_get(&es_graphs, (uint64_t)(uintptr_t)g) &&
+                es_hmap_put(&es_graphs, (uint64_t)(uintptr_t)g, (void *)g) == 0;
+    pthread_mutex_unlock(&es_vh_mu);
+    if (fresh)
+        es_door_hold_begin(); /* moves wait until it is gone */
+}
+
+void es_vh_graph_gone(const void *g)
+{
+    if (!g)
+        return;
+    pthread_mutex_lock(&es_vh_mu);
+    int was = es_hmap_del(&es_graphs, (uint64_t)(uintptr_t)g) != NULL;
+    pthread_mutex_unlock(&es_vh_mu);
+    if (was)
+        es_door_hold_end();
+}
+
+int es_vh_graphs(void)
+{
+    pthread_mutex_lock(&es_vh_mu);
+    int n = (int)es_graphs.live;
+    pthread_mutex_unlock(&es_vh_mu);
+    return n;
 }
 
 size_t es_vh_count(int vdev, int kind)

@@ -188,6 +188,14 @@ int es_vh_recreate(int vdev, int dev, char *msg, size_t msglen);
 /* The real device of vdev's objects now (-1: torn down, or never set). */
 int es_vh_device(int vdev);
 
+/* CUDA graphs alive (captured or instantiated): they hold real handles,
+ * so while any is alive moves wait (context/door.h holds them off). es_vh_graph_made records a
+ * graph or executable graph handle; es_vh_graph_gone forgets it (a handle
+ * never recorded is ignored). */
+void es_vh_graph_made(const void *g);
+void es_vh_graph_gone(const void *g);
+int es_vh_graphs(void);
+
 /* Counts of live objects of a kind for vdev (-1: every vdev). */
 size_t es_vh_count(int vdev, int kind);
 

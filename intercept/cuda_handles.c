@@ -181,15 +181,86 @@ static CUresult es_h_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mod
     return r;
 }
 
-static CUresult es_h_cuStreamEndCapture(CUstream s, CUgraph *graph)
+static CUresult es_h_cuStreamBeginCapture(CUstream s)
+{
+    CUresult r = ES_RAW(cuda, cuStreamBeginCapture)(es_vh_stream(s));
+    if (r == CUDA_SUCCESS)
+        es_door_capture_begin();
+    return r;
+}
+
+static CUresult es_h_cuStreamBeginCapture_ptsz(CUstream s)
+{
+    CUresult r = ES_RAW(cuda, cuStreamBeginCapture_ptsz)(es_vh_stream(s));
+    if (r == CUDA_SUCCESS)
+        es_door_capture_begin();
+    return r;
+}
+
+static CUresult es_h_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode)
+{
+    CUresult r = ES_RAW(cuda, cuStreamBeginCapture_v2_ptsz)(es_vh_stream(s), mode);
+    if (r == CUDA_SUCCESS)
+        es_door_capture_begin();
+    return r;
+}
+
+/* A graph holds real handles: counted while alive (context/vhandle.h). */
+static CUresult es_end_capture(CUresult (*end)(CUstream, CUgraph *), CUstream s, CUgraph *graph)
 {
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     CUstream real = es_vh_stream(s);
     ES_RAW(cuda, cuStreamIsCapturing)(real, &st);
-    CUresult r = ES_RAW(cuda, cuStreamEndCapture)(real, graph);
+    CUresult r = end(real, graph);
     /* the capture is over, whether the graph came out or not */
     if (st != CU_STREAM_CAPTURE_STATUS_NONE)
         es_door_capture_end();
+    if (r == CUDA_SUCCESS && graph && *graph)
+        es_vh_graph_made(*graph);
+    return r;
+}
+
+static CUresult es_h_cuStreamEndCapture(CUstream s, CUgraph *graph)
+{
+    return es_end_capture(ES_RAW(cuda, cuStreamEndCapture), s, graph);
+}
+
+static CUresult es_h_cuStreamEndCapture_ptsz(CUstream s, CUgraph *graph)
+{
+    return es_end_capture(ES_RAW(cuda, cuStreamEndCapture_ptsz), s, graph);
+}
+
+static CUresult es_h_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g,
+                                                 unsigned long long flags)
+{
+    CUresult r = ES_RAW(cuda, cuGraphInstantiateWithFlags)(exec, g, flags);
+    if (r == CUDA_SUCCESS && exec)
+        es_vh_graph_made(*exec);
+    return r;
+}
+
+static CUresult es_h_cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph g, CUgraphNode *err,
+                                           char *log, size_t len)
+{
+    CUresult r = ES_RAW(cuda, cuGraphInstantiate_v2)(exec, g, err, log, len);
+    if (r == CUDA_SUCCESS && exec)
+        es_vh_graph_made(*exec);
+    return r;
+}
+
+static CUresult es_h_cuGraphExecDestroy(CUgraphExec exec)
+{
+    CUresult r = ES_RAW(cuda, cuGraphExecDestroy)(exec);
+    if (r == CUDA_SUCCESS)
+        es_vh_graph_gone(exec);
+    return r;
+}
+
+static CUresult es_h_cuGraphDestroy(CUgraph g)
+{
+    CUresult r = ES_RAW(cuda, cuGraphDestroy)(g);
+    if (r == CUDA_SUCCESS)
+        es_vh_graph_gone(g);
     return r;
 }
 
@@ -420,6 +491,14 @@ void es_handles_install(void)
     ES_SET(cuStreamAddCallback)
     ES_SET(cuStreamBeginCapture_v2)
     ES_SET(cuStreamEndCapture)
+    ES_SET(cuStreamEndCapture_ptsz)
+    ES_SET(cuStreamBeginCapture)
+    ES_SET(cuStreamBeginCapture_ptsz)
+    ES_SET(cuStreamBeginCapture_v2_ptsz)
+    ES_SET(cuGraphInstantiateWithFlags)
+    ES_SET(cuGraphInstantiate_v2)
+    ES_SET(cuGraphExecDestroy)
+    ES_SET(cuGraphDestroy)
     ES_SET(cuEventCreate)
     ES_SET(cuEventDestroy_v2)
     ES_SET(cuModuleLoad)

@@ -7,6 +7,7 @@
  * pinned host memory is registered portable. */
 #include "shim/shim.h"
 #include "intercept/thunks.h"
+#include "context/door.h"
 #include "context/mempool.h"
 #include "context/memreg.h"
 #include "context/vhandle.h"
@@ -19,6 +20,22 @@
 static int es_mem_ready(void)
 {
     return es_memreg_granularity() != 0 || es_memreg_init() == 0;
+}
+
+/* While a stream capture is in progress, cuMemAlloc and cuMemFree are
+ * refused in the capture's interaction mode as the driver refuses them
+ * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, the capture invalidated): the
+ * driver is asked itself, with an allocation of its own of one byte. */
+static CUresult es_capture_allows(void)
+{
+    if (!es_door_captures())
+        return CUDA_SUCCESS;
+    CUdeviceptr p = 0;
+    CUresult r = ES_RAW(cuda, cuMemAlloc_v2)(&p, 1);
+    if (r == CUDA_SUCCESS)
+        ES_RAW(cuda, cuMemFree_v2)(p);
+    return r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+               ? r : CUDA_SUCCESS;
 }
 
 /* The vdev the calling thread allocates on: its current context's. */
@@ -34,6 +51,9 @@ static CUresult es_m_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
         return CUDA_ERROR_INVALID_CONTEXT;
     if (!es_mem_ready())
         return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult c = es_capture_allows();
+    if (c != CUDA_SUCCESS)
+        return c;
     return es_mem_alloc(v, size, ES_ALLOC_PLAIN, dptr);
 }
 
@@ -62,6 +82,9 @@ static CUresult es_m_cuMemFree_v2(CUdeviceptr p)
         return CUDA_SUCCESS;
     if (es_mem_find(p, NULL, NULL, NULL, NULL) != 0)
         return ES_RAW(cuda, cuMemFree_v2)(p); /* not ours: the driver answers */
+    CUresult c = es_capture_allows();
+    if (c != CUDA_SUCCESS)
+        return c;
     /* as the driver's cuMemFree, wait for work that may still use it */
     ES_RAW(cuda, cuCtxSynchronize)();
     return es_pool_free(p);

@@ -59,6 +59,8 @@
 #undef cuEventDestroy
 #undef cuStreamDestroy
 #undef cuEventElapsedTime
+#undef cuStreamBeginCapture
+#undef cuStreamGetCaptureInfo
 
 #define ES_CUERR CUDA_ERROR_NOT_INITIALIZED
 #define ES_BLERR CUBLAS_STATUS_NOT_INITIALIZED
@@ -235,6 +237,53 @@
     X(T, cuEventDestroy_v2, "cuEventDestroy", 4000, 0, CUresult, (CUevent hEvent), (hEvent),    \
       ES_CUERR)                                                                                 \
     /* Moving an EST (docs/MOVING.md): contexts, streams, events, modules, memory. */           \
+    X(P, cuGraphLaunch, "cuGraphLaunch", 10000, 0, CUresult,                                    \
+      (CUgraphExec hGraph, CUstream hStream),                                                   \
+      (hGraph, V_STREAM(hStream)), ES_CUERR)                                                    \
+    X(P, cuGraphLaunch_ptsz, "cuGraphLaunch", 10000, 1, CUresult,                               \
+      (CUgraphExec hGraphExec, CUstream hStream),                                               \
+      (hGraphExec, V_STREAM(hStream)), ES_CUERR)                                                \
+    X(T, cuStreamBeginCapture, "cuStreamBeginCapture", 10000, 0, CUresult,                      \
+      (CUstream hStream),                                                                       \
+      (hStream), ES_CUERR)                                                                      \
+    X(T, cuStreamBeginCapture_ptsz, "cuStreamBeginCapture", 10000, 1, CUresult,                 \
+      (CUstream hStream),                                                                       \
+      (hStream), ES_CUERR)                                                                      \
+    X(T, cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, 1, CUresult,              \
+      (CUstream hStream, CUstreamCaptureMode mode),                                             \
+      (hStream, mode), ES_CUERR)                                                                \
+    X(T, cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, 1, CUresult,                     \
+      (CUstream hStream, CUgraph *phGraph),                                                     \
+      (hStream, phGraph), ES_CUERR)                                                             \
+    X(P, cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo", 10010, 0, CUresult,                  \
+      (CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out),         \
+      (V_STREAM(hStream), captureStatus_out, id_out), ES_CUERR)                                 \
+    X(P, cuStreamGetCaptureInfo_ptsz, "cuStreamGetCaptureInfo", 10010, 1, CUresult,             \
+      (CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out),         \
+      (V_STREAM(hStream), captureStatus_out, id_out), ES_CUERR)                                 \
+    X(P, cuStreamGetCaptureInfo_v2, "cuStreamGetCaptureInfo", 11030, 0, CUresult,               \
+      (CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,          \
+       CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out),  \
+      (V_STREAM(hStream), captureStatus_out, id_out, graph_out, dependencies_out,               \
+       numDependencies_out), ES_CUERR)                                                          \
+    X(P, cuStreamGetCaptureInfo_v2_ptsz, "cuStreamGetCaptureInfo", 11030, 1, CUresult,          \
+      (CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,          \
+       CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out),  \
+      (V_STREAM(hStream), captureStatus_out, id_out, graph_out, dependencies_out,               \
+       numDependencies_out), ES_CUERR)                                                          \
+    X(T, cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040, 0, CUresult,        \
+      (CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags),                     \
+      (phGraphExec, hGraph, flags), ES_CUERR)                                                   \
+    X(T, cuGraphInstantiate_v2, "cuGraphInstantiate", 11000, 0, CUresult,                       \
+      (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,     \
+       size_t bufferSize),                                                                      \
+      (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize), ES_CUERR)                      \
+    X(T, cuGraphExecDestroy, "cuGraphExecDestroy", 10000, 0, CUresult,                          \
+      (CUgraphExec hGraphExec),                                                                 \
+      (hGraphExec), ES_CUERR)                                                                   \
+    X(T, cuGraphDestroy, "cuGraphDestroy", 10000, 0, CUresult,                                  \
+      (CUgraph hGraph),                                                                         \
+      (hGraph), ES_CUERR)                                                                       \
     X(T, cuCtxCreate, "cuCtxCreate", 2000, 0, CUresult,                                         \
       (CUcontext *pctx, unsigned int flags, CUdevice dev),                                      \
       (pctx, flags, dev), ES_CUERR)                                                             \

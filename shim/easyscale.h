@@ -31,7 +31,7 @@ int easyscale_stats(const char *sym, easyscale_stat_t *out);
  * negative errno (-ENOTSUP when moves are off, -EBUSY when another request
  * is pending, or the move's failure); a failure's reason is in the log.
  * easyscale_where: the device the EST is on, -1 parked, -2 nothing on any
- * device yet; easyscale_moves: moves done so far. */
+ * device yet; easyscale_moves: move requests run so far (done or failed). */
 typedef int (*easyscale_move_fn)(int slot);
 int easyscale_move(int slot);
 int easyscale_where(void);

@@ -276,6 +276,8 @@ static int capture_mode(void)
     CUgraph g = NULL;
     CK(cuStreamEndCapture(cs, &g));
     printf("captured moves %u\n", moves ? moves() - m0 : 0);
+    /* a graph holds real handles: a move waits for it to go */
+    CK(cuGraphDestroy(g));
     est_step(0); /* the next call moves */
     printf("after moves %u\n", moves ? moves() - m0 : 0);
     return 0;
