@@ -281,6 +281,12 @@ int es_mover_where_est(void)
 }
 
 static int es_last_dev = -1; /* where the EST was before it was parked */
+static void (*es_report)(int, int, const char *, const es_swap_stats_t *);
+
+void es_mover_set_report(void (*report)(int, int, const char *, const es_swap_stats_t *))
+{
+    es_report = report;
+}
 
 int es_mover_run_est(int dev, char *msg, size_t msglen)
 {
@@ -314,6 +320,8 @@ int es_mover_run_est(int dev, char *msg, size_t msglen)
         }
     sum.ms = es_ms() - t0;
     es_last = sum;
+    if (es_report && any)
+        es_report(rc, dev, msg ? msg : "", &es_last);
     if (!any && msg && msglen)
         snprintf(msg, msglen, "the EST holds nothing on any device yet: nothing to move");
     return rc;

@@ -50,6 +50,11 @@ void es_mover_signal_est(int dev);
 #include "context/swap.h"
 void es_mover_last_stats(es_swap_stats_t *st);
 
+/* Called after every es_mover_run_est with its outcome (the shim logs it):
+ * rc, the target (ES_MOVER_PARK: host memory), the message, the figures. */
+void es_mover_set_report(void (*report)(int rc, int dev, const char *msg,
+                                        const es_swap_stats_t *st));
+
 /* Where the EST is (its first vdev in use), ES_MOVER_PARK, or -2 when it
  * holds nothing yet. */
 int es_mover_where_est(void);

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 static void es_move_signal(int sig, siginfo_t *si, void *uc)
@@ -21,6 +22,21 @@ static void es_move_signal(int sig, siginfo_t *si, void *uc)
     int target = si && si->si_code == SI_QUEUE ? si->si_value.sival_int : ES_MOVER_TOGGLE;
     es_mover_signal_est(target);
     es_door_request_from_signal();
+}
+
+static void es_move_report(int rc, int dev, const char *msg, const es_swap_stats_t *st)
+{
+    char where[32];
+    if (dev == ES_MOVER_PARK)
+        snprintf(where, sizeof(where), "host memory");
+    else
+        snprintf(where, sizeof(where), "device %d", dev);
+    if (rc == 0)
+        ES_INFO("moved to %s in %.1f ms (%.1f MiB copied, %.1f MiB unchanged)", where, st->ms,
+                (st->bytes_d2h + st->bytes_h2d + st->bytes_d2d) / 1048576.0,
+                st->bytes_skipped / 1048576.0);
+    else
+        ES_WARN("move to %s failed: %s", where, msg);
 }
 
 void es_move_setup(void);
@@ -36,6 +52,7 @@ void es_move_setup(void)
     es_swap_set_opts(&o);
     es_door_set_timeout_ms(es_cfg.move_timeout_s * 1000);
     es_mover_init();
+    es_mover_set_report(es_move_report);
     if (es_cfg.move_signal) {
         struct sigaction sa;
         memset(&sa, 0, sizeof(sa));
