@@ -287,6 +287,102 @@ static void test_controller_moves(void **state)
     es_proc_result_free(&ref);
 }
 
+/* ---- the trainer ---------------------------------------------------------------------- */
+
+/* examples/train.py, one EST, with moves sent as signals at random times
+ * (the targets in order); returns its checksum line's value in ck. */
+static int train_run_env(const char *det, const char *devices, const int *targets, int n,
+                         unsigned seed, char *ck, size_t len, const char *more)
+{
+    char rdzv[] = "/tmp/es-move-rdzv-XXXXXX";
+    assert_non_null(mkdtemp(rdzv));
+    char rdzv_env[64], dev_env[128], det_env[64];
+    snprintf(rdzv_env, sizeof(rdzv_env), "ES_RDZV_DIR=%s", rdzv);
+    snprintf(dev_env, sizeof(dev_env), "SIMCUDA_DEVICES=%s", devices);
+    snprintf(det_env, sizeof(det_env), "EASYSCALE_DETERMINISM=%s", det);
+    char *argv[] = { "/usr/bin/env", "python3", (char *)es_root_path("examples/train.py"),
+                     "--steps", "800", "--deterministic-kernels", "--log-every", "200", NULL };
+    char *extra[] = { "RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1",
+                      "EASYSCALE_MOVE_SIGNAL=SIGUSR2", "EASYSCALE_LOG=info", rdzv_env, det_env,
+                      dev_env, (char *)more, NULL };
+    bg_t b;
+    bg_start(&b, argv, extra);
+    assert_true(bg_seen(&b, "step   200/", TMO * 1000));
+    srand(seed);
+    for (int i = 0; i < n; i++) {
+        usleep((useconds_t)(50000 + rand() % 300000));
+        send_move(b.pid, targets[i]);
+        char want[64];
+        if (targets[i] < 0)
+            snprintf(want, sizeof(want), "moved to host memory");
+        else
+            snprintf(want, sizeof(want), "moved to device %d", targets[i]);
+        if (!bg_seen(&b, want, more ? 5000 : TMO * 1000) && !more)
+            fail_msg("no \"%s\":\n%s", want, b.buf);
+        /* one move at a time: the next one once this is done */
+        b.buf[0] = 0;
+        b.len = 0;
+    }
+    int st = bg_wait(&b);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", rdzv);
+    if (system(cmd) != 0)
+        fail_msg("%s failed", cmd);
+    ck[0] = 0;
+    if (!es_find_last(b.buf, "checksum", ck, len))
+        ck[0] = 0;
+    if (st != 0 && !more)
+        fail_msg("train.py exit %d\n%s", st, b.buf);
+    return st;
+}
+
+static void train_run(const char *det, const char *devices, const int *targets, int n,
+                      unsigned seed, char *ck, size_t len)
+{
+    train_run_env(det, devices, targets, n, seed, ck, len, NULL);
+    if (!ck[0])
+        fail_msg("train.py printed no checksum");
+}
+
+/* d1: moves between two GPUs of one model, out to host memory and back:
+ * the checksum of the run that stayed on its first GPU. */
+static void test_train_moves_d1(void **state)
+{
+    (void)state;
+    char fixed[128], moved[128];
+    train_run("d1", "a100:2G,a100:2G", NULL, 0, 0, fixed, sizeof(fixed));
+    int targets[] = { 1, -1, 0, 1 };
+    train_run("d1", "a100:2G,a100:2G", targets, 4, (unsigned)time(NULL), moved, sizeof(moved));
+    assert_string_equal(moved, fixed);
+}
+
+/* d2: moves across models (a100 <-> h100, and a t4): the checksum of the
+ * run that stayed on the a100. */
+static void test_train_moves_d2_across_models(void **state)
+{
+    (void)state;
+    char fixed[128], moved[128];
+    const char *devs = "a100:2G,h100:2G,t4:2G";
+    train_run("d2", devs, NULL, 0, 0, fixed, sizeof(fixed));
+    int targets[] = { 1, 0, 2, -1, 1 };
+    train_run("d2", devs, targets, 5, (unsigned)time(NULL) ^ 7u, moved, sizeof(moved));
+    assert_string_equal(moved, fixed);
+}
+
+/* Negative control: the same moves without the memory registry break the
+ * trainer (a crash, or other bits). */
+static void test_train_negative_control(void **state)
+{
+    (void)state;
+    char fixed[128], moved[128];
+    train_run("d1", "a100:2G,a100:2G", NULL, 0, 0, fixed, sizeof(fixed));
+    int targets[] = { 1 };
+    int st = train_run_env("d1", "a100:2G,a100:2G", targets, 1, 1, moved, sizeof(moved),
+                           "EASYSCALE_MOVE=nomem");
+    if (st == 0 && strcmp(moved, fixed) == 0)
+        fail_msg("the trainer survived a move without the memory registry");
+}
+
 /* Every driver function that takes a handle the shim makes virtual reaches
  * the shim (its wrapper, or the refusing stub), by cuGetProcAddress and by
  * dlsym. Negative control: with handles real (EASYSCALE_MOVE=off) the
@@ -327,8 +423,11 @@ int main(void)
         cmocka_unit_test(test_move_waits_for_capture),
         cmocka_unit_test(test_no_virtual_handle_reaches_the_driver),
         cmocka_unit_test(test_controller_moves),
-        /* last: its crashed process may leave memory accounted for a while */
+        cmocka_unit_test(test_train_moves_d1),
+        cmocka_unit_test(test_train_moves_d2_across_models),
+        /* last: their crashed processes may leave memory accounted for a while */
         cmocka_unit_test(test_negative_control_without_registry),
+        cmocka_unit_test(test_train_negative_control),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
