@@ -7,7 +7,15 @@
  *
  * On simcuda a "copy" is the CPU's memcpy and a kernel the CPU's loop, so
  * these figures say how the engine's own overhead compares with the copies
- * it has to make; GPU figures come from scripts/gpu-check. */
+ * it has to make; GPU figures come from scripts/gpu-check, which runs it
+ * with --here (the devices the driver shows, NVIDIA's driver there).
+ *
+ *   swap_bench [--mib N] [--here]
+ *     --mib N   the EST's size (default 512)
+ *     --here    the driver's own devices (default: simcuda, 4 simulated
+ *               GPUs a100, h100, a100, a100); with one device the
+ *               migrations are skipped and the "own GPU" runs of the
+ *               time-slicing share it (resident together) */
 #include "context/drv.h"
 #include "context/memreg.h"
 #include "context/mover.h"
@@ -18,6 +26,7 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +36,9 @@
 #include <unistd.h>
 
 #define MiB (1024UL * 1024)
-#define EST (512 * MiB)
+
+static size_t EST = 512 * MiB; /* --mib */
+static int ndev = 4;           /* devices the driver shows */
 
 extern const unsigned char es_swapsum_fatbin[];
 
@@ -53,6 +64,7 @@ static void die(const char *what, int rc, const char *msg)
 
 static void setup(void)
 {
+    es_vh_on = 1; /* the handles made here are virtual */
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h || es_drv_load(h, dlsym) != 0 || cuInit(0) != CUDA_SUCCESS || es_memreg_init() != 0)
         die("driver", 0, NULL);
@@ -105,7 +117,7 @@ static void bench_swap(void)
     char msg[256];
     CUcontext c0, c1;
     CKD(cuDevicePrimaryCtxRetain(&c0, 0));
-    CKD(cuDevicePrimaryCtxRetain(&c1, 1));
+    CKD(cuDevicePrimaryCtxRetain(&c1, ndev > 1 ? 1 : 0));
     CKD(cuCtxSetCurrent(c0));
     CUdeviceptr d;
     CKD(es_mem_alloc(0, EST, ES_ALLOC_PLAIN, &d));
@@ -141,10 +153,10 @@ static void bench_swap(void)
         }
         if (rc || (rc = es_swap_in(0, 0, &st, msg, sizeof(msg))) != 0)
             die("swap", rc, msg);
-        printf("swap of 512 MiB, %d stream(s), no checksums:\n"
+        printf("swap of %zu MiB, %d stream(s), no checksums:\n"
                "  out %6.2f GB/s (%.2fx memcpy), its copies %6.2f GB/s (%.2fx)\n"
                "  in  %6.2f GB/s (%.2fx memcpy), its copies %6.2f GB/s (%.2fx)   target >= 0.8x\n",
-               streams[k], out, out / m_d2h, out_c, out_c / m_d2h, in, in / m_h2d, in_c,
+               EST / MiB, streams[k], out, out / m_d2h, out_c, out_c / m_d2h, in, in / m_h2d, in_c,
                in_c / m_h2d);
     }
     /* checksums: the first swap-out hashes and copies all, an unchanged one
@@ -164,23 +176,27 @@ static void bench_swap(void)
     if (es_swap_in(0, 0, NULL, msg, sizeof(msg)))
         die("swap-in", -1, msg);
 
-    /* migration of the 512 MiB EST */
+    /* migration of the EST */
     es_swap_opts_t q = { 4, 0, 8 * MiB };
     es_swap_set_opts(&q);
     es_swap_drop_parks(0);
     double target = 1.5 * EST / (m_d2h * 1e6) + 100;
-    int rc = es_swap_migrate(0, 1, c0, c1, &st, msg, sizeof(msg));
-    if (rc)
-        die("migrate d2d", rc, msg);
-    printf("migration of 512 MiB, device to device: %7.1f ms (copies %.1f ms)   target <= %.1f ms "
-           "(1.5 x bytes / memcpy + 100 ms)\n", st.ms, st.ms_copy, target);
-    CKD(cuCtxSetCurrent(c1));
-    rc = es_swap_migrate(0, 0, NULL, c0, &st, msg, sizeof(msg));
-    if (rc)
-        die("migrate host", rc, msg);
-    printf("migration of 512 MiB, through host:     %7.1f ms (copies %.1f ms)   target <= %.1f ms\n",
-           st.ms, st.ms_copy, target);
-    CKD(cuCtxSetCurrent(c0));
+    if (ndev < 2) {
+        printf("migration: one device, none measured\n");
+    } else {
+        int rc = es_swap_migrate(0, 1, c0, c1, &st, msg, sizeof(msg));
+        if (rc)
+            die("migrate d2d", rc, msg);
+        printf("migration of %zu MiB, device to device: %7.1f ms (copies %.1f ms)   target <= "
+               "%.1f ms (1.5 x bytes / memcpy + 100 ms)\n", EST / MiB, st.ms, st.ms_copy, target);
+        CKD(cuCtxSetCurrent(c1));
+        rc = es_swap_migrate(0, 0, NULL, c0, &st, msg, sizeof(msg));
+        if (rc)
+            die("migrate host", rc, msg);
+        printf("migration of %zu MiB, through host:     %7.1f ms (copies %.1f ms)   target <= "
+               "%.1f ms\n", EST / MiB, st.ms, st.ms_copy, target);
+        CKD(cuCtxSetCurrent(c0));
+    }
     es_mem_free(d);
     es_swap_drop_parks(0);
     es_swap_set_opts(&o);
@@ -194,6 +210,7 @@ static void bench_swap(void)
 
 typedef struct ts_out {
     double ms[TS_N];
+    int ndev;
 } ts_out_t;
 
 static char ts_job[64];
@@ -230,10 +247,14 @@ static int ts_child(int rank, int dev, int sliced, ts_out_t *out)
         unsigned nch = TS_BYTES / ES_SWAPSUM_CHUNK;
         es_swapsum_args_t a = { (const es_u64 *)data, (es_u64 *)sums, nch };
         void *params[] = { &a };
-        for (int k = 0; k < 2; k++)
-            if (cuLaunchKernel(es_vh_real(f), nch, 1, 1, ES_SWAPSUM_THREADS, 1, 1, 0,
-                               es_vh_stream(s), params, NULL) != CUDA_SUCCESS)
+        for (int k = 0; k < 2; k++) {
+            CUresult r = cuLaunchKernel(es_vh_real(f), nch, 1, 1, ES_SWAPSUM_THREADS, 1, 1, 0,
+                                        es_vh_stream(s), params, NULL);
+            if (r != CUDA_SUCCESS) {
+                fprintf(stderr, "bench_swap: EST %d: cuLaunchKernel: %d\n", rank, (int)r);
                 return 5;
+            }
+        }
         if (cuStreamSynchronize(es_vh_stream(s)) != CUDA_SUCCESS)
             return 6;
         if (sliced) {
@@ -257,13 +278,16 @@ static double ts_run(int sliced, ts_out_t *out)
     for (int i = 0; i < TS_N; i++) {
         pids[i] = fork();
         if (pids[i] == 0)
-            _exit(ts_child(i, sliced ? 0 : i, sliced, out));
+            _exit(ts_child(i, sliced ? 0 : i % ndev, sliced, out));
     }
     int bad = 0;
     for (int i = 0; i < TS_N; i++) {
         int st;
         waitpid(pids[i], &st, 0);
-        bad |= !WIFEXITED(st) || WEXITSTATUS(st);
+        if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+            fprintf(stderr, "bench_swap: EST %d: status 0x%x\n", i, st);
+            bad = 1;
+        }
     }
     if (bad)
         die("time-slicing run", bad, NULL);
@@ -274,23 +298,61 @@ static double ts_run(int sliced, ts_out_t *out)
     return worst;
 }
 
-int main(void)
+/* The driver's device count, asked in a child (this process stays without
+ * CUDA until the time-slicing children have been forked). */
+static int count_devices(ts_out_t *out)
 {
-    char shm[64];
-    snprintf(shm, sizeof(shm), "/simcuda-bench-swap-%d", (int)getpid());
-    setenv("SIMCUDA_SHM_NAME", shm, 1);
-    setenv("SIMCUDA_DEVICES", "a100:4G,h100:4G,a100:4G,a100:4G", 1);
-    unsetenv("CUDA_VISIBLE_DEVICES");
+    pid_t p = fork();
+    if (p == 0) {
+        setup();
+        int n = 0;
+        out->ndev = cuDeviceGetCount(&n) == CUDA_SUCCESS ? n : 0;
+        _exit(0);
+    }
+    int st;
+    if (p < 0 || waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st))
+        return 0;
+    return out->ndev;
+}
+
+int main(int argc, char **argv)
+{
+    int here = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--here"))
+            here = 1;
+        else if (!strcmp(argv[i], "--mib") && i + 1 < argc && atoi(argv[i + 1]) > 0)
+            EST = (size_t)atoi(argv[++i]) * MiB;
+        else {
+            fprintf(stderr, "usage: swap_bench [--mib N] [--here]\n");
+            return 2;
+        }
+    }
+    char shm[64] = "";
+    if (!here) {
+        snprintf(shm, sizeof(shm), "/simcuda-bench-swap-%d", (int)getpid());
+        setenv("SIMCUDA_SHM_NAME", shm, 1);
+        setenv("SIMCUDA_DEVICES", "a100:4G,h100:4G,a100:4G,a100:4G", 1);
+        unsetenv("CUDA_VISIBLE_DEVICES");
+    }
     ts_out_t *out = mmap(NULL, sizeof(*out), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                          -1, 0);
+    if (out == MAP_FAILED)
+        die("mmap", errno, strerror(errno));
+    ndev = count_devices(out);
+    if (ndev < 1)
+        die("cuDeviceGetCount", ndev, "no device");
+    printf("devices: %d%s\n", ndev, here ? " (the driver's)" : " (simcuda)");
     /* the time-slicing runs first: forked before this process uses CUDA */
     double own = ts_run(0, out);
     double sliced = ts_run(1, out);
     setup();
     bench_swap();
-    printf("step time, %d ESTs of %lu MiB: each on its own GPU %.1f ms, time-sliced on one GPU "
+    printf("step time, %d ESTs of %lu MiB: each on its own GPU%s %.1f ms, time-sliced on one GPU "
            "%.1f ms (%.2fx; the GPU does %dx the work per round)\n",
-           TS_N, TS_BYTES / MiB, own, sliced, sliced / own, TS_N);
-    shm_unlink(shm);
+           TS_N, TS_BYTES / MiB, ndev < TS_N ? " (or sharing one, resident together)" : "", own,
+           sliced, sliced / own, TS_N);
+    if (shm[0])
+        shm_unlink(shm);
     return 0;
 }
