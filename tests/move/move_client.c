@@ -19,6 +19,8 @@
  *                                          answers that are the driver's own
  *                                          ("leak NAME")
  *
+ * The module image: $ES_SWAPSUM_FATBIN, else $ES_BUILD/gen/es_swapsum.fatbin.
+ *
  * Output lines: "ready", "step N device D", "checksum HEX", "handles same",
  * "FAIL ..." (exit 1). */
 #include <cuda.h>
@@ -108,8 +110,11 @@ static void *read_file(const char *path, size_t *len)
 static void est_make(int dev)
 {
     char path[512];
-    snprintf(path, sizeof(path), "%s/gen/es_swapsum.fatbin",
-             getenv("ES_BUILD") ? getenv("ES_BUILD") : "build");
+    if (getenv("ES_SWAPSUM_FATBIN")) /* the GPU check's pack */
+        snprintf(path, sizeof(path), "%s", getenv("ES_SWAPSUM_FATBIN"));
+    else
+        snprintf(path, sizeof(path), "%s/gen/es_swapsum.fatbin",
+                 getenv("ES_BUILD") ? getenv("ES_BUILD") : "build");
     CK(cuInit(0));
     CK(cuDevicePrimaryCtxRetain(&E.ctx, dev));
     CK(cuCtxSetCurrent(E.ctx));
