@@ -376,8 +376,69 @@ static es_alloc_t *es_alloc_at(uintptr_t p)
     return p - a->va < (a->size ? a->size : 1) ? a : NULL;
 }
 
+/* ---- the span index (es_memreg_range_bad) ----------------------------------------
+ * A copy of the allocations' ranges in es_allocs' order, read without the
+ * lock under a sequence counter (odd while a writer changes it). Entries
+ * are written with atomic stores so readers never see torn values; an array
+ * outgrown is kept (never freed: a reader may still be in it; the arrays
+ * double, so all of them together are less than twice the last). */
+size_t es_memreg_nspans;
+unsigned es_memreg_span_seq;
+es_span_t *es_memreg_spans;
+#define es_span_seq es_memreg_span_seq
+#define es_spans es_memreg_spans
+static size_t es_cspans;
+
+static void es_span_begin(void)
+{
+    __atomic_store_n(&es_span_seq, es_span_seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static void es_span_end(void)
+{
+    __atomic_store_n(&es_span_seq, es_span_seq + 1, __ATOMIC_RELEASE);
+}
+
+static void es_span_put(size_t i, uint64_t lo, uint64_t hi)
+{
+    __atomic_store_n(&es_spans[i].lo, lo, __ATOMIC_RELAXED);
+    __atomic_store_n(&es_spans[i].hi, hi, __ATOMIC_RELAXED);
+}
+
+/* Lock held: es_spans mirrors es_allocs (after an insert at i, or a removal
+ * at i). Returns -ENOMEM when the index cannot grow (the allocation then
+ * fails). */
+static int es_span_reserve(size_t n)
+{
+    if (n <= es_cspans)
+        return 0;
+    size_t c = es_cspans ? es_cspans * 2 : 64;
+    while (c < n)
+        c *= 2;
+    es_span_t *x = calloc(c, sizeof(*x));
+    if (!x)
+        return -ENOMEM;
+    for (size_t i = 0; i < es_memreg_nspans; i++)
+        x[i] = es_spans[i];
+    __atomic_store_n(&es_spans, x, __ATOMIC_RELEASE); /* the old one stays */
+    es_cspans = c;
+    return 0;
+}
+
+static void es_span_sync(size_t from)
+{
+    es_span_begin();
+    for (size_t i = from; i < es_nallocs; i++)
+        es_span_put(i, es_allocs[i].va, es_allocs[i].va + es_allocs[i].size);
+    __atomic_store_n(&es_memreg_nspans, es_nallocs, __ATOMIC_RELAXED);
+    es_span_end();
+}
+
 static int es_alloc_insert(const es_alloc_t *a)
 {
+    if (es_span_reserve(es_nallocs + 1) != 0)
+        return -ENOMEM;
     if (es_nallocs == es_callocs) {
         size_t n = es_callocs ? es_callocs * 2 : 64;
         es_alloc_t *x = realloc(es_allocs, n * sizeof(*x));
@@ -390,6 +451,7 @@ static int es_alloc_insert(const es_alloc_t *a)
     memmove(&es_allocs[i + 1], &es_allocs[i], (es_nallocs - i) * sizeof(*es_allocs));
     es_allocs[i] = *a;
     es_nallocs++;
+    es_span_sync(i);
     return 0;
 }
 
@@ -490,6 +552,7 @@ static CUresult es_mem_free_locked(CUdeviceptr p)
     size_t i = (size_t)(a - es_allocs);
     memmove(&es_allocs[i], &es_allocs[i + 1], (es_nallocs - i - 1) * sizeof(*es_allocs));
     es_nallocs--;
+    es_span_sync(i);
     es_phys_t *ph = copy.ph;
     if (ph->owner == ES_OWN_SLAB) {
         es_bits_set(ph->bits, copy.unit, copy.nunits, 0);
@@ -1077,6 +1140,7 @@ void es_memreg_reset(void)
         es_drv.cuEventDestroy_v2(es_pend[i].ev);
     es_npend = 0;
     es_nallocs = 0;
+    es_span_sync(0);
     for (int v = 0; v < ES_MEMREG_MAX_VDEV; v++) {
         while (es_head[v])
             es_phys_destroy(es_head[v]);

@@ -126,6 +126,48 @@ int es_mem_poll_frees(int wait);
  * (any out pointer may be NULL), or -ENOENT. */
 int es_mem_find(CUdeviceptr p, CUdeviceptr *base, size_t *size, int *vdev, int *kind);
 
+/* Whether [p, p + n) starts inside an allocation of the cuMemAlloc family
+ * and runs past its end (requested size): the copy and memset wrappers then
+ * answer CUDA_ERROR_INVALID_VALUE, as the driver does for its own
+ * allocations (the VMM backing maps whole granules, so the driver alone
+ * would let such a copy through). 0 for addresses in no such allocation
+ * (host memory, the application's VMM: the driver decides). Lock-free (a
+ * sequence counter over a sorted copy of the allocations' ranges); a few
+ * loads when nothing is allocated. Any thread, any time. */
+typedef struct es_span {
+    uint64_t lo, hi;
+} es_span_t;
+extern size_t es_memreg_nspans;
+extern unsigned es_memreg_span_seq;
+extern es_span_t *es_memreg_spans;
+static inline int es_memreg_range_bad(CUdeviceptr p, size_t n)
+{
+    if (!__atomic_load_n(&es_memreg_nspans, __ATOMIC_RELAXED))
+        return 0;
+    for (;;) {
+        unsigned s = __atomic_load_n(&es_memreg_span_seq, __ATOMIC_ACQUIRE);
+        if (s & 1)
+            continue;
+        const es_span_t *v = __atomic_load_n(&es_memreg_spans, __ATOMIC_ACQUIRE);
+        size_t lo = 0, hi = __atomic_load_n(&es_memreg_nspans, __ATOMIC_RELAXED);
+        while (lo < hi) { /* the first entry starting after p */
+            size_t mid = (lo + hi) / 2;
+            if (__atomic_load_n(&v[mid].lo, __ATOMIC_RELAXED) <= (uint64_t)p)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        int bad = 0;
+        if (lo > 0) {
+            uint64_t end = __atomic_load_n(&v[lo - 1].hi, __ATOMIC_RELAXED);
+            bad = (uint64_t)p < end && n > end - (uint64_t)p;
+        }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&es_memreg_span_seq, __ATOMIC_RELAXED) == s)
+            return bad;
+    }
+}
+
 /* ---- the application's VMM ----------------------------------------------------- */
 
 /* prop->location.id is a vdev. */

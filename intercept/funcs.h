@@ -67,6 +67,9 @@
 #define ES_LTERR CUBLAS_STATUS_NOT_INITIALIZED
 #define ES_DNERR CUDNN_STATUS_NOT_INITIALIZED
 #define ES_NCERR ncclSystemError
+/* The bytes a 2D memset spans (R_DEV ranges, intercept/vargs.h). */
+#define ES_RANGE_2D(pitch, width, elem, height)                                                \
+    ((height) ? (size_t)(pitch) * ((height) - 1) + (size_t)(width) * (elem) : 0)
 
 #define ES_CUDA_FUNCS(X)                                                                        \
     X(C, cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0, CUresult,                            \
@@ -115,33 +118,34 @@
       (free, total), ES_CUERR)                                                                   \
     X(P, cuMemcpyHtoD_v2, "cuMemcpyHtoD", 3020, 0, CUresult,                                     \
       (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount),                            \
-      (dstDevice, srcHost, ByteCount), ES_CUERR)                                                 \
+      (R_DEV(dstDevice, ByteCount), srcHost, ByteCount), ES_CUERR)                               \
     X(P, cuMemcpyHtoD_v2_ptds, "cuMemcpyHtoD", 7000, 1, CUresult,                                \
       (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount),                            \
-      (dstDevice, srcHost, ByteCount), ES_CUERR)                                                 \
+      (R_DEV(dstDevice, ByteCount), srcHost, ByteCount), ES_CUERR)                               \
     X(P, cuMemcpyDtoH_v2, "cuMemcpyDtoH", 3020, 0, CUresult,                                     \
       (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount),                                  \
-      (dstHost, srcDevice, ByteCount), ES_CUERR)                                                 \
+      (dstHost, R_DEV(srcDevice, ByteCount), ByteCount), ES_CUERR)                               \
     X(P, cuMemcpyDtoH_v2_ptds, "cuMemcpyDtoH", 7000, 1, CUresult,                                \
       (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount),                                  \
-      (dstHost, srcDevice, ByteCount), ES_CUERR)                                                 \
+      (dstHost, R_DEV(srcDevice, ByteCount), ByteCount), ES_CUERR)                               \
     X(P, cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync", 3020, 0, CUresult,                           \
       (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream),          \
-      (dstDevice, srcHost, ByteCount, V_STREAM(hStream)), ES_CUERR)                                        \
+      (R_DEV(dstDevice, ByteCount), srcHost, ByteCount, V_STREAM(hStream)), ES_CUERR)            \
     X(P, cuMemcpyHtoDAsync_v2_ptsz, "cuMemcpyHtoDAsync", 7000, 1, CUresult,                      \
       (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream),          \
-      (dstDevice, srcHost, ByteCount, V_STREAM(hStream)), ES_CUERR)                                        \
+      (R_DEV(dstDevice, ByteCount), srcHost, ByteCount, V_STREAM(hStream)), ES_CUERR)            \
     X(P, cuMemcpyDtoHAsync_v2, "cuMemcpyDtoHAsync", 3020, 0, CUresult,                           \
       (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),                \
-      (dstHost, srcDevice, ByteCount, V_STREAM(hStream)), ES_CUERR)                                        \
+      (dstHost, R_DEV(srcDevice, ByteCount), ByteCount, V_STREAM(hStream)), ES_CUERR)            \
     X(P, cuMemcpyDtoHAsync_v2_ptsz, "cuMemcpyDtoHAsync", 7000, 1, CUresult,                      \
       (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),                \
-      (dstHost, srcDevice, ByteCount, V_STREAM(hStream)), ES_CUERR)                                        \
+      (dstHost, R_DEV(srcDevice, ByteCount), ByteCount, V_STREAM(hStream)), ES_CUERR)            \
     X(P, cuMemcpy, "cuMemcpy", 4000, 0, CUresult,                                                \
-      (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount), (dst, src, ByteCount), ES_CUERR)     \
+      (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount),                                     \
+      (R_DEV(dst, ByteCount), R_DEV(src, ByteCount), ByteCount), ES_CUERR)                      \
     X(P, cuMemcpyAsync, "cuMemcpyAsync", 4000, 0, CUresult,                                      \
       (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream),                    \
-      (dst, src, ByteCount, V_STREAM(hStream)), ES_CUERR)                                                  \
+      (R_DEV(dst, ByteCount), R_DEV(src, ByteCount), ByteCount, V_STREAM(hStream)), ES_CUERR)    \
     X(T, cuPointerGetAttribute, "cuPointerGetAttribute", 4000, 0, CUresult,                      \
       (void *data, CUpointer_attribute attribute, CUdeviceptr ptr), (data, attribute, ptr),      \
       ES_CUERR)                                                                                  \
@@ -383,73 +387,131 @@
       (pCopy), ES_CUERR)                                                                        \
     X(P, cuMemcpyAsync_ptsz, "cuMemcpyAsync", 4000, 1, CUresult,                                \
       (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream),                   \
-      (dst, src, ByteCount, V_STREAM(hStream)), ES_CUERR)                                       \
+      (R_DEV(dst, ByteCount), R_DEV(src, ByteCount), ByteCount, V_STREAM(hStream)), ES_CUERR)   \
     X(P, cuMemcpyDtoDAsync_v2, "cuMemcpyDtoDAsync", 3020, 0, CUresult,                          \
       (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),       \
-      (dstDevice, srcDevice, ByteCount, V_STREAM(hStream)), ES_CUERR)                           \
+      (R_DEV(dstDevice, ByteCount), R_DEV(srcDevice, ByteCount), ByteCount,                     \
+       V_STREAM(hStream)), ES_CUERR)                                                            \
     X(P, cuMemcpyDtoDAsync_v2_ptsz, "cuMemcpyDtoDAsync", 3020, 1, CUresult,                     \
       (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),       \
-      (dstDevice, srcDevice, ByteCount, V_STREAM(hStream)), ES_CUERR)                           \
+      (R_DEV(dstDevice, ByteCount), R_DEV(srcDevice, ByteCount), ByteCount,                     \
+       V_STREAM(hStream)), ES_CUERR)                                                            \
     X(P, cuMemcpyPeer, "cuMemcpyPeer", 4000, 0, CUresult,                                       \
       (CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,                      \
        CUcontext srcContext, size_t ByteCount),                                                 \
-      (dstDevice, V_CTX(dstContext), srcDevice, V_CTX(srcContext), ByteCount), ES_CUERR)        \
+      (R_DEV(dstDevice, ByteCount), V_CTX(dstContext), R_DEV(srcDevice, ByteCount),             \
+       V_CTX(srcContext), ByteCount), ES_CUERR)                                                 \
     X(P, cuMemcpyPeerAsync, "cuMemcpyPeerAsync", 4000, 0, CUresult,                             \
       (CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,                      \
        CUcontext srcContext, size_t ByteCount, CUstream hStream),                               \
-      (dstDevice, V_CTX(dstContext), srcDevice, V_CTX(srcContext), ByteCount,                   \
-       V_STREAM(hStream)), ES_CUERR)                                                            \
+      (R_DEV(dstDevice, ByteCount), V_CTX(dstContext), R_DEV(srcDevice, ByteCount),             \
+       V_CTX(srcContext), ByteCount, V_STREAM(hStream)), ES_CUERR)                              \
     X(P, cuMemcpyPeerAsync_ptsz, "cuMemcpyPeerAsync", 4000, 1, CUresult,                        \
       (CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,                      \
        CUcontext srcContext, size_t ByteCount, CUstream hStream),                               \
-      (dstDevice, V_CTX(dstContext), srcDevice, V_CTX(srcContext), ByteCount,                   \
-       V_STREAM(hStream)), ES_CUERR)                                                            \
+      (R_DEV(dstDevice, ByteCount), V_CTX(dstContext), R_DEV(srcDevice, ByteCount),             \
+       V_CTX(srcContext), ByteCount, V_STREAM(hStream)), ES_CUERR)                              \
     X(P, cuMemcpyPeer_ptds, "cuMemcpyPeer", 4000, 1, CUresult,                                  \
       (CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,                      \
        CUcontext srcContext, size_t ByteCount),                                                 \
-      (dstDevice, V_CTX(dstContext), srcDevice, V_CTX(srcContext), ByteCount), ES_CUERR)        \
+      (R_DEV(dstDevice, ByteCount), V_CTX(dstContext), R_DEV(srcDevice, ByteCount),             \
+       V_CTX(srcContext), ByteCount), ES_CUERR)                                                 \
     X(P, cuMemsetD16Async, "cuMemsetD16Async", 3020, 0, CUresult,                               \
       (CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream),                   \
-      (dstDevice, us, N, V_STREAM(hStream)), ES_CUERR)                                          \
+      (R_DEV(dstDevice, (size_t)N * 2), us, N, V_STREAM(hStream)), ES_CUERR)                    \
     X(P, cuMemsetD16Async_ptsz, "cuMemsetD16Async", 3020, 1, CUresult,                          \
       (CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream),                   \
-      (dstDevice, us, N, V_STREAM(hStream)), ES_CUERR)                                          \
+      (R_DEV(dstDevice, (size_t)N * 2), us, N, V_STREAM(hStream)), ES_CUERR)                    \
     X(P, cuMemsetD2D16Async, "cuMemsetD2D16Async", 3020, 0, CUresult,                           \
       (CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height,  \
        CUstream hStream),                                                                       \
-      (dstDevice, dstPitch, us, Width, Height, V_STREAM(hStream)), ES_CUERR)                    \
+      (R_DEV(dstDevice, ES_RANGE_2D(dstPitch, Width, 2, Height)), dstPitch, us, Width,          \
+       Height, V_STREAM(hStream)), ES_CUERR)                                                    \
     X(P, cuMemsetD2D16Async_ptsz, "cuMemsetD2D16Async", 3020, 1, CUresult,                      \
       (CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height,  \
        CUstream hStream),                                                                       \
-      (dstDevice, dstPitch, us, Width, Height, V_STREAM(hStream)), ES_CUERR)                    \
+      (R_DEV(dstDevice, ES_RANGE_2D(dstPitch, Width, 2, Height)), dstPitch, us, Width,          \
+       Height, V_STREAM(hStream)), ES_CUERR)                                                    \
     X(P, cuMemsetD2D32Async, "cuMemsetD2D32Async", 3020, 0, CUresult,                           \
       (CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height,    \
        CUstream hStream),                                                                       \
-      (dstDevice, dstPitch, ui, Width, Height, V_STREAM(hStream)), ES_CUERR)                    \
+      (R_DEV(dstDevice, ES_RANGE_2D(dstPitch, Width, 4, Height)), dstPitch, ui, Width,          \
+       Height, V_STREAM(hStream)), ES_CUERR)                                                    \
     X(P, cuMemsetD2D32Async_ptsz, "cuMemsetD2D32Async", 3020, 1, CUresult,                      \
       (CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height,    \
        CUstream hStream),                                                                       \
-      (dstDevice, dstPitch, ui, Width, Height, V_STREAM(hStream)), ES_CUERR)                    \
+      (R_DEV(dstDevice, ES_RANGE_2D(dstPitch, Width, 4, Height)), dstPitch, ui, Width,          \
+       Height, V_STREAM(hStream)), ES_CUERR)                                                    \
     X(P, cuMemsetD2D8Async, "cuMemsetD2D8Async", 3020, 0, CUresult,                             \
       (CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height,   \
        CUstream hStream),                                                                       \
-      (dstDevice, dstPitch, uc, Width, Height, V_STREAM(hStream)), ES_CUERR)                    \
+      (R_DEV(dstDevice, ES_RANGE_2D(dstPitch, Width, 1, Height)), dstPitch, uc, Width,          \
+       Height, V_STREAM(hStream)), ES_CUERR)                                                    \
     X(P, cuMemsetD2D8Async_ptsz, "cuMemsetD2D8Async", 3020, 1, CUresult,                        \
       (CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height,   \
        CUstream hStream),                                                                       \
-      (dstDevice, dstPitch, uc, Width, Height, V_STREAM(hStream)), ES_CUERR)                    \
+      (R_DEV(dstDevice, ES_RANGE_2D(dstPitch, Width, 1, Height)), dstPitch, uc, Width,          \
+       Height, V_STREAM(hStream)), ES_CUERR)                                                    \
     X(P, cuMemsetD32Async, "cuMemsetD32Async", 3020, 0, CUresult,                               \
       (CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream),                     \
-      (dstDevice, ui, N, V_STREAM(hStream)), ES_CUERR)                                          \
+      (R_DEV(dstDevice, (size_t)N * 4), ui, N, V_STREAM(hStream)), ES_CUERR)                    \
     X(P, cuMemsetD32Async_ptsz, "cuMemsetD32Async", 3020, 1, CUresult,                          \
       (CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream),                     \
-      (dstDevice, ui, N, V_STREAM(hStream)), ES_CUERR)                                          \
+      (R_DEV(dstDevice, (size_t)N * 4), ui, N, V_STREAM(hStream)), ES_CUERR)                    \
     X(P, cuMemsetD8Async, "cuMemsetD8Async", 3020, 0, CUresult,                                 \
       (CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream),                    \
-      (dstDevice, uc, N, V_STREAM(hStream)), ES_CUERR)                                          \
+      (R_DEV(dstDevice, N), uc, N, V_STREAM(hStream)), ES_CUERR)                                \
     X(P, cuMemsetD8Async_ptsz, "cuMemsetD8Async", 3020, 1, CUresult,                            \
       (CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream),                    \
-      (dstDevice, uc, N, V_STREAM(hStream)), ES_CUERR)                                          \
+      (R_DEV(dstDevice, N), uc, N, V_STREAM(hStream)), ES_CUERR)                                \
+    X(P, cuMemcpyDtoD_v2, "cuMemcpyDtoD", 3020, 0, CUresult,                                    \
+      (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),                         \
+      (R_DEV(dstDevice, ByteCount), R_DEV(srcDevice, ByteCount), ByteCount), ES_CUERR)          \
+    X(P, cuMemcpyDtoD_v2_ptds, "cuMemcpyDtoD", 7000, 1, CUresult,                               \
+      (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),                         \
+      (R_DEV(dstDevice, ByteCount), R_DEV(srcDevice, ByteCount), ByteCount), ES_CUERR)          \
+    X(P, cuMemsetD8_v2, "cuMemsetD8", 3020, 0, CUresult,                                        \
+      (CUdeviceptr dstDevice, unsigned char uc, size_t N),                                      \
+      (R_DEV(dstDevice, N), uc, N), ES_CUERR)                                                   \
+    X(P, cuMemsetD8_v2_ptds, "cuMemsetD8", 7000, 1, CUresult,                                   \
+      (CUdeviceptr dstDevice, unsigned char uc, size_t N),                                      \
+      (R_DEV(dstDevice, N), uc, N), ES_CUERR)                                                   \
+    X(P, cuMemsetD2D8_v2, "cuMemsetD2D8", 3020, 0, CUresult,                                    \
+      (CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height),  \
+      (R_DEV(dstDevice, ES_RANGE_2D(dstPitch, Width, 1, Height)), dstPitch, uc, Width,          \
+       Height), ES_CUERR)                                                                       \
+    X(P, cuMemsetD2D8_v2_ptds, "cuMemsetD2D8", 7000, 1, CUresult,                               \
+      (CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height),  \
+      (R_DEV(dstDevice, ES_RANGE_2D(dstPitch, Width, 1, Height)), dstPitch, uc, Width,          \
+       Height), ES_CUERR)                                                                       \
+    X(P, cuMemsetD16_v2, "cuMemsetD16", 3020, 0, CUresult,                                      \
+      (CUdeviceptr dstDevice, unsigned short us, size_t N),                                     \
+      (R_DEV(dstDevice, (size_t)N * 2), us, N), ES_CUERR)                                       \
+    X(P, cuMemsetD16_v2_ptds, "cuMemsetD16", 7000, 1, CUresult,                                 \
+      (CUdeviceptr dstDevice, unsigned short us, size_t N),                                     \
+      (R_DEV(dstDevice, (size_t)N * 2), us, N), ES_CUERR)                                       \
+    X(P, cuMemsetD2D16_v2, "cuMemsetD2D16", 3020, 0, CUresult,                                  \
+      (CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height), \
+      (R_DEV(dstDevice, ES_RANGE_2D(dstPitch, Width, 2, Height)), dstPitch, us, Width,          \
+       Height), ES_CUERR)                                                                       \
+    X(P, cuMemsetD2D16_v2_ptds, "cuMemsetD2D16", 7000, 1, CUresult,                             \
+      (CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height), \
+      (R_DEV(dstDevice, ES_RANGE_2D(dstPitch, Width, 2, Height)), dstPitch, us, Width,          \
+       Height), ES_CUERR)                                                                       \
+    X(P, cuMemsetD32_v2, "cuMemsetD32", 3020, 0, CUresult,                                      \
+      (CUdeviceptr dstDevice, unsigned int ui, size_t N),                                       \
+      (R_DEV(dstDevice, (size_t)N * 4), ui, N), ES_CUERR)                                       \
+    X(P, cuMemsetD32_v2_ptds, "cuMemsetD32", 7000, 1, CUresult,                                 \
+      (CUdeviceptr dstDevice, unsigned int ui, size_t N),                                       \
+      (R_DEV(dstDevice, (size_t)N * 4), ui, N), ES_CUERR)                                       \
+    X(P, cuMemsetD2D32_v2, "cuMemsetD2D32", 3020, 0, CUresult,                                  \
+      (CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height),   \
+      (R_DEV(dstDevice, ES_RANGE_2D(dstPitch, Width, 4, Height)), dstPitch, ui, Width,          \
+       Height), ES_CUERR)                                                                       \
+    X(P, cuMemsetD2D32_v2_ptds, "cuMemsetD2D32", 7000, 1, CUresult,                             \
+      (CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height),   \
+      (R_DEV(dstDevice, ES_RANGE_2D(dstPitch, Width, 4, Height)), dstPitch, ui, Width,          \
+       Height), ES_CUERR)                                                                       \
     X(T, cuModuleEnumerateFunctions, "cuModuleEnumerateFunctions", 12040, 0, CUresult,          \
       (CUfunction *functions, unsigned int numFunctions, CUmodule mod),                         \
       (functions, numFunctions, mod), ES_CUERR)                                                 \

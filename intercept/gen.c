@@ -9,12 +9,23 @@
 #include "shim/shim.h"
 #include "intercept/thunks.h"
 
-/* The slow variant is out of line so the fast path stays short. */
+/* The slow variant is out of line so the fast path stays short. CHECK:
+ * what the entry does before the call with its R_DEV ranges (driver
+ * entries: refuse a range past the end of an allocation, as the driver
+ * would; the other libraries have none). */
+#define ES_GEN_CHECK_cuda(args)                                                \
+    if (ES_VA_BAD args)                                                        \
+        return CUDA_ERROR_INVALID_VALUE;
+#define ES_GEN_CHECK_cublas(args)
+#define ES_GEN_CHECK_cudnn(args)
+#define ES_GEN_CHECK_nccl(args)
+#define ES_GEN_CHECK_cublaslt(args)
 #define ES_GEN_P(lib, sym, ret, params, args)                                  \
     __attribute__((noinline, cold)) static ret es_slow_##sym params            \
     {                                                                          \
         es_enter_slow(ES_LIBID_##lib, ES_IDX_##sym,                            \
                       es_door_tls.epoch != __atomic_load_n(&es_door_epoch, __ATOMIC_RELAXED)); \
+        ES_GEN_CHECK_##lib(args)                                               \
         ret r_ = ES_RAW(lib, sym) ES_VA_CALL args;                             \
         ES_VA_POST(r_, args);                                                  \
         return r_;                                                             \
@@ -24,6 +35,7 @@
         __attribute__((cleanup(es_door_guard_leave))) int g_ = es_door_enter(); \
         if (__builtin_expect(g_ | __atomic_load_n(&es_slow[ES_LIBID_##lib], __ATOMIC_ACQUIRE), 0)) \
             return es_slow_##sym ES_VA_NAMES args;                             \
+        ES_GEN_CHECK_##lib(args)                                               \
         ret r_ = ES_RAW(lib, sym) ES_VA_CALL args;                             \
         ES_VA_POST(r_, args);                                                  \
         return r_;                                                             \

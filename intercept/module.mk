@@ -23,7 +23,8 @@ $(B)/tests/move/move_client: $(B)/obj/tests/move/move_client.o | $(SIMCUDA_LIB)
 
 $(B)/tests/move_test: $(B)/obj/tests/move/move_test.o $(TEST_HARNESS_OBJ) \
 		| $(B)/lib/libeasyscale.so $(B)/tests/move/move_client $(ES_SWAPSUM_FATBIN) \
-		  $(ES_SWAPSUM_TWIN) $(B)/bin/easyscale-ctl
+		  $(ES_SWAPSUM_TWIN) $(B)/bin/easyscale-ctl $(B)/tests/cuda_client_test \
+		  $(B)/tests/cublas_client_test $(B)/tests/cudnn_client_test
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -l:libcuda.so.1 $(CMOCKA_LIBS)
 

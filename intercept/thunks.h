@@ -3,13 +3,15 @@
  * intercept/funcs.h expand to (intercept/vargs.h), over the virtual handles
  * of context/vhandle.h and the stand-in allocation handles of
  * context/memreg.h. Each is a load and a branch on the hot path; while
- * handles are not virtual (es_vh_on 0) each is the identity. */
+ * handles are not virtual (es_vh_on 0) each is the identity. es_va_range
+ * asks the registry's span index (nothing allocated through it: one load). */
 #ifndef ES_INTERCEPT_THUNKS_H
 #define ES_INTERCEPT_THUNKS_H
 
 #include <cuda.h>
 #include <stdint.h>
 
+#include "context/memreg.h"
 #include "context/vhandle.h"
 #include "intercept/vargs.h"
 
@@ -51,5 +53,8 @@ static inline void es_va_out_any(void *p)
 #define es_va_out_BLAS(p) es_va_out_any(p)
 #define es_va_out_DNN(p) es_va_out_any(p)
 #define es_va_out_MEMH(p) ((void)(p)) /* the registry answers these itself */
+
+/* A device range past the end of one of the registry's allocations. */
+#define es_va_range(x, n) es_memreg_range_bad((CUdeviceptr)(x), (size_t)(n))
 
 #endif

@@ -8,6 +8,11 @@
  *   V_<KIND>(name)  an input handle: the call passes the real handle
  *   O_<KIND>(name)  a pointer to an output handle: the call passes it as
  *                   is, then *name is replaced by the virtual handle
+ *   R_DEV(name, bytes)  a device address the call reads or writes bytes
+ *                   from: refused (the entry's invalid-value error) when
+ *                   the range starts inside an allocation of the shim's
+ *                   cuMemAlloc family and runs past its end, as the driver
+ *                   refuses it for its own allocations; passed as is
  * KIND: CTX, STREAM, EVENT, MOD, FN, LIB, KERN, MEMH (a VMM allocation
  * handle: the registry's stand-in), BLAS, DNN (cuBLAS and cuDNN handles).
  * The annotations are not macros: only the generators below read them, so
@@ -17,12 +22,13 @@
  *   ES_VA_CALL args   the argument list of the real call, translated
  *   ES_VA_POST(r, args)  statements run after the real call (r: its result,
  *                   0 meaning success), one per output handle
- *   ES_VA_COUNT args  the number of annotated parameters (a constant)
+ *   ES_VA_BAD args    an expression, non-zero when an R_DEV range is refused
+ *   ES_VA_COUNT args  the number of handle parameters (V_, O_; a constant)
  *   ES_VA_NAMES args  the argument list as plain names (passing the
  *                   wrapper's own parameters on, untranslated)
  *
- * The expansions call es_va_in_<KIND>(x) and es_va_out_<KIND>(p), which
- * the includer defines (intercept/thunks.c: from context/vhandle.h;
+ * The expansions call es_va_in_<KIND>(x), es_va_out_<KIND>(p) and
+ * es_va_range(x, bytes), which the includer defines (intercept/thunks.c: from context/vhandle.h;
  * tests: their own). At most 32 parameters.
  */
 #ifndef ES_INTERCEPT_VARGS_H
@@ -105,6 +111,7 @@
 #define ES_VA_PROBE_O_MEMH(x) ~, 1
 #define ES_VA_PROBE_O_BLAS(x) ~, 1
 #define ES_VA_PROBE_O_DNN(x) ~, 1
+#define ES_VA_PROBE_R_DEV(x, n) ~, 1
 
 /* the call's argument */
 #define ES_VA_ARG_V_CTX(x) es_va_in_CTX(x)
@@ -127,6 +134,7 @@
 #define ES_VA_ARG_O_MEMH(x) x
 #define ES_VA_ARG_O_BLAS(x) x
 #define ES_VA_ARG_O_DNN(x) x
+#define ES_VA_ARG_R_DEV(x, n) x
 
 /* the statement after the call */
 #define ES_VA_AFTER_V_CTX(x)
@@ -149,6 +157,7 @@
 #define ES_VA_AFTER_O_MEMH(x) es_va_out_MEMH(x);
 #define ES_VA_AFTER_O_BLAS(x) es_va_out_BLAS(x);
 #define ES_VA_AFTER_O_DNN(x) es_va_out_DNN(x);
+#define ES_VA_AFTER_R_DEV(x, n)
 
 /* the parameter's name */
 #define ES_VA_NAME_V_CTX(x) x
@@ -171,12 +180,58 @@
 #define ES_VA_NAME_O_MEMH(x) x
 #define ES_VA_NAME_O_BLAS(x) x
 #define ES_VA_NAME_O_DNN(x) x
+#define ES_VA_NAME_R_DEV(x, n) x
+
+/* the range check (handles: none) and whether it is a handle */
+#define ES_VA_BAD_R_DEV(x, n) || es_va_range(x, n)
+#define ES_VA_HANDLE_R_DEV(x, n) 0
+#define ES_VA_BAD_V_CTX(x)
+#define ES_VA_HANDLE_V_CTX(x) 1
+#define ES_VA_BAD_V_STREAM(x)
+#define ES_VA_HANDLE_V_STREAM(x) 1
+#define ES_VA_BAD_V_EVENT(x)
+#define ES_VA_HANDLE_V_EVENT(x) 1
+#define ES_VA_BAD_V_MOD(x)
+#define ES_VA_HANDLE_V_MOD(x) 1
+#define ES_VA_BAD_V_FN(x)
+#define ES_VA_HANDLE_V_FN(x) 1
+#define ES_VA_BAD_V_LIB(x)
+#define ES_VA_HANDLE_V_LIB(x) 1
+#define ES_VA_BAD_V_KERN(x)
+#define ES_VA_HANDLE_V_KERN(x) 1
+#define ES_VA_BAD_V_MEMH(x)
+#define ES_VA_HANDLE_V_MEMH(x) 1
+#define ES_VA_BAD_V_BLAS(x)
+#define ES_VA_HANDLE_V_BLAS(x) 1
+#define ES_VA_BAD_V_DNN(x)
+#define ES_VA_HANDLE_V_DNN(x) 1
+#define ES_VA_BAD_O_CTX(x)
+#define ES_VA_HANDLE_O_CTX(x) 1
+#define ES_VA_BAD_O_STREAM(x)
+#define ES_VA_HANDLE_O_STREAM(x) 1
+#define ES_VA_BAD_O_EVENT(x)
+#define ES_VA_HANDLE_O_EVENT(x) 1
+#define ES_VA_BAD_O_MOD(x)
+#define ES_VA_HANDLE_O_MOD(x) 1
+#define ES_VA_BAD_O_FN(x)
+#define ES_VA_HANDLE_O_FN(x) 1
+#define ES_VA_BAD_O_LIB(x)
+#define ES_VA_HANDLE_O_LIB(x) 1
+#define ES_VA_BAD_O_KERN(x)
+#define ES_VA_HANDLE_O_KERN(x) 1
+#define ES_VA_BAD_O_MEMH(x)
+#define ES_VA_HANDLE_O_MEMH(x) 1
+#define ES_VA_BAD_O_BLAS(x)
+#define ES_VA_HANDLE_O_BLAS(x) 1
+#define ES_VA_BAD_O_DNN(x)
+#define ES_VA_HANDLE_O_DNN(x) 1
 
 /* ---- generators -------------------------------------------------------------------------- */
 
 #define ES_VA_ONE_ARG(x) ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_ARG_, x), x)
 #define ES_VA_ONE_AFTER(x) ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_AFTER_, x), )
-#define ES_VA_ONE_COUNT(x) +ES_PP_IS_ANN(x)
+#define ES_VA_ONE_COUNT(x) +ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_HANDLE_, x), 0)
+#define ES_VA_ONE_BAD(x) ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_BAD_, x), )
 #define ES_VA_ONE_NAME(x) ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_NAME_, x), x)
 
 #define ES_VA_CALL(...) (ES_PP_EACH(ES_VA_ONE_ARG, ES_PP_COMMA, __VA_ARGS__))
@@ -187,6 +242,7 @@
         }                                                                                      \
     } while (0)
 #define ES_VA_COUNT(...) (0 ES_PP_EACH(ES_VA_ONE_COUNT, ES_PP_NOTHING, __VA_ARGS__))
+#define ES_VA_BAD(...) (0 ES_PP_EACH(ES_VA_ONE_BAD, ES_PP_NOTHING, __VA_ARGS__))
 #define ES_VA_NAMES(...) (ES_PP_EACH(ES_VA_ONE_NAME, ES_PP_COMMA, __VA_ARGS__))
 #define ES_VA_UNPAREN(...) __VA_ARGS__
 

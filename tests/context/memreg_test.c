@@ -1,7 +1,8 @@
 /* Tests of the device-memory registry (context/memreg.h) on simcuda's real
  * driver: VMM-backed cuMemAlloc memory (slabs and own reservations), the
  * stand-in handles of the application's VMM allocations, stream-ordered
- * frees, peers, pinned host memory that outlives its context. */
+ * frees, peers, pinned host memory that outlives its context, the span
+ * index of the copy wrappers' range check. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include "tests/context/ctxtest.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -363,6 +365,81 @@ static void test_host_memory_outlives_context(void **state)
     assert_int_equal(es_host_alloc(&p, 10, 0x100), CUDA_ERROR_INVALID_VALUE);
 }
 
+/* The range check of the copy wrappers: a range that starts in an
+ * allocation and runs past its requested end is refused; anything that
+ * starts outside every allocation is the driver's to judge. */
+static void test_range_past_the_end(void **state)
+{
+    (void)state;
+    CUdeviceptr small, big;
+    int host = 0;
+    assert_int_equal(es_memreg_range_bad(0x1000, 1 << 20), 0); /* nothing allocated */
+    CK(es_mem_alloc(0, 64, ES_ALLOC_PLAIN, &small));
+    CK(es_mem_alloc(0, 3 * MiB, ES_ALLOC_PLAIN, &big));
+    assert_int_equal(es_memreg_range_bad(small, 64), 0);
+    assert_int_equal(es_memreg_range_bad(small, 65), 1);
+    assert_int_equal(es_memreg_range_bad(small + 63, 1), 0);
+    assert_int_equal(es_memreg_range_bad(small + 63, 2), 1);
+    assert_int_equal(es_memreg_range_bad(small, 0), 0);
+    assert_int_equal(es_memreg_range_bad(small + 64, 4096), 0); /* not in it */
+    assert_int_equal(es_memreg_range_bad(big, 3 * MiB), 0);
+    assert_int_equal(es_memreg_range_bad(big + MiB, 2 * MiB + 1), 1);
+    assert_int_equal(es_memreg_range_bad(big, SIZE_MAX), 1);
+    assert_int_equal(es_memreg_range_bad((CUdeviceptr)(uintptr_t)&host, 1 << 20), 0);
+    CK(es_mem_free(small));
+    assert_int_equal(es_memreg_range_bad(small, 65), 0); /* gone: the driver's call */
+    assert_int_equal(es_memreg_range_bad(big, 3 * MiB + 1), 1);
+    CK(es_mem_free(big));
+    assert_int_equal(es_memreg_range_bad(big, 3 * MiB + 1), 0);
+}
+
+/* Readers without the lock while another thread allocates and frees (the
+ * index grows and shifts): a stable allocation always answers right. */
+typedef struct range_reader {
+    CUdeviceptr p;
+    size_t size;
+    volatile int stop;
+    long wrong, reads;
+} range_reader_t;
+
+static void *range_reader(void *arg)
+{
+    range_reader_t *r = arg;
+    while (!r->stop) {
+        if (es_memreg_range_bad(r->p, r->size) != 0 || es_memreg_range_bad(r->p, r->size + 1) != 1 ||
+            es_memreg_range_bad(r->p + r->size - 8, 8) != 0)
+            r->wrong++;
+        r->reads++;
+    }
+    return NULL;
+}
+
+static void test_range_readers_while_allocating(void **state)
+{
+    (void)state;
+    range_reader_t r = { 0 };
+    r.size = 40000;
+    CK(es_mem_alloc(0, r.size, ES_ALLOC_PLAIN, &r.p));
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, range_reader, &r), 0);
+    CUdeviceptr d[300];
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < 300; i++) /* below and above r.p, in slabs */
+            CK(es_mem_alloc(0, 512 + (size_t)(i % 7) * 1000, ES_ALLOC_PLAIN, &d[i]));
+        for (int i = 0; i < 300; i += 2)
+            CK(es_mem_free(d[i]));
+        for (int i = 1; i < 300; i += 2)
+            CK(es_mem_free(d[i]));
+    }
+    r.stop = 1;
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    assert_true(r.reads > 0);
+    assert_int_equal(r.wrong, 0);
+    CK(es_mem_free(r.p));
+}
+
 int main(void)
 {
     ct_setup("memreg");
@@ -378,6 +455,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_peer_access, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vdev_mapping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_memory_outlives_context, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_range_past_the_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_range_readers_while_allocating, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
