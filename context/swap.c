@@ -319,6 +319,69 @@ void es_swap_drop_parks(int vdev)
     es_memreg_unlock();
 }
 
+/* ---- a parked EST's content, from the host ---------------------------------------- */
+
+/* The park address of va for len bytes inside one mapping of vdev's parked
+ * objects (how many bytes of it lie there in *run), or NULL. Lock held. */
+static unsigned char *es_park_at(int vdev, uintptr_t va, size_t len, size_t *run, es_phys_t **obj)
+{
+    for (es_phys_t *ph = es_memreg_first(vdev); ph; ph = ph->next) {
+        if (ph->owner == ES_OWN_IMPORT || !ph->park || !ph->park_valid || ph->real)
+            continue;
+        for (int m = 0; m < ph->nmaps; m++) {
+            const es_map_t *mp = &ph->maps[m];
+            if (va < mp->va || va - mp->va >= mp->size)
+                continue;
+            size_t in = mp->size - (va - mp->va);
+            *run = in < len ? in : len;
+            *obj = ph;
+            return (unsigned char *)ph->park + mp->off + (va - mp->va);
+        }
+    }
+    return NULL;
+}
+
+static int es_park_copy(int vdev, uintptr_t va, void *host, size_t len, int write)
+{
+    int rc = 0;
+    es_memreg_lock();
+    if (es_memreg_device(vdev) != -1) {
+        rc = -EINVAL;
+        goto out;
+    }
+    while (len) {
+        size_t run = 0;
+        es_phys_t *ph = NULL;
+        unsigned char *p = es_park_at(vdev, va, len, &run, &ph);
+        if (!p) {
+            rc = -EFAULT;
+            goto out;
+        }
+        if (write) {
+            memcpy(p, host, run);
+            ph->sums_valid = 0; /* the next swap-out copies it whole */
+        } else {
+            memcpy(host, p, run);
+        }
+        host = (unsigned char *)host + run;
+        va += run;
+        len -= run;
+    }
+out:
+    es_memreg_unlock();
+    return rc;
+}
+
+int es_swap_park_read(int vdev, void *dst, CUdeviceptr src, size_t len)
+{
+    return es_park_copy(vdev, (uintptr_t)src, dst, len, 0);
+}
+
+int es_swap_park_write(int vdev, CUdeviceptr dst, const void *src, size_t len)
+{
+    return es_park_copy(vdev, (uintptr_t)dst, (void *)(uintptr_t)src, len, 1);
+}
+
 /* ---- copies -------------------------------------------------------------------------- */
 
 enum { ES_D2H = 1, ES_H2D, ES_D2D };

@@ -69,6 +69,18 @@ int es_swap_in(int vdev, int dev, es_swap_stats_t *st, char *msg, size_t msglen)
 int es_swap_migrate(int vdev, int dev, CUcontext from_ctx, CUcontext to_ctx,
                     es_swap_stats_t *st, char *msg, size_t msglen);
 
+/* While vdev is parked: copies between host memory and the content of its
+ * device range [src, src + len) as its host copies hold it (the range may
+ * span several objects; the application's imported memory is not held).
+ * A parked EST can so take part in work that only reads and writes its
+ * memory (a collective whose turn comes while it is parked). Writes make
+ * the objects written be copied whole at the next swap-out (their stored
+ * checksums no longer describe the host copy). 0; -EINVAL when vdev is not
+ * parked; -EFAULT when part of the range is in none of its objects (nothing
+ * further copied). Takes the registry's lock. */
+int es_swap_park_read(int vdev, void *dst, CUdeviceptr src, size_t len);
+int es_swap_park_write(int vdev, CUdeviceptr dst, const void *src, size_t len);
+
 /* Drops the host copies of vdev (after a failed run, or to give the host
  * memory back while resident). */
 void es_swap_drop_parks(int vdev);

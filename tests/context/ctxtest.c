@@ -72,7 +72,7 @@ size_t ct_used(int dev)
     return tot - fr;
 }
 
-static void ct_pattern(uint32_t *buf, size_t words, size_t first, uint32_t seed)
+void ct_pattern(uint32_t *buf, size_t words, size_t first, uint32_t seed)
 {
     for (size_t i = 0; i < words; i++) {
         uint32_t x = (uint32_t)(first + i) * 2654435761u ^ seed;

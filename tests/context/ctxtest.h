@@ -29,6 +29,8 @@ size_t ct_used(int dev);
  * seed, through host copies (never touching device memory from the host).
  * ct_check returns 1 when equal. */
 void ct_fill(CUdeviceptr p, size_t n, uint32_t seed);
+/* The pattern itself: words from word index first. */
+void ct_pattern(uint32_t *buf, size_t words, size_t first, uint32_t seed);
 int ct_check(CUdeviceptr p, size_t n, uint32_t seed);
 
 #define CK(x) assert_int_equal((x), CUDA_SUCCESS)

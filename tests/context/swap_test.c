@@ -4,7 +4,8 @@
  * swapped out to host memory and back in on the same or another device,
  * migrated device to device and through host memory, with addresses that
  * never change; checksums on the device skip unchanged chunks; failures
- * leave the EST whole where it was. */
+ * leave the EST whole where it was; a parked EST's content read and written
+ * from the host. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -416,6 +417,55 @@ static void test_options(void **state)
     est_check(&e, 0);
 }
 
+/* A parked EST's memory read and written through its host copies (a
+ * collective taking place while it is parked): reads see the device content,
+ * writes are on the device after the swap-in, and a chunk written while
+ * parked is copied out again even when the application then puts back the
+ * content it had at the previous swap-out (its stored hash would match). */
+static void test_parked_content_from_the_host(void **state)
+{
+    (void)state;
+    est_t e;
+    est_make(&e, 4 * MiB);
+    char msg[256] = "";
+    uint32_t buf[64];
+    /* resident: refused */
+    assert_int_equal(es_swap_park_read(0, buf, e.big, sizeof(buf)), -EINVAL);
+    es_swap_stats_t st;
+    assert_int_equal(es_swap_out(0, &st, msg, sizeof(msg)), 0);
+    /* reads: what the device held (the pattern of seed 200 at offset 4096) */
+    uint32_t *want = malloc(ES_SWAPSUM_CHUNK);
+    assert_non_null(want);
+    assert_int_equal(es_swap_park_read(0, buf, e.big + 4096, sizeof(buf)), 0);
+    ct_pattern(want, 64, 4096 / 4, 200);
+    assert_memory_equal(buf, want, sizeof(buf));
+    assert_int_equal(es_swap_park_read(0, buf, e.small[0], 100), 0);
+    ct_pattern(want, 25, 0, 100);
+    assert_memory_equal(buf, want, 100);
+    /* a range that runs past the last object fails */
+    assert_int_equal(es_swap_park_read(0, buf, e.vmm_va + 2 * e.g - 16, 32), -EFAULT);
+    /* writes: the first chunk of big set to zeros */
+    memset(want, 0, ES_SWAPSUM_CHUNK);
+    assert_int_equal(es_swap_park_write(0, e.big, want, ES_SWAPSUM_CHUNK), 0);
+    assert_int_equal(es_swap_in(0, 0, &st, msg, sizeof(msg)), 0);
+    uint32_t *got = malloc(ES_SWAPSUM_CHUNK);
+    assert_non_null(got);
+    CK(cuMemcpyDtoH(got, e.big, ES_SWAPSUM_CHUNK));
+    assert_memory_equal(got, want, ES_SWAPSUM_CHUNK);
+    /* the rest as it was: the pattern of seed 200 from offset one chunk */
+    CK(cuMemcpyDtoH(got, e.big + ES_SWAPSUM_CHUNK, ES_SWAPSUM_CHUNK));
+    ct_pattern(want, ES_SWAPSUM_CHUNK / 4, ES_SWAPSUM_CHUNK / 4, 200);
+    assert_memory_equal(got, want, ES_SWAPSUM_CHUNK);
+    /* the application puts back what the device had at the swap-out */
+    ct_fill(e.big, 4 * MiB, 200);
+    assert_int_equal(es_swap_out(0, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(es_swap_in(0, 0, &st, msg, sizeof(msg)), 0);
+    assert_true(ct_check(e.big, 4 * MiB, 200)); /* not the zeros written while parked */
+    est_check(&e, 0);
+    free(want);
+    free(got);
+}
+
 int main(void)
 {
     /* device 2 is small: the out-of-memory cases */
@@ -433,6 +483,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_imported_memory_is_imported_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending_frees_complete_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_options, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parked_content_from_the_host, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
