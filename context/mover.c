@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
@@ -336,3 +337,52 @@ void es_mover_signal_est(int dev)
 {
     es_mover_signal_target(-1, dev);
 }
+
+/* ---- time-slicing at a collective ---------------------------------------------------- */
+
+/* A move of the whole EST through the door, from a thread in a safe
+ * section: it performs the request itself unless another thread already
+ * does. */
+static int es_mover_door_move(int dev, char *msg, size_t msglen)
+{
+    long tk;
+    while ((tk = es_mover_post_est(dev)) == -EBUSY) /* another request first */
+        if (!es_door_safe_point())
+            usleep(1000);
+    if (tk < 0) {
+        if (msg && msglen)
+            snprintf(msg, msglen, "moves unavailable (%s)", strerror((int)-tk));
+        return (int)tk;
+    }
+    es_door_safe_point();
+    int rc = 0;
+    if (es_door_result(tk, -1, &rc, msg, msglen) != 0)
+        return -EIO;
+    return rc;
+}
+
+int es_mover_yield(es_tslice_t *t, char *msg, size_t msglen)
+{
+    es_door_safe_begin();
+    int rc = es_mover_door_move(ES_MOVER_PARK, msg, msglen);
+    if (rc == 0 && (rc = es_tslice_pass(t)) != 0 && msg && msglen)
+        snprintf(msg, msglen, "parked, but the turn could not be passed (%s)", strerror(-rc));
+    if (rc != 0 && es_mover_where_est() != ES_MOVER_PARK)
+        es_door_safe_end();
+    return rc;
+}
+
+int es_mover_resume(es_tslice_t *t, int dev, char *msg, size_t msglen)
+{
+    int rc = es_tslice_wait(t, -1);
+    if (rc != 0) {
+        if (msg && msglen)
+            snprintf(msg, msglen, "no turn (%s)", strerror(-rc));
+        return rc;
+    }
+    rc = es_mover_door_move(dev, msg, msglen);
+    if (rc == 0)
+        es_door_safe_end();
+    return rc;
+}
+

@@ -59,4 +59,18 @@ void es_mover_set_report(void (*report)(int rc, int dev, const char *msg,
  * holds nothing yet. */
 int es_mover_where_est(void);
 
+/* Time-slicing at a collective (docs/MOVING.md, section 6), from a thread
+ * inside a call (the collective's): es_mover_yield parks the whole EST
+ * through the door (the application's other threads wait at the door while
+ * it is parked; this one is in a safe section) and passes t's turn;
+ * es_mover_resume waits for the turn to come back and brings the EST back
+ * onto dev, then ends the safe section. In between the caller touches the
+ * EST's memory only through es_swap_park_read/write (context/swap.h) and
+ * makes no driver call. Both return 0 or a negative errno with a reason:
+ * a failed yield leaves the EST resident and the turn held; a failed
+ * resume leaves it parked (and the safe section open: call it again). */
+#include "context/tslice.h"
+int es_mover_yield(es_tslice_t *t, char *msg, size_t msglen);
+int es_mover_resume(es_tslice_t *t, int dev, char *msg, size_t msglen);
+
 #endif

@@ -1,8 +1,12 @@
 /* Tests of time-slicing (context/tslice.h): the members of a slot take
  * turns in rank order; a dead holder is skipped; and four ESTs (separate
  * processes) share one simulated GPU that holds only one of them at a
- * time, parking and coming back at each turn with their memory whole. The
- * negative control keeps the ESTs resident: the second one finds no memory. */
+ * time, parking and coming back at each turn with their memory whole; and
+ * the same four sum their buffers in a collective that takes place while
+ * they are parked (each yields at the collective, takes part from its host
+ * copies, and comes back at its next turn with the sum, folded in rank
+ * order, on the device). The negative control keeps the ESTs resident: the
+ * second one finds no memory. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -270,6 +274,113 @@ static void test_negative_control_without_slicing(void **state)
     assert_true(run_ests(0) >= N - 1);
 }
 
+/* ---- a collective while parked -------------------------------------------------------- */
+
+#define CB (6 * MiB)             /* each EST's buffer: contributions in shared memory */
+#define CN ((size_t)(CB / 4))   /* floats */
+#define CSTEPS 3
+
+typedef struct coll {
+    float in[N][CN];            /* contributions, by rank */
+    int arrived[CSTEPS], done[CSTEPS];
+    size_t peak[N];
+} coll_t;
+static coll_t *cl;
+
+static float cval(int rank, int step, size_t i)
+{
+    return (float)((i * 2654435761u + (unsigned)rank * 977u + (unsigned)step * 131u) % 1000u) /
+           7.0f;
+}
+
+static void spin_until(int *v, int want)
+{
+    while (__atomic_load_n(v, __ATOMIC_ACQUIRE) < want)
+        usleep(200);
+}
+
+/* One EST: per step, fill its buffer on the device, then an all-reduce:
+ * yield (park, pass the turn), contribute from the host copy, fold the four
+ * contributions in rank order into the host copy, come back at its turn
+ * and check the device holds the sum. */
+static int coll_child(int rank)
+{
+    ct_setup_shared();
+    es_mover_init();
+    es_tslice_t *t = NULL;
+    char msg[256] = "";
+    if (es_tslice_join(&t, job, 0, rank, ranks, N) != 0 || es_tslice_wait(t, 60000) != 0)
+        return 2;
+    CUcontext ctx;
+    CUdeviceptr buf;
+    if (es_vh_primary_retain(&ctx, 0, 0) || es_vh_set_current(ctx) ||
+        es_mem_alloc(0, CB, ES_ALLOC_PLAIN, &buf) != CUDA_SUCCESS)
+        return 3;
+    float *h = malloc(CB), *want = malloc(CB);
+    for (int step = 0; step < CSTEPS; step++) {
+        for (size_t i = 0; i < CN; i++)
+            h[i] = cval(rank, step, i);
+        if (cuMemcpyHtoD(buf, h, CB) != CUDA_SUCCESS)
+            return 4;
+        size_t used = ct_used(0);
+        if (used > cl->peak[rank])
+            cl->peak[rank] = used;
+        /* the collective */
+        if (es_mover_yield(t, msg, sizeof(msg)) != 0) {
+            fprintf(stderr, "rank %d yield: %s\n", rank, msg);
+            return 5;
+        }
+        if (es_swap_park_read(0, cl->in[rank], buf, CB) != 0)
+            return 6;
+        __atomic_add_fetch(&cl->arrived[step], 1, __ATOMIC_ACQ_REL);
+        spin_until(&cl->arrived[step], N);
+        for (size_t i = 0; i < CN; i++) {
+            float a = cl->in[0][i];
+            for (int r = 1; r < N; r++)
+                a += cl->in[r][i];
+            h[i] = a;
+        }
+        if (es_swap_park_write(0, buf, h, CB) != 0)
+            return 7;
+        __atomic_add_fetch(&cl->done[step], 1, __ATOMIC_ACQ_REL);
+        spin_until(&cl->done[step], N); /* nobody overwrites a contribution still read */
+        if (es_mover_resume(t, 0, msg, sizeof(msg)) != 0) {
+            fprintf(stderr, "rank %d resume: %s\n", rank, msg);
+            return 8;
+        }
+        /* the sum, folded in rank order, is on the device */
+        for (size_t i = 0; i < CN; i++) {
+            float a = cval(0, step, i);
+            for (int r = 1; r < N; r++)
+                a += cval(r, step, i);
+            want[i] = a;
+        }
+        if (cuMemcpyDtoH(h, buf, CB) != CUDA_SUCCESS || memcmp(h, want, CB) != 0)
+            return 9;
+    }
+    if (es_mover_yield(t, msg, sizeof(msg)) != 0)
+        return 10;
+    es_tslice_leave(t);
+    return 0;
+}
+
+static void test_collective_while_parked(void **state)
+{
+    (void)state;
+    new_job("coll");
+    memset(cl, 0, sizeof(*cl));
+    pid_t pids[N];
+    for (int i = 0; i < N; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0)
+            _exit(coll_child(ranks[i]));
+    }
+    assert_int_equal(wait_all(pids, N), 0);
+    /* one EST's memory on the GPU at a time, plus staging */
+    for (int r = 0; r < N; r++)
+        assert_true(cl->peak[r] > 0 && cl->peak[r] <= CB + 3 * 2 * MiB);
+}
+
 int main(void)
 {
     /* one GPU with room for one EST (24 MiB + its records + staging) */
@@ -279,11 +390,13 @@ int main(void)
     setenv("SIMCUDA_DEVICES", "a100:40M", 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
     lg = mmap(NULL, sizeof(*lg), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cl = mmap(NULL, sizeof(*cl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_join_checks),
         cmocka_unit_test(test_turns_in_rank_order),
         cmocka_unit_test(test_dead_holder_is_skipped),
         cmocka_unit_test(test_four_ests_on_one_gpu),
+        cmocka_unit_test(test_collective_while_parked),
         cmocka_unit_test(test_negative_control_without_slicing),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
