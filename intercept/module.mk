@@ -3,3 +3,4 @@
 # cublas.c, cudnn.c). The shim compiles $(INTERCEPT_SRCS).
 
 INTERCEPT_SRCS := intercept/gen.c intercept/cuda.c intercept/cublas.c intercept/cudnn.c
+INTERCEPT_SRCS += intercept/nccl.c
