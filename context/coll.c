@@ -1062,7 +1062,10 @@ static int es_comm_drain(es_comm_t *c, uint64_t max_ms)
     return done;
 }
 
-static void es_comm_release(es_comm_t *c, int drained)
+/* Frees what the communicator holds. keep: the structure itself stays
+ * allocated (abort: another thread of the application may still be
+ * inside a call on it; NCCL allows aborting from a watchdog thread). */
+static void es_comm_release(es_comm_t *c, int drained, int keep)
 {
     es_comm_unregister(c);
     if (!drained) {
@@ -1072,15 +1075,21 @@ static void es_comm_release(es_comm_t *c, int drained)
                 "abort; its staging stays mapped", (unsigned long long)c->nonce, c->rank);
         return;
     }
+    pthread_mutex_lock(&c->mu);
     int pushed;
     es_ctx_enter(c, &pushed);
     if (c->tp)
         c->tp->teardown(c);
+    c->tp = NULL;
     if (c->ev_last)
         ES_REAL(cuda, cuEventDestroy_v2)(c->ev_last);
+    c->ev_last = NULL;
+    c->have_ops = 0;
     es_ctx_leave(pushed);
     es_seg_leave(&c->seg);
-    es_comm_free(c);
+    pthread_mutex_unlock(&c->mu);
+    if (!keep)
+        es_comm_free(c);
 }
 
 ncclResult_t es_coll_finalize(es_comm_t *c)
@@ -1101,7 +1110,7 @@ ncclResult_t es_coll_destroy(es_comm_t *c)
     pthread_mutex_lock(&c->mu);
     int drained = es_comm_drain(c, 0);
     pthread_mutex_unlock(&c->mu);
-    es_comm_release(c, drained);
+    es_comm_release(c, drained, 0);
     return ncclSuccess;
 }
 
@@ -1122,7 +1131,7 @@ ncclResult_t es_coll_abort(es_comm_t *c)
     /* The pending host functions see the abort at once; the streams may
      * still hold application work before them. */
     int drained = es_comm_drain(c, (uint64_t)c->timeout_ms + 1000);
-    es_comm_release(c, drained);
+    es_comm_release(c, drained, 1);
     return ncclSuccess;
 }
 
@@ -1285,6 +1294,11 @@ static ncclResult_t es_run_comm(es_comm_t *c, es_qop_t **ops, int n)
     if (atomic_load(&c->failed))
         return atomic_load(&c->async);
     pthread_mutex_lock(&c->mu);
+    if (!c->tp) { /* aborted meanwhile by another thread */
+        pthread_mutex_unlock(&c->mu);
+        es_coll_error("the communicator was aborted");
+        return ncclInvalidUsage;
+    }
     int pushed;
     CUresult r = es_ctx_enter(c, &pushed);
     CUstream s = ops[0]->op.stream;

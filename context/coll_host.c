@@ -1,9 +1,10 @@
 /* The host transport of the virtual collectives: staging in the
  * communicator's shared segment, registered with the driver so that the
  * copies between the device and it are asynchronous on the application's
- * stream; the CPU reduction (kernels/reduce_kernels.h's arithmetic, built
- * with -ffp-contract=off) split across the ranks by shard, each rank's
- * share done in a host function on its stream.
+ * stream; the CPU reduction (kernels/reduce_kernels.h's arithmetic and its
+ * CPU loop es_red_cpu_range, built with -ffp-contract=off) split across the
+ * ranks by shard, each rank's share done in a host function on its
+ * stream.
  *
  * Staging per set s (two sets): in[r] (C bytes per rank), out (C bytes),
  * scal[r] (a PreMulSum scalar per rank); p2p[from][to][2] slots.
@@ -54,69 +55,23 @@ static char *es_h_p2p(es_comm_t *c, int from, int to, uint64_t k)
 
 #define ES_HBLK 512
 
-/* Blocks of elements: acc = in[0] (scaled), then each further input in
- * rank order, then the finish; the element arithmetic is the kernel's. */
-static void es_host_reduce_range(const es_host_red_t *r, size_t lo, size_t hi)
+/* PreMulSum: each rank's input scaled by that rank's scalar (read from
+ * the staging), then the sum; in blocks, the kernel's element arithmetic. */
+static void es_host_reduce_premul(const es_host_red_t *r)
 {
     es_u64 acc[ES_HBLK];
-    int dt = r->dtype, op = r->op;
-    for (size_t b = lo; b < hi; b += ES_HBLK) {
-        size_t m = hi - b < ES_HBLK ? hi - b : ES_HBLK;
-        es_u64 s0 = op == ES_RO_PREMUL ? es_red_load(dt, r->scal[0], 0) : 0;
-        for (size_t j = 0; j < m; j++) {
-            es_u64 v = es_red_load(dt, r->in[0], b + j);
-            acc[j] = op == ES_RO_PREMUL ? es_red_scale(dt, v, s0) : v;
-        }
-        for (int k = 1; k < r->nin; k++) {
-            const char *in = r->in[k];
-            if (op == ES_RO_PREMUL) {
-                es_u64 sk = es_red_load(dt, r->scal[k], 0);
-                for (size_t j = 0; j < m; j++)
-                    acc[j] = es_red_step(dt, ES_RO_SUM, acc[j],
-                                         es_red_scale(dt, es_red_load(dt, in, b + j), sk));
-                continue;
-            }
-            switch (dt) { /* the common cases spelled out for the compiler */
-            case ES_RT_F32:
-                for (size_t j = 0; j < m; j++)
-                    acc[j] = es_red_step(ES_RT_F32, op, acc[j], ((const es_u32 *)in)[b + j]);
-                break;
-            case ES_RT_F16:
-                for (size_t j = 0; j < m; j++)
-                    acc[j] = es_red_step(ES_RT_F16, op, acc[j], ((const es_u16 *)in)[b + j]);
-                break;
-            case ES_RT_BF16:
-                for (size_t j = 0; j < m; j++)
-                    acc[j] = es_red_step(ES_RT_BF16, op, acc[j], ((const es_u16 *)in)[b + j]);
-                break;
-            default:
-                for (size_t j = 0; j < m; j++)
-                    acc[j] = es_red_step(dt, op, acc[j], es_red_load(dt, in, b + j));
-                break;
+    int dt = r->dtype;
+    for (size_t b = 0; b < r->count; b += ES_HBLK) {
+        size_t m = r->count - b < ES_HBLK ? r->count - b : ES_HBLK;
+        for (int k = 0; k < r->nin; k++) {
+            es_u64 sk = es_red_load(dt, r->scal[k], 0);
+            for (size_t j = 0; j < m; j++) {
+                es_u64 v = es_red_scale(dt, es_red_load(dt, r->in[k], b + j), sk);
+                acc[j] = k == 0 ? v : es_red_step(dt, ES_RO_SUM, acc[j], v);
             }
         }
         for (size_t j = 0; j < m; j++)
-            es_red_store(dt, r->out, b + j, es_red_finish(dt, op, r->divisor, acc[j]));
-    }
-}
-
-/* Float32 sum/avg, the hot case: the same additions, vectorisable. */
-static void es_host_reduce_f32(const es_host_red_t *r)
-{
-    float *out = (float *)r->out;
-    size_t n = r->count;
-    memcpy(out, r->in[0], n * sizeof(float));
-    for (int k = 1; k < r->nin; k++) {
-        const float *in = (const float *)r->in[k];
-        for (size_t j = 0; j < n; j++)
-            out[j] = ES_FADD(out[j], in[j]);
-    }
-    float d = (float)r->divisor;
-    for (size_t j = 0; j < n; j++) {
-        float f = out[j];
-        if (r->op == ES_RO_AVG)
-            f = ES_FDIV(f, d);
-        out[j] = es_f_canon(f);
+            es_red_store(dt, r->out, b + j, es_red_finish(dt, ES_RO_PREMUL, r->divisor, acc[j]));
     }
 }
 
@@ -129,10 +84,21 @@ void es_host_reduce(const es_host_red_t *r)
     unsigned csr = _mm_getcsr();
     _mm_setcsr((csr & ~(0x8040u | 0x6000u)) | 0x1f80u);
 #endif
-    if (r->dtype == ES_RT_F32 && (r->op == ES_RO_SUM || r->op == ES_RO_AVG))
-        es_host_reduce_f32(r);
-    else
-        es_host_reduce_range(r, 0, r->count);
+    if (r->op == ES_RO_PREMUL) {
+        es_host_reduce_premul(r);
+    } else {
+        es_red_args_t a;
+        memset(&a, 0, sizeof(a));
+        for (int k = 0; k < r->nin; k++)
+            a.in[k] = r->in[k];
+        a.out = r->out;
+        a.count = r->count;
+        a.nin = r->nin;
+        a.dtype = r->dtype;
+        a.op = r->op;
+        a.divisor = r->divisor;
+        es_red_cpu_range(&a, 0, 0, r->count);
+    }
 #if defined(__x86_64__)
     _mm_setcsr(csr);
 #endif

@@ -48,3 +48,21 @@ $(B)/tests/vdev_test: $(B)/obj/tests/coll/vdev_test.o $(TEST_HARNESS_OBJ) \
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
 
 TESTS += $(B)/tests/coll_test $(B)/tests/vdev_test
+
+# ---- bench -------------------------------------------------------------------
+# The all-reduce table (both transports, 2/4/8 ranks, 4 KiB..256 MiB) beside
+# Open MPI's MPI_Allreduce, whose bench is built only where Open MPI is
+# installed (Debian: openmpi-bin, libopenmpi-dev); nothing else needs it.
+$(B)/bench/coll_bench: tests/coll/bench_coll.c $(B)/sim/libnccl.so $(B)/sim/libcuda.so.1 \
+		| $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_coll.so
+	@mkdir -p $(dir $@)
+	$(COLL_CLIENT_CC) $< -L$(B)/sim -lnccl -l:libcuda.so.1 $(LDFLAGS) -o $@
+BENCHES += $(B)/bench/coll_bench
+
+MPICC ?= mpicc
+ifneq ($(shell command -v $(MPICC) 2>/dev/null),)
+$(B)/bench/coll_mpi_bench: tests/coll/bench_mpi.c
+	@mkdir -p $(dir $@)
+	$(MPICC) -O2 -Wall -Wextra -o $@ $<
+bench: $(B)/bench/coll_mpi_bench
+endif

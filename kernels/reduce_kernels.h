@@ -426,4 +426,46 @@ ES_RD es_u64 es_red_scalar(const es_red_args_t *a)
     return a->scalar_dev ? es_red_load(a->dtype, a->scalar_dev, 0) : a->scalar;
 }
 
+#ifndef __CUDACC__
+/* The CPU's way through elements [lo, hi) of a launch: the same element
+ * arithmetic, input-major in blocks so that the compiler can keep the
+ * datatype and operation out of the inner loops (float32 sum and average,
+ * the common case, vectorise: IEEE additions element by element, the same
+ * bits). The output must not overlap the inputs. */
+#define ES_RED_CPU_BLOCK 512
+static inline void es_red_cpu_range(const es_red_args_t *a, es_u64 s, es_u64 lo, es_u64 hi)
+{
+    int dt = a->dtype, op = a->op;
+    if (dt == ES_RT_F32 && (op == ES_RO_SUM || op == ES_RO_AVG)) {
+        float *out = (float *)a->out;
+        memcpy(out + lo, (const float *)a->in[0] + lo, (size_t)(hi - lo) * sizeof(float));
+        for (int r = 1; r < a->nin; r++) {
+            const float *in = (const float *)a->in[r];
+            for (es_u64 i = lo; i < hi; i++)
+                out[i] = ES_FADD(out[i], in[i]);
+        }
+        for (es_u64 i = lo; i < hi; i++) {
+            float f = out[i];
+            if (op == ES_RO_AVG)
+                f = ES_FDIV(f, (float)a->divisor);
+            out[i] = es_f_canon(f);
+        }
+        return;
+    }
+    es_u64 acc[ES_RED_CPU_BLOCK];
+    for (es_u64 b = lo; b < hi; b += ES_RED_CPU_BLOCK) {
+        es_u64 m = hi - b < ES_RED_CPU_BLOCK ? hi - b : ES_RED_CPU_BLOCK;
+        for (es_u64 j = 0; j < m; j++) {
+            es_u64 v = es_red_load(dt, a->in[0], b + j);
+            acc[j] = op == ES_RO_PREMUL ? es_red_scale(dt, v, s) : v;
+        }
+        for (int r = 1; r < a->nin; r++)
+            for (es_u64 j = 0; j < m; j++)
+                acc[j] = es_red_step(dt, op, acc[j], es_red_load(dt, a->in[r], b + j));
+        for (es_u64 j = 0; j < m; j++)
+            es_red_store(dt, a->out, b + j, es_red_finish(dt, op, a->divisor, acc[j]));
+    }
+}
+#endif
+
 #endif

@@ -1,6 +1,6 @@
 /* simcuda twin of the collectives' reduction kernel (kernels/reduce.cu):
- * the same element function over the whole launch. Built with
- * -ffp-contract=off. */
+ * the same element arithmetic over the whole launch (es_red_cpu_range). Built
+ * with -ffp-contract=off. */
 #include "kernels/reduce_kernels.h"
 #include "sim/include/simcuda_twin.h"
 
@@ -14,7 +14,6 @@ ES_TWIN int simcuda_twin_es_coll_reduce(const simcuda_launch_t *l)
     if (a->nin < 1 || a->nin > ES_RED_MAX_IN || a->dtype < 0 || a->dtype >= ES_RT_COUNT)
         return 1;
     es_u64 s = a->op == ES_RO_PREMUL ? es_red_scalar(a) : 0;
-    for (es_u64 i = 0; i < a->count; i++)
-        es_red_elem(a, s, i);
+    es_red_cpu_range(a, s, 0, a->count);
     return 0;
 }

@@ -469,17 +469,17 @@ static int new_segments(char before[][300], int nb, char out[][300], int max)
     int nn = list_segments(now, 64), k = 0;
     for (int i = 0; i < nn && k < max; i++)
         if (!in_list(before, nb, now[i]))
-            snprintf(out[k++], 300, "%s", now[i]);
+            memcpy(out[k++], now[i], sizeof(now[i]));
     return k;
 }
 
-static void fault_run(const char *mode, const char *want, int survivors)
+static void fault_run(const char *mode, const char *want, int survivors, const char *tp)
 {
     if (!shim_built())
         skip();
     char before[64][300], extra[8][300];
     int nb = list_segments(before, 64);
-    es_proc_result_t r = run_client(1, mode, 4, TWO, "EASYSCALE_COLL_TIMEOUT=1", NULL, NULL);
+    es_proc_result_t r = run_client(1, mode, 4, TWO, "EASYSCALE_COLL_TIMEOUT=1", tp, NULL);
     int n = 0;
     for (const char *p = r.out; (p = strstr(p, want)) != NULL; p++)
         n++;
@@ -495,21 +495,25 @@ static void fault_run(const char *mode, const char *want, int survivors)
 static void test_fault_kill(void **state)
 {
     (void)state;
-    /* rank 2 died: ranks 0, 1, 3 see ncclRemoteError */
-    fault_run("kill", "second allreduce: remote process exited", 3);
+    /* rank 2 died: ranks 0, 1, 3 see ncclRemoteError (both transports) */
+    fault_run("kill", "second allreduce: remote process exited", 3, NULL);
+    fault_run("kill", "second allreduce: remote process exited", 3,
+              "EASYSCALE_COLL_TRANSPORT=host");
 }
 
 static void test_fault_abort(void **state)
 {
     (void)state;
-    fault_run("abort", "second allreduce: remote process exited", 3);
+    fault_run("abort", "second allreduce: remote process exited", 3, NULL);
+    fault_run("abort", "second allreduce: remote process exited", 3,
+              "EASYSCALE_COLL_TRANSPORT=host");
 }
 
 static void test_fault_timeout(void **state)
 {
     (void)state;
     /* rank 1 alive but away for 5 s; EASYSCALE_COLL_TIMEOUT=1 */
-    fault_run("timeout", "second allreduce: unhandled system error", 3);
+    fault_run("timeout", "second allreduce: unhandled system error", 3, NULL);
 }
 
 /* A rank that dies before the others joined leaves the rendezvous
