@@ -9,7 +9,26 @@
 
 CUDA_HOME ?= /usr/local/cuda
 ifeq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
-$(error CUDA headers not found: $(CUDA_HOME)/include/cuda.h is missing (install the CUDA 13 toolkit or set CUDA_HOME))
+$(error CUDA 13 toolkit not found: $(CUDA_HOME)/include/cuda.h is missing (install the toolkit or set CUDA_HOME))
+endif
+ifeq ($(wildcard $(CUDA_HOME)/bin/nvcc),)
+$(error CUDA 13 toolkit incomplete: $(CUDA_HOME)/bin/nvcc is missing (install the toolkit or set CUDA_HOME))
+endif
+
+# The Debian packages the build needs (scripts/deps: installs them as root,
+# else prints the apt-get line and stops the build). Once per make
+# invocation; not for `make clean`. ES_SKIP_DEPS=1 skips the check.
+ifeq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
+else ifneq ($(ES_SKIP_DEPS),1)
+ES_DEPS_RC := $(shell scripts/deps --quiet >&2; echo $$?)
+ifneq ($(ES_DEPS_RC),0)
+$(error missing build packages (scripts/deps said which, above))
+endif
+ifneq ($(filter bench,$(MAKECMDGOALS)),)
+# The benchmark's comparison packages are optional: without them that
+# comparison is skipped, nothing else.
+ES_BENCH_DEPS_RC := $(shell scripts/deps --quiet --bench >&2; echo $$?)
+endif
 endif
 
 SAN ?=
@@ -50,7 +69,7 @@ all:
 # the shim's folders point one way: intercept/ -> context/, kernels/,
 # audit/ -> shim/'s utilities.
 MODULES := fatbin \
-    sim/driver sim/cublas sim/cudnn sim/nccl \
+    sim/driver sim/cucpu sim/cublas sim/cudnn sim/nccl \
     audit kernels context intercept \
     examples \
     shim \

@@ -1,7 +1,7 @@
 /* Per-architecture SASS opcode tables for the float-atomic audit.
  *
  * An sm_70+ instruction is 128 bits; the low 12 bits of its first 64-bit word
- * are the opcode (shared/VENDOR-NOTES.md). No disassembler ships with the
+ * are the opcode (docs/VENDOR-FACTS.md). No disassembler ships with the
  * toolkit here, so every value below was derived by compiling
  * tests/audit/audit_kernels.cu with `nvcc -cubin -arch=sm_XX` and diffing
  * kernels that differ only in the atomic's type, operation, scope or space,

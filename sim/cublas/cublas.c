@@ -9,7 +9,7 @@
  * (dlopen + cuGetProcAddress), as NVIDIA's library does.
  *
  * Reproduced nondeterminism (cuBLAS documentation, "Results
- * Reproducibility"; ../shared/VENDOR-NOTES.md):
+ * Reproducibility"; docs/VENDOR-FACTS.md):
  *  - the GEMM heuristic reads the device (cc, SM count) and the shape, so
  *    bits differ across models and SM counts (gemm.c);
  *  - GEMMs that use the handle's shared workspace pool while GEMMs of the

@@ -3,7 +3,7 @@
  * every compression mode nvcc writes, the runtime wrapper, and corrupt,
  * truncated and randomly mutated images (errors, never crashes).
  *
- * Format facts used here are in shared/VENDOR-NOTES.md, "Device code inside
+ * Format facts used here are in docs/VENDOR-FACTS.md, "Device code inside
  * host binaries": container magic 0xBA55ED50 with a 16-byte header; entry
  * header size at +4, payload size at +8, arch at +28, flags at +40 (0x2000
  * older compression, 0x8000 zstd), decompressed size at +56. */

@@ -4,7 +4,7 @@
  * libraries, threads, fork, and each determinism claim with its negative
  * control (EASYSCALE_DETERMINISM=off).
  *
- * Vendor facts relied on (../shared/VENDOR-NOTES.md): cuBLAS is not
+ * Vendor facts relied on (docs/VENDOR-FACTS.md): cuBLAS is not
  * reproducible with concurrent streams on one handle sharing the default
  * workspace ("Results Reproducibility"), Ssymv with atomics allowed is not,
  * cuDNN BWD_FILTER ALGO_0/3 and BWD_DATA ALGO_0 are not ("Reproducibility"),

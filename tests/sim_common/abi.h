@@ -7,7 +7,7 @@
 
 /* Checks the library at $ES_BUILD/<rel>:
  *  - its soname is `soname`, it has no NEEDED entry naming libcuda and
- *    imports no cu* symbol (VENDOR-NOTES: NVIDIA's libraries dlopen
+ *    imports no cu* symbol (VENDOR-FACTS: NVIDIA's libraries dlopen
  *    libcuda.so.1 and get every entry point through cuGetProcAddress);
  *  - every defined dynamic symbol carries NVIDIA's version: "@@<version>"
  *    when version is non-NULL, none at all when it is NULL (NCCL);

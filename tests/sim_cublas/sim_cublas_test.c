@@ -223,7 +223,7 @@ static uint64_t core_bits(const sim_gemm_dev_t *dev, int64_t m, int64_t n, int64
     return h;
 }
 
-/* Vendor fact (cuBLAS docs "Results Reproducibility", VENDOR-NOTES cuBLAS):
+/* Vendor fact (cuBLAS docs "Results Reproducibility", VENDOR-FACTS cuBLAS):
  * reproducible run to run on the same architecture and SM count, never
  * across architectures; the split-K/tile choice depends on shape, SM count
  * and architecture. */
@@ -1143,7 +1143,7 @@ static void run_child(const char *devices, const char *wscfg, char *bits, size_t
     es_proc_result_free(&r);
 }
 
-/* Vendor fact (cuBLAS docs "Results Reproducibility"; VENDOR-NOTES,
+/* Vendor fact (cuBLAS docs "Results Reproducibility"; VENDOR-FACTS,
  * cuBLAS): bitwise reproducible run to run on GPUs of the same architecture
  * and SM count; not across architectures (the heuristic picks other tiles
  * and split-K). Negative control: a100 vs v100 differ, a100 twice agree. */
@@ -1207,7 +1207,7 @@ static int nc_concurrent(cublasHandle_t h, nc_bufs_t *b, CUstream sa, CUstream s
     return memcmp(b->CB, b->R, bytes) != 0;
 }
 
-/* Vendor fact (cuBLAS docs "Results Reproducibility"; VENDOR-NOTES):
+/* Vendor fact (cuBLAS docs "Results Reproducibility"; VENDOR-FACTS):
  * several concurrent streams sharing one handle are not reproducible unless
  * each stream has its own workspace (cublasSetWorkspace) or
  * CUBLAS_WORKSPACE_CONFIG=:4096:8 (or :16:8). Negative control: without
@@ -1283,7 +1283,7 @@ static void test_nc_bad_config(void **state)
     assert_string_equal(bits, ref); /* same as unset */
 }
 
-/* Vendor fact (VENDOR-NOTES cuBLAS; cuBLAS docs "Results
+/* Vendor fact (VENDOR-FACTS cuBLAS; cuBLAS docs "Results
  * Reproducibility"): cublasSetAtomicsMode(CUBLAS_ATOMICS_ALLOWED) lets symv
  * use float atomics, not reproducible; NOT_ALLOWED (default) is. */
 static void test_nc_symv_atomics(void **state)

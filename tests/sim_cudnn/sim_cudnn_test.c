@@ -4,7 +4,7 @@
  * controls for every determinism claim.
  *
  * Vendor fact cited by the nondeterminism tests (cuDNN docs,
- * "Reproducibility", see VENDOR-NOTES.md): results are bitwise reproducible
+ * "Reproducibility", see docs/VENDOR-FACTS.md): results are bitwise reproducible
  * on one architecture except cudnnConvolutionBackwardFilter with
  * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 or _ALGO_3, cudnnConvolutionBackwardData
  * with CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 and cudnnPoolingBackward with
@@ -1360,7 +1360,7 @@ static void test_api_heuristics(void **state)
     DN(cudnnDestroy(ht));
 }
 
-/* Negative control (2b): vendor fact (VENDOR-NOTES cuDNN): cudnnFind* times
+/* Negative control (2b): vendor fact (VENDOR-FACTS cuDNN): cudnnFind* times
  * the candidates on the device, so its ranking, and with it the algorithm a
  * framework in benchmark mode picks, varies from run to run. Where the
  * candidates run about equally fast (a tiny problem: timing noise decides)
@@ -1725,7 +1725,7 @@ static float *bk_run(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, void *x, voi
     return res;
 }
 
-/* Vendor fact (VENDOR-NOTES, Backend API): an engine's NUMERICAL_NOTE may
+/* Vendor fact (VENDOR-FACTS, Backend API): an engine's NUMERICAL_NOTE may
  * contain CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC; the first heuristic result
  * is such an engine on some model/shape (backward filter on a v100 with few
  * channels), and it really gives different bits run to run, while the

@@ -1129,7 +1129,7 @@ static void test_bad_input(void **state)
 static void test_duplicate_gpu(void **state)
 {
     (void)state;
-    /* VENDOR-NOTES "NCCL": two ranks of one communicator on one GPU fail
+    /* VENDOR-FACTS "NCCL": two ranks of one communicator on one GPU fail
      * with ncclInvalidUsage ("Duplicate GPU detected"). */
     char path[64];
     snprintf(path, sizeof(path), "/tmp/sim_nccl_dup_%d.txt", (int)getpid());
@@ -1307,7 +1307,7 @@ static void run_placement(const int *devs, place_arg_t *out)
 static void test_placement_changes_bits(void **state)
 {
     (void)state;
-    /* VENDOR-NOTES "NCCL": ring allreduce sums each element left to right in
+    /* VENDOR-FACTS "NCCL": ring allreduce sums each element left to right in
      * ring order from a chunk-dependent rank; changing the rank-to-GPU
      * mapping changes the order (maintainers' words). */
     place_arg_t *a = shared_map(sizeof(place_arg_t) * 3);
@@ -1356,7 +1356,7 @@ static void test_placement_changes_bits(void **state)
 static void test_models_change_bits(void **state)
 {
     (void)state;
-    /* VENDOR-NOTES "NCCL": the number of channels depends on the message
+    /* VENDOR-FACTS "NCCL": the number of channels depends on the message
      * size and the hardware. A T4 (40 SMs) among A100s (108) lowers the
      * channel count (2 instead of 6), which moves chunk boundaries: other
      * bits with the same placement, unless the channel count is pinned. */

@@ -11,7 +11,7 @@
  *  - negative controls, without the shim, each change the checksum: (a) the
  *    float-atomic kernel run to run, (b) another GPU model (cuBLAS/cuDNN
  *    heuristics, SM-count-sized reduction), (c) another rank-to-GPU
- *    placement (NCCL reduction order: VENDOR-NOTES "NCCL", changing the
+ *    placement (NCCL reduction order: VENDOR-FACTS "NCCL", changing the
  *    rank-to-GPU mapping changes the order), (d) cuDNN's heuristic pick of a
  *    nondeterministic algorithm (V100 model) run to run;
  *  - the same global batch on 1, 2 and 4 ranks is the same update: loss
@@ -471,7 +471,7 @@ static void test_control_gpu_model(void **state)
 }
 
 /* (d) cuDNN's heuristic choice: on the V100 model it ranks a
- * nondeterministic backward-filter algorithm first (VENDOR-NOTES "cuDNN":
+ * nondeterministic backward-filter algorithm first (VENDOR-FACTS "cuDNN":
  * BWD_FILTER_ALGO_0/3), so without --cudnn-deterministic two runs differ;
  * with it, they agree (the run of test_control_gpu_model and this one). */
 static void test_control_cudnn_algorithm(void **state)
@@ -680,7 +680,7 @@ static void test_shim_d2_across_models(void **state)
  * CUBLAS_WORKSPACE_CONFIG, cuDNN's heuristic choice, a copy stream beside
  * the compute stream): two runs agree. The same runs with the shim off
  * differ (on the V100 model cuDNN's heuristic ranks a nondeterministic
- * backward-filter algorithm first, VENDOR-NOTES "cuDNN"). */
+ * backward-filter algorithm first, VENDOR-FACTS "cuDNN"). */
 static void test_shim_d1_repeat(void **state)
 {
     (void)state;
