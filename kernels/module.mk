@@ -30,30 +30,19 @@ $(B)/sim/twins/libsimtwin_easyscale.so: $(B)/obj/kernels/portable_twin.o
 
 ALL += $(B)/sim/twins/libsimtwin_easyscale.so
 
-# The virtual collectives' reduction kernel (reduce.cu; element arithmetic
-# in reduce_kernels.h, shared with the host transport and the twin): SASS
-# for every architecture the CUDA 13 libraries support and PTX, embedded in
-# the library (reduce_blob.c); reduce.c loads and launches it.
+# The virtual collectives' reduction kernel, single source (reduce.cu
+# through sim/cucpu: nvcc SASS for sm_75, sm_80, sm_86, sm_89, sm_90, sm_100
+# and compute_100 PTX, embedded in the library by reduce_blob.c; the same
+# source compiled by the host compiler is its simcuda twin). Its element
+# arithmetic (reduce_kernels.h) is shared with the host transport; reduce.c
+# loads and launches it.
 KERNELS_SHIM_SRCS += kernels/reduce.c
 KERNELS_SHIM_OBJS += $(B)/obj/kernels/reduce_blob.o
 ES_REDUCE_FATBIN := $(B)/gen/es_reduce.fatbin
-ES_REDUCE_GENCODE := -gencode arch=compute_75,code=[sm_75,compute_75] \
-    -gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 \
-    -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90 \
-    -gencode arch=compute_100,code=[sm_100,compute_100]
-
-$(ES_REDUCE_FATBIN): kernels/reduce.cu kernels/reduce_kernels.h
-	@mkdir -p $(dir $@)
-	$(NVCC) -I. -O3 -ftz=false -fmad=false -prec-div=true -Wno-deprecated-gpu-targets -fatbin \
-		$(ES_REDUCE_GENCODE) -o $@ $<
+ES_REDUCE_TWIN := $(B)/sim/twins/libsimtwin_coll.so
+$(eval $(call cucpu_cu,kernels/reduce.cu,$(ES_REDUCE_FATBIN),$(ES_REDUCE_TWIN),kernels/reduce_kernels.h))
 
 $(B)/obj/kernels/reduce_blob.o: CPPFLAGS += -DES_REDUCE_FATBIN='"$(ES_REDUCE_FATBIN)"'
 $(B)/obj/kernels/reduce_blob.o: $(ES_REDUCE_FATBIN)
 
-# Its simcuda twin (scripts/simenv lists it).
-$(B)/obj/kernels/reduce_twin.o: CFLAGS += -ffp-contract=off
-$(B)/sim/twins/libsimtwin_coll.so: $(B)/obj/kernels/reduce_twin.o
-	@mkdir -p $(dir $@)
-	$(CC) $(SO_LDFLAGS) -o $@ $^
-
-ALL += $(B)/sim/twins/libsimtwin_coll.so
+ALL += $(ES_REDUCE_TWIN)

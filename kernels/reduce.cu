@@ -1,13 +1,70 @@
-// The virtual collectives' fixed-order reduction kernel: element i of the
-// output is the fold of the inputs in order 0..nin-1 (kernels/
-// reduce_kernels.h spells out the arithmetic). A grid-stride loop: the grid
-// size changes who computes an element, never its value.
+// The virtual collectives' fixed-order reduction kernel, one source for
+// the GPU (nvcc) and simcuda (the host compiler through sim/cucpu): element
+// i of the output is the fold of the inputs in order 0..nin-1, with the
+// arithmetic of kernels/reduce_kernels.h (shared with the host transport).
+//
+// Work layout: a block takes tiles of blockDim.x * ES_RED_PER_THREAD
+// consecutive elements, its threads interleaved inside a tile (coalesced
+// on a GPU, one cache-friendly tile at a time on a CPU), the grid striding
+// over tiles. Who computes an element never changes its value.
+//
+// One instantiation per (datatype, operation): the datatype and operation
+// are constants inside the loops, so the element functions' switches fold
+// away on both compilers.
+#include "sim/cucpu/cucpu.h"
 #include "kernels/reduce_kernels.h"
 
-extern "C" __global__ void es_coll_reduce(es_red_args_t a)
+template <int DT, int OP>
+__device__ __forceinline__ void es_red_elem_t(const es_red_args_t &a, es_u64 s, es_u64 i)
 {
-    es_u64 s = a.op == ES_RO_PREMUL ? es_red_scalar(&a) : 0;
-    es_u64 stride = (es_u64)gridDim.x * blockDim.x;
-    for (es_u64 i = (es_u64)blockIdx.x * blockDim.x + threadIdx.x; i < a.count; i += stride)
-        es_red_elem(&a, s, i);
+    const int step = (OP == ES_RO_AVG || OP == ES_RO_PREMUL) ? ES_RO_SUM : OP;
+    es_u64 acc = es_red_load(DT, a.in[0], i);
+    if (OP == ES_RO_PREMUL)
+        acc = es_red_scale(DT, acc, s);
+    for (int r = 1; r < a.nin; r++)
+        acc = es_red_step(DT, step, acc, es_red_load(DT, a.in[r], i));
+    es_red_store(DT, a.out, i, es_red_finish(DT, OP, a.divisor, acc));
 }
+
+template <int DT, int OP> __device__ __forceinline__ void es_red_tiles(const es_red_args_t &a)
+{
+    es_u64 s = OP == ES_RO_PREMUL ? es_red_scalar(&a) : 0;
+    es_u64 tile = (es_u64)blockDim.x * ES_RED_PER_THREAD;
+    for (es_u64 base = (es_u64)blockIdx.x * tile; base < a.count; base += (es_u64)gridDim.x * tile)
+        for (int k = 0; k < ES_RED_PER_THREAD; k++) {
+            es_u64 i = base + (es_u64)k * blockDim.x + threadIdx.x;
+            if (i < a.count)
+                es_red_elem_t<DT, OP>(a, s, i);
+        }
+}
+
+template <int DT> __device__ __forceinline__ void es_red_dt(const es_red_args_t &a)
+{
+    switch (a.op) {
+    case ES_RO_SUM: es_red_tiles<DT, ES_RO_SUM>(a); break;
+    case ES_RO_PROD: es_red_tiles<DT, ES_RO_PROD>(a); break;
+    case ES_RO_MAX: es_red_tiles<DT, ES_RO_MAX>(a); break;
+    case ES_RO_MIN: es_red_tiles<DT, ES_RO_MIN>(a); break;
+    case ES_RO_AVG: es_red_tiles<DT, ES_RO_AVG>(a); break;
+    default: es_red_tiles<DT, ES_RO_PREMUL>(a); break;
+    }
+}
+
+extern "C" __global__ CUCPU_HOT void es_coll_reduce(es_red_args_t a)
+{
+    switch (a.dtype) {
+    case ES_RT_I8: es_red_dt<ES_RT_I8>(a); break;
+    case ES_RT_U8: es_red_dt<ES_RT_U8>(a); break;
+    case ES_RT_I32: es_red_dt<ES_RT_I32>(a); break;
+    case ES_RT_U32: es_red_dt<ES_RT_U32>(a); break;
+    case ES_RT_I64: es_red_dt<ES_RT_I64>(a); break;
+    case ES_RT_U64: es_red_dt<ES_RT_U64>(a); break;
+    case ES_RT_F16: es_red_dt<ES_RT_F16>(a); break;
+    case ES_RT_F32: es_red_dt<ES_RT_F32>(a); break;
+    case ES_RT_F64: es_red_dt<ES_RT_F64>(a); break;
+    case ES_RT_BF16: es_red_dt<ES_RT_BF16>(a); break;
+    case ES_RT_E4M3: es_red_dt<ES_RT_E4M3>(a); break;
+    default: es_red_dt<ES_RT_E5M2>(a); break;
+    }
+}
+CUCPU_EXPORT(es_coll_reduce)

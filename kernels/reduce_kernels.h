@@ -1,7 +1,7 @@
-/* The virtual collectives' element arithmetic, one source for the GPU
- * (kernels/reduce.cu, nvcc) and the CPU (the host transport,
- * context/coll_host.c, and the simcuda twin kernels/reduce_twin.c, gcc
- * -ffp-contract=off): every function below spells out its operations
+/* The virtual collectives' element arithmetic, one source for the kernel
+ * (kernels/reduce.cu: nvcc for the GPU, the host compiler through sim/cucpu
+ * for simcuda) and the host transport's CPU loop (context/coll_host.c), all
+ * without contraction into FMA: every function below spells out its operations
  * (correctly rounded add/multiply/divide, integer conversions written out
  * bit by bit), so both compilers give the same bits.
  *
@@ -75,9 +75,11 @@ enum { ES_RO_SUM = 0, ES_RO_PROD = 1, ES_RO_MAX = 2, ES_RO_MIN = 3, ES_RO_AVG = 
        ES_RO_PREMUL = 5, ES_RO_COUNT = 6 };
 
 #define ES_RED_MAX_IN 64
-#define ES_RED_BLOCK 256
+#define ES_RED_BLOCK 256        /* threads per block */
+#define ES_RED_PER_THREAD 16    /* elements per thread per tile (kernels/reduce.cu) */
 
-/* The kernel's one argument (same layout for host, device and twin). */
+/* The kernel's one argument (same layout for the host, the device and
+ * simcuda). */
 typedef struct es_red_args {
     const void *in[ES_RED_MAX_IN];
     void *out;
