@@ -787,6 +787,21 @@ static void test_placement_d1_4ests(void **state)
     /* the slot given by EASYSCALE_SLOT (the controller's way): all on GPU 1 */
     placed_job(&j, pre, 4, "d1", "a100:8G,a100:8G", NULL, "EASYSCALE_SLOT=1", NULL);
     expect_sum(&j, 4, place_ref4, "EASYSCALE_SLOT=1");
+    /* uneven: two ESTs on GPU 2, one on each of GPUs 0 and 1 (scripts/launch
+     * --slots sets EASYSCALE_SLOT per rank) */
+    char *argv[] = {(char *)es_root_path("scripts/launch"), "-n", "4", "--slots", "2,2,0,1", "--",
+                    "python3", (char *)es_root_path("examples/train.py"), PLACE_ARGS, NULL};
+    char *env[] = {"SIMCUDA_DEVICES=a100:8G,a100:8G,a100:8G", "EASYSCALE_DETERMINISM=d1",
+                   "CUBLAS_WORKSPACE_CONFIG=", "CUDA_VISIBLE_DEVICES=", pre, NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, RUN_TIMEOUT, &r), 0);
+    char sum[80];
+    if (r.status != 0 || !es_find_last(r.out, "checksum ", sum, sizeof sum))
+        fprintf(stderr, "---- --slots 2,2,0,1 ----\n%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    assert_non_null(es_find_last(r.out, "checksum ", sum, sizeof sum));
+    assert_string_equal(sum, place_ref4);
+    es_proc_result_free(&r);
 }
 
 /* d1, 8 ESTs: 8 A100s in three orders, 3 A100s in two, 1 A100. */
