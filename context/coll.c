@@ -208,126 +208,170 @@ CUresult es_step_launch(es_step_t *st, CUstream s)
 }
 
 /* ---- point-to-point rounds (both transports) --------------------------------------------
- * Each send/recv is cut into chunks of p2p_chunk bytes; chunk k of the
- * pair (me -> peer) uses staging slot k % 2. Round j moves chunk j of
- * every operation of the batch: wait until the receiver consumed the chunk
- * two back, copy in, post; wait for the sender's post, copy out, mark
- * consumed (merged into the next round's first step). */
+ * Each send/recv is cut into chunks of p2p_chunk bytes. The operations
+ * between this rank and one peer in one direction form a lane, their chunks
+ * in issue order (as NCCL matches sends with receives); chunk k of the pair
+ * (me -> peer) overall uses staging slot k % 2. Round j moves chunk j of
+ * every lane: wait until the receiver consumed the chunk two back, copy in,
+ * post; wait for the sender's post, copy out, mark consumed (merged into the
+ * next round's first step). */
+typedef struct es_lane_chunk {
+    const es_p2p_t *op;
+    size_t off, len;
+} es_lane_chunk_t;
+
+typedef struct es_lane {
+    int send, peer;
+    int n;                        /* chunks */
+    es_lane_chunk_t *c;
+} es_lane_t;
+
+static int es_lanes_build(es_comm_t *c, const es_p2p_t *ops, int n, es_lane_t **out, int *nl)
+{
+    size_t cp = c->p2p_chunk;
+    es_lane_t *L = calloc((size_t)(2 * c->nranks), sizeof(*L));
+    if (!L)
+        return -ENOMEM;
+    /* count, then fill */
+    for (int i = 0; i < n; i++) {
+        es_lane_t *l = &L[ops[i].send * c->nranks + ops[i].peer];
+        l->send = ops[i].send;
+        l->peer = ops[i].peer;
+        l->n += (int)((ops[i].bytes + cp - 1) / cp);
+    }
+    for (int k = 0; k < 2 * c->nranks; k++) {
+        if (L[k].n && !(L[k].c = calloc((size_t)L[k].n, sizeof(es_lane_chunk_t)))) {
+            for (int q = 0; q < k; q++)
+                free(L[q].c);
+            free(L);
+            return -ENOMEM;
+        }
+        L[k].n = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        es_lane_t *l = &L[ops[i].send * c->nranks + ops[i].peer];
+        for (size_t off = 0; off < ops[i].bytes; off += cp)
+            l->c[l->n++] = (es_lane_chunk_t){ &ops[i], off,
+                                              ops[i].bytes - off < cp ? ops[i].bytes - off : cp };
+    }
+    *out = L;
+    *nl = 2 * c->nranks;
+    return 0;
+}
+
+/* Appends a to *st, launching a full step first. */
+static CUresult es_step_push(es_comm_t *c, es_step_t **st, const es_action_t *a, CUstream s)
+{
+    if (es_step_add(*st, a) == 0)
+        return CUDA_SUCCESS;
+    CUresult r = es_step_launch(*st, s);
+    *st = es_step_new(c);
+    if (!*st)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    es_step_add(*st, a);
+    return r;
+}
+
 CUresult es_p2p_rounds(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s,
                        es_p2p_copy_fn copy_in, es_p2p_copy_fn copy_out)
 {
-    size_t cp = c->p2p_chunk;
-    size_t rounds = 0;
-    for (int i = 0; i < n; i++) {
-        size_t k = (ops[i].bytes + cp - 1) / cp;
-        if (k > rounds)
-            rounds = k;
-    }
+    es_lane_t *L = NULL;
+    int nl = 0, rounds = 0;
+    if (es_lanes_build(c, ops, n, &L, &nl) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (int k = 0; k < nl; k++)
+        if (L[k].n > rounds)
+            rounds = L[k].n;
     CUresult r = CUDA_SUCCESS;
     es_step_t *pending = NULL; /* the previous round's "consumed" marks */
-    for (size_t j = 0; j < rounds && r == CUDA_SUCCESS; j++) {
+    for (int j = 0; j < rounds && r == CUDA_SUCCESS; j++) {
         es_step_t *st = pending ? pending : es_step_new(c);
         pending = NULL;
-        if (!st)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        /* 1: room in the receivers' slots */
-        for (int i = 0; i < n; i++) {
-            const es_p2p_t *o = &ops[i];
-            if (!o->send || j * cp >= o->bytes)
-                continue;
-            uint64_t k = c->p2p_sent[o->peer] + j;
-            if (k >= 2) {
-                es_action_t a = { .kind = ES_A_PAIR_WAIT, .from = c->rank, .peer = o->peer,
-                                  .field = 1, .a = k - 1 };
-                if (es_step_add(st, &a) < 0) {
-                    r = es_step_launch(st, s);
-                    st = es_step_new(c);
-                    if (!st)
-                        return CUDA_ERROR_OUT_OF_MEMORY;
-                    es_step_add(st, &a);
-                }
-            }
-        }
-        if ((r = es_step_launch(st, s)) != CUDA_SUCCESS)
+        if (!st) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
             break;
-        for (int i = 0; i < n && r == CUDA_SUCCESS; i++) {
-            const es_p2p_t *o = &ops[i];
-            if (!o->send || j * cp >= o->bytes)
+        }
+        /* 1: room in the receivers' slots */
+        for (int k = 0; k < nl && r == CUDA_SUCCESS; k++) {
+            es_lane_t *l = &L[k];
+            uint64_t idx = c->p2p_sent[l->peer] + (uint64_t)j;
+            if (!l->send || j >= l->n || idx < 2)
                 continue;
-            size_t len = o->bytes - j * cp < cp ? o->bytes - j * cp : cp;
-            r = copy_in(c, o, c->p2p_sent[o->peer] + j, j * cp, len, s);
+            es_action_t a = { .kind = ES_A_PAIR_WAIT, .from = c->rank, .peer = l->peer,
+                              .field = 1, .a = idx - 1 };
+            r = es_step_push(c, &st, &a, s);
+        }
+        if (!st)
+            break;
+        CUresult r2 = es_step_launch(st, s);
+        if (r == CUDA_SUCCESS)
+            r = r2;
+        for (int k = 0; k < nl && r == CUDA_SUCCESS; k++) {
+            es_lane_t *l = &L[k];
+            if (l->send && j < l->n)
+                r = copy_in(c, l->c[j].op, c->p2p_sent[l->peer] + (uint64_t)j, l->c[j].off,
+                            l->c[j].len, s);
         }
         if (r != CUDA_SUCCESS)
             break;
-        /* 2: post my chunks, wait for the senders' */
+        /* 2: post my chunks, then wait for the senders' */
         st = es_step_new(c);
-        if (!st)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        for (int pass = 0; pass < 2; pass++)
-            for (int i = 0; i < n; i++) {
-                const es_p2p_t *o = &ops[i];
-                if (o->send != (pass == 0) || j * cp >= o->bytes)
+        for (int pass = 0; pass < 2 && st && r == CUDA_SUCCESS; pass++)
+            for (int k = 0; k < nl && r == CUDA_SUCCESS; k++) {
+                es_lane_t *l = &L[k];
+                if (l->send != (pass == 0) || j >= l->n)
                     continue;
                 es_action_t a;
-                if (o->send)
-                    a = (es_action_t){ .kind = ES_A_PAIR_SET, .from = c->rank, .peer = o->peer,
-                                       .field = 0, .a = c->p2p_sent[o->peer] + j + 1 };
+                if (l->send)
+                    a = (es_action_t){ .kind = ES_A_PAIR_SET, .from = c->rank, .peer = l->peer,
+                                       .field = 0, .a = c->p2p_sent[l->peer] + (uint64_t)j + 1 };
                 else
-                    a = (es_action_t){ .kind = ES_A_PAIR_WAIT, .from = o->peer, .peer = c->rank,
-                                       .field = 0, .a = c->p2p_recv[o->peer] + j + 1 };
-                if (es_step_add(st, &a) < 0) {
-                    if ((r = es_step_launch(st, s)) != CUDA_SUCCESS)
-                        return r;
-                    st = es_step_new(c);
-                    if (!st)
-                        return CUDA_ERROR_OUT_OF_MEMORY;
-                    es_step_add(st, &a);
-                }
+                    a = (es_action_t){ .kind = ES_A_PAIR_WAIT, .from = l->peer, .peer = c->rank,
+                                       .field = 0, .a = c->p2p_recv[l->peer] + (uint64_t)j + 1 };
+                r = es_step_push(c, &st, &a, s);
             }
-        if ((r = es_step_launch(st, s)) != CUDA_SUCCESS)
+        if (!st) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
             break;
-        for (int i = 0; i < n && r == CUDA_SUCCESS; i++) {
-            const es_p2p_t *o = &ops[i];
-            if (o->send || j * cp >= o->bytes)
-                continue;
-            size_t len = o->bytes - j * cp < cp ? o->bytes - j * cp : cp;
-            r = copy_out(c, o, c->p2p_recv[o->peer] + j, j * cp, len, s);
+        }
+        r2 = es_step_launch(st, s);
+        if (r == CUDA_SUCCESS)
+            r = r2;
+        for (int k = 0; k < nl && r == CUDA_SUCCESS; k++) {
+            es_lane_t *l = &L[k];
+            if (!l->send && j < l->n)
+                r = copy_out(c, l->c[j].op, c->p2p_recv[l->peer] + (uint64_t)j, l->c[j].off,
+                             l->c[j].len, s);
         }
         if (r != CUDA_SUCCESS)
             break;
         /* 3: consumed (run at the start of the next round's first step) */
         pending = es_step_new(c);
-        if (!pending)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        for (int i = 0; i < n; i++) {
-            const es_p2p_t *o = &ops[i];
-            if (o->send || j * cp >= o->bytes)
+        for (int k = 0; k < nl && pending && r == CUDA_SUCCESS; k++) {
+            es_lane_t *l = &L[k];
+            if (l->send || j >= l->n)
                 continue;
-            es_action_t a = { .kind = ES_A_PAIR_SET, .from = o->peer, .peer = c->rank,
-                              .field = 1, .a = c->p2p_recv[o->peer] + j + 1 };
-            if (es_step_add(pending, &a) < 0) {
-                if ((r = es_step_launch(pending, s)) != CUDA_SUCCESS)
-                    return r;
-                pending = es_step_new(c);
-                if (!pending)
-                    return CUDA_ERROR_OUT_OF_MEMORY;
-                es_step_add(pending, &a);
-            }
+            es_action_t a = { .kind = ES_A_PAIR_SET, .from = l->peer, .peer = c->rank,
+                              .field = 1, .a = c->p2p_recv[l->peer] + (uint64_t)j + 1 };
+            r = es_step_push(c, &pending, &a, s);
         }
+        if (!pending)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (pending) {
         CUresult r2 = es_step_launch(pending, s);
         if (r == CUDA_SUCCESS)
             r = r2;
     }
-    /* The counters move on by the chunks of this batch. */
-    for (int i = 0; i < n; i++) {
-        uint64_t k = (ops[i].bytes + cp - 1) / cp;
-        if (ops[i].send)
-            c->p2p_sent[ops[i].peer] += k;
+    /* The pair counters move on by this batch's chunks. */
+    for (int k = 0; k < nl; k++) {
+        if (L[k].send)
+            c->p2p_sent[L[k].peer] += (uint64_t)L[k].n;
         else
-            c->p2p_recv[ops[i].peer] += k;
+            c->p2p_recv[L[k].peer] += (uint64_t)L[k].n;
+        free(L[k].c);
     }
+    free(L);
     return r;
 }
 

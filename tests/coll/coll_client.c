@@ -441,6 +441,25 @@ static int mode_coll(ncclComm_t comm, CUstream st, CUdevice dev)
     if (feq(h, w, P + 17, "group send/recv ring and self"))
         return 1;
 
+    /* two sends to the same peer and two receives from the same peer in one
+     * group, each several point-to-point chunks: matched in issue order */
+    size_t P1 = 30011, P2 = 45007;
+    for (size_t i = 0; i < P1 + P2; i++)
+        h[i] = fval(me, i, 13);
+    CU(cuMemcpyHtoD(b, h, (P1 + P2) * 4));
+    NC(ncclGroupStart());
+    NC(ncclRecv((void *)c2, P1, ncclFloat, (me + n - 1) % n, comm, st));
+    NC(ncclSend((void *)b, P1, ncclFloat, (me + 1) % n, comm, st));
+    NC(ncclSend((void *)(b + P1 * 4), P2, ncclFloat, (me + 1) % n, comm, st));
+    NC(ncclRecv((void *)(c2 + P1 * 4), P2, ncclFloat, (me + n - 1) % n, comm, st));
+    NC(ncclGroupEnd());
+    CU(cuStreamSynchronize(st));
+    CU(cuMemcpyDtoH(h, c2, (P1 + P2) * 4));
+    for (size_t i = 0; i < P1 + P2; i++)
+        w[i] = fval((me + n - 1) % n, i, 13);
+    if (feq(h, w, P1 + P2, "two sends and receives to one peer"))
+        return 1;
+
     /* all-to-all, gather to 1, scatter from n-1 */
     size_t A = 513;
     for (size_t i = 0; i < (size_t)n * A; i++)
