@@ -68,7 +68,7 @@ CUresult es_reduce_launch(const es_red_args_t *a, CUstream s)
         return CUDA_ERROR_NOT_FOUND;
     if (a->count == 0)
         return CUDA_SUCCESS;
-    unsigned long long tile = (unsigned long long)ES_RED_BLOCK * ES_RED_PER_THREAD;
+    unsigned long long tile = (unsigned long long)ES_RED_BLOCK * ES_RED_PER_THREAD * ES_RED_VEC;
     unsigned long long blocks = (a->count + tile - 1) / tile;
     unsigned grid = blocks > ES_RED_MAX_GRID ? ES_RED_MAX_GRID : (unsigned)blocks;
     es_red_args_t copy = *a;

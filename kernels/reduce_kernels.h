@@ -76,7 +76,8 @@ enum { ES_RO_SUM = 0, ES_RO_PROD = 1, ES_RO_MAX = 2, ES_RO_MIN = 3, ES_RO_AVG = 
 
 #define ES_RED_MAX_IN 64
 #define ES_RED_BLOCK 256        /* threads per block */
-#define ES_RED_PER_THREAD 16    /* elements per thread per tile (kernels/reduce.cu) */
+#define ES_RED_VEC 4            /* consecutive elements a thread takes at a time */
+#define ES_RED_PER_THREAD 4     /* such groups per thread per tile (kernels/reduce.cu) */
 
 /* The kernel's one argument (same layout for the host, the device and
  * simcuda). */
