@@ -62,8 +62,7 @@ typedef struct es_seg_hdr {
     uint64_t chunk, p2p_chunk;    /* staging bytes (rank 0's choice) */
     uint64_t off_ranks, off_pairs, off_data, data_size;
     _Atomic uint32_t joined;
-    _Atomic uint32_t bell;        /* futex word: bumped on every change */
-    _Atomic uint32_t waiters;
+    uint32_t spare0, spare1;      /* (waits use the ranks' own futex words) */
     _Atomic uint32_t fail;        /* ES_FAIL_*: the communicator is dead */
     _Atomic int32_t fail_rank;
     int32_t pad0;
@@ -81,7 +80,9 @@ typedef struct es_seg_rank {
     int32_t split_color[2], split_key[2];
     int32_t setup_ok;             /* device transport set up (vote) */
     int32_t pad0;
-    char pad1[64];
+    _Atomic uint32_t bell;        /* futex word this rank sleeps on */
+    _Atomic uint32_t sleeping;    /* its threads asleep on bell (a ringer wakes them) */
+    char pad1[56];
     _Atomic uint64_t arrive;      /* data barriers passed (stream side) */
     char pad2[56];
     _Atomic uint64_t ctrl;        /* control barriers (host threads) */
@@ -198,8 +199,10 @@ int es_seg_barrier(es_comm_t *c, uint64_t target, int data);
 int es_seg_pair_wait(es_comm_t *c, int from, int to, int field, uint64_t v);
 void es_seg_pair_set(es_comm_t *c, int from, int to, int field, uint64_t v);
 
-/* Wakes every waiter of the segment. */
+/* Wakes every rank of the segment (after a change every rank may wait
+ * for), or one. */
 void es_seg_ring(es_seg_t *s);
+void es_seg_ring_rank(es_seg_t *s, int r);
 
 /* The failure reason recorded in the segment (ES_FAIL_*) and its rank. */
 int es_seg_failed(const es_seg_t *s, int *rank);

@@ -1,8 +1,9 @@
 /* The shared segment of a virtual communicator (see coll_int.h): creation
  * and rendezvous, barriers and point-to-point counters with bounded waits,
  * peer liveness, failure propagation, and the sweep of segments left by
- * crashes. Waits sleep on a futex in the segment (shared between
- * processes), waking every 20 ms to look at the peers. */
+ * crashes. A rank's waits sleep on its own futex word in the segment
+ * (shared between processes), waking every 20 ms to look at the peers; a
+ * barrier's last arrival, a point-to-point post, a failure wake them. */
 #include "context/coll_int.h"
 
 #include <dirent.h>
@@ -98,11 +99,18 @@ static void es_futex_wait(_Atomic uint32_t *w, uint32_t val, int ms)
     syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
+void es_seg_ring_rank(es_seg_t *s, int r)
+{
+    es_seg_rank_t *sr = es_seg_rank(s, r);
+    atomic_fetch_add_explicit(&sr->bell, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&sr->sleeping, memory_order_seq_cst))
+        syscall(SYS_futex, (uint32_t *)&sr->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 void es_seg_ring(es_seg_t *s)
 {
-    atomic_fetch_add_explicit(&s->h->bell, 1, memory_order_release);
-    if (atomic_load_explicit(&s->h->waiters, memory_order_acquire))
-        syscall(SYS_futex, (uint32_t *)&s->h->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    for (int r = 0; r < s->nranks; r++)
+        es_seg_ring_rank(s, r);
 }
 
 int es_seg_failed(const es_seg_t *s, int *rank)
@@ -184,7 +192,7 @@ static int es_seg_check_peers(es_comm_t *c)
 
 static int es_seg_wait(es_comm_t *c, es_cond_fn cond, const void *arg, int timeout_ms)
 {
-    es_seg_hdr_t *h = c->seg.h;
+    es_seg_rank_t *me = es_seg_rank(&c->seg, c->rank);
     for (int i = 0; i < ES_SEG_SPINS; i++) {
         if (cond(c, arg))
             return 0;
@@ -193,7 +201,7 @@ static int es_seg_wait(es_comm_t *c, es_cond_fn cond, const void *arg, int timeo
     uint64_t start = es_coll_now_ms(), last_check = start;
     int rc = 0;
     for (;;) {
-        uint32_t bell = atomic_load_explicit(&h->bell, memory_order_acquire);
+        uint32_t bell = atomic_load_explicit(&me->bell, memory_order_seq_cst);
         if (cond(c, arg))
             break;
         int why = es_seg_failed(&c->seg, NULL);
@@ -220,9 +228,10 @@ static int es_seg_wait(es_comm_t *c, es_cond_fn cond, const void *arg, int timeo
             es_comm_fail(c, ES_FAIL_TIMEOUT, ncclSystemError);
             break;
         }
-        atomic_fetch_add_explicit(&h->waiters, 1, memory_order_acq_rel);
-        es_futex_wait(&h->bell, bell, ES_SEG_SLICE_MS);
-        atomic_fetch_sub_explicit(&h->waiters, 1, memory_order_acq_rel);
+        atomic_fetch_add_explicit(&me->sleeping, 1, memory_order_seq_cst);
+        if (!cond(c, arg))
+            es_futex_wait(&me->bell, bell, ES_SEG_SLICE_MS);
+        atomic_fetch_sub_explicit(&me->sleeping, 1, memory_order_seq_cst);
     }
     return rc;
 }
@@ -237,8 +246,8 @@ static int es_cond_barrier(es_comm_t *c, const void *arg)
     const es_bar_arg_t *a = arg;
     for (int r = 0; r < c->nranks; r++) {
         es_seg_rank_t *sr = es_seg_rank(&c->seg, r);
-        uint64_t v = a->data ? atomic_load_explicit(&sr->arrive, memory_order_acquire)
-                             : atomic_load_explicit(&sr->ctrl, memory_order_acquire);
+        uint64_t v = a->data ? atomic_load_explicit(&sr->arrive, memory_order_seq_cst)
+                             : atomic_load_explicit(&sr->ctrl, memory_order_seq_cst);
         if (v < a->target)
             return 0;
     }
@@ -249,11 +258,15 @@ int es_seg_barrier(es_comm_t *c, uint64_t target, int data)
 {
     es_seg_rank_t *me = es_seg_rank(&c->seg, c->rank);
     if (data)
-        atomic_store_explicit(&me->arrive, target, memory_order_release);
+        atomic_store_explicit(&me->arrive, target, memory_order_seq_cst);
     else
-        atomic_store_explicit(&me->ctrl, target, memory_order_release);
-    es_seg_ring(&c->seg);
+        atomic_store_explicit(&me->ctrl, target, memory_order_seq_cst);
     es_bar_arg_t a = { target, data };
+    /* Only the arrival that completes the barrier wakes the others (with
+     * sequentially consistent stores and loads, of two ranks arriving at
+     * once at least one sees the other's arrival). */
+    if (es_cond_barrier(c, &a))
+        es_seg_ring(&c->seg);
     int timeout = data ? c->timeout_ms : c->timeout_ms * 10;
     return es_seg_wait(c, es_cond_barrier, &a, timeout);
 }
@@ -267,8 +280,8 @@ static int es_cond_pair(es_comm_t *c, const void *arg)
 {
     const es_pair_arg_t *a = arg;
     es_seg_pair_t *p = es_seg_pair(&c->seg, a->from, a->to);
-    uint64_t v = a->field ? atomic_load_explicit(&p->consumed, memory_order_acquire)
-                          : atomic_load_explicit(&p->sent, memory_order_acquire);
+    uint64_t v = a->field ? atomic_load_explicit(&p->consumed, memory_order_seq_cst)
+                          : atomic_load_explicit(&p->sent, memory_order_seq_cst);
     return v >= a->v;
 }
 
@@ -282,10 +295,12 @@ void es_seg_pair_set(es_comm_t *c, int from, int to, int field, uint64_t v)
 {
     es_seg_pair_t *p = es_seg_pair(&c->seg, from, to);
     if (field)
-        atomic_store_explicit(&p->consumed, v, memory_order_release);
+        atomic_store_explicit(&p->consumed, v, memory_order_seq_cst);
     else
-        atomic_store_explicit(&p->sent, v, memory_order_release);
-    es_seg_ring(&c->seg);
+        atomic_store_explicit(&p->sent, v, memory_order_seq_cst);
+    /* the one waiting for it: the receiver for "sent", the sender for
+     * "consumed" */
+    es_seg_ring_rank(&c->seg, field ? from : to);
 }
 
 /* ---- rendezvous -------------------------------------------------------------------- */

@@ -435,23 +435,30 @@ ES_RD es_u64 es_red_scalar(const es_red_args_t *a)
  * datatype and operation out of the inner loops (float32 sum and average,
  * the common case, vectorise: IEEE additions element by element, the same
  * bits). The output must not overlap the inputs. */
-#define ES_RED_CPU_BLOCK 512
+#define ES_RED_CPU_BLOCK 1024
 static inline void es_red_cpu_range(const es_red_args_t *a, es_u64 s, es_u64 lo, es_u64 hi)
 {
     int dt = a->dtype, op = a->op;
     if (dt == ES_RT_F32 && (op == ES_RO_SUM || op == ES_RO_AVG)) {
-        float *out = (float *)a->out;
-        memcpy(out + lo, (const float *)a->in[0] + lo, (size_t)(hi - lo) * sizeof(float));
-        for (int r = 1; r < a->nin; r++) {
-            const float *in = (const float *)a->in[r];
-            for (es_u64 i = lo; i < hi; i++)
-                out[i] = ES_FADD(out[i], in[i]);
-        }
-        for (es_u64 i = lo; i < hi; i++) {
-            float f = out[i];
+        /* a block of the output stays in L1 while every input is added */
+        float *__restrict out = (float *)a->out;
+        const float d = (float)a->divisor;
+        for (es_u64 b = lo; b < hi; b += ES_RED_CPU_BLOCK) {
+            es_u64 m = hi - b < ES_RED_CPU_BLOCK ? hi - b : ES_RED_CPU_BLOCK;
+            float acc[ES_RED_CPU_BLOCK];
+            const float *__restrict in0 = (const float *)a->in[0] + b;
+            for (es_u64 j = 0; j < m; j++)
+                acc[j] = in0[j];
+            for (int r = 1; r < a->nin; r++) {
+                const float *__restrict in = (const float *)a->in[r] + b;
+                for (es_u64 j = 0; j < m; j++)
+                    acc[j] = ES_FADD(acc[j], in[j]);
+            }
             if (op == ES_RO_AVG)
-                f = ES_FDIV(f, (float)a->divisor);
-            out[i] = es_f_canon(f);
+                for (es_u64 j = 0; j < m; j++)
+                    acc[j] = ES_FDIV(acc[j], d);
+            for (es_u64 j = 0; j < m; j++)
+                out[b + j] = es_f_canon(acc[j]);
         }
         return;
     }
