@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #define ES_SEG_LIVENESS_MS 50
 #define ES_SEG_SLICE_MS 20
 #define ES_SEG_SPINS 200
+#define ES_SEG_YIELDS 64
 
 uint64_t es_coll_now_ms(void)
 {
@@ -197,6 +199,13 @@ static int es_seg_wait(es_comm_t *c, es_cond_fn cond, const void *arg, int timeo
         if (cond(c, arg))
             return 0;
         __builtin_ia32_pause();
+    }
+    /* then give the processor to whoever we wait for (ranks often
+     * outnumber cores) before sleeping */
+    for (int i = 0; i < ES_SEG_YIELDS; i++) {
+        if (cond(c, arg))
+            return 0;
+        sched_yield();
     }
     uint64_t start = es_coll_now_ms(), last_check = start;
     int rc = 0;
