@@ -5,6 +5,7 @@
 #include "context/coll_int.h"
 #include "context/vdev.h"
 #include "kernels/reduce.h"
+#include "shim/step.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -65,8 +66,11 @@ void es_coll_progress(es_coll_progress_t *out)
     out->last_ns = __atomic_load_n(&es_prog_ns, __ATOMIC_ACQUIRE);
 }
 
+/* A gradient all-reduce completed: the progress counters here and the
+ * control channel's step (shim/step.h). */
 static void es_progress_add(void)
 {
+    es_step_tick();
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     __atomic_store_n(&es_prog_ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,

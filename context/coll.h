@@ -117,8 +117,9 @@ const char *es_coll_last_error(void);
  * Completed all-reduce operations of floating-point data (gradients) over
  * every communicator of this process: their number and the CLOCK_MONOTONIC
  * time (ns) of the last one. Counted when the reduced values are final (the
- * last copy into the output may still be in flight). Lock-free, callable
- * from any thread at any time (zeros before the first). */
+ * last copy into the output may still be in flight); each one also ticks
+ * the control channel's step (shim/step.h, es_step_tick). Lock-free,
+ * callable from any thread at any time (zeros before the first). */
 typedef struct es_coll_progress {
     uint64_t allreduces;
     uint64_t last_ns;

@@ -36,7 +36,7 @@ $(B)/tests/coll/vdev_probe: tests/coll/vdev_probe.c $(B)/sim/libcuda.so.1
 # arithmetic from kernels/reduce_kernels.h.
 $(B)/obj/tests/coll/coll_test.o: CFLAGS += -ffp-contract=off
 $(B)/tests/coll_test: $(B)/obj/tests/coll/coll_test.o $(B)/obj/shim/config.o \
-		$(B)/obj/context/vdev.o $(TEST_HARNESS_OBJ) \
+		$(B)/obj/controller/proto.o $(B)/obj/context/vdev.o $(TEST_HARNESS_OBJ) \
 		| $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_coll.so \
 		  $(B)/tests/coll/coll_client $(B)/tests/clients/nccl_vclient
 	@mkdir -p $(dir $@)

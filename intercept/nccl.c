@@ -5,12 +5,18 @@
  *
  * Generated from intercept/funcs.h: ES_NCCL_FUNCS lists every function of
  * nccl.h that touches a communicator; each dispatches to es_v_<name> below.
+ * The control channel's step (shim/step.h): the engine ticks it when a
+ * gradient all-reduce completes; on plain NCCL, this file's ncclAllReduce
+ * ticks it per call (this strong definition replaces shim/step.c's weak
+ * one).
+ *
  * A function the real libnccl.so.2 lacks (or no libnccl at all) stays
  * missing as without the shim (the stub's ncclSystemError): the virtual
  * collectives stand in for the library the application has, they add no
  * API to it.
  */
 #include "shim/shim.h"
+#include "shim/step.h"
 #include "context/coll.h"
 #include "context/vdev.h"
 #include "kernels/reduce_kernels.h"
@@ -30,6 +36,8 @@ ES_NCCL_FUNCS(ES_V_PROTO)
         if (__builtin_expect(es_cfg.collectives == ES_COLL_VIRTUAL, 1) &&                        \
             es_real_present(ES_LIB_NCCL, ES_IDX_##sym))                                          \
             return es_v_##sym args;                                                              \
+        if (ES_IDX_##sym == ES_IDX_ncclAllReduce)                                                \
+            es_step_tick(); /* NCCL's own: a call counts when enqueued */                        \
         return ES_REAL(nccl, sym) args;                                                          \
     }
 ES_NCCL_FUNCS(ES_NCCL_WRAP)

@@ -51,6 +51,12 @@ typedef struct es_config {
     size_t coll_chunk;       /* EASYSCALE_COLL_CHUNK, bytes (0: the engine's default) */
     char slot[64];           /* EASYSCALE_SLOT as given ("" unset): syntax checked here,
                                 the device itself by context/vdev.c after cuInit */
+    /* Control channel (shim/control.c); all unset unless EASYSCALE_CONTROL
+     * is set. */
+    char control[128];       /* unix socket path, or "tcp:HOST:PORT" ("" off) */
+    char token[72];          /* EASYSCALE_TOKEN (required with tcp) */
+    int heartbeat_ms;        /* EASYSCALE_HEARTBEAT_MS */
+    int rank, world;         /* RANK, WORLD_SIZE (required with a control channel) */
 } es_config_t;
 
 extern es_config_t es_cfg;

@@ -21,7 +21,8 @@
  *    collectives and send/recv pairs, several streams and communicators,
  *    split, non-blocking init, argument errors; "initall".
  *  - tests/clients/nccl_vclient (NVIDIA's headers only, rank r on device
- *    r % count) on 2 and 1 GPUs: passes, same checksum; without the shim on
+ *    r % count) on 2 and 1 GPUs, and with simcuda's isolated device memory
+ *    and adversarial scheduling: passes, same checksum; without the shim on
  *    2 GPUs NCCL refuses the placement ("Duplicate GPU detected"), and on 4
  *    GPUs its sums are not the rank-ordered ones.
  *  - faults: a killed rank, an aborted rank, a live rank that stays away
@@ -310,31 +311,37 @@ static void test_types(void **state)
     (void)state;
     if (!shim_built())
         skip();
+    /* With simcuda's isolated device memory (a host access to device memory
+     * faults) and adversarial stream scheduling: the engine never touches
+     * device memory from the host and orders its copies on the streams. */
     static const struct {
         int n;
-        const char *devs, *x1, *x2;
+        const char *devs, *x1, *x2, *x3;
     } runs[] = {
-        { 4, TWO, NULL, NULL },
-        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", NULL },
-        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", "EASYSCALE_COLL_CHUNK=4096" },
-        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=device", "EASYSCALE_COLL_CHUNK=4096" },
-        { 4, FOUR, NULL, NULL },
-        { 4, "a100:4G", "EASYSCALE_COLL_CHUNK=65536", NULL },
-        { 8, THREE, NULL, NULL },
-        { 8, THREE, "EASYSCALE_COLL_TRANSPORT=host", "EASYSCALE_COLL_CHUNK=8192" },
+        { 4, TWO, NULL, NULL, NULL },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", NULL, NULL },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", "EASYSCALE_COLL_CHUNK=4096", NULL },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=device", "EASYSCALE_COLL_CHUNK=4096", NULL },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=device", "SIMCUDA_ISOLATION=1", "SIMCUDA_CHAOS=5" },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", "SIMCUDA_ISOLATION=1", "SIMCUDA_CHAOS=5" },
+        { 4, FOUR, NULL, NULL, NULL },
+        { 4, "a100:4G", "EASYSCALE_COLL_CHUNK=65536", NULL, NULL },
+        { 8, THREE, NULL, NULL, NULL },
+        { 8, THREE, "EASYSCALE_COLL_TRANSPORT=host", "EASYSCALE_COLL_CHUNK=8192", NULL },
     };
     char ref[2][40] = { "", "" };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         es_proc_result_t r = run_client(1, "types", runs[i].n, runs[i].devs, runs[i].x1,
-                                        runs[i].x2, "EASYSCALE_LOG=warn");
+                                        runs[i].x2, runs[i].x3);
         expect_client(&r, runs[i].n, runs[i].x1 ? runs[i].x1 : runs[i].devs);
         char d[40];
         digest_of(&r, d, sizeof d);
         char *rf = ref[runs[i].n == 8];
         if (!rf[0])
             snprintf(rf, 40, "%s", d);
-        fprintf(stderr, "note: types %d ranks on %s %s %s: digest %s\n", runs[i].n, runs[i].devs,
-                runs[i].x1 ? runs[i].x1 : "", runs[i].x2 ? runs[i].x2 : "", d);
+        fprintf(stderr, "note: types %d ranks on %s %s %s %s: digest %s\n", runs[i].n,
+                runs[i].devs, runs[i].x1 ? runs[i].x1 : "", runs[i].x2 ? runs[i].x2 : "",
+                runs[i].x3 ? runs[i].x3 : "", d);
         assert_string_equal(rf, d);
         es_proc_result_free(&r);
     }
@@ -361,17 +368,19 @@ static void test_coll(void **state)
         skip();
     static const struct {
         int n;
-        const char *devs, *x1;
+        const char *devs, *x1, *x2;
     } runs[] = {
-        { 4, TWO, NULL },
-        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host" },
-        { 4, "a100:4G", NULL },
-        { 8, THREE, NULL },
-        { 8, THREE, "EASYSCALE_COLL_TRANSPORT=host" },
+        { 4, TWO, NULL, NULL },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", NULL },
+        { 4, TWO, "SIMCUDA_ISOLATION=1", "SIMCUDA_CHAOS=9" },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", "SIMCUDA_ISOLATION=1" },
+        { 4, "a100:4G", NULL, NULL },
+        { 8, THREE, NULL, NULL },
+        { 8, THREE, "EASYSCALE_COLL_TRANSPORT=host", NULL },
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         es_proc_result_t r = run_client(1, "coll", runs[i].n, runs[i].devs, runs[i].x1,
-                                        "EASYSCALE_COLL_CHUNK=65536", NULL);
+                                        runs[i].x2, "EASYSCALE_COLL_CHUNK=65536");
         expect_client(&r, runs[i].n, runs[i].x1 ? runs[i].x1 : runs[i].devs);
         es_proc_result_free(&r);
     }
@@ -395,6 +404,12 @@ static es_proc_result_t run_vclient(int shim, const char *devs, const char *arg)
     return run_prog(shim, devs, argv, NULL, NULL, NULL);
 }
 
+static es_proc_result_t run_vclient_iso(const char *devs)
+{
+    char *argv[] = { (char *)es_build_path("tests/clients/nccl_vclient"), NULL };
+    return run_prog(1, devs, argv, "SIMCUDA_ISOLATION=1", "SIMCUDA_CHAOS=11", NULL);
+}
+
 static void test_vclient(void **state)
 {
     (void)state;
@@ -411,6 +426,14 @@ static void test_vclient(void **state)
     r = run_vclient(1, "a100:4G", NULL);
     if (r.status != 0)
         fprintf(stderr, "---- 1 GPU ----\n%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    assert_non_null(es_find_last(r.out, "checksum ", b, sizeof b));
+    assert_string_equal(a, b);
+    es_proc_result_free(&r);
+    /* isolated device memory, adversarial stream scheduling */
+    r = run_vclient_iso(TWO);
+    if (r.status != 0)
+        fprintf(stderr, "---- 2 GPUs, isolation ----\n%s\n", r.out);
     assert_int_equal(r.status, 0);
     assert_non_null(es_find_last(r.out, "checksum ", b, sizeof b));
     assert_string_equal(a, b);

@@ -11,7 +11,7 @@
  * CUDNN_POOLING_MAX; never across architectures. The perf structs carry a
  * `determinism` field that says which.
  *
- * The program sets SIMCUDA_DEVICES itself (a100, v100, t4, h100) before the
+ * The program sets SIMCUDA_DEVICES itself (a100, t4, t4, h100) before the
  * driver starts, so one process sees several GPU models.
  */
 #include <cuda.h>
@@ -36,7 +36,7 @@
 #include "sim/cudnn/kern.h"
 
 #define DEV_A100 0
-#define DEV_V100 1
+#define DEV_T4B 1 /* a second t4: the pre-Ampere heuristics */
 #define DEV_T4 2
 #define DEV_H100 3
 
@@ -1283,7 +1283,7 @@ static void test_api_nondeterminism(void **state)
 static void test_api_heuristics(void **state)
 {
     (void)state;
-    cudnnHandle_t hv = handle_on(DEV_V100), ha = handle_on(DEV_A100), ht = handle_on(DEV_T4);
+    cudnnHandle_t hv = handle_on(DEV_T4B), ha = handle_on(DEV_A100), ht = handle_on(DEV_T4);
     api_conv_t c;
     api_conv_init(&c, 8, 16, 16, 16, 32, 3, 3, 1, 1, 1, 1, 0);
     cudnnConvolutionBwdFilterAlgoPerf_t bf[8];
@@ -1433,7 +1433,7 @@ static float *default_run(int dev, api_conv_t *c, size_t *len)
 }
 
 /* Negative control (3): "never across architectures": the default choice
- * on an a100 and on a v100 gives different bits; on one model (a100, a
+ * on an a100 and on a t4 gives different bits; on one model (a100, a
  * shape whose defaults are all deterministic there) identical bits run to
  * run. */
 static void test_api_models_differ(void **state)
@@ -1445,7 +1445,7 @@ static void test_api_models_differ(void **state)
     size_t n1, n2, n3;
     float *a1 = default_run(DEV_A100, &c, &n1);
     float *a2 = default_run(DEV_A100, &c, &n2);
-    float *v1 = default_run(DEV_V100, &c, &n3);
+    float *v1 = default_run(DEV_T4B, &c, &n3);
     assert_memory_equal(a1, a2, n1 * sizeof(float));
     size_t ny = count4(&c.p.y);
     assert_true(memcmp(a1, v1, ny * sizeof(float)) != 0); /* forward alone differs */
@@ -1458,7 +1458,7 @@ static void test_api_models_differ(void **state)
     float one = 1.0f, zero = 0.0f;
     size_t nw = count4(&c.p.w);
     float *r[3];
-    int devs[3] = {DEV_A100, DEV_A100, DEV_V100};
+    int devs[3] = {DEV_A100, DEV_A100, DEV_T4B};
     for (int i = 0; i < 3; i++) {
         cudnnHandle_t h = handle_on(devs[i]);
         size_t wsn;
@@ -1727,7 +1727,7 @@ static float *bk_run(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, void *x, voi
 
 /* Vendor fact (VENDOR-FACTS, Backend API): an engine's NUMERICAL_NOTE may
  * contain CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC; the first heuristic result
- * is such an engine on some model/shape (backward filter on a v100 with few
+ * is such an engine on some model/shape (backward filter on a t4 with few
  * channels), and it really gives different bits run to run, while the
  * engines without the note do not. */
 static void test_backend_bwd_filter(void **state)
@@ -1740,7 +1740,7 @@ static void test_backend_bwd_filter(void **state)
     ref_bwd(&c.p, c.hx, c.hw, c.hdy, &rdx, &rdw);
     size_t nw = count4(&c.p.w);
     for (int dev = 0; dev < 2; dev++) {
-        cudnnHandle_t h = handle_on(dev ? DEV_V100 : DEV_A100);
+        cudnnHandle_t h = handle_on(dev ? DEV_T4B : DEV_A100);
         cudnnBackendDescriptor_t g = bk_graph(h, SIM_DIR_BWD_FILTER, &c.p), cfgs[8];
         int64_t gc, k;
         BK(cudnnBackendGetAttribute(g, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
@@ -1753,7 +1753,7 @@ static void test_backend_bwd_filter(void **state)
             int64_t idx = bk_engine(cfgs[i], &nd);
             assert_int_equal(nd, idx == 0 || idx == 3);
             if (i == 0)
-                assert_int_equal(idx, dev ? 0 : 1); /* v100: ALGO_0 first; a100: ALGO_1 */
+                assert_int_equal(idx, dev ? 0 : 1); /* t4: ALGO_0 first; a100: ALGO_1 */
             float *r = bk_run(h, cfgs[i], c.x, c.dw, c.dy, c.dw, nw, 4);
             for (int t = 0; t < 4; t++)
                 expect_close(&c.p.w, r + t * nw, rdw, 1e-5, "backend bwd filter");
@@ -1871,7 +1871,7 @@ static void test_backend_bad_input(void **state)
 int main(void)
 {
     /* several GPU models in one process (before the driver starts) */
-    setenv("SIMCUDA_DEVICES", "a100:1G,v100:1G,t4:1G,h100:1G", 1);
+    setenv("SIMCUDA_DEVICES", "a100:1G,t4:1G,t4:1G,h100:1G", 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
     const struct CMUnitTest core[] = {
         cmocka_unit_test(test_core_conv_fwd),
