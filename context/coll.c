@@ -592,7 +592,8 @@ static ncclResult_t es_comm_setup(es_comm_t *c)
     int pref = es_cfg.coll_transport;
     size_t host_chunk = es_chunk_for(ES_COLL_TP_HOST, c->nranks);
     rc = es_seg_join(&c->seg, &c->id, c->nranks, c->rank, host_chunk,
-                     es_p2p_chunk_for(host_chunk, c->nranks), pref, (const uint8_t *)uu.bytes,
+                     es_p2p_chunk_for(host_chunk, c->nranks), pref,
+                     es_chunk_for(ES_COLL_TP_DEVICE, c->nranks), (const uint8_t *)uu.bytes,
                      c->timeout_ms * 10);
     if (rc < 0) {
         res = es_status_of(rc);
@@ -607,7 +608,7 @@ static ncclResult_t es_comm_setup(es_comm_t *c)
     }
     /* Transport: rank 0's preference; device only when every rank can map
      * every other's memory and the set-up succeeds everywhere. */
-    pref = c->seg.h->tp_pref;
+    pref = es_seg_rank(&c->seg, 0)->tp_pref;
     es_seg_rank(&c->seg, c->rank)->can_device =
         pref != ES_COLL_TP_HOST && es_tp_device_possible(c);
     if ((rc = es_ctrl_barrier(c)) < 0) {
@@ -622,7 +623,7 @@ static ncclResult_t es_comm_setup(es_comm_t *c)
     if (pref != ES_COLL_TP_HOST && all) {
         c->tp = &es_tp_device;
         c->tp_id = ES_COLL_TP_DEVICE;
-        c->chunk = es_chunk_for(ES_COLL_TP_DEVICE, c->nranks);
+        c->chunk = es_seg_rank(&c->seg, 0)->dev_chunk; /* rank 0's: the same for all */
         c->p2p_chunk = es_p2p_chunk_for(c->chunk, c->nranks);
         rc = c->tp->setup(c);
         if (rc == -EAGAIN) { /* some rank could not set it up: all fall back */

@@ -58,8 +58,9 @@ typedef struct es_seg_hdr {
     uint64_t size;                /* the whole segment */
     uint64_t nonce;
     uint32_t nranks;
-    int32_t tp_pref;              /* rank 0's EASYSCALE_COLL_TRANSPORT */
-    uint64_t chunk, p2p_chunk;    /* staging bytes (rank 0's choice) */
+    int32_t pad_tp;
+    uint64_t chunk, p2p_chunk;    /* host staging bytes (the creator's choice: they size
+                                     the segment) */
     uint64_t off_ranks, off_pairs, off_data, data_size;
     _Atomic uint32_t joined;
     uint32_t spare0, spare1;      /* (waits use the ranks' own futex words) */
@@ -82,7 +83,10 @@ typedef struct es_seg_rank {
     int32_t pad0;
     _Atomic uint32_t bell;        /* futex word this rank sleeps on */
     _Atomic uint32_t sleeping;    /* its threads asleep on bell (a ringer wakes them) */
-    char pad1[56];
+    int32_t tp_pref;              /* its EASYSCALE_COLL_TRANSPORT (rank 0's decides) */
+    int32_t pad2a;
+    uint64_t dev_chunk;           /* its device staging chunk (rank 0's is used) */
+    char pad1[40];
     _Atomic uint64_t arrive;      /* data barriers passed (stream side) */
     char pad2[56];
     _Atomic uint64_t ctrl;        /* control barriers (host threads) */
@@ -175,10 +179,12 @@ void es_comm_fail(es_comm_t *c, int reason, ncclResult_t status);
 /* ---- segment (coll_seg.c) --------------------------------------------------------- */
 
 /* Creates or joins the segment of id as rank/nranks; the creator sizes it
- * (chunk, p2p_chunk, the host staging). Waits (bounded) until every rank
- * joined, then removes the name. Returns 0 or -errno (message set). */
+ * (chunk, p2p_chunk: the host staging); every rank publishes its transport
+ * preference and device chunk in its slot (rank 0's decide). Returns 0 or
+ * -errno (message set). */
 int es_seg_join(es_seg_t *s, const es_coll_id_t *id, int nranks, int rank, size_t chunk,
-                size_t p2p_chunk, int tp_pref, const uint8_t uuid[16], int timeout_ms);
+                size_t p2p_chunk, int tp_pref, size_t dev_chunk, const uint8_t uuid[16],
+                int timeout_ms);
 void es_seg_leave(es_seg_t *s);
 /* Once joined: waits (bounded) until every rank joined, then removes the
  * segment's name (its memory lives while mapped). 0 or -errno. */

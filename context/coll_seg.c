@@ -332,7 +332,8 @@ static int es_cond_joined(es_comm_t *c, const void *arg)
 }
 
 int es_seg_join(es_seg_t *s, const es_coll_id_t *id, int nranks, int rank, size_t chunk,
-                size_t p2p_chunk, int tp_pref, const uint8_t uuid[16], int timeout_ms)
+                size_t p2p_chunk, int tp_pref, size_t dev_chunk, const uint8_t uuid[16],
+                int timeout_ms)
 {
     int rc = 0, fd = -1, creator = 0;
     void *map = MAP_FAILED;
@@ -366,7 +367,6 @@ int es_seg_join(es_seg_t *s, const es_coll_id_t *id, int nranks, int rank, size_
         h->size = size;
         h->nonce = id->nonce;
         h->nranks = (uint32_t)nranks;
-        h->tp_pref = tp_pref;
         h->chunk = chunk;
         h->p2p_chunk = p2p_chunk;
         h->off_ranks = offr;
@@ -439,6 +439,8 @@ int es_seg_join(es_seg_t *s, const es_coll_id_t *id, int nranks, int rank, size_
     }
     me->pid = (int32_t)getpid();
     me->starttime = es_proc_starttime(getpid());
+    me->tp_pref = tp_pref;
+    me->dev_chunk = dev_chunk;
     memcpy(me->uuid, uuid, 16);
     atomic_store_explicit(&me->state, 2, memory_order_release);
     atomic_fetch_add_explicit(&s->h->joined, 1, memory_order_acq_rel);
