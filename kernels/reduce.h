@@ -1,8 +1,8 @@
 /* The collectives' reduction kernel on the device (kernels/reduce.cu,
  * embedded in libeasyscale.so as a fatbin: SASS for sm_75, sm_80, sm_86,
- * sm_89, sm_90, sm_100 and compute_75 + compute_100 PTX; its arithmetic is
- * explicit round-to-nearest operations and integer code, so SASS or JIT,
- * every model gives the same bits). Loaded with the real cuModuleLoadData
+ * sm_89, sm_90, sm_100 and compute_100 PTX; on simcuda the same source runs
+ * through sim/cucpu; its arithmetic is explicit round-to-nearest operations
+ * and integer code, so SASS, JIT or CPU, every model gives the same bits). Loaded with the real cuModuleLoadData
  * once per context; launched with the real cuLaunchKernel (the shim's own
  * launches are not audited). */
 #ifndef ES_KERNELS_REDUCE_H
