@@ -2,8 +2,11 @@
  * ABIs) answers with the shim's wrapper for every real pointer the shim
  * wraps (routing by the exact pointer the real resolver returned, so the
  * requested version and per-thread-stream variant are kept), and in d2 the
- * device identity (SM count, compute capability, limits) is canonical
- * (context/device.c) for everyone but the vendor libraries.
+ * device identity (SM count, compute capability, limits) is lowered to the
+ * job's canonical device (context/device.c): the compute capability kept
+ * real for code generators and loaders, every value real for the vendor
+ * libraries. In d2, cuInit also checks that the shim's portable kernels
+ * run on every GPU (kernels/portable.h).
  *
  * cudaGetDriverEntryPoint* (libcudart) is not exported: the runtime gets
  * every driver entry point through dlsym("cuGetProcAddress_v2") and then
@@ -21,6 +24,7 @@
 #include "shim/shim.h"
 #include "context/device.h"
 #include "context/vdev.h"
+#include "kernels/portable.h"
 #include "audit/modaudit.h"
 
 #include <stdint.h>
@@ -74,12 +78,24 @@ ES_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     return r;
 }
 
+/* d2's identity (context/device.h): values lowered to the canonical
+ * device's, the compute capability kept real for code generators and
+ * loaders (decided by the caller's address). The real value is always the
+ * physical device's: dev is the application's (virtual) ordinal, read on
+ * the slot it stands for. */
+static int es_real_attr(int attr, int dev, int *value)
+{
+    return (int)ES_REAL(cuda, cuDeviceGetAttribute)(value, (CUdevice_attribute)attr,
+                                                     es_vdev_phys((CUdevice)dev));
+}
+
 ES_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     ES_ENTER(cuda, cuDeviceGetAttribute);
     CUresult r = ES_REAL(cuda, cuDeviceGetAttribute)(pi, attrib, es_vdev_phys(dev));
-    if (__builtin_expect(es_cfg.determinism == ES_DET_D2, 0) && r == CUDA_SUCCESS &&
-        es_device_canonical_attr((int)attrib, pi))
+    if (__builtin_expect(es_cfg.determinism == ES_DET_D2, 0) && r == CUDA_SUCCESS && pi &&
+        es_device_lower_attr((int)attrib, (int)dev, pi, __builtin_return_address(0),
+                             es_real_attr))
         ES_DEBUG("d2: device %d attribute %d reported as %d", (int)dev, (int)attrib, *pi);
     return r;
 }
@@ -89,7 +105,7 @@ ES_EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice de
     ES_ENTER(cuda, cuDeviceComputeCapability);
     CUresult r = ES_REAL(cuda, cuDeviceComputeCapability)(major, minor, es_vdev_phys(dev));
     if (es_cfg.determinism == ES_DET_D2 && r == CUDA_SUCCESS && major && minor)
-        es_device_canonical_cc(major, minor);
+        es_device_lower_cc(major, minor, __builtin_return_address(0));
     return r;
 }
 
@@ -111,8 +127,15 @@ static CUresult es_vendor_cuDeviceComputeCapability(int *major, int *minor, CUde
  * Inactive (EASYSCALE_COLLECTIVES=nccl, or off): each of these is the real
  * call (es_vdev_* are the identity). */
 
+/* After the first successful cuInit (the devices are known):
+ * - virtual devices: the physical devices read and EASYSCALE_SLOT resolved
+ *   (context/vdev.h);
+ * - d2: the portable kernels must run on every device, checked once
+ *   (kernels/portable.h): a GPU they cannot serve fails cuInit, loudly, at
+ *   start-up. */
 ES_EXPORT CUresult cuInit(unsigned int Flags)
 {
+    static int checked; /* 0 not yet, 1 passed, 2 failed */
     ES_ENTER(cuda, cuInit);
     CUresult r = ES_REAL(cuda, cuInit)(Flags);
     if (r == CUDA_SUCCESS && es_vdev_active()) {
@@ -123,6 +146,11 @@ ES_EXPORT CUresult cuInit(unsigned int Flags)
             ES_ERROR("%s", msg);
             _exit(2);
         }
+    }
+    if (r == CUDA_SUCCESS && es_cfg.determinism == ES_DET_D2 &&
+        __atomic_load_n(&checked, __ATOMIC_ACQUIRE) != 1) {
+        r = es_portable_startup_check();
+        __atomic_store_n(&checked, r == CUDA_SUCCESS ? 1 : 2, __ATOMIC_RELEASE);
     }
     return r;
 }
