@@ -28,6 +28,12 @@
  *            EASYSCALE_COLL_TIMEOUT)
  *   stale    rank 0 starts a communicator of 2 that rank 1 never joins,
  *            then dies (leaves a half-made rendezvous behind)
+ *   capture  after a first all-reduce, the stream begins a capture (GLOBAL
+ *            mode, as torch.cuda.graph): a memset, an all-reduce (alone, then
+ *            in a group), another memset; the all-reduce must fail with
+ *            ncclInvalidUsage and a reason (ncclGetLastError), the capture
+ *            must end with a graph of the two memsets only, which replays;
+ *            then an all-reduce outside the capture still gives the sums
  *
  * Output: "rank R: ok" or "rank R: FAIL ..." lines, "done" at the end; exit
  * 0 when every rank passed (and a rank meant to die did).
@@ -631,6 +637,79 @@ static int mode_fault(ncclComm_t comm, CUstream st)
     return 0;
 }
 
+/* ---- a stream under capture ------------------------------------------------------- */
+
+static int mode_capture(ncclComm_t comm, CUstream st)
+{
+    const size_t C = 1031, H = C / 2;
+    int ord[MAXR];
+    for (int i = 0; i < g_n; i++)
+        ord[i] = i;
+    CUdeviceptr b, m;
+    CU(cuMemAlloc(&b, C * 4));
+    CU(cuMemAlloc(&m, C * 4));
+    /* the communicator at work before the capture (its sums are checked
+     * after it: here any NCCL gets to the capture) */
+    CU(cuMemsetD32(b, 0x3f800000u, C));
+    NC(ncclAllReduce((void *)b, (void *)b, C, ncclFloat, ncclSum, comm, st));
+    CU(cuStreamSynchronize(st));
+    CU(cuMemsetD32(m, 0, C));
+    CU(cuCtxSynchronize());
+    CU(cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CUresult m1 = cuMemsetD32Async(m, 0x3f800000u, H, st); /* 1.0f */
+    ncclResult_t alone = ncclAllReduce((void *)b, (void *)b, C, ncclFloat, ncclSum, comm, st);
+    char why[256];
+    snprintf(why, sizeof why, "%s", ncclGetLastError(comm) ? ncclGetLastError(comm) : "");
+    ncclResult_t gs = ncclGroupStart();
+    ncclResult_t grouped = ncclAllReduce((void *)b, (void *)b, C, ncclFloat, ncclSum, comm, st);
+    ncclResult_t ge = ncclGroupEnd();
+    CUresult m2 = cuMemsetD32Async(m + H * 4, 0x40000000u, C - H, st); /* 2.0f */
+    CUgraph g = NULL;
+    CUresult end = cuStreamEndCapture(st, &g);
+    printf("rank %d: allreduce under capture: %s (%s); in a group: %s, group end %s; "
+           "end of capture %d\n",
+           g_rank, ncclGetErrorString(alone), why, ncclGetErrorString(grouped),
+           ncclGetErrorString(ge), (int)end);
+    if (m1 != CUDA_SUCCESS || m2 != CUDA_SUCCESS)
+        FAILF("memset under capture: %d, %d", (int)m1, (int)m2);
+    if (alone != ncclInvalidUsage)
+        FAILF("allreduce under capture: %s, expected ncclInvalidUsage",
+              ncclGetErrorString(alone));
+    if (!strstr(why, "captur"))
+        FAILF("ncclGetLastError names no capture: '%s'", why);
+    if (gs != ncclSuccess || grouped != ncclInvalidUsage || ge != ncclInvalidUsage)
+        FAILF("grouped allreduce under capture: start %s, call %s, end %s (expected "
+              "ncclInvalidUsage from the call and the group end)", ncclGetErrorString(gs),
+              ncclGetErrorString(grouped), ncclGetErrorString(ge));
+    if (end != CUDA_SUCCESS || !g)
+        FAILF("the capture did not survive: cuStreamEndCapture %d", (int)end);
+    size_t nn = 0;
+    CU(cuGraphGetNodes(g, NULL, &nn));
+    if (nn != 2)
+        FAILF("the graph has %zu nodes, expected the 2 memsets", nn);
+    CUgraphExec x;
+    CU(cuGraphInstantiate(&x, g, 0));
+    CU(cuGraphLaunch(x, st));
+    CU(cuStreamSynchronize(st));
+    float *h = malloc(C * 4);
+    if (!h)
+        FAILF("out of memory");
+    CU(cuMemcpyDtoH(h, m, C * 4));
+    for (size_t i = 0; i < C; i++)
+        if (h[i] != (i < H ? 1.0f : 2.0f)) {
+            float v = h[i];
+            free(h);
+            FAILF("replayed graph: element %zu is %g", i, (double)v);
+        }
+    free(h);
+    CU(cuGraphExecDestroy(x));
+    CU(cuGraphDestroy(g));
+    CU(cuMemFree(b));
+    CU(cuMemFree(m));
+    /* the communicator is untouched: the next all-reduce sums as before */
+    return allreduce_check(comm, st, ord, g_n, g_rank, C, 41, "allreduce after the capture");
+}
+
 /* ---- ranks ------------------------------------------------------------------------- */
 
 static int rank_main(void)
@@ -662,6 +741,8 @@ static int rank_main(void)
         rc = mode_types(comm, st);
     else if (strcmp(g_mode, "coll") == 0)
         rc = mode_coll(comm, st, dev);
+    else if (strcmp(g_mode, "capture") == 0)
+        rc = mode_capture(comm, st);
     else
         return mode_fault(comm, st);
     if (rc)
@@ -728,7 +809,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 3) {
-        fprintf(stderr, "usage: coll_client types|coll|initall|kill|abort|timeout|stale NRANKS\n");
+        fprintf(stderr, "usage: coll_client types|coll|initall|kill|abort|timeout|stale|capture NRANKS\n");
         return 2;
     }
     g_mode = argv[1];

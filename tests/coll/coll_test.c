@@ -30,7 +30,11 @@
  *    ncclSystemError) without hanging; no shared-memory segment is left;
  *    a segment left by a rank that died before the others joined is
  *    removed by the next ncclGetUniqueId.
- *  - a stream under capture: skipped while simcuda has no stream capture.
+ *  - a stream under capture (simcuda's stream capture, GLOBAL mode): an
+ *    all-reduce, alone and in a group, gets ncclInvalidUsage and a log line
+ *    on every rank, both transports; the capture survives (a graph of the
+ *    client's own nodes, replayed) and the communicator still sums.
+ *    Negative control: without the shim the client's check fails.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -563,14 +567,41 @@ static void test_stale_segment(void **state)
     assert_false(in_list(now, nn, extra[0]));
 }
 
+static int count_of(const char *hay, const char *needle)
+{
+    int k = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+        k++;
+    return k;
+}
+
+/* A collective on a stream under capture (CUDA graphs, GLOBAL mode): every
+ * rank gets ncclInvalidUsage and one log line per call, the capture ends
+ * with a graph of the client's own work that replays, the communicator
+ * keeps working; 4 ranks on 2 GPUs, both transports. */
 static void test_capture(void **state)
 {
     (void)state;
-    /* intercept: a stream under capture gets ncclInvalidUsage and a log
-     * line (context/coll.c es_check_op, cuStreamIsCapturing). simcuda has
-     * no stream capture to put a stream into that state yet. */
-    fprintf(stderr, "note: simcuda has no stream capture: the capture check is not exercised\n");
-    skip();
+    if (!shim_built())
+        skip();
+    static const char *const tps[] = { "EASYSCALE_COLL_TRANSPORT=device",
+                                       "EASYSCALE_COLL_TRANSPORT=host" };
+    for (size_t t = 0; t < 2; t++) {
+        es_proc_result_t r = run_client(1, "capture", 4, TWO, tps[t], NULL, NULL);
+        expect_client(&r, 4, tps[t]);
+        /* the call alone and the call in a group, on each of the 4 ranks */
+        assert_int_equal(count_of(r.out, "ncclAllReduce on a stream under capture"), 8);
+        assert_int_equal(count_of(r.out, "allreduce under capture: invalid usage"), 4);
+        es_proc_result_free(&r);
+    }
+    /* Negative control: without the shim (simcuda's NCCL enqueues the
+     * collective into the capture) every rank reaches the capture and its
+     * check fails: no ncclInvalidUsage. */
+    es_proc_result_t r = run_client(0, "capture", 4, FOUR, NULL, NULL, NULL);
+    assert_false(client_ok(&r, 4));
+    assert_int_equal(count_of(r.out, "allreduce under capture: no error ("), 4);
+    assert_int_equal(count_of(r.out, "allreduce under capture: invalid usage"), 0);
+    es_proc_result_free(&r);
 }
 
 int main(void)
