@@ -1,7 +1,9 @@
 /* What a process sees of its devices, written only against cuda.h: the
  * count, each ordinal's name, UUID and PCI bus id, then (after making a
- * context on device LOCAL_RANK, default 0) the context's device, a device
- * pointer's device ordinal, cuMemGetInfo and cuDeviceTotalMem. One
+ * context on device LOCAL_RANK, default 0) the context's device, each
+ * ordinal's attributes (SM count, compute capability, opt-in shared memory
+ * per block), a device pointer's device ordinal, cuMemGetInfo and
+ * cuDeviceTotalMem. One
  * "key value" line each; exit 0, or 1 at the first failing call. Run by
  * tests/coll/vdev_test.c with and without libeasyscale.so. */
 #include <cuda.h>
@@ -49,6 +51,17 @@ int main(void)
     CUdevice cd;
     CU(cuCtxGetDevice(&cd));
     printf("ctxdev %d\n", (int)cd);
+    for (int v = 0; v < n; v++) {
+        CUdevice dv;
+        int sm = 0, ma = 0, mi = 0, optin = 0;
+        CU(cuDeviceGet(&dv, v));
+        CU(cuDeviceGetAttribute(&sm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dv));
+        CU(cuDeviceGetAttribute(&ma, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dv));
+        CU(cuDeviceGetAttribute(&mi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dv));
+        CU(cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                dv));
+        printf("attr %d sm %d cc %d.%d optin %d\n", v, sm, ma, mi, optin);
+    }
     CUdeviceptr p;
     CU(cuMemAlloc(&p, 4096));
     int ord = -1;

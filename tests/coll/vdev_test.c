@@ -11,6 +11,10 @@
  *  - EASYSCALE_SLOT by ordinal and by UUID puts the EST on that GPU; a
  *    slot that names no visible device ends the process (status 2, one
  *    line).
+ *  - d2 on a T4 and an A100, 4 ESTs, the A100 selected: every ordinal
+ *    reports the A100's SM count, compute capability and opt-in shared
+ *    memory (read without the shim); with EASYSCALE_CANONICAL_DEVICE=a100,t4
+ *    the T4's (the compute capability pair included); at d1, the A100's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,18 +40,27 @@ static int shim_built(void)
     return 1;
 }
 
-static es_proc_result_t probe(int shim, const char *lws, const char *lr, const char *x1,
-                              const char *x2)
+/* The probe on SIMCUDA_DEVICES=devs. */
+static es_proc_result_t probe_on(const char *devs, int shim, const char *lws, const char *lr,
+                                 const char *x1, const char *x2, const char *x3)
 {
-    char a[64], b[64];
+    char a[64], b[64], dv[128];
     snprintf(a, sizeof a, "LOCAL_WORLD_SIZE=%s", lws ? lws : "");
     snprintf(b, sizeof b, "LOCAL_RANK=%s", lr ? lr : "");
-    char *env[] = { "SIMCUDA_DEVICES=a100:8G,a100:8G", "CUDA_VISIBLE_DEVICES=", a, b,
-                    shim ? g_pre : "ES_TEST_NO_SHIM=1", (char *)x1, (char *)x2, NULL };
+    snprintf(dv, sizeof dv, "SIMCUDA_DEVICES=%s", devs);
+    char *env[] = { dv, "CUDA_VISIBLE_DEVICES=", a, b,
+                    shim ? g_pre : "ES_TEST_NO_SHIM=1", (char *)x1, (char *)x2, (char *)x3,
+                    NULL };
     char *argv[] = { (char *)es_build_path("tests/coll/vdev_probe"), NULL };
     es_proc_result_t r;
     assert_int_equal(es_run(argv, env, 60, &r), 0);
     return r;
+}
+
+static es_proc_result_t probe(int shim, const char *lws, const char *lr, const char *x1,
+                              const char *x2)
+{
+    return probe_on("a100:8G,a100:8G", shim, lws, lr, x1, x2, NULL);
 }
 
 /* The value after "key " on the line starting with it. */
@@ -186,12 +199,82 @@ static void test_slot(void **state)
     es_proc_result_free(&r);
 }
 
+/* "attr V sm S cc M.m optin O" of ordinal v: the rest after "attr V ". */
+static void attrs_of(const es_proc_result_t *r, int v, char *out, size_t len)
+{
+    char key[32];
+    snprintf(key, sizeof key, "attr %d ", v);
+    const char *p = strstr(r->out, key);
+    if (!p)
+        fail_msg("no \"%s\" in:\n%s", key, r->out);
+    p += strlen(key);
+    size_t k = strcspn(p, "\n");
+    snprintf(out, len, "%.*s", (int)k, p);
+}
+
+/* d2 under virtual devices: every ordinal's attributes are the slot's, then
+ * lowered to the job's canonical device. A T4 (GPU 0) and an A100 (GPU 1),
+ * 4 ESTs, device 3 selected (slot 1, the A100). The expected figures are
+ * each GPU's own, read without the shim. */
+static void test_d2_identity(void **state)
+{
+    (void)state;
+    if (!shim_built())
+        skip();
+    const char *devs = "t4:8G,a100:8G";
+    es_proc_result_t plain = probe_on(devs, 0, NULL, NULL, NULL, NULL, NULL);
+    assert_int_equal(plain.status, 0);
+    char t4[96], a100[96], got[96];
+    attrs_of(&plain, 0, t4, sizeof t4);
+    attrs_of(&plain, 1, a100, sizeof a100);
+    assert_string_not_equal(t4, a100);
+    assert_non_null(strstr(t4, "cc 7.5"));
+    es_proc_result_free(&plain);
+
+    /* no model list: the slot's own values, for every ordinal (3 and 2 are
+     * no physical device) */
+    es_proc_result_t r = probe_on(devs, 1, "4", "3", "EASYSCALE_DETERMINISM=d2", NULL, NULL);
+    if (r.status != 0)
+        fprintf(stderr, "%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    for (int v = 0; v < 4; v++) {
+        attrs_of(&r, v, got, sizeof got);
+        assert_string_equal(got, a100);
+    }
+    es_proc_result_free(&r);
+
+    /* the job's models a100,t4: the A100 slot reports the T4's figures,
+     * the compute capability pair included (its other half is read on the
+     * slot too) */
+    r = probe_on(devs, 1, "4", "3", "EASYSCALE_DETERMINISM=d2",
+                 "EASYSCALE_CANONICAL_DEVICE=a100,t4", NULL);
+    if (r.status != 0)
+        fprintf(stderr, "%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    for (int v = 0; v < 4; v++) {
+        attrs_of(&r, v, got, sizeof got);
+        assert_string_equal(got, t4);
+    }
+    es_proc_result_free(&r);
+
+    /* d1: nothing lowered, the slot's values */
+    r = probe_on(devs, 1, "4", "3", "EASYSCALE_DETERMINISM=d1",
+                 "EASYSCALE_CANONICAL_DEVICE=a100,t4", NULL);
+    assert_int_equal(r.status, 0);
+    for (int v = 0; v < 4; v++) {
+        attrs_of(&r, v, got, sizeof got);
+        assert_string_equal(got, a100);
+    }
+    es_proc_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain_devices),
         cmocka_unit_test(test_virtual_devices),
         cmocka_unit_test(test_slot),
+        cmocka_unit_test(test_d2_identity),
     };
     return cmocka_run_group_tests_name("vdev", tests, NULL, NULL);
 }
