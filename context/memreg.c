@@ -31,8 +31,10 @@ typedef struct es_pending_free {
 typedef struct es_host {
     void *p;
     size_t span;
-    unsigned flags;       /* the application's cuMemHostAlloc flags */
+    unsigned flags;       /* the application's cuMemHostAlloc flags (cuMemHostRegister
+                             flags when app) */
     int registered;
+    int app;              /* the application's memory, registered (never unmapped here) */
 } es_host_t;
 
 /* Recursive: the swap engine holds it for a whole move and calls the
@@ -40,7 +42,8 @@ typedef struct es_host {
 static pthread_mutex_t es_mr_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static size_t es_gran;
 static int es_ndev;
-static int es_dev_of[ES_MEMREG_MAX_VDEV];
+static int es_dev_of[ES_MEMREG_MAX_VDEV]; /* ES_DEV_UNSET: the resolver's */
+#define ES_DEV_UNSET (-100)
 static uint64_t es_peers[ES_MEMREG_MAX_VDEV]; /* accessors of each owner */
 static es_phys_t *es_head[ES_MEMREG_MAX_VDEV], *es_tail[ES_MEMREG_MAX_VDEV];
 static es_hmap_t es_standins = ES_HMAP_INIT;
@@ -99,7 +102,7 @@ int es_memreg_init(void)
     }
     es_ndev = n;
     for (int v = 0; v < ES_MEMREG_MAX_VDEV; v++)
-        es_dev_of[v] = v < n ? v : -1;
+        es_dev_of[v] = ES_DEV_UNSET;
     es_gran = g;
 out:
     es_memreg_unlock();
@@ -107,6 +110,28 @@ out:
 }
 
 size_t es_memreg_granularity(void) { return es_gran; }
+
+static int (*es_resolve)(int vdev);
+
+void es_memreg_set_resolver(int (*resolve)(int vdev))
+{
+    es_memreg_lock();
+    es_resolve = resolve;
+    es_memreg_unlock();
+}
+
+/* Lock held. */
+static int es_dev_get(int vdev)
+{
+    int d = es_dev_of[vdev];
+    if (d != ES_DEV_UNSET)
+        return d;
+    if (es_resolve)
+        d = es_resolve(vdev);
+    else
+        d = vdev;
+    return d >= 0 && d < es_ndev ? d : -1;
+}
 
 int es_memreg_set_device(int vdev, int dev)
 {
@@ -123,7 +148,7 @@ int es_memreg_device(int vdev)
     if (!es_vdev_ok(vdev))
         return -1;
     es_memreg_lock();
-    int d = es_dev_of[vdev];
+    int d = es_dev_get(vdev);
     es_memreg_unlock();
     return d;
 }
@@ -200,14 +225,14 @@ CUresult es_memreg_apply_access(es_phys_t *ph, const es_map_t *m)
     int n = 0;
     if (ph->owner == ES_OWN_APP || ph->owner == ES_OWN_IMPORT) {
         for (int v = 0; v < ES_MEMREG_MAX_VDEV; v++)
-            if (m->access[v] != CU_MEM_ACCESS_FLAGS_PROT_NONE && es_dev_of[v] >= 0)
-                es_add_desc(d, &n, es_dev_of[v], (CUmemAccess_flags)m->access[v]);
+            if (m->access[v] != CU_MEM_ACCESS_FLAGS_PROT_NONE && es_dev_get(v) >= 0)
+                es_add_desc(d, &n, es_dev_get(v), (CUmemAccess_flags)m->access[v]);
     } else {
-        if (es_dev_of[ph->vdev] >= 0)
-            es_add_desc(d, &n, es_dev_of[ph->vdev], CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+        if (es_dev_get(ph->vdev) >= 0)
+            es_add_desc(d, &n, es_dev_get(ph->vdev), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
         for (int v = 0; v < ES_MEMREG_MAX_VDEV; v++)
-            if ((es_peers[ph->vdev] >> v & 1) && es_dev_of[v] >= 0)
-                es_add_desc(d, &n, es_dev_of[v], CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+            if ((es_peers[ph->vdev] >> v & 1) && es_dev_get(v) >= 0)
+                es_add_desc(d, &n, es_dev_get(v), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     }
     if (n == 0)
         return CUDA_SUCCESS;
@@ -306,7 +331,7 @@ static void es_phys_destroy(es_phys_t *ph)
  * mapping, access. Lock held. */
 static CUresult es_phys_new_shim(int vdev, int owner, size_t size, es_phys_t **out)
 {
-    int dev = es_dev_of[vdev];
+    int dev = es_dev_get(vdev);
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     if (dev < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -665,7 +690,7 @@ int es_mem_find(CUdeviceptr p, CUdeviceptr *base, size_t *size, int *vdev, int *
 static CUresult es_peer_apply(int owner, int accessor, int on)
 {
     CUresult res = CUDA_SUCCESS;
-    int adev = es_dev_of[accessor], odev = es_dev_of[owner];
+    int adev = es_dev_get(accessor), odev = es_dev_get(owner);
     if (adev < 0 || odev < 0 || adev == odev)
         return CUDA_SUCCESS;
     for (es_phys_t *ph = es_head[owner]; ph; ph = ph->next) {
@@ -758,7 +783,7 @@ CUresult es_vmm_create(CUmemGenericAllocationHandle *out, size_t size,
     ph->fd = -1;
     ph->app_refs = 1;
     es_memreg_lock();
-    int dev = es_dev_of[ph->vdev];
+    int dev = es_dev_get(ph->vdev);
     if (dev < 0) {
         r = CUDA_ERROR_INVALID_DEVICE;
         goto fail;
@@ -870,12 +895,12 @@ CUresult es_vmm_set_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *d
     for (size_t k = 0; k < count; k++) {
         int v = desc[k].location.id;
         if (desc[k].location.type != CU_MEM_LOCATION_TYPE_DEVICE || !es_vdev_ok(v) ||
-            es_dev_of[v] < 0) {
+            es_dev_get(v) < 0) {
             r = CUDA_ERROR_INVALID_DEVICE;
             goto out;
         }
         /* Two vdevs on one device: that device gets the wider right. */
-        int dev = es_dev_of[v], found = 0;
+        int dev = es_dev_get(v), found = 0;
         for (int i = 0; i < n; i++)
             if (d[i].location.id == dev) {
                 found = 1;
@@ -1008,10 +1033,62 @@ static es_host_t *es_host_at(uintptr_t p) /* lock held */
     return NULL;
 }
 
-static unsigned es_host_reg_flags(unsigned app)
+static unsigned es_host_reg_flags(const es_host_t *h)
 {
+    if (h->app)
+        return h->flags | CU_MEMHOSTREGISTER_PORTABLE;
     return CU_MEMHOSTREGISTER_PORTABLE |
-           (app & CU_MEMHOSTALLOC_DEVICEMAP ? CU_MEMHOSTREGISTER_DEVICEMAP : 0);
+           (h->flags & CU_MEMHOSTALLOC_DEVICEMAP ? CU_MEMHOSTREGISTER_DEVICEMAP : 0);
+}
+
+/* Lock held: room for one more. */
+static int es_host_room(void)
+{
+    if (es_nhosts < es_chosts)
+        return 0;
+    size_t n = es_chosts ? es_chosts * 2 : 16;
+    es_host_t *x = realloc(es_hosts, n * sizeof(*x));
+    if (!x)
+        return -ENOMEM;
+    es_hosts = x;
+    es_chosts = n;
+    return 0;
+}
+
+CUresult es_host_register(void *p, size_t size, unsigned flags, int defer)
+{
+    CUresult r;
+    es_memreg_lock();
+    if (es_host_room() != 0) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    es_host_t h = { p, size, flags, 0, 1 };
+    r = defer ? CUDA_SUCCESS : es_drv.cuMemHostRegister_v2(p, size, es_host_reg_flags(&h));
+    if (r == CUDA_SUCCESS) {
+        h.registered = !defer;
+        es_hosts[es_nhosts++] = h;
+    }
+out:
+    es_memreg_unlock();
+    return r;
+}
+
+CUresult es_host_unregister(void *p)
+{
+    CUresult r;
+    es_memreg_lock();
+    for (size_t i = 0; i < es_nhosts; i++)
+        if (es_hosts[i].app && es_hosts[i].p == p) {
+            es_host_t h = es_hosts[i];
+            es_hosts[i] = es_hosts[--es_nhosts];
+            r = h.registered ? es_drv.cuMemHostUnregister(p) : CUDA_SUCCESS;
+            goto out;
+        }
+    r = es_drv.cuMemHostUnregister(p);
+out:
+    es_memreg_unlock();
+    return r;
 }
 
 CUresult es_host_alloc(void **out, size_t size, unsigned flags)
@@ -1028,20 +1105,15 @@ CUresult es_host_alloc(void **out, size_t size, unsigned flags)
     if (p == MAP_FAILED)
         return CUDA_ERROR_OUT_OF_MEMORY;
     es_memreg_lock();
-    if (es_nhosts == es_chosts) {
-        size_t n = es_chosts ? es_chosts * 2 : 16;
-        es_host_t *x = realloc(es_hosts, n * sizeof(*x));
-        if (!x) {
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-            goto fail;
-        }
-        es_hosts = x;
-        es_chosts = n;
+    if (es_host_room() != 0) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto fail;
     }
-    r = es_drv.cuMemHostRegister_v2(p, span, es_host_reg_flags(flags));
+    es_host_t h = { p, span, flags, 1, 0 };
+    r = es_drv.cuMemHostRegister_v2(p, span, es_host_reg_flags(&h));
     if (r != CUDA_SUCCESS)
         goto fail;
-    es_hosts[es_nhosts++] = (es_host_t){ p, span, flags, 1 };
+    es_hosts[es_nhosts++] = h;
     es_memreg_unlock();
     *out = p;
     return CUDA_SUCCESS;
@@ -1056,7 +1128,7 @@ CUresult es_host_free(void *p)
     CUresult r = CUDA_SUCCESS;
     es_memreg_lock();
     es_host_t *h = p ? es_host_at((uintptr_t)p) : NULL;
-    if (!h || h->p != p) {
+    if (!h || h->p != p || h->app) {
         r = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
@@ -1075,7 +1147,7 @@ int es_host_flags(const void *p, unsigned *flags)
     int rc = -ENOENT;
     es_memreg_lock();
     es_host_t *h = es_host_at((uintptr_t)p);
-    if (h) {
+    if (h && !h->app) {
         if (flags)
             *flags = h->flags;
         rc = 0;
@@ -1107,7 +1179,7 @@ int es_host_register_all(void)
         if (es_hosts[i].registered)
             continue;
         if (es_drv.cuMemHostRegister_v2(es_hosts[i].p, es_hosts[i].span,
-                                        es_host_reg_flags(es_hosts[i].flags)) == CUDA_SUCCESS)
+                                        es_host_reg_flags(&es_hosts[i])) == CUDA_SUCCESS)
             es_hosts[i].registered = 1;
         else if (!rc)
             rc = -EIO;
@@ -1145,13 +1217,14 @@ void es_memreg_reset(void)
         while (es_head[v])
             es_phys_destroy(es_head[v]);
         es_peers[v] = 0;
-        es_dev_of[v] = v < es_ndev ? v : -1;
+        es_dev_of[v] = ES_DEV_UNSET;
     }
     while (es_nhosts) {
         es_host_t h = es_hosts[--es_nhosts];
         if (h.registered)
             es_drv.cuMemHostUnregister(h.p);
-        munmap(h.p, h.span);
+        if (!h.app)
+            munmap(h.p, h.span);
     }
     es_memreg_unlock();
 }

@@ -16,8 +16,10 @@
  *
  * Devices: the registry speaks of virtual devices (vdev: the ordinal the
  * application uses) and maps each to a real device ordinal of the driver
- * with es_memreg_set_device (identity until set). A vdev whose device is
- * -1 is parked: it has no physical memory.
+ * with es_memreg_set_device; until set, the resolver's answer (the virtual
+ * devices of context/vdev.h: several ESTs' ordinals on one GPU), else the
+ * same ordinal. A vdev whose device is -1 is parked: it has no physical
+ * memory.
  *
  * Contract: call es_memreg_init() after es_drv_load() (context/drv.h) and
  * cuInit. Every es_mem_/es_vmm_/es_host_ function implements a driver entry
@@ -101,6 +103,9 @@ size_t es_memreg_granularity(void);
  * -EINVAL. */
 int es_memreg_set_device(int vdev, int dev);
 int es_memreg_device(int vdev);
+/* The real device of a vdev not set (yet): resolve(vdev), a device or -1;
+ * NULL: the same ordinal when the driver has it. */
+void es_memreg_set_resolver(int (*resolve)(int vdev));
 
 /* Peers: vdev accessor may access vdev owner's memory (cuCtxEnablePeerAccess
  * seen from the owner's memory). Granted at once on resident memory and
@@ -201,6 +206,15 @@ CUresult es_host_alloc(void **out, size_t size, unsigned flags);
 CUresult es_host_free(void *p);
 /* The application's flags of the allocation containing p: 0, or -ENOENT. */
 int es_host_flags(const void *p, unsigned *flags);
+/* cuMemHostRegister / cuMemHostUnregister of the application's own memory:
+ * registered (portable added, so it is valid in every context) and
+ * remembered, so that a move registers it again; its flags as given
+ * (CU_MEMHOSTREGISTER_*). defer: only remembered, registered by the next
+ * es_host_register_all (the EST is parked: no context to register in).
+ * Unregistering memory not registered here is the driver's call (and its
+ * error). */
+CUresult es_host_register(void *p, size_t size, unsigned flags, int defer);
+CUresult es_host_unregister(void *p);
 /* Drops / renews every registration with the driver (before the contexts go
  * away, and in the new current context after a move). Return 0 or -EIO
  * (the first failure; the others are still tried). */

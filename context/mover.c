@@ -386,3 +386,19 @@ int es_mover_resume(es_tslice_t *t, int dev, char *msg, size_t msglen)
     return rc;
 }
 
+static es_tslice_t *es_ts_rot;
+static int es_ts_slot = -1;
+
+void es_mover_set_tslice(es_tslice_t *t, int slot)
+{
+    __atomic_store_n(&es_ts_slot, t ? slot : -1, __ATOMIC_RELAXED);
+    __atomic_store_n(&es_ts_rot, t, __ATOMIC_RELEASE);
+}
+
+es_tslice_t *es_mover_tslice(int *slot)
+{
+    es_tslice_t *t = __atomic_load_n(&es_ts_rot, __ATOMIC_ACQUIRE);
+    if (slot)
+        *slot = t ? __atomic_load_n(&es_ts_slot, __ATOMIC_RELAXED) : -1;
+    return t;
+}

@@ -73,4 +73,10 @@ int es_mover_where_est(void);
 int es_mover_yield(es_tslice_t *t, char *msg, size_t msglen);
 int es_mover_resume(es_tslice_t *t, int dev, char *msg, size_t msglen);
 
+/* The rotation this EST takes part in (set once it joined its slot's), and
+ * its slot; NULL / -1 when it is not time-sliced. Whoever runs a
+ * collective asks (the virtual collectives' engine). */
+void es_mover_set_tslice(es_tslice_t *t, int slot);
+es_tslice_t *es_mover_tslice(int *slot);
+
 #endif

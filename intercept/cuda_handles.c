@@ -29,8 +29,11 @@ static int es_real_dev(int vdev)
 
 /* ---- contexts -------------------------------------------------------------------- */
 
+void es_move_first_touch(int vdev); /* intercept/est_move.c: time-slicing */
+
 static CUresult es_h_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
+    es_move_first_touch(dev);
     int d = es_real_dev(dev);
     if (d < 0)
         return CUDA_ERROR_INVALID_DEVICE;
@@ -55,6 +58,7 @@ static CUresult es_h_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, 
                 "ESTs can move (EASYSCALE_MOVE=off allows it)");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
+    es_move_first_touch(dev);
     int d = es_real_dev(dev);
     if (d < 0)
         return CUDA_ERROR_INVALID_DEVICE;
@@ -81,6 +85,35 @@ static CUresult es_h_cuCtxGetCurrent(CUcontext *pctx)
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     *pctx = es_vh_current();
+    return CUDA_SUCCESS;
+}
+
+/* The application's ordinal of a context's device, which a move does not
+ * change (the driver would answer with the real device). */
+static CUresult es_h_cuCtxGetDevice(CUdevice *device)
+{
+    CUcontext c = es_vh_current();
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    int v = es_vh_vdev_of(c);
+    if (v < 0)
+        return ES_RAW(cuda, cuCtxGetDevice)(device);
+    *device = v;
+    return CUDA_SUCCESS;
+}
+
+static CUresult es_h_cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    if (!ctx)
+        return es_h_cuCtxGetDevice(device);
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    int v = es_vh_vdev_of(ctx);
+    if (v < 0)
+        return ES_RAW(cuda, cuCtxGetDevice_v2)(device, (CUcontext)es_vh_real(ctx));
+    *device = v;
     return CUDA_SUCCESS;
 }
 
@@ -479,6 +512,8 @@ void es_handles_install(void)
     ES_SET(cuCtxDestroy_v2)
     ES_SET(cuCtxSetCurrent)
     ES_SET(cuCtxGetCurrent)
+    ES_SET(cuCtxGetDevice)
+    ES_SET(cuCtxGetDevice_v2)
     ES_SET(cuCtxPushCurrent_v2)
     ES_SET(cuCtxPopCurrent_v2)
     ES_SET(cuCtxSetLimit)

@@ -10,6 +10,7 @@
 #include "context/door.h"
 #include "context/mempool.h"
 #include "context/memreg.h"
+#include "context/mover.h"
 #include "context/vhandle.h"
 
 #include <string.h>
@@ -108,6 +109,12 @@ static CUresult es_m_cuPointerGetAttribute(void *data, CUpointer_attribute attr,
             *(CUdeviceptr *)data = base;
         else
             *(size_t *)data = size;
+        return CUDA_SUCCESS;
+    }
+    int v = -1;
+    if (data && attr == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL &&
+        es_mem_find(p, NULL, NULL, &v, NULL) == 0 && v >= 0) {
+        *(int *)data = v; /* the application's ordinal: a move does not change it */
         return CUDA_SUCCESS;
     }
     CUresult r = ES_RAW(cuda, cuPointerGetAttribute)(data, attr, p);
@@ -226,6 +233,16 @@ static CUresult es_m_cuMemFreeHost(void *p)
     return es_host_free(p);
 }
 
+/* The application's own host memory registered: remembered, so that a move
+ * registers it again (context/memreg.h). */
+static CUresult es_m_cuMemHostRegister_v2(void *p, size_t size, unsigned flags)
+{
+    /* parked (a time-sliced EST in a collective): registered at its swap-in */
+    return es_host_register(p, size, flags, es_mover_where_est() == ES_MOVER_PARK);
+}
+
+static CUresult es_m_cuMemHostUnregister(void *p) { return es_host_unregister(p); }
+
 static CUresult es_m_cuMemHostGetFlags(unsigned *flags, void *p)
 {
     if (!flags)
@@ -307,6 +324,8 @@ void es_mem_install(void)
 {
 #define ES_SET(sym) es_real_cuda.sym = es_m_##sym;
     ES_SET(cuMemAlloc_v2)
+    ES_SET(cuMemHostRegister_v2)
+    ES_SET(cuMemHostUnregister)
     ES_SET(cuMemAllocPitch_v2)
     ES_SET(cuMemFree_v2)
     ES_SET(cuMemGetAddressRange_v2)

@@ -13,10 +13,13 @@
 #include "context/memreg.h"
 #include "context/door.h"
 #include "context/mover.h"
+#include "context/vdev.h"
 #include "context/swap.h"
+#include "context/tslice.h"
 #include "context/vhandle.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +38,9 @@ static void es_move_signal(int sig, siginfo_t *si, void *uc)
 
 static void es_move_report(int rc, int dev, const char *msg, const es_swap_stats_t *st)
 {
+    /* the virtual devices answer for the new slot from now on */
+    if (rc == 0 && dev >= 0)
+        es_vdev_set_slot(dev);
     char where[32];
     if (dev == ES_MOVER_PARK)
         snprintf(where, sizeof(where), "host memory");
@@ -46,6 +52,11 @@ static void es_move_report(int rc, int dev, const char *msg, const es_swap_stats
                 st->bytes_skipped / 1048576.0);
     else
         ES_WARN("move to %s failed: %s", where, msg);
+}
+
+static int es_move_resolve(int vdev)
+{
+    return es_vdev_active() ? es_vdev_phys(vdev) : vdev;
 }
 
 void es_move_setup(void);
@@ -62,6 +73,9 @@ void es_move_setup(void)
     es_door_set_timeout_ms(es_cfg.move_timeout_s * 1000);
     es_mover_init();
     es_mover_set_report(es_move_report);
+    /* several ESTs' ordinals on one GPU: a virtual device's real device,
+     * until a move sets it, is the one context/vdev.h gives it */
+    es_memreg_set_resolver(es_move_resolve);
     if (es_cfg.move_signal) {
         struct sigaction sa;
         memset(&sa, 0, sizeof(sa));
@@ -71,6 +85,108 @@ void es_move_setup(void)
         if (sigaction(es_cfg.move_signal, &sa, NULL) != 0)
             ES_WARN("EASYSCALE_MOVE_SIGNAL: cannot install the handler: %s", strerror(errno));
     }
+}
+
+/* ---- time-slicing (EASYSCALE_TIME_SLICE=on) ----------------------------------------------
+ * The ESTs of this host whose local ranks share a slot (r % P == slot, P
+ * the GPUs the driver shows) take turns on it, in rank order
+ * (context/tslice.h): an EST joins its slot's rotation and waits for its
+ * turn before it first makes a context there, yields at each collective
+ * (the engine, context/coll.c) and, at exit, parks and leaves so that the
+ * next one can come in. */
+
+static pthread_mutex_t es_ts_mu = PTHREAD_MUTEX_INITIALIZER;
+static int es_ts_state; /* 0 not yet, 1 in a rotation, 2 none */
+
+static int es_env_int(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    return *end || errno || x < 0 || x > 1 << 20 ? -1 : (int)x;
+}
+
+/* A name the ESTs of one job share: a hash of what the launcher gave them
+ * all (the rendezvous directory, the controller's socket, the master's
+ * address). */
+static void es_ts_job(char *out, size_t len)
+{
+    const char *keys[] = { "ES_RDZV_DIR", "EASYSCALE_CONTROL", "MASTER_ADDR", "MASTER_PORT" };
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+        const char *v = getenv(keys[k]);
+        for (const char *c = v ? v : ""; *c; c++)
+            h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+        h = (h ^ 0xff) * 1099511628211ULL;
+    }
+    snprintf(out, len, "j%016llx", (unsigned long long)h);
+}
+
+static void es_ts_exit(void)
+{
+    int slot;
+    es_tslice_t *t = es_mover_tslice(&slot);
+    if (!t)
+        return;
+    char msg[256] = "";
+    /* hand the slot over empty: park (its memory goes), then leave */
+    if (es_tslice_mine(t) && es_mover_where_est() >= 0 &&
+        es_mover_run_est(ES_MOVER_PARK, msg, sizeof(msg)) != 0)
+        ES_WARN("time-slicing: parking at exit failed: %s", msg);
+    es_mover_set_tslice(NULL, -1);
+    es_tslice_leave(t);
+}
+
+void es_move_first_touch(int vdev);
+void es_move_first_touch(int vdev)
+{
+    if (!es_cfg.time_slice || __atomic_load_n(&es_ts_state, __ATOMIC_ACQUIRE))
+        return;
+    pthread_mutex_lock(&es_ts_mu);
+    if (es_ts_state)
+        goto out;
+    es_ts_state = 2;
+    int p = 0;
+    if (!es_drv_ready() || es_drv.cuDeviceGetCount(&p) != CUDA_SUCCESS || p <= 0)
+        goto out;
+    int lw = es_env_int("LOCAL_WORLD_SIZE", 1), me = es_env_int("LOCAL_RANK", 0);
+    if (es_cfg.slot[0] || lw < 1 || me < 0 || me >= lw) {
+        ES_ERROR("time-slicing: needs LOCAL_RANK and LOCAL_WORLD_SIZE and no EASYSCALE_SLOT "
+                 "(the ESTs of a slot are the local ranks r with r %% GPUs == slot): off");
+        goto out;
+    }
+    int slot = es_vdev_active() ? (int)es_vdev_phys(vdev) : vdev % p;
+    int ranks[ES_TSLICE_MAX], n = 0;
+    for (int r = 0; r < lw && n < ES_TSLICE_MAX; r++)
+        if (r % p == slot)
+            ranks[n++] = r;
+    if (n < 2 || me % p != slot) {
+        ES_INFO("time-slicing: alone on slot %d", slot);
+        goto out;
+    }
+    char job[32];
+    es_ts_job(job, sizeof(job));
+    es_tslice_t *t = NULL;
+    int rc = es_tslice_join(&t, job, slot, me, ranks, n);
+    if (rc != 0) {
+        ES_ERROR("time-slicing: cannot join slot %d's rotation (%s): off", slot, strerror(-rc));
+        goto out;
+    }
+    ES_INFO("time-slicing: rank %d waits for its turn on slot %d (%d ESTs)", me, slot, n);
+    rc = es_tslice_wait(t, -1);
+    if (rc != 0) {
+        ES_ERROR("time-slicing: no turn on slot %d (%s): off", slot, strerror(-rc));
+        es_tslice_leave(t);
+        goto out;
+    }
+    es_mover_set_tslice(t, slot);
+    atexit(es_ts_exit);
+    es_ts_state = 1;
+out:
+    pthread_mutex_unlock(&es_ts_mu);
 }
 
 ES_EXPORT int easyscale_move(int slot)

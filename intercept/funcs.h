@@ -14,6 +14,8 @@
  *              handles are virtual that is a hand-written thunk of
  *              intercept/cuda_handles.c or intercept/cuda_mem.c (creators,
  *              destroyers, recorded settings, the memory registry)
+ *           (NCCL entries are all C: intercept/nccl.c serves them with the
+ *           virtual collectives, or passes them through)
  *   sym     the exact exported (versioned) symbol, e.g. cuMemAlloc_v2
  *   gpname  (CUDA only) the name cuGetProcAddress is asked for, a string
  *           (cuda.h renames tokens by macro, strings are safe)
@@ -72,6 +74,18 @@
     ((height) ? (size_t)(pitch) * ((height) - 1) + (size_t)(width) * (elem) : 0)
 
 #define ES_CUDA_FUNCS(X)                                                                        \
+    /* Virtual devices (context/vdev.h), and host registrations. */                             \
+    X(C, cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", 7000, 0, CUresult,            \
+      (CUdevice dev, unsigned int *flags, int *active), (dev, flags, active), ES_CUERR)          \
+    X(C, cuDevicePrimaryCtxSetFlags_v2, "cuDevicePrimaryCtxSetFlags", 11000, 0, CUresult,        \
+      (CUdevice dev, unsigned int flags), (dev, flags), ES_CUERR)                                \
+    X(C, cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", 4000, 0, CUresult,                      \
+      (int *canAccessPeer, CUdevice dev, CUdevice peerDev), (canAccessPeer, dev, peerDev),       \
+      ES_CUERR)                                                                                  \
+    X(T, cuMemHostRegister_v2, "cuMemHostRegister", 6050, 0, CUresult,                           \
+      (void *p, size_t bytesize, unsigned int Flags), (p, bytesize, Flags), ES_CUERR)            \
+    X(T, cuMemHostUnregister, "cuMemHostUnregister", 4000, 0, CUresult, (void *p), (p),         \
+      ES_CUERR)                                                                                  \
     X(C, cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0, CUresult,                            \
       (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,                        \
        CUdriverProcAddressQueryResult *symbolStatus),                                            \
@@ -84,37 +98,37 @@
       (driverVersion), ES_CUERR)                                                                 \
     X(P, cuGetErrorString, "cuGetErrorString", 6000, 0, CUresult,                                \
       (CUresult error, const char **pStr), (error, pStr), ES_CUERR)                              \
-    X(P, cuDeviceGet, "cuDeviceGet", 2000, 0, CUresult, (CUdevice *device, int ordinal),         \
+    X(C, cuDeviceGet, "cuDeviceGet", 2000, 0, CUresult, (CUdevice *device, int ordinal),         \
       (device, ordinal), ES_CUERR)                                                               \
-    X(P, cuDeviceGetCount, "cuDeviceGetCount", 2000, 0, CUresult, (int *count), (count),         \
+    X(C, cuDeviceGetCount, "cuDeviceGetCount", 2000, 0, CUresult, (int *count), (count),         \
       ES_CUERR)                                                                                  \
-    X(P, cuDeviceGetName, "cuDeviceGetName", 2000, 0, CUresult,                                  \
+    X(C, cuDeviceGetName, "cuDeviceGetName", 2000, 0, CUresult,                                  \
       (char *name, int len, CUdevice dev), (name, len, dev), ES_CUERR)                           \
     X(I, cuDeviceGetAttribute, "cuDeviceGetAttribute", 2000, 0, CUresult,                        \
       (int *pi, CUdevice_attribute attrib, CUdevice dev), (pi, attrib, dev), ES_CUERR)           \
     X(I, cuDeviceComputeCapability, "cuDeviceComputeCapability", 2000, 0, CUresult,              \
       (int *major, int *minor, CUdevice dev), (major, minor, dev), ES_CUERR)                     \
-    X(P, cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, 0, CUresult,                             \
+    X(C, cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, 0, CUresult,                             \
       (size_t *bytes, CUdevice dev), (bytes, dev), ES_CUERR)                                     \
-    X(P, cuDeviceGetUuid_v2, "cuDeviceGetUuid", 11040, 0, CUresult,                              \
+    X(C, cuDeviceGetUuid_v2, "cuDeviceGetUuid", 11040, 0, CUresult,                              \
       (CUuuid *uuid, CUdevice dev), (uuid, dev), ES_CUERR)                                       \
-    X(P, cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", 4010, 0, CUresult,                          \
+    X(C, cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", 4010, 0, CUresult,                          \
       (char *pciBusId, int len, CUdevice dev), (pciBusId, len, dev), ES_CUERR)                   \
-    X(T, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, 0, CUresult,                \
+    X(C, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, 0, CUresult,                \
       (CUcontext *pctx, CUdevice dev), (pctx, dev), ES_CUERR)                                    \
-    X(T, cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, 0, CUresult,          \
+    X(C, cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, 0, CUresult,          \
       (CUdevice dev), (dev), ES_CUERR)                                                           \
     X(T, cuCtxGetCurrent, "cuCtxGetCurrent", 4000, 0, CUresult, (CUcontext *pctx), (pctx),       \
       ES_CUERR)                                                                                  \
     X(T, cuCtxSetCurrent, "cuCtxSetCurrent", 4000, 0, CUresult, (CUcontext ctx), (ctx),          \
       ES_CUERR)                                                                                  \
-    X(P, cuCtxGetDevice, "cuCtxGetDevice", 2000, 0, CUresult, (CUdevice *device), (device),      \
+    X(C, cuCtxGetDevice, "cuCtxGetDevice", 2000, 0, CUresult, (CUdevice *device), (device),      \
       ES_CUERR)                                                                                  \
     X(P, cuCtxSynchronize, "cuCtxSynchronize", 2000, 0, CUresult, (void), (), ES_CUERR)          \
     X(T, cuMemAlloc_v2, "cuMemAlloc", 3020, 0, CUresult, (CUdeviceptr *dptr, size_t bytesize),   \
       (dptr, bytesize), ES_CUERR)                                                                \
     X(T, cuMemFree_v2, "cuMemFree", 3020, 0, CUresult, (CUdeviceptr dptr), (dptr), ES_CUERR)     \
-    X(P, cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0, CUresult, (size_t *free, size_t *total),      \
+    X(C, cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0, CUresult, (size_t *free, size_t *total),      \
       (free, total), ES_CUERR)                                                                   \
     X(P, cuMemcpyHtoD_v2, "cuMemcpyHtoD", 3020, 0, CUresult,                                     \
       (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount),                            \
@@ -146,7 +160,7 @@
     X(P, cuMemcpyAsync, "cuMemcpyAsync", 4000, 0, CUresult,                                      \
       (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream),                    \
       (R_DEV(dst, ByteCount), R_DEV(src, ByteCount), ByteCount, V_STREAM(hStream)), ES_CUERR)    \
-    X(T, cuPointerGetAttribute, "cuPointerGetAttribute", 4000, 0, CUresult,                      \
+    X(C, cuPointerGetAttribute, "cuPointerGetAttribute", 4000, 0, CUresult,                      \
       (void *data, CUpointer_attribute attribute, CUdeviceptr ptr), (data, attribute, ptr),      \
       ES_CUERR)                                                                                  \
     /* Module audit (audit/modaudit.c): loads audited, launches checked. */                  \
@@ -301,7 +315,7 @@
     X(P, cuCtxGetApiVersion, "cuCtxGetApiVersion", 3020, 0, CUresult,                           \
       (CUcontext ctx, unsigned int *version),                                                   \
       (V_CTX(ctx), version), ES_CUERR)                                                          \
-    X(P, cuCtxGetDevice_v2, "cuCtxGetDevice", 13000, 0, CUresult,                               \
+    X(C, cuCtxGetDevice_v2, "cuCtxGetDevice", 13000, 0, CUresult,                               \
       (CUdevice *device, CUcontext ctx),                                                        \
       (device, V_CTX(ctx)), ES_CUERR)                                                           \
     X(P, cuCtxGetId, "cuCtxGetId", 12000, 0, CUresult,                                          \
@@ -572,7 +586,7 @@
     X(P, cuStreamWaitEvent_ptsz, "cuStreamWaitEvent", 3020, 1, CUresult,                        \
       (CUstream hStream, CUevent hEvent, unsigned int Flags),                                   \
       (V_STREAM(hStream), V_EVENT(hEvent), Flags), ES_CUERR)                                    \
-    X(T, cuCtxCreate_v4, "cuCtxCreate", 12050, 0, CUresult,                                     \
+    X(C, cuCtxCreate_v4, "cuCtxCreate", 12050, 0, CUresult,                                     \
       (CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev),  \
       (pctx, ctxCreateParams, flags, dev), ES_CUERR)                                            \
     X(T, cuCtxCreate_v2, "cuCtxCreate", 3020, 0, CUresult,                                      \
@@ -593,7 +607,7 @@
     X(T, cuCtxSetCacheConfig, "cuCtxSetCacheConfig", 3020, 0, CUresult,                         \
       (CUfunc_cache config),                                                                    \
       (config), ES_CUERR)                                                                       \
-    X(T, cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0, CUresult,             \
+    X(C, cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0, CUresult,             \
       (CUdevice dev),                                                                           \
       (dev), ES_CUERR)                                                                          \
     X(T, cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050, 0, CUresult,           \
@@ -1068,50 +1082,111 @@
       (cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,                            \
        cudnnBackendDescriptor_t variantPack), (handle, executionPlan, variantPack), ES_DNERR)
 
+/* NCCL: every function of nccl.h that takes or makes a communicator or
+ * runs a collective (all C, intercept/nccl.c), so that a communicator of the
+ * virtual collectives never reaches the real library. */
 #define ES_NCCL_FUNCS(X)                                                                        \
-    X(P, ncclGetVersion, 0, 0, 0, ncclResult_t, (int *version), (version), ES_NCERR)           \
-    X(P, ncclGetErrorString, 0, 0, 0, const char *, (ncclResult_t result), (result),           \
+    X(C, ncclGetVersion, 0, 0, 0, ncclResult_t, (int *version), (version), ES_NCERR)           \
+    X(C, ncclGetErrorString, 0, 0, 0, const char *, (ncclResult_t result), (result),           \
       "NCCL library not found")                                                                  \
-    X(P, ncclGetUniqueId, 0, 0, 0, ncclResult_t, (ncclUniqueId *uniqueId), (uniqueId),         \
+    X(C, ncclGetLastError, 0, 0, 0, const char *, (ncclComm_t comm), (comm),                   \
+      "NCCL library not found")                                                                  \
+    X(C, ncclGetUniqueId, 0, 0, 0, ncclResult_t, (ncclUniqueId *uniqueId), (uniqueId),         \
       ES_NCERR)                                                                                  \
-    X(P, ncclCommInitRank, 0, 0, 0, ncclResult_t,                                               \
+    X(C, ncclMemAlloc, 0, 0, 0, ncclResult_t, (void **ptr, size_t size), (ptr, size), ES_NCERR) \
+    X(C, ncclMemFree, 0, 0, 0, ncclResult_t, (void *ptr), (ptr), ES_NCERR)                      \
+    X(C, ncclCommInitRank, 0, 0, 0, ncclResult_t,                                               \
       (ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank),                            \
       (comm, nranks, commId, rank), ES_NCERR)                                                    \
-    X(P, ncclCommInitRankConfig, 0, 0, 0, ncclResult_t,                                         \
+    X(C, ncclCommInitRankConfig, 0, 0, 0, ncclResult_t,                                         \
       (ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config),      \
       (comm, nranks, commId, rank, config), ES_NCERR)                                            \
-    X(P, ncclCommInitAll, 0, 0, 0, ncclResult_t,                                                \
+    X(C, ncclCommInitRankScalable, 0, 0, 0, ncclResult_t,                                       \
+      (ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *commIds,             \
+       ncclConfig_t *config), (newcomm, nranks, myrank, nId, commIds, config), ES_NCERR)       \
+    X(C, ncclCommInitAll, 0, 0, 0, ncclResult_t,                                                \
       (ncclComm_t *comm, int ndev, const int *devlist), (comm, ndev, devlist), ES_NCERR)        \
-    X(P, ncclCommDestroy, 0, 0, 0, ncclResult_t, (ncclComm_t comm), (comm), ES_NCERR)          \
-    X(P, ncclCommAbort, 0, 0, 0, ncclResult_t, (ncclComm_t comm), (comm), ES_NCERR)            \
-    X(P, ncclCommCount, 0, 0, 0, ncclResult_t, (const ncclComm_t comm, int *count),            \
+    X(C, ncclCommSplit, 0, 0, 0, ncclResult_t,                                                  \
+      (ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config),         \
+      (comm, color, key, newcomm, config), ES_NCERR)                                             \
+    X(C, ncclCommShrink, 0, 0, 0, ncclResult_t,                                                 \
+      (ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,      \
+       ncclConfig_t *config, int shrinkFlags),                                                   \
+      (comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags), ES_NCERR)      \
+    X(C, ncclCommFinalize, 0, 0, 0, ncclResult_t, (ncclComm_t comm), (comm), ES_NCERR)        \
+    X(C, ncclCommDestroy, 0, 0, 0, ncclResult_t, (ncclComm_t comm), (comm), ES_NCERR)          \
+    X(C, ncclCommAbort, 0, 0, 0, ncclResult_t, (ncclComm_t comm), (comm), ES_NCERR)            \
+    X(C, ncclCommRevoke, 0, 0, 0, ncclResult_t, (ncclComm_t comm, int revokeFlags),            \
+      (comm, revokeFlags), ES_NCERR)                                                             \
+    X(C, ncclCommGetAsyncError, 0, 0, 0, ncclResult_t,                                          \
+      (ncclComm_t comm, ncclResult_t *asyncError), (comm, asyncError), ES_NCERR)                \
+    X(C, ncclCommCount, 0, 0, 0, ncclResult_t, (const ncclComm_t comm, int *count),            \
       (comm, count), ES_NCERR)                                                                   \
-    X(P, ncclCommCuDevice, 0, 0, 0, ncclResult_t, (const ncclComm_t comm, int *device),        \
+    X(C, ncclCommCuDevice, 0, 0, 0, ncclResult_t, (const ncclComm_t comm, int *device),        \
       (comm, device), ES_NCERR)                                                                  \
-    X(P, ncclCommUserRank, 0, 0, 0, ncclResult_t, (const ncclComm_t comm, int *rank),          \
+    X(C, ncclCommUserRank, 0, 0, 0, ncclResult_t, (const ncclComm_t comm, int *rank),          \
       (comm, rank), ES_NCERR)                                                                    \
+    X(C, ncclCommRegister, 0, 0, 0, ncclResult_t,                                               \
+      (const ncclComm_t comm, void *buff, size_t size, void **handle),                          \
+      (comm, buff, size, handle), ES_NCERR)                                                      \
+    X(C, ncclCommDeregister, 0, 0, 0, ncclResult_t, (const ncclComm_t comm, void *handle),     \
+      (comm, handle), ES_NCERR)                                                                  \
+    X(C, ncclCommWindowRegister, 0, 0, 0, ncclResult_t,                                         \
+      (ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags),              \
+      (comm, buff, size, win, winFlags), ES_NCERR)                                               \
+    X(C, ncclCommWindowDeregister, 0, 0, 0, ncclResult_t, (ncclComm_t comm, ncclWindow_t win), \
+      (comm, win), ES_NCERR)                                                                     \
+    X(C, ncclRedOpCreatePreMulSum, 0, 0, 0, ncclResult_t,                                       \
+      (ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,                                  \
+       ncclScalarResidence_t residence, ncclComm_t comm),                                       \
+      (op, scalar, datatype, residence, comm), ES_NCERR)                                         \
+    X(C, ncclRedOpDestroy, 0, 0, 0, ncclResult_t, (ncclRedOp_t op, ncclComm_t comm),           \
+      (op, comm), ES_NCERR)                                                                      \
     X(C, ncclAllReduce, 0, 0, 0, ncclResult_t,                                                  \
       (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,             \
        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),                                    \
       (sendbuff, recvbuff, count, datatype, op, comm, stream), ES_NCERR)                        \
-    X(P, ncclReduce, 0, 0, 0, ncclResult_t,                                                     \
+    X(C, ncclReduce, 0, 0, 0, ncclResult_t,                                                     \
       (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,             \
        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream),                          \
       (sendbuff, recvbuff, count, datatype, op, root, comm, stream), ES_NCERR)                  \
-    X(P, ncclBroadcast, 0, 0, 0, ncclResult_t,                                                  \
+    X(C, ncclBroadcast, 0, 0, 0, ncclResult_t,                                                  \
       (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,   \
        ncclComm_t comm, cudaStream_t stream),                                                    \
       (sendbuff, recvbuff, count, datatype, root, comm, stream), ES_NCERR)                      \
-    X(P, ncclAllGather, 0, 0, 0, ncclResult_t,                                                  \
+    X(C, ncclBcast, 0, 0, 0, ncclResult_t,                                                      \
+      (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,            \
+       cudaStream_t stream), (buff, count, datatype, root, comm, stream), ES_NCERR)             \
+    X(C, ncclAllGather, 0, 0, 0, ncclResult_t,                                                  \
       (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,         \
        ncclComm_t comm, cudaStream_t stream),                                                    \
       (sendbuff, recvbuff, sendcount, datatype, comm, stream), ES_NCERR)                        \
-    X(P, ncclReduceScatter, 0, 0, 0, ncclResult_t,                                              \
+    X(C, ncclReduceScatter, 0, 0, 0, ncclResult_t,                                              \
       (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,         \
        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),                                    \
       (sendbuff, recvbuff, recvcount, datatype, op, comm, stream), ES_NCERR)                    \
-    X(P, ncclGroupStart, 0, 0, 0, ncclResult_t, (void), (), ES_NCERR)                           \
-    X(P, ncclGroupEnd, 0, 0, 0, ncclResult_t, (void), (), ES_NCERR)
+    X(C, ncclAlltoAll, 0, 0, 0, ncclResult_t,                                                   \
+      (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,             \
+       ncclComm_t comm, cudaStream_t stream),                                                    \
+      (sendbuff, recvbuff, count, datatype, comm, stream), ES_NCERR)                            \
+    X(C, ncclGather, 0, 0, 0, ncclResult_t,                                                     \
+      (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,   \
+       ncclComm_t comm, cudaStream_t stream),                                                    \
+      (sendbuff, recvbuff, count, datatype, root, comm, stream), ES_NCERR)                      \
+    X(C, ncclScatter, 0, 0, 0, ncclResult_t,                                                    \
+      (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,   \
+       ncclComm_t comm, cudaStream_t stream),                                                    \
+      (sendbuff, recvbuff, count, datatype, root, comm, stream), ES_NCERR)                      \
+    X(C, ncclSend, 0, 0, 0, ncclResult_t,                                                       \
+      (const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,  \
+       cudaStream_t stream), (sendbuff, count, datatype, peer, comm, stream), ES_NCERR)         \
+    X(C, ncclRecv, 0, 0, 0, ncclResult_t,                                                       \
+      (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,        \
+       cudaStream_t stream), (recvbuff, count, datatype, peer, comm, stream), ES_NCERR)         \
+    X(C, ncclGroupStart, 0, 0, 0, ncclResult_t, (void), (), ES_NCERR)                           \
+    X(C, ncclGroupEnd, 0, 0, 0, ncclResult_t, (void), (), ES_NCERR)                             \
+    X(C, ncclGroupSimulateEnd, 0, 0, 0, ncclResult_t, (ncclSimInfo_t *simInfo), (simInfo),     \
+      ES_NCERR)
 
 /* Prototypes of every wrapped symbol (the names cuda.h hides behind macros
  * included). */

@@ -1,10 +1,11 @@
 # intercept/: one file per intercepted library (the generated pass-through
 # wrappers of intercept/funcs.h in gen.c, hand-written decisions in cuda.c,
-# cublas.c, cublaslt.c, cudnn.c, cudnn_backend.c). The shim compiles $(INTERCEPT_SRCS).
+# cublas.c, cublaslt.c, cudnn.c, cudnn_backend.c, nccl.c). The shim compiles $(INTERCEPT_SRCS).
 
 INTERCEPT_SRCS := intercept/gen.c intercept/cuda.c intercept/cublas.c intercept/cudnn.c \
     intercept/thunks.c intercept/cuda_handles.c intercept/cuda_mem.c intercept/est_move.c \
     intercept/refuse.c intercept/cudnn_backend.c intercept/cublaslt.c
+INTERCEPT_SRCS += intercept/nccl.c
 
 # The argument annotations of funcs.h (vargs.h, docs/MOVING.md) and their test.
 $(B)/tests/intercept_vargs_test: $(B)/obj/tests/intercept/vargs_test.o
@@ -29,6 +30,15 @@ $(B)/tests/move_test: $(B)/obj/tests/move/move_test.o $(TEST_HARNESS_OBJ) \
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -l:libcuda.so.1 $(CMOCKA_LIBS)
 
 TESTS += $(B)/tests/move_test
+
+# Four ESTs of the trainer moved by the controller, and time-sliced on one
+# GPU (tests/move/ests_test.c).
+$(B)/tests/ests_test: $(B)/obj/tests/move/ests_test.o $(TEST_HARNESS_OBJ) \
+		| $(B)/lib/libeasyscale.so $(B)/bin/easyscale-ctl $(ES_SWAPSUM_TWIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/ests_test
 
 # The driver functions of cuda.h that take a virtual handle (generated from
 # cuda.h; intercept/refuse.c refuses those funcs.h does not wrap).

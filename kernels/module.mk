@@ -2,7 +2,8 @@
 # d2's portable GEMM and convolutions (kernels/portable.cu, one source
 # through the CUDA-on-CPU layer: nvcc's fatbin embedded in libeasyscale.so,
 # the host compiler's twin for simcuda) and their launchers (gemm.c,
-# conv.c, portable.c).
+# conv.c, portable.c, archcheck.c), and the virtual collectives' reduction
+# kernel (reduce.cu, launched by reduce.c).
 #
 # The shim compiles $(KERNELS_SHIM_SRCS) and links $(KERNELS_SHIM_OBJS).
 
@@ -45,3 +46,19 @@ $(eval $(call cucpu_cu,kernels/swapsum.cu,$(ES_SWAPSUM_FATBIN),$(ES_SWAPSUM_TWIN
 $(B)/obj/kernels/swapsum_blob.o: CPPFLAGS += -DES_SWAPSUM_FATBIN='"$(ES_SWAPSUM_FATBIN)"'
 $(B)/obj/kernels/swapsum_blob.o: $(ES_SWAPSUM_FATBIN)
 ALL += $(ES_SWAPSUM_TWIN)
+# The virtual collectives' reduction kernel, single source (reduce.cu
+# through sim/cucpu: nvcc SASS for sm_75, sm_80, sm_86, sm_89, sm_90, sm_100
+# and compute_100 PTX, embedded in the library by reduce_blob.c; the same
+# source compiled by the host compiler is its simcuda twin). Its element
+# arithmetic (reduce_kernels.h) is shared with the host transport; reduce.c
+# loads and launches it.
+KERNELS_SHIM_SRCS += kernels/reduce.c
+KERNELS_SHIM_OBJS += $(B)/obj/kernels/reduce_blob.o
+ES_REDUCE_FATBIN := $(B)/gen/es_reduce.fatbin
+ES_REDUCE_TWIN := $(B)/sim/twins/libsimtwin_coll.so
+$(eval $(call cucpu_cu,kernels/reduce.cu,$(ES_REDUCE_FATBIN),$(ES_REDUCE_TWIN),kernels/reduce_kernels.h))
+
+$(B)/obj/kernels/reduce_blob.o: CPPFLAGS += -DES_REDUCE_FATBIN='"$(ES_REDUCE_FATBIN)"'
+$(B)/obj/kernels/reduce_blob.o: $(ES_REDUCE_FATBIN)
+
+ALL += $(ES_REDUCE_TWIN)

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -408,8 +409,8 @@ static void *range_reader(void *arg)
     while (!r->stop) {
         if (es_memreg_range_bad(r->p, r->size) != 0 || es_memreg_range_bad(r->p, r->size + 1) != 1 ||
             es_memreg_range_bad(r->p + r->size - 8, 8) != 0)
-            r->wrong++;
-        r->reads++;
+            __atomic_add_fetch(&r->wrong, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&r->reads, 1, __ATOMIC_RELAXED);
     }
     return NULL;
 }
@@ -424,7 +425,12 @@ static void test_range_readers_while_allocating(void **state)
     for (int i = 0; i < 2; i++)
         assert_int_equal(pthread_create(&t[i], NULL, range_reader, &r), 0);
     CUdeviceptr d[300];
-    for (int round = 0; round < 4; round++) {
+    /* readers going first, then rounds until they read through some */
+    while (__atomic_load_n(&r.reads, __ATOMIC_RELAXED) == 0)
+        sched_yield();
+    long before = __atomic_load_n(&r.reads, __ATOMIC_RELAXED);
+    for (int round = 0; round < 4 || (round < 200 && __atomic_load_n(&r.reads, __ATOMIC_RELAXED) -
+                                                         before < 1000); round++) {
         for (int i = 0; i < 300; i++) /* below and above r.p, in slabs */
             CK(es_mem_alloc(0, 512 + (size_t)(i % 7) * 1000, ES_ALLOC_PLAIN, &d[i]));
         for (int i = 0; i < 300; i += 2)

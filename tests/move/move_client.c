@@ -21,7 +21,8 @@
  *
  * The module image: $ES_SWAPSUM_FATBIN, else $ES_BUILD/gen/es_swapsum.fatbin.
  *
- * Output lines: "ready", "step N device D", "checksum HEX", "handles same",
+ * Output lines: "ready", "step N device D gpu G" (D: the device as the
+ * client sees it, G: the GPU the shim runs it on), "checksum HEX", "handles same",
  * "FAIL ..." (exit 1). */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -193,7 +194,8 @@ static void est_step(int i)
     }
     CUdevice d = -1;
     CK(cuCtxGetDevice(&d));
-    printf("step %d device %d\n", i, (int)d);
+    int (*where)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "easyscale_where");
+    printf("step %d device %d gpu %d\n", i, (int)d, where ? where() : (int)d);
     fflush(stdout);
 }
 

@@ -85,11 +85,11 @@ static void test_hook_moves_across_models(void **state)
     char v[64];
     assert_string_equal(val(&r, "checksum", v, sizeof(v)), reference);
     assert_non_null(strstr(r.out, "handles same"));
-    /* it ran on each device in turn */
-    assert_non_null(strstr(r.out, "step 1 device 0\n"));
-    assert_non_null(strstr(r.out, "step 2 device 1\n"));
-    assert_non_null(strstr(r.out, "step 4 device 2\n"));
-    assert_non_null(strstr(r.out, "step 7 device 0\n"));
+    /* it ran on each GPU in turn, its device always 0 as it sees it */
+    assert_non_null(strstr(r.out, "step 1 device 0 gpu 0\n"));
+    assert_non_null(strstr(r.out, "step 2 device 0 gpu 1\n"));
+    assert_non_null(strstr(r.out, "step 4 device 0 gpu 2\n"));
+    assert_non_null(strstr(r.out, "step 7 device 0 gpu 0\n"));
     assert_non_null(strstr(r.out, "move to 1: 0\n"));
     es_proc_result_free(&r);
 }
@@ -203,7 +203,7 @@ static void test_parked_holds_no_device_memory(void **state)
     char *extra[] = { "EASYSCALE_MOVE_SIGNAL=SIGUSR2", NULL };
     bg_t b;
     bg_start(&b, argv, extra);
-    assert_true(bg_seen(&b, "step 2 device 0", TMO * 1000));
+    assert_true(bg_seen(&b, "step 2 device 0 gpu 0", TMO * 1000));
     assert_true(used_on(0) > base); /* resident: its memory is there */
     send_move(b.pid, -1);
     /* parked: nothing of it on the device, seen from this other process */
@@ -221,10 +221,10 @@ static void test_parked_holds_no_device_memory(void **state)
     usleep(400000);
     bg_seen(&b, "", 0);
     assert_int_equal(count_of(b.buf, "step "), steps);
-    /* back, on device 1 */
+    /* back, on GPU 1 */
     send_move(b.pid, 1);
     assert_int_equal(bg_wait(&b), 0);
-    assert_non_null(strstr(b.buf, "device 1\n"));
+    assert_non_null(strstr(b.buf, "device 0 gpu 1\n"));
     assert_non_null(strstr(b.buf, "handles same"));
     char v[64];
     es_proc_result_t r = { .out = b.buf };
@@ -246,7 +246,7 @@ static void test_move_waits_for_capture(void **state)
     assert_non_null(strstr(r.out, "requested 1 moves 0\n"));
     assert_non_null(strstr(r.out, "captured moves 0\n"));
     assert_non_null(strstr(r.out, "after moves 1\n"));
-    assert_non_null(strstr(r.out, "step 0 device 1\n"));
+    assert_non_null(strstr(r.out, "step 0 device 0 gpu 1\n"));
     es_proc_result_free(&r);
 }
 
@@ -275,8 +275,8 @@ static void test_controller_moves(void **state)
     assert_non_null(strstr(r.out, "migrate EST 0 to GPU 1: done in"));
     assert_non_null(strstr(r.out, "swap-out EST 0: done in"));
     assert_non_null(strstr(r.out, "swap-in EST 0 to GPU 2: done in"));
-    assert_non_null(strstr(r.out, "device 1\n"));
-    assert_non_null(strstr(r.out, "device 2\n"));
+    assert_non_null(strstr(r.out, "device 0 gpu 1\n"));
+    assert_non_null(strstr(r.out, "device 0 gpu 2\n"));
     char v[64];
     es_proc_result_t ref;
     char *rargv[] = { (char *)client(), "run", "80", NULL };
