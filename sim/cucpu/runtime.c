@@ -70,8 +70,12 @@ typedef struct block {
     int bar_acc, bar_result;
     unsigned int bar_arrived;
     int converted, trapped;
+    int tracked;          /* st[], ndone valid (see materialize) */
     const char *trap_what;
     unsigned int next;    /* runner: next position in order[] */
+    /* the thread order, generated as the runner goes: warps in the affine
+     * order (wa * k + wc) % nw, lanes from rot upwards or downwards */
+    unsigned int nw, wa, wc, rot, down, it_w, it_wv, it_j;
 } block_t;
 
 typedef struct worker {
@@ -103,7 +107,7 @@ struct launch {
     uint64_t seed;
     /* block order (block_at): groups of BGROUP consecutive blocks in an
      * affine order (pa * g + pc) % nfull, each walked up or down (bdown),
-     * the partial group first or last (rem_first) */
+     * the partial group (also walked up or down) first or last (rem_first) */
     uint64_t pa, pc, nfull;
     unsigned int rem;
     int bdown, rem_first;
@@ -393,6 +397,47 @@ static void thread_fiber(void *arg)
     __builtin_unreachable();
 }
 
+/* The next thread of the block's order (the runner's iterator). */
+static inline __attribute__((always_inline)) unsigned int order_next(block_t *b)
+{
+    for (;;) {
+        unsigned int l = b->down ? (b->rot - b->it_j) & 31u : (b->rot + b->it_j) & 31u;
+        unsigned int t = b->it_wv * CUCPU_WARP + l;
+        if (++b->it_j == CUCPU_WARP) {
+            b->it_j = 0;
+            b->it_w++;
+            b->it_wv += b->wa;
+            if (b->it_wv >= b->nw)
+                b->it_wv -= b->nw;
+        }
+        if (t < b->n)
+            return t;
+    }
+}
+
+/* The block's bookkeeping (st[], ndone, the rest of order[]), needed from
+ * the first wait on: until then the runner keeps none. Threads before the
+ * runner's current one have exited. */
+static void materialize(worker_t *w)
+{
+    block_t *b = &w->b;
+    if (b->tracked)
+        return;
+    b->tracked = 1;
+    memset(w->st, T_NEW, b->n);
+    for (unsigned int k = 0; k + 1 < b->next; k++)
+        w->st[w->order[k]] = T_DONE;
+    b->ndone = b->next ? b->next - 1 : 0;
+    if (b->next) {
+        rthread *t = &w->thr[w->order[b->next - 1]];
+        w->st[w->order[b->next - 1]] = T_RUN;
+        t->warp = t->pub.lin / CUCPU_WARP;
+        t->stack = 0;
+    }
+    for (unsigned int k = b->next; k < b->n; k++)
+        w->order[k] = order_next(b);
+}
+
 /* Thread i's fields, when it starts. */
 static inline __attribute__((always_inline)) rthread *thread_start(worker_t *w, unsigned int i,
                                                                    int stack)
@@ -424,12 +469,39 @@ static void runner_fiber(void *arg)
     worker_t *w = arg;
     block_t *b = &w->b;
     fiber_enter(w);
-    while (!b->converted && b->next < b->n) {
-        rthread *t = thread_start(w, w->order[b->next++], 0);
+    const launch_t *ln = w->ln;
+    /* Untracked: nothing but the thread's identity per thread. */
+    while (!b->tracked && b->next < b->n) {
+        unsigned int i = order_next(b);
+        w->order[b->next++] = i;
+        rthread *t = &w->thr[i];
+        if (b->info.dim.x == b->n) {
+            t->pub.tid.x = i;
+            t->pub.tid.y = 0;
+            t->pub.tid.z = 0;
+        } else {
+            t->pub.tid.x = i % b->info.dim.x;
+            t->pub.tid.y = (i / b->info.dim.x) % b->info.dim.y;
+            t->pub.tid.z = i / (b->info.dim.x * b->info.dim.y);
+        }
+        t->pub.lane = i % CUCPU_WARP;
+        t->pub.lin = i;
+        t->pub.blk = &b->info;
         cucpu_self = &t->pub;
-        w->ln->body(w->ln->ctx);
+        ln->body(ln->ctx);
+        if (b->tracked) /* it waited: the block keeps books from now on */
+            thread_exit(w, t);
+    }
+    while (!b->converted && b->next < b->n) {
+        unsigned int i = order_next(b);
+        w->order[b->next++] = i;
+        rthread *t = thread_start(w, i, 0);
+        cucpu_self = &t->pub;
+        ln->body(ln->ctx);
         thread_exit(w, t);
     }
+    if (!b->tracked)
+        b->ndone = b->n;
     to_sched(w, &w->dead, 1);
     __builtin_unreachable();
 }
@@ -441,6 +513,7 @@ int cucpu_rt_barrier(int pred, unsigned int *arrived)
     worker_t *w = t_w;
     rthread *t = current();
     block_t *b = &w->b;
+    materialize(w);
     b->nbar++;
     b->bar_acc += pred != 0;
     if (b->nbar + b->ndone == b->n) {
@@ -459,6 +532,7 @@ uint64_t cucpu_rt_warp(int op, unsigned int mask, uint64_t val, int arg, int wid
 {
     worker_t *w = t_w;
     rthread *t = current();
+    materialize(w);
     if (!(mask >> t->pub.lane & 1u))
         trap_block(w, "a warp operation's mask does not name the calling lane");
     if (width < 1 || width > CUCPU_WARP || (width & (width - 1)) != 0)
@@ -477,7 +551,8 @@ uint64_t cucpu_rt_warp(int op, unsigned int mask, uint64_t val, int arg, int wid
 
 unsigned int cucpu_rt_activemask(void)
 {
-    return warp_live(t_w, current()->warp);
+    materialize(t_w);
+    return warp_live(t_w, current()->pub.lin / CUCPU_WARP);
 }
 
 void cucpu_rt_trap(const char *what)
@@ -549,22 +624,12 @@ static int run_block(worker_t *w, launch_t *ln, uint64_t bl)
      * memory order of most kernels), yet the order of atomics differs
      * from launch to launch as a GPU's scheduling makes it. */
     uint64_t a, c, r = mix64(ln->seed ^ (bl * 0x9e3779b97f4a7c15ull));
-    unsigned int nw = (n + CUCPU_WARP - 1) / CUCPU_WARP, rot = (unsigned int)(r >> 40) % 32u;
-    int down = (int)(r >> 39) & 1;
-    affine(r, nw, &a, &c);
-    unsigned int k = 0;
-    for (unsigned int i = 0, wv = (unsigned int)c; i < nw; i++) {
-        for (unsigned int j = 0; j < CUCPU_WARP; j++) {
-            unsigned int l = down ? (rot - j) & 31u : (rot + j) & 31u;
-            unsigned int t = wv * CUCPU_WARP + l;
-            if (t < n)
-                w->order[k++] = t;
-        }
-        wv += (unsigned int)a;
-        if (wv >= nw)
-            wv -= nw;
-    }
-    memset(w->st, T_NEW, n);
+    b->nw = (n + CUCPU_WARP - 1) / CUCPU_WARP;
+    b->rot = (unsigned int)(r >> 40) % 32u;
+    b->down = (unsigned int)(r >> 39) & 1u;
+    affine(r, b->nw, &a, &c);
+    b->wa = (unsigned int)a;
+    b->wc = b->it_wv = (unsigned int)c;
     w->stack_used = 0;
     w->nfree = 0;
     cucpu_ctx runner;
@@ -626,10 +691,10 @@ static uint64_t block_at(const launch_t *ln, uint64_t k)
     uint64_t full = ln->nfull * BGROUP;
     if (ln->rem_first) {
         if (k < ln->rem)
-            return full + k;
+            return full + (ln->bdown ? ln->rem - 1 - k : k);
         k -= ln->rem;
     } else if (k >= full) {
-        return k;
+        return full + (ln->bdown ? ln->rem - 1 - (k - full) : k - full);
     }
     uint64_t g = (uint64_t)(((unsigned __int128)ln->pa * (k / BGROUP) + ln->pc) % ln->nfull);
     uint64_t j = k % BGROUP;
