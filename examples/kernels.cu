@@ -193,7 +193,7 @@ CUCPU_EXPORT(es_relu_dropout_bwd)
  * as bd threads with a __syncthreads per tree level, and no barrier, which
  * is what makes these launches of thousands of small blocks cheap on the
  * CPU (every thread of a block with barriers is a fiber there). The other
- * threads only check the launch. */
+ * threads return at once; thread 0 checks the block shape. */
 
 /* The tree over sh[0..bd), result in sh[0]. */
 static __device__ __forceinline__ float es_block_tree(float *sh, unsigned int bd)
@@ -215,9 +215,9 @@ extern "C" __global__ void es_reduce_partial(const float *x, float *partial, int
                                              int channels, int inner)
 {
     __shared__ float sh[ES_MAX_BLOCK];
-    es_check_tree_block();
     if (threadIdx.x != 0)
         return;
+    es_check_tree_block();
     unsigned int bd = blockDim.x, p = blockIdx.x, k = blockIdx.y;
     long long n = (long long)outer * inner;
     long long chunk = (n + gridDim.x - 1) / gridDim.x;
@@ -239,9 +239,9 @@ CUCPU_EXPORT(es_reduce_partial)
 extern "C" __global__ void es_reduce_final(const float *partial, float *out, int nparts)
 {
     __shared__ float sh[ES_MAX_BLOCK];
-    es_check_tree_block();
     if (threadIdx.x != 0)
         return;
+    es_check_tree_block();
     unsigned int bd = blockDim.x, k = blockIdx.x;
     for (unsigned int t = 0; t < bd; t++) {
         float acc = 0.0f;

@@ -40,7 +40,14 @@
     X(cuEventRecord, 2000, (CUevent e, CUstream s))                                  \
     X(cuEventDestroy, 4000, (CUevent e))                                             \
     X(cuStreamWaitEvent, 3020, (CUstream s, CUevent e, unsigned int flags))          \
-    X(cuGetErrorString, 6000, (CUresult r, const char **s))
+    X(cuGetErrorString, 6000, (CUresult r, const char **s))                         \
+    X(cuMemcpyDtoHAsync, 3020, (void *dst, CUdeviceptr src, size_t bytes, CUstream s)) \
+    X(cuModuleLoadData, 2000, (CUmodule *mod, const void *image))                    \
+    X(cuModuleGetFunction, 2000, (CUfunction *fn, CUmodule mod, const char *name))   \
+    X(cuLaunchKernel, 4000, (CUfunction fn, unsigned int gx, unsigned int gy,        \
+                             unsigned int gz, unsigned int bx, unsigned int by,      \
+                             unsigned int bz, unsigned int shared, CUstream s,       \
+                             void **params, void **extra))
 
 typedef struct simdrv {
 #define SIMDRV_MEMBER(name, ver, args) CUresult (*name) args;

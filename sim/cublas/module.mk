@@ -6,16 +6,27 @@
 # and the library tests' ELF interface check (tests/sim_common).
 SIM_TEST_ABI_OBJ := $(B)/obj/tests/sim_common/abi.o
 
-CUBLAS_SRCS := sim/cublas/cublas.c sim/cublas/gemm.c sim/cublas/level12.c
+# The kernels, single source (sim/cucpu): the fatbin embedded in the library
+# (fatbin_blob.c) and the twin library simcuda runs them from.
+CUBLAS_FATBIN := $(B)/gen/simcublas.fatbin
+CUBLAS_TWIN := $(B)/sim/twins/libsimtwin_cublas.so
+$(eval $(call cucpu_cu,sim/cublas/kernels.cu,$(CUBLAS_FATBIN),$(CUBLAS_TWIN),sim/cublas/kparams.h sim/common/f16_impl.h))
+
+CUBLAS_SRCS := sim/cublas/cublas.c sim/cublas/gemm.c sim/cublas/fatbin_blob.c
 CUBLAS_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CUBLAS_SRCS))
-# The math core, linked statically by the unit test and the bench; it uses
-# the half / bf16 conversions of sim/common/f16.c.
-CUBLAS_CORE_OBJS := $(B)/obj/sim/cublas/gemm.o $(B)/obj/sim/cublas/level12.o $(SIMF16_OBJ)
+# The plain-C references of the kernels' orders and the heuristic, linked
+# statically by the unit test and the bench; they use the half / bf16
+# conversions of sim/common/f16.c.
+CUBLAS_CORE_OBJS := $(B)/obj/sim/cublas/gemm.o $(B)/obj/sim/cublas/ref.o \
+    $(B)/obj/sim/cublas/level12.o $(SIMF16_OBJ)
+
+$(B)/obj/sim/cublas/fatbin_blob.o: CPPFLAGS += -DSIMCUBLAS_FATBIN='"$(CUBLAS_FATBIN)"'
+$(B)/obj/sim/cublas/fatbin_blob.o: $(CUBLAS_FATBIN)
 
 # The summation order must be the plan's whatever the optimiser does: no
 # contraction into FMA (and never -ffast-math).
-$(CUBLAS_OBJS) $(B)/obj/sim/cublas/bench_sgemm.o $(B)/obj/tests/sim_cublas/sim_cublas_test.o: \
-	CFLAGS += -O3 -ffp-contract=off
+$(CUBLAS_OBJS) $(CUBLAS_CORE_OBJS) $(B)/obj/sim/cublas/bench_sgemm.o \
+    $(B)/obj/tests/sim_cublas/sim_cublas_test.o: CFLAGS += -O3 -ffp-contract=off
 
 $(B)/sim/libcublas.so.13: $(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) \
 		sim/cublas/libcublas.map
@@ -27,7 +38,7 @@ $(B)/sim/libcublas.so.13: $(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_
 $(B)/sim/libcublas.so: $(B)/sim/libcublas.so.13
 	ln -sf libcublas.so.13 $@
 
-ALL += $(B)/sim/libcublas.so.13 $(B)/sim/libcublas.so
+ALL += $(B)/sim/libcublas.so.13 $(B)/sim/libcublas.so $(CUBLAS_TWIN)
 
 # Unit + API test: links the math core statically (its symbols are local in
 # the library) and the library and driver dynamically.
@@ -45,7 +56,7 @@ $(B)/tests/cublas_client_test: tests/clients/cublas_client.c | $(B)/sim/libcubla
 
 TESTS += $(B)/tests/sim_cublas_test $(B)/tests/cublas_client_test
 
-$(B)/bench/sgemm_bench: $(B)/obj/sim/cublas/bench_sgemm.o $(CUBLAS_CORE_OBJS)
+$(B)/bench/sgemm_bench: $(B)/obj/sim/cublas/bench_sgemm.o $(CUBLAS_CORE_OBJS) | $(CUBLAS_TWIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -ldl -lm
 
