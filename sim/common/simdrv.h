@@ -42,6 +42,9 @@
     X(cuStreamWaitEvent, 3020, (CUstream s, CUevent e, unsigned int flags))          \
     X(cuGetErrorString, 6000, (CUresult r, const char **s))                         \
     X(cuMemcpyDtoHAsync, 3020, (void *dst, CUdeviceptr src, size_t bytes, CUstream s)) \
+    X(cuMemsetD32Async, 3020, (CUdeviceptr dst, unsigned int v, size_t n, CUstream s)) \
+    X(cuEventSynchronize, 2000, (CUevent e))                                         \
+    X(cuEventElapsedTime, 2000, (float *ms, CUevent start, CUevent end))             \
     X(cuModuleLoadData, 2000, (CUmodule *mod, const void *image))                    \
     X(cuModuleGetFunction, 2000, (CUfunction *fn, CUmodule mod, const char *name))   \
     X(cuLaunchKernel, 4000, (CUfunction fn, unsigned int gx, unsigned int gy,        \

@@ -25,6 +25,7 @@
  *  - Ssymv with CUBLAS_ATOMICS_ALLOWED adds the column contributions with
  *    float atomics in a kernel: their order is the thread schedule's.
  */
+#include "sim/common/kmod.h"
 #include "sim/common/live.h"
 #include "sim/common/simdrv.h"
 #include "sim/cublas/gemm.h"
@@ -68,7 +69,7 @@ struct cublasContext {
     size_t cfg_size;
     pthread_mutex_t lock;
     struct inflight inflight[MAX_STREAMS]; /* shared-pool GEMMs per stream */
-    const struct kmod *km;           /* the kernels of ctx */
+    const sim_kmod_t *km;            /* the kernels of ctx */
     CUdeviceptr scratch;             /* host-mode scalar results */
     CUdeviceptr pool;                /* the shared workspace pool (lazily) */
     struct {
@@ -183,61 +184,8 @@ static const char *const g_kname[SIMCUBLAS_K_COUNT] = {
 #undef SIMCUBLAS_K_NAME
 };
 
-/* One module per context, loaded at the first cublasCreate on it (as
- * NVIDIA's library loads its kernels per context) and kept. */
-typedef struct kmod {
-    CUcontext ctx;
-    CUmodule mod;
-    CUfunction fn[SIMCUBLAS_K_COUNT];
-} kmod_t;
-
-#define MAX_CTX 64
-static kmod_t g_kmods[MAX_CTX];
-static pthread_mutex_t g_kmod_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* The kernels for ctx (current). A context destroyed and its handle value
- * reused shows as a module that no longer answers: loaded again. */
-static CUresult kmod_get(const simdrv_t *d, CUcontext ctx, const kmod_t **out)
-{
-    CUresult r = CUDA_SUCCESS;
-    kmod_t *k = NULL, *spare = NULL;
-    pthread_mutex_lock(&g_kmod_mu);
-    for (int i = 0; i < MAX_CTX && !k; i++) {
-        CUfunction f;
-        if (g_kmods[i].ctx == ctx && g_kmods[i].mod) {
-            if (d->cuModuleGetFunction(&f, g_kmods[i].mod, g_kname[0]) == CUDA_SUCCESS)
-                k = &g_kmods[i];
-            else
-                g_kmods[i].mod = NULL;
-        }
-        if (!spare && !g_kmods[i].mod)
-            spare = &g_kmods[i];
-    }
-    if (!k && !spare) {
-        /* every slot taken: reuse one whose context is gone */
-        for (int i = 0; i < MAX_CTX && !spare; i++) {
-            CUfunction f;
-            if (d->cuModuleGetFunction(&f, g_kmods[i].mod, g_kname[0]) != CUDA_SUCCESS)
-                spare = &g_kmods[i];
-        }
-        if (!spare)
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (!k && spare) {
-        CUmodule mod;
-        r = d->cuModuleLoadData(&mod, simcublas_fatbin);
-        for (int i = 0; i < SIMCUBLAS_K_COUNT && r == CUDA_SUCCESS; i++)
-            r = d->cuModuleGetFunction(&spare->fn[i], mod, g_kname[i]);
-        if (r == CUDA_SUCCESS) {
-            spare->ctx = ctx;
-            spare->mod = mod;
-            k = spare;
-        }
-    }
-    pthread_mutex_unlock(&g_kmod_mu);
-    *out = k;
-    return r;
-}
+/* The module of each context (sim/common/kmod.h). */
+static sim_kmods_t g_kmods = SIM_KMODS_INIT(simcublas_fatbin, g_kname, SIMCUBLAS_K_COUNT);
 
 /* Blocks of `per` threads for n elements (grid-stride kernels beyond). */
 static unsigned int grid_for(int64_t n, unsigned int per)
@@ -468,7 +416,7 @@ API cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
         st = CUBLAS_STATUS_ALLOC_FAILED;
         goto out;
     }
-    CUresult r = kmod_get(d, ctx, &h->km);
+    CUresult r = sim_kmod_get(&g_kmods, ctx, &h->km);
     if (r != CUDA_SUCCESS) {
         st = r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE
                  ? CUBLAS_STATUS_ARCH_MISMATCH

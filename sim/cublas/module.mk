@@ -5,6 +5,8 @@
 # sim/cudnn and sim/nccl's): the live-object registry (sim/common/live.h),
 # and the library tests' ELF interface check (tests/sim_common).
 SIM_TEST_ABI_OBJ := $(B)/obj/tests/sim_common/abi.o
+# The per-context module of a library's kernels (sim/common/kmod.h).
+SIM_KMOD_OBJ := $(B)/obj/sim/common/kmod.o
 
 # The kernels, single source (sim/cucpu): the fatbin embedded in the library
 # (fatbin_blob.c) and the twin library simcuda runs them from.
@@ -29,11 +31,11 @@ $(CUBLAS_OBJS) $(CUBLAS_CORE_OBJS) $(B)/obj/sim/cublas/bench_sgemm.o \
     $(B)/obj/tests/sim_cublas/sim_cublas_test.o: CFLAGS += -O3 -ffp-contract=off
 
 $(B)/sim/libcublas.so.13: $(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) \
-		sim/cublas/libcublas.map
+		$(SIM_KMOD_OBJ) sim/cublas/libcublas.map
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcublas.so.13 \
 		-Wl,--version-script=sim/cublas/libcublas.map -o $@ \
-		$(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) -ldl -lm
+		$(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) -ldl -lm
 
 $(B)/sim/libcublas.so: $(B)/sim/libcublas.so.13
 	ln -sf libcublas.so.13 $@

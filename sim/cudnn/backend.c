@@ -16,6 +16,7 @@
  * caller created, as cuDNN does.
  */
 #include "sim/cudnn/cudnn_int.h"
+#include "sim/cudnn/kparams.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -556,6 +557,9 @@ static cudnnStatus_t finalize_conv_op(bd_t *b)
         return FAIL(CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH,
                     "output %dx%dx%dx%d does not match the convolution's %dx%dx%dx%d", p->y.n,
                     p->y.c, p->y.h, p->y.w, p->x.n, p->w.n, oh, ow);
+    if ((long long)p->w.h * p->w.w > SIMCUDNN_MAX_TAPS)
+        return FAIL(CUDNN_STATUS_NOT_SUPPORTED, "filters of more than %d taps are not supported",
+                    SIMCUDNN_MAX_TAPS);
     b->dir = b->type == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR ? SIM_DIR_FWD
              : b->type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
                  ? SIM_DIR_BWD_DATA

@@ -1,12 +1,13 @@
 /* simcuda cuDNN internals shared by the legacy API (cudnn.c) and the backend
  * API (backend.c): handle and descriptor layouts, status helpers, the
- * asynchronous job queue on the handle's stream. */
+ * jobs (kernels of the library's module on the handle's stream). */
 #ifndef SIM_CUDNN_INT_H
 #define SIM_CUDNN_INT_H
 
 #include <cudnn.h>
 #include <stdint.h>
 
+#include "sim/common/kmod.h"
 #include "sim/common/simdrv.h"
 #include "sim/cudnn/heur.h"
 #include "sim/cudnn/kern.h"
@@ -20,6 +21,7 @@
 
 struct cudnnContext {
     uint32_t magic;
+    const sim_kmod_t *km; /* the kernels of ctx */
     CUcontext ctx;
     CUstream stream;
     sim_heur_dev_t dev;
@@ -105,11 +107,8 @@ typedef struct sim_job {
     void *out;
 } sim_job_t;
 
-/* Enqueues a copy of *job on h's stream (cuLaunchHostFunc). */
+/* Launches the kernels of *job on h's stream (their parameters are copied
+ * at the launch). */
 cudnnStatus_t sim_cudnn_enqueue(cudnnHandle_t h, const sim_job_t *job);
-
-/* Runs a job now on the calling thread (used by Find* and the stream
- * callback). Returns 0 or a negative errno. */
-int sim_cudnn_run_job(const sim_job_t *j);
 
 #endif

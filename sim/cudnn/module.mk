@@ -1,24 +1,38 @@
 # simcuda cuDNN: build/sim/libcudnn.so.9 (+ libcudnn.so), its unit test
 # (tests/sim_cudnn) and the NVIDIA-header-only client test.
 
-CUDNN_SRCS := sim/cudnn/cudnn.c sim/cudnn/backend.c sim/cudnn/kern.c sim/cudnn/heur.c
+# The kernels, single source (sim/cucpu): the fatbin embedded in the library
+# (fatbin_blob.c) and the twin library simcuda runs them from.
+CUDNN_FATBIN := $(B)/gen/simcudnn.fatbin
+CUDNN_TWIN := $(B)/sim/twins/libsimtwin_cudnn.so
+$(eval $(call cucpu_cu,sim/cudnn/kernels.cu,$(CUDNN_FATBIN),$(CUDNN_TWIN),sim/cudnn/kern.h sim/cudnn/kparams.h))
+
+CUDNN_SRCS := sim/cudnn/cudnn.c sim/cudnn/backend.c sim/cudnn/algo.c sim/cudnn/heur.c \
+    sim/cudnn/fatbin_blob.c
 CUDNN_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CUDNN_SRCS))
-CUDNN_CORE_OBJS := $(B)/obj/sim/cudnn/kern.o $(B)/obj/sim/cudnn/heur.o
+# The plain-C reference of the kernels (kern.c) with the tables and the
+# heuristics, linked statically by the unit test.
+CUDNN_CORE_OBJS := $(B)/obj/sim/cudnn/kern.o $(B)/obj/sim/cudnn/algo.o $(B)/obj/sim/cudnn/heur.o
+
+$(B)/obj/sim/cudnn/fatbin_blob.o: CPPFLAGS += -DSIMCUDNN_FATBIN='"$(CUDNN_FATBIN)"'
+$(B)/obj/sim/cudnn/fatbin_blob.o: $(CUDNN_FATBIN)
 
 # Each algorithm's summation order must be the one written, whatever the
 # optimiser does: no contraction into FMA (and never -ffast-math).
-$(CUDNN_OBJS) $(B)/obj/tests/sim_cudnn/sim_cudnn_test.o: CFLAGS += -ffp-contract=off
+$(CUDNN_OBJS) $(CUDNN_CORE_OBJS) $(B)/obj/tests/sim_cudnn/sim_cudnn_test.o: \
+    CFLAGS += -ffp-contract=off
 
-$(B)/sim/libcudnn.so.9: $(CUDNN_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) sim/cudnn/libcudnn.map
+$(B)/sim/libcudnn.so.9: $(CUDNN_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) \
+		sim/cudnn/libcudnn.map
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcudnn.so.9 \
 		-Wl,--version-script=sim/cudnn/libcudnn.map -o $@ \
-		$(CUDNN_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) -ldl -lm
+		$(CUDNN_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) -ldl -lm
 
 $(B)/sim/libcudnn.so: $(B)/sim/libcudnn.so.9
 	ln -sf libcudnn.so.9 $@
 
-ALL += $(B)/sim/libcudnn.so.9 $(B)/sim/libcudnn.so
+ALL += $(B)/sim/libcudnn.so.9 $(B)/sim/libcudnn.so $(CUDNN_TWIN)
 
 # Unit + API test: links the math cores statically (their symbols are local
 # in the library) and the library and driver dynamically.
