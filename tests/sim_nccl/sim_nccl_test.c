@@ -376,18 +376,28 @@ static int transport_child(const tp_arg_t *a, int rank)
         }
         CK(rc == 0);
     }
-    /* p2p ring: 10000 bytes through a 1024-byte ring to the next rank. */
-    int next = (rank + 1) % a->nranks, prev = (rank + a->nranks - 1) % a->nranks;
-    char out[10000], in[10000];
-    for (int i = 0; i < 10000; i++)
-        out[i] = (char)(i * 7 + rank);
-    size_t sent = 0, got = 0;
-    while (sent < sizeof(out) || got < sizeof(in)) {
-        sent += sim_nccl_p2p_push(&s, next, out + sent, sizeof(out) - sent);
-        got += sim_nccl_p2p_pull(&s, prev, in + got, sizeof(in) - got);
+    /* Descriptor exchange: each rank's memfd, holding its rank, reaches
+     * every other rank (the staging buffers travel this way). */
+    int mfd = memfd_create("simnccl-test", MFD_CLOEXEC), fds[8];
+    CK(mfd >= 0);
+    int32_t tag = 1000 + rank;
+    CK(pwrite(mfd, &tag, sizeof(tag), 0) == (ssize_t)sizeof(tag));
+    uint64_t ctrl = 500;   /* control barriers above the loop's */
+    int fwhy = 0;
+    CK(sim_nccl_fd_exchange(&s, a->id.nonce, &ctrl, mfd, fds, &fwhy) == 0);
+    CK(ctrl == 501);
+    close(mfd);
+    for (int r = 0; r < a->nranks; r++) {
+        if (r == rank) {
+            CK(fds[r] == -1);
+            continue;
+        }
+        int32_t got = -1;
+        CK(fds[r] >= 0);
+        CK(pread(fds[r], &got, sizeof(got), 0) == (ssize_t)sizeof(got));
+        CK(got == 1000 + r);
+        close(fds[r]);
     }
-    for (int i = 0; i < 10000; i++)
-        CK(in[i] == (char)(i * 7 + prev));
     int why = 0;
     CK(sim_nccl_barrier(&s, 1000, 0, &why) == 0);
     sim_nccl_seg_leave(&s);
