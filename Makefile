@@ -71,7 +71,7 @@ all:
 MODULES := fatbin \
     sim/driver sim/cucpu sim/cublas sim/cudnn sim/nccl \
     audit kernels context intercept \
-    examples \
+    examples controller \
     shim \
     tests
 include $(patsubst %,%/module.mk,$(MODULES))

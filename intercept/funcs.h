@@ -492,7 +492,7 @@
       (comm, device), ES_NCERR)                                                                  \
     X(P, ncclCommUserRank, 0, 0, 0, ncclResult_t, (const ncclComm_t comm, int *rank),          \
       (comm, rank), ES_NCERR)                                                                    \
-    X(P, ncclAllReduce, 0, 0, 0, ncclResult_t,                                                  \
+    X(C, ncclAllReduce, 0, 0, 0, ncclResult_t,                                                  \
       (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,             \
        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),                                    \
       (sendbuff, recvbuff, count, datatype, op, comm, stream), ES_NCERR)                        \

@@ -9,8 +9,15 @@
  *   EASYSCALE_AUDIT            off | warn | strict      (default warn)
  *   EASYSCALE_CANONICAL_DEVICE comma-separated GPU models (checked by
  *                              context/device.c; used in d2)
+ *   EASYSCALE_CONTROL          the controller's socket: an absolute path,
+ *                              unix:PATH or tcp:HOST:PORT (default: none,
+ *                              no control thread); then RANK and WORLD_SIZE
+ *                              are required, EASYSCALE_TOKEN with tcp
+ *   EASYSCALE_TOKEN            16-64 printable characters, no spaces
+ *   EASYSCALE_HEARTBEAT_MS     10..60000                (default 1000)
  */
 #include "shim/shim.h"
+#include "controller/proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +47,78 @@ static int es_pick(const char *var, const char *val, const char *const *names, i
         k += snprintf(msg + k, msglen - (size_t)k, "%s%s", names[i],
                       i + 2 < n ? ", " : i + 1 < n ? " or " : "");
     return -EINVAL;
+}
+
+/* A decimal integer in [lo, hi], the whole string. */
+static int es_parse_int(const char *var, const char *v, long lo, long hi, int *out, char *msg,
+                        size_t msglen)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi) {
+        snprintf(msg, msglen, "%s=\"%s\" is not valid: expected an integer in [%ld, %ld]", var, v,
+                 lo, hi);
+        return -EINVAL;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+/* EASYSCALE_CONTROL and what goes with it. */
+static int es_config_control(es_config_t *c, char *msg, size_t msglen)
+{
+    const char *v = getenv("EASYSCALE_CONTROL"), *t;
+    int rc = 0;
+    c->heartbeat_ms = 1000;
+    if ((t = getenv("EASYSCALE_HEARTBEAT_MS")) != NULL &&
+        (rc = es_parse_int("EASYSCALE_HEARTBEAT_MS", t, 10, 60000, &c->heartbeat_ms, msg,
+                           msglen)) < 0)
+        goto out;
+    if (!v)
+        goto out;
+    rc = -EINVAL;
+    const char *path = strncmp(v, "unix:", 5) == 0 ? v + 5 : v;
+    if (strncmp(v, "tcp:", 4) == 0) {
+        const char *colon = strrchr(v + 4, ':');
+        int port;
+        if (!colon || colon == v + 4 ||
+            es_parse_int("EASYSCALE_CONTROL port", colon + 1, 1, 65535, &port, msg, msglen) < 0) {
+            snprintf(msg, msglen, "EASYSCALE_CONTROL=\"%s\" is not valid: expected tcp:HOST:PORT", v);
+            goto out;
+        }
+        if (strlen(v) >= sizeof(c->control)) {
+            snprintf(msg, msglen, "EASYSCALE_CONTROL is too long (at most %zu characters)",
+                     sizeof(c->control) - 1);
+            goto out;
+        }
+        if (!(t = getenv("EASYSCALE_TOKEN")) || es_proto_token_valid(t) < 0) {
+            snprintf(msg, msglen, "EASYSCALE_CONTROL=%s needs EASYSCALE_TOKEN: %d to %d printable "
+                     "characters without spaces", v, ES_PROTO_TOKEN_MIN, ES_PROTO_TOKEN_MAX);
+            goto out;
+        }
+        strcpy(c->token, t);
+    } else if (path[0] != '/' || strlen(path) >= 108) {
+        snprintf(msg, msglen, "EASYSCALE_CONTROL=\"%s\" is not valid: expected an absolute socket "
+                 "path (under 108 bytes), unix:PATH or tcp:HOST:PORT", v);
+        goto out;
+    }
+    strcpy(c->control, strncmp(v, "tcp:", 4) == 0 ? v : path);
+    if (!(t = getenv("WORLD_SIZE"))) {
+        snprintf(msg, msglen, "EASYSCALE_CONTROL is set but WORLD_SIZE is not");
+        goto out;
+    }
+    if (es_parse_int("WORLD_SIZE", t, 1, 65536, &c->world, msg, msglen) < 0)
+        goto out;
+    if (!(t = getenv("RANK"))) {
+        snprintf(msg, msglen, "EASYSCALE_CONTROL is set but RANK is not");
+        goto out;
+    }
+    if (es_parse_int("RANK", t, 0, c->world - 1, &c->rank, msg, msglen) < 0)
+        goto out;
+    rc = 0;
+out:
+    return rc;
 }
 
 int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
@@ -76,6 +155,8 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
         }
         strcpy(c.canonical, v);
     }
+    if ((rc = es_config_control(&c, msg, msglen)) < 0)
+        goto out;
     if ((v = getenv("EASYSCALE_LOG_FILE")) != NULL) {
         if (!*v) {
             snprintf(msg, msglen, "EASYSCALE_LOG_FILE is set but empty: expected a file path");

@@ -1,9 +1,11 @@
 /* libeasyscale.so's constructor: reads the configuration (a bad value ends
  * the process with status 2 and a message, before main), sets the
- * environment the vendor libraries read for determinism, and installs the
- * fork handlers. Loads no CUDA library: those are loaded on first use. */
+ * environment the vendor libraries read for determinism, installs the
+ * fork handlers, and starts the control thread when EASYSCALE_CONTROL is
+ * set. Loads no CUDA library: those are loaded on first use. */
 #include "shim/shim.h"
 #include "context/device.h"
+#include "shim/control.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +93,7 @@ __attribute__((constructor)) static void es_init(void)
     }
     es_env_defaults();
     pthread_atfork(es_fork_prepare, es_fork_parent, es_fork_child);
+    es_control_start(); /* EASYSCALE_CONTROL: the controller's channel (own thread) */
     ES_DEBUG("loaded: determinism %s, audit %s",
              es_cfg.determinism == ES_DET_OFF ? "off" : es_cfg.determinism == ES_DET_D1 ? "d1" : "d2",
              es_cfg.audit == ES_AUDIT_MODE_OFF ? "off" : es_cfg.audit == ES_AUDIT_MODE_WARN ? "warn" : "strict");

@@ -17,7 +17,8 @@
 # (-fvisibility=hidden + shim/libeasyscale.map, anonymous version: the
 # definitions interpose NVIDIA's versioned exports).
 
-SHIM_SRCS := shim/init.c shim/config.c shim/log.c shim/resolve.c
+SHIM_SRCS := shim/init.c shim/config.c shim/log.c shim/resolve.c \
+    shim/control.c shim/move.c shim/step.c controller/proto.c
 ES_SHIM_SRCS := $(SHIM_SRCS) $(INTERCEPT_SRCS) $(CONTEXT_SHIM_SRCS) $(KERNELS_SHIM_SRCS) \
     $(AUDIT_SHIM_SRCS)
 ES_SHIM_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(ES_SHIM_SRCS)) $(KERNELS_SHIM_OBJS)
@@ -59,6 +60,7 @@ $(ES_FAKELIBS): tests/shim/es_empty.c
 	$(CC) $(CFLAGS) $(SO_LDFLAGS) -Wl,-soname,$(notdir $@) -o $@ $<
 
 $(B)/tests/shim_test: $(B)/obj/tests/shim/shim_test.o $(B)/obj/shim/config.o \
+		$(B)/obj/controller/proto.o \
 		$(B)/obj/context/device.o $(TEST_HARNESS_OBJ) \
 		| $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_easyscale.so \
 		  $(B)/tests/shim/es_client $(B)/tests/shim/es_nocuda $(ES_FAKELIBS) \

@@ -39,6 +39,12 @@ typedef struct es_config {
     int stats;               /* count calls per wrapped function (log=debug) */
     int audit;               /* enum es_audit_mode (EASYSCALE_AUDIT) */
     char canonical[128];     /* EASYSCALE_CANONICAL_DEVICE as given ("" unset) */
+    /* Control channel (shim/control.c); all unset unless EASYSCALE_CONTROL
+     * is set. */
+    char control[128];       /* unix socket path, or "tcp:HOST:PORT" ("" off) */
+    char token[72];          /* EASYSCALE_TOKEN (required with tcp) */
+    int heartbeat_ms;        /* EASYSCALE_HEARTBEAT_MS */
+    int rank, world;         /* RANK, WORLD_SIZE (required with a control channel) */
 } es_config_t;
 
 extern es_config_t es_cfg;

@@ -90,7 +90,7 @@ typedef struct simdrv_devinfo {
     int sm_count;
     int cc_major, cc_minor;
     char name[128];
-    char model[16];     /* short model: "a100", "v100", ... lower case */
+    char model[16];     /* short model: "a100", "t4", ... lower case */
     char bus_id[32];
     CUuuid uuid;
 } simdrv_devinfo_t;

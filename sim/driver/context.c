@@ -24,9 +24,63 @@ static sim_ctx_t *g_ctx_ring[CTX_QUARANTINE];
 static unsigned g_ctx_ring_n;     /* contexts retired so far */
 static sim_ctx_t *g_ctx_free;     /* out of quarantine, to reuse */
 
+/* Active contexts, for the peer-access matrix. */
+static pthread_mutex_t g_live_mu = PTHREAD_MUTEX_INITIALIZER;
+static sim_ctx_t **g_live;
+static size_t g_nlive, g_clive;
+
+static void live_add(sim_ctx_t *c)
+{
+    pthread_mutex_lock(&g_live_mu);
+    if (g_nlive == g_clive) {
+        size_t n = g_clive ? g_clive * 2 : 64;
+        sim_ctx_t **a = realloc(g_live, n * sizeof(*a));
+        if (a) {
+            g_live = a;
+            g_clive = n;
+        }
+    }
+    if (g_nlive < g_clive)
+        g_live[g_nlive++] = c;
+    pthread_mutex_unlock(&g_live_mu);
+}
+
+static void live_del(sim_ctx_t *c)
+{
+    pthread_mutex_lock(&g_live_mu);
+    for (size_t i = 0; i < g_nlive; i++)
+        if (g_live[i] == c) {
+            g_live[i] = g_live[--g_nlive];
+            break;
+        }
+    pthread_mutex_unlock(&g_live_mu);
+}
+
+/* m[x][y] = 1 when a live context of device x has peer access to a live
+ * context of device y: then device x's work reaches device y's memory. */
+void sim_ctx_peer_matrix(unsigned char m[SIM_MAX_DEVICES][SIM_MAX_DEVICES])
+{
+    memset(m, 0, (size_t)SIM_MAX_DEVICES * SIM_MAX_DEVICES);
+    pthread_mutex_lock(&g_live_mu);
+    for (size_t i = 0; i < g_nlive; i++) {
+        sim_ctx_t *c = g_live[i];
+        pthread_mutex_lock(&c->mu);
+        for (int k = 0; k < c->npeers; k++) {
+            sim_ctx_t *p = c->peers[k].c;
+            if (sim_ctx_valid(p) && p->id == c->peers[k].id)
+                m[c->dev][p->dev] = 1;
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_unlock(&g_live_mu);
+}
+
 void sim_ctx_fork_reset(void)
 {
     pthread_mutex_init(&g_ctx_mu, NULL);
+    pthread_mutex_init(&g_live_mu, NULL);
+    g_live = NULL;
+    g_nlive = g_clive = 0;
     /* The parent's dead contexts (their locks as they were) are not reused. */
     memset(g_ctx_ring, 0, sizeof(g_ctx_ring));
     g_ctx_ring_n = 0;
@@ -64,6 +118,9 @@ CUresult sim_ctx_get(sim_ctx_t **out)
          * CUDA_ERROR_CONTEXT_IS_DESTROYED". A released primary context is
          * only inactive. */
         return c->is_primary ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    CUresult sticky = SIM_STICKY();
+    if (sticky)
+        return sticky;
     *out = c;
     return CUDA_SUCCESS;
 }
@@ -76,6 +133,9 @@ static CUresult ctx_or_current(CUcontext ctx, sim_ctx_t **out)
         return sim_ctx_get(out);
     if (!sim_ctx_valid((sim_ctx_t *)ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult sticky = SIM_STICKY();
+    if (sticky)
+        return sticky;
     *out = (sim_ctx_t *)ctx;
     return CUDA_SUCCESS;
 }
@@ -93,9 +153,13 @@ static int ctx_flags_ok(unsigned flags)
 
 static CUresult ctx_activate(sim_ctx_t *c, unsigned flags)
 {
+    /* Its device's server first (isolation): a device that cannot start
+     * (or was lost) has no context. */
+    CUresult r = sim_dc_start(c->dev);
+    if (r != CUDA_SUCCESS)
+        return r;
     c->flags = flags;
     c->id = atomic_fetch_add(&g_ctx_ids, 1) + 1;
-    atomic_store(&c->sticky, 0);
     memset(c->limits, 0, sizeof(c->limits));
     c->limits[CU_LIMIT_STACK_SIZE] = 1024;
     c->limits[CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20;
@@ -112,6 +176,7 @@ static CUresult ctx_activate(sim_ctx_t *c, unsigned flags)
         return CUDA_ERROR_OUT_OF_MEMORY;
     c->active = 1;
     sim_reg_add(c, SIM_H_CTX);
+    live_add(c);
     return CUDA_SUCCESS;
 }
 
@@ -120,6 +185,7 @@ void sim_ctx_teardown(sim_ctx_t *c)
 {
     sim_ctx_sync(c);
     sim_reg_del(c);
+    live_del(c);
     c->active = 0;
     /* Under the list's lock: a stopping worker takes itself off the list
      * (under that lock) before its object can be reused. */
@@ -133,12 +199,16 @@ void sim_ctx_teardown(sim_ctx_t *c)
         c->legacy = NULL;
     }
     sim_mem_ctx_destroyed(c);
+    sim_dc_peers_changed(); /* its peer access, and access to it, are gone */
 }
 
 /* ---- primary contexts ---------------------------------------------------------- */
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     SIM_CHECK_INIT();
+    CUresult sticky = SIM_STICKY();
+    if (sticky)
+        return sticky;
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     sim_device_t *d = sim_dev(dev);
@@ -238,6 +308,9 @@ static void ctx_retire(sim_ctx_t *c) /* g_ctx_mu held */
 static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     SIM_CHECK_INIT();
+    CUresult sticky = SIM_STICKY();
+    if (sticky)
+        return sticky;
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_dev(dev))
@@ -535,6 +608,8 @@ CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int flags)
     else
         c->peers[c->npeers++] = (typeof(c->peers[0])){peer, peer->id};
     pthread_mutex_unlock(&c->mu);
+    if (r == CUDA_SUCCESS)
+        sim_dc_peers_changed(); /* the device's server maps the peer's memory */
     return r;
 }
 
@@ -554,6 +629,8 @@ CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
     else
         c->peers[i] = c->peers[--c->npeers];
     pthread_mutex_unlock(&c->mu);
+    if (r == CUDA_SUCCESS)
+        sim_dc_peers_changed();
     return r;
 }
 

@@ -13,25 +13,30 @@ int sim_ndevices;
 
 #define GiB (1ULL << 30)
 
-/* key, name, large-memory name, from, cc, SMs, threads/SM, blocks/SM,
+/* The GPUs the CUDA 13 libraries support (Turing and newer), as NVIDIA
+ * documents them (data sheets; per compute capability the CUDA C++
+ * Programming Guide's limits: threads and blocks per SM, shared memory per
+ * SM and per block opt-in).
+ * key, name, large-memory name, from, cc, SMs, threads/SM, blocks/SM,
  * smem/SM, smem optin, clock kHz, memory clock kHz, bus width, L2, copy
  * engines, slowness relative to the A100 */
 static const sim_model_t g_models[] = {
-    {"a100", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", 41 * GiB, 8, 0, 108, 2048, 32,
-     167936, 166912, 1410000, 1215000, 5120, 41943040, 3, 1.0},
-    {"h100", "NVIDIA H100 80GB HBM3", NULL, 0, 9, 0, 132, 2048, 32,
-     233472, 232448, 1980000, 2619000, 5120, 52428800, 3, 0.6},
-    {"v100", "Tesla V100-SXM2-16GB", "Tesla V100-SXM2-32GB", 17 * GiB, 7, 0, 80, 2048, 32,
-     98304, 98304, 1530000, 877000, 4096, 6291456, 6, 1.6},
     {"t4", "Tesla T4", NULL, 0, 7, 5, 40, 1024, 16,
      65536, 65536, 1590000, 5001000, 256, 4194304, 3, 4.0},
-    {"p100", "Tesla P100-PCIE-16GB", NULL, 0, 6, 0, 56, 2048, 32,
-     65536, 49152, 1328500, 715000, 4096, 4194304, 2, 2.5},
+    {"a100", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", 41 * GiB, 8, 0, 108, 2048, 32,
+     167936, 166912, 1410000, 1215000, 5120, 41943040, 3, 1.0},
     {"a10", "NVIDIA A10", NULL, 0, 8, 6, 72, 1536, 16,
      102400, 101376, 1695000, 6251000, 384, 6291456, 2, 2.0},
     {"l4", "NVIDIA L4", NULL, 0, 8, 9, 58, 1536, 24,
      102400, 101376, 2040000, 6251000, 192, 50331648, 2, 1.8},
+    {"h100", "NVIDIA H100 80GB HBM3", NULL, 0, 9, 0, 132, 2048, 32,
+     233472, 232448, 1980000, 2619000, 5120, 52428800, 3, 0.6},
+    {"h200", "NVIDIA H200", NULL, 0, 9, 0, 132, 2048, 32,
+     233472, 232448, 1980000, 3201000, 6144, 52428800, 3, 0.5},
+    {"b200", "NVIDIA B200", NULL, 0, 10, 0, 148, 2048, 32,
+     233472, 232448, 1965000, 3996000, 8192, 132120576, 4, 0.35},
 };
+#define MODEL_KEYS "t4 a100 a10 l4 h100 h200 b200"
 
 static const sim_model_t *find_model(const char *key, size_t len)
 {
@@ -113,7 +118,7 @@ static int parse_devices(sim_device_t *all, int *nall)
     int n = 0;
     const char *p = spec;
     if (!*p) {
-        sim_log("SIMCUDA_DEVICES is empty (expected e.g. a100:40G,v100:16G)");
+        sim_log("SIMCUDA_DEVICES is empty (expected e.g. a100:40G,t4:16G)");
         return -EINVAL;
     }
     for (;;) {
@@ -127,7 +132,7 @@ static int parse_devices(sim_device_t *all, int *nall)
         }
         const sim_model_t *m = find_model(p, (size_t)(colon - p));
         if (!m) {
-            sim_log("SIMCUDA_DEVICES: unknown model '%.*s' (known: a100 h100 v100 t4 p100 a10 l4)",
+            sim_log("SIMCUDA_DEVICES: unknown model '%.*s' (known: " MODEL_KEYS ")",
                     (int)(colon - p), p);
             return -EINVAL;
         }
@@ -460,7 +465,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS: v = 2048; break;
     case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: v = 512; break;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: v = cc >= 70 && cc != 75 && cc != 86 && cc != 89; break;
+    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: v = 1; break; /* data-center parts, ECC on by default */
     case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = d->pci_bus; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_TCC_DRIVER: v = 0; break;
@@ -570,11 +575,11 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_VULKAN_CIG_SUPPORTED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID: v = 0x20b010de; break;
     case CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID: v = 0x134f10de; break;
-    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED: v = 0; break;
     default:

@@ -3,38 +3,100 @@
  *
  * Design
  * ------
- * - Devices (device.c) come from SIMCUDA_DEVICES ("a100:40G,v100:16G", default
+ * - Devices (device.c) come from SIMCUDA_DEVICES ("a100:40G,t4:16G", default
  *   "a100:8G,a100:8G") and are filtered/reordered by CUDA_VISIBLE_DEVICES as
- *   by NVIDIA's driver. CUDA_DEVICE_ORDER=FASTEST_FIRST numbers them from the
- *   fastest model; unset, simcuda keeps the SIMCUDA_DEVICES order (bus order;
- *   NVIDIA's default would be FASTEST_FIRST). A bad SIMCUDA_DEVICES prints a message and makes
- *   cuInit return CUDA_ERROR_INVALID_VALUE; no visible device gives
+ *   by NVIDIA's driver. The models are the GPUs the CUDA 13 libraries
+ *   support: t4 (sm_75), a100 (sm_80), a10 (sm_86), l4 (sm_89), h100 and
+ *   h200 (sm_90), b200 (sm_100), with their real SM counts, memory clocks,
+ *   caches and per-compute-capability limits. CUDA_DEVICE_ORDER=FASTEST_FIRST
+ *   numbers them from the fastest model; unset, simcuda keeps the
+ *   SIMCUDA_DEVICES order (bus order; NVIDIA's default would be
+ *   FASTEST_FIRST). A bad SIMCUDA_DEVICES prints a message and makes cuInit
+ *   return CUDA_ERROR_INVALID_VALUE; no visible device gives
  *   CUDA_ERROR_NO_DEVICE.
  * - Every handle given out (context, stream, event, module, function,
  *   library, kernel, physical allocation) is recorded in a registry of live
  *   handles (registry below): a stale or forged handle is refused with the
  *   documented error instead of being dereferenced.
- * - Device memory is host memory (memory.c). cuMemAlloc maps a memfd; freeing
- *   replaces the mapping with a PROT_NONE reservation, so a use after free
- *   faults like an illegal address on a GPU. The VMM API (also memory.c) is real:
- *   reservations are PROT_NONE mappings, physical allocations are memfds
- *   mapped MAP_FIXED|MAP_SHARED, access must be granted with cuMemSetAccess,
- *   and a memfd can be exported to another process as a file descriptor.
- * - Capacity (capacity.c): each simulated GPU's memory is shared by all the
- *   processes of a user through a small shared-memory table, per-device use
- *   updated with C11 atomics, per-process slots so the use of dead processes
- *   is reclaimed.
+ * - Memory (memory.c, devclient.c). At cuInit the process reserves a 16 TiB
+ *   address window (PROT_NONE, MAP_FIXED_NOREPLACE at one of a few fixed
+ *   bases, else anywhere); every address simcuda hands out lies in it.
+ *   cuMemAlloc memory is a range of its device's sparse backing memfd,
+ *   pinned memory (cuMemAllocHost/cuMemHostAlloc) a range of the host memfd,
+ *   VMM physical allocations (on a device, or on the host:
+ *   CU_MEM_LOCATION_TYPE_HOST/HOST_NUMA) memfds of their own, exportable as
+ *   file descriptors. A freed range becomes a reservation again, and
+ *   addresses are reused only after the rest of the window was: a use after
+ *   free faults like an illegal address on a GPU. Capacity (capacity.c) is
+ *   shared by all the processes of a user through a small shared-memory
+ *   table, per-process slots so the use of dead processes is reclaimed.
+ * - Isolation (SIMCUDA_ISOLATION=1; "0" or unset keeps device memory in the
+ *   process, read-write; anything else makes cuInit fail). Device memory
+ *   is then not host memory, as on an x86 GPU machine without HMM: each
+ *   simulated GPU the process uses is a device server
+ *   (build/sim/simcuda-gpu beside libcuda.so.1; devserver.c), started when
+ *   the device's first context becomes active, one per (process, GPU). The
+ *   server reserves the same window and maps, at the same addresses, exactly
+ *   what its GPU may reach: its own cuMemAlloc memory, the memory of devices
+ *   a context of it has peer access to (cuCtxEnablePeerAccess), VMM
+ *   mappings cuMemSetAccess granted to it, pinned memory, and registered
+ *   host memory (cuMemHostRegister: a shared file mapping keeps its file; a
+ *   private range is moved into the host file and mapped back in place;
+ *   memory.c says how and the limits). The process keeps device memory
+ *   reserved PROT_NONE: a host access faults (SIGSEGV); host-located VMM
+ *   memory is mapped in the process only with access granted to the host.
+ *   The server runs the device's copies, memsets and kernels (the kernel
+ *   twins, dlopen'ed from SIMCUDA_KERNELS by the server), one thread per
+ *   client stream: a kernel touching memory its GPU cannot reach (another
+ *   device's without peer access, malloc memory, freed memory) faults in the
+ *   server and becomes CUDA_ERROR_ILLEGAL_ADDRESS. Stream workers hand device
+ *   work to the server over shared-memory rings (futex wake-ups, spinning
+ *   briefly first) and keep stream order, events, waits and host functions;
+ *   a worker posts up to a ring of work its device does by itself before it
+ *   waits. Copies with pageable host memory are staged through pinned
+ *   chunks by the worker, as the real driver stages them; a copy between two
+ *   devices that cannot reach each other is an illegal address, except
+ *   cuMemcpyPeer*, which stages. Memory changes reach the servers over a
+ *   control socket (SCM_RIGHTS for the memfds) before the call returns. A
+ *   process that dies closes the sockets: its servers exit, its memory is
+ *   freed and its capacity reclaimed. A server that dies is a lost device:
+ *   the operation in flight and every later call that needs a context
+ *   return CUDA_ERROR_DEVICE_UNAVAILABLE (sticky), never a hang. While
+ *   simcuda's own cuBLAS/cuDNN/NCCL still compute in host functions that
+ *   read device memory, isolation is off by default.
  * - Streams (stream.c): every stream has a worker thread executing its queue
- *   in order, so asynchronous work really is asynchronous. The legacy default
- *   stream waits for the blocking streams of its context and they wait for it;
- *   the per-thread default stream is one blocking stream per thread and
+ *   in order, so asynchronous work really is asynchronous. Every operation
+ *   enters a stream through one function (enqueue). The legacy default
+ *   stream waits for the blocking streams of its context and they wait for
+ *   it; the per-thread default stream is one blocking stream per thread and
  *   context. Events carry a generation counter and a completion time.
- *   Failures of asynchronous work (a kernel twin returning non-zero, a fault
- *   inside a kernel or a copy) become the context's sticky error.
- * - Kernels (module.c): module images are read with fatbin/fatbin.h; each
- *   kernel NAME runs as simcuda_twin_NAME from the libraries listed in
- *   SIMCUDA_KERNELS. Parameter sizes come from the cubin's .nv.info (or the
- *   PTX signature) so launch arguments are copied at launch time, as on a GPU.
+ * - Sticky errors (as cuda.h documents CUDA_ERROR_ILLEGAL_ADDRESS,
+ *   LAUNCH_FAILED and the other "inconsistent state" errors): the first
+ *   failure of asynchronous work (a kernel twin returning non-zero, a fault
+ *   inside a kernel or a copy, a lost device) is the process's sticky error;
+ *   every later call that needs a context returns it (allocations, streams,
+ *   events, module and library loads, launches, copies, synchronisation,
+ *   new and retained contexts), and no more device work runs. Calls that
+ *   need no context (device queries, error strings) still answer.
+ * - SIMCUDA_CHAOS=SEED (chaos.c): adversarial scheduling. Stream work is
+ *   held for a seeded delay and independent streams run newest first, so a
+ *   missing synchronisation between streams gives a wrong result in nearly
+ *   every run; ordering a program asked for is never broken.
+ * - Kernels (module.c, arch.c): module images are read with fatbin/fatbin.h.
+ *   A module loads only with code its device runs, by NVIDIA's rules: SASS
+ *   of the same major version and a minor not above the device's
+ *   (arch-specific sm_90a/sm_100a only on exactly that compute capability),
+ *   or PTX the JIT compiles for it (target not above the device's;
+ *   arch-specific PTX only on that exact one, family-specific "f" PTX only
+ *   within the major version; PTX ISA up to 9.0); else
+ *   CUDA_ERROR_NO_BINARY_FOR_GPU (a too new PTX ISA:
+ *   CUDA_ERROR_UNSUPPORTED_PTX_VERSION). A library loaded without a context
+ *   takes any image some device runs; a device without code for it refuses
+ *   its kernels with the same error. Each kernel NAME of the image chosen
+ *   runs as simcuda_twin_NAME from the libraries listed in SIMCUDA_KERNELS
+ *   (sim/include/simcuda_twin.h). Parameter sizes come from the cubin's
+ *   .nv.info (or the PTX signature) so launch arguments are copied at launch
+ *   time, as on a GPU.
  * - Copies follow the real driver's rules: an asynchronous copy from
  *   pageable host memory stages the source before returning, one to pageable
  *   memory returns when done; synchronous calls run on the legacy (or, for
@@ -58,22 +120,29 @@
  *   returns cudaErrorNotSupported (procs.c; tests/sim_driver/cudart_test.c).
  * - SIMCUDA_TRACE ("0" default, or "1"; anything else makes cuInit fail with
  *   CUDA_ERROR_INVALID_VALUE) logs to stderr every cuGetProcAddress lookup
- *   and its answer, every cuGetExportTable request, cuInit, and every call of
- *   an unsupported function: how to see what a vendor library asks for.
+ *   and its answer, every cuGetExportTable request, cuInit, each device
+ *   server started, the sticky error, and every call of an unsupported
+ *   function: how to see what a vendor library asks for.
  * - SIMCUDA_TIME_SCALE (float >= 0, default 0): after each device operation a
- *   worker sleeps scale x (the operation's CPU time) x the model's slowness
- *   (a100 1, h100 0.6, v100 1.6, t4 4, p100 2.5, a10 2, l4 1.8).
+ *   worker sleeps scale x (the operation's CPU time, in the server with
+ *   isolation) x the model's slowness (b200 0.35, h200 0.5, h100 0.6,
+ *   a100 1, l4 1.8, a10 2, t4 4).
  * - Deliberate limits: cuLaunchKernel with kernelParams == NULL and `extra`
- *   given returns CUDA_ERROR_INVALID_VALUE; module globals are not supported
+ *   given returns CUDA_ERROR_INVALID_VALUE; with isolation, a kernel whose
+ *   parameter layout the image does not give cannot be launched
+ *   (CUDA_ERROR_NOT_SUPPORTED); module globals are not supported
  *   (cuModuleGetGlobal returns CUDA_ERROR_NOT_FOUND); no graphs, arrays,
- *   textures, stream capture or managed memory. cuMemFree and cuModuleUnload
- *   wait for the context's work (as the real ones synchronise). Destroyed
- *   contexts keep their (small) objects so stale handles stay safe to check
- *   and a thread that still has one current gets
+ *   textures, stream capture or managed memory; peer access is per device
+ *   pair (a device's server reaches a peer device's memory while any of its
+ *   contexts has access to any context of the peer). cuMemFree and
+ *   cuModuleUnload wait for the context's work (as the real ones
+ *   synchronise). Destroyed contexts keep their (small) objects so stale
+ *   handles stay safe to check and a thread that still has one current gets
  *   CUDA_ERROR_CONTEXT_IS_DESTROYED; destroyed streams' objects are reused
  *   by the next streams created (their number is bounded by the most
- *   streams alive at once). A forked child starts with an uninitialised driver (it
- *   calls cuInit again and gets its own capacity slot).
+ *   streams alive at once). A forked child starts with an uninitialised
+ *   driver (it calls cuInit again, gets its own capacity slot, window and
+ *   servers; the parent's mappings stay as they were in it).
  *
  * This file: initialisation, errors, versions, the handle registry, the
  * fault guard used by the workers, fork handling.
@@ -95,6 +164,19 @@
 
 atomic_int sim_inited;
 double sim_time_scale;
+_Atomic int sim_sticky;
+
+/* The first "inconsistent state" error of the process's asynchronous work
+ * stays: every later call that needs a context returns it. */
+void sim_set_sticky(CUresult r)
+{
+    int expected = 0;
+    if (r != CUDA_SUCCESS && atomic_compare_exchange_strong(&sim_sticky, &expected, (int)r)) {
+        const char *name = "?";
+        cuGetErrorName(r, &name);
+        sim_trace("sticky error %s: the process must restart to use CUDA again", name);
+    }
+}
 
 static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
 static CUresult g_init_result = CUDA_ERROR_NOT_INITIALIZED;
@@ -307,7 +389,25 @@ static void atfork_child(void)
     sim_mem_fork_reset();
     sim_cap_fork_reset();
     sim_kernel_fork_reset();
+    sim_dc_fork_reset();
+    sim_chaos_fork_reset();
+    atomic_store(&sim_sticky, 0);
     t_guard = NULL;
+}
+
+/* SIMCUDA_ISOLATION: "0" (default) or "1". */
+static int parse_isolation(void)
+{
+    const char *s = getenv("SIMCUDA_ISOLATION");
+    sim_isolation = 0;
+    if (!s || !*s || strcmp(s, "0") == 0)
+        return 0;
+    if (strcmp(s, "1") == 0) {
+        sim_isolation = 1;
+        return 0;
+    }
+    sim_log("SIMCUDA_ISOLATION='%s' is not 0 or 1", s);
+    return -1;
 }
 
 static int parse_time_scale(void)
@@ -387,11 +487,14 @@ CUresult cuInit(unsigned int flags)
     if (getrandom(&g_seed_base, sizeof(g_seed_base), 0) != (ssize_t)sizeof(g_seed_base))
         g_seed_base = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     sim_trace_on();
-    if (g_trace_bad || parse_time_scale() != 0) {
+    if (g_trace_bad || parse_time_scale() != 0 || parse_isolation() != 0 ||
+        sim_chaos_init() != 0) {
         r = g_init_result = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
     r = (CUresult)sim_devices_init();
+    if (r == CUDA_SUCCESS && sim_win_init() != 0)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
         sim_cap_attach();
         sim_fault_install();

@@ -97,7 +97,6 @@ typedef struct sim_ctx {
     pthread_mutex_t mu;       /* protects the stream list */
     struct sim_stream *streams; /* user streams and per-thread streams */
     struct sim_stream *legacy;
-    _Atomic int sticky;       /* CUresult of a failed async operation */
     size_t limits[16];
     /* contexts this one may access (cuCtxEnablePeerAccess), under mu; a
      * peer that was destroyed since has another id */
@@ -140,10 +139,11 @@ struct sim_func;
 typedef struct sim_op {
     struct sim_op *next;
     int type;
+    uint64_t ticket;   /* process-wide enqueue order (SIMCUDA_CHAOS) */
     union {
         struct { CUhostFn fn; void *data; } host;
         struct { CUstreamCallback fn; void *data; } cb;
-        struct { void *dst; const void *src; size_t n; void *stage; } copy;
+        struct { void *dst; const void *src; size_t n; void *stage; int peer; } copy;
         struct { char *dst; const char *src; size_t dpitch, spitch, width, height; } copy2d;
         struct { char *dst; size_t pitch, width, height; uint32_t val; int elem; } set;
         struct {
@@ -178,6 +178,8 @@ typedef struct sim_stream {
     int stop;
     int worker_running;
     pthread_t thread;
+    struct sim_dchan **chans;    /* per device: channel to its server (isolation) */
+    sim_op_t *posted_head, *posted_tail; /* posted to the server, not yet done (worker only) */
 } sim_stream_t;
 
 /* Resolves a CUstream handle (NULL, LEGACY, PER_THREAD or a created one)
@@ -227,11 +229,16 @@ typedef struct sim_range {
     unsigned flags;
     unsigned long long id;
     int sync_memops;  /* CU_POINTER_ATTRIBUTE_SYNC_MEMOPS as set */
+    int backing;      /* backing file id (sim_file_alloc), -1 none */
+    uint64_t off;     /* offset in it */
+    void *segs;       /* registered memory: how each part is backed */
 } sim_range_t;
 /* Looks up the range containing p; copies it to *out. Returns 1 if found. */
 int sim_range_find(uintptr_t p, sim_range_t *out);
-/* Device ordinal (visible) of device memory at p, or -1 when p is not in a
+/* Device ordinal (visible) of device memory at p (SIM_MEM_HOST_VMM for a
+ * VMM mapping of memory located on the host), or -1 when p is not in a
  * device allocation or a VMM mapping; base and size of the allocation. */
+#define SIM_MEM_HOST_VMM SIM_MAX_DEVICES
 int sim_mem_lookup(uintptr_t p, int *kind, uintptr_t *base, size_t *size, sim_ctx_t **ctx);
 CUresult sim_mem_free_now(CUdeviceptr p);
 void sim_mem_ctx_destroyed(sim_ctx_t *c);
@@ -263,6 +270,8 @@ typedef struct sim_module {
     int is_library;
     _Atomic int refs;     /* the handle's, plus one per launch not yet run */
 } sim_module_t;
+/* Does the module (or library) hold code device dev can run? */
+int sim_module_runs_on(const sim_module_t *m, int dev);
 /* Drops a reference; the last one frees the module. */
 void sim_module_unref(sim_module_t *m);
 void sim_kernel_fork_reset(void);
@@ -273,5 +282,87 @@ CUresult sim_guarded(void (*fn)(void *), void *arg);
 void sim_fault_install(void);
 uint64_t sim_nondet_seed(void);
 double sim_now_ms(const struct timespec *ts);
+
+/* ---- sticky errors (driver.c) ---------------------------------------------------- */
+/* As cuda.h documents for CUDA_ERROR_ILLEGAL_ADDRESS, LAUNCH_FAILED and the
+ * other "inconsistent state" errors: once one happened (in asynchronous
+ * work), every later call of the process that needs a context returns it.
+ * A lost device (its server died) is CUDA_ERROR_DEVICE_UNAVAILABLE, sticky
+ * the same way. */
+extern _Atomic int sim_sticky;
+void sim_set_sticky(CUresult r);
+#define SIM_STICKY() ((CUresult)atomic_load_explicit(&sim_sticky, memory_order_relaxed))
+
+/* ---- isolation and memory placement (devclient.c) -------------------------------- */
+extern int sim_isolation;      /* SIMCUDA_ISOLATION: 1 device memory lives in servers */
+extern uintptr_t sim_win_base; /* the address window (devproto.h) */
+int sim_win_init(void);
+int sim_win_contains(uintptr_t p, size_t n);
+/* Addresses in the window; hint taken when free and aligned. 0 or -ENOMEM. */
+int sim_va_alloc(size_t len, size_t align, uintptr_t hint, uintptr_t *out);
+void sim_va_free(uintptr_t va, size_t len);
+/* Space in a backing file: device dev's, or the host file (dev -1). */
+int sim_file_alloc(int dev, size_t len, int *backing, uint64_t *off);
+void sim_file_free(int dev, uint64_t off, size_t len);
+int sim_backing_fd(int id);
+/* Another file a server may map (a VMM allocation, a registered file):
+ * its id (the fd is duplicated), or -errno; dropped with put. */
+int sim_dc_backing_add(int fd);
+void sim_dc_backing_put(int id);
+enum sim_dc_kind {
+    SIM_DC_DEVICE = 1, /* cuMemAlloc memory: its device and devices with peer access */
+    SIM_DC_HOST,       /* pinned/registered host memory, staging: every device, prot */
+    SIM_DC_VMM,        /* a cuMemMap mapping: devices as cuMemSetAccess says */
+};
+/* Records [va, va+len) backed by (backing, off) and maps it in the servers
+ * that reach it. Returns 0, -ENODEV (the owner's server is lost) or -errno. */
+int sim_dc_add(uintptr_t va, size_t len, int backing, uint64_t off, int kind, int owner, int prot);
+void sim_dc_remove(uintptr_t va, size_t len);
+int sim_dc_set_access(uintptr_t va, size_t len, int dev, int prot);
+void sim_dc_set_host_prot(uintptr_t va, size_t len, int prot);
+void sim_dc_peers_changed(void);
+/* Does device dev (-1: the host) reach all of [va, va+len)? */
+int sim_dc_can(int dev, uintptr_t va, size_t len, int write);
+CUresult sim_dc_start(int dev);   /* the device's server (isolation only) */
+typedef struct sim_dchan sim_dchan_t;
+/* Device work of a stream worker (isolation): CUresult of the operation. */
+CUresult sim_dc_copy(sim_stream_t *s, void *dst, const void *src, size_t n, int peer);
+CUresult sim_dc_copy2d(sim_stream_t *s, char *dst, const char *src, size_t dpitch, size_t spitch,
+                       size_t width, size_t height);
+CUresult sim_dc_set(sim_stream_t *s, char *dst, size_t pitch, size_t width, size_t height,
+                    uint32_t val, int elem);
+CUresult sim_dc_kernel(sim_stream_t *s, const sim_func_t *f, const simcuda_launch_t *l);
+/* Pipelining: posts op (a kernel, or a copy/memset the stream's device does
+ * by itself) without waiting: 1, or 0 when it must run otherwise. */
+int sim_dc_post(sim_stream_t *s, sim_op_t *op);
+int sim_dc_posted(sim_stream_t *s); /* posted, results not collected */
+/* Waits for the oldest posted operation (every one when all) and stores
+ * the results of those done, in order, in res: returns their number. */
+int sim_dc_collect(sim_stream_t *s, int all, CUresult *res, int max);
+void sim_dc_fork_reset(void);
+/* Which devices reach which (peer access of live contexts): m[x][y]. */
+void sim_ctx_peer_matrix(unsigned char m[SIM_MAX_DEVICES][SIM_MAX_DEVICES]);
+
+/* ---- adversarial scheduling (chaos.c) ---------------------------------------------- */
+int sim_chaos_init(void);          /* parses SIMCUDA_CHAOS; 0 or -EINVAL */
+extern int sim_chaos_on;
+/* Called by a stream worker before it runs a unit of work (seq: the
+ * operation's process-wide enqueue number); returns when the schedule lets
+ * it run. sim_chaos_done after it ran. */
+void sim_chaos_hold(uint64_t seq);
+void sim_chaos_done(uint64_t seq);
+uint64_t sim_chaos_ticket(void);
+/* Work with ticket seq was enqueued on stream (at enqueue time). */
+void sim_chaos_enqueued(uint64_t seq, const void *stream);
+/* stream's worker starts (on 1) or ends (0) waiting for an event or stream. */
+void sim_chaos_waiting(const void *stream, int on);
+void sim_chaos_fork_reset(void);
+
+/* ---- architectures (arch.c) ---------------------------------------------------------- */
+/* Can a device of compute capability major.minor run this image entry?
+ * kind: ES_ENTRY_CUBIN (SASS) or ES_ENTRY_PTX; arch: the sm number;
+ * arch_specific ("a") / family_specific ("f") as the entry says. */
+int sim_arch_runs(int kind, unsigned arch, int arch_specific, int family_specific, int major,
+                  int minor);
 
 #endif

@@ -1,10 +1,19 @@
-/* simcuda memory: device allocations (memfd mappings; a freed one becomes a
- * PROT_NONE reservation so touching it faults), pinned and registered host
- * memory, the virtual memory management API (reservations, memfd-backed
- * physical allocations, map/unmap, access, export/import as file
- * descriptors), copies, memsets and pointer attributes. */
+/* simcuda memory: device allocations, pinned and registered host memory, the
+ * virtual memory management API (reservations, memfd-backed physical
+ * allocations on a device or on the host, map/unmap, access, export/import as
+ * file descriptors), copies, memsets and pointer attributes.
+ *
+ * Placement (devclient.c): every address handed out lies in the address
+ * window; cuMemAlloc memory is a range of its device's backing file, pinned
+ * memory a range of the host file. Without isolation the process maps
+ * device memory itself (read and write); with SIMCUDA_ISOLATION=1 only the
+ * device servers map it and the process keeps the addresses reserved
+ * PROT_NONE, so a host access faults as on a GPU machine. A freed range
+ * becomes a reservation again: a use after free faults too. */
 #include "sim/driver/internal.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #define PAGE 4096UL
@@ -20,9 +30,10 @@
 /* ---- tables: allocations/reservations and VMM mappings, under one lock ------- */
 typedef struct sim_phys {
     int fd;
+    int backing;           /* its id for the servers */
     size_t size;
-    int dev;               /* visible ordinal */
-    int phys_dev;          /* index in SIMCUDA_DEVICES (capacity) */
+    int dev;               /* visible ordinal; -1: located on the host */
+    int phys_dev;          /* index in SIMCUDA_DEVICES (capacity); -1: host */
     unsigned long long accounted;
     int handles;           /* cuMemCreate/Retain/Import references */
     int maps;              /* live mappings */
@@ -35,9 +46,26 @@ typedef struct sim_map {
     sim_phys_t *ph;
     size_t off;
     unsigned char access[SIM_MAX_DEVICES];
+    unsigned char host_access;
     unsigned long long id;
     int sync_memops;
 } sim_map_t;
+
+/* Registered host memory with isolation: each part of the range as it is
+ * backed now (a shared file mapping as it was, or private pages moved into
+ * the host file). */
+typedef struct reg_seg {
+    uintptr_t va;
+    size_t len;
+    int backing;           /* shared file: our id for it; copied: the host file */
+    uint64_t off;
+    int copied;            /* private pages moved into the host file */
+    int prot;
+} reg_seg_t;
+typedef struct reg_info {
+    int n;
+    reg_seg_t seg[];
+} reg_info_t;
 
 static pthread_mutex_t g_mem_mu = PTHREAD_MUTEX_INITIALIZER;
 static sim_range_t *g_ranges;
@@ -45,13 +73,6 @@ static size_t g_nranges, g_cranges;
 static sim_map_t *g_maps;
 static size_t g_nmaps, g_cmaps;
 static unsigned long long g_next_id = 1;
-
-/* Freed cuMemAlloc address ranges, kept PROT_NONE (so a use after free
- * faults) and reused for allocations of the same span. */
-#define QUAR_MAX 1024
-typedef struct { uintptr_t base; size_t span; } quar_t;
-static quar_t g_quar[QUAR_MAX];
-static size_t g_nquar;
 
 void sim_mem_fork_reset(void)
 {
@@ -62,7 +83,6 @@ void sim_mem_fork_reset(void)
     g_nranges = g_cranges = 0;
     g_maps = NULL;
     g_nmaps = g_cmaps = 0;
-    g_nquar = 0;
 }
 
 static size_t range_pos(uintptr_t p) /* first index with base > p */
@@ -155,7 +175,14 @@ int sim_range_find(uintptr_t p, sim_range_t *out)
     return r != NULL;
 }
 
-/* Device memory at p: a cuMemAlloc range or a VMM mapping. Caller holds the lock. */
+static sim_ctx_t *primary_of(int dev)
+{
+    sim_device_t *d = sim_dev(dev);
+    return d ? d->primary : NULL;
+}
+
+/* Device memory at p: a cuMemAlloc range or a VMM mapping (on a device or
+ * on the host). Caller holds the lock. */
 static int dev_lookup_locked(uintptr_t p, uintptr_t *base, size_t *size, sim_ctx_t **ctx, int *dev)
 {
     sim_range_t *r = range_at(p);
@@ -170,7 +197,7 @@ static int dev_lookup_locked(uintptr_t p, uintptr_t *base, size_t *size, sim_ctx
     if (m) {
         *base = m->va;
         *size = m->size;
-        *ctx = sim_dev(m->ph->dev) ? sim_dev(m->ph->dev)->primary : NULL;
+        *ctx = primary_of(m->ph->dev);
         *dev = m->ph->dev;
         return SIM_R_RESERVE;
     }
@@ -185,7 +212,7 @@ int sim_mem_lookup(uintptr_t p, int *kind, uintptr_t *base, size_t *size, sim_ct
     pthread_mutex_unlock(&g_mem_mu);
     if (kind)
         *kind = k;
-    return k ? dev : -1;
+    return k ? (dev >= 0 ? dev : SIM_MEM_HOST_VMM) : -1;
 }
 
 /* Checks that [p, p+n) starts in device memory (and, for a cuMemAlloc
@@ -204,21 +231,6 @@ static CUresult check_dev(CUdeviceptr p, size_t n)
 }
 
 /* ---- cuMemAlloc ---------------------------------------------------------------------- */
-static int make_memfd(int phys, size_t size)
-{
-    char name[48];
-    snprintf(name, sizeof(name), "simcuda:phys=%d", phys);
-    int fd = memfd_create(name, MFD_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    if (ftruncate(fd, (off_t)size) != 0) {
-        int e = -errno;
-        close(fd);
-        return e;
-    }
-    return fd;
-}
-
 static CUresult mem_alloc(sim_ctx_t *c, CUdeviceptr *dptr, size_t bytesize)
 {
     if (!dptr)
@@ -231,41 +243,42 @@ static CUresult mem_alloc(sim_ctx_t *c, CUdeviceptr *dptr, size_t bytesize)
     size_t span = ROUND_UP(bytesize, PAGE);
     if (sim_cap_take(d->phys, d->capacity, span) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    int fd = make_memfd(d->phys, span);
-    if (fd < 0) {
-        sim_cap_give(d->phys, span);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    void *addr = NULL;
-    pthread_mutex_lock(&g_mem_mu);
-    for (size_t i = 0; i < g_nquar; i++) {
-        if (g_quar[i].span == span) {
-            addr = (void *)g_quar[i].base;
-            g_quar[i] = g_quar[--g_nquar];
-            break;
-        }
-    }
-    pthread_mutex_unlock(&g_mem_mu);
-    void *p = mmap(addr, span, PROT_READ | PROT_WRITE, MAP_SHARED | (addr ? MAP_FIXED : 0), fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-        if (addr)
-            munmap(addr, span);
-        sim_cap_give(d->phys, span);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    sim_range_t r = {.base = (uintptr_t)p, .size = bytesize, .span = span, .kind = SIM_R_DEVICE,
-                     .dev = c->dev, .ctx = c};
-    pthread_mutex_lock(&g_mem_mu);
-    int rc = range_insert(&r);
-    pthread_mutex_unlock(&g_mem_mu);
+    CUresult res = CUDA_ERROR_OUT_OF_MEMORY;
+    int b;
+    uint64_t off;
+    uintptr_t va;
+    int added = 0;
+    if (sim_file_alloc(c->dev, span, &b, &off) != 0)
+        goto fail_cap;
+    if (sim_va_alloc(span, span >= (2u << 20) ? (2u << 20) : PAGE, 0, &va) != 0)
+        goto fail_file;
+    if (!sim_isolation && mmap((void *)va, span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                               sim_backing_fd(b), (off_t)off) == MAP_FAILED)
+        goto fail_va;
+    int rc = sim_dc_add(va, span, b, off, SIM_DC_DEVICE, c->dev, 0);
     if (rc != 0) {
-        munmap(p, span);
-        sim_cap_give(d->phys, span);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        res = rc == -ENODEV ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_ERROR_OUT_OF_MEMORY;
+        goto fail_va;
     }
-    *dptr = (CUdeviceptr)(uintptr_t)p;
+    added = 1;
+    sim_range_t r = {.base = va, .size = bytesize, .span = span, .kind = SIM_R_DEVICE,
+                     .dev = c->dev, .ctx = c, .backing = b, .off = off};
+    pthread_mutex_lock(&g_mem_mu);
+    rc = range_insert(&r);
+    pthread_mutex_unlock(&g_mem_mu);
+    if (rc != 0)
+        goto fail_va;
+    *dptr = (CUdeviceptr)va;
     return CUDA_SUCCESS;
+fail_va:
+    if (added)
+        sim_dc_remove(va, span);
+    sim_va_free(va, span);
+fail_file:
+    sim_file_free(c->dev, off, span);
+fail_cap:
+    sim_cap_give(d->phys, span);
+    return res;
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -307,17 +320,12 @@ CUresult sim_mem_free_now(CUdeviceptr p)
     }
     sim_range_t copy = *r;
     range_remove(r);
-    /* Keep the range reserved and inaccessible: a use after free faults. */
-    void *q = mmap((void *)copy.base, copy.span, PROT_NONE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-    if (q != MAP_FAILED) {
-        if (g_nquar == QUAR_MAX) {
-            munmap((void *)g_quar[0].base, g_quar[0].span);
-            g_quar[0] = g_quar[--g_nquar];
-        }
-        g_quar[g_nquar++] = (quar_t){copy.base, copy.span};
-    }
     pthread_mutex_unlock(&g_mem_mu);
+    /* The devices first, then this process: the range is a reservation
+     * again (a use after free faults), then its pages go back. */
+    sim_dc_remove(copy.base, copy.span);
+    sim_va_free(copy.base, copy.span);
+    sim_file_free(copy.dev, copy.off, copy.span);
     sim_device_t *d = sim_dev(copy.dev);
     if (d)
         sim_cap_give(d->phys, copy.span);
@@ -335,7 +343,8 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
     /* Like the real driver, freeing waits for work that may use the memory. */
     if (sim_ctx_valid(r.ctx))
         sim_ctx_sync(r.ctx);
-    return sim_mem_free_now(dptr);
+    CUresult res = sim_mem_free_now(dptr);
+    return res == CUDA_SUCCESS ? SIM_STICKY() : res;
 }
 
 CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total)
@@ -404,6 +413,9 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 }
 
 /* ---- host memory --------------------------------------------------------------------- */
+/* Pinned memory: a range of the host file, mapped here and (with
+ * isolation) in every device server, at one address. With unified
+ * addressing it is portable and mapped whatever the flags say. */
 static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 {
     sim_ctx_t *c;
@@ -413,20 +425,34 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
     if (!pp || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
     size_t span = ROUND_UP(bytesize, PAGE);
-    void *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    int b;
+    uint64_t off;
+    uintptr_t va;
+    if (sim_file_alloc(-1, span, &b, &off) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    sim_range_t rg = {.base = (uintptr_t)p, .size = bytesize, .span = span, .kind = SIM_R_HOST,
-                      .dev = c->dev, .ctx = c, .flags = flags};
+    if (sim_va_alloc(span, PAGE, 0, &va) != 0) {
+        sim_file_free(-1, off, span);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (mmap((void *)va, span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, sim_backing_fd(b),
+             (off_t)off) == MAP_FAILED ||
+        sim_dc_add(va, span, b, off, SIM_DC_HOST, -1, PROT_READ | PROT_WRITE) != 0)
+        goto fail;
+    sim_range_t rg = {.base = va, .size = bytesize, .span = span, .kind = SIM_R_HOST,
+                      .dev = c->dev, .ctx = c, .flags = flags, .backing = b, .off = off};
     pthread_mutex_lock(&g_mem_mu);
     int rc = range_insert(&rg);
     pthread_mutex_unlock(&g_mem_mu);
     if (rc != 0) {
-        munmap(p, span);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        sim_dc_remove(va, span);
+        goto fail;
     }
-    *pp = p;
+    *pp = (void *)va;
     return CUDA_SUCCESS;
+fail:
+    sim_va_free(va, span);
+    sim_file_free(-1, off, span);
+    return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) { return host_alloc(pp, bytesize, 0); }
@@ -437,6 +463,13 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
                             CU_MEMHOSTALLOC_WRITECOMBINED))
         return CUDA_ERROR_INVALID_VALUE;
     return host_alloc(pp, bytesize, Flags);
+}
+
+static void host_free(const sim_range_t *r)
+{
+    sim_dc_remove(r->base, r->span);
+    sim_va_free(r->base, r->span);
+    sim_file_free(-1, r->off, r->span);
 }
 
 CUresult cuMemFreeHost(void *p)
@@ -451,7 +484,7 @@ CUresult cuMemFreeHost(void *p)
     sim_range_t copy = *r;
     range_remove(r);
     pthread_mutex_unlock(&g_mem_mu);
-    munmap((void *)copy.base, copy.span);
+    host_free(&copy);
     return CUDA_SUCCESS;
 }
 
@@ -480,6 +513,263 @@ CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
     return CUDA_SUCCESS;
 }
 
+/* ---- registration (isolation): making host pages reachable by the servers ----------
+ * The servers map the registered pages at the same addresses, from the file
+ * behind them:
+ * - a shared file mapping (a file, POSIX shared memory, a memfd) stays as it
+ *   is: its file is found by path (/proc/self/maps, checked by device and
+ *   inode), else among this process's open descriptors, else through
+ *   /proc/self/map_files (which needs privileges); the servers map the same
+ *   file, so the memory stays shared with whoever else maps it. Shared
+ *   memory whose file cannot be found (MAP_SHARED|MAP_ANONYMOUS inherited
+ *   over a fork) is refused with CUDA_ERROR_NOT_SUPPORTED.
+ * - private pages (heap, stack, anonymous or private file mappings) are
+ *   moved into the host file: copied, then the host file is mapped over them
+ *   (MAP_FIXED) with the same protection. Limits: a write by another thread
+ *   to those pages while they are copied is lost; after a fork the pages are
+ *   shared with the child instead of copied on write; pages are whole, so
+ *   two registrations may not share a page (the second one gets
+ *   CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED). cuMemHostUnregister copies
+ *   them back into private pages.
+ * - a device server that already has something of its own at those
+ *   addresses cannot map them there: the registration is refused with
+ *   CUDA_ERROR_OPERATING_SYSTEM (rare for heap and mmap memory, whose
+ *   addresses are random in both processes; systematic under
+ *   AddressSanitizer, whose heap lies at one fixed place in every process).
+ *   A server started after the registration that cannot map it leaves its
+ *   device without access to that memory (said on stderr). */
+typedef struct {
+    uintptr_t lo, hi;
+    int prot, shared;
+    unsigned long long off, ino;
+    unsigned dev_major, dev_minor;
+    char path[512];
+} vma_t;
+
+static int read_vmas(uintptr_t lo, uintptr_t hi, vma_t **out, int *n)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return -errno;
+    vma_t *v = NULL;
+    int cnt = 0, cap = 0, rc = 0;
+    char line[1024];
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long a, b;
+        char perms[8];
+        unsigned long long off, ino;
+        unsigned maj, min;
+        int pos = 0;
+        if (sscanf(line, "%lx-%lx %7s %llx %x:%x %llu %n", &a, &b, perms, &off, &maj, &min, &ino,
+                   &pos) < 7)
+            continue;
+        if (b <= lo || a >= hi)
+            continue;
+        if (cnt == cap) {
+            cap = cap ? cap * 2 : 8;
+            vma_t *x = realloc(v, (size_t)cap * sizeof(*x));
+            if (!x) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = x;
+        }
+        vma_t *e = &v[cnt++];
+        memset(e, 0, sizeof(*e));
+        e->lo = a;
+        e->hi = b;
+        e->prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0);
+        e->shared = perms[3] == 's';
+        e->off = off;
+        e->dev_major = maj;
+        e->dev_minor = min;
+        e->ino = ino;
+        char *path = line + pos;
+        path[strcspn(path, "\n")] = '\0';
+        snprintf(e->path, sizeof(e->path), "%s", path);
+    }
+    fclose(f);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+static int same_file(int fd, const vma_t *v)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && st.st_ino == v->ino && major(st.st_dev) == v->dev_major &&
+           minor(st.st_dev) == v->dev_minor;
+}
+
+/* An open descriptor of the file behind a shared mapping, or -1. */
+static int vma_file(const vma_t *v)
+{
+    int fd;
+    if (v->path[0] == '/' && !strstr(v->path, " (deleted)")) {
+        fd = open(v->path, (v->prot & PROT_WRITE ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+        if (fd >= 0 && same_file(fd, v))
+            return fd;
+        if (fd >= 0)
+            close(fd);
+    }
+    char p[300];
+    DIR *dir = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (dir && (e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
+        struct stat st;
+        if (stat(p, &st) != 0 || st.st_ino != v->ino)
+            continue;
+        fd = open(p, (v->prot & PROT_WRITE ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+        if (fd >= 0 && same_file(fd, v)) {
+            closedir(dir);
+            return fd;
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+    if (dir)
+        closedir(dir);
+    snprintf(p, sizeof(p), "/proc/self/map_files/%lx-%lx", (unsigned long)v->lo,
+             (unsigned long)v->hi);
+    fd = open(p, (v->prot & PROT_WRITE ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    if (fd >= 0 && same_file(fd, v))
+        return fd;
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+/* Whole pages, whatever a sanitizer thinks of their parts (its redzones
+ * are data like any other here). */
+__attribute__((no_sanitize_address)) static void page_copy(void *dst, const void *src, size_t n)
+{
+    volatile uint64_t *d = dst;
+    const volatile uint64_t *s = src;
+    for (size_t i = 0; i < n / 8; i++)
+        d[i] = s[i];
+}
+
+/* Moves private pages [va, va+len) into the host file. */
+static int move_private(uintptr_t va, size_t len, int prot, reg_seg_t *s)
+{
+    int b;
+    uint64_t off;
+    if (sim_file_alloc(-1, len, &b, &off) != 0)
+        return -ENOMEM;
+    void *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, sim_backing_fd(b), (off_t)off);
+    if (tmp == MAP_FAILED) {
+        sim_file_free(-1, off, len);
+        return -ENOMEM;
+    }
+    page_copy(tmp, (void *)va, len);
+    munmap(tmp, len);
+    if (mmap((void *)va, len, prot, MAP_SHARED | MAP_FIXED, sim_backing_fd(b), (off_t)off) ==
+        MAP_FAILED) {
+        sim_file_free(-1, off, len);
+        return -errno;
+    }
+    *s = (reg_seg_t){va, len, b, off, 1, prot};
+    return 0;
+}
+
+/* Back into private pages, with their contents. */
+static void move_back(const reg_seg_t *s)
+{
+    void *tmp = mmap(NULL, s->len, PROT_READ, MAP_SHARED, sim_backing_fd(s->backing), (off_t)s->off);
+    if (tmp != MAP_FAILED &&
+        mmap((void *)s->va, s->len, s->prot | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+             0) != MAP_FAILED) {
+        page_copy((void *)s->va, tmp, s->len);
+        if (!(s->prot & PROT_WRITE))
+            mprotect((void *)s->va, s->len, s->prot);
+    }
+    if (tmp != MAP_FAILED)
+        munmap(tmp, s->len);
+    sim_file_free(-1, s->off, s->len);
+}
+
+static void unregister_segs(reg_info_t *ri)
+{
+    for (int i = 0; ri && i < ri->n; i++) {
+        reg_seg_t *s = &ri->seg[i];
+        sim_dc_remove(s->va, s->len);
+        if (s->copied)
+            move_back(s);
+    }
+    free(ri);
+}
+
+static CUresult register_segs(uintptr_t lo, uintptr_t hi, int read_only, reg_info_t **out)
+{
+    vma_t *v = NULL;
+    int nv = 0;
+    CUresult res = CUDA_SUCCESS;
+    if (read_vmas(lo, hi, &v, &nv) != 0)
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    reg_info_t *ri = calloc(1, sizeof(*ri) + (size_t)(nv ? nv : 1) * sizeof(reg_seg_t));
+    if (!ri) {
+        free(v);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    uintptr_t at = lo;
+    for (int i = 0; i < nv && res == CUDA_SUCCESS; i++) {
+        if (v[i].lo > at || !(v[i].prot & PROT_READ)) {
+            res = CUDA_ERROR_INVALID_VALUE; /* a hole or inaccessible: not usable memory */
+            break;
+        }
+        uintptr_t a = at, b = v[i].hi < hi ? v[i].hi : hi;
+        reg_seg_t s = {0};
+        if (v[i].shared) {
+            int fd = vma_file(&v[i]);
+            if (fd < 0) {
+                sim_log("cuMemHostRegister: the shared mapping [%#lx, %#lx) has no file this "
+                        "process can reopen", (unsigned long)v[i].lo, (unsigned long)v[i].hi);
+                res = CUDA_ERROR_NOT_SUPPORTED;
+                break;
+            }
+            int id = sim_dc_backing_add(fd);
+            close(fd);
+            if (id < 0) {
+                res = CUDA_ERROR_OUT_OF_MEMORY;
+                break;
+            }
+            s = (reg_seg_t){a, b - a, id, v[i].off + (a - v[i].lo), 0, v[i].prot};
+        } else if (move_private(a, b - a, v[i].prot, &s) != 0) {
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        int prot = read_only ? PROT_READ : PROT_READ | PROT_WRITE;
+        int rc = sim_dc_add(s.va, s.len, s.backing, s.off, SIM_DC_HOST, -1, prot);
+        if (!s.copied)
+            sim_dc_backing_put(s.backing); /* the record holds it now */
+        ri->seg[ri->n++] = s;
+        if (rc == -EEXIST) {
+            sim_log("cuMemHostRegister: a device server has its own memory at [%#lx, %#lx): "
+                    "registration refused", (unsigned long)s.va, (unsigned long)(s.va + s.len));
+            res = CUDA_ERROR_OPERATING_SYSTEM;
+        } else if (rc != 0) {
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        at = b;
+    }
+    free(v);
+    if (res == CUDA_SUCCESS && at < hi)
+        res = CUDA_ERROR_INVALID_VALUE;
+    if (res != CUDA_SUCCESS) {
+        unregister_segs(ri);
+        return res;
+    }
+    *out = ri;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
     sim_ctx_t *c;
@@ -488,18 +778,41 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
         return r;
     unsigned valid = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
                      CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
-    if (!p || bytesize == 0 || (Flags & ~valid))
+    if (!p || bytesize == 0 || (Flags & ~valid) || (uintptr_t)p + bytesize < (uintptr_t)p)
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_win_contains((uintptr_t)p, 1))
+        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED; /* pinned or device memory */
+    uintptr_t lo = (uintptr_t)p & ~(PAGE - 1), hi = ROUND_UP((uintptr_t)p + bytesize, PAGE);
     sim_range_t rg = {.base = (uintptr_t)p, .size = bytesize, .span = bytesize,
-                      .kind = SIM_R_REGISTERED, .dev = c->dev, .ctx = c, .flags = Flags};
+                      .kind = SIM_R_REGISTERED, .dev = c->dev, .ctx = c, .flags = Flags,
+                      .backing = -1};
     pthread_mutex_lock(&g_mem_mu);
-    if (range_overlaps((uintptr_t)p, bytesize)) {
+    int clash = range_overlaps((uintptr_t)p, bytesize);
+    for (size_t i = 0; sim_isolation && !clash && i < g_nranges; i++) {
+        const sim_range_t *o = &g_ranges[i];
+        uintptr_t olo = o->base & ~(PAGE - 1), ohi = ROUND_UP(o->base + o->size, PAGE);
+        clash = o->kind == SIM_R_REGISTERED && olo < hi && lo < ohi;
+    }
+    if (clash) {
         pthread_mutex_unlock(&g_mem_mu);
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     }
+    if (sim_isolation) {
+        reg_info_t *ri = NULL;
+        r = register_segs(lo, hi, !!(Flags & CU_MEMHOSTREGISTER_READ_ONLY), &ri);
+        if (r != CUDA_SUCCESS) {
+            pthread_mutex_unlock(&g_mem_mu);
+            return r;
+        }
+        rg.segs = ri;
+    }
     int rc = range_insert(&rg);
     pthread_mutex_unlock(&g_mem_mu);
-    return rc ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    if (rc) {
+        unregister_segs(rg.segs);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
 }
 
 CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
@@ -513,11 +826,14 @@ CUresult cuMemHostUnregister(void *p)
     pthread_mutex_lock(&g_mem_mu);
     sim_range_t *r = range_at((uintptr_t)p);
     CUresult res = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    reg_info_t *ri = NULL;
     if (p && r && r->kind == SIM_R_REGISTERED && r->base == (uintptr_t)p) {
+        ri = r->segs;
         range_remove(r);
         res = CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&g_mem_mu);
+    unregister_segs(ri);
     return res;
 }
 
@@ -525,25 +841,27 @@ CUresult cuMemHostUnregister(void *p)
 void sim_mem_ctx_destroyed(sim_ctx_t *c)
 {
     for (;;) {
-        uintptr_t base = 0;
-        int kind = 0;
+        sim_range_t copy;
+        int found = 0;
         pthread_mutex_lock(&g_mem_mu);
         for (size_t i = 0; i < g_nranges; i++) {
             if (g_ranges[i].ctx == c && g_ranges[i].kind != SIM_R_RESERVE) {
-                base = g_ranges[i].base;
-                kind = g_ranges[i].kind;
-                if (kind == SIM_R_REGISTERED)
+                copy = g_ranges[i];
+                found = 1;
+                if (copy.kind != SIM_R_DEVICE)
                     range_remove(&g_ranges[i]);
                 break;
             }
         }
         pthread_mutex_unlock(&g_mem_mu);
-        if (!base)
+        if (!found)
             break;
-        if (kind == SIM_R_DEVICE)
-            sim_mem_free_now((CUdeviceptr)base);
-        else if (kind == SIM_R_HOST)
-            cuMemFreeHost((void *)base);
+        if (copy.kind == SIM_R_DEVICE)
+            sim_mem_free_now((CUdeviceptr)copy.base);
+        else if (copy.kind == SIM_R_HOST)
+            host_free(&copy);
+        else if (copy.kind == SIM_R_REGISTERED)
+            unregister_segs(copy.segs);
     }
 }
 
@@ -557,17 +875,41 @@ static void phys_maybe_free(sim_phys_t *ph) /* lock held */
 {
     if (ph->handles > 0 || ph->maps > 0)
         return;
+    sim_dc_backing_put(ph->backing);
     close(ph->fd);
     if (ph->accounted)
         sim_cap_give(ph->phys_dev, ph->accounted);
     free(ph);
 }
 
+static int host_location(int type)
+{
+    return type == CU_MEM_LOCATION_TYPE_HOST || type == CU_MEM_LOCATION_TYPE_HOST_NUMA;
+}
+
+/* cuda.h (cuMemCreate): a HOST allocation is not IPC capable (its
+ * requestedHandleTypes must be 0); a HOST_NUMA one names NUMA node 0 (the
+ * only one here) and may be exported; HOST_NUMA_CURRENT is invalid. */
 static CUresult check_prop(const CUmemAllocationProp *prop)
 {
-    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || !sim_dev(prop->location.id))
+    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
+    switch ((int)prop->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        if (!sim_dev(prop->location.id))
+            return CUDA_ERROR_INVALID_VALUE;
+        break;
+    case CU_MEM_LOCATION_TYPE_HOST:
+        if (prop->requestedHandleTypes != 0)
+            return CUDA_ERROR_INVALID_VALUE;
+        break;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+        if (prop->location.id != 0)
+            return CUDA_ERROR_INVALID_VALUE;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     if (prop->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         return CUDA_ERROR_NOT_SUPPORTED;
     return CUDA_SUCCESS;
@@ -598,39 +940,20 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
         alignment = SIM_VMM_GRANULARITY;
     if (alignment & (alignment - 1) || alignment % PAGE)
         return CUDA_ERROR_INVALID_VALUE;
-    void *p = MAP_FAILED;
-    int mflags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-    if (addr && addr % alignment == 0) {
-        p = mmap((void *)(uintptr_t)addr, size, PROT_NONE, mflags | MAP_FIXED_NOREPLACE, -1, 0);
-        if (p != MAP_FAILED && p != (void *)(uintptr_t)addr) {
-            munmap(p, size);
-            p = MAP_FAILED;
-        }
-    }
-    if (p == MAP_FAILED) {
-        if (size + alignment < size)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        char *q = mmap(NULL, size + alignment, PROT_NONE, mflags, -1, 0);
-        if (q == MAP_FAILED)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        uintptr_t a = ROUND_UP((uintptr_t)q, alignment);
-        if (a > (uintptr_t)q)
-            munmap(q, a - (uintptr_t)q);
-        uintptr_t end = (uintptr_t)q + size + alignment;
-        if (end > a + size)
-            munmap((void *)(a + size), end - (a + size));
-        p = (void *)a;
-    }
-    sim_range_t rg = {.base = (uintptr_t)p, .size = size, .span = size, .kind = SIM_R_RESERVE,
-                      .dev = -1};
+    uintptr_t va;
+    /* addr is a hint, honoured when free (inside the window). */
+    if (sim_va_alloc(size, alignment, (uintptr_t)addr, &va) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    sim_range_t rg = {.base = va, .size = size, .span = size, .kind = SIM_R_RESERVE, .dev = -1,
+                      .backing = -1};
     pthread_mutex_lock(&g_mem_mu);
     int rc = range_insert(&rg);
     pthread_mutex_unlock(&g_mem_mu);
     if (rc) {
-        munmap(p, size);
+        sim_va_free(va, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *ptr = (CUdeviceptr)(uintptr_t)p;
+    *ptr = (CUdeviceptr)va;
     return CUDA_SUCCESS;
 }
 
@@ -650,7 +973,7 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
         goto out;
     }
     range_remove(r);
-    munmap((void *)(uintptr_t)ptr, size);
+    sim_va_free((uintptr_t)ptr, size);
 out:
     pthread_mutex_unlock(&g_mem_mu);
     return res;
@@ -665,23 +988,34 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     CUresult r = check_prop(prop);
     if (r != CUDA_SUCCESS)
         return r;
-    sim_device_t *d = sim_dev(prop->location.id);
-    if (sim_cap_take(d->phys, d->capacity, size) != 0)
+    int on_dev = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+    sim_device_t *d = on_dev ? sim_dev(prop->location.id) : NULL;
+    if (d && sim_cap_take(d->phys, d->capacity, size) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    char name[48];
+    if (d)
+        snprintf(name, sizeof(name), "simcuda:phys=%d", d->phys);
+    else
+        snprintf(name, sizeof(name), "simcuda:host");
     sim_phys_t *ph = calloc(1, sizeof(*ph));
-    int fd = make_memfd(d->phys, size);
-    if (!ph || fd < 0) {
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    int b = -1;
+    if (ph && fd >= 0 && ftruncate(fd, (off_t)size) == 0)
+        b = sim_dc_backing_add(fd);
+    if (b < 0) {
         free(ph);
         if (fd >= 0)
             close(fd);
-        sim_cap_give(d->phys, size);
+        if (d)
+            sim_cap_give(d->phys, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     ph->fd = fd;
+    ph->backing = b;
     ph->size = size;
-    ph->dev = prop->location.id;
-    ph->phys_dev = d->phys;
-    ph->accounted = size;
+    ph->dev = d ? prop->location.id : -1;
+    ph->phys_dev = d ? d->phys : -1;
+    ph->accounted = d ? size : 0;
     ph->handles = 1;
     ph->prop = *prop;
     sim_reg_add(ph, SIM_H_PHYS);
@@ -706,6 +1040,13 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 out:
     pthread_mutex_unlock(&g_mem_mu);
     return res;
+}
+
+/* This process maps a VMM mapping itself (PROT_NONE until access is set)
+ * without isolation, and with it only for memory located on the host. */
+static int client_maps(const sim_phys_t *ph)
+{
+    return !sim_isolation || ph->dev < 0;
 }
 
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
@@ -747,8 +1088,14 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
         g_maps = a;
         g_cmaps = n;
     }
-    void *p = mmap((void *)va, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ph->fd, (off_t)offset);
-    if (p == MAP_FAILED) {
+    if (client_maps(ph) &&
+        mmap((void *)va, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ph->fd, (off_t)offset) == MAP_FAILED) {
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (sim_dc_add(va, size, ph->backing, offset, SIM_DC_VMM, ph->dev, PROT_NONE) != 0) {
+        mmap((void *)va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+             -1, 0);
         res = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
@@ -797,7 +1144,9 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
         res = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
-    /* Back to a PROT_NONE reservation: the physical pages are no longer reachable. */
+    /* Back to a PROT_NONE reservation: the physical pages are no longer
+     * reachable, by the devices first. */
+    sim_dc_remove((uintptr_t)ptr, size);
     mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
          -1, 0);
     for (size_t k = 0; k < count; k++) {
@@ -812,6 +1161,14 @@ out:
     return res;
 }
 
+static int prot_of(unsigned flags)
+{
+    return flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
+         : flags == CU_MEM_ACCESS_FLAGS_PROT_READ ? PROT_READ : PROT_NONE;
+}
+
+/* cuda.h (cuMemSetAccess): access for a host location only for memory
+ * located on the host. */
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
     SIM_CHECK_INIT();
@@ -820,8 +1177,12 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
     if (!desc || count == 0)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t k = 0; k < count; k++) {
-        if (desc[k].location.type != CU_MEM_LOCATION_TYPE_DEVICE || !sim_dev(desc[k].location.id))
+        if (desc[k].location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+            if (!sim_dev(desc[k].location.id))
+                return CUDA_ERROR_INVALID_DEVICE;
+        } else if (!host_location(desc[k].location.type)) {
             return CUDA_ERROR_INVALID_DEVICE;
+        }
         if (desc[k].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
             desc[k].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
             desc[k].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
@@ -832,18 +1193,31 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
         res = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
+    for (size_t i = first; i < first + n; i++)
+        for (size_t k = 0; k < count; k++)
+            if (host_location(desc[k].location.type) && g_maps[i].ph->dev >= 0) {
+                res = CUDA_ERROR_INVALID_VALUE;
+                goto out;
+            }
     for (size_t i = first; i < first + n; i++) {
         sim_map_t *m = &g_maps[i];
-        for (size_t k = 0; k < count; k++)
+        for (size_t k = 0; k < count; k++) {
+            if (host_location(desc[k].location.type)) {
+                m->host_access = (unsigned char)desc[k].flags;
+                continue;
+            }
             m->access[desc[k].location.id] = (unsigned char)desc[k].flags;
-        int prot = PROT_NONE;
-        for (int d = 0; d < sim_ndevices; d++) {
-            if (m->access[d] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-                prot = PROT_READ | PROT_WRITE;
-            else if (m->access[d] == CU_MEM_ACCESS_FLAGS_PROT_READ && prot == PROT_NONE)
-                prot = PROT_READ;
+            if (sim_dc_set_access(m->va, m->size, desc[k].location.id, prot_of(desc[k].flags)) != 0)
+                res = CUDA_ERROR_OUT_OF_MEMORY;
         }
-        if (mprotect((void *)m->va, m->size, prot) != 0)
+        /* This process's own view: without isolation any access granted (a
+         * device's work runs here); with it, the host's access only. */
+        int prot = prot_of(m->host_access);
+        if (!sim_isolation)
+            for (int d = 0; d < sim_ndevices; d++)
+                prot |= prot_of(m->access[d]);
+        sim_dc_set_host_prot(m->va, m->size, prot);
+        if (client_maps(m->ph) && mprotect((void *)m->va, m->size, prot) != 0)
             res = CUDA_ERROR_INVALID_VALUE;
     }
 out:
@@ -854,8 +1228,10 @@ out:
 CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
 {
     SIM_CHECK_INIT();
-    if (!flags || !location || location->type != CU_MEM_LOCATION_TYPE_DEVICE ||
-        !sim_dev(location->id))
+    if (!flags || !location)
+        return CUDA_ERROR_INVALID_VALUE;
+    int host = host_location(location->type);
+    if (!host && (location->type != CU_MEM_LOCATION_TYPE_DEVICE || !sim_dev(location->id)))
         return CUDA_ERROR_INVALID_VALUE;
     CUresult res = CUDA_SUCCESS;
     pthread_mutex_lock(&g_mem_mu);
@@ -863,7 +1239,7 @@ CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location
     if (!m)
         res = CUDA_ERROR_INVALID_VALUE;
     else
-        *flags = m->access[location->id];
+        *flags = host ? m->host_access : m->access[location->id];
     pthread_mutex_unlock(&g_mem_mu);
     return res;
 }
@@ -946,11 +1322,11 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     if (src < 0 || fstat(src, &st) != 0 || st.st_size <= 0 ||
         (size_t)st.st_size % SIM_VMM_GRANULARITY)
         return CUDA_ERROR_INVALID_VALUE;
-    /* The device is in the memfd's name: "simcuda:phys=N". */
+    /* Where it lives is in the memfd's name: "simcuda:phys=N" or "simcuda:host". */
     char link[64], target[128];
     snprintf(link, sizeof(link), "/proc/self/fd/%d", src);
     ssize_t n = readlink(link, target, sizeof(target) - 1);
-    int phys = -1;
+    int phys = -1, host = 0;
     if (n > 0) {
         target[n] = '\0';
         const char *k = strstr(target, "simcuda:phys=");
@@ -961,9 +1337,11 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
             if (!errno && end != k + 13 && (*end == '\0' || *end == ' ') && v >= 0 &&
                 v < SIM_MAX_DEVICES)
                 phys = (int)v;
+        } else if (strstr(target, "simcuda:host")) {
+            host = 1;
         }
     }
-    if (phys < 0)
+    if (phys < 0 && !host)
         return CUDA_ERROR_INVALID_VALUE; /* not a simcuda allocation */
     /* Its device as this process numbers it; one this process does not see
      * (another CUDA_VISIBLE_DEVICES) is attributed to device 0, so that the
@@ -974,27 +1352,33 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
             dev = i;
     sim_phys_t *ph = calloc(1, sizeof(*ph));
     int fd = fcntl(src, F_DUPFD_CLOEXEC, 0);
-    if (!ph || fd < 0) {
+    int b = fd >= 0 && ph ? sim_dc_backing_add(fd) : -1;
+    if (b < 0) {
         free(ph);
         if (fd >= 0)
             close(fd);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     ph->fd = fd;
+    ph->backing = b;
     ph->size = (size_t)st.st_size;
-    ph->dev = dev;
-    ph->phys_dev = phys;
+    ph->dev = host ? -1 : dev;
+    ph->phys_dev = host ? -1 : phys;
     ph->handles = 1;
     ph->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    ph->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    ph->prop.location.id = dev;
+    ph->prop.location.type = host ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_DEVICE;
+    ph->prop.location.id = host ? 0 : dev;
     ph->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     sim_reg_add(ph, SIM_H_PHYS);
     *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
     return CUDA_SUCCESS;
 }
 
-/* ---- copies and memsets ---------------------------------------------------------------- */
+/* ---- copies and memsets ----------------------------------------------------------------
+ * Between devices: a device reaches another device's memory only with peer
+ * access (or VMM access granted to it); cuMemcpyPeer* works without (the
+ * driver stages it, as NVIDIA's does), any other copy between two devices
+ * that cannot reach each other is an illegal address (with isolation). */
 /* Host memory the driver does not know (not pinned, not registered, not
  * device memory): "pageable". */
 static int pageable(const void *p)
@@ -1012,15 +1396,12 @@ static int pageable(const void *p)
 /* Copy semantics of the real driver's asynchronous copies: from pageable
  * memory the source is staged at once (the caller may reuse it when the call
  * returns); to pageable memory the call returns when the copy is done. */
-static CUresult copy_on(CUstream h, void *dst, const void *src, size_t n, int sync)
+static CUresult copy_on(CUstream h, void *dst, const void *src, size_t n, int sync, int peer)
 {
     sim_stream_t *s;
     CUresult r = sim_stream_resolve(h, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    int sticky = atomic_load(&s->ctx->sticky);
-    if (sticky)
-        return (CUresult)sticky;
     if (n == 0)
         return sync ? sim_stream_sync(s) : CUDA_SUCCESS;
     void *stage = NULL;
@@ -1041,6 +1422,7 @@ static CUresult copy_on(CUstream h, void *dst, const void *src, size_t n, int sy
     op->u.copy.src = src;
     op->u.copy.n = n;
     op->u.copy.stage = stage;
+    op->u.copy.peer = peer;
     if (sync)
         return sim_run_sync(s, op);
     sim_enqueue(s, op);
@@ -1059,7 +1441,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream h, int
     CUresult r = check_dev(dst, n);
     if (r != CUDA_SUCCESS)
         return r;
-    return copy_on(h, (void *)(uintptr_t)dst, src, n, sync);
+    return copy_on(h, (void *)(uintptr_t)dst, src, n, sync, 0);
 }
 
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream h, int sync)
@@ -1070,10 +1452,10 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream h, int sync)
     CUresult r = check_dev(src, n);
     if (r != CUDA_SUCCESS)
         return r;
-    return copy_on(h, dst, (const void *)(uintptr_t)src, n, sync);
+    return copy_on(h, dst, (const void *)(uintptr_t)src, n, sync, 0);
 }
 
-static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, int sync)
+static CUresult dtod_on(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, int sync, int peer)
 {
     SIM_CHECK_INIT();
     CUresult r = check_dev(dst, n);
@@ -1081,7 +1463,12 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, int
         r = check_dev(src, n);
     if (r != CUDA_SUCCESS)
         return r;
-    return copy_on(h, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, sync);
+    return copy_on(h, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, sync, peer);
+}
+
+static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, int sync)
+{
+    return dtod_on(dst, src, n, h, sync, 0);
 }
 
 static CUresult anyd(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, int sync)
@@ -1089,7 +1476,7 @@ static CUresult anyd(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, int
     SIM_CHECK_INIT();
     if (n && (!dst || !src))
         return CUDA_ERROR_INVALID_VALUE;
-    return copy_on(h, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, sync);
+    return copy_on(h, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, sync, 0);
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { return htod(d, s, n, DS, 1); }
@@ -1140,7 +1527,7 @@ static CUresult peer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, s
     SIM_CHECK_INIT();
     if (!sim_ctx_valid((sim_ctx_t *)dc) || !sim_ctx_valid((sim_ctx_t *)sc))
         return CUDA_ERROR_INVALID_CONTEXT;
-    return dtod(d, s, n, h, sync);
+    return dtod_on(d, s, n, h, sync, 1);
 }
 CUresult cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n)
 {
@@ -1231,9 +1618,6 @@ static CUresult memset2d(CUdeviceptr dst, size_t pitch, uint32_t val, int elem, 
     r = sim_stream_resolve(h, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    int sticky = atomic_load(&s->ctx->sticky);
-    if (sticky)
-        return (CUresult)sticky;
     sim_op_t *op = sim_op_alloc(s);
     op->type = SIM_OP_SET;
     op->u.set.dst = (char *)(uintptr_t)dst;
@@ -1306,10 +1690,11 @@ static void ptr_info(uintptr_t p, int cur_dev, ptrinfo_t *pi)
         pi->rbase = r ? r->base : m->va;
         pi->rsize = r ? r->size : m->size;
         pi->dev = m->ph->dev;
-        pi->ctx = sim_dev(m->ph->dev)->primary;
+        pi->ctx = primary_of(m->ph->dev);
         pi->id = m->id;
         pi->mapped = 1;
-        pi->access = m->access[cur_dev >= 0 ? cur_dev : m->ph->dev];
+        pi->access = cur_dev >= 0 ? m->access[cur_dev]
+                   : m->ph->dev >= 0 ? m->access[m->ph->dev] : m->host_access;
         pi->handle_types = m->ph->prop.requestedHandleTypes;
         pi->sync_memops = m->sync_memops;
     } else if (r && r->kind != SIM_R_RESERVE) {
@@ -1330,7 +1715,7 @@ static void ptr_info(uintptr_t p, int cur_dev, ptrinfo_t *pi)
 static CUresult ptr_attr(void *data, CUpointer_attribute a, const ptrinfo_t *pi, uintptr_t p,
                          int have_ctx)
 {
-    int dev_mem = pi->kind == 0 || pi->kind == SIM_R_DEVICE;
+    int dev_mem = (pi->kind == 0 && pi->dev >= 0) || pi->kind == SIM_R_DEVICE;
     if (!pi->found)
         return CUDA_ERROR_INVALID_VALUE;
     switch ((int)a) {

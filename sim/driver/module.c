@@ -293,19 +293,188 @@ static void ptx_params(const char *ptx, size_t size, scan_t *s)
     }
 }
 
+/* ---- choosing the image a device runs (arch.c has the rules) ------------------------- */
+#define FATBIN_FLAG_ARCH_SPECIFIC 0x100000ULL
+#define FATBIN_FLAG_FAMILY_SPECIFIC 0x200000ULL
+#define SIM_MAX_PTX_VERSION 90 /* PTX ISA 9.0: what CUDA 13.0's JIT reads */
+
+typedef struct img_cand {
+    int kind;          /* ES_ENTRY_CUBIN or ES_ENTRY_PTX */
+    unsigned arch;     /* sm number */
+    int a, f;          /* arch-specific, family-specific */
+    unsigned ptx_ver;  /* PTX: ISA version x 10 */
+} img_cand_t;
+
+typedef struct cands {
+    img_cand_t *c;
+    int n, cap;
+    int err;
+} cands_t;
+
+/* A cubin's .nv.compat attribute 0x09 (1 for sm_90a, sm_100a, ...). */
+static int cubin_arch_specific(const void *elf, size_t size)
+{
+    int found = 0;
+    elf_version(EV_CURRENT);
+    Elf *e = elf_memory((char *)elf, size);
+    if (!e)
+        return 0;
+    size_t shstrndx;
+    if (elf_getshdrstrndx(e, &shstrndx) != 0)
+        goto out;
+    for (Elf_Scn *scn = elf_nextscn(e, NULL); scn; scn = elf_nextscn(e, scn)) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh))
+            continue;
+        const char *nm = elf_strptr(e, shstrndx, sh.sh_name);
+        if (!nm || strcmp(nm, ".nv.compat") != 0)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        if (!d || !d->d_buf)
+            continue;
+        const unsigned char *b = d->d_buf;
+        for (size_t i = 0; i + 2 <= d->d_size;) {
+            unsigned fmt = b[i], attr = b[i + 1];
+            if (fmt == 2) { /* BVAL: attribute, value byte, pad */
+                if (i + 3 <= d->d_size && attr == 0x09)
+                    found = b[i + 2] != 0;
+                i += 4;
+            } else if (fmt == 3) {
+                i += 4;
+            } else if (fmt == 4) {
+                if (i + 4 > d->d_size)
+                    break;
+                i += 4 + ((size_t)b[i + 2] | ((size_t)b[i + 3] << 8));
+            } else {
+                i += 2;
+            }
+        }
+    }
+out:
+    elf_end(e);
+    return found;
+}
+
+/* PTX: ".target sm_NN[a|f]" and ".version X.Y". */
+static void ptx_target(const char *ptx, size_t size, img_cand_t *c)
+{
+    const char *end = ptx + size;
+    const char *t = memmem(ptx, size, ".target", 7);
+    if (t) {
+        t += 7;
+        while (t < end && isspace((unsigned char)*t))
+            t++;
+        if (end - t > 3 && memcmp(t, "sm_", 3) == 0) {
+            t += 3;
+            unsigned a = 0;
+            while (t < end && isdigit((unsigned char)*t) && a < 10000)
+                a = a * 10 + (unsigned)(*t++ - '0');
+            if (a)
+                c->arch = a;
+            if (t < end && *t == 'a')
+                c->a = 1;
+            else if (t < end && *t == 'f')
+                c->f = 1;
+        }
+    }
+    const char *v = memmem(ptx, size, ".version", 8);
+    if (v) {
+        v += 8;
+        while (v < end && isspace((unsigned char)*v))
+            v++;
+        unsigned maj = 0, min = 0;
+        while (v < end && isdigit((unsigned char)*v))
+            maj = maj * 10 + (unsigned)(*v++ - '0');
+        if (v < end && *v == '.')
+            for (v++; v < end && isdigit((unsigned char)*v);)
+                min = min * 10 + (unsigned)(*v++ - '0');
+        c->ptx_ver = maj * 10 + (min > 9 ? 9 : min);
+    }
+}
+
+static int cand_cb(const es_fatbin_entry_t *e, void *arg)
+{
+    cands_t *cs = arg;
+    if (!e->data || (e->kind != ES_ENTRY_CUBIN && e->kind != ES_ENTRY_PTX))
+        return 0;
+    if (cs->n == cs->cap) {
+        int nc = cs->cap ? cs->cap * 2 : 8;
+        img_cand_t *a = realloc(cs->c, (size_t)nc * sizeof(*a));
+        if (!a) {
+            cs->err = -ENOMEM;
+            return -ENOMEM;
+        }
+        cs->c = a;
+        cs->cap = nc;
+    }
+    img_cand_t *c = &cs->c[cs->n];
+    memset(c, 0, sizeof(*c));
+    c->kind = e->kind;
+    c->arch = e->arch;
+    c->a = !!(e->flags & FATBIN_FLAG_ARCH_SPECIFIC);
+    c->f = !!(e->flags & FATBIN_FLAG_FAMILY_SPECIFIC);
+    if (e->kind == ES_ENTRY_CUBIN && cubin_arch_specific(e->data, e->size))
+        c->a = 1;
+    if (e->kind == ES_ENTRY_PTX)
+        ptx_target(e->data, e->size, c);
+    cs->n++;
+    return 0;
+}
+
+/* Index of the entry a device of compute capability major.minor runs: the
+ * newest SASS it can run, else the newest PTX the JIT can compile for it;
+ * -1 if none (*ptx_too_new when only too new a PTX ISA was there). */
+static int pick_entry(const cands_t *cs, int major, int minor, int *ptx_too_new)
+{
+    int best = -1;
+    for (int pass = 0; pass < 2 && best < 0; pass++) {
+        int want = pass == 0 ? ES_ENTRY_CUBIN : ES_ENTRY_PTX;
+        for (int i = 0; i < cs->n; i++) {
+            const img_cand_t *c = &cs->c[i];
+            if (c->kind != want ||
+                !sim_arch_runs(c->kind, c->arch, c->a, c->f, major, minor))
+                continue;
+            if (want == ES_ENTRY_PTX && c->ptx_ver > SIM_MAX_PTX_VERSION) {
+                if (ptx_too_new)
+                    *ptx_too_new = 1;
+                continue;
+            }
+            if (best < 0 || c->arch > cs->c[best].arch)
+                best = i;
+        }
+    }
+    return best;
+}
+
+typedef struct scan_pick {
+    scan_t *s;
+    int want;          /* entry index whose kernels make the module */
+    int at;
+} scan_pick_t;
+
+/* Kernel names and parameters of the chosen entry; parameters of kernels
+ * whose cubin does not give them from any PTX of the image. */
 static int entry_cb(const es_fatbin_entry_t *e, void *arg)
 {
-    scan_t *s = arg;
-    if (!e->data)
+    scan_pick_t *sp = arg;
+    scan_t *s = sp->s;
+    if (!e->data || (e->kind != ES_ENTRY_CUBIN && e->kind != ES_ENTRY_PTX))
         return 0;
-    if (e->kind == ES_ENTRY_CUBIN) {
+    int mine = sp->at++ == sp->want;
+    if (mine && e->kind == ES_ENTRY_CUBIN) {
         es_cubin_kernels(e->data, e->size, kernel_name_cb, s);
         cubin_params(e->data, e->size, s);
-    } else if (e->kind == ES_ENTRY_PTX) {
+    } else if (mine) {
         es_ptx_kernels(e->data, e->size, kernel_name_cb, s);
-        ptx_params(e->data, e->size, s);
     }
     return s->err;
+}
+
+static int ptx_fill_cb(const es_fatbin_entry_t *e, void *arg)
+{
+    if (e->data && e->kind == ES_ENTRY_PTX)
+        ptx_params(e->data, e->size, arg);
+    return 0;
 }
 
 static void scan_free(scan_t *s)
@@ -326,6 +495,7 @@ typedef struct sim_kernel {
 typedef struct sim_mod_ext {
     sim_module_t m;
     sim_kernel_t *kernels;
+    unsigned char runs[SIM_MAX_DEVICES]; /* the image has code device d runs */
 } sim_mod_ext_t;
 
 /* Its function and kernel handles are refused from now on. */
@@ -357,7 +527,9 @@ static CUresult load_image(const void *image, size_t avail, int is_library, sim_
     size_t size = 0;
     CUresult r = CUDA_SUCCESS;
     scan_t s = {0};
+    cands_t cs = {0};
     sim_mod_ext_t *x = NULL;
+    int pick[SIM_MAX_DEVICES] = {0};
     if (!image)
         return CUDA_ERROR_INVALID_VALUE;
     int kind = es_image_probe(image, avail, &size);
@@ -365,7 +537,30 @@ static CUresult load_image(const void *image, size_t avail, int is_library, sim_
         r = CUDA_ERROR_INVALID_IMAGE;
         goto out;
     }
-    int rc = es_fatbin_walk(image, size, entry_cb, &s);
+    int rc = es_fatbin_walk(image, size, cand_cb, &cs);
+    if (rc < 0 || cs.err) {
+        r = rc == -ENOMEM || cs.err ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_IMAGE;
+        goto out;
+    }
+    /* The code each device would run; a module is for its context's
+     * device, a library for any device that has code in it. */
+    int too_new = 0, dev = -1;
+    for (int d = 0; d < sim_ndevices; d++) {
+        pick[d] = pick_entry(&cs, sim_devices[d].model->cc_major, sim_devices[d].model->cc_minor,
+                             &too_new);
+        if (dev < 0 && pick[d] >= 0)
+            dev = d;
+    }
+    if (ctx)
+        dev = pick[ctx->dev] >= 0 ? ctx->dev : -1;
+    if (dev < 0) {
+        r = too_new ? CUDA_ERROR_UNSUPPORTED_PTX_VERSION : CUDA_ERROR_NO_BINARY_FOR_GPU;
+        goto out;
+    }
+    scan_pick_t sp = {&s, pick[dev], 0};
+    rc = es_fatbin_walk(image, size, entry_cb, &sp);
+    if (rc == 0 && !s.err)
+        rc = es_fatbin_walk(image, size, ptx_fill_cb, &s);
     if (rc < 0 || s.err) {
         r = rc == -ENOMEM || s.err ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_IMAGE;
         goto out;
@@ -378,6 +573,8 @@ static CUresult load_image(const void *image, size_t avail, int is_library, sim_
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
+    for (int d = 0; d < sim_ndevices; d++)
+        x->runs[d] = pick[d] >= 0;
     x->m.ctx = ctx;
     x->m.is_library = is_library;
     x->m.funcs = calloc((size_t)s.n + 1, sizeof(sim_func_t));
@@ -424,7 +621,15 @@ out:
     if (x)
         module_free(x);
     scan_free(&s);
+    free(cs.c);
     return r;
+}
+
+/* Does the module (or library) hold code device dev can run? */
+int sim_module_runs_on(const sim_module_t *m, int dev)
+{
+    const sim_mod_ext_t *x = (const sim_mod_ext_t *)(const void *)m; /* m is the first member */
+    return dev >= 0 && dev < SIM_MAX_DEVICES && x->runs[dev];
 }
 
 static CUresult module_load(CUmodule *module, const void *image, size_t avail)
@@ -605,8 +810,14 @@ CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *j
     if (!library || !code || (numJitOptions && (!jitOptions || !jitOptionsValues)) ||
         (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
         return CUDA_ERROR_INVALID_VALUE;
+    CUresult sticky = SIM_STICKY();
+    if (sticky)
+        return sticky;
+    sim_ctx_t *cur = sim_ctx_current();
+    if (cur && !sim_ctx_valid(cur))
+        cur = NULL;
     sim_mod_ext_t *x;
-    CUresult r = load_image(code, SIZE_MAX, 1, sim_ctx_current(), &x);
+    CUresult r = load_image(code, SIZE_MAX, 1, cur, &x);
     if (r == CUDA_SUCCESS)
         *library = (CUlibrary)x;
     return r;
@@ -717,6 +928,8 @@ CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
         return r;
     if (!pFunc)
         return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_module_runs_on(f->mod, c->dev))
+        return CUDA_ERROR_NO_BINARY_FOR_GPU;
     *pFunc = (CUfunction)f;
     return CUDA_SUCCESS;
 }
@@ -983,9 +1196,10 @@ static CUresult launch(sim_func_t *f, const unsigned grid[3], const unsigned blo
         return CUDA_ERROR_INVALID_VALUE;
     if (f->nparams > 0 && !kernelParams)
         return CUDA_ERROR_INVALID_VALUE;
-    int sticky = atomic_load(&s->ctx->sticky);
-    if (sticky)
-        return (CUresult)sticky;
+    if (!sim_module_runs_on(f->mod, s->ctx->dev))
+        return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    if (sim_isolation && f->nparams < 0)
+        return CUDA_ERROR_NOT_SUPPORTED; /* a device cannot read the caller's argument array */
     sim_device_t *d = sim_dev(s->ctx->dev);
     sim_op_t *op = sim_op_alloc(s);
     op->type = SIM_OP_KERNEL;

@@ -6,6 +6,7 @@
  * so operations waiting on a stream never see freed memory; the next stream
  * created reuses a dead one's object. */
 #include "sim/driver/internal.h"
+#include "sim/driver/devproto.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -122,12 +123,6 @@ static void do_kernel(void *arg)
     k->rc = k->fn->twin(k->l);
 }
 
-static void set_sticky(sim_ctx_t *c, CUresult r)
-{
-    int expected = 0;
-    atomic_compare_exchange_strong(&c->sticky, &expected, (int)r);
-}
-
 static void scale_time(sim_stream_t *s, const struct timespec *t0)
 {
     struct timespec t1;
@@ -142,78 +137,135 @@ static void scale_time(sim_stream_t *s, const struct timespec *t0)
         ;
 }
 
-static void exec_op(sim_stream_t *s, sim_op_t *op)
+/* Device work (copies, memsets, kernels): in this process without
+ * isolation (a fault inside becomes ILLEGAL_ADDRESS), on the device's
+ * server with it (sim/driver/devclient.c, which also models the time). */
+static CUresult run_device_op(sim_stream_t *s, sim_op_t *op)
 {
-    sim_ctx_t *c = s->ctx;
-    int sticky = atomic_load(&c->sticky);
+    CUresult r = CUDA_SUCCESS;
     struct timespec t0;
-    int device_op = op->type == SIM_OP_COPY || op->type == SIM_OP_COPY2D ||
-                    op->type == SIM_OP_SET || op->type == SIM_OP_KERNEL || op->type == SIM_OP_HOST;
-    if (device_op && sim_time_scale > 0)
+    int local = !sim_isolation;
+    if (local && sim_time_scale > 0)
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
     switch (op->type) {
-    case SIM_OP_HOST:
-        op->u.host.fn(op->u.host.data);
-        break;
-    case SIM_OP_CALLBACK:
-        op->u.cb.fn(s->kind == SIM_STREAM_USER ? (CUstream)s : NULL, (CUresult)sticky,
-                    op->u.cb.data);
-        break;
     case SIM_OP_COPY:
-        if (!sticky && op->u.copy.n) {
-            CUresult r = sim_guarded(do_copy, op);
-            if (r != CUDA_SUCCESS)
-                set_sticky(c, r);
-        }
-        free(op->u.copy.stage);
-        op->u.copy.stage = NULL;
+        if (!op->u.copy.n)
+            break;
+        r = local ? sim_guarded(do_copy, op)
+                  : sim_dc_copy(s, op->u.copy.dst, op->u.copy.src, op->u.copy.n, op->u.copy.peer);
         break;
     case SIM_OP_COPY2D:
-        if (!sticky) {
-            CUresult r = sim_guarded(do_copy2d, op);
-            if (r != CUDA_SUCCESS)
-                set_sticky(c, r);
-        }
+        r = local ? sim_guarded(do_copy2d, op)
+                  : sim_dc_copy2d(s, op->u.copy2d.dst, op->u.copy2d.src, op->u.copy2d.dpitch,
+                                  op->u.copy2d.spitch, op->u.copy2d.width, op->u.copy2d.height);
         break;
     case SIM_OP_SET:
-        if (!sticky) {
-            CUresult r = sim_guarded(do_set, op);
-            if (r != CUDA_SUCCESS)
-                set_sticky(c, r);
-        }
+        r = local ? sim_guarded(do_set, op)
+                  : sim_dc_set(s, op->u.set.dst, op->u.set.pitch, op->u.set.width, op->u.set.height,
+                               op->u.set.val, op->u.set.elem);
         break;
-    case SIM_OP_KERNEL:
-        if (!sticky) {
-            op->u.k.l.params = op->u.k.params;
-            op->u.k.l.nondet_seed = sim_nondet_seed();
-            kcall_t k = {op->u.k.fn, &op->u.k.l, 0};
-            CUresult r = sim_guarded(do_kernel, &k);
-            if (r != CUDA_SUCCESS)
-                set_sticky(c, r);
-            else if (k.rc != 0)
-                set_sticky(c, CUDA_ERROR_LAUNCH_FAILED);
+    case SIM_OP_KERNEL: {
+        op->u.k.l.params = op->u.k.params;
+        op->u.k.l.nondet_seed = sim_nondet_seed();
+        if (!local) {
+            r = sim_dc_kernel(s, op->u.k.fn, &op->u.k.l);
+            break;
         }
+        kcall_t k = {op->u.k.fn, &op->u.k.l, 0};
+        r = sim_guarded(do_kernel, &k);
+        if (r == CUDA_SUCCESS && k.rc != 0)
+            r = CUDA_ERROR_LAUNCH_FAILED;
+        break;
+    }
+    default:
+        break;
+    }
+    if (local && sim_time_scale > 0)
+        scale_time(s, &t0);
+    return r;
+}
+
+static int is_work(int type)
+{
+    return type == SIM_OP_HOST || type == SIM_OP_CALLBACK || type == SIM_OP_COPY ||
+           type == SIM_OP_COPY2D || type == SIM_OP_SET || type == SIM_OP_KERNEL;
+}
+
+static int is_device(int type)
+{
+    return type == SIM_OP_COPY || type == SIM_OP_COPY2D || type == SIM_OP_SET ||
+           type == SIM_OP_KERNEL;
+}
+
+/* After device work ran (or was skipped): its error becomes the process's
+ * sticky error; what the operation held is released. */
+static void device_op_done(sim_op_t *op, CUresult r)
+{
+    if (r != CUDA_SUCCESS)
+        sim_set_sticky(r);
+    if (op->type == SIM_OP_COPY) {
+        free(op->u.copy.stage);
+        op->u.copy.stage = NULL;
+    } else if (op->type == SIM_OP_KERNEL) {
         free(op->u.k.heap);
         op->u.k.heap = NULL;
         sim_module_unref(op->u.k.fn->mod);
+    }
+    if (sim_chaos_on)
+        sim_chaos_done(op->ticket);
+}
+
+/* Runs op on the worker (held: SIMCUDA_CHAOS already let it run). */
+static void exec_op(sim_stream_t *s, sim_op_t *op, int held)
+{
+    CUresult sticky = SIM_STICKY();
+    int chaos = sim_chaos_on && is_work(op->type);
+    if (chaos && !held)
+        sim_chaos_hold(op->ticket);
+    if (is_device(op->type)) {
+        /* After a sticky error no device work runs any more. */
+        device_op_done(op, sticky ? CUDA_SUCCESS : run_device_op(s, op));
+        return;
+    }
+    switch (op->type) {
+    case SIM_OP_HOST:
+        if (sim_time_scale > 0) {
+            struct timespec t0;
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+            op->u.host.fn(op->u.host.data);
+            scale_time(s, &t0);
+        } else {
+            op->u.host.fn(op->u.host.data);
+        }
+        break;
+    case SIM_OP_CALLBACK:
+        op->u.cb.fn(s->kind == SIM_STREAM_USER ? (CUstream)s : NULL, sticky, op->u.cb.data);
         break;
     case SIM_OP_RECORD: /* completed by the worker once the stream counts it done */
         break;
     case SIM_OP_WAIT_EVENT: {
         sim_event_t *e = op->u.ev.ev;
+        if (sim_chaos_on)
+            sim_chaos_waiting(s, 1);
         pthread_mutex_lock(&e->mu);
         while (e->done_gen < op->u.ev.gen)
             pthread_cond_wait(&e->cv, &e->mu);
         pthread_mutex_unlock(&e->mu);
+        if (sim_chaos_on)
+            sim_chaos_waiting(s, 0);
         sim_event_unref(e);
         break;
     }
     case SIM_OP_WAIT_STREAM: {
         sim_stream_t *t = op->u.ws.s;
+        if (sim_chaos_on)
+            sim_chaos_waiting(s, 1);
         pthread_mutex_lock(&t->mu);
         while (atomic_load(&t->done) < op->u.ws.seq)
             pthread_cond_wait(&t->cv_done, &t->mu);
         pthread_mutex_unlock(&t->mu);
+        if (sim_chaos_on)
+            sim_chaos_waiting(s, 0);
         break;
     }
     case SIM_OP_FREE:
@@ -222,8 +274,8 @@ static void exec_op(sim_stream_t *s, sim_op_t *op)
     default:
         break;
     }
-    if (device_op && sim_time_scale > 0)
-        scale_time(s, &t0);
+    if (chaos)
+        sim_chaos_done(op->ticket);
 }
 
 static __thread sim_stream_t *t_worker_stream;
@@ -273,6 +325,70 @@ static void event_complete(sim_event_t *e, uint64_t gen)
     sim_event_unref(e);
 }
 
+/* The end of an operation (s->mu held): its node back to the pool, the
+ * stream's count, its event. An event completes together with its stream's
+ * count (both under the stream's lock): whoever sees one done sees the
+ * other too. */
+static void finish(sim_stream_t *s, sim_op_t *op)
+{
+    sim_event_t *ev = op->type == SIM_OP_RECORD ? op->u.ev.ev : NULL;
+    uint64_t gen = ev ? op->u.ev.gen : 0;
+    op->next = s->pool;
+    s->pool = op;
+    atomic_fetch_add(&s->done, 1);
+    if (ev)
+        event_complete(ev, gen);
+    pthread_cond_broadcast(&s->cv_done);
+}
+
+/* Results of device work posted to the stream's server (isolation): the
+ * oldest (every one when all) is waited for; those done are finished in
+ * order. s->mu not held. */
+static void settle_posted(sim_stream_t *s, int all)
+{
+    CUresult res[SIM_CHAN_SLOTS];
+    int n = sim_dc_collect(s, all, res, SIM_CHAN_SLOTS);
+    for (int i = 0; i < n; i++) {
+        sim_op_t *op = s->posted_head;
+        s->posted_head = op->next;
+        if (!s->posted_head)
+            s->posted_tail = NULL;
+        device_op_done(op, res[i]);
+        pthread_mutex_lock(&s->mu);
+        finish(s, op);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+/* With isolation a worker posts device work its device does by itself and
+ * goes on with the next operation, up to a channel's worth in flight; any
+ * other operation waits until they are done. */
+static int try_post(sim_stream_t *s, sim_op_t *op)
+{
+    if (!sim_isolation || sim_time_scale > 0 || !is_device(op->type) || SIM_STICKY())
+        return 0;
+    if (sim_chaos_on)
+        sim_chaos_hold(op->ticket);
+    if (sim_dc_posted(s) >= SIM_CHAN_SLOTS)
+        settle_posted(s, 0);
+    if (!sim_dc_post(s, op)) {
+        if (s->posted_head)
+            settle_posted(s, 1);
+        exec_op(s, op, 1);
+        pthread_mutex_lock(&s->mu);
+        finish(s, op);
+        pthread_mutex_unlock(&s->mu);
+        return 1;
+    }
+    op->next = NULL;
+    if (s->posted_tail)
+        s->posted_tail->next = op;
+    else
+        s->posted_head = op;
+    s->posted_tail = op;
+    return 1;
+}
+
 static void *worker_main(void *arg)
 {
     sim_stream_t *s = arg;
@@ -281,8 +397,14 @@ static void *worker_main(void *arg)
     sim_ctx_bind(s->ctx);
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->head && !s->stop)
+        while (!s->head && !s->stop && !s->posted_head)
             pthread_cond_wait(&s->cv_work, &s->mu);
+        if (!s->head && s->posted_head) {
+            pthread_mutex_unlock(&s->mu);
+            settle_posted(s, 1);
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
         if (!s->head)
             break;
         sim_op_t *op = s->head;
@@ -290,18 +412,15 @@ static void *worker_main(void *arg)
         if (!s->head)
             s->tail = NULL;
         pthread_mutex_unlock(&s->mu);
-        exec_op(s, op);
-        /* An event completes together with its stream's count (both under
-         * the stream's lock): whoever sees one done sees the other too. */
-        sim_event_t *ev = op->type == SIM_OP_RECORD ? op->u.ev.ev : NULL;
-        uint64_t gen = ev ? op->u.ev.gen : 0;
+        if (!try_post(s, op)) {
+            if (s->posted_head)
+                settle_posted(s, 1);
+            exec_op(s, op, 0);
+            pthread_mutex_lock(&s->mu);
+            finish(s, op);
+            pthread_mutex_unlock(&s->mu);
+        }
         pthread_mutex_lock(&s->mu);
-        op->next = s->pool;
-        s->pool = op;
-        atomic_fetch_add(&s->done, 1);
-        if (ev)
-            event_complete(ev, gen);
-        pthread_cond_broadcast(&s->cv_done);
     }
     /* Stopped and drained: leave the context's list (a destroyed stream
      * stays there while it works, so that synchronising the context or the
@@ -430,9 +549,17 @@ static void push_wait_stream(sim_stream_t *s, sim_stream_t *t, uint64_t seq)
     push(s, w, NULL);
 }
 
+/* The one path by which every stream operation (copies, memsets, kernels,
+ * host functions, event records and waits, frees, synchronisation markers)
+ * enters a stream: implicit legacy-stream dependencies first, then the
+ * operation. Returns the operation's position in the stream. */
 static uint64_t enqueue(sim_stream_t *s, sim_op_t *op)
 {
     sim_ctx_t *c = s->ctx;
+    if (sim_chaos_on && is_work(op->type)) {
+        op->ticket = sim_chaos_ticket();
+        sim_chaos_enqueued(op->ticket, s);
+    }
     if (s->kind == SIM_STREAM_LEGACY) {
         /* The legacy stream waits for all blocking streams of its context. */
         pthread_mutex_lock(&c->mu);
@@ -470,7 +597,7 @@ CUresult sim_run_sync(sim_stream_t *s, sim_op_t *op)
 {
     uint64_t seq = enqueue(s, op);
     wait_seq(s, seq);
-    return (CUresult)atomic_load(&s->ctx->sticky);
+    return SIM_STICKY();
 }
 
 CUresult sim_stream_sync(sim_stream_t *s)
@@ -483,7 +610,7 @@ CUresult sim_stream_sync(sim_stream_t *s)
         target = enqueue(s, op);
     }
     wait_seq(s, target);
-    return (CUresult)atomic_load(&s->ctx->sticky);
+    return SIM_STICKY();
 }
 
 CUresult sim_ctx_sync(sim_ctx_t *c)
@@ -518,7 +645,7 @@ CUresult sim_ctx_sync(sim_ctx_t *c)
     }
     if (c->legacy)
         wait_seq(c->legacy, atomic_load(&c->legacy->enq));
-    return (CUresult)atomic_load(&c->sticky);
+    return SIM_STICKY();
 }
 
 CUresult sim_stream_resolve(CUstream h, sim_stream_t **out)
@@ -544,6 +671,9 @@ CUresult sim_stream_resolve(CUstream h, sim_stream_t **out)
         return CUDA_ERROR_INVALID_HANDLE;
     if (!sim_ctx_valid(s->ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult sticky = SIM_STICKY();
+    if (sticky)
+        return sticky;
     *out = s;
     return CUDA_SUCCESS;
 }
@@ -626,9 +756,9 @@ CUresult cuStreamQuery(CUstream hStream)
     CUresult r = sim_stream_resolve(hStream, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    int sticky = atomic_load(&s->ctx->sticky);
+    CUresult sticky = SIM_STICKY();
     if (sticky)
-        return (CUresult)sticky;
+        return sticky;
     if (atomic_load(&s->done) < atomic_load(&s->enq))
         return CUDA_ERROR_NOT_READY;
     if (s->kind == SIM_STREAM_LEGACY) {
@@ -900,7 +1030,7 @@ CUresult cuEventSynchronize(CUevent hEvent)
     while (e->done_gen < target)
         pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
-    return (CUresult)atomic_load(&e->ctx->sticky);
+    return SIM_STICKY();
 }
 
 CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)

@@ -392,7 +392,7 @@ static int mode_corrupt(const char *path)
             memcpy(img, "\177ELF\002\001\001", 7);
             break;
         case 7: memset(img, 0, cap);
-                strcpy((char *)img, ".version 8.0\n.target sm_90\n.entry broken( {{{ \n"); break;
+                strcpy((char *)img, ".version 8.0\n.target sm_75\n.entry broken( {{{ \n"); break;
         case 8: memset(img + 16 + 8, 0xff, 8); break;                     /* first entry's size */
         }
         CUmodule m = NULL;

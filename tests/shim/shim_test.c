@@ -180,19 +180,19 @@ static void test_canonical_parse(void **state)
     (void)state;
     char msg[256];
     int v = 0, ma, mi;
-    assert_int_equal(es_device_init("a100,v100", msg, sizeof(msg)), 0);
+    assert_int_equal(es_device_init("a100,t4", msg, sizeof(msg)), 0);
     assert_int_equal(es_device_canonical_attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &v), 1);
-    assert_int_equal(v, 80);
+    assert_int_equal(v, 40);
     es_device_canonical_cc(&ma, &mi);
-    assert_int_equal(ma * 10 + mi, 70);
-    assert_int_equal(es_device_init("v100,a100", msg, sizeof(msg)), 0); /* order-free */
+    assert_int_equal(ma * 10 + mi, 75);
+    assert_int_equal(es_device_init("t4,a100", msg, sizeof(msg)), 0); /* order-free */
     es_device_canonical_attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &v);
-    assert_int_equal(v, 80);
+    assert_int_equal(v, 40);
     assert_int_equal(es_device_init("A100,h100", msg, sizeof(msg)), 0);
     es_device_canonical_attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &v);
     assert_int_equal(v, 108);
     assert_int_equal(es_device_canonical_attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE, &v), 0);
-    assert_int_equal(es_device_init("a100,,v100", msg, sizeof(msg)), -EINVAL);
+    assert_int_equal(es_device_init("a100,,t4", msg, sizeof(msg)), -EINVAL);
     assert_int_equal(es_device_init("a100,x9000", msg, sizeof(msg)), -EINVAL);
     assert_non_null(strstr(msg, "x9000"));
     assert_int_equal(es_device_init("a100,", msg, sizeof(msg)), -EINVAL);
@@ -283,7 +283,7 @@ static void test_bad_settings(void **state)
         { "EASYSCALE_DETERMINISM=D1", "EASYSCALE_DETERMINISM" },
         { "EASYSCALE_LOG=loud", "EASYSCALE_LOG" },
         { "EASYSCALE_LOG_FILE=/nonexistent-dir/x/y.log", "EASYSCALE_LOG_FILE" },
-        { "EASYSCALE_CANONICAL_DEVICE=a100,,v100", "EASYSCALE_CANONICAL_DEVICE" },
+        { "EASYSCALE_CANONICAL_DEVICE=a100,,t4", "EASYSCALE_CANONICAL_DEVICE" },
         { "EASYSCALE_CANONICAL_DEVICE=a100,x9000", "x9000" },
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -796,7 +796,7 @@ static void gemm_on(int dev, const char *det, char out[6][64], char *ref, char *
     snprintf(d, sizeof(d), "%d", dev);
     char *argv[] = { (char *)client(), "gemm", d, NULL };
     es_proc_result_t r;
-    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,v100:8G", NULL, NULL);
+    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,t4:8G", NULL, NULL);
     if (r.status != 0)
         fail_msg("gemm %s dev %d: exit %d\n%s", det, dev, r.status, r.out);
     val(&r, "sgemm", out[0], 64);
@@ -816,7 +816,7 @@ static void test_d2_gemm_across_models(void **state)
 {
     (void)state;
     char a[6][64], v[6][64], ref[64], ref_tn[64];
-    /* negative controls: bits differ between an a100 and a v100 */
+    /* negative controls: bits differ between an a100 and a t4 */
     gemm_on(0, "EASYSCALE_DETERMINISM=off", a, NULL, NULL);
     gemm_on(1, "EASYSCALE_DETERMINISM=off", v, NULL, NULL);
     assert_string_not_equal(a[0], v[0]);
@@ -875,7 +875,7 @@ static void conv_on(int dev, const char *det, char out[3][64], char ref[3][64], 
     snprintf(d, sizeof(d), "%d", dev);
     char *argv[] = { (char *)client(), "conv", d, NULL };
     es_proc_result_t r;
-    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,v100:8G", NULL, NULL);
+    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,t4:8G", NULL, NULL);
     if (r.status != 0)
         fail_msg("conv %s dev %d: exit %d\n%s", det, dev, r.status, r.out);
     const char *keys[3] = { "conv_fwd", "conv_bwd_data", "conv_bwd_filter" };
@@ -896,7 +896,7 @@ static void test_d2_conv_across_models(void **state)
 {
     (void)state;
     char a[3][64], v[3][64], ra[3][64], rv[3][64], alg_a[16], alg_v[16];
-    /* negative control: bits differ between an a100 and a v100 */
+    /* negative control: bits differ between an a100 and a t4 */
     conv_on(0, "EASYSCALE_DETERMINISM=off", a, ra, alg_a);
     conv_on(1, "EASYSCALE_DETERMINISM=off", v, rv, alg_v);
     assert_string_not_equal(a[0], v[0]);
@@ -944,7 +944,7 @@ static void attrs_on(int dev, const char *det, const char *canon, char *out)
     snprintf(d, sizeof(d), "%d", dev);
     char *argv[] = { (char *)client(), "attrs", d, NULL };
     es_proc_result_t r;
-    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,v100:8G", canon, NULL);
+    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,t4:8G", canon, NULL);
     if (r.status != 0)
         fail_msg("attrs: exit %d\n%s", r.status, r.out);
     val(&r, "attrs", out, 64);
@@ -958,9 +958,9 @@ static void test_d2_attributes(void **state)
     attrs_on(0, "EASYSCALE_DETERMINISM=off", NULL, o);
     assert_string_equal(o, "sm 108 cc 8.0");
     attrs_on(1, "EASYSCALE_DETERMINISM=d1", NULL, o);
-    assert_string_equal(o, "sm 80 cc 7.0");
-    attrs_on(0, "EASYSCALE_DETERMINISM=d2", "EASYSCALE_CANONICAL_DEVICE=a100,v100", o);
-    assert_string_equal(o, "sm 80 cc 7.0");
+    assert_string_equal(o, "sm 40 cc 7.5");
+    attrs_on(0, "EASYSCALE_DETERMINISM=d2", "EASYSCALE_CANONICAL_DEVICE=a100,t4", o);
+    assert_string_equal(o, "sm 40 cc 7.5");
     attrs_on(0, "EASYSCALE_DETERMINISM=d2", "EASYSCALE_CANONICAL_DEVICE=a100", o);
     assert_string_equal(o, "sm 108 cc 8.0");
     attrs_on(1, "EASYSCALE_DETERMINISM=d2", "EASYSCALE_CANONICAL_DEVICE=a100,h100", o);

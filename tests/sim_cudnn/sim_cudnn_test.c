@@ -886,6 +886,25 @@ static void api_conv_free(api_conv_t *c)
     dev_free(c->dw);
 }
 
+/* Device buffers again, in the current context (from the host copies;
+ * y, dx and dw uninitialised): a kernel of one GPU reaches only its own
+ * memory. */
+static void api_conv_realloc(api_conv_t *c)
+{
+    dev_free(c->x);
+    dev_free(c->w);
+    dev_free(c->y);
+    dev_free(c->dy);
+    dev_free(c->dx);
+    dev_free(c->dw);
+    c->x = dev_from(c->hx, count4(&c->p.x));
+    c->w = dev_from(c->hw, count4(&c->p.w));
+    c->dy = dev_from(c->hdy, count4(&c->p.y));
+    c->y = dev_alloc(count4(&c->p.y) * sizeof(float));
+    c->dx = dev_alloc(count4(&c->p.x) * sizeof(float));
+    c->dw = dev_alloc(count4(&c->p.w) * sizeof(float));
+}
+
 static void test_api_conv_correct(void **state)
 {
     (void)state;
@@ -1284,8 +1303,9 @@ static void test_api_nondeterminism(void **state)
 static void test_api_heuristics(void **state)
 {
     (void)state;
-    cudnnHandle_t hv = handle_on(DEV_T4), ha = handle_on(DEV_A100), ht = handle_on(DEV_T4);
+    cudnnHandle_t hv = handle_on(DEV_T4), ht = handle_on(DEV_T4), ha = handle_on(DEV_A100);
     api_conv_t c;
+    /* buffers on the a100 (current), where Find*Ex runs on them */
     api_conv_init(&c, 8, 16, 16, 16, 32, 3, 3, 1, 1, 1, 1, 0);
     cudnnConvolutionBwdFilterAlgoPerf_t bf[8];
     cudnnConvolutionBwdDataAlgoPerf_t bd[8];
@@ -1404,6 +1424,7 @@ static void test_api_find_varies(void **state)
 static float *default_run(int dev, api_conv_t *c, size_t *len)
 {
     cudnnHandle_t h = handle_on(dev);
+    api_conv_realloc(c);
     cudnnConvolutionFwdAlgoPerf_t fw;
     cudnnConvolutionBwdDataAlgoPerf_t bd;
     cudnnConvolutionBwdFilterAlgoPerf_t bf;
@@ -1462,6 +1483,7 @@ static void test_api_models_differ(void **state)
     int devs[3] = {DEV_A100, DEV_A100, DEV_L4};
     for (int i = 0; i < 3; i++) {
         cudnnHandle_t h = handle_on(devs[i]);
+        api_conv_realloc(&c);
         size_t wsn;
         DN(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c.xd, c.yd, c.cd, c.wd,
                                                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &wsn));
@@ -1853,6 +1875,7 @@ static void test_backend_bwd_filter(void **state)
     size_t nw = count4(&c.p.w);
     for (int dev = 0; dev < 2; dev++) {
         cudnnHandle_t h = handle_on(dev ? DEV_T4 : DEV_A100);
+        api_conv_realloc(&c);
         cudnnBackendDescriptor_t g = bk_graph(h, SIM_DIR_BWD_FILTER, &c.p), cfgs[8];
         int64_t gc, k;
         BK(cudnnBackendGetAttribute(g, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,

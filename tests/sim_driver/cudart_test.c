@@ -1,6 +1,6 @@
 /* NVIDIA's CUDA runtime on simcuda's driver: runs tests/sim_driver/cudart_app.cu
  * (built by nvcc, linked with libcudart.so.13 and with libcudart_static.a)
- * under SIMCUDA_TRACE=1 on a simulated V100.
+ * under SIMCUDA_TRACE=1 on a simulated T4.
  *
  * Either the whole program passes (device properties of the simulated model,
  * cudaMalloc/cudaMemcpy, <<<>>> launches on the default and a created stream,
@@ -32,9 +32,9 @@
 
 #define CUDART_TABLE "6bd5fb6c-5bf4-e74a-8987-d93912fd9df9"
 #define PROBE_TABLE "f8cff951-2146-8b4e-b9e2-fb469e7c0dd9"
-/* sim/driver/device.c: a 16 GB V100 */
-#define V100_NAME "Tesla V100-SXM2-16GB"
-#define V100_SMS "80"
+/* sim/driver/device.c: a 16 GB T4 */
+#define T4_NAME "Tesla T4"
+#define T4_SMS "40"
 
 /* The last line of text starting with prefix (copied to buf), or NULL. */
 static const char *last_line(const char *text, const char *prefix, char *buf, size_t len)
@@ -73,8 +73,8 @@ static int is_documented_stop(const es_proc_result_t *r)
 static void run_app(const char *rel)
 {
     const char *app = es_build_path(rel);
-    char *argv[] = {(char *)app, (char *)V100_NAME, (char *)V100_SMS, NULL};
-    char *env[] = {(char *)"SIMCUDA_DEVICES=v100:16G", (char *)"CUDA_VISIBLE_DEVICES=",
+    char *argv[] = {(char *)app, (char *)T4_NAME, (char *)T4_SMS, NULL};
+    char *env[] = {(char *)"SIMCUDA_DEVICES=t4:16G", (char *)"CUDA_VISIBLE_DEVICES=",
                    (char *)"SIMCUDA_TRACE=1", NULL};
     es_proc_result_t r;
     assert_int_equal(es_run(argv, env, 120, &r), 0);

@@ -1,12 +1,17 @@
-/* simcuda driver benchmark: cost of the hot paths as a caller sees them
- * (enqueue of a kernel launch, of an async copy, of a host function; a
- * stream synchronisation round trip; alloc/free). Prints figures, never
- * fails on speed. */
+/* simcuda driver benchmark: cost of the hot paths as a caller sees them,
+ * without isolation (device work in the process) and with it
+ * (SIMCUDA_ISOLATION=1: device work in the device server): enqueue of a
+ * kernel launch, of an async copy, of a host function; a stream
+ * synchronisation with nothing to do; a launch and its synchronisation (a
+ * round trip through the device); a small synchronous copy; alloc/free.
+ * The program runs itself once per mode. Prints figures, never fails on
+ * speed. */
 #include <cuda.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -29,11 +34,8 @@ static double now_ns(void)
 
 static void nop(void *arg) { (void)arg; }
 
-int main(void)
+static int measure(const char *mode)
 {
-    char shm[64];
-    snprintf(shm, sizeof(shm), "/simcuda-bench-%d", (int)getpid());
-    setenv("SIMCUDA_SHM_NAME", shm, 1);
     CUdevice d;
     CUcontext c;
     CU(cuInit(0));
@@ -64,7 +66,8 @@ int main(void)
     CU(cuMemAlloc(&cc, 4096));
     int zero = 0;
     void *args[] = {&a, &b, &cc, &zero};
-    enum { ITERS = 20000 };
+    enum { ITERS = 20000, RT = 2000 };
+    printf("-- %s\n", mode);
     double t0 = now_ns();
     for (int i = 0; i < ITERS; i++)
         cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, args, NULL);
@@ -80,7 +83,9 @@ int main(void)
         cuMemcpyHtoDAsync(a, pinned, 256, s);
     t1 = now_ns();
     CU(cuStreamSynchronize(s));
-    printf("async copy enqueue    %8.0f ns/op (256 B from pinned)\n", (t1 - t0) / ITERS);
+    t2 = now_ns();
+    printf("async copy enqueue    %8.0f ns/op (256 B from pinned; drained at %8.0f ns/op)\n",
+           (t1 - t0) / ITERS, (t2 - t0) / ITERS);
     t0 = now_ns();
     for (int i = 0; i < ITERS; i++)
         cuLaunchHostFunc(s, nop, NULL);
@@ -88,24 +93,69 @@ int main(void)
     CU(cuStreamSynchronize(s));
     printf("host function enqueue %8.0f ns/op\n", (t1 - t0) / ITERS);
     t0 = now_ns();
-    for (int i = 0; i < 2000; i++) {
+    for (int i = 0; i < RT; i++)
+        cuStreamSynchronize(s);
+    t1 = now_ns();
+    printf("synchronise (idle)    %8.0f ns/op\n", (t1 - t0) / RT);
+    t0 = now_ns();
+    for (int i = 0; i < RT; i++) {
         cuLaunchHostFunc(s, nop, NULL);
         cuStreamSynchronize(s);
     }
     t1 = now_ns();
-    printf("enqueue + sync        %8.0f ns/op\n", (t1 - t0) / 2000);
+    printf("host fn + sync        %8.0f ns/op\n", (t1 - t0) / RT);
     t0 = now_ns();
-    for (int i = 0; i < 2000; i++) {
+    for (int i = 0; i < RT; i++) {
+        cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, args, NULL);
+        cuStreamSynchronize(s);
+    }
+    t1 = now_ns();
+    printf("launch + sync         %8.0f ns/op (round trip through the device)\n", (t1 - t0) / RT);
+    int word = 0;
+    t0 = now_ns();
+    for (int i = 0; i < RT; i++)
+        cuMemcpyDtoH(&word, a, sizeof(word));
+    t1 = now_ns();
+    printf("sync copy 4 B to host %8.0f ns/op\n", (t1 - t0) / RT);
+    t0 = now_ns();
+    for (int i = 0; i < RT; i++) {
         CUdeviceptr p;
         cuMemAlloc(&p, 1 << 20);
         cuMemFree(p);
     }
     t1 = now_ns();
-    printf("alloc + free 1 MiB    %8.0f ns/op\n", (t1 - t0) / 2000);
+    printf("alloc + free 1 MiB    %8.0f ns/op\n", (t1 - t0) / RT);
     cuMemFreeHost(pinned);
     cuStreamDestroy(s);
     cuModuleUnload(m);
     cuDevicePrimaryCtxRelease(d);
-    shm_unlink(shm);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    if (getenv("SIMCUDA_ISOLATION"))
+        return measure(strcmp(getenv("SIMCUDA_ISOLATION"), "1") == 0
+                           ? "SIMCUDA_ISOLATION=1 (device work in the device server)"
+                           : "SIMCUDA_ISOLATION=0 (device work in the process)");
+    char shm[64];
+    snprintf(shm, sizeof(shm), "/simcuda-bench-%d", (int)getpid());
+    setenv("SIMCUDA_SHM_NAME", shm, 1);
+    int rc = 0;
+    const char *modes[] = {"0", "1"};
+    for (int i = 0; i < 2; i++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("SIMCUDA_ISOLATION", modes[i], 1);
+            execv("/proc/self/exe", argv);
+            _exit(127);
+        }
+        int st;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+            rc = 1;
+    }
+    shm_unlink(shm);
+    return rc;
 }

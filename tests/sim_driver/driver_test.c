@@ -27,9 +27,25 @@
 
 #include <cudaProfiler.h>
 
-#define DEVICES "a100:40G,a100:40G,v100:16G,t4:16G,h100:80G,p100:16G"
+#define DEVICES "a100:40G,a100:40G,l4:24G,t4:16G,h100:80G,b200:180G"
 
 static const char *g_self;
+
+/* A word of device memory, read as a program must on a GPU: with a copy. */
+static unsigned peek32(CUdeviceptr p)
+{
+    unsigned v = 0;
+    CK(cuMemcpyDtoH(&v, p, sizeof(v)));
+    return v;
+}
+
+/* The same through stream s (to pageable memory: returns when done). */
+static unsigned peek32_on(CUstream s, CUdeviceptr p)
+{
+    unsigned v = 0;
+    CK(cuMemcpyDtoHAsync(&v, p, sizeof(v), s));
+    return v;
+}
 
 /* ---- child mode: print what the driver shows under the given environment -- */
 static int child_devices(void)
@@ -200,13 +216,13 @@ static void test_device_models(void **state)
     (void)state;
     check_model(0, "NVIDIA A100-SXM4-40GB", 8, 0, 108);
     check_model(1, "NVIDIA A100-SXM4-40GB", 8, 0, 108);
-    check_model(2, "Tesla V100-SXM2-16GB", 7, 0, 80);
+    check_model(2, "NVIDIA L4", 8, 9, 58);
     check_model(3, "Tesla T4", 7, 5, 40);
     check_model(4, "NVIDIA H100 80GB HBM3", 9, 0, 132);
-    check_model(5, "Tesla P100-PCIE-16GB", 6, 0, 56);
+    check_model(5, "NVIDIA B200", 10, 0, 148);
     size_t total;
     CK(cuDeviceTotalMem(&total, 2));
-    assert_true(total == (size_t)16 << 30);
+    assert_true(total == (size_t)24 << 30);
     CK(cuDeviceTotalMem(&total, 4));
     assert_true(total == (size_t)80 << 30);
 }
@@ -323,7 +339,7 @@ static void test_visible_devices(void **state)
     /* Parsing stops at the first invalid entry. */
     out = run_child(DEVICES, "2,x,0");
     assert_non_null(strstr(out, "count 1\n"));
-    assert_non_null(strstr(out, "dev0 Tesla V100-SXM2-16GB"));
+    assert_non_null(strstr(out, "dev0 NVIDIA L4"));
     free(out);
     out = run_child(DEVICES, "4,9,0");
     assert_non_null(strstr(out, "count 1\n"));
@@ -340,7 +356,7 @@ static void test_visible_devices(void **state)
     /* Indices are read like strtoul: blanks before, anything after the digits. */
     out = run_child(DEVICES, "2gpu, 3,+0");
     assert_non_null(strstr(out, "count 3\n"));
-    assert_non_null(strstr(out, "dev0 Tesla V100-SXM2-16GB"));
+    assert_non_null(strstr(out, "dev0 NVIDIA L4"));
     assert_non_null(strstr(out, "dev1 Tesla T4"));
     assert_non_null(strstr(out, "dev2 NVIDIA A100-SXM4-40GB"));
     free(out);
@@ -357,7 +373,7 @@ static void test_visible_devices(void **state)
              (unsigned char)u2.bytes[1], (unsigned char)u2.bytes[2], (unsigned char)u2.bytes[3]);
     out = run_child(DEVICES, vis);
     assert_non_null(strstr(out, "count 1\n"));
-    assert_non_null(strstr(out, "dev0 Tesla V100-SXM2-16GB"));
+    assert_non_null(strstr(out, "dev0 NVIDIA L4"));
     free(out);
     /* The first entry sets the kind of the list: an index after UUIDs (or a
      * UUID after indices) ends it; a repeated UUID empties it. */
@@ -389,7 +405,7 @@ static char *run_child_order(const char *order, const char *visible)
     char ord_env[64], vis_env[64];
     snprintf(ord_env, sizeof(ord_env), "CUDA_DEVICE_ORDER=%s", order);
     snprintf(vis_env, sizeof(vis_env), "CUDA_VISIBLE_DEVICES=%s", visible ? visible : "");
-    char *env[] = {(char *)"SIMCUDA_DEVICES=t4:1G,v100:1G,h100:1G,a100:1G,t4:2G", ord_env, vis_env,
+    char *env[] = {(char *)"SIMCUDA_DEVICES=t4:1G,l4:1G,h100:1G,a100:1G,t4:2G", ord_env, vis_env,
                    NULL};
     char *argv[] = {(char *)g_self, (char *)"--child-devices", NULL};
     es_proc_result_t r;
@@ -403,7 +419,7 @@ static void test_device_order(void **state)
     (void)state;
     char *out = run_child_order("FASTEST_FIRST", NULL);
     assert_non_null(strstr(out, "count 5\n"));
-    const char *want[] = {"dev0 NVIDIA H100", "dev1 NVIDIA A100", "dev2 Tesla V100", "dev3 Tesla T4",
+    const char *want[] = {"dev0 NVIDIA H100", "dev1 NVIDIA A100", "dev2 NVIDIA L4", "dev3 Tesla T4",
                           "dev4 Tesla T4"};
     for (int i = 0; i < 5; i++)
         if (!strstr(out, want[i]))
@@ -826,7 +842,8 @@ static void test_memory_basic(void **state)
     CK(cuMemsetD8(q, 0xab, 8192));
     CK(cuMemsetD16(q + 2, 0x1234, 3));
     CK(cuMemsetD32(q + 8, 0xdeadbeef, 2));
-    const unsigned char *qq = (const unsigned char *)(uintptr_t)q;
+    unsigned char qq[32];
+    CK(cuMemcpyDtoH(qq, q, sizeof(qq)));
     assert_int_equal(qq[0], 0xab);
     assert_int_equal(*(const unsigned short *)(qq + 2), 0x1234);
     assert_int_equal(*(const unsigned short *)(qq + 6), 0x1234);
@@ -835,7 +852,7 @@ static void test_memory_basic(void **state)
     assert_int_equal(qq[16], 0xab);
     assert_int_equal(cuMemsetD16(q + 1, 1, 1), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(cuMemsetD32(q + 2, 1, 1), CUDA_ERROR_INVALID_VALUE);
-    /* Peer copy between devices (all host memory underneath). */
+    /* Peer copy between devices without peer access: the driver stages it. */
     CUcontext c1 = st_primary(1);
     CUdeviceptr r1;
     CK(cuMemAlloc(&r1, 4096));
@@ -862,7 +879,9 @@ static void test_memory_basic(void **state)
     c2.WidthInBytes = 100;
     c2.Height = 4;
     CK(cuMemcpy2D(&c2));
-    assert_memory_equal((const void *)(uintptr_t)(pitched + 3 * pitch), h + 300, 100);
+    unsigned char row[100];
+    CK(cuMemcpyDtoH(row, pitched + 3 * pitch, sizeof(row)));
+    assert_memory_equal(row, h + 300, 100);
     assert_int_equal(cuMemAllocPitch(&pitched, &pitch, 100, 4, 3), CUDA_ERROR_INVALID_VALUE);
     CK(cuMemFree(q));
     CK(cuMemFree(p));
@@ -884,7 +903,7 @@ static void test_memory_basic(void **state)
 static void test_memory_capacity(void **state)
 {
     (void)state;
-    st_primary(2); /* the 16G V100 */
+    st_primary(3); /* the 16G T4 */
     size_t f0, f1, total;
     CK(cuMemGetInfo(&f0, &total));
     CUdeviceptr p[3];
@@ -938,6 +957,7 @@ static void test_host_memory(void **state)
 }
 
 static CUdeviceptr g_freed;
+static volatile int *g_pinned;
 static int touch_freed(void *arg)
 {
     (void)arg;
@@ -947,13 +967,15 @@ static int touch_freed(void *arg)
     return *p == 12345 ? 3 : 4;
 }
 
-static int touch_live(void *arg)
+static int touch_pinned(void *arg)
 {
     (void)arg;
-    volatile int *p = (volatile int *)(uintptr_t)g_freed;
-    return *p == 42 ? 0 : 4;
+    return g_pinned[0] == 42 ? 0 : 4;
 }
 
+/* Device memory is not host memory (SIMCUDA_ISOLATION=1): a host access to
+ * a live allocation faults, as on a GPU machine without HMM; so does one to
+ * a freed allocation; pinned host memory reads fine (the control). */
 static void test_freed_memory_faults(void **state)
 {
     (void)state;
@@ -961,14 +983,19 @@ static void test_freed_memory_faults(void **state)
     CUdeviceptr p;
     CK(cuMemAlloc(&p, 1 << 20));
     CK(cuMemsetD32(p, 42, 1));
+    int *pin;
+    CK(cuMemAllocHost((void **)&pin, 4096));
+    CK(cuMemcpyDtoH(pin, p, 4));
+    g_pinned = pin;
     g_freed = p;
-    /* Negative control: a live allocation reads fine in a child. */
-    assert_int_equal(st_wait(st_fork(touch_live, NULL)), 0);
+    assert_int_equal(st_wait(st_fork(touch_pinned, NULL)), 0);
+    assert_int_equal(st_wait(st_fork(touch_freed, NULL)), 128 + SIGSEGV); /* live */
     CK(cuMemFree(p));
-    assert_int_equal(st_wait(st_fork(touch_freed, NULL)), 128 + SIGSEGV);
+    assert_int_equal(st_wait(st_fork(touch_freed, NULL)), 128 + SIGSEGV); /* freed */
     /* A copy from freed memory is refused up front. */
     int x;
     assert_int_equal(cuMemcpyDtoH(&x, p, 4), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemFreeHost(pin));
 }
 
 /* ---- streams and events --------------------------------------------------------------- */
@@ -992,13 +1019,13 @@ static void test_async_is_async(void **state)
     /* The work is queued, not done: a caller that forgets to synchronise
      * sees stale data, as on a GPU. */
     assert_int_equal(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
-    assert_int_equal(*(volatile int *)(uintptr_t)p, 0);
+    assert_int_equal(peek32(p), 0); /* the legacy stream does not wait for s */
     assert_int_equal(h[5], -1);
     st_gate_open(g);
     CK(cuStreamSynchronize(s));
     CK(cuStreamQuery(s));
     assert_int_equal(h[5], 7);
-    assert_int_equal(*(volatile int *)(uintptr_t)p, 7);
+    assert_int_equal(peek32(p), 7);
     CK(cuMemFreeHost(h));
     unsigned flags;
     int prio;
@@ -1045,7 +1072,7 @@ static void test_pageable_copies(void **state)
         src[i] = -1;
     st_gate_open(g);
     CK(cuStreamSynchronize(s));
-    assert_int_equal(((volatile int *)(uintptr_t)p)[9], 9);
+    assert_int_equal(peek32(p + 9 * sizeof(int)), 9);
     /* ... and to pageable memory the call returns when the copy is done. */
     memset(dst, 0, sizeof(dst));
     CK(cuMemcpyDtoHAsync(dst, p, sizeof(dst), s));
@@ -1075,7 +1102,7 @@ static void test_events_order_streams(void **state)
     CK(cuMemsetD32Async(x, 1, 1, a));
     CK(cuMemcpyDtoDAsync(y, x, 4, b));
     CK(cuStreamSynchronize(b));
-    assert_int_equal(*(volatile int *)(uintptr_t)y, 0);
+    assert_int_equal((int)peek32(y), 0);
     st_gate_open(g);
     CK(cuStreamSynchronize(a));
     st_gate_free(g);
@@ -1093,7 +1120,7 @@ static void test_events_order_streams(void **state)
     assert_int_equal(cuStreamQuery(b), CUDA_ERROR_NOT_READY);
     st_gate_open(g);
     CK(cuStreamSynchronize(b));
-    assert_int_equal(*(volatile int *)(uintptr_t)y, 2);
+    assert_int_equal((int)peek32(y), 2);
     CK(cuEventQuery(e));
     CK(cuEventSynchronize(e));
     float ms;
@@ -1176,7 +1203,7 @@ static void test_legacy_default_stream(void **state)
     st_gate_block(g, nonblocking);
     CK(cuMemsetD32Async(x, 5, 1, NULL));
     CK(cuStreamSynchronize(NULL));
-    assert_int_equal(*(volatile int *)(uintptr_t)x, 5);
+    assert_int_equal((int)peek32(x), 5);
     st_gate_open(g);
     CK(cuStreamSynchronize(nonblocking));
     st_gate_free(g);
@@ -1185,11 +1212,11 @@ static void test_legacy_default_stream(void **state)
     st_gate_block(g, blocking);
     CK(cuMemsetD32Async(x, 6, 1, CU_STREAM_LEGACY));
     assert_int_equal(cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
-    assert_int_equal(*(volatile int *)(uintptr_t)x, 5);
+    assert_int_equal((int)peek32_on(nonblocking, x), 5);
     /* ... and work on the blocking stream waits for the legacy stream. */
     st_gate_open(g);
     CK(cuStreamSynchronize(NULL));
-    assert_int_equal(*(volatile int *)(uintptr_t)x, 6);
+    assert_int_equal((int)peek32_on(nonblocking, x), 6);
     st_gate_free(g);
     g = st_gate_new();
     st_gate_block(g, CU_STREAM_LEGACY);
@@ -1197,7 +1224,7 @@ static void test_legacy_default_stream(void **state)
     assert_int_equal(cuStreamQuery(blocking), CUDA_ERROR_NOT_READY);
     st_gate_open(g);
     CK(cuStreamSynchronize(blocking));
-    assert_int_equal(*(volatile int *)(uintptr_t)x, 7);
+    assert_int_equal((int)peek32_on(nonblocking, x), 7);
     st_gate_free(g);
     CK(cuCtxSynchronize());
     CK(cuStreamDestroy(blocking));
@@ -1213,9 +1240,10 @@ static void *ptds_thread(void *arg)
     cuCtxSetCurrent(a->ctx);
     CUdeviceptr x = a->x;
     /* This thread's per-thread stream is free although another's is blocked. */
+    int v = 0;
     a->result = cuMemsetD32Async_ptsz(x, 9, 1, NULL) == CUDA_SUCCESS &&
                 cuStreamSynchronize(CU_STREAM_PER_THREAD) == CUDA_SUCCESS &&
-                *(volatile int *)(uintptr_t)x == 9;
+                cuMemcpyDtoH_v2_ptds(&v, x, sizeof(v)) == CUDA_SUCCESS && v == 9;
     return NULL;
 }
 
@@ -1238,10 +1266,13 @@ static void test_per_thread_stream(void **state)
     pthread_create(&t, NULL, ptds_thread, &a);
     pthread_join(t, NULL);
     assert_int_equal(a.result, 1);
-    assert_int_equal(*(volatile int *)(uintptr_t)x, 0);
+    CUstream nb; /* a look at x that waits for no other stream */
+    CK(cuStreamCreate(&nb, CU_STREAM_NON_BLOCKING));
+    assert_int_equal(peek32_on(nb, x), 0);
     st_gate_open(g);
     CK(cuStreamSynchronize_ptsz(NULL));
-    assert_int_equal(*(volatile int *)(uintptr_t)x, 3);
+    assert_int_equal(peek32_on(nb, x), 3);
+    CK(cuStreamDestroy(nb));
     int h = 0;
     CK(cuMemcpyDtoH_v2_ptds(&h, x, 4));
     assert_int_equal(h, 3);
@@ -1970,6 +2001,7 @@ int main(int argc, char **argv)
         return child_interposed();
     st_private_shm("drv");
     setenv("SIMCUDA_DEVICES", DEVICES, 1);
+    setenv("SIMCUDA_ISOLATION", "1", 1); /* device memory is not host memory */
     unsetenv("CUDA_VISIBLE_DEVICES");
     unsetenv("CUDA_DEVICE_ORDER");
     const struct CMUnitTest tests[] = {

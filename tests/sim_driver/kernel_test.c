@@ -1,7 +1,9 @@
-/* simcuda kernel tests: modules from a real nvcc fatbin / cubin / PTX, twins
- * found by name, argument copying at launch, launch configuration handed to
- * the twin, invalid launches, sticky errors from failing or faulting
- * kernels, libraries and kernels, a kernel without a twin. */
+/* simcuda kernel tests (SIMCUDA_ISOLATION=1): modules from a real nvcc
+ * fatbin / cubin / PTX, twins found by name, argument copying at launch,
+ * launch configuration handed to the twin, invalid launches, architectures
+ * (an image without code the device runs is refused), sticky errors from
+ * failing or faulting kernels (in child processes: the process cannot use
+ * CUDA afterwards), libraries and kernels, a kernel without a twin. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -372,49 +374,183 @@ static void test_library_unload_while_queued(void **state)
     CK(cuCtxSetCurrent(c0));
 }
 
+/* ---- sticky errors: cuda.h, CUDA_ERROR_ILLEGAL_ADDRESS / LAUNCH_FAILED:
+ * "This leaves the process in an inconsistent state and any further CUDA
+ * work will return the same error. To continue using CUDA, the process must
+ * be terminated and relaunched." Each case runs in a child. */
+enum { STICKY_FAIL, STICKY_CRASH, STICKY_GOOD };
+
+/* Every call below needs a context: each must return want. Returns 0 or
+ * the number of the first call that did not. */
+static int all_refused(CUresult want, CUfunction f, CUdeviceptr p)
+{
+    CUdeviceptr q;
+    CUstream s;
+    CUevent e;
+    CUcontext c;
+    CUmodule m;
+    CUlibrary lib;
+    int h = 0;
+    void *args[] = {&p};
+    void *pin;
+    if (cuCtxSynchronize() != want) return 1;
+    if (cuStreamSynchronize(NULL) != want) return 2;
+    if (cuMemcpyDtoH(&h, p, 4) != want) return 3;
+    if (cuMemAlloc(&q, 4096) != want) return 4;
+    if (cuStreamCreate(&s, 0) != want) return 5;
+    if (cuEventCreate(&e, 0) != want) return 6;
+    if (cuModuleLoadData(&m, g_fatbin) != want) return 7;
+    if (cuLibraryLoadData(&lib, g_fatbin, NULL, NULL, 0, NULL, NULL, 0) != want) return 8;
+    if (cuCtxCreate(&c, NULL, 0, 1) != want) return 9; /* a new context, another device */
+    if (cuDevicePrimaryCtxRetain(&c, 1) != want) return 10;
+    if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) != want) return 11;
+    if (cuMemsetD8(p, 0, 4) != want) return 12;
+    if (cuMemAllocHost(&pin, 4096) != want) return 13;
+    if (cuStreamQuery(NULL) != want) return 14;
+    /* What needs no context still answers. */
+    int n = 0;
+    const char *name = NULL;
+    if (cuDeviceGetCount(&n) != CUDA_SUCCESS || n != 5) return 15;
+    if (cuGetErrorName(want, &name) != CUDA_SUCCESS || !name) return 16;
+    return 0;
+}
+
+static int sticky_child(void *arg)
+{
+    int mode = *(int *)arg;
+    st_primary(0);
+    CUmodule m = load();
+    CUfunction f;
+    const char *kname = mode == STICKY_FAIL ? "sim_fail" : "sim_crash";
+    if (cuModuleGetFunction(&f, m, kname) != CUDA_SUCCESS)
+        return 100;
+    CUdeviceptr good;
+    if (cuMemAlloc(&good, 4096) != CUDA_SUCCESS)
+        return 101;
+    CUdeviceptr target = mode == STICKY_CRASH ? (CUdeviceptr)16 : good;
+    void *args[] = {&target};
+    if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) != CUDA_SUCCESS)
+        return 102; /* asynchronous: the launch itself is fine */
+    CUresult want = mode == STICKY_FAIL ? CUDA_ERROR_LAUNCH_FAILED
+                  : mode == STICKY_CRASH ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_SUCCESS;
+    if (mode == STICKY_GOOD) {
+        /* Negative control: the same calls all work after a good launch. */
+        if (cuCtxSynchronize() != CUDA_SUCCESS)
+            return 103;
+        CUdeviceptr q;
+        CUcontext c;
+        if (cuMemAlloc(&q, 4096) || cuCtxCreate(&c, NULL, 0, 1) || cuCtxDestroy(c))
+            return 104;
+        st_primary(0);
+        return 0;
+    }
+    return all_refused(want, f, good);
+}
+
 static void test_sticky_errors(void **state)
 {
     (void)state;
-    CUcontext c;
-    CK(cuInit(0));
-    /* A failing twin: the context's work fails from then on. */
-    CK(cuCtxCreate(&c, NULL, 0, 0));
-    CUmodule m = load();
+    int modes[] = {STICKY_FAIL, STICKY_CRASH, STICKY_GOOD};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(st_wait(st_fork(sticky_child, &modes[i])), 0);
+}
+
+/* ---- architectures ------------------------------------------------------------- */
+/* Loads path (a build output) with device dev's primary context current. */
+static CUresult load_on(int dev, const char *rel)
+{
+    st_primary(dev);
+    size_t len;
+    void *img = slurp(es_build_path(rel), &len);
+    assert_non_null(img);
+    CUmodule m;
+    CUresult r = cuModuleLoadData(&m, img);
+    if (r == CUDA_SUCCESS)
+        CK(cuModuleUnload(m));
+    free(img);
+    return r;
+}
+
+/* Devices of this program: 0 a100 (8.0), 1 t4 (7.5), 2 h100 (9.0),
+ * 3 b200 (10.0), 4 a10 (8.6). */
+static void test_architectures(void **state)
+{
+    (void)state;
+    static const struct { const char *img; CUresult want[5]; } cases[] = {
+#define OK CUDA_SUCCESS
+#define NO CUDA_ERROR_NO_BINARY_FOR_GPU
+        /* sm_75, sm_80, sm_90 SASS and compute_90 PTX: every model. */
+        {"tests/sim_driver/kernels.fatbin", {OK, OK, OK, OK, OK}},
+        /* SASS: same major version, minor not above the device's. */
+        {"tests/sim_driver/kernels_sm80.cubin", {OK, NO, NO, NO, OK}},
+        {"tests/sim_driver/kernels_sm90.cubin", {NO, NO, OK, NO, NO}},
+        /* PTX: JIT-compiled for that compute capability and above. */
+        {"tests/sim_driver/kernels.ptx", {OK, NO, OK, OK, OK}},
+        {"tests/sim_driver/kernels_c86.ptx", {NO, NO, OK, OK, OK}},
+        /* Arch-specific sm_90a (SASS and PTX): exactly 9.0. */
+        {"tests/sim_driver/kernels_sm90a.fatbin", {NO, NO, OK, NO, NO}},
+        /* Family-specific sm_100f: 10.x only. */
+        {"tests/sim_driver/kernels_sm100f.fatbin", {NO, NO, NO, OK, NO}},
+#undef OK
+#undef NO
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        for (int d = 0; d < 5; d++) {
+            CUresult r = load_on(d, cases[i].img);
+            if (r != cases[i].want[d])
+                fail_msg("%s on device %d: %d, want %d", cases[i].img, d, (int)r,
+                         (int)cases[i].want[d]);
+        }
+    /* Newer PTX than this driver's JIT reads (CUDA 13.0: ISA 9.0). */
+    st_primary(0);
+    char *ptx = slurp(es_build_path("tests/sim_driver/kernels.ptx"), NULL);
+    assert_non_null(ptx);
+    char *v = strstr(ptx, ".version ");
+    assert_non_null(v);
+    memcpy(v, ".version 9.9", 12);
+    CUmodule m;
+    assert_int_equal(cuModuleLoadData(&m, ptx), CUDA_ERROR_UNSUPPORTED_PTX_VERSION);
+    free(ptx);
+    /* A library is not bound to a device: loaded while no context is
+     * current it keeps what it has; a device without code for it refuses
+     * its kernels. */
+    size_t len;
+    void *sm90 = slurp(es_build_path("tests/sim_driver/kernels_sm90.cubin"), &len);
+    CUlibrary lib;
+    assert_int_equal(cuLibraryLoadData(&lib, sm90, NULL, NULL, 0, NULL, NULL, 0),
+                     CUDA_ERROR_NO_BINARY_FOR_GPU); /* an a100 context is current */
+    CUcontext cur;
+    CK(cuCtxPopCurrent(&cur));
+    CK(cuLibraryLoadData(&lib, sm90, NULL, NULL, 0, NULL, NULL, 0));
+    CK(cuCtxPushCurrent(cur));
+    CUkernel k;
     CUfunction f;
-    CK(cuModuleGetFunction(&f, m, "sim_fail"));
-    CUdeviceptr out;
-    CK(cuMemAlloc(&out, 4096));
-    void *args[] = {&out};
-    CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL)); /* asynchronous: fine */
-    assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_LAUNCH_FAILED);
-    assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_LAUNCH_FAILED); /* sticky */
-    assert_int_equal(cuStreamSynchronize(NULL), CUDA_ERROR_LAUNCH_FAILED);
-    int h;
-    assert_int_equal(cuMemcpyDtoH(&h, out, 4), CUDA_ERROR_LAUNCH_FAILED);
-    CK(cuCtxDestroy(c));
-    /* Another context is unaffected. */
+    CK(cuLibraryGetKernel(&k, lib, "sim_add"));
+    assert_int_equal(cuKernelGetFunction(&f, k), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    float one = 1;
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, 16));
+    CK(cuMemcpyHtoD(d, &one, 4));
+    CUdeviceptr da = d, dc = d + 8;
+    int n = 1;
+    void *args[] = {&da, &da, &dc, &n};
+    assert_int_equal(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL),
+                     CUDA_ERROR_NO_BINARY_FOR_GPU);
+    CK(cuMemFree(d));
+    st_primary(2); /* the h100 runs it */
+    CK(cuKernelGetFunction(&f, k));
+    CK(cuMemAlloc(&d, 16));
+    CK(cuMemcpyHtoD(d, &one, 4));
+    da = d;
+    dc = d + 8;
+    CK(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    float two = 0;
+    CK(cuMemcpyDtoH(&two, dc, 4));
+    assert_true(two == 2.0f);
+    CK(cuMemFree(d));
+    CK(cuLibraryUnload(lib));
+    free(sm90);
     st_primary(0);
-    CK(cuCtxSynchronize());
-    /* A kernel touching a bad address: ILLEGAL_ADDRESS, process alive. */
-    CK(cuCtxCreate(&c, NULL, 0, 1));
-    m = load();
-    CK(cuModuleGetFunction(&f, m, "sim_crash"));
-    CUdeviceptr bad = 16;
-    void *bargs[] = {&bad};
-    CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, bargs, NULL));
-    assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
-    CK(cuCtxDestroy(c));
-    /* Negative control: the same kernel on a good pointer succeeds. */
-    st_primary(0);
-    m = load();
-    CK(cuModuleGetFunction(&f, m, "sim_crash"));
-    CUdeviceptr good;
-    CK(cuMemAlloc(&good, 4));
-    void *gargs[] = {&good};
-    CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, gargs, NULL));
-    CK(cuCtxSynchronize());
-    CK(cuMemFree(good));
-    CK(cuModuleUnload(m));
 }
 
 static void test_kernel_without_twin(void **state)
@@ -448,7 +584,8 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--child-load") == 0)
         return child_load();
     st_private_shm("kern");
-    setenv("SIMCUDA_DEVICES", "a100:4G,t4:4G", 1);
+    setenv("SIMCUDA_DEVICES", "a100:4G,t4:4G,h100:4G,b200:4G,a10:4G", 1);
+    setenv("SIMCUDA_ISOLATION", "1", 1); /* device memory is not host memory */
     unsetenv("CUDA_VISIBLE_DEVICES");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_module_and_launch),
@@ -458,6 +595,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_module_functions_enumerated),
         cmocka_unit_test(test_library_and_kernel),
         cmocka_unit_test(test_library_unload_while_queued),
+        cmocka_unit_test(test_architectures),
         cmocka_unit_test(test_sticky_errors),
         cmocka_unit_test(test_kernel_without_twin),
     };

@@ -1,7 +1,11 @@
-/* simcuda VMM tests: reservations, memfd-backed physical allocations,
- * map/unmap/remap at the same address, access rights (an unmapped or
- * not-granted range faults in a child process), properties, retained
- * handles, export/import of a file descriptor between processes, capacity. */
+/* simcuda VMM tests (SIMCUDA_ISOLATION=1): reservations, memfd-backed
+ * physical allocations on a device or on the host, map/unmap/remap at the
+ * same address, access rights (a device reaches a mapping only with access
+ * granted to it: otherwise ILLEGAL_ADDRESS, checked in child processes
+ * since the error is sticky; the host never reaches device memory, and
+ * host-located memory only with host access), properties, retained
+ * handles, export/import of a file descriptor between processes,
+ * capacity. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -49,13 +53,42 @@ static int touch_child(void *arg)
     signal(SIGBUS, SIG_DFL);
     return g_touch[0] == 0x5a5a ? 7 : 8;
 }
-static int write_child(void *arg)
+
+/* One device access to a fresh mapping on device 0, in a child process
+ * (an illegal address is sticky): grant f to device 0, then write
+ * (memset) or read (copy to the host). Exit 0 when it worked, 2 when it was
+ * an illegal address, other codes for setup failures. */
+typedef struct { CUmemAccess_flags f; int write; } access_case_t;
+static int access_child(void *arg)
 {
-    (void)arg;
-    signal(SIGSEGV, SIG_DFL);
-    signal(SIGBUS, SIG_DFL);
-    g_touch[0] = 1;
-    return 0;
+    const access_case_t *c = arg;
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h;
+    CUmemAllocationProp p = prop_for(0, 0);
+    st_primary(0);
+    if (cuMemAddressReserve(&va, GRAN, 0, 0, 0) || cuMemCreate(&h, GRAN, &p, 0) ||
+        cuMemMap(va, GRAN, 0, h, 0))
+        return 10;
+    if (c->f != CU_MEM_ACCESS_FLAGS_PROT_NONE) {
+        CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                             .flags = c->f};
+        if (cuMemSetAccess(va, GRAN, &d, 1))
+            return 11;
+    }
+    int v = 0;
+    CUresult r = c->write ? cuMemsetD32(va, 1, 1) : cuMemcpyDtoH(&v, va, sizeof(v));
+    if (r == CUDA_SUCCESS)
+        return 0;
+    if (r != CUDA_ERROR_ILLEGAL_ADDRESS)
+        return 12;
+    /* Sticky: the process is done with CUDA. */
+    return cuCtxSynchronize() == CUDA_ERROR_ILLEGAL_ADDRESS ? 2 : 13;
+}
+
+static int access_result(CUmemAccess_flags f, int write)
+{
+    access_case_t c = {f, write};
+    return st_wait(st_fork(access_child, &c));
 }
 
 static void test_granularity_and_props(void **state)
@@ -106,17 +139,21 @@ static void test_map_access_unmap_remap(void **state)
     assert_int_equal(cuMemMap(va + 3 * GRAN, 2 * GRAN, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* beyond */
     assert_int_equal(cuMemMap(va, GRAN, 0, (CUmemGenericAllocationHandle)&p, 0), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(cuMemMap(va, GRAN, GRAN, h, 0), CUDA_ERROR_INVALID_VALUE); /* offset */
-    /* Mapped but not granted: no access yet, as on a GPU. */
+    /* Mapped but not granted: no access yet, as on a GPU; read-only access
+     * lets the device read but not write; read-write both. */
+    assert_int_equal(access_result(CU_MEM_ACCESS_FLAGS_PROT_NONE, 0), 2);
+    assert_int_equal(access_result(CU_MEM_ACCESS_FLAGS_PROT_NONE, 1), 2);
+    assert_int_equal(access_result(CU_MEM_ACCESS_FLAGS_PROT_READ, 0), 0);
+    assert_int_equal(access_result(CU_MEM_ACCESS_FLAGS_PROT_READ, 1), 2);
+    assert_int_equal(access_result(CU_MEM_ACCESS_FLAGS_PROT_READWRITE, 0), 0);
+    assert_int_equal(access_result(CU_MEM_ACCESS_FLAGS_PROT_READWRITE, 1), 0);
     g_touch = (volatile int *)(uintptr_t)(va + GRAN);
     assert_int_equal(st_wait(st_fork(touch_child, NULL)), 128 + SIGSEGV);
     unsigned long long flags = 99;
     CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
     CK(cuMemGetAccess(&flags, &loc, va + GRAN));
     assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_NONE);
-    /* Read-only access: reads work, writes fault. */
     grant(va + GRAN, 2 * GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
-    assert_int_equal(st_wait(st_fork(touch_child, NULL)), 8);
-    assert_int_equal(st_wait(st_fork(write_child, NULL)), 128 + SIGSEGV);
     grant(va + GRAN, 2 * GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     CK(cuMemGetAccess(&flags, &loc, va + GRAN));
     assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
@@ -126,7 +163,8 @@ static void test_map_access_unmap_remap(void **state)
     CK(cuMemcpyHtoD(va + 2 * GRAN + 64, v, sizeof(v)));
     CK(cuMemcpyDtoH(w, va + 2 * GRAN + 64, sizeof(w)));
     assert_memory_equal(v, w, sizeof(v));
-    assert_int_equal(st_wait(st_fork(touch_child, NULL)), 7);
+    /* Device memory, granted or not, is never host memory. */
+    assert_int_equal(st_wait(st_fork(touch_child, NULL)), 128 + SIGSEGV);
     unsigned type;
     CK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va + GRAN + 8));
     assert_int_equal(type, CU_MEMORYTYPE_DEVICE);
@@ -153,14 +191,17 @@ static void test_map_access_unmap_remap(void **state)
     assert_int_equal(cuMemcpyDtoH(w, va + GRAN, 4), CUDA_ERROR_INVALID_VALUE);
     /* Remap at the same address: same bytes, access must be granted again. */
     CK(cuMemMap(va + GRAN, 2 * GRAN, 0, h, 0));
-    assert_int_equal(st_wait(st_fork(touch_child, NULL)), 128 + SIGSEGV);
+    CK(cuMemGetAccess(&flags, &loc, va + GRAN));
+    assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_NONE);
     grant(va + GRAN, 2 * GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
-    assert_int_equal(*(volatile int *)(uintptr_t)(va + GRAN), 0x5a5a);
+    CK(cuMemcpyDtoH(w, va + GRAN, sizeof(int)));
+    assert_int_equal(w[0], 0x5a5a);
     CK(cuMemcpyDtoH(w, va + 2 * GRAN + 64, sizeof(w)));
     assert_memory_equal(v, w, sizeof(v));
     /* Release the handle while mapped: the memory lives until unmapped. */
     CK(cuMemRelease(h));
-    assert_int_equal(*(volatile int *)(uintptr_t)(va + GRAN), 0x5a5a);
+    CK(cuMemcpyDtoH(w, va + GRAN, sizeof(int)));
+    assert_int_equal(w[0], 0x5a5a);
     assert_int_equal(cuMemAddressFree(va, 4 * GRAN), CUDA_ERROR_INVALID_VALUE); /* still mapped */
     CK(cuMemUnmap(va + GRAN, 2 * GRAN));
     CK(cuMemAddressFree(va, 4 * GRAN));
@@ -202,7 +243,9 @@ static void test_two_handles_one_range(void **state)
     static char buf[2 * GRAN / 4];
     memset(buf, 3, sizeof(buf));
     CK(cuMemcpyHtoD(va + GRAN - sizeof(buf) / 2, buf, sizeof(buf)));
-    assert_int_equal(*(volatile char *)(uintptr_t)(va + GRAN), 3);
+    char back3 = 0;
+    CK(cuMemcpyDtoH(&back3, va + GRAN, 1));
+    assert_int_equal(back3, 3);
     CK(cuMemUnmap(va, 2 * GRAN));
     CK(cuMemAddressFree(va, 2 * GRAN));
 }
@@ -276,7 +319,9 @@ static void test_export_import_between_processes(void **state)
     CK(cuMemAddressReserve(&va2, GRAN, 0, 0, 0));
     CK(cuMemMap(va2, GRAN, 0, h2, 0));
     grant(va2, GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
-    assert_int_equal(*(volatile int *)(uintptr_t)(va2 + 8192), 4321);
+    back = 0;
+    CK(cuMemcpyDtoH(&back, va2 + 8192, sizeof(back)));
+    assert_int_equal(back, 4321);
     int junk = open("/dev/null", 0);
     assert_int_equal(cuMemImportFromShareableHandle(&h2, (void *)(uintptr_t)junk,
                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
@@ -316,10 +361,129 @@ static void test_vmm_capacity(void **state)
     assert_int_equal(f1, f0);
 }
 
+/* Memory located on the host (cuMemCreate with CU_MEM_LOCATION_TYPE_HOST
+ * or HOST_NUMA, as cuda.h documents them): the host reaches it only with
+ * access granted to a host location, a device only with access granted to
+ * it; a HOST_NUMA allocation is exportable as a file descriptor, a HOST one
+ * is not. */
+static CUmemAllocationProp host_prop(int numa, int shareable)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof(p));
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = numa ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_HOST;
+    p.location.id = 0;
+    if (shareable)
+        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return p;
+}
+
+static int g_host_fd;
+static int host_import_child(void *arg)
+{
+    (void)arg;
+    st_primary(0);
+    CUmemGenericAllocationHandle h;
+    if (cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)g_host_fd,
+                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != CUDA_SUCCESS)
+        return 11;
+    CUmemAllocationProp pr;
+    if (cuMemGetAllocationPropertiesFromHandle(&pr, h) != CUDA_SUCCESS ||
+        pr.location.type != CU_MEM_LOCATION_TYPE_HOST_NUMA)
+        return 12;
+    CUdeviceptr va;
+    if (cuMemAddressReserve(&va, GRAN, 0, 0, 0) || cuMemMap(va, GRAN, 0, h, 0))
+        return 13;
+    CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_HOST_NUMA, .id = 0},
+                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    if (cuMemSetAccess(va, GRAN, &d, 1))
+        return 14;
+    volatile int *p = (volatile int *)(uintptr_t)va;
+    if (p[10] != 777)
+        return 15;
+    p[11] = 888; /* seen by the exporter: one allocation */
+    return 0;
+}
+
+static void test_host_location(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUmemAllocationProp hp = host_prop(0, 0), hs = host_prop(0, 1), np = host_prop(1, 1);
+    CUmemGenericAllocationHandle h, hn;
+    size_t g;
+    CK(cuMemGetAllocationGranularity(&g, &hp, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    assert_int_equal(g, GRAN);
+    assert_int_equal(cuMemCreate(&h, GRAN, &hs, 0), CUDA_ERROR_INVALID_VALUE); /* HOST: not IPC */
+    CUmemAllocationProp bad = np;
+    bad.location.id = 1;
+    assert_int_equal(cuMemCreate(&h, GRAN, &bad, 0), CUDA_ERROR_INVALID_VALUE); /* no node 1 */
+    bad.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+    assert_int_equal(cuMemCreate(&h, GRAN, &bad, 0), CUDA_ERROR_INVALID_VALUE);
+    size_t f0, f1, tot;
+    CK(cuMemGetInfo(&f0, &tot));
+    CK(cuMemCreate(&h, GRAN, &hp, 0));
+    CK(cuMemCreate(&hn, GRAN, &np, 0));
+    CK(cuMemGetInfo(&f1, &tot));
+    assert_true(f1 == f0); /* host memory: no device capacity */
+    int on;
+    CK(cuDeviceGetAttribute(&on, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0));
+    assert_int_equal(on, 1);
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, 2 * GRAN, 0, 0, 0));
+    CK(cuMemMap(va, GRAN, 0, h, 0));
+    CK(cuMemMap(va + GRAN, GRAN, 0, hn, 0));
+    /* No host access yet: the host faults. */
+    g_touch = (volatile int *)(uintptr_t)va;
+    assert_int_equal(st_wait(st_fork(touch_child, NULL)), 128 + SIGSEGV);
+    CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0},
+                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CK(cuMemSetAccess(va, 2 * GRAN, &d, 1));
+    unsigned long long fl;
+    CK(cuMemGetAccess(&fl, &d.location, va));
+    assert_int_equal(fl, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    volatile int *p = (volatile int *)(uintptr_t)va;
+    p[0] = 0x5a5a;
+    assert_int_equal(st_wait(st_fork(touch_child, NULL)), 7);
+    /* Host access is for host memory only. */
+    CUmemGenericAllocationHandle dh;
+    CUmemAllocationProp dp = prop_for(0, 0);
+    CUdeviceptr dva;
+    CK(cuMemAddressReserve(&dva, GRAN, 0, 0, 0));
+    CK(cuMemCreate(&dh, GRAN, &dp, 0));
+    CK(cuMemMap(dva, GRAN, 0, dh, 0));
+    assert_int_equal(cuMemSetAccess(dva, GRAN, &d, 1), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemUnmap(dva, GRAN));
+    CK(cuMemRelease(dh));
+    CK(cuMemAddressFree(dva, GRAN));
+    /* Device 0 reaches it once granted: its memset is seen by the host. */
+    grant(va, 2 * GRAN, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    CK(cuMemsetD32(va + 4, 0x77, 1));
+    assert_int_equal(p[1], 0x77);
+    unsigned type;
+    CK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va));
+    assert_int_equal(type, CU_MEMORYTYPE_HOST);
+    /* HOST_NUMA: exported to another process, one allocation. */
+    volatile int *q = (volatile int *)(uintptr_t)(va + GRAN);
+    q[10] = 777;
+    g_host_fd = -1;
+    assert_int_equal(cuMemExportToShareableHandle(&g_host_fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                     CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemExportToShareableHandle(&g_host_fd, hn, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    assert_int_equal(st_wait(st_fork(host_import_child, NULL)), 0);
+    assert_int_equal(q[11], 888);
+    close(g_host_fd);
+    CK(cuMemUnmap(va, 2 * GRAN));
+    CK(cuMemRelease(h));
+    CK(cuMemRelease(hn));
+    CK(cuMemAddressFree(va, 2 * GRAN));
+}
+
 int main(void)
 {
     st_private_shm("vmm");
-    setenv("SIMCUDA_DEVICES", "a100:8G,v100:8G,t4:64M", 1);
+    setenv("SIMCUDA_DEVICES", "a100:8G,h100:8G,t4:64M", 1);
+    setenv("SIMCUDA_ISOLATION", "1", 1); /* device memory is not host memory */
     unsetenv("CUDA_VISIBLE_DEVICES");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_granularity_and_props),
@@ -327,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_two_handles_one_range),
         cmocka_unit_test(test_export_import_between_processes),
         cmocka_unit_test(test_vmm_capacity),
+        cmocka_unit_test(test_host_location),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -721,19 +721,6 @@ static void CUDA_CB gate_wait(void *arg)
         usleep(1000);
 }
 
-typedef struct snap {
-    const float *from;
-    float *to;
-    size_t n;
-} snap_t;
-
-/* Stream-ordered copy of device (= host) memory, for what runs after. */
-static void CUDA_CB snapshot(void *arg)
-{
-    snap_t *s = arg;
-    memcpy(s->to, s->from, s->n * sizeof(float));
-}
-
 /* Like NCCL's, a collective is enqueued on the caller's stream and the call
  * returns at once: while the stream is held by earlier work nothing is read
  * or written; the data is read when the stream gets there (so a later write
@@ -749,13 +736,14 @@ static int async_rank(int rank, int n, ncclComm_t comm, void *arg)
     CK(h && back);
     for (size_t i = 0; i < N; i++)
         h[i] = back[i] = -1.0f;
-    CUdeviceptr d = dev_from(h, N * sizeof(float)), b = dev_from(h, N * sizeof(float));
+    CUdeviceptr d = dev_from(h, N * sizeof(float)), b = dev_from(h, N * sizeof(float)),
+                snap = dev_from(h, N * sizeof(float));
     _Atomic int open = 0;
     CUCK(cuLaunchHostFunc(st, gate_wait, &open));
     NCK(ncclAllReduce((void *)d, (void *)d, N, ncclFloat, ncclSum, comm, (cudaStream_t)st));
     NCK(ncclBroadcast((void *)d, (void *)b, N, ncclFloat, n - 1, comm, (cudaStream_t)st));
-    snap_t sn = {(const float *)(uintptr_t)b, back, N};
-    CUCK(cuLaunchHostFunc(st, snapshot, &sn));
+    /* stream-ordered copy of the result, for what runs after */
+    CUCK(cuMemcpyDtoDAsync(snap, b, N * sizeof(float), st));
     usleep(50000);
     CK(cuStreamQuery(st) == CUDA_ERROR_NOT_READY);
     CUCK(cuMemcpyDtoH(h, d, N * sizeof(float)));
@@ -766,6 +754,7 @@ static int async_rank(int rank, int n, ncclComm_t comm, void *arg)
     CUCK(cuMemcpyHtoD(d, h, N * sizeof(float)));   /* read when the stream runs */
     atomic_store(&open, 1);
     CUCK(cuStreamSynchronize(st));
+    CUCK(cuMemcpyDtoH(back, snap, N * sizeof(float)));
     float tri = (float)(n * (n + 1) / 2);
     for (size_t i = 0; i < N; i++)
         CK(back[i] == tri * (float)i);
@@ -774,6 +763,7 @@ static int async_rank(int rank, int n, ncclComm_t comm, void *arg)
     CK(ae == ncclSuccess);
     CUCK(cuMemFree(d));
     CUCK(cuMemFree(b));
+    CUCK(cuMemFree(snap));
     CUCK(cuStreamDestroy(st));
     free(h);
     free(back);
@@ -997,6 +987,11 @@ static int initall_rank(int rank, int n, ncclComm_t unused, void *arg)
         NCK(ncclCommGetAsyncError(comms[i], &ae));
         CK(ur == i && dev == i && ae == ncclSuccess);
         int64_t v = i + 1;
+        CUdevice d;
+        CUcontext c;
+        CUCK(cuDeviceGet(&d, i));
+        CUCK(cuDevicePrimaryCtxRetain(&c, d));
+        CUCK(cuCtxSetCurrent(c));   /* rank i's buffer on its own GPU */
         buf[i] = dev_from(&v, sizeof(v));
         NCK(ncclAllReduce((void *)buf[i], (void *)buf[i], 1, ncclInt64, ncclProd, comms[i],
                           (cudaStream_t)st[devs[0] == i ? 0 : devs[1] == i ? 1 : devs[2] == i ? 2 : 3]));

@@ -13,12 +13,12 @@
  *    heuristics, SM-count-sized reduction), (c) another rank-to-GPU
  *    placement (NCCL reduction order: VENDOR-FACTS "NCCL", changing the
  *    rank-to-GPU mapping changes the order), (d) cuDNN's heuristic pick of a
- *    nondeterministic algorithm (V100 model) run to run;
+ *    nondeterministic algorithm (T4 model) run to run;
  *  - the same global batch on 1, 2 and 4 ranks is the same update: loss
  *    curves and parameters agree to float rounding (negative control: lr
  *    changed by 1 %);
  *  - with libeasyscale.so preloaded at EASYSCALE_DETERMINISM=d2 an A100 and
- *    a V100 agree, at off they do not; at d1 two runs on the V100 model
+ *    a T4 agree, at off they do not; at d1 two runs on the T4 model
  *    agree with no deterministic knob set by the application, at off they
  *    do not (skipped while the shim is not built).
  *
@@ -53,7 +53,7 @@ typedef struct job {
     char *out;
 } job_t;
 
-static job_t learn_run, det_a100, det_v100, atomic_run;
+static job_t learn_run, det_a100, det_t4, atomic_run;
 
 static void job_free(job_t *j)
 {
@@ -464,21 +464,21 @@ static void test_control_atomics(void **state)
 static void test_control_gpu_model(void **state)
 {
     (void)state;
-    char *env[] = {"SIMCUDA_DEVICES=v100:8G,v100:8G", "CUBLAS_WORKSPACE_CONFIG=:4096:8", NULL};
-    run_job(&det_v100, 2, NULL, env, DET_ARGS, "--deterministic-kernels",
+    char *env[] = {"SIMCUDA_DEVICES=t4:8G,t4:8G", "CUBLAS_WORKSPACE_CONFIG=:4096:8", NULL};
+    run_job(&det_t4, 2, NULL, env, DET_ARGS, "--deterministic-kernels",
             "--cudnn-deterministic", NULL);
-    assert_ok_job(&det_v100, 2);
-    assert_string_not_equal(det_a100.sum, det_v100.sum);
+    assert_ok_job(&det_t4, 2);
+    assert_string_not_equal(det_a100.sum, det_t4.sum);
 }
 
-/* (d) cuDNN's heuristic choice: on the V100 model it ranks a
+/* (d) cuDNN's heuristic choice: on the T4 model it ranks a
  * nondeterministic backward-filter algorithm first (VENDOR-FACTS "cuDNN":
  * BWD_FILTER_ALGO_0/3), so without --cudnn-deterministic two runs differ;
  * with it, they agree (the run of test_control_gpu_model and this one). */
 static void test_control_cudnn_algorithm(void **state)
 {
     (void)state;
-    char *env[] = {"SIMCUDA_DEVICES=v100:8G,v100:8G", "CUBLAS_WORKSPACE_CONFIG=:4096:8", NULL};
+    char *env[] = {"SIMCUDA_DEVICES=t4:8G,t4:8G", "CUBLAS_WORKSPACE_CONFIG=:4096:8", NULL};
     job_t a, b, c;
     run_job(&a, 2, NULL, env, DET_ARGS, "--deterministic-kernels", NULL);
     assert_ok_job(&a, 2);
@@ -488,7 +488,7 @@ static void test_control_cudnn_algorithm(void **state)
     run_job(&c, 2, NULL, env, DET_ARGS, "--deterministic-kernels", "--cudnn-deterministic",
             NULL);
     assert_ok_job(&c, 2);
-    assert_string_equal(det_v100.sum, c.sum);
+    assert_string_equal(det_t4.sum, c.sum);
     job_free(&a);
     job_free(&b);
     job_free(&c);
@@ -653,7 +653,7 @@ static void two_runs(char *const ea[], char *const eb[], int app_knobs, int same
     job_free(&b);
 }
 
-/* The shim: d2 makes an A100 and a V100 agree; off leaves them apart. The
+/* The shim: d2 makes an A100 and a T4 agree; off leaves them apart. The
  * application sets no deterministic knob of its own under d2 (no
  * CUBLAS_WORKSPACE_CONFIG, no --cudnn-deterministic): the shim does it. */
 static void test_shim_d2_across_models(void **state)
@@ -664,11 +664,11 @@ static void test_shim_d2_across_models(void **state)
         skip();
     char *a_d2[] = {"SIMCUDA_DEVICES=a100:8G,a100:8G", "CUBLAS_WORKSPACE_CONFIG=", pre,
                     "EASYSCALE_DETERMINISM=d2", NULL};
-    char *v_d2[] = {"SIMCUDA_DEVICES=v100:8G,v100:8G", "CUBLAS_WORKSPACE_CONFIG=", pre,
+    char *v_d2[] = {"SIMCUDA_DEVICES=t4:8G,t4:8G", "CUBLAS_WORKSPACE_CONFIG=", pre,
                     "EASYSCALE_DETERMINISM=d2", NULL};
     char *a_off[] = {"SIMCUDA_DEVICES=a100:8G,a100:8G", "CUBLAS_WORKSPACE_CONFIG=:4096:8", pre,
                      "EASYSCALE_DETERMINISM=off", NULL};
-    char *v_off[] = {"SIMCUDA_DEVICES=v100:8G,v100:8G", "CUBLAS_WORKSPACE_CONFIG=:4096:8", pre,
+    char *v_off[] = {"SIMCUDA_DEVICES=t4:8G,t4:8G", "CUBLAS_WORKSPACE_CONFIG=:4096:8", pre,
                      "EASYSCALE_DETERMINISM=off", NULL};
     two_runs(a_d2, v_d2, 0, 1);
     /* Negative control: the shim loaded but off, with every deterministic
@@ -680,7 +680,7 @@ static void test_shim_d2_across_models(void **state)
  * asking for nothing deterministic from the libraries (no
  * CUBLAS_WORKSPACE_CONFIG, cuDNN's heuristic choice, a copy stream beside
  * the compute stream): two runs agree. The same runs with the shim off
- * differ (on the V100 model cuDNN's heuristic ranks a nondeterministic
+ * differ (on the T4 model cuDNN's heuristic ranks a nondeterministic
  * backward-filter algorithm first, VENDOR-FACTS "cuDNN"). */
 static void test_shim_d1_repeat(void **state)
 {
@@ -688,9 +688,9 @@ static void test_shim_d1_repeat(void **state)
     char pre[1200];
     if (!shim_preload(pre, sizeof pre))
         skip();
-    char *d1[] = {"SIMCUDA_DEVICES=v100:8G,v100:8G", "CUBLAS_WORKSPACE_CONFIG=", pre,
+    char *d1[] = {"SIMCUDA_DEVICES=t4:8G,t4:8G", "CUBLAS_WORKSPACE_CONFIG=", pre,
                   "EASYSCALE_DETERMINISM=", NULL};
-    char *off[] = {"SIMCUDA_DEVICES=v100:8G,v100:8G", "CUBLAS_WORKSPACE_CONFIG=", pre,
+    char *off[] = {"SIMCUDA_DEVICES=t4:8G,t4:8G", "CUBLAS_WORKSPACE_CONFIG=", pre,
                    "EASYSCALE_DETERMINISM=off", NULL};
     two_runs(d1, d1, 0, 1);
     two_runs(off, off, 0, 0);
@@ -701,7 +701,7 @@ static int teardown(void **state)
     (void)state;
     job_free(&learn_run);
     job_free(&det_a100);
-    job_free(&det_v100);
+    job_free(&det_t4);
     job_free(&atomic_run);
     return 0;
 }

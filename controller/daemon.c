@@ -1,0 +1,1347 @@
+/* easyscale-ctl daemon: serves one job. It owns the job's lock, listens on
+ * the job's unix socket (and TCP when the job says so), takes the ESTs'
+ * registrations and heartbeats, answers the CLI (status, scale, preempt,
+ * grant, swap-out, swap-in, migrate), computes placements with
+ * controller/sched.h and sends MOVE commands, one operation at a time.
+ *
+ * It is never in the training's data path: ESTs train whether it runs or
+ * not. Killed and restarted, it reads the job file and re-learns pids,
+ * slots, steps and epochs from the ESTs' re-registrations.
+ *
+ * One thread, one poll(2) loop; every socket is non-blocking. */
+#include "controller/ctl.h"
+#include "controller/sched.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MAX_CONNS 2200
+#define AUTH_TIMEOUT_MS 5000
+#define CLI_IDLE_TIMEOUT_MS 10000
+#define TICK_MS 200
+
+enum { CONN_NEW = 0, CONN_EST = 1, CONN_CLI = 2 };
+
+typedef struct conn {
+    int fd;
+    int kind;
+    int tcp;
+    int authed;
+    uint8_t auth[ES_PROTO_AUTH_SIZE];
+    size_t auth_have;
+    int64_t deadline; /* authentication / a CLI's request */
+    pid_t peer_pid;
+    es_proto_reader_t rd;
+    uint8_t rbuf[1024];
+    uint8_t *out;
+    size_t out_len, out_off, out_cap;
+    int closing; /* close once out is written */
+    int rank;    /* EST */
+    int waiting; /* CLI: waits for the operation */
+    uint32_t seq;
+    int id;      /* for log lines */
+} conn_t;
+
+typedef struct est {
+    int conn; /* index in conns, -1 none */
+    int seen; /* registered with this daemon */
+    pid_t pid;
+    char host[ES_PROTO_HOST_MAX + 1];
+    char slot[ES_PROTO_SLOT_MAX + 1];
+    int gpu; /* index in job.gpus, -1 host or unknown */
+    uint64_t step, step_time_ns, wait_ns, mem, epoch;
+    uint32_t state;
+    int64_t last_ms;
+    int unresponsive;
+    /* the move in flight, then its answer */
+    int pending;
+    uint32_t op;
+    int target, from;
+    int answered;
+    int32_t result;
+    char reason[ES_PROTO_REASON_MAX + 1];
+    uint64_t total_ns, bytes;
+} est_t;
+
+typedef struct op {
+    int active;
+    int cli; /* conn waiting for the answer, -1 none */
+    uint32_t cli_seq;
+    int cli_id;
+    uint32_t verb;
+    uint64_t epoch;
+    int64_t start_ms, deadline_ms;
+    uint64_t old_slots, new_slots;
+    char what[320];
+} op_t;
+
+static struct {
+    const char *sock;
+    es_ctl_job_t job;
+    char tcp_bound[96];
+    int lfd, tfd;
+    const char *token;
+    conn_t *conns[MAX_CONNS];
+    int nconn_ids;
+    est_t ests[ES_CTL_MAX_ESTS];
+    op_t op;
+    int all_logged;
+    int64_t started_ms;
+    /* measured per-EST step time per GPU model (0: none), EWMA */
+    struct {
+        char model[16];
+        uint64_t ns;
+    } measured[ES_CTL_MAX_GPUS];
+    int nmeasured;
+} D;
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static const char *const op_names[] = { "?", "place", "migrate", "swap-out", "swap-in" };
+
+static double sec(uint64_t ns)
+{
+    return (double)ns / 1e9;
+}
+
+static double gib(uint64_t b)
+{
+    return (double)b / (double)(1ull << 30);
+}
+
+/* ---- connections --------------------------------------------------------------- */
+
+static void conn_close(int i, const char *why)
+{
+    conn_t *c = D.conns[i];
+    if (!c)
+        return;
+    if (why) {
+        char who[32];
+        if (c->kind == CONN_EST)
+            snprintf(who, sizeof(who), "EST %d", c->rank);
+        else
+            snprintf(who, sizeof(who), "%s", c->kind == CONN_CLI ? "a command" : "new");
+        es_ctl_log("closing connection %d (%s, %s%d): %s", c->id, who,
+                   c->tcp ? "tcp" : "pid ", c->tcp ? 0 : (int)c->peer_pid, why);
+    }
+    if (c->kind == CONN_EST && c->rank >= 0 && D.ests[c->rank].conn == i) {
+        est_t *e = &D.ests[c->rank];
+        e->conn = -1;
+        if (e->pending && !e->answered) {
+            e->answered = 1;
+            e->result = -ECONNRESET;
+            snprintf(e->reason, sizeof(e->reason), "the EST disconnected during the move");
+        }
+    }
+    if (D.op.active && D.op.cli == i)
+        D.op.cli = -1;
+    close(c->fd);
+    free(c->out);
+    free(c);
+    D.conns[i] = NULL;
+}
+
+static int conn_add(int fd, int tcp, pid_t peer)
+{
+    for (int i = 0; i < MAX_CONNS; i++) {
+        if (D.conns[i])
+            continue;
+        conn_t *c = calloc(1, sizeof(*c));
+        if (!c)
+            return -ENOMEM;
+        c->fd = fd;
+        c->tcp = tcp;
+        c->authed = !tcp;
+        c->deadline = es_ctl_now_ms() + (tcp ? AUTH_TIMEOUT_MS : CLI_IDLE_TIMEOUT_MS);
+        c->peer_pid = peer;
+        c->rank = -1;
+        c->id = ++D.nconn_ids;
+        c->rd.accept = ES_PROTO_ACCEPT_DAEMON;
+        c->rd.buf = c->rbuf;
+        c->rd.cap = sizeof(c->rbuf);
+        D.conns[i] = c;
+        return i;
+    }
+    return -EMFILE;
+}
+
+/* Queues a frame; writes what it can now. */
+static void conn_send(int i, es_proto_msg_t *m)
+{
+    conn_t *c = i >= 0 && i < MAX_CONNS ? D.conns[i] : NULL;
+    size_t need = ES_PROTO_HDR_SIZE + es_proto_max_len(m->type), len;
+    if (!c || c->closing)
+        return;
+    if (c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
+    if (need > c->out_cap - c->out_len) {
+        if (c->out_off) { /* compact, then grow */
+            memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+            c->out_len -= c->out_off;
+            c->out_off = 0;
+        }
+        if (need > c->out_cap - c->out_len) {
+            uint8_t *p = realloc(c->out, c->out_len + need);
+            if (!p) {
+                conn_close(i, "out of memory");
+                return;
+            }
+            c->out = p;
+            c->out_cap = c->out_len + need;
+        }
+    }
+    if (es_proto_encode(m, c->out + c->out_len, c->out_cap - c->out_len, &len) < 0) {
+        es_ctl_log("cannot encode a message of type %u", m->type);
+        return;
+    }
+    c->out_len += len;
+    size_t done = 0;
+    int rc = es_proto_send_all(c->fd, c->out + c->out_off, c->out_len - c->out_off, &done);
+    c->out_off += done;
+    if (rc < 0 && rc != -EAGAIN)
+        conn_close(i, "write failed");
+}
+
+static void send_error(int i, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void send_error(int i, int code, const char *fmt, ...)
+{
+    es_proto_msg_t m = { .type = ES_MSG_ERROR };
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m.u.err.text, sizeof(m.u.err.text), fmt, ap);
+    va_end(ap);
+    m.u.err.code = code;
+    conn_send(i, &m);
+    if (D.conns[i])
+        D.conns[i]->closing = 1;
+}
+
+/* A reply to a CLI, then close. */
+static void send_reply(int i, uint32_t seq, int rc, const char *text, size_t len)
+{
+    es_proto_msg_t m = { .type = ES_MSG_REPLY, .seq = seq };
+    if (!D.conns[i])
+        return;
+    if (len > ES_PROTO_TEXT_MAX) {
+        text = "the answer is too long";
+        len = strlen(text);
+        rc = 1;
+    }
+    m.u.reply.rc = rc;
+    m.u.reply.text = text;
+    m.u.reply.text_len = (uint32_t)len;
+    conn_send(i, &m);
+    if (D.conns[i])
+        D.conns[i]->closing = 1;
+}
+
+static void reply_text(int i, uint32_t seq, int rc, es_ctl_buf_t *b)
+{
+    /* only printable text travels (a driver's name, say, could hold more) */
+    for (size_t k = 0; k < b->len; k++)
+        if ((b->p[k] < 0x20 && b->p[k] != '\n' && b->p[k] != '\t') || b->p[k] >= 0x7f)
+            b->p[k] = '?';
+    if (b->oom)
+        send_reply(i, seq, 1, "out of memory", 13);
+    else
+        send_reply(i, seq, rc, b->p ? b->p : "", b->len);
+}
+
+/* ---- job state ------------------------------------------------------------------ */
+
+static void persist(void)
+{
+    for (int r = 0; r < D.job.nests; r++) {
+        if (D.ests[r].seen) {
+            D.job.place[r] = D.ests[r].gpu;
+            D.job.pids[r] = D.ests[r].pid;
+        }
+    }
+    int rc = es_ctl_job_write(D.sock, &D.job);
+    if (rc < 0)
+        es_ctl_log("cannot write the job file: %s", strerror(-rc));
+}
+
+static int gpu_of_slot(const char *slot)
+{
+    if (!slot[0] || strcmp(slot, "host") == 0)
+        return -1;
+    int i = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, slot);
+    return i < 0 ? -1 : i;
+}
+
+static void gpu_label(int g, char *buf, size_t len)
+{
+    if (g < 0)
+        snprintf(buf, len, "host");
+    else
+        snprintf(buf, len, "%d", D.job.gpus[g].ordinal);
+}
+
+static void mask_label(uint64_t m, char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int g = 0; g < D.job.ngpus && o < len; g++)
+        if (m & (1ull << g)) {
+            int k = snprintf(buf + o, len - o, "%s%d", o ? "," : "", D.job.gpus[g].ordinal);
+            if (k > 0)
+                o += (size_t)k;
+        }
+    if (!o)
+        snprintf(buf, len, "none");
+}
+
+static int on_gpu(int g)
+{
+    int n = 0;
+    for (int r = 0; r < D.job.nests; r++)
+        if (D.ests[r].gpu == g)
+            n++;
+    return n;
+}
+
+static uint64_t *measured_for(const char *model, int create)
+{
+    for (int i = 0; i < D.nmeasured; i++)
+        if (strcmp(D.measured[i].model, model) == 0)
+            return &D.measured[i].ns;
+    if (!create || D.nmeasured >= ES_CTL_MAX_GPUS || !model[0])
+        return NULL;
+    size_t ml = strnlen(model, sizeof(D.measured[0].model) - 1);
+    memcpy(D.measured[D.nmeasured].model, model, ml);
+    D.measured[D.nmeasured].model[ml] = '\0';
+    D.measured[D.nmeasured].ns = 0;
+    return &D.measured[D.nmeasured++].ns;
+}
+
+/* Per-EST step time for the GPUs of mask: measured per model when every
+ * model there has a measurement (the shim reports time waited in
+ * collectives), else the prior of every GPU (the units differ: never
+ * mixed). */
+static int speeds(uint64_t mask, uint64_t *ns, const char **source)
+{
+    int all = 1;
+    for (int g = 0; g < D.job.ngpus; g++) {
+        if (!(mask & (1ull << g)))
+            continue;
+        uint64_t *m = measured_for(D.job.gpus[g].model, 0);
+        if (!m || !*m)
+            all = 0;
+    }
+    for (int g = 0; g < D.job.ngpus; g++) {
+        uint64_t *m = measured_for(D.job.gpus[g].model, 0);
+        ns[g] = all && m && *m ? *m : es_ctl_gpu_prior_ns(&D.job.gpus[g]);
+    }
+    *source = all ? "measured" : "prior";
+    return all;
+}
+
+/* Flags (and logs, once) the ESTs without heartbeat for longer than the
+ * job's bound; status and commands look at the flag. */
+static void check_unresponsive(int64_t now)
+{
+    for (int r = 0; r < D.job.nests; r++) {
+        est_t *e = &D.ests[r];
+        if (e->conn < 0 || e->unresponsive || (e->pending && !e->answered))
+            continue;
+        if (now - e->last_ms > D.job.hb_timeout_ms) {
+            e->unresponsive = 1;
+            es_ctl_log("EST %d (pid %d) is unresponsive: no heartbeat for %.1f s", r, (int)e->pid,
+                       (now - e->last_ms) / 1000.0);
+        }
+    }
+}
+
+static const char *est_state(const est_t *e)
+{
+    if (!e->seen)
+        return "not-registered";
+    if (e->conn < 0)
+        return "disconnected";
+    if (e->pending && !e->answered)
+        return "moving";
+    if (e->unresponsive)
+        return "unresponsive";
+    return e->state == ES_EST_SWAPPED_OUT ? "swapped-out" : "running";
+}
+
+/* ---- status --------------------------------------------------------------------- */
+
+static void status_text(es_ctl_buf_t *b, int json)
+{
+    int64_t now = es_ctl_now_ms();
+    uint64_t ns[ES_CTL_MAX_GPUS];
+    const char *source;
+    char slots[512];
+    speeds(D.job.slots, ns, &source);
+    mask_label(D.job.slots, slots, sizeof(slots));
+    int reg = 0;
+    for (int r = 0; r < D.job.nests; r++)
+        reg += D.ests[r].seen && D.ests[r].conn >= 0;
+    if (json) {
+        es_ctl_buf_printf(b, "{\"job\":{\"socket\":");
+        es_ctl_buf_json_str(b, D.sock);
+        es_ctl_buf_printf(b, ",\"daemon_pid\":%d,\"ests\":%d,\"registered\":%d,"
+                          "\"determinism\":\"d%d\",\"canonical\":",
+                          (int)getpid(), D.job.nests, reg, D.job.determinism);
+        es_ctl_buf_json_str(b, D.job.canonical);
+        es_ctl_buf_printf(b, ",\"epoch\":%llu,\"gpus\":\"%s\",\"est_memory\":%llu,"
+                          "\"time_slicing\":%s,\"heartbeat_timeout_ms\":%d,\"tcp\":",
+                          (unsigned long long)D.job.epoch, slots,
+                          (unsigned long long)D.job.est_mem, D.job.time_slicing ? "true" : "false",
+                          D.job.hb_timeout_ms);
+        es_ctl_buf_json_str(b, D.tcp_bound);
+        es_ctl_buf_printf(b, ",\"speed_source\":\"%s\",\"busy\":%s},\"ests\":[", source,
+                          D.op.active ? "true" : "false");
+    } else {
+        es_ctl_buf_printf(b, "job %s: %d ESTs (%d registered), d%d%s%s, GPUs %s, epoch %llu, "
+                          "controller pid %d\n", D.sock, D.job.nests, reg, D.job.determinism,
+                          D.job.canonical[0] ? " canonical " : "", D.job.canonical, slots,
+                          (unsigned long long)D.job.epoch, (int)getpid());
+        if (D.op.active)
+            es_ctl_buf_printf(b, "in progress: %s (%.1f s)\n", D.op.what,
+                              (now - D.op.start_ms) / 1000.0);
+        es_ctl_buf_printf(b, "%-5s %-8s %-5s %-10s %-15s %-12s %s\n", "rank", "pid", "gpu",
+                          "step", "state", "step time", "last heard");
+    }
+    for (int r = 0; r < D.job.nests; r++) {
+        const est_t *e = &D.ests[r];
+        char g[16];
+        int gpu = e->seen ? e->gpu : D.job.place[r];
+        pid_t pid = e->seen ? e->pid : D.job.pids[r];
+        gpu_label(gpu, g, sizeof(g));
+        if (!e->seen && gpu < 0)
+            snprintf(g, sizeof(g), "?");
+        double ago = e->seen ? (now - e->last_ms) / 1000.0 : -1;
+        if (json) {
+            es_ctl_buf_printf(b, "%s{\"rank\":%d,\"pid\":%d,\"gpu\":%s%s%s,\"slot\":", r ? "," : "",
+                              r, (int)pid, gpu >= 0 ? "" : "\"", g, gpu >= 0 ? "" : "\"");
+            es_ctl_buf_json_str(b, e->slot);
+            es_ctl_buf_printf(b, ",\"host\":");
+            es_ctl_buf_json_str(b, e->host);
+            es_ctl_buf_printf(b, ",\"step\":%llu,\"state\":\"%s\",\"step_time_ms\":%.3f,"
+                              "\"memory\":%llu,\"epoch\":%llu,\"last_heard_s\":%.3f}",
+                              (unsigned long long)e->step, est_state(e),
+                              e->step_time_ns / 1e6, (unsigned long long)e->mem,
+                              (unsigned long long)e->epoch, ago);
+        } else {
+            char last[32] = "-", st[32] = "-";
+            if (e->seen)
+                snprintf(last, sizeof(last), "%.1f s ago", ago);
+            if (e->step_time_ns)
+                snprintf(st, sizeof(st), "%.2f ms", e->step_time_ns / 1e6);
+            es_ctl_buf_printf(b, "%-5d %-8d %-5s %-10llu %-15s %-12s %s\n", r, (int)pid, g,
+                              (unsigned long long)e->step, est_state(e), st, last);
+        }
+    }
+    if (json)
+        es_ctl_buf_printf(b, "],\"slots\":[");
+    else
+        es_ctl_buf_printf(b, "%-5s %-6s %-10s %-4s %-16s %-14s %s\n", "gpu", "model", "memory",
+                          "job", "ESTs", "steps/s", "est. EST step");
+    int first = 1;
+    for (int g = 0; g < D.job.ngpus; g++) {
+        const es_ctl_gpu_t *G = &D.job.gpus[g];
+        int in = !!(D.job.slots & (1ull << g));
+        char list[4096];
+        size_t o = 0;
+        double rate = 0;
+        int nrate = 0;
+        list[0] = '\0';
+        for (int r = 0; r < D.job.nests && o < sizeof(list); r++) {
+            int gpu = D.ests[r].seen ? D.ests[r].gpu : D.job.place[r];
+            if (gpu != g)
+                continue;
+            int k = snprintf(list + o, sizeof(list) - o, "%s%d", o ? "," : "", r);
+            if (k > 0)
+                o += (size_t)k;
+            if (D.ests[r].step_time_ns) {
+                rate += 1e9 / (double)D.ests[r].step_time_ns;
+                nrate++;
+            }
+        }
+        if (!in && !o)
+            continue;
+        double sps = nrate ? rate / nrate : 0;
+        if (json) {
+            es_ctl_buf_printf(b, "%s{\"gpu\":%d,\"uuid\":", first ? "" : ",", G->ordinal);
+            es_ctl_buf_json_str(b, G->uuid);
+            es_ctl_buf_printf(b, ",\"model\":");
+            es_ctl_buf_json_str(b, G->model);
+            es_ctl_buf_printf(b, ",\"name\":");
+            es_ctl_buf_json_str(b, G->name);
+            es_ctl_buf_printf(b, ",\"memory\":%llu,\"in_job\":%s,\"ests\":[%s],"
+                              "\"steps_per_s\":%.3f,\"est_step_ns\":%llu}",
+                              (unsigned long long)G->mem, in ? "true" : "false", list, sps,
+                              (unsigned long long)ns[g]);
+        } else {
+            char mem[32], rs[32];
+            snprintf(mem, sizeof(mem), "%.1f GiB", gib(G->mem));
+            snprintf(rs, sizeof(rs), nrate ? "%.2f" : "-", sps);
+            es_ctl_buf_printf(b, "%-5d %-6s %-10s %-4s %-16s %-14s %.3f ms (%s)\n", G->ordinal,
+                              G->model[0] ? G->model : "?", mem, in ? "yes" : "no",
+                              o ? list : "-", rs, ns[g] / 1e6, source);
+        }
+        first = 0;
+    }
+    if (json)
+        es_ctl_buf_printf(b, "]}\n");
+}
+
+/* "steps MIN MAX REGISTERED N UNRESPONSIVE\nplacement TEXT\n" for run. */
+static void progress_text(es_ctl_buf_t *b)
+{
+    uint64_t mn = UINT64_MAX, mx = 0;
+    int reg = 0, unresp = 0;
+    for (int r = 0; r < D.job.nests; r++) {
+        const est_t *e = &D.ests[r];
+        if (!e->seen || e->conn < 0)
+            continue;
+        reg++;
+        if (strcmp(est_state(e), "unresponsive") == 0)
+            unresp++;
+        if (e->step < mn)
+            mn = e->step;
+        if (e->step > mx)
+            mx = e->step;
+    }
+    if (!reg)
+        mn = 0;
+    es_ctl_buf_printf(b, "steps %llu %llu %d %d %d\nplacement", (unsigned long long)mn,
+                      (unsigned long long)mx, reg, D.job.nests, unresp);
+    for (int g = -1; g < D.job.ngpus; g++) {
+        int any = 0;
+        for (int r = 0; r < D.job.nests; r++) {
+            int gpu = D.ests[r].seen ? D.ests[r].gpu : D.job.place[r];
+            if (gpu != g)
+                continue;
+            if (!any) {
+                char l[16];
+                gpu_label(g, l, sizeof(l));
+                es_ctl_buf_printf(b, " %s%s:", g < 0 ? "" : "gpu", l);
+            }
+            es_ctl_buf_printf(b, "%s%d", any ? "," : "", r);
+            any = 1;
+        }
+    }
+    es_ctl_buf_printf(b, "\n");
+}
+
+/* ---- operations ------------------------------------------------------------------ */
+
+static void op_reply(int rc, es_ctl_buf_t *b)
+{
+    if (D.op.cli >= 0 && D.conns[D.op.cli] && D.conns[D.op.cli]->id == D.op.cli_id)
+        reply_text(D.op.cli, D.op.cli_seq, rc, b);
+}
+
+/* Finishes the operation when every EST answered or the time is up. */
+static void op_check(int64_t now)
+{
+    if (!D.op.active)
+        return;
+    int open = 0;
+    for (int r = 0; r < D.job.nests; r++)
+        if (D.ests[r].pending && !D.ests[r].answered)
+            open++;
+    if (open && now < D.op.deadline_ms)
+        return;
+    es_ctl_buf_t b = { 0 };
+    int failed = 0, moved = 0;
+    uint64_t occupied = 0;
+    for (int r = 0; r < D.job.nests; r++) {
+        est_t *e = &D.ests[r];
+        if (!e->pending)
+            continue;
+        char from[16], to[16];
+        gpu_label(e->from, from, sizeof(from));
+        gpu_label(e->target, to, sizeof(to));
+        if (!e->answered) {
+            e->result = -ETIMEDOUT;
+            snprintf(e->reason, sizeof(e->reason), "no answer within %.0f s",
+                     D.job.move_timeout_ms / 1000.0);
+        }
+        moved++;
+        if (e->result == 0)
+            es_ctl_buf_printf(&b, "  rank %d: %s %s -> %s: ok in %.3f s (%.1f MiB)\n", r,
+                              op_names[e->op], from, to, sec(e->total_ns),
+                              (double)e->bytes / (1 << 20));
+        else {
+            failed++;
+            es_ctl_buf_printf(&b, "  rank %d: %s %s -> %s: failed: %s\n", r, op_names[e->op],
+                              from, to, e->reason);
+        }
+        e->pending = e->answered = 0;
+    }
+    for (int r = 0; r < D.job.nests; r++)
+        if (D.ests[r].gpu >= 0)
+            occupied |= 1ull << D.ests[r].gpu;
+    char slots[512];
+    double took = (now - D.op.start_ms) / 1000.0;
+    es_ctl_buf_t head = { 0 };
+    if (!failed) {
+        D.job.slots = D.op.new_slots;
+        mask_label(D.job.slots, slots, sizeof(slots));
+        es_ctl_buf_printf(&head, "%s: done in %.3f s (%d EST%s moved); the job runs on GPUs %s\n",
+                          D.op.what, took, moved, moved == 1 ? "" : "s", slots);
+    } else {
+        /* Consistent: every EST is on one of the job's GPUs. */
+        D.job.slots = D.op.old_slots | occupied;
+        mask_label(D.job.slots, slots, sizeof(slots));
+        es_ctl_buf_printf(&head, "%s: failed after %.3f s (%d of %d move%s failed); the job "
+                          "runs on GPUs %s\n", D.op.what, took, failed, moved,
+                          moved == 1 ? "" : "s", slots);
+    }
+    es_ctl_buf_printf(&head, "%s", b.p ? b.p : "");
+    es_ctl_log("%s", head.p ? head.p : "");
+    persist();
+    op_reply(failed ? 1 : 0, &head);
+    es_ctl_buf_free(&b);
+    es_ctl_buf_free(&head);
+    memset(&D.op, 0, sizeof(D.op));
+    D.op.cli = -1;
+}
+
+/* Starts an operation: a MOVE ops[r] to targets[r] (a GPU index, -1 host)
+ * for every EST r whose target is not -2; the answers finish it
+ * (op_check). */
+static void op_start(int cli, uint32_t seq, uint32_t verb, uint64_t new_slots, const int *targets,
+                     const uint32_t *ops, const char *what)
+{
+    int64_t now = es_ctl_now_ms();
+    memset(&D.op, 0, sizeof(D.op));
+    D.op.active = 1;
+    D.op.cli = cli;
+    D.op.cli_seq = seq;
+    D.op.cli_id = cli >= 0 && D.conns[cli] ? D.conns[cli]->id : 0;
+    D.op.verb = verb;
+    D.op.epoch = ++D.job.epoch;
+    D.op.start_ms = now;
+    D.op.deadline_ms = now + D.job.move_timeout_ms;
+    D.op.old_slots = D.job.slots;
+    D.op.new_slots = new_slots;
+    snprintf(D.op.what, sizeof(D.op.what), "%s", what);
+    if (cli >= 0 && D.conns[cli])
+        D.conns[cli]->waiting = 1;
+    es_ctl_log("%s: epoch %llu", what, (unsigned long long)D.op.epoch);
+    persist();
+    for (int r = 0; r < D.job.nests; r++) {
+        if (targets[r] == -2)
+            continue;
+        est_t *e = &D.ests[r];
+        e->pending = 1;
+        e->answered = 0;
+        e->op = ops[r];
+        e->from = e->gpu;
+        e->target = targets[r];
+        e->reason[0] = '\0';
+        e->total_ns = e->bytes = 0;
+        es_proto_msg_t m = { .type = ES_MSG_MOVE };
+        m.u.move.op = ops[r];
+        m.u.move.epoch = D.op.epoch;
+        if (targets[r] >= 0)
+            snprintf(m.u.move.slot, sizeof(m.u.move.slot), "%s", D.job.gpus[targets[r]].uuid);
+        conn_send(e->conn, &m);
+    }
+    op_check(now);
+}
+
+/* A refusal before anything moved. */
+static void refuse(int cli, uint32_t seq, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void refuse(int cli, uint32_t seq, int rc, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    es_ctl_buf_t b = { 0 };
+    es_ctl_buf_printf(&b, "%s\n", msg);
+    es_ctl_log("refused: %s", msg);
+    reply_text(cli, seq, rc, &b);
+    es_ctl_buf_free(&b);
+}
+
+/* d2: every GPU of mask must be a model the canonical device was formed
+ * from. Returns the index of one that is not, or -1. */
+static int outside_canonical(uint64_t mask)
+{
+    if (D.job.determinism != 2)
+        return -1;
+    for (int g = 0; g < D.job.ngpus; g++) {
+        if (!(mask & (1ull << g)))
+            continue;
+        const char *m = D.job.gpus[g].model;
+        int ok = 0;
+        char list[sizeof(D.job.canonical)], *save = NULL;
+        snprintf(list, sizeof(list), "%s", D.job.canonical);
+        for (char *t = strtok_r(list, ",", &save); t && m[0]; t = strtok_r(NULL, ",", &save))
+            if (strcasecmp(t, m) == 0)
+                ok = 1;
+        if (!ok)
+            return g;
+    }
+    return -1;
+}
+
+/* Why an EST cannot take a command now ("" when it can). */
+static const char *not_movable(int r)
+{
+    const est_t *e = &D.ests[r];
+    if (!e->seen || e->conn < 0)
+        return e->seen ? "is disconnected" : "has not registered";
+    if (e->unresponsive)
+        return "is unresponsive";
+    return "";
+}
+
+/* scale / preempt / grant: the new slot set. */
+static void do_scale(int cli, uint32_t seq, uint32_t verb, uint64_t mask, const char *what)
+{
+    es_sched_slot_t slots[ES_CTL_MAX_GPUS];
+    int idx[ES_CTL_MAX_GPUS], ns_ = 0, place[ES_CTL_MAX_ESTS], cur[ES_CTL_MAX_ESTS];
+    int targets[ES_CTL_MAX_ESTS];
+    uint32_t ops[ES_CTL_MAX_ESTS];
+    uint64_t ns[ES_CTL_MAX_GPUS], maxl;
+    const char *source;
+    char why[512], label[512];
+    int moves, g;
+    mask_label(mask, label, sizeof(label));
+    if ((g = outside_canonical(mask)) >= 0) {
+        refuse(cli, seq, 1, "%s refused: GPU %d is a%s %s, not one of the models this d2 job's "
+               "canonical device was formed from (%s): its results could differ; nothing moved",
+               what, D.job.gpus[g].ordinal, D.job.gpus[g].model[0] ? "n" : "n unknown model",
+               D.job.gpus[g].model, D.job.canonical);
+        return;
+    }
+    speeds(mask, ns, &source);
+    for (g = 0; g < D.job.ngpus; g++)
+        if (mask & (1ull << g)) {
+            idx[ns_] = g;
+            slots[ns_].est_ns = ns[g];
+            slots[ns_].mem = D.job.gpus[g].mem;
+            ns_++;
+        }
+    uint64_t est_mem = D.job.est_mem;
+    for (int r = 0; r < D.job.nests; r++) {
+        if (D.ests[r].mem > est_mem)
+            est_mem = D.ests[r].mem;
+        cur[r] = -1;
+        for (int s = 0; s < ns_; s++)
+            if (D.ests[r].gpu == idx[s] && D.ests[r].state != ES_EST_SWAPPED_OUT)
+                cur[r] = s;
+    }
+    /* Time-slicing costs a swap out and in per extra EST per step: 2x its
+     * memory at ~10 GiB/s (PCIe-class), a rough figure. */
+    es_sched_in_t in = { .nslots = ns_, .slots = slots, .nests = D.job.nests, .cur = cur,
+                         .est_mem = est_mem, .time_slicing = D.job.time_slicing,
+                         .swap_ns = est_mem / 5 };
+    int rc = es_sched_place(&in, place, &maxl, &moves, why, sizeof(why));
+    if (rc < 0) {
+        refuse(cli, seq, 1, "%s refused: %s; nothing moved", what, why);
+        return;
+    }
+    int nmove = 0;
+    for (int r = 0; r < D.job.nests; r++) {
+        targets[r] = -2;
+        ops[r] = ES_MOVE_PLACE;
+        if (idx[place[r]] != D.ests[r].gpu || D.ests[r].state == ES_EST_SWAPPED_OUT) {
+            const char *nm = not_movable(r);
+            if (nm[0]) {
+                refuse(cli, seq, 1, "%s refused: EST %d %s and would have to move; nothing moved",
+                       what, r, nm);
+                return;
+            }
+            targets[r] = idx[place[r]];
+            nmove++;
+        }
+    }
+    if (!nmove) {
+        D.job.slots = mask;
+        persist();
+        es_ctl_buf_t b = { 0 };
+        es_ctl_buf_printf(&b, "%s: done (no EST needs to move); the job runs on GPUs %s\n", what,
+                          label);
+        es_ctl_log("%s", b.p);
+        reply_text(cli, seq, 0, &b);
+        es_ctl_buf_free(&b);
+        return;
+    }
+    op_start(cli, seq, verb, mask, targets, ops, what);
+}
+
+static void handle_request(int i, const es_proto_msg_t *m)
+{
+    conn_t *c = D.conns[i];
+    uint32_t seq = m->seq;
+    char err[512], what[400];
+    c->kind = CONN_CLI;
+    c->deadline = 0;
+    check_unresponsive(es_ctl_now_ms());
+    uint32_t v = m->u.req.verb;
+    if (v == ES_VERB_STATUS || v == ES_VERB_PROGRESS) {
+        es_ctl_buf_t b = { 0 };
+        if (v == ES_VERB_STATUS)
+            status_text(&b, !!(m->u.req.flags & ES_REQ_JSON));
+        else
+            progress_text(&b);
+        reply_text(i, seq, 0, &b);
+        es_ctl_buf_free(&b);
+        return;
+    }
+    if (D.op.active) {
+        refuse(i, seq, 1, "busy: %s is in progress (%.1f s); try again when it is done",
+               D.op.what, (es_ctl_now_ms() - D.op.start_ms) / 1000.0);
+        return;
+    }
+    const char *arg = m->u.req.arg;
+    if (v == ES_VERB_SCALE) {
+        uint64_t mask;
+        int rc = es_ctl_gpus_parse(arg, D.job.gpus, D.job.ngpus, &mask, err, sizeof(err));
+        if (rc < 0) {
+            refuse(i, seq, rc == -EINVAL ? 2 : 1, "scale: %s", err);
+            return;
+        }
+        snprintf(what, sizeof(what), "scale to GPUs %s", arg);
+        do_scale(i, seq, v, mask, what);
+        return;
+    }
+    if (v == ES_VERB_PREEMPT || v == ES_VERB_GRANT) {
+        const char *name = v == ES_VERB_PREEMPT ? "preempt" : "grant";
+        int g = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, arg);
+        if (g < 0) {
+            refuse(i, seq, g == -EINVAL ? 2 : 1, "%s: %s GPU \"%s\"", name,
+                   g == -EINVAL ? "bad" : "no such", arg);
+            return;
+        }
+        uint64_t bit = 1ull << g, mask = D.job.slots;
+        if (v == ES_VERB_PREEMPT) {
+            if (!(mask & bit)) {
+                refuse(i, seq, 1, "preempt: GPU %s is not one of the job's", arg);
+                return;
+            }
+            if (!(mask & ~bit)) {
+                refuse(i, seq, 1, "preempt: GPU %s is the job's last GPU; the ESTs would have "
+                       "nowhere to run (swap-out parks them)", arg);
+                return;
+            }
+            mask &= ~bit;
+        } else {
+            if (mask & bit) {
+                refuse(i, seq, 1, "grant: GPU %s is already the job's", arg);
+                return;
+            }
+            mask |= bit;
+        }
+        snprintf(what, sizeof(what), "%s GPU %s", name, arg);
+        do_scale(i, seq, v, mask, what);
+        return;
+    }
+    /* swap-out / swap-in / migrate */
+    int r = m->u.req.rank;
+    const char *name = v == ES_VERB_SWAP_OUT ? "swap-out" : v == ES_VERB_SWAP_IN ? "swap-in"
+                                                                                : "migrate";
+    if (r < 0 || r >= D.job.nests) {
+        refuse(i, seq, 2, "%s: no EST %d (the job has %d)", name, r, D.job.nests);
+        return;
+    }
+    const char *nm = not_movable(r);
+    if (nm[0]) {
+        refuse(i, seq, 1, "%s: EST %d %s", name, r, nm);
+        return;
+    }
+    int targets[ES_CTL_MAX_ESTS];
+    uint32_t ops[ES_CTL_MAX_ESTS];
+    for (int k = 0; k < D.job.nests; k++)
+        targets[k] = -2;
+    if (v == ES_VERB_SWAP_OUT) {
+        targets[r] = -1;
+        ops[r] = ES_MOVE_SWAP_OUT;
+        snprintf(what, sizeof(what), "swap-out EST %d", r);
+    } else {
+        int g = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, arg);
+        if (g < 0) {
+            refuse(i, seq, g == -EINVAL ? 2 : 1, "%s: %s GPU \"%s\"", name,
+                   g == -EINVAL ? "bad" : "no such", arg);
+            return;
+        }
+        if (!(D.job.slots & (1ull << g))) {
+            refuse(i, seq, 1, "%s: GPU %s is not one of the job's (grant it first)", name, arg);
+            return;
+        }
+        if (outside_canonical(1ull << g) >= 0) {
+            refuse(i, seq, 1, "%s: GPU %s is not a model of this d2 job's canonical device (%s)",
+                   name, arg, D.job.canonical);
+            return;
+        }
+        uint64_t est_mem = D.job.est_mem > D.ests[r].mem ? D.job.est_mem : D.ests[r].mem;
+        const es_ctl_gpu_t *G = &D.job.gpus[g];
+        int there = on_gpu(g) - (D.ests[r].gpu == g);
+        if (est_mem && (est_mem > G->mem ||
+                        (!D.job.time_slicing && (uint64_t)(there + 1) * est_mem > G->mem))) {
+            refuse(i, seq, 1, "%s refused: GPU %s has %.2f GiB; %d EST%s of %.2f GiB would not "
+                   "fit%s; nothing moved", name, arg, gib(G->mem), there + 1, there ? "s" : "",
+                   gib(est_mem), D.job.time_slicing ? "" : " without time-slicing");
+            return;
+        }
+        targets[r] = g;
+        ops[r] = v == ES_VERB_SWAP_IN ? ES_MOVE_SWAP_IN : ES_MOVE_MIGRATE;
+        snprintf(what, sizeof(what), "%s EST %d to GPU %s", name, r, arg);
+    }
+    op_start(i, seq, v, D.job.slots, targets, ops, what);
+}
+
+/* ---- ESTs ------------------------------------------------------------------------- */
+
+static void conn_input(int i);
+
+static void handle_register(int i, const es_proto_msg_t *m)
+{
+    conn_t *c = D.conns[i];
+    int r = (int)m->u.reg.rank;
+    if ((int)m->u.reg.world != D.job.nests || r < 0 || r >= D.job.nests) {
+        es_ctl_log("refusing a registration: rank %u of %u, but the job has %d ESTs",
+                   m->u.reg.rank, m->u.reg.world, D.job.nests);
+        send_error(i, -EINVAL, "this job has %d ESTs; this process says rank %u of %u",
+                   D.job.nests, m->u.reg.rank, m->u.reg.world);
+        return;
+    }
+    pid_t pid = c->tcp ? (pid_t)m->u.reg.pid : c->peer_pid;
+    est_t *e = &D.ests[r];
+    if (e->conn >= 0 && e->conn != i && e->pid == pid && !c->tcp) {
+        /* The same process again. After an exec its old connection is
+         * closed already (close-on-exec, before the new image could
+         * connect): take in what is left on it, and its end. */
+        int old = e->conn;
+        for (int k = 0; k < 64 && D.conns[old] && e->conn == old; k++) {
+            uint8_t peek;
+            ssize_t n = recv(D.conns[old]->fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (n < 0)
+                break; /* nothing pending: alive */
+            conn_input(old);
+        }
+    }
+    if (e->conn >= 0 && e->conn != i) {
+        es_ctl_log("refusing a second registration of rank %d (pid %d; held by pid %d)", r,
+                   (int)pid, (int)e->pid);
+        send_error(i, -EEXIST, "rank %d is held by pid %d of this job", r, (int)e->pid);
+        return;
+    }
+    e->seen = 1;
+    e->conn = i;
+    e->pid = pid;
+    snprintf(e->host, sizeof(e->host), "%s", m->u.reg.host);
+    snprintf(e->slot, sizeof(e->slot), "%s", m->u.reg.slot);
+    e->gpu = gpu_of_slot(e->slot);
+    e->step = m->u.reg.step;
+    e->mem = m->u.reg.mem_bytes;
+    e->epoch = m->u.reg.epoch;
+    e->state = strcmp(e->slot, "host") == 0 ? ES_EST_SWAPPED_OUT : ES_EST_RUNNING;
+    e->last_ms = es_ctl_now_ms();
+    e->unresponsive = 0;
+    if (e->epoch > D.job.epoch) /* a restart before the job file caught up */
+        D.job.epoch = e->epoch;
+    c->kind = CONN_EST;
+    c->rank = r;
+    c->deadline = 0;
+    es_proto_msg_t w = { .type = ES_MSG_WELCOME, .seq = m->seq };
+    w.u.welcome.epoch = D.job.epoch;
+    w.u.welcome.daemon_pid = (uint32_t)getpid();
+    conn_send(i, &w);
+    int reg = 0;
+    for (int k = 0; k < D.job.nests; k++)
+        reg += D.ests[k].conn >= 0;
+    if (reg == D.job.nests && !D.all_logged) {
+        D.all_logged = 1;
+        es_ctl_log("all %d ESTs registered (epoch %llu)", D.job.nests,
+                   (unsigned long long)D.job.epoch);
+        persist();
+    }
+}
+
+static void handle_heartbeat(int i, const es_proto_msg_t *m)
+{
+    est_t *e = &D.ests[D.conns[i]->rank];
+    int64_t now = es_ctl_now_ms();
+    if (e->unresponsive)
+        es_ctl_log("EST %d (pid %d) answers again", D.conns[i]->rank, (int)e->pid);
+    e->unresponsive = 0;
+    e->step = m->u.hb.step;
+    e->step_time_ns = m->u.hb.step_time_ns;
+    e->wait_ns = m->u.hb.wait_ns;
+    e->mem = m->u.hb.mem_bytes;
+    e->epoch = m->u.hb.epoch;
+    e->state = m->u.hb.state;
+    e->last_ms = now;
+    /* Per-EST compute time on this model: the step less the time waited
+     * in collectives, shared by the ESTs of the GPU. Only when the shim
+     * measures the wait. */
+    if (e->gpu >= 0 && m->u.hb.wait_ns && m->u.hb.step_time_ns > m->u.hb.wait_ns) {
+        int k = on_gpu(e->gpu);
+        uint64_t sample = (m->u.hb.step_time_ns - m->u.hb.wait_ns) / (uint64_t)(k ? k : 1);
+        uint64_t *ms = measured_for(D.job.gpus[e->gpu].model, 1);
+        if (ms && sample)
+            *ms = *ms ? (*ms * 7 + sample) / 8 : sample;
+    }
+}
+
+static void handle_ack(int i, const es_proto_msg_t *m)
+{
+    int r = D.conns[i]->rank;
+    est_t *e = &D.ests[r];
+    snprintf(e->slot, sizeof(e->slot), "%s", m->u.ack.slot);
+    e->gpu = gpu_of_slot(e->slot);
+    e->state = strcmp(e->slot, "host") == 0 ? ES_EST_SWAPPED_OUT : ES_EST_RUNNING;
+    e->last_ms = es_ctl_now_ms();
+    if (m->u.ack.result == 0 && m->u.ack.epoch > e->epoch)
+        e->epoch = m->u.ack.epoch;
+    if (!D.op.active || !e->pending || e->answered || m->u.ack.epoch != D.op.epoch) {
+        es_ctl_log("EST %d: answer for epoch %llu (none expected): %s", r,
+                   (unsigned long long)m->u.ack.epoch,
+                   m->u.ack.result ? m->u.ack.reason : "ok");
+        return;
+    }
+    e->answered = 1;
+    e->result = m->u.ack.result;
+    e->total_ns = m->u.ack.total_ns;
+    e->bytes = m->u.ack.bytes;
+    snprintf(e->reason, sizeof(e->reason), "%s",
+             m->u.ack.reason[0] ? m->u.ack.reason : strerror(-m->u.ack.result));
+}
+
+static void handle_frame(int i)
+{
+    conn_t *c = D.conns[i];
+    es_proto_msg_t m;
+    int rc = es_proto_decode(&c->rd.h, c->rd.buf, &m);
+    es_proto_reader_reset(&c->rd);
+    if (rc < 0) {
+        conn_close(i, es_proto_strerror(rc));
+        return;
+    }
+    c->seq = m.seq;
+    switch (c->kind) {
+    case CONN_NEW:
+        if (m.type == ES_MSG_REGISTER)
+            handle_register(i, &m);
+        else if (m.type == ES_MSG_REQUEST)
+            handle_request(i, &m);
+        else
+            conn_close(i, "a first message that is neither a registration nor a request");
+        return;
+    case CONN_EST:
+        if (m.type == ES_MSG_HEARTBEAT)
+            handle_heartbeat(i, &m);
+        else if (m.type == ES_MSG_ACK)
+            handle_ack(i, &m);
+        else if (m.type == ES_MSG_ERROR)
+            es_ctl_log("EST %d reports: %s", c->rank, m.u.err.text);
+        else
+            conn_close(i, "unexpected message from an EST");
+        return;
+    default:
+        conn_close(i, "a second request on one connection");
+        return;
+    }
+}
+
+/* Input on connection i. */
+static void conn_input(int i)
+{
+    conn_t *c = D.conns[i];
+    if (!c->authed) {
+        /* TCP: exactly the authentication block before anything else. */
+        ssize_t n = read(c->fd, c->auth + c->auth_have, sizeof(c->auth) - c->auth_have);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+            conn_close(i, "closed before authenticating");
+            return;
+        }
+        if (n < 0)
+            return;
+        c->auth_have += (size_t)n;
+        if (c->auth_have < sizeof(c->auth))
+            return;
+        if (es_proto_auth_check(c->auth, D.token) < 0) {
+            conn_close(i, "bad token");
+            return;
+        }
+        c->authed = 1;
+        c->deadline = es_ctl_now_ms() + CLI_IDLE_TIMEOUT_MS;
+        return;
+    }
+    for (int k = 0; k < 16 && D.conns[i]; k++) { /* a few frames per wakeup, then others */
+        c = D.conns[i];
+        if (c->closing) {
+            char sink[256];
+            if (read(c->fd, sink, sizeof(sink)) == 0)
+                conn_close(i, NULL);
+            return;
+        }
+        int rc = es_proto_reader_fill(&c->rd, c->fd);
+        if (rc == 0) {
+            /* 0 is also EAGAIN: stop when nothing more is there */
+            struct pollfd p = { .fd = c->fd, .events = POLLIN };
+            if (poll(&p, 1, 0) != 1)
+                return;
+            continue;
+        }
+        if (rc < 0) {
+            conn_close(i, rc == -ECONNRESET ? NULL : es_proto_strerror(rc));
+            return;
+        }
+        handle_frame(i);
+    }
+}
+
+static void accept_on(int lfd, int tcp)
+{
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        pid_t pid = 0;
+        if (!tcp) {
+            int rc = es_ctl_peer_check(fd, geteuid(), es_ctl_peercred_sys, &pid);
+            if (rc < 0) {
+                uid_t u = (uid_t)-1;
+                pid_t p = 0;
+                es_ctl_peercred_sys(fd, &u, &p);
+                es_ctl_log("refused a connection from uid %d (pid %d): %s", (int)u, (int)p,
+                           rc == -EACCES ? "not this user" : strerror(-rc));
+                close(fd);
+                continue;
+            }
+        }
+        int i = conn_add(fd, tcp, pid);
+        if (i < 0) {
+            es_ctl_log("refused a connection: too many connections");
+            close(fd);
+        }
+    }
+}
+
+static void tick(int64_t now)
+{
+    for (int i = 0; i < MAX_CONNS; i++) {
+        conn_t *c = D.conns[i];
+        if (!c)
+            continue;
+        if (c->deadline && now > c->deadline && !c->waiting)
+            conn_close(i, c->authed ? "no request in time" : "no authentication in time");
+    }
+    check_unresponsive(now);
+    op_check(now);
+}
+
+/* ---- main ------------------------------------------------------------------------- */
+
+static const char *const usage =
+    "usage: easyscale-ctl daemon --socket PATH [--managed] [--ready-fd FD]\n"
+    "Serves the job whose files are PATH.job and PATH.lock: takes the job's lock\n"
+    "(a second controller of the same job is refused), listens on PATH (mode 0600,\n"
+    "peers of this user only) and, when the job says so, on TCP (EASYSCALE_TOKEN\n"
+    "required), and answers the ESTs and the CLI until SIGTERM. 'run' starts it;\n"
+    "start it by hand to restart a job's controller (it re-learns the job from the\n"
+    "ESTs' registrations). --managed: started by run (SIGINT ignored, ends with\n"
+    "its parent); --ready-fd: write one byte there once listening.\n";
+
+int es_ctl_daemon_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "socket", required_argument, NULL, 's' }, { "managed", no_argument, NULL, 'm' },
+        { "ready-fd", required_argument, NULL, 'r' }, { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 }
+    };
+    int c, managed = 0, lockfd = -1, rc = ES_CTL_EXIT_FAIL;
+    long ready = -1;
+    char err[1024];
+    optind = 1;
+    opterr = 0;
+    memset(&D, 0, sizeof(D));
+    D.lfd = D.tfd = -1;
+    D.op.cli = -1;
+    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': D.sock = optarg; break;
+        case 'm': managed = 1; break;
+        case 'r':
+            if (es_ctl_parse_long(optarg, 3, 1 << 20, &ready) < 0) {
+                es_ctl_err("bad --ready-fd \"%s\"", optarg);
+                fputs(usage, stderr);
+                return ES_CTL_EXIT_USAGE;
+            }
+            break;
+        case 'h': fputs(usage, stdout); return ES_CTL_EXIT_OK;
+        default:
+            es_ctl_err("unknown or incomplete option \"%s\"", argv[optind - 1]);
+            fputs(usage, stderr);
+            return ES_CTL_EXIT_USAGE;
+        }
+    }
+    if (!D.sock || optind != argc) {
+        es_ctl_err(D.sock ? "unexpected argument \"%s\"" : "daemon needs --socket PATH%s",
+                   D.sock ? argv[optind] : "");
+        fputs(usage, stderr);
+        return ES_CTL_EXIT_USAGE;
+    }
+    if (managed) {
+        /* Ends with run (no orphan controller), ignores the terminal's ^C. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() == 1)
+            return ES_CTL_EXIT_FAIL;
+        signal(SIGINT, SIG_IGN);
+    }
+    pid_t holder = 0;
+    lockfd = es_ctl_lock(D.sock, &holder);
+    if (lockfd < 0) {
+        if (lockfd == -EBUSY)
+            es_ctl_err("another controller (pid %d) owns the job at %s", (int)holder, D.sock);
+        else
+            es_ctl_err("cannot lock the job at %s: %s", D.sock, strerror(-lockfd));
+        goto out;
+    }
+    if (es_ctl_job_read(D.sock, &D.job, err, sizeof(err)) < 0) {
+        es_ctl_err("%s", err);
+        goto out;
+    }
+    for (int r = 0; r < ES_CTL_MAX_ESTS; r++)
+        D.ests[r].conn = D.ests[r].gpu = -1;
+    D.lfd = es_ctl_listen_unix(D.sock);
+    if (D.lfd < 0) {
+        es_ctl_err("cannot listen on %s: %s", D.sock, strerror(-D.lfd));
+        goto out;
+    }
+    if (D.job.tcp[0]) {
+        D.token = getenv("EASYSCALE_TOKEN");
+        if (!D.token || es_proto_token_valid(D.token) < 0) {
+            es_ctl_err("the job listens on TCP: EASYSCALE_TOKEN must be set (%d to %d printable "
+                       "characters, no spaces)", ES_PROTO_TOKEN_MIN, ES_PROTO_TOKEN_MAX);
+            goto out;
+        }
+        D.tfd = es_ctl_listen_tcp(D.job.tcp, D.tcp_bound, sizeof(D.tcp_bound));
+        if (D.tfd < 0) {
+            es_ctl_err("cannot listen on %s: %s", D.job.tcp, strerror(-D.tfd));
+            goto out;
+        }
+        /* A restart binds the same port. */
+        if (strcmp(D.tcp_bound, D.job.tcp) != 0) {
+            snprintf(D.job.tcp, sizeof(D.job.tcp), "%s", D.tcp_bound);
+            persist();
+        }
+    }
+    struct sigaction sa = { .sa_handler = on_signal };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    if (!managed)
+        sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    D.started_ms = es_ctl_now_ms();
+    if (ready >= 0) {
+        char one = '1';
+        if (write((int)ready, &one, 1) != 1)
+            es_ctl_log("cannot signal readiness: %s", strerror(errno));
+        close((int)ready);
+    }
+    {
+        char slots[512];
+        mask_label(D.job.slots, slots, sizeof(slots));
+        es_ctl_log("serving %s: %d ESTs on GPUs %s, epoch %llu%s%s", D.sock, D.job.nests, slots,
+                   (unsigned long long)D.job.epoch, D.tcp_bound[0] ? ", tcp " : "", D.tcp_bound);
+    }
+
+    static struct pollfd pf[MAX_CONNS + 2];
+    static int map[MAX_CONNS + 2];
+    int64_t last_tick = 0;
+    while (!g_stop) {
+        int n = 0;
+        pf[n] = (struct pollfd){ .fd = D.lfd, .events = POLLIN };
+        map[n++] = -1;
+        if (D.tfd >= 0) {
+            pf[n] = (struct pollfd){ .fd = D.tfd, .events = POLLIN };
+            map[n++] = -2;
+        }
+        for (int i = 0; i < MAX_CONNS; i++) {
+            conn_t *cn = D.conns[i];
+            if (!cn)
+                continue;
+            if (cn->closing && cn->out_off >= cn->out_len) {
+                conn_close(i, NULL);
+                continue;
+            }
+            pf[n] = (struct pollfd){ .fd = cn->fd,
+                                     .events = (short)(POLLIN | (cn->out_off < cn->out_len ? POLLOUT : 0)) };
+            map[n++] = i;
+        }
+        int k = poll(pf, (nfds_t)n, TICK_MS);
+        if (k < 0 && errno != EINTR) {
+            es_ctl_log("poll: %s", strerror(errno));
+            break;
+        }
+        for (int j = 0; k > 0 && j < n; j++) {
+            if (!pf[j].revents)
+                continue;
+            if (map[j] == -1) {
+                accept_on(D.lfd, 0);
+                continue;
+            }
+            if (map[j] == -2) {
+                accept_on(D.tfd, 1);
+                continue;
+            }
+            int i = map[j];
+            conn_t *cn = D.conns[i];
+            if (!cn)
+                continue;
+            if (pf[j].revents & POLLOUT) {
+                size_t done = 0;
+                int r = es_proto_send_all(cn->fd, cn->out + cn->out_off,
+                                          cn->out_len - cn->out_off, &done);
+                cn->out_off += done;
+                if (r < 0 && r != -EAGAIN) {
+                    conn_close(i, NULL);
+                    continue;
+                }
+            }
+            if (pf[j].revents & (POLLIN | POLLHUP | POLLERR))
+                conn_input(i);
+        }
+        int64_t now = es_ctl_now_ms();
+        if (now - last_tick >= TICK_MS) {
+            tick(now);
+            last_tick = now;
+        }
+    }
+    es_ctl_log("stopping");
+    rc = ES_CTL_EXIT_OK;
+out:
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (D.conns[i])
+            conn_close(i, NULL);
+    if (D.lfd >= 0)
+        close(D.lfd);
+    if (D.tfd >= 0)
+        close(D.tfd);
+    if (lockfd >= 0)
+        close(lockfd);
+    return rc;
+}

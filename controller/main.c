@@ -1,0 +1,300 @@
+/* easyscale-ctl: the controller of an EasyScale job, one binary with
+ * subcommands (run, daemon, status, scale, preempt, grant, swap-out,
+ * swap-in, migrate, gpus). This file: dispatch and the CLI verbs that send
+ * one request to a job's daemon.
+ * Exit status: 0 ok, 1 the job or command failed, 2 usage. */
+#include "controller/ctl.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- usage ----------------------------------------------------------------------- */
+
+static const char *const usage_main =
+    "usage: easyscale-ctl COMMAND [OPTIONS]\n"
+    "\n"
+    "The controller of an EasyScale job: launches its ESTs with libeasyscale.so,\n"
+    "serves their control channel, places them on GPUs, shows and changes where\n"
+    "they run.\n"
+    "\n"
+    "commands:\n"
+    "  run --ests N [--gpus SPEC] ... -- CMD ARGS...   start a job and wait for it\n"
+    "  status [--json]                 the job, its ESTs and its GPUs\n"
+    "  scale --gpus SPEC               run the job on these GPUs\n"
+    "  preempt GPU                     take a GPU from the job\n"
+    "  grant GPU                       give a GPU to the job\n"
+    "  swap-out RANK                   park an EST in host memory\n"
+    "  swap-in RANK --gpu G            bring a parked EST back onto a GPU\n"
+    "  migrate RANK --gpu G            move an EST to another GPU\n"
+    "  gpus [--json]                   the GPUs the controller sees\n"
+    "  daemon --socket PATH            serve a job (run starts it; also to restart one)\n"
+    "\n"
+    "Every command that talks to a job takes --socket PATH (a unix socket path, or\n"
+    "tcp:HOST:PORT with EASYSCALE_TOKEN set); the default is the one job's socket in\n"
+    "$XDG_RUNTIME_DIR/easyscale (else /tmp/easyscale-UID).\n"
+    "GPU: an ordinal or a UUID; SPEC: all, or comma-separated GPUs and ranges (0-3).\n"
+    "'easyscale-ctl COMMAND --help' for a command's options.\n"
+    "Exit status: 0 ok, 1 the job or the command failed, 2 usage.\n";
+
+typedef struct verb_info {
+    const char *name;
+    uint32_t verb;
+    int rank_arg;   /* takes RANK */
+    int gpu_pos;    /* takes GPU as a positional */
+    int gpu_opt;    /* takes --gpu G */
+    int gpus_opt;   /* takes --gpus SPEC */
+    int json;       /* takes --json */
+    int timeout_s;  /* default wait for the reply */
+    const char *help;
+} verb_info_t;
+
+static const verb_info_t verbs[] = {
+    { "status", ES_VERB_STATUS, 0, 0, 0, 0, 1, 10,
+      "usage: easyscale-ctl status [--json] [--socket PATH] [--timeout SECONDS]\n"
+      "The job (ESTs, determinism, placement epoch, controller pid), each EST (rank,\n"
+      "pid, GPU, step, state, step time) and each GPU (model, memory, ESTs placed,\n"
+      "measured speed). An EST without heartbeat for longer than the job's bound is\n"
+      "shown 'unresponsive'. --json: one JSON object.\n" },
+    { "scale", ES_VERB_SCALE, 0, 0, 0, 1, 0, 600,
+      "usage: easyscale-ctl scale --gpus SPEC [--socket PATH] [--timeout SECONDS]\n"
+      "Runs the job on the GPUs of SPEC: computes the new placement (ESTs in\n"
+      "proportion to GPU speed, fewest moves), refuses it before anything moves when\n"
+      "it cannot be met (memory), then moves the ESTs and returns when every EST has\n"
+      "reached its place, printing how long it took and each EST's answer.\n" },
+    { "preempt", ES_VERB_PREEMPT, 0, 1, 0, 0, 0, 600,
+      "usage: easyscale-ctl preempt GPU [--socket PATH] [--timeout SECONDS]\n"
+      "Takes GPU (an ordinal or UUID) from the job: its ESTs move to the others.\n" },
+    { "grant", ES_VERB_GRANT, 0, 1, 0, 0, 0, 600,
+      "usage: easyscale-ctl grant GPU [--socket PATH] [--timeout SECONDS]\n"
+      "Gives GPU (an ordinal or UUID) to the job: ESTs move onto it if that makes\n"
+      "steps faster.\n" },
+    { "swap-out", ES_VERB_SWAP_OUT, 1, 0, 0, 0, 0, 600,
+      "usage: easyscale-ctl swap-out RANK [--socket PATH] [--timeout SECONDS]\n"
+      "Parks EST RANK's device state in host memory.\n" },
+    { "swap-in", ES_VERB_SWAP_IN, 1, 0, 1, 0, 0, 600,
+      "usage: easyscale-ctl swap-in RANK --gpu G [--socket PATH] [--timeout SECONDS]\n"
+      "Brings swapped-out EST RANK back onto GPU G (one of the job's).\n" },
+    { "migrate", ES_VERB_MIGRATE, 1, 0, 1, 0, 0, 600,
+      "usage: easyscale-ctl migrate RANK --gpu G [--socket PATH] [--timeout SECONDS]\n"
+      "Moves EST RANK to GPU G (one of the job's).\n" },
+};
+
+static const char *const usage_gpus =
+    "usage: easyscale-ctl gpus [--json]\n"
+    "The GPUs the CUDA driver shows in this environment (ordinal, UUID, model,\n"
+    "memory, SMs, clock), as the controller learns them: cuInit and cuDeviceGet*\n"
+    "through libcuda.so.1, in a child process.\n";
+
+static int usage_error(const char *help, const char *fmt, const char *arg)
+{
+    char msg[512];
+    snprintf(msg, sizeof(msg), fmt, arg ? arg : "");
+    es_ctl_err("%s", msg);
+    fputs(help, stderr);
+    return ES_CTL_EXIT_USAGE;
+}
+
+/* ---- the CLI verbs ------------------------------------------------------------------ */
+
+int es_ctl_resolve_socket(const char *given, char *out, size_t len, char *err, size_t errlen)
+{
+    if (given) {
+        if (strlen(given) >= len) {
+            snprintf(err, errlen, "socket path too long");
+            return -ENAMETOOLONG;
+        }
+        strcpy(out, given);
+        return 0;
+    }
+    return es_ctl_find_job(out, len, err, errlen);
+}
+
+static int verb_main(const verb_info_t *v, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "socket", required_argument, NULL, 's' }, { "json", no_argument, NULL, 'j' },
+        { "gpu", required_argument, NULL, 'g' },    { "gpus", required_argument, NULL, 'G' },
+        { "timeout", required_argument, NULL, 't' }, { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 }
+    };
+    const char *sock = NULL, *gpu = NULL, *gpus = NULL;
+    int json = 0, c, rc = ES_CTL_EXIT_FAIL, reply_rc = 0;
+    double timeout = v->timeout_s;
+    long rank = -1;
+    char *text = NULL;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': sock = optarg; break;
+        case 'j':
+            if (!v->json)
+                return usage_error(v->help, "%s takes no --json", v->name);
+            json = 1;
+            break;
+        case 'g':
+            if (!v->gpu_opt)
+                return usage_error(v->help, "%s takes no --gpu", v->name);
+            gpu = optarg;
+            break;
+        case 'G':
+            if (!v->gpus_opt)
+                return usage_error(v->help, "%s takes no --gpus", v->name);
+            gpus = optarg;
+            break;
+        case 't':
+            if (es_ctl_parse_seconds(optarg, 0.1, 86400, &timeout) < 0)
+                return usage_error(v->help, "bad --timeout \"%s\" (seconds, 0.1 to 86400)", optarg);
+            break;
+        case 'h': fputs(v->help, stdout); return ES_CTL_EXIT_OK;
+        default:
+            return usage_error(v->help, "unknown or incomplete option \"%s\"", argv[optind - 1]);
+        }
+    }
+    int npos = argc - optind;
+    const char *arg = "";
+    if (v->rank_arg) {
+        if (npos != 1)
+            return usage_error(v->help, "%s takes one RANK", v->name);
+        if (es_ctl_parse_long(argv[optind], 0, ES_CTL_MAX_ESTS - 1, &rank) < 0)
+            return usage_error(v->help, "bad RANK \"%s\"", argv[optind]);
+    } else if (v->gpu_pos) {
+        if (npos != 1)
+            return usage_error(v->help, "%s takes one GPU", v->name);
+        arg = argv[optind];
+    } else if (npos != 0) {
+        return usage_error(v->help, "unexpected argument \"%s\"", argv[optind]);
+    }
+    if (v->gpu_opt) {
+        if (!gpu)
+            return usage_error(v->help, "%s needs --gpu G", v->name);
+        arg = gpu;
+    }
+    if (v->gpus_opt) {
+        if (!gpus)
+            return usage_error(v->help, "%s needs --gpus SPEC", v->name);
+        arg = gpus;
+    }
+    if (strlen(arg) > ES_PROTO_ARG_MAX)
+        return usage_error(v->help, "argument too long", NULL);
+    for (const char *p = arg; *p; p++)
+        if (*p < 0x20 || *p >= 0x7f)
+            return usage_error(v->help, "argument with a non-printable character", NULL);
+
+    char target[4200], err[2300];
+    if (es_ctl_resolve_socket(sock, target, sizeof(target), err, sizeof(err)) < 0) {
+        es_ctl_err("%s", err);
+        goto out;
+    }
+    int r = es_ctl_request(target, v->verb, (int32_t)rank, arg, json ? ES_REQ_JSON : 0,
+                           (int)(timeout * 1000), &reply_rc, &text, err, sizeof(err));
+    if (r < 0) {
+        es_ctl_err("%s", err);
+        goto out;
+    }
+    size_t tl = strlen(text);
+    FILE *o = reply_rc == 0 ? stdout : stderr;
+    if (reply_rc != 0)
+        fputs("easyscale-ctl: ", o);
+    fputs(text, o);
+    if (tl && text[tl - 1] != '\n')
+        fputc('\n', o);
+    rc = reply_rc;
+out:
+    free(text);
+    return rc;
+}
+
+static int gpus_main(int argc, char **argv)
+{
+    int json = 0, n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage_gpus, stdout);
+            return ES_CTL_EXIT_OK;
+        } else
+            return usage_error(usage_gpus, "unexpected argument \"%s\"", argv[i]);
+    }
+    es_ctl_gpu_t g[ES_CTL_MAX_GPUS];
+    char err[512];
+    if (es_ctl_gpus_probe(g, ES_CTL_MAX_GPUS, &n, err, sizeof(err)) < 0) {
+        es_ctl_err("%s", err);
+        return ES_CTL_EXIT_FAIL;
+    }
+    es_ctl_buf_t b = { 0 };
+    if (json)
+        es_ctl_buf_printf(&b, "{\"gpus\":[");
+    else
+        es_ctl_buf_printf(&b, "%-4s %-40s %-6s %-10s %-5s %-9s %s\n", "gpu", "uuid", "model",
+                          "memory", "SMs", "clock", "name");
+    for (int i = 0; i < n; i++) {
+        if (json) {
+            es_ctl_buf_printf(&b, "%s{\"gpu\":%d,\"uuid\":", i ? "," : "", g[i].ordinal);
+            es_ctl_buf_json_str(&b, g[i].uuid);
+            es_ctl_buf_printf(&b, ",\"model\":");
+            es_ctl_buf_json_str(&b, g[i].model);
+            es_ctl_buf_printf(&b, ",\"name\":");
+            es_ctl_buf_json_str(&b, g[i].name);
+            es_ctl_buf_printf(&b, ",\"memory\":%llu,\"sms\":%d,\"clock_khz\":%d,\"cc\":\"%d.%d\"}",
+                              (unsigned long long)g[i].mem, g[i].sms, g[i].clock_khz,
+                              g[i].cc_major, g[i].cc_minor);
+        } else {
+            es_ctl_buf_printf(&b, "%-4d %-40s %-6s %6.1f GiB %-5d %4d MHz  %s\n", g[i].ordinal,
+                              g[i].uuid, g[i].model[0] ? g[i].model : "?",
+                              (double)g[i].mem / (double)(1ull << 30), g[i].sms,
+                              g[i].clock_khz / 1000, g[i].name);
+        }
+    }
+    if (json)
+        es_ctl_buf_printf(&b, "]}\n");
+    if (b.p)
+        fputs(b.p, stdout);
+    es_ctl_buf_free(&b);
+    return ES_CTL_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return ES_CTL_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    static char *hargv[3];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        if (argc <= 2 || strcmp(cmd, "help") != 0) {
+            fputs(usage_main, stdout);
+            return ES_CTL_EXIT_OK;
+        }
+        /* help COMMAND: COMMAND --help */
+        hargv[0] = argv[2];
+        hargv[1] = "--help";
+        argv = hargv;
+        argc = 2;
+        cmd = argv[0];
+    } else {
+        argv++;
+        argc--;
+    }
+    if (strcmp(cmd, "run") == 0)
+        return es_ctl_run_main(argc, argv);
+    if (strcmp(cmd, "daemon") == 0)
+        return es_ctl_daemon_main(argc, argv);
+    if (strcmp(cmd, "gpus") == 0)
+        return gpus_main(argc, argv);
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        if (strcmp(cmd, verbs[i].name) == 0)
+            return verb_main(&verbs[i], argc, argv);
+    es_ctl_err("unknown command \"%s\"", cmd);
+    fputs(usage_main, stderr);
+    return ES_CTL_EXIT_USAGE;
+}

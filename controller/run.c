@@ -1,0 +1,1210 @@
+/* easyscale-ctl run: starts a job. Probes the GPUs, plans the first
+ * placement, writes the job file, starts the job's daemon (restarting it if
+ * it dies), launches N EST processes with libeasyscale.so preloaded and the
+ * variables a torchrun user expects, prefixes their output with their rank,
+ * shows progress, replays a schedule of scale events, and exits with the
+ * job's status when every EST has ended.
+ *
+ * The ESTs are forked first and held on a pipe until the job file names
+ * their pids and the daemon listens, so no registration races the start. */
+#include "controller/ctl.h"
+#include "controller/sched.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LINE_MAX_BYTES 65536
+#define MAX_EVENTS 256
+#define DAEMON_RESTARTS 5        /* at most this many ... */
+#define DAEMON_RESTART_WINDOW_MS 60000 /* ... within this window */
+#define STOP_GRACE_MS 5000
+
+extern char **environ;
+
+static const char *const usage =
+    "usage: easyscale-ctl run --ests N [--gpus SPEC] [--determinism d1|d2]\n"
+    "           [--schedule FILE] [--socket PATH] [--est-memory SIZE] [--no-time-slicing]\n"
+    "           [--tcp HOST:PORT] [--heartbeat-timeout S] [--move-timeout S]\n"
+    "           [--shim PATH|none] [--progress auto|off|SECONDS] -- CMD ARGS...\n"
+    "Starts a job of N ESTs: N processes of CMD with libeasyscale.so preloaded\n"
+    "(--shim, default ../lib/libeasyscale.so beside this program; none: not\n"
+    "preloaded) and RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
+    "MASTER_PORT (a free local port), ES_RDZV_DIR (a fresh directory),\n"
+    "EASYSCALE_CONTROL (the job's socket), EASYSCALE_SLOT (the EST's GPU, by UUID),\n"
+    "EASYSCALE_DETERMINISM and, in d2, EASYSCALE_CANONICAL_DEVICE (the models of the\n"
+    "job's GPUs, unless set already). Serves the job (a daemon on --socket, default\n"
+    "$XDG_RUNTIME_DIR/easyscale/job-PID.sock, restarted if it dies) until every EST\n"
+    "has ended. Each output line of an EST is prefixed with [RANK].\n"
+    "  --gpus SPEC          the job's GPUs: all (default), ordinals, ranges, UUIDs\n"
+    "  --determinism        d1 (default) or d2\n"
+    "  --schedule FILE      scale events, one a line: 'step N|time SECONDS VERB ARGS'\n"
+    "                       with VERB scale SPEC, preempt GPU, grant GPU, migrate RANK\n"
+    "                       GPU, swap-out RANK, swap-in RANK GPU; in order, each once its\n"
+    "                       step (the least step of the ESTs) or time (since launch)\n"
+    "                       is reached; '#' starts a comment\n"
+    "  --est-memory SIZE    GPU memory one EST needs (e.g. 256M, 2G), for placement\n"
+    "  --no-time-slicing    never place more ESTs on a GPU than fit in its memory\n"
+    "  --tcp HOST:PORT      also listen on TCP (ESTs on other hosts; EASYSCALE_TOKEN)\n"
+    "  --heartbeat-timeout  seconds without heartbeat before an EST is unresponsive (10)\n"
+    "  --move-timeout       seconds a move may take before it counts as failed (300)\n"
+    "  --progress           auto (default: one updating line on a terminal, else a\n"
+    "                       line every 30 s and on placement changes), off, or SECONDS\n"
+    "Exit status: 0 every EST exited 0 (and every scheduled event succeeded), 1 an\n"
+    "EST failed (named on stderr) or an event failed, 2 usage.\n";
+
+typedef struct event {
+    int by_step; /* else by time */
+    uint64_t step;
+    double time_s;
+    uint32_t verb;
+    int32_t rank;
+    char arg[ES_PROTO_ARG_MAX + 1];
+    char text[300]; /* the line, for messages */
+} event_t;
+
+typedef struct outpipe {
+    int fd;     /* read end, -1 at EOF */
+    int to;     /* 1 or 2 */
+    char *buf;
+    size_t len;
+} outpipe_t;
+
+typedef struct est_proc {
+    pid_t pid;
+    int done;
+    int status; /* wait status */
+    outpipe_t out[2];
+} est_proc_t;
+
+/* A request to the daemon in flight, without blocking the loop. */
+typedef struct aclient {
+    int fd;
+    es_proto_reader_t rd;
+    uint8_t *buf;
+    int64_t deadline;
+} aclient_t;
+
+static struct {
+    int n;
+    est_proc_t *e;
+    char sock[4096];
+    char self[PATH_MAX];
+    pid_t daemon;
+    int64_t restarts[DAEMON_RESTARTS];
+    int nrestarts;
+    int stopping_daemon;
+    int tty;
+    int progress_mode; /* 0 off, 1 tty line, 2 plain lines */
+    double progress_every;
+    int line_shown;
+    char line[512];
+    /* progress */
+    uint64_t step_min, last_rate_step;
+    int64_t last_rate_ms;
+    double rate;
+    int have_progress;
+    char placement[1024];
+    int64_t last_plain_ms;
+    /* schedule */
+    event_t ev[MAX_EVENTS];
+    int nev, next_ev, ev_failed;
+    int64_t start_ms;
+} R;
+
+static volatile sig_atomic_t g_sig, g_chld;
+static int g_selfpipe[2] = { -1, -1 };
+
+static void on_sig(int s)
+{
+    int e = errno;
+    if (s == SIGCHLD)
+        g_chld = 1;
+    else
+        g_sig = s;
+    char c = 0;
+    if (write(g_selfpipe[1], &c, 1) < 0) { /* full: a wakeup is pending anyway */
+    }
+    errno = e;
+}
+
+static int bad_usage(const char *fmt, const char *a)
+{
+    char m[600];
+    snprintf(m, sizeof(m), fmt, a ? a : "");
+    es_ctl_err("%s", m);
+    fputs(usage, stderr);
+    return ES_CTL_EXIT_USAGE;
+}
+
+/* ---- schedule ---------------------------------------------------------------------- */
+
+static int parse_schedule(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "re");
+    char line[1024];
+    int lineno = 0, rc = 0;
+    if (!f) {
+        snprintf(err, errlen, "cannot read the schedule %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *tok[8], *save = NULL;
+        int nt = 0;
+        for (char *t = strtok_r(line, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
+            if (nt == 8) {
+                nt = 9;
+                break;
+            }
+            tok[nt++] = t;
+        }
+        if (nt == 0)
+            continue;
+        if (R.nev >= MAX_EVENTS) {
+            snprintf(err, errlen, "%s:%d: more than %d events", path, lineno, MAX_EVENTS);
+            rc = -EINVAL;
+            goto out;
+        }
+        event_t *e = &R.ev[R.nev];
+        memset(e, 0, sizeof(*e));
+        e->rank = -1;
+        int want = -1;
+        long v;
+        if (nt < 3)
+            goto bad;
+        if (strcmp(tok[0], "step") == 0) {
+            e->by_step = 1;
+            if (es_ctl_parse_long(tok[1], 0, LONG_MAX, &v) < 0)
+                goto bad;
+            e->step = (uint64_t)v;
+        } else if (strcmp(tok[0], "time") == 0) {
+            if (es_ctl_parse_seconds(tok[1], 0, 1e7, &e->time_s) < 0)
+                goto bad;
+        } else {
+            goto bad;
+        }
+        const char *verb = tok[2];
+        if (strcmp(verb, "scale") == 0) {
+            e->verb = ES_VERB_SCALE;
+            want = 4;
+        } else if (strcmp(verb, "preempt") == 0) {
+            e->verb = ES_VERB_PREEMPT;
+            want = 4;
+        } else if (strcmp(verb, "grant") == 0) {
+            e->verb = ES_VERB_GRANT;
+            want = 4;
+        } else if (strcmp(verb, "swap-out") == 0) {
+            e->verb = ES_VERB_SWAP_OUT;
+            want = 4;
+        } else if (strcmp(verb, "swap-in") == 0) {
+            e->verb = ES_VERB_SWAP_IN;
+            want = 5;
+        } else if (strcmp(verb, "migrate") == 0) {
+            e->verb = ES_VERB_MIGRATE;
+            want = 5;
+        } else {
+            goto bad;
+        }
+        if (nt != want)
+            goto bad;
+        if (e->verb == ES_VERB_SWAP_OUT || e->verb == ES_VERB_SWAP_IN || e->verb == ES_VERB_MIGRATE) {
+            if (es_ctl_parse_long(tok[3], 0, R.n - 1, &v) < 0)
+                goto bad;
+            e->rank = (int32_t)v;
+            if (want == 5)
+                snprintf(e->arg, sizeof(e->arg), "%s", tok[4]);
+        } else {
+            if (strlen(tok[3]) > ES_PROTO_ARG_MAX)
+                goto bad;
+            snprintf(e->arg, sizeof(e->arg), "%s", tok[3]);
+        }
+        size_t o = 0;
+        for (int k = 0; k < nt && o < sizeof(e->text); k++) {
+            int w = snprintf(e->text + o, sizeof(e->text) - o, "%s%s", k ? " " : "", tok[k]);
+            if (w > 0)
+                o += (size_t)w;
+        }
+        R.nev++;
+        continue;
+    bad:
+        snprintf(err, errlen, "%s:%d: expected 'step N|time SECONDS' then scale SPEC, preempt "
+                 "GPU, grant GPU, swap-out RANK, swap-in RANK GPU or migrate RANK GPU (RANK < %d)",
+                 path, lineno, R.n);
+        rc = -EINVAL;
+        goto out;
+    }
+out:
+    fclose(f);
+    return rc;
+}
+
+/* ---- output ------------------------------------------------------------------------ */
+
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void progress_clear(void)
+{
+    if (R.line_shown) {
+        write_all(2, "\r\033[K", 4);
+        R.line_shown = 0;
+    }
+}
+
+static void progress_show(void)
+{
+    if (R.progress_mode == 1 && R.line[0]) {
+        char b[600];
+        int n = snprintf(b, sizeof(b), "\r\033[K%s", R.line);
+        write_all(2, b, (size_t)(n < (int)sizeof(b) ? n : (int)sizeof(b) - 1));
+        R.line_shown = 1;
+    }
+}
+
+/* A message of run itself, between EST lines. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    char m[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof(m), fmt, ap);
+    va_end(ap);
+    progress_clear();
+    es_ctl_err("%s", m);
+    progress_show();
+}
+
+static void emit_line(int rank, int to, const char *p, size_t n)
+{
+    char pre[24];
+    int pl = snprintf(pre, sizeof(pre), "[%d] ", rank);
+    progress_clear();
+    /* one write per line: lines of ESTs never interleave mid-line */
+    char *b = malloc((size_t)pl + n + 1);
+    if (b) {
+        memcpy(b, pre, (size_t)pl);
+        memcpy(b + pl, p, n);
+        b[pl + n] = '\n';
+        write_all(to, b, (size_t)pl + n + 1);
+        free(b);
+    }
+    progress_show();
+}
+
+/* Reads what the pipe has; emits whole lines (and over-long pieces). */
+static void pipe_input(int rank, outpipe_t *o)
+{
+    if (!o->buf && !(o->buf = malloc(LINE_MAX_BYTES)))
+        return;
+    ssize_t n = read(o->fd, o->buf + o->len, LINE_MAX_BYTES - o->len);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        if (o->len)
+            emit_line(rank, o->to, o->buf, o->len);
+        o->len = 0;
+        close(o->fd);
+        o->fd = -1;
+        return;
+    }
+    o->len += (size_t)n;
+    size_t start = 0;
+    for (size_t k = 0; k < o->len; k++)
+        if (o->buf[k] == '\n') {
+            emit_line(rank, o->to, o->buf + start, k - start);
+            start = k + 1;
+        }
+    if (start == 0 && o->len == LINE_MAX_BYTES) {
+        emit_line(rank, o->to, o->buf, o->len);
+        start = o->len;
+    }
+    memmove(o->buf, o->buf + start, o->len - start);
+    o->len -= start;
+}
+
+/* ---- the daemon -------------------------------------------------------------------- */
+
+static pid_t start_daemon(char *err, size_t errlen)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "fork: %s", strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        char fdb[16];
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGCHLD, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        close(p[0]);
+        fcntl(p[1], F_SETFD, 0);
+        snprintf(fdb, sizeof(fdb), "%d", p[1]);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            close(devnull);
+        }
+        char *argv[] = { "easyscale-ctl", "daemon", "--socket", R.sock, "--managed",
+                         "--ready-fd", fdb, NULL };
+        execv(R.self, argv);
+        fprintf(stderr, "easyscale-ctl: cannot start the daemon %s: %s\n", R.self, strerror(errno));
+        _exit(127);
+    }
+    close(p[1]);
+    char c;
+    struct pollfd pf = { .fd = p[0], .events = POLLIN };
+    int k;
+    do
+        k = poll(&pf, 1, 30000);
+    while (k < 0 && errno == EINTR);
+    ssize_t r = k == 1 ? read(p[0], &c, 1) : -1;
+    close(p[0]);
+    if (r != 1) {
+        snprintf(err, errlen, "the controller daemon did not start (see above)");
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
+}
+
+static void daemon_ended(int status)
+{
+    int64_t now = es_ctl_now_ms();
+    char how[64], err[600];
+    if (WIFSIGNALED(status))
+        snprintf(how, sizeof(how), "was killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(how, sizeof(how), "exited with status %d", WEXITSTATUS(status));
+    pid_t old = R.daemon;
+    R.daemon = 0;
+    if (R.stopping_daemon)
+        return;
+    int recent = 0;
+    for (int i = 0; i < R.nrestarts; i++)
+        if (now - R.restarts[i] < DAEMON_RESTART_WINDOW_MS)
+            recent++;
+    if (recent >= DAEMON_RESTARTS) {
+        say("the controller (pid %d) %s; not restarting it again (%d restarts within %d s): "
+            "training goes on without a controller", (int)old, how, recent,
+            DAEMON_RESTART_WINDOW_MS / 1000);
+        return;
+    }
+    R.restarts[R.nrestarts++ % DAEMON_RESTARTS] = now;
+    if (R.nrestarts > DAEMON_RESTARTS)
+        R.nrestarts = DAEMON_RESTARTS;
+    pid_t p = start_daemon(err, sizeof(err));
+    if (p < 0) {
+        say("the controller (pid %d) %s, and a new one did not start (%s): training goes on "
+            "without a controller", (int)old, how, err);
+        return;
+    }
+    R.daemon = p;
+    say("the controller (pid %d) %s; started a new one (pid %d), which re-learns the job from "
+        "the ESTs (training went on)", (int)old, how, (int)p);
+}
+
+/* ---- requests to the daemon without blocking ----------------------------------------- */
+
+static void ac_close(aclient_t *a)
+{
+    if (a->fd >= 0)
+        close(a->fd);
+    a->fd = -1;
+    es_proto_reader_reset(&a->rd);
+}
+
+static int ac_start(aclient_t *a, uint32_t verb, int32_t rank, const char *arg, int timeout_ms)
+{
+    uint8_t out[1024];
+    size_t len;
+    es_proto_msg_t m = { .type = ES_MSG_REQUEST, .seq = 1 };
+    m.u.req.verb = verb;
+    m.u.req.rank = rank;
+    snprintf(m.u.req.arg, sizeof(m.u.req.arg), "%s", arg ? arg : "");
+    if (!a->buf && !(a->buf = malloc(es_proto_max_len(ES_MSG_REPLY))))
+        return -ENOMEM;
+    a->rd.accept = ES_PROTO_ACCEPT_CLI;
+    a->rd.buf = a->buf;
+    a->rd.cap = es_proto_max_len(ES_MSG_REPLY);
+    es_proto_reader_reset(&a->rd);
+    int rc = es_proto_encode(&m, out, sizeof(out), &len);
+    if (rc < 0)
+        return rc;
+    a->fd = es_ctl_connect(R.sock, NULL);
+    if (a->fd < 0)
+        return a->fd;
+    if ((rc = es_proto_send_all(a->fd, out, len, NULL)) < 0) {
+        ac_close(a);
+        return rc;
+    }
+    fcntl(a->fd, F_SETFL, O_NONBLOCK);
+    a->deadline = es_ctl_now_ms() + timeout_ms;
+    return 0;
+}
+
+/* 1 with *rc, *text (into a->buf, not NUL-terminated) and *len; 0 pending;
+ * a negative errno when it failed. */
+static int ac_poll(aclient_t *a, int *rc, const char **text, size_t *len)
+{
+    int r = es_proto_reader_fill(&a->rd, a->fd);
+    if (r == 0)
+        return es_ctl_now_ms() > a->deadline ? -ETIMEDOUT : 0;
+    if (r < 0)
+        return r;
+    es_proto_msg_t m;
+    if ((r = es_proto_decode(&a->rd.h, a->rd.buf, &m)) < 0)
+        return r;
+    if (m.type != ES_MSG_REPLY)
+        return -EPROTO;
+    *rc = m.u.reply.rc;
+    *text = m.u.reply.text;
+    *len = m.u.reply.text_len;
+    return 1;
+}
+
+/* ---- progress and schedule ----------------------------------------------------------- */
+
+static void progress_update(const char *t, size_t len)
+{
+    char buf[2048];
+    unsigned long long mn, mx;
+    int reg, n, unresp;
+    if (len >= sizeof(buf))
+        len = sizeof(buf) - 1;
+    memcpy(buf, t, len);
+    buf[len] = '\0';
+    char *pl = strstr(buf, "\nplacement");
+    if (sscanf(buf, "steps %llu %llu %d %d %d", &mn, &mx, &reg, &n, &unresp) != 5 || !pl)
+        return;
+    char *nl = strchr(pl + 1, '\n');
+    if (nl)
+        *nl = '\0';
+    const char *place = pl + strlen("\nplacement");
+    while (*place == ' ')
+        place++;
+    int64_t now = es_ctl_now_ms();
+    if (!R.have_progress || mn < R.last_rate_step) {
+        R.last_rate_step = mn;
+        R.last_rate_ms = now;
+    } else if (now - R.last_rate_ms >= 1000) {
+        R.rate = (double)(mn - R.last_rate_step) * 1000.0 / (double)(now - R.last_rate_ms);
+        R.last_rate_step = mn;
+        R.last_rate_ms = now;
+    }
+    int changed = R.have_progress && strcmp(place, R.placement) != 0;
+    R.have_progress = 1;
+    R.step_min = mn;
+    snprintf(R.placement, sizeof(R.placement), "%s", place);
+    if (snprintf(R.line, sizeof(R.line), "step %llu (%.1f steps/s) | %d/%d ESTs%s | %s", mn,
+                 R.rate, reg, n, unresp ? " | some unresponsive" : "", R.placement) < 0)
+        R.line[0] = '\0';
+    if (R.progress_mode == 1) {
+        progress_clear();
+        progress_show();
+    } else if (R.progress_mode == 2 &&
+               (changed || (R.progress_every > 0 && now - R.last_plain_ms >= R.progress_every * 1000))) {
+        R.last_plain_ms = now;
+        say("%s", R.line);
+    }
+}
+
+static int event_due(const event_t *e, int64_t now)
+{
+    if (e->by_step)
+        return R.have_progress && R.step_min >= e->step;
+    return now - R.start_ms >= (int64_t)(e->time_s * 1000);
+}
+
+/* nftw callback: the rendezvous directory's files, then the directory. */
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+    (void)st;
+    (void)f;
+    if (type == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;
+}
+
+/* ---- EST processes -------------------------------------------------------------------- */
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t l = sizeof(a);
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &l) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* The shim path: --shim, else ../lib/libeasyscale.so beside this program. */
+static int find_shim(const char *given, char *out, size_t len, char *err, size_t errlen)
+{
+    char tmp[PATH_MAX], dir[PATH_MAX];
+    if (given && strcmp(given, "none") == 0) {
+        out[0] = '\0';
+        return 0;
+    }
+    if (!given) {
+        snprintf(dir, sizeof(dir), "%s", R.self);
+        if (snprintf(tmp, sizeof(tmp), "%s/../lib/libeasyscale.so", dirname(dir)) < 0)
+            tmp[0] = '\0';
+        given = tmp;
+    }
+    char *rp = realpath(given, NULL);
+    if (!rp) {
+        int e = errno;
+        if (snprintf(err, errlen, "cannot find libeasyscale.so at %s (%s); name it with --shim "
+                     "PATH", given, strerror(e)) < 0)
+            err[0] = '\0';
+        return -ENOENT;
+    }
+    snprintf(out, len, "%s", rp);
+    free(rp);
+    return 0;
+}
+
+/* The EST's environment, set in the forked child before exec. */
+static void est_env(int r, const es_ctl_job_t *job, const char *shim, const char *rdzv, int port,
+                    const char *canonical)
+{
+    char b[64];
+    snprintf(b, sizeof(b), "%d", r);
+    setenv("RANK", b, 1);
+    setenv("LOCAL_RANK", b, 1);
+    snprintf(b, sizeof(b), "%d", R.n);
+    setenv("WORLD_SIZE", b, 1);
+    setenv("LOCAL_WORLD_SIZE", b, 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    snprintf(b, sizeof(b), "%d", port);
+    setenv("MASTER_PORT", b, 1);
+    setenv("ES_RDZV_DIR", rdzv, 1);
+    setenv("EASYSCALE_CONTROL", R.sock, 1);
+    setenv("EASYSCALE_SLOT", job->place[r] >= 0 ? job->gpus[job->place[r]].uuid : "", 1);
+    setenv("EASYSCALE_DETERMINISM", job->determinism == 2 ? "d2" : "d1", 1);
+    if (job->determinism == 2)
+        setenv("EASYSCALE_CANONICAL_DEVICE", canonical, 1);
+    unsetenv("EASYSCALE_EST_PID");
+    unsetenv("EASYSCALE_TOKEN"); /* local ESTs use the unix socket */
+    if (shim[0]) {
+        const char *cur = getenv("LD_PRELOAD");
+        if (!cur || !strstr(cur, "libeasyscale.so")) {
+            char *v = malloc((cur ? strlen(cur) : 0) + strlen(shim) + 2);
+            if (v) {
+                sprintf(v, "%s%s%s", cur ? cur : "", cur && *cur ? ":" : "", shim);
+                setenv("LD_PRELOAD", v, 1);
+                free(v);
+            }
+        }
+    }
+}
+
+static void stop_ests(int sig)
+{
+    for (int r = 0; r < R.n; r++)
+        if (R.e[r].pid > 0 && !R.e[r].done)
+            kill(R.e[r].pid, sig);
+}
+
+static void reap(int *live, int *failed_rank, int *first_fail_status)
+{
+    int st;
+    pid_t p;
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+        if (p == R.daemon) {
+            daemon_ended(st);
+            continue;
+        }
+        for (int r = 0; r < R.n; r++) {
+            if (R.e[r].pid != p || R.e[r].done)
+                continue;
+            R.e[r].done = 1;
+            R.e[r].status = st;
+            (*live)--;
+            int bad = !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+            if (bad && *failed_rank == -1) {
+                *failed_rank = r;
+                *first_fail_status = st;
+                if (*live > 0) {
+                    if (WIFSIGNALED(st))
+                        say("EST %d (pid %d) was killed by signal %d; stopping the others", r,
+                            (int)p, WTERMSIG(st));
+                    else
+                        say("EST %d (pid %d) exited with status %d; stopping the others", r,
+                            (int)p, WEXITSTATUS(st));
+                }
+            }
+        }
+    }
+}
+
+int es_ctl_run_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "ests", required_argument, NULL, 'n' },
+        { "gpus", required_argument, NULL, 'g' },
+        { "determinism", required_argument, NULL, 'd' },
+        { "schedule", required_argument, NULL, 'S' },
+        { "socket", required_argument, NULL, 's' },
+        { "est-memory", required_argument, NULL, 'm' },
+        { "no-time-slicing", no_argument, NULL, 'T' },
+        { "tcp", required_argument, NULL, 't' },
+        { "heartbeat-timeout", required_argument, NULL, 'H' },
+        { "move-timeout", required_argument, NULL, 'M' },
+        { "shim", required_argument, NULL, 'L' },
+        { "progress", required_argument, NULL, 'p' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 }
+    };
+    static es_ctl_job_t job;
+    const char *spec = "all", *schedule = NULL, *sock = NULL, *shim_opt = NULL, *tcp = NULL;
+    const char *progress = "auto";
+    long n = 0;
+    double hb = 10, mv = 300;
+    int c, rc = ES_CTL_EXIT_FAIL, lockfd = -1, go[2] = { -1, -1 };
+    char err[2300], shim[PATH_MAX], rdzv[64] = "", canonical[128] = "";
+    int made_files = 0;
+    memset(&R, 0, sizeof(R));
+    memset(&job, 0, sizeof(job));
+    job.determinism = 1;
+    job.time_slicing = 1;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            if (es_ctl_parse_long(optarg, 1, ES_CTL_MAX_ESTS, &n) < 0)
+                return bad_usage("bad --ests \"%s\" (1 to 1024)", optarg);
+            break;
+        case 'g': spec = optarg; break;
+        case 'd':
+            if (strcmp(optarg, "d1") && strcmp(optarg, "d2"))
+                return bad_usage("bad --determinism \"%s\" (d1 or d2)", optarg);
+            job.determinism = optarg[1] - '0';
+            break;
+        case 'S': schedule = optarg; break;
+        case 's': sock = optarg; break;
+        case 'm':
+            if (es_ctl_parse_size(optarg, &job.est_mem) < 0)
+                return bad_usage("bad --est-memory \"%s\" (e.g. 256M, 2G)", optarg);
+            break;
+        case 'T': job.time_slicing = 0; break;
+        case 't': tcp = optarg; break;
+        case 'H':
+            if (es_ctl_parse_seconds(optarg, 0.1, 3600, &hb) < 0)
+                return bad_usage("bad --heartbeat-timeout \"%s\" (0.1 to 3600 s)", optarg);
+            break;
+        case 'M':
+            if (es_ctl_parse_seconds(optarg, 0.1, 86400, &mv) < 0)
+                return bad_usage("bad --move-timeout \"%s\" (0.1 to 86400 s)", optarg);
+            break;
+        case 'L': shim_opt = optarg; break;
+        case 'p': progress = optarg; break;
+        case 'h': fputs(usage, stdout); return ES_CTL_EXIT_OK;
+        default: return bad_usage("unknown or incomplete option \"%s\"", argv[optind - 1]);
+        }
+    }
+    if (!n)
+        return bad_usage("run needs --ests N%s", NULL);
+    if (optind >= argc)
+        return bad_usage("run needs a command: -- CMD ARGS...%s", NULL);
+    R.n = (int)n;
+    R.tty = isatty(2);
+    if (strcmp(progress, "auto") == 0) {
+        R.progress_mode = R.tty ? 1 : 2;
+        R.progress_every = R.tty ? 0 : 30;
+    } else if (strcmp(progress, "off") == 0) {
+        R.progress_mode = 0;
+    } else if (es_ctl_parse_seconds(progress, 0.1, 86400, &R.progress_every) == 0) {
+        R.progress_mode = 2;
+    } else {
+        return bad_usage("bad --progress \"%s\" (auto, off or seconds)", progress);
+    }
+    if (tcp) {
+        const char *tok = getenv("EASYSCALE_TOKEN");
+        if (strlen(tcp) >= sizeof(job.tcp) || !strchr(tcp, ':'))
+            return bad_usage("bad --tcp \"%s\" (HOST:PORT)", tcp);
+        if (!tok || es_proto_token_valid(tok) < 0)
+            return bad_usage("--tcp needs EASYSCALE_TOKEN (16 to 64 printable characters, no "
+                             "spaces)%s", NULL);
+        snprintf(job.tcp, sizeof(job.tcp), "%s", tcp);
+    }
+    if (schedule && parse_schedule(schedule, err, sizeof(err)) < 0) {
+        es_ctl_err("%s", err);
+        return ES_CTL_EXIT_USAGE;
+    }
+    ssize_t sl = readlink("/proc/self/exe", R.self, sizeof(R.self) - 1);
+    if (sl <= 0) {
+        es_ctl_err("cannot find this program (/proc/self/exe): %s", strerror(errno));
+        return ES_CTL_EXIT_FAIL;
+    }
+    R.self[sl] = '\0';
+    if (find_shim(shim_opt, shim, sizeof(shim), err, sizeof(err)) < 0) {
+        es_ctl_err("%s", err);
+        return ES_CTL_EXIT_FAIL;
+    }
+
+    /* GPUs, the job's set, the canonical device, the first placement. */
+    if (es_ctl_gpus_probe(job.gpus, ES_CTL_MAX_GPUS, &job.ngpus, err, sizeof(err)) < 0) {
+        es_ctl_err("%s", err);
+        return ES_CTL_EXIT_FAIL;
+    }
+    int prc = es_ctl_gpus_parse(spec, job.gpus, job.ngpus, &job.slots, err, sizeof(err));
+    if (prc < 0) {
+        es_ctl_err("--gpus: %s", err);
+        return prc == -EINVAL ? ES_CTL_EXIT_USAGE : ES_CTL_EXIT_FAIL;
+    }
+    if (job.determinism == 2) {
+        const char *env = getenv("EASYSCALE_CANONICAL_DEVICE");
+        if (env && *env) {
+            snprintf(canonical, sizeof(canonical), "%s", env);
+        } else {
+            size_t o = 0;
+            for (int g = 0; g < job.ngpus; g++) {
+                if (!(job.slots & (1ull << g)))
+                    continue;
+                /* the models the shim's canonical device knows (context/device.c) */
+                char known[64];
+                snprintf(known, sizeof(known), " %s ", job.gpus[g].model);
+                if (!job.gpus[g].model[0] || !strstr(" p100 v100 t4 a100 a10 l4 h100 h200 ", known)) {
+                    es_ctl_err("GPU %d (%s) is of a model d2 does not know (p100 v100 t4 a100 a10 "
+                               "l4 h100 h200); set EASYSCALE_CANONICAL_DEVICE", job.gpus[g].ordinal,
+                               job.gpus[g].name);
+                    return ES_CTL_EXIT_FAIL;
+                }
+                char key[20];
+                snprintf(key, sizeof(key), ",%s,", job.gpus[g].model);
+                char have[140];
+                snprintf(have, sizeof(have), ",%s,", canonical);
+                if (strstr(have, key))
+                    continue;
+                int w = snprintf(canonical + o, sizeof(canonical) - o, "%s%s", o ? "," : "",
+                                 job.gpus[g].model);
+                if (w > 0)
+                    o += (size_t)w;
+            }
+        }
+        snprintf(job.canonical, sizeof(job.canonical), "%s", canonical);
+    }
+    job.nests = R.n;
+    job.hb_timeout_ms = (int)(hb * 1000);
+    job.move_timeout_ms = (int)(mv * 1000);
+    {
+        es_sched_slot_t slots[ES_CTL_MAX_GPUS];
+        int idx[ES_CTL_MAX_GPUS], ns = 0, place[ES_CTL_MAX_ESTS], moves;
+        uint64_t maxl;
+        for (int g = 0; g < job.ngpus; g++)
+            if (job.slots & (1ull << g)) {
+                idx[ns] = g;
+                slots[ns].est_ns = es_ctl_gpu_prior_ns(&job.gpus[g]);
+                slots[ns].mem = job.gpus[g].mem;
+                ns++;
+            }
+        es_sched_in_t in = { .nslots = ns, .slots = slots, .nests = R.n, .est_mem = job.est_mem,
+                             .time_slicing = job.time_slicing, .swap_ns = job.est_mem / 5 };
+        if (es_sched_place(&in, place, &maxl, &moves, err, sizeof(err)) < 0) {
+            es_ctl_err("cannot place the job: %s", err);
+            return ES_CTL_EXIT_FAIL;
+        }
+        for (int r = 0; r < R.n; r++)
+            job.place[r] = idx[place[r]];
+    }
+
+    /* The socket and the lock. */
+    if (sock) {
+        if (sock[0] == '/') {
+            snprintf(R.sock, sizeof(R.sock), "%s", sock);
+        } else {
+            char cwd[PATH_MAX];
+            if (!getcwd(cwd, sizeof(cwd))) {
+                es_ctl_err("getcwd: %s", strerror(errno));
+                return ES_CTL_EXIT_FAIL;
+            }
+            if (snprintf(R.sock, sizeof(R.sock), "%s/%s", cwd, sock) >= (int)sizeof(R.sock)) {
+                es_ctl_err("socket path too long");
+                return ES_CTL_EXIT_USAGE;
+            }
+        }
+    } else {
+        char dir[4096];
+        if (es_ctl_default_dir(dir, sizeof(dir), err, sizeof(err)) < 0) {
+            es_ctl_err("%s", err);
+            return ES_CTL_EXIT_FAIL;
+        }
+        es_ctl_clean_stale(dir);
+        if (snprintf(R.sock, sizeof(R.sock), "%s/job-%d.sock", dir, (int)getpid()) >=
+            (int)sizeof(R.sock)) {
+            es_ctl_err("socket path too long");
+            return ES_CTL_EXIT_FAIL;
+        }
+    }
+    if (strlen(R.sock) >= 108) {
+        es_ctl_err("socket path too long (over 107 bytes): %s", R.sock);
+        return ES_CTL_EXIT_USAGE;
+    }
+    /* Self-pipe for signals; the ESTs held until the daemon listens. */
+    R.e = calloc((size_t)R.n, sizeof(*R.e));
+    if (!R.e || pipe2(g_selfpipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(go, O_CLOEXEC) < 0) {
+        es_ctl_err("out of resources");
+        goto out;
+    }
+    struct sigaction sa = { .sa_handler = on_sig };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(rdzv, sizeof(rdzv), "/tmp/es-rdzv-XXXXXX");
+    if (!mkdtemp(rdzv)) {
+        es_ctl_err("cannot create a rendezvous directory: %s", strerror(errno));
+        rdzv[0] = '\0';
+        goto out;
+    }
+    int port = free_port();
+    if (port < 0) {
+        es_ctl_err("no free local port for MASTER_PORT");
+        goto out;
+    }
+    char **cmd = argv + optind;
+    for (int r = 0; r < R.n; r++) {
+        int po[2], pe[2];
+        if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+            es_ctl_err("pipe: %s", strerror(errno));
+            goto out;
+        }
+        pid_t p = fork();
+        if (p < 0) {
+            es_ctl_err("fork: %s", strerror(errno));
+            goto out;
+        }
+        if (p == 0) {
+            char x;
+            signal(SIGCHLD, SIG_DFL);
+            signal(SIGINT, SIG_DFL);
+            signal(SIGTERM, SIG_DFL);
+            signal(SIGPIPE, SIG_DFL);
+            close(go[1]);
+            /* wait for the go: the pipe closing (or run dying) */
+            while (read(go[0], &x, 1) < 0 && errno == EINTR)
+                ;
+            if (getppid() == 1)
+                _exit(127);
+            est_env(r, &job, shim, rdzv, port, canonical);
+            int devnull = open("/dev/null", O_RDONLY);
+            if (devnull >= 0) {
+                dup2(devnull, 0);
+                close(devnull);
+            }
+            dup2(po[1], 1);
+            dup2(pe[1], 2);
+            execvp(cmd[0], cmd);
+            fprintf(stderr, "cannot run %s: %s\n", cmd[0], strerror(errno));
+            _exit(127);
+        }
+        close(po[1]);
+        close(pe[1]);
+        R.e[r].pid = p;
+        R.e[r].out[0] = (outpipe_t){ .fd = po[0], .to = 1 };
+        R.e[r].out[1] = (outpipe_t){ .fd = pe[0], .to = 2 };
+        job.pids[r] = p;
+    }
+    close(go[0]);
+    go[0] = -1;
+    pid_t holder = 0;
+    lockfd = es_ctl_lock(R.sock, &holder);
+    if (lockfd < 0) {
+        if (lockfd == -EBUSY)
+            es_ctl_err("a job is already running at %s (controller pid %d)", R.sock, (int)holder);
+        else
+            es_ctl_err("cannot lock %s: %s", R.sock, strerror(-lockfd));
+        goto out;
+    }
+    made_files = 1;
+
+    int wr = es_ctl_job_write(R.sock, &job);
+    if (wr < 0) {
+        es_ctl_err("cannot write the job file: %s", strerror(-wr));
+        goto out;
+    }
+    close(lockfd); /* the daemon takes the lock from here on */
+    lockfd = -1;
+    R.daemon = start_daemon(err, sizeof(err));
+    if (R.daemon < 0) {
+        R.daemon = 0;
+        es_ctl_err("%s", err);
+        goto out;
+    }
+    R.start_ms = es_ctl_now_ms();
+    close(go[1]); /* go */
+    go[1] = -1;
+
+    /* The loop: output, children, progress, schedule. */
+    aclient_t prog = { .fd = -1 }, sched = { .fd = -1 };
+    int live = R.n, failed_rank = -1, fail_status = 0, stopping = 0;
+    int64_t stop_at = 0, next_progress = 0, drain_until = 0;
+    struct pollfd *pf = calloc((size_t)(2 * R.n + 3), sizeof(*pf));
+    int *who = calloc((size_t)(2 * R.n + 3), sizeof(int));
+    if (!pf || !who) {
+        es_ctl_err("out of memory");
+        free(pf);
+        free(who);
+        goto out;
+    }
+    for (;;) {
+        int open_pipes = 0, k = 0;
+        for (int r = 0; r < R.n; r++)
+            for (int s = 0; s < 2; s++)
+                if (R.e[r].out[s].fd >= 0) {
+                    pf[k] = (struct pollfd){ .fd = R.e[r].out[s].fd, .events = POLLIN };
+                    who[k++] = r * 2 + s;
+                    open_pipes++;
+                }
+        if (live == 0 && open_pipes == 0)
+            break;
+        /* every EST has ended: what they left running (a background child
+         * holding the pipe) gets 2 s to finish writing, then is cut off */
+        if (live == 0 && !drain_until)
+            drain_until = es_ctl_now_ms() + 2000;
+        if (drain_until && es_ctl_now_ms() > drain_until) {
+            for (int r = 0; r < R.n; r++)
+                for (int s2 = 0; s2 < 2; s2++)
+                    if (R.e[r].out[s2].fd >= 0) {
+                        outpipe_t *o = &R.e[r].out[s2];
+                        if (o->len)
+                            emit_line(r, o->to, o->buf, o->len);
+                        o->len = 0;
+                        close(o->fd);
+                        o->fd = -1;
+                    }
+            break;
+        }
+        pf[k] = (struct pollfd){ .fd = g_selfpipe[0], .events = POLLIN };
+        who[k++] = -1;
+        if (prog.fd >= 0) {
+            pf[k] = (struct pollfd){ .fd = prog.fd, .events = POLLIN };
+            who[k++] = -2;
+        }
+        if (sched.fd >= 0) {
+            pf[k] = (struct pollfd){ .fd = sched.fd, .events = POLLIN };
+            who[k++] = -3;
+        }
+        int np = poll(pf, (nfds_t)k, 250);
+        if (np < 0 && errno != EINTR)
+            break;
+        for (int j = 0; np > 0 && j < k; j++) {
+            if (!pf[j].revents)
+                continue;
+            if (who[j] >= 0) {
+                int r = who[j] / 2;
+                pipe_input(r, &R.e[r].out[who[j] % 2]);
+            } else if (who[j] == -1) {
+                char sink[64];
+                while (read(g_selfpipe[0], sink, sizeof(sink)) > 0)
+                    ;
+            }
+        }
+        int64_t now = es_ctl_now_ms();
+        if (g_chld) {
+            g_chld = 0;
+            reap(&live, &failed_rank, &fail_status);
+        }
+        if (g_sig && !stopping) {
+            say("%s: stopping the ESTs", g_sig == SIGINT ? "interrupted" : "terminated");
+            stopping = 1;
+            stop_at = now + STOP_GRACE_MS;
+            if (failed_rank < 0)
+                failed_rank = -2;
+            stop_ests(SIGTERM);
+        }
+        if (failed_rank >= 0 && !stopping && live > 0) {
+            stopping = 1;
+            stop_at = now + STOP_GRACE_MS;
+            stop_ests(SIGTERM);
+        }
+        if (stopping && stop_at && now > stop_at && live > 0) {
+            stop_ests(SIGKILL);
+            stop_at = 0;
+        }
+        /* progress */
+        if (prog.fd >= 0) {
+            int rrc;
+            const char *t;
+            size_t tl;
+            int r = ac_poll(&prog, &rrc, &t, &tl);
+            if (r == 1)
+                progress_update(t, tl);
+            if (r != 0)
+                ac_close(&prog);
+        } else if (now >= next_progress && R.daemon > 0 && live > 0) {
+            next_progress = now + 1000;
+            ac_start(&prog, ES_VERB_PROGRESS, -1, NULL, 5000);
+        }
+        /* schedule */
+        if (sched.fd >= 0) {
+            int rrc;
+            const char *t;
+            size_t tl;
+            int r = ac_poll(&sched, &rrc, &t, &tl);
+            if (r != 0) {
+                event_t *e = &R.ev[R.next_ev];
+                if (r == 1) {
+                    char txt[4096];
+                    size_t l = tl < sizeof(txt) - 1 ? tl : sizeof(txt) - 1;
+                    memcpy(txt, t, l);
+                    txt[l] = '\0';
+                    while (l && txt[l - 1] == '\n')
+                        txt[--l] = '\0';
+                    say("schedule: %s: %s", e->text, txt);
+                    if (rrc != 0)
+                        R.ev_failed++;
+                } else {
+                    say("schedule: %s: no answer from the controller (%s)", e->text,
+                        es_proto_strerror(r));
+                    R.ev_failed++;
+                }
+                ac_close(&sched);
+                R.next_ev++;
+                next_progress = 0; /* show the new placement soon */
+            }
+        } else if (R.next_ev < R.nev && live > 0 && !stopping && R.daemon > 0 &&
+                   event_due(&R.ev[R.next_ev], now)) {
+            event_t *e = &R.ev[R.next_ev];
+            if (ac_start(&sched, e->verb, e->rank, e->arg, job.move_timeout_ms + 30000) < 0)
+                ac_close(&sched); /* the daemon restarting: try again next round */
+        }
+    }
+    free(pf);
+    free(who);
+    ac_close(&prog);
+    ac_close(&sched);
+    free(prog.buf);
+    free(sched.buf);
+    progress_clear();
+
+    double took = (es_ctl_now_ms() - R.start_ms) / 1000.0;
+    if (failed_rank == -2) {
+        es_ctl_err("the job was stopped after %.1f s", took);
+    } else if (failed_rank >= 0) {
+        if (WIFSIGNALED(fail_status))
+            es_ctl_err("the job failed after %.1f s: EST %d (pid %d) was killed by signal %d",
+                       took, failed_rank, (int)R.e[failed_rank].pid, WTERMSIG(fail_status));
+        else
+            es_ctl_err("the job failed after %.1f s: EST %d (pid %d) exited with status %d", took,
+                       failed_rank, (int)R.e[failed_rank].pid, WEXITSTATUS(fail_status));
+    } else {
+        if (R.next_ev < R.nev) {
+            es_ctl_err("schedule: %d of %d events did not happen (the job ended first)",
+                       R.nev - R.next_ev, R.nev);
+            R.ev_failed += R.nev - R.next_ev;
+        }
+        if (R.ev_failed)
+            es_ctl_err("the ESTs completed in %.1f s, but %d scheduled event%s failed", took,
+                       R.ev_failed, R.ev_failed == 1 ? "" : "s");
+        else {
+            es_ctl_err("the job completed in %.1f s: %d EST%s exited with status 0", took, R.n,
+                       R.n == 1 ? "" : "s");
+            rc = ES_CTL_EXIT_OK;
+        }
+    }
+out:
+    if (go[0] >= 0)
+        close(go[0]);
+    if (go[1] >= 0)
+        close(go[1]); /* held ESTs see the pipe close... */
+    if (R.e && rc != ES_CTL_EXIT_OK) {
+        /* ... and must not run when the start failed */
+        for (int r = 0; r < R.n; r++)
+            if (R.e[r].pid > 0 && !R.e[r].done) {
+                kill(R.e[r].pid, SIGKILL);
+                waitpid(R.e[r].pid, NULL, 0);
+                R.e[r].done = 1;
+            }
+    }
+    if (R.daemon > 0) {
+        R.stopping_daemon = 1;
+        kill(R.daemon, SIGTERM);
+        int64_t until = es_ctl_now_ms() + STOP_GRACE_MS;
+        while (waitpid(R.daemon, NULL, WNOHANG) == 0) {
+            if (es_ctl_now_ms() > until) {
+                kill(R.daemon, SIGKILL);
+                waitpid(R.daemon, NULL, 0);
+                break;
+            }
+            struct timespec ts = { 0, 20000000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (made_files) {
+        char jobf[4200], lockf[4200];
+        es_ctl_job_paths(R.sock, jobf, lockf, sizeof(jobf));
+        unlink(R.sock);
+        unlink(jobf);
+        unlink(lockf);
+    }
+    if (lockfd >= 0)
+        close(lockfd);
+    if (rdzv[0])
+        nftw(rdzv, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (R.e)
+        for (int r = 0; r < R.n; r++)
+            for (int s = 0; s < 2; s++) {
+                if (R.e[r].out[s].fd >= 0)
+                    close(R.e[r].out[s].fd);
+                free(R.e[r].out[s].buf);
+            }
+    free(R.e);
+    if (g_selfpipe[0] >= 0) {
+        close(g_selfpipe[0]);
+        close(g_selfpipe[1]);
+        g_selfpipe[0] = g_selfpipe[1] = -1;
+    }
+    return rc;
+}

@@ -1,0 +1,55 @@
+/* Moving an EST: the interface the control thread (shim/control.c) calls
+ * for each MOVE command of the controller (controller/proto.h): place,
+ * migrate, swap-out, swap-in. This file is the seam between the control
+ * channel and the code that actually moves an EST's device state.
+ *
+ * Contract of es_move_request (for whoever implements it):
+ * - Called on the control thread only, one request at a time, never on a
+ *   thread of the application. It may block that thread for as long as the
+ *   move takes (the controller knows a move is in flight and does not count
+ *   the missing heartbeats against the EST); it must make the application's
+ *   threads wait only for the move itself, at a safe point.
+ * - r arrives with r->slot set to where the EST is now (EASYSCALE_SLOT at
+ *   start, "host" when swapped out) and the rest zeroed. On return r->slot
+ *   says where the EST is (the target on success, unchanged on a failure
+ *   that moved nothing), and on failure r->reason holds one line saying why
+ *   (the controller prints it to the user).
+ * - Timings in nanoseconds (0 when not measured): total, of which
+ *   synchronising the EST's streams, of which copying; bytes copied.
+ * - Returns 0, or a negative errno: -ENOTSUP (this build cannot move
+ *   ESTs), -EINVAL (bad op or slot), -ENOMEM (the target slot has no room),
+ *   -EBUSY (inside stream capture or another move), -EIO (the move failed
+ *   half-way: r->slot says where the EST is).
+ * - The epoch is the controller's placement epoch: a request whose epoch
+ *   is lower than the last one applied may be refused with -ESTALE.
+ */
+#ifndef ES_SHIM_MOVE_H
+#define ES_SHIM_MOVE_H
+
+#include <stdint.h>
+
+#define ES_MOVE_SLOT_LEN 64
+#define ES_MOVE_REASON_LEN 256
+
+typedef struct es_move {
+    int op;         /* enum es_proto_move_op: ES_MOVE_PLACE, _MIGRATE, _SWAP_OUT, _SWAP_IN */
+    uint64_t epoch; /* the controller's placement epoch */
+    char slot[ES_MOVE_SLOT_LEN]; /* target: a GPU ordinal or UUID ("" for swap-out) */
+} es_move_t;
+
+typedef struct es_move_result {
+    uint64_t total_ns, sync_ns, copy_ns; /* time taken (0: not measured) */
+    uint64_t bytes;                      /* device bytes copied */
+    char slot[ES_MOVE_SLOT_LEN];         /* where the EST is after the call */
+    char reason[ES_MOVE_REASON_LEN];     /* one line when it failed */
+} es_move_result_t;
+
+int es_move_request(const es_move_t *m, es_move_result_t *r);
+
+/* Device memory the EST holds, in bytes, as the allocation registry knows
+ * it (0: not known). Reported in heartbeats; the controller's placement
+ * uses it for memory limits. Safe from any thread, takes no lock the
+ * application's threads take. */
+uint64_t es_move_footprint(void);
+
+#endif

@@ -1,0 +1,216 @@
+/* A stand-in EST for the controller's tests: speaks the control protocol
+ * itself (controller/proto.h) from the environment `easyscale-ctl run` sets
+ * (EASYSCALE_CONTROL, RANK, WORLD_SIZE, EASYSCALE_SLOT), and answers MOVE
+ * commands as told, so the controller's scale paths can be tested before
+ * ESTs can really move.
+ *
+ *   fake_est [--move ok|fail|hang] [--hb-ms N] [--step-ns N] [--wait-ns N]
+ *            [--wait-ns-by-rank N0,N1,...] [--mem BYTES] [--steps-per-hb N]
+ *            [--run-ms N] [--fail-rank R]
+ *
+ * Registers (reconnecting with backoff when the controller goes away),
+ * heartbeats every --hb-ms with the step advanced by --steps-per-hb, and
+ * exits 0 after --run-ms (3 if it is rank --fail-rank). Prints one line per
+ * move it answers: "fake_est: rank R: OP -> SLOT: ok|refused".
+ */
+#include "controller/proto.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+static long opt_hb = 100, opt_step_ns = 1000000, opt_wait_ns = 0, opt_steps = 1, opt_run = 5000;
+static long opt_fail_rank = -1;
+static unsigned long long opt_mem = 0;
+static const char *opt_move = "ok", *opt_wait_list;
+static int rank, world;
+static char slot[ES_PROTO_SLOT_MAX + 1];
+static uint64_t step, epoch;
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static long num(const char *s)
+{
+    char *e;
+    long v = strtol(s, &e, 10);
+    if (!*s || *e || v < 0) {
+        fprintf(stderr, "fake_est: bad number \"%s\"\n", s);
+        exit(2);
+    }
+    return v;
+}
+
+static int send_msg(int fd, es_proto_msg_t *m)
+{
+    uint8_t b[1024];
+    size_t len;
+    if (es_proto_encode(m, b, sizeof(b), &len) < 0)
+        return -EINVAL;
+    return es_proto_send_all(fd, b, len, NULL);
+}
+
+static int session(int fd, long long end)
+{
+    uint8_t rx[1024];
+    es_proto_reader_t rd = { .accept = ES_PROTO_ACCEPT_EST, .buf = rx, .cap = sizeof(rx) };
+    es_proto_msg_t m = { .type = ES_MSG_REGISTER };
+    m.u.reg.rank = (uint32_t)rank;
+    m.u.reg.world = (uint32_t)world;
+    m.u.reg.pid = (uint32_t)getpid();
+    m.u.reg.step = step;
+    m.u.reg.epoch = epoch;
+    m.u.reg.mem_bytes = opt_mem;
+    snprintf(m.u.reg.slot, sizeof(m.u.reg.slot), "%s", slot);
+    snprintf(m.u.reg.host, sizeof(m.u.reg.host), "fake");
+    if (send_msg(fd, &m) < 0)
+        return 0;
+    long long next = now_ms();
+    for (;;) {
+        long long t = now_ms();
+        if (t >= end)
+            return 1;
+        if (t >= next) {
+            step += (uint64_t)opt_steps;
+            es_proto_msg_t h = { .type = ES_MSG_HEARTBEAT };
+            h.u.hb.step = step;
+            h.u.hb.step_time_ns = (uint64_t)opt_step_ns;
+            h.u.hb.wait_ns = (uint64_t)opt_wait_ns;
+            h.u.hb.mem_bytes = opt_mem;
+            h.u.hb.epoch = epoch;
+            h.u.hb.state = strcmp(slot, "host") == 0 ? ES_EST_SWAPPED_OUT : ES_EST_RUNNING;
+            if (send_msg(fd, &h) < 0)
+                return 0;
+            next = t + opt_hb;
+        }
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        long long w = next < end ? next - t : end - t;
+        if (poll(&p, 1, (int)(w > 0 ? w : 0)) <= 0)
+            continue;
+        int rc = es_proto_reader_fill(&rd, fd);
+        if (rc == 0)
+            continue;
+        if (rc < 0)
+            return 0;
+        es_proto_msg_t in;
+        rc = es_proto_decode(&rd.h, rd.buf, &in);
+        es_proto_reader_reset(&rd);
+        if (rc < 0)
+            return 0;
+        if (in.type == ES_MSG_ERROR) {
+            printf("fake_est: rank %d: refused by the controller: %s\n", rank, in.u.err.text);
+            fflush(stdout);
+            return 1;
+        }
+        if (in.type != ES_MSG_MOVE || strcmp(opt_move, "hang") == 0)
+            continue;
+        static const char *const ops[] = { "?", "place", "migrate", "swap-out", "swap-in" };
+        es_proto_msg_t a = { .type = ES_MSG_ACK };
+        a.u.ack.op = in.u.move.op;
+        a.u.ack.epoch = in.u.move.epoch;
+        if (strcmp(opt_move, "ok") == 0) {
+            snprintf(slot, sizeof(slot), "%s",
+                     in.u.move.op == ES_MOVE_SWAP_OUT ? "host" : in.u.move.slot);
+            epoch = in.u.move.epoch;
+            a.u.ack.total_ns = 1000000;
+            a.u.ack.bytes = opt_mem;
+        } else {
+            a.u.ack.result = -ENOTSUP;
+            snprintf(a.u.ack.reason, sizeof(a.u.ack.reason), "fake_est: refused on purpose");
+        }
+        snprintf(a.u.ack.slot, sizeof(a.u.ack.slot), "%s", slot);
+        printf("fake_est: rank %d: %s -> %s: %s\n", rank, ops[in.u.move.op < 5 ? in.u.move.op : 0],
+               in.u.move.slot[0] ? in.u.move.slot : "host", a.u.ack.result ? "refused" : "ok");
+        fflush(stdout);
+        if (send_msg(fd, &a) < 0)
+            return 0;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            fprintf(stderr, "fake_est: %s needs a value\n", a);
+            return 2;
+        }
+        if (strcmp(a, "--move") == 0)
+            opt_move = v;
+        else if (strcmp(a, "--hb-ms") == 0)
+            opt_hb = num(v);
+        else if (strcmp(a, "--step-ns") == 0)
+            opt_step_ns = num(v);
+        else if (strcmp(a, "--wait-ns") == 0)
+            opt_wait_ns = num(v);
+        else if (strcmp(a, "--wait-ns-by-rank") == 0)
+            opt_wait_list = v;
+        else if (strcmp(a, "--mem") == 0)
+            opt_mem = (unsigned long long)num(v);
+        else if (strcmp(a, "--steps-per-hb") == 0)
+            opt_steps = num(v);
+        else if (strcmp(a, "--run-ms") == 0)
+            opt_run = num(v);
+        else if (strcmp(a, "--fail-rank") == 0)
+            opt_fail_rank = num(v);
+        else {
+            fprintf(stderr, "fake_est: unknown option %s\n", a);
+            return 2;
+        }
+        i++;
+    }
+    const char *ctl = getenv("EASYSCALE_CONTROL"), *r = getenv("RANK"), *w = getenv("WORLD_SIZE");
+    const char *s = getenv("EASYSCALE_SLOT");
+    if (!ctl || !r || !w) {
+        fprintf(stderr, "fake_est: EASYSCALE_CONTROL, RANK and WORLD_SIZE must be set\n");
+        return 2;
+    }
+    rank = (int)num(r);
+    world = (int)num(w);
+    snprintf(slot, sizeof(slot), "%s", s ? s : "");
+    if (opt_wait_list) { /* this rank's entry of the list */
+        char list[512], *save = NULL;
+        int i = 0;
+        snprintf(list, sizeof(list), "%s", opt_wait_list);
+        for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save), i++)
+            if (i == rank)
+                opt_wait_ns = num(t);
+    }
+    long long end = now_ms() + opt_run;
+    int backoff = 20;
+    while (now_ms() < end) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ctl);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+            backoff = 20;
+            int done = session(fd, end);
+            close(fd);
+            if (done)
+                break;
+        } else if (fd >= 0) {
+            close(fd);
+        }
+        struct timespec ts = { 0, backoff * 1000000L };
+        nanosleep(&ts, NULL);
+        backoff = backoff * 2 > 500 ? 500 : backoff * 2;
+    }
+    /* stay alive until the end even when refused */
+    long long left = end - now_ms();
+    if (left > 0) {
+        struct timespec ts = { left / 1000, (left % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    printf("fake_est: rank %d: done at step %llu\n", rank, (unsigned long long)step);
+    return rank == opt_fail_rank ? 3 : 0;
+}

@@ -1,0 +1,403 @@
+/* simcuda isolation tests (SIMCUDA_ISOLATION=1): what each simulated GPU
+ * reaches, as on an x86 GPU machine without HMM.
+ * - A kernel on device X touching device Y's memory works only with peer
+ *   access (cuCtxEnablePeerAccess) or VMM access granted to X; otherwise
+ *   CUDA_ERROR_ILLEGAL_ADDRESS. A copy between the two devices likewise,
+ *   but cuMemcpyPeer, which the driver stages.
+ * - Kernels reach host memory only when it is pinned or registered; a
+ *   registered shared mapping stays shared (the device writes the file the
+ *   program and others see); a registered private buffer keeps its contents
+ *   and address.
+ * - A device server that dies is a lost device: CUDA_ERROR_DEVICE_UNAVAILABLE
+ *   from then on, never a hang. A client that dies takes its servers with
+ *   it and its memory is given back.
+ * Every case that provokes a (sticky) error runs in a child process. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/harness.h"
+#include "tests/sim_driver/common.h"
+
+#define GRAN ((size_t)2 << 20)
+
+static void *g_fatbin;
+
+static int setup(void **state)
+{
+    (void)state;
+    size_t len;
+    g_fatbin = es_read_file(es_build_path("tests/sim_driver/kernels.fatbin"), &len);
+    return g_fatbin ? 0 : -1;
+}
+
+/* sim_crash writes 1 to p[0] (tests/sim_driver/kernels.cu). */
+static CUfunction crash_fn(void)
+{
+    CUmodule m;
+    CUfunction f;
+    CK(cuModuleLoadData(&m, g_fatbin));
+    CK(cuModuleGetFunction(&f, m, "sim_crash"));
+    return f;
+}
+
+/* Launches sim_crash(p) on the current context and synchronises. */
+static CUresult poke(CUfunction f, CUdeviceptr p)
+{
+    void *args[] = {&p};
+    CUresult r = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL);
+    return r != CUDA_SUCCESS ? r : cuCtxSynchronize();
+}
+
+static int peek(CUdeviceptr p)
+{
+    int v = -1;
+    CK(cuMemcpyDtoH(&v, p, sizeof(v)));
+    return v;
+}
+
+/* ---- peer access ------------------------------------------------------------- */
+enum { PEER_NONE, PEER_ENABLED, PEER_DISABLED_AGAIN, COPY_NONE, COPY_PEER_API, COPY_ENABLED };
+
+/* Device 0 owns x; device 1 works on it. Exit 0: worked, 2: illegal
+ * address (then sticky), other: setup failure. */
+static int peer_child(void *arg)
+{
+    int mode = *(int *)arg;
+    CUcontext c0 = st_primary(0);
+    CUdeviceptr x;
+    if (cuMemAlloc(&x, 4096) || cuMemsetD32(x, 0, 1024))
+        return 10;
+    CUcontext c1 = st_primary(1);
+    CUfunction f = crash_fn();
+    CUdeviceptr y;
+    if (cuMemAlloc(&y, 4096) || cuMemsetD32(y, 7, 1024))
+        return 11;
+    if (mode == PEER_ENABLED || mode == PEER_DISABLED_AGAIN || mode == COPY_ENABLED)
+        if (cuCtxEnablePeerAccess(c0, 0) != CUDA_SUCCESS)
+            return 12;
+    if (mode == PEER_DISABLED_AGAIN && cuCtxDisablePeerAccess(c0) != CUDA_SUCCESS)
+        return 13;
+    CUresult r;
+    if (mode == COPY_NONE || mode == COPY_ENABLED)
+        r = cuMemcpyDtoD(x, y, 4096);
+    else if (mode == COPY_PEER_API)
+        r = cuMemcpyPeer(x, c0, y, c1, 4096);
+    else
+        r = poke(f, x);
+    if (r == CUDA_ERROR_ILLEGAL_ADDRESS)
+        return cuMemAlloc(&y, 64) == CUDA_ERROR_ILLEGAL_ADDRESS ? 2 : 14; /* and sticky */
+    if (r != CUDA_SUCCESS)
+        return 15;
+    /* It really happened on x (read by its own device). */
+    CK(cuCtxSetCurrent(c0));
+    int want = mode >= COPY_NONE ? 7 : 1;
+    return peek(x) == want ? 0 : 16;
+}
+
+static int peer_case(int mode)
+{
+    return st_wait(st_fork(peer_child, &mode));
+}
+
+static void test_peer_access(void **state)
+{
+    (void)state;
+    assert_int_equal(peer_case(PEER_NONE), 2);
+    assert_int_equal(peer_case(PEER_ENABLED), 0);
+    assert_int_equal(peer_case(PEER_DISABLED_AGAIN), 2);
+    assert_int_equal(peer_case(COPY_NONE), 2);
+    assert_int_equal(peer_case(COPY_PEER_API), 0); /* staged by the driver */
+    assert_int_equal(peer_case(COPY_ENABLED), 0);
+}
+
+/* ---- VMM access for another device --------------------------------------------- */
+static int vmm_child(void *arg)
+{
+    int grant1 = *(int *)arg;
+    st_primary(0);
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof(p));
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = 0;
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h;
+    if (cuMemAddressReserve(&va, GRAN, 0, 0, 0) || cuMemCreate(&h, GRAN, &p, 0) ||
+        cuMemMap(va, GRAN, 0, h, 0))
+        return 10;
+    CUmemAccessDesc d[2] = {
+        {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE},
+        {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1},
+         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE},
+    };
+    if (cuMemSetAccess(va, GRAN, d, grant1 ? 2 : 1) || cuMemsetD32(va, 0, 4))
+        return 11;
+    CUcontext c1 = st_primary(1);
+    (void)c1;
+    CUfunction f = crash_fn();
+    CUresult r = poke(f, va + 8);
+    if (r == CUDA_ERROR_ILLEGAL_ADDRESS)
+        return 2;
+    if (r != CUDA_SUCCESS)
+        return 12;
+    st_primary(0);
+    return peek(va + 8) == 1 ? 0 : 13;
+}
+
+static void test_vmm_access_for_another_device(void **state)
+{
+    (void)state;
+    int no = 0, yes = 1;
+    assert_int_equal(st_wait(st_fork(vmm_child, &no)), 2);
+    assert_int_equal(st_wait(st_fork(vmm_child, &yes)), 0);
+}
+
+/* ---- host memory --------------------------------------------------------------- */
+enum { HOST_MALLOC, HOST_PINNED, HOST_REGISTERED, HOST_UNREGISTERED };
+
+static int host_child(void *arg)
+{
+    int mode = *(int *)arg;
+    st_primary(0);
+    CUfunction f = crash_fn();
+    int *buf = NULL;
+    if (mode == HOST_PINNED) {
+        if (cuMemAllocHost((void **)&buf, 4096))
+            return 10;
+    } else {
+        /* Ordinary private memory (mmap'ed: not from a heap that a
+         * sanitizer puts at the same place in every process, device
+         * servers included). */
+        buf = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (buf == MAP_FAILED)
+            return 10;
+    }
+    buf[0] = 0;
+    buf[1] = 1234;
+    if (mode == HOST_REGISTERED || mode == HOST_UNREGISTERED)
+        if (cuMemHostRegister(buf, 8192, 0) != CUDA_SUCCESS)
+            return 11;
+    if (mode == HOST_UNREGISTERED && cuMemHostUnregister(buf) != CUDA_SUCCESS)
+        return 12;
+    if (buf[1] != 1234)
+        return 13; /* registering (or unregistering) kept the contents */
+    CUdeviceptr dp = (CUdeviceptr)(uintptr_t)buf;
+    if (mode == HOST_REGISTERED || mode == HOST_PINNED) {
+        CUdeviceptr via;
+        if (cuMemHostGetDevicePointer(&via, buf, 0) || via != dp)
+            return 14;
+    }
+    CUresult r = poke(f, dp);
+    if (r == CUDA_ERROR_ILLEGAL_ADDRESS)
+        return 2;
+    if (r != CUDA_SUCCESS)
+        return 15;
+    return buf[0] == 1 && buf[1] == 1234 ? 0 : 16; /* the program's own buffer */
+}
+
+static void test_kernels_reach_host_memory(void **state)
+{
+    (void)state;
+    int modes[] = {HOST_MALLOC, HOST_PINNED, HOST_REGISTERED, HOST_UNREGISTERED};
+    int want[] = {2, 0, 0, 2};
+    for (int i = 0; i < 4; i++)
+        if (st_wait(st_fork(host_child, &modes[i])) != want[i])
+            fail_msg("host memory case %d: not %d", i, want[i]);
+}
+
+/* A shared mapping stays shared when registered: the device writes the
+ * file, so another mapping of it (here a second one, as another process
+ * would have) sees the write. */
+static void test_registered_shared_mapping(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUfunction f = crash_fn();
+    int fd = memfd_create("iso-test-shared", MFD_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 8192), 0);
+    int *a = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int *b = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(a != MAP_FAILED && b != MAP_FAILED);
+    a[1] = 55;
+    CK(cuMemHostRegister(a, 8192, 0));
+    CK(poke(f, (CUdeviceptr)(uintptr_t)a));
+    assert_int_equal(a[0], 1);
+    assert_int_equal(b[0], 1); /* the other mapping of the file */
+    b[1] = 66;                 /* and the other way round */
+    assert_int_equal(a[1], 66);
+    CK(cuMemHostUnregister(a));
+    b[2] = 77;
+    assert_int_equal(a[2], 77); /* still the file after unregistering */
+    munmap(a, 8192);
+    munmap(b, 8192);
+    close(fd);
+    /* Shared anonymous memory has no file to give a device: refused. */
+    int *anon = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(anon != MAP_FAILED);
+    CUresult r = cuMemHostRegister(anon, 8192, 0);
+    if (r == CUDA_SUCCESS) /* possible only with /proc/self/map_files (privileged) */
+        CK(cuMemHostUnregister(anon));
+    else
+        assert_int_equal(r, CUDA_ERROR_NOT_SUPPORTED);
+    munmap(anon, 8192);
+}
+
+/* ---- server and client death ------------------------------------------------------ */
+/* Pids of the device servers of client (their command line names it). */
+static int server_pids(pid_t client, pid_t *out, int max)
+{
+    char want[48];
+    snprintf(want, sizeof(want), "--client=%d", (int)client);
+    DIR *d = opendir("/proc");
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) && n < max) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0)
+            continue;
+        char path[64], cmd[512];
+        snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t k = read(fd, cmd, sizeof(cmd) - 1);
+        close(fd);
+        if (k <= 0)
+            continue;
+        cmd[k] = '\0';
+        int is_server = strstr(cmd, "simcuda-gpu") != NULL;
+        for (ssize_t i = 0; i < k; i++)
+            if (!cmd[i])
+                cmd[i] = ' ';
+        if (is_server && strstr(cmd, want))
+            out[n++] = (pid_t)pid;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static int alive(pid_t pid)
+{
+    char path[64], st[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t k = read(fd, st, sizeof(st) - 1);
+    close(fd);
+    if (k <= 0)
+        return 0;
+    st[k] = '\0';
+    char *p = strrchr(st, ')');
+    return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+static int server_death_child(void *arg)
+{
+    (void)arg;
+    st_primary(0);
+    CUfunction f = crash_fn();
+    CUdeviceptr x;
+    if (cuMemAlloc(&x, 4096) || poke(f, x) != CUDA_SUCCESS)
+        return 10;
+    pid_t srv[4];
+    if (server_pids(getpid(), srv, 4) != 1)
+        return 11;
+    kill(srv[0], SIGKILL);
+    /* The next device work finds the device gone: an error, not a hang
+     * (alarm(60) in st_fork would end a hang). */
+    if (poke(f, x) != CUDA_ERROR_DEVICE_UNAVAILABLE)
+        return 12;
+    CUdeviceptr y;
+    if (cuMemAlloc(&y, 64) != CUDA_ERROR_DEVICE_UNAVAILABLE)
+        return 13;
+    if (cuCtxSynchronize() != CUDA_ERROR_DEVICE_UNAVAILABLE)
+        return 14;
+    return 0;
+}
+
+static void test_server_death_is_a_lost_device(void **state)
+{
+    (void)state;
+    assert_int_equal(st_wait(st_fork(server_death_child, NULL)), 0);
+}
+
+static int client_child(void *arg)
+{
+    int *pipefd = arg;
+    st_primary(0);
+    st_primary(1);
+    CUdeviceptr big;
+    if (cuMemAlloc(&big, (size_t)3 << 30) != CUDA_SUCCESS)
+        return 10;
+    pid_t srv[4];
+    int n = server_pids(getpid(), srv, 4);
+    if (write(pipefd[1], &n, sizeof(n)) != sizeof(n) ||
+        write(pipefd[1], srv, sizeof(srv[0]) * (size_t)n) != (ssize_t)(sizeof(srv[0]) * (size_t)n))
+        return 11;
+    pause(); /* killed here, holding its memory */
+    return 0;
+}
+
+static void test_client_death_ends_its_servers(void **state)
+{
+    (void)state;
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    int child = st_fork(client_child, pfd);
+    int n = 0;
+    pid_t srv[4];
+    assert_int_equal(read(pfd[0], &n, sizeof(n)), sizeof(n));
+    assert_int_equal(n, 2); /* one server per device it used */
+    assert_int_equal(read(pfd[0], srv, sizeof(srv[0]) * 2), (ssize_t)sizeof(srv[0]) * 2);
+    assert_true(alive(srv[0]) && alive(srv[1]));
+    kill(child, SIGKILL);
+    assert_int_equal(st_wait(child), 128 + SIGKILL);
+    for (int i = 0; i < 200 && (alive(srv[0]) || alive(srv[1])); i++)
+        usleep(50000);
+    assert_false(alive(srv[0]));
+    assert_false(alive(srv[1]));
+    /* Its 3 GiB of the 4 GiB device are free again. */
+    st_primary(0);
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, (size_t)3 << 30));
+    CK(cuMemFree(p));
+    close(pfd[0]);
+    close(pfd[1]);
+}
+
+int main(void)
+{
+    st_private_shm("iso");
+    setenv("SIMCUDA_DEVICES", "a100:4G,a100:4G", 1);
+    setenv("SIMCUDA_ISOLATION", "1", 1);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_peer_access),
+        cmocka_unit_test(test_vmm_access_for_another_device),
+        cmocka_unit_test(test_kernels_reach_host_memory),
+        cmocka_unit_test(test_registered_shared_mapping),
+        cmocka_unit_test(test_server_death_is_a_lost_device),
+        cmocka_unit_test(test_client_death_ends_its_servers),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
