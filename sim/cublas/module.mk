@@ -42,10 +42,22 @@ $(B)/sim/libcublas.so: $(B)/sim/libcublas.so.13
 
 ALL += $(B)/sim/libcublas.so.13 $(B)/sim/libcublas.so $(CUBLAS_TWIN)
 
+# The architecture tests' child (cuBLAS and cuDNN handles) and the driver
+# front that makes a GPU look older (tests/sim_cublas/old_gpu.c); the cuDNN
+# test uses them too.
+SIM_ARCH_TEST := $(B)/tests/arch_child $(B)/tests/old_gpu/libcuda.so.1
+$(B)/tests/old_gpu/libcuda.so.1: tests/sim_cublas/old_gpu.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SO_LDFLAGS) -o $@ $< -ldl
+$(B)/tests/arch_child: tests/sim_cublas/arch_child.c | $(B)/sim/libcublas.so $(B)/sim/libcudnn.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< -L$(B)/sim -lcublas -lcudnn $(LDFLAGS) -ldl
+
 # Unit + API test: links the math core statically (its symbols are local in
 # the library) and the library and driver dynamically.
 $(B)/tests/sim_cublas_test: $(B)/obj/tests/sim_cublas/sim_cublas_test.o $(CUBLAS_CORE_OBJS) \
-		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) | $(B)/sim/libcublas.so $(B)/sim/libcuda.so
+		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) | $(B)/sim/libcublas.so $(B)/sim/libcuda.so \
+		$(SIM_ARCH_TEST)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(B)/obj/tests/sim_cublas/sim_cublas_test.o $(CUBLAS_CORE_OBJS) \
 		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) -L$(B)/sim -lcublas -lcuda $(CMOCKA_LIBS) -lm

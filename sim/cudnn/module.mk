@@ -37,7 +37,8 @@ ALL += $(B)/sim/libcudnn.so.9 $(B)/sim/libcudnn.so $(CUDNN_TWIN)
 # Unit + API test: links the math cores statically (their symbols are local
 # in the library) and the library and driver dynamically.
 $(B)/tests/sim_cudnn_test: $(B)/obj/tests/sim_cudnn/sim_cudnn_test.o $(CUDNN_CORE_OBJS) \
-		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) $(B)/sim/libcudnn.so $(B)/sim/libcuda.so.1
+		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) $(B)/sim/libcudnn.so $(B)/sim/libcuda.so.1 \
+		| $(SIM_ARCH_TEST)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(B)/obj/tests/sim_cudnn/sim_cudnn_test.o $(CUDNN_CORE_OBJS) \
 		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) -L$(B)/sim -lcudnn $(B)/sim/libcuda.so.1 $(CMOCKA_LIBS) -lm

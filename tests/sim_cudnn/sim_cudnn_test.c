@@ -683,6 +683,51 @@ static void test_library_abi(void **state)
         fail_msg("%s", why);
 }
 
+/* Vendor fact (cuDNN 9 for CUDA 13 has code for sm_75 and later only):
+ * cudnnCreate on an older GPU returns CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH
+ * (cuDNN 8's CUDNN_STATUS_ARCH_MISMATCH). simcuda has no such model, so the
+ * child (tests/sim_cublas/arch_child.c) runs behind a driver front
+ * (tests/sim_cublas/old_gpu.c) that reports compute capability 7.0 for a
+ * t4; the same child on the plain driver gets a handle (negative control). */
+static void run_arch_child(int old_gpu, char *out, size_t len)
+{
+    char b[4096], child[4200], ldp[8500], real[4200];
+    ssize_t n = readlink("/proc/self/exe", b, sizeof(b) - 1);
+    assert_true(n > 0);
+    b[n] = '\0';
+    for (int up = 0; up < 2; up++) { /* build/tests/sim_cudnn_test -> build */
+        char *sl = strrchr(b, '/');
+        assert_non_null(sl);
+        *sl = '\0';
+    }
+    snprintf(child, sizeof(child), "%s/tests/arch_child", b);
+    if (old_gpu)
+        snprintf(ldp, sizeof(ldp), "LD_LIBRARY_PATH=%s/tests/old_gpu:%s/sim", b, b);
+    else
+        snprintf(ldp, sizeof(ldp), "LD_LIBRARY_PATH=%s/sim", b);
+    snprintf(real, sizeof(real), "SIMTEST_REAL_LIBCUDA=%s/sim/libcuda.so.1", b);
+    char *env[] = {ldp, real, (char *)"SIMCUDA_DEVICES=t4:1G", NULL};
+    char *argv[] = {child, (char *)"cudnn", NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, 60, &r), 0);
+    if (r.status != 0)
+        fprintf(stderr, "%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    snprintf(out, len, "%s", r.out);
+    es_proc_result_free(&r);
+}
+
+static void test_api_arch_refused(void **state)
+{
+    (void)state;
+    char out[256], want[32];
+    snprintf(want, sizeof(want), "create %d\n", (int)CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH);
+    run_arch_child(1, out, sizeof(out));
+    assert_non_null(strstr(out, want));
+    run_arch_child(0, out, sizeof(out));
+    assert_non_null(strstr(out, "create 0\n"));
+}
+
 static void test_api_handle_version(void **state)
 {
     (void)state;
@@ -2021,6 +2066,7 @@ int main(void)
     const struct CMUnitTest api[] = {
         cmocka_unit_test(test_library_abi),
         cmocka_unit_test(test_api_handle_version),
+        cmocka_unit_test(test_api_arch_refused),
         cmocka_unit_test(test_api_descriptors),
         cmocka_unit_test(test_api_conv_correct),
         cmocka_unit_test(test_api_bits_match_reference),
