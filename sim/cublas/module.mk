@@ -42,14 +42,15 @@ $(B)/sim/libcublas.so: $(B)/sim/libcublas.so.13
 
 ALL += $(B)/sim/libcublas.so.13 $(B)/sim/libcublas.so $(CUBLAS_TWIN)
 
-# The architecture tests' child (cuBLAS and cuDNN handles) and the driver
-# front that makes a GPU look older (tests/sim_cublas/old_gpu.c); the cuDNN
-# test uses them too.
-SIM_ARCH_TEST := $(B)/tests/arch_child $(B)/tests/old_gpu/libcuda.so.1
+# The child of the tests that need a process of their own
+# (tests/sim_cublas/lib_child.c) and the driver front that makes a GPU look
+# older (tests/sim_cublas/old_gpu.c); the cuDNN test uses them too.
+# The audit tests run the child under the shim (scripts/simenv --shim).
+SIM_ARCH_TEST := $(B)/tests/lib_child $(B)/tests/old_gpu/libcuda.so.1 $(B)/lib/libeasyscale.so
 $(B)/tests/old_gpu/libcuda.so.1: tests/sim_cublas/old_gpu.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SO_LDFLAGS) -o $@ $< -ldl
-$(B)/tests/arch_child: tests/sim_cublas/arch_child.c | $(B)/sim/libcublas.so $(B)/sim/libcudnn.so
+$(B)/tests/lib_child: tests/sim_cublas/lib_child.c | $(B)/sim/libcublas.so $(B)/sim/libcudnn.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< -L$(B)/sim -lcublas -lcudnn $(LDFLAGS) -ldl
 

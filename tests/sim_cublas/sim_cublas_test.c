@@ -1313,11 +1313,11 @@ static void test_api_bits_match_reference(void **state)
 
 /* Vendor fact (the CUDA 13 libraries have code for sm_75 and later only):
  * cublasCreate on an older GPU returns CUBLAS_STATUS_ARCH_MISMATCH.
- * simcuda has no such model, so the child (arch_child.c) runs behind a
+ * simcuda has no such model, so the child (lib_child.c) runs behind a
  * driver front (old_gpu.c) that reports compute capability 7.0 for a t4;
  * the same child on the plain driver gets a handle on the t4 (sm_75, the
  * oldest supported): the negative control. */
-static void run_arch_child(const char *lib, int old_gpu, char *out, size_t len)
+static void run_lib_child(const char *lib, int old_gpu, char *out, size_t len)
 {
     char b[4096], child[4200], ldp[8500], real[4200];
     const char *exe = self_exe();
@@ -1328,7 +1328,7 @@ static void run_arch_child(const char *lib, int old_gpu, char *out, size_t len)
         assert_non_null(sl);
         *sl = '\0';
     }
-    snprintf(child, sizeof(child), "%s/tests/arch_child", b);
+    snprintf(child, sizeof(child), "%s/tests/lib_child", b);
     if (old_gpu)
         snprintf(ldp, sizeof(ldp), "LD_LIBRARY_PATH=%s/tests/old_gpu:%s/sim", b, b);
     else
@@ -1349,10 +1349,71 @@ static void test_api_arch_refused(void **state)
 {
     (void)state;
     char out[256];
-    run_arch_child("cublas", 1, out, sizeof(out));
+    run_lib_child("cublas", 1, out, sizeof(out));
     assert_non_null(strstr(out, "create 8\n")); /* CUBLAS_STATUS_ARCH_MISMATCH */
-    run_arch_child("cublas", 0, out, sizeof(out));
+    run_lib_child("cublas", 0, out, sizeof(out));
     assert_non_null(strstr(out, "create 0\n"));
+}
+
+/* The library's kernels are seen by the shim's run-time audit as any
+ * application kernel is (its fatbin carries real SASS with the float
+ * atomics): with cublasSetAtomicsMode(ALLOWED) Ssymv launches
+ * simcublas_symv_atomic, which EASYSCALE_AUDIT=warn logs as float-atomic
+ * and strict refuses (CUBLAS_STATUS_EXECUTION_FAILED). Negative controls:
+ * atomics not allowed (the deterministic kernel, no log line), and the
+ * audit off. The shim runs with EASYSCALE_DETERMINISM=off, which leaves the
+ * atomics mode alone. */
+static void run_shim_child(const char *audit, const char *atomics, char **out)
+{
+    char b[4096], child[4200], simenv[4200], eb[4200], ea[64];
+    const char *exe = self_exe();
+    assert_non_null(exe);
+    snprintf(b, sizeof(b), "%s", exe);
+    for (int up = 0; up < 2; up++) {
+        char *sl = strrchr(b, '/');
+        assert_non_null(sl);
+        *sl = '\0';
+    }
+    const char *root = getenv("ES_ROOT");
+    snprintf(child, sizeof(child), "%s/tests/lib_child", b);
+    if (root)
+        snprintf(simenv, sizeof(simenv), "%s/scripts/simenv", root);
+    else
+        snprintf(simenv, sizeof(simenv), "%s/../scripts/simenv", b);
+    snprintf(eb, sizeof(eb), "ES_BUILD=%s", b);
+    snprintf(ea, sizeof(ea), "EASYSCALE_AUDIT=%s", audit);
+    char *env[] = {eb, ea, (char *)"EASYSCALE_DETERMINISM=off", (char *)"EASYSCALE_LOG=warn",
+                   (char *)"EASYSCALE_LOG_FILE=", (char *)"SIMCUDA_DEVICES=a100:1G", NULL};
+    char *argv[] = {simenv, (char *)"--shim", child, (char *)"symv", (char *)atomics, NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, 60, &r), 0);
+    if (r.status != 0)
+        fprintf(stderr, "%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    *out = r.out;
+}
+
+static void test_api_kernels_in_shim_audit(void **state)
+{
+    (void)state;
+    char *out;
+    run_shim_child("warn", "1", &out);
+    assert_non_null(strstr(out, "kernel simcublas_symv_atomic, which uses float atomics"));
+    assert_non_null(strstr(out, "symv 0 sync 0\n"));
+    free(out);
+    run_shim_child("strict", "1", &out);
+    assert_non_null(strstr(out, "refused"));
+    assert_non_null(strstr(out, "kernel simcublas_symv_atomic uses float atomics"));
+    assert_non_null(strstr(out, "symv 13 sync 0\n")); /* CUBLAS_STATUS_EXECUTION_FAILED */
+    free(out);
+    run_shim_child("strict", "0", &out); /* deterministic symv: not flagged */
+    assert_null(strstr(out, "audit:"));
+    assert_non_null(strstr(out, "symv 0 sync 0\n"));
+    free(out);
+    run_shim_child("off", "1", &out);
+    assert_null(strstr(out, "simcublas_symv_atomic"));
+    assert_non_null(strstr(out, "symv 0 sync 0\n"));
+    free(out);
 }
 
 /* Vendor notes: NVIDIA's libcublas.so.13 dlopens libcuda.so.1 (no NEEDED
@@ -1650,6 +1711,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_api_plan_follows_device),
         cmocka_unit_test(test_api_bits_match_reference),
         cmocka_unit_test(test_api_arch_refused),
+        cmocka_unit_test(test_api_kernels_in_shim_audit),
         cmocka_unit_test(test_api_copies),
         cmocka_unit_test(test_nc_models),
         cmocka_unit_test(test_nc_streams),

@@ -686,10 +686,10 @@ static void test_library_abi(void **state)
 /* Vendor fact (cuDNN 9 for CUDA 13 has code for sm_75 and later only):
  * cudnnCreate on an older GPU returns CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH
  * (cuDNN 8's CUDNN_STATUS_ARCH_MISMATCH). simcuda has no such model, so the
- * child (tests/sim_cublas/arch_child.c) runs behind a driver front
+ * child (tests/sim_cublas/lib_child.c) runs behind a driver front
  * (tests/sim_cublas/old_gpu.c) that reports compute capability 7.0 for a
  * t4; the same child on the plain driver gets a handle (negative control). */
-static void run_arch_child(int old_gpu, char *out, size_t len)
+static void run_lib_child(int old_gpu, char *out, size_t len)
 {
     char b[4096], child[4200], ldp[8500], real[4200];
     ssize_t n = readlink("/proc/self/exe", b, sizeof(b) - 1);
@@ -700,7 +700,7 @@ static void run_arch_child(int old_gpu, char *out, size_t len)
         assert_non_null(sl);
         *sl = '\0';
     }
-    snprintf(child, sizeof(child), "%s/tests/arch_child", b);
+    snprintf(child, sizeof(child), "%s/tests/lib_child", b);
     if (old_gpu)
         snprintf(ldp, sizeof(ldp), "LD_LIBRARY_PATH=%s/tests/old_gpu:%s/sim", b, b);
     else
@@ -722,10 +722,71 @@ static void test_api_arch_refused(void **state)
     (void)state;
     char out[256], want[32];
     snprintf(want, sizeof(want), "create %d\n", (int)CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH);
-    run_arch_child(1, out, sizeof(out));
+    run_lib_child(1, out, sizeof(out));
     assert_non_null(strstr(out, want));
-    run_arch_child(0, out, sizeof(out));
+    run_lib_child(0, out, sizeof(out));
     assert_non_null(strstr(out, "create 0\n"));
+}
+
+/* The library's kernels are seen by the shim's run-time audit as any
+ * application kernel is (its fatbin carries real SASS with the float
+ * atomics): backward filter ALGO_0 launches simcudnn_conv_bwd_filter_atomic,
+ * which EASYSCALE_AUDIT=warn logs as float-atomic and strict refuses
+ * (CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER). Negative controls: ALGO_1
+ * (deterministic, no log line) and the audit off. */
+static void run_shim_child(const char *audit, const char *algo, char **out)
+{
+    char b[4096], child[4200], simenv[4200], eb[4200], ea[64];
+    ssize_t n = readlink("/proc/self/exe", b, sizeof(b) - 1);
+    assert_true(n > 0);
+    b[n] = '\0';
+    for (int up = 0; up < 2; up++) {
+        char *sl = strrchr(b, '/');
+        assert_non_null(sl);
+        *sl = '\0';
+    }
+    const char *root = getenv("ES_ROOT");
+    snprintf(child, sizeof(child), "%s/tests/lib_child", b);
+    if (root)
+        snprintf(simenv, sizeof(simenv), "%s/scripts/simenv", root);
+    else
+        snprintf(simenv, sizeof(simenv), "%s/../scripts/simenv", b);
+    snprintf(eb, sizeof(eb), "ES_BUILD=%s", b);
+    snprintf(ea, sizeof(ea), "EASYSCALE_AUDIT=%s", audit);
+    char *env[] = {eb, ea, (char *)"EASYSCALE_DETERMINISM=off", (char *)"EASYSCALE_LOG=warn",
+                   (char *)"EASYSCALE_LOG_FILE=", (char *)"SIMCUDA_DEVICES=a100:1G", NULL};
+    char *argv[] = {simenv, (char *)"--shim", child, (char *)"bwdfilter", (char *)algo, NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, 60, &r), 0);
+    if (r.status != 0)
+        fprintf(stderr, "%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    *out = r.out;
+}
+
+static void test_api_kernels_in_shim_audit(void **state)
+{
+    (void)state;
+    char *out, want[64];
+    run_shim_child("warn", "0", &out);
+    assert_non_null(strstr(out, "kernel simcudnn_conv_bwd_filter_atomic, which uses float atomics"));
+    assert_non_null(strstr(out, "bwdfilter 0 sync 0\n"));
+    free(out);
+    run_shim_child("strict", "0", &out);
+    assert_non_null(strstr(out, "refused"));
+    assert_non_null(strstr(out, "kernel simcudnn_conv_bwd_filter_atomic uses float atomics"));
+    snprintf(want, sizeof(want), "bwdfilter %d sync 0\n",
+             (int)CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER);
+    assert_non_null(strstr(out, want));
+    free(out);
+    run_shim_child("strict", "1", &out); /* deterministic algorithm: not flagged */
+    assert_null(strstr(out, "audit:"));
+    assert_non_null(strstr(out, "bwdfilter 0 sync 0\n"));
+    free(out);
+    run_shim_child("off", "0", &out);
+    assert_null(strstr(out, "simcudnn_conv_bwd_filter_atomic"));
+    assert_non_null(strstr(out, "bwdfilter 0 sync 0\n"));
+    free(out);
 }
 
 static void test_api_handle_version(void **state)
@@ -2067,6 +2128,7 @@ int main(void)
         cmocka_unit_test(test_library_abi),
         cmocka_unit_test(test_api_handle_version),
         cmocka_unit_test(test_api_arch_refused),
+        cmocka_unit_test(test_api_kernels_in_shim_audit),
         cmocka_unit_test(test_api_descriptors),
         cmocka_unit_test(test_api_conv_correct),
         cmocka_unit_test(test_api_bits_match_reference),
