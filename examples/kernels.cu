@@ -222,6 +222,10 @@ extern "C" __global__ void es_reduce_partial(const float *x, float *partial, int
     long long n = (long long)outer * inner;
     long long chunk = (n + gridDim.x - 1) / gridDim.x;
     long long lo = (long long)p * chunk, hi = lo + chunk < n ? lo + chunk : n;
+    if (lo >= hi) { /* an empty chunk: every leaf and every sum is +0 */
+        partial[(long long)k * gridDim.x + p] = 0.0f;
+        return;
+    }
     for (unsigned int t = 0; t < bd; t++) {
         float acc = 0.0f;
         for (long long i = lo + t; i < hi; i += bd) {

@@ -496,32 +496,68 @@ template <typename T> static inline T param(void *const *params, size_t i)
     return v;
 }
 
-template <typename... A> struct call {
-    void (*fn)(A...);
+/* A launch of kernel F with its parameters unpacked once: body runs one
+ * thread, range the plain-loop phase of a block with F inlined into the
+ * loop (runtime.h). */
+template <auto F, typename... A> struct call {
     std::tuple<typename std::decay<A>::type...> args;
     static void body(void *p)
     {
         call *c = static_cast<call *>(p);
-        std::apply(c->fn, c->args);
+        std::apply(F, c->args);
+    }
+    static void range(void *p, cucpu_range *r)
+    {
+        call *c = static_cast<call *>(p);
+        const cucpu_block_info *b = r->cur.blk;
+        if (b->dim.x != b->nthreads) {
+            while (r->next < r->n) {
+                cucpu_range_start(r);
+                std::apply(F, c->args);
+                if (r->tracked)
+                    return;
+            }
+            return;
+        }
+        /* a 1-D block: threadIdx.x is the linear id */
+        const unsigned int *order = r->order;
+        const unsigned int n = r->n;
+        r->cur.tid.y = 0;
+        r->cur.tid.z = 0;
+        for (unsigned int k = r->next; k < n;) {
+            unsigned int i = order[k++];
+            r->next = k;
+            r->cur.tid.x = i;
+            r->cur.lane = i % CUCPU_WARP;
+            r->cur.lin = i;
+            cucpu_self = &r->cur;
+            std::apply(F, c->args);
+            if (r->tracked)
+                return;
+        }
     }
 };
 
-template <typename... A, size_t... I>
-static inline int launch_(void (*fn)(A...), const char *name, const simcuda_launch_t *L,
+template <auto F, typename... A, size_t... I>
+static inline int launch_(void (*)(A...), const char *name, const simcuda_launch_t *L,
                           std::index_sequence<I...>)
 {
     if (!L || L->abi != SIMCUDA_TWIN_ABI || (sizeof...(A) > 0 && !L->params))
         return cucpu_rt_bad_abi(name);
-    call<A...> c{fn, std::tuple<typename std::decay<A>::type...>(
-                         param<typename std::decay<A>::type>(L->params, I)...)};
-    (void)L;
-    return cucpu_rt_launch(L, name, &call<A...>::body, &c);
+    call<F, A...> c{std::tuple<typename std::decay<A>::type...>(
+        param<typename std::decay<A>::type>(L->params, I)...)};
+    return cucpu_rt_launch_range(L, name, &call<F, A...>::body, &call<F, A...>::range, &c);
 }
 
-template <typename... A>
-static inline int launch(void (*fn)(A...), const char *name, const simcuda_launch_t *L)
+template <auto F, typename... A>
+static inline int launch_f(void (*f)(A...), const char *name, const simcuda_launch_t *L)
 {
-    return launch_(fn, name, L, std::index_sequence_for<A...>{});
+    return launch_<F>(f, name, L, std::index_sequence_for<A...>{});
+}
+
+template <auto F> static inline int launch(const char *name, const simcuda_launch_t *L)
+{
+    return launch_f<F>(F, name, L);
 }
 } // namespace cucpu_detail
 
@@ -531,7 +567,7 @@ static inline int launch(void (*fn)(A...), const char *name, const simcuda_launc
     extern "C" __attribute__((visibility("default"))) int simcuda_twin_##name(                   \
         const simcuda_launch_t *launch)                                                          \
     {                                                                                            \
-        return cucpu_detail::launch(&name, #name, launch);                                       \
+        return cucpu_detail::launch<&name>(#name, launch);                                       \
     }
 
 #endif /* __CUDACC__ */

@@ -70,12 +70,12 @@ typedef struct block {
     int bar_acc, bar_result;
     unsigned int bar_arrived;
     int converted, trapped;
-    int tracked;          /* st[], ndone valid (see materialize) */
     const char *trap_what;
-    unsigned int next;    /* runner: next position in order[] */
-    /* the thread order, generated as the runner goes: warps in the affine
-     * order (wa * k + wc) % nw, lanes from rot upwards or downwards */
-    unsigned int nw, wa, wc, rot, down, it_w, it_wv, it_j;
+    /* the runner's position (rg.next) in order[]; rg.tracked: st[], ndone
+     * are valid (see materialize) */
+    cucpu_range rg;
+    /* the thread order (order_fill) */
+    unsigned int nw, wa, wc, rot, down;
 } block_t;
 
 typedef struct worker {
@@ -99,6 +99,7 @@ typedef struct worker {
 struct launch {
     const char *name;
     cucpu_body_fn body;
+    cucpu_range_fn range; /* NULL: the runtime's own plain loop */
     void *ctx;
     cucpu_uint3 grid, dim;
     unsigned int nthreads;
@@ -397,21 +398,32 @@ static void thread_fiber(void *arg)
     __builtin_unreachable();
 }
 
-/* The next thread of the block's order (the runner's iterator). */
-static inline __attribute__((always_inline)) unsigned int order_next(block_t *b)
+/* The block's thread order into order[]: warps in the affine order
+ * (wa * k + wc) % nw, the lanes of each from rot upwards or downwards. */
+static void order_fill(const block_t *b, unsigned int *order)
 {
-    for (;;) {
-        unsigned int l = b->down ? (b->rot - b->it_j) & 31u : (b->rot + b->it_j) & 31u;
-        unsigned int t = b->it_wv * CUCPU_WARP + l;
-        if (++b->it_j == CUCPU_WARP) {
-            b->it_j = 0;
-            b->it_w++;
-            b->it_wv += b->wa;
-            if (b->it_wv >= b->nw)
-                b->it_wv -= b->nw;
+    unsigned int k = 0, wv = b->wc;
+    for (unsigned int wi = 0; wi < b->nw; wi++) {
+        unsigned int base = wv * CUCPU_WARP;
+        if (base + CUCPU_WARP <= b->n) {
+            unsigned int *o = order + k, rot = b->rot;
+            if (b->down)
+                for (unsigned int j = 0; j < CUCPU_WARP; j++)
+                    o[j] = base + ((rot - j) & 31u);
+            else
+                for (unsigned int j = 0; j < CUCPU_WARP; j++)
+                    o[j] = base + ((rot + j) & 31u);
+            k += CUCPU_WARP;
+        } else {
+            for (unsigned int j = 0; j < CUCPU_WARP; j++) {
+                unsigned int l = b->down ? (b->rot - j) & 31u : (b->rot + j) & 31u;
+                if (base + l < b->n)
+                    order[k++] = base + l;
+            }
         }
-        if (t < b->n)
-            return t;
+        wv += b->wa;
+        if (wv >= b->nw)
+            wv -= b->nw;
     }
 }
 
@@ -421,21 +433,23 @@ static inline __attribute__((always_inline)) unsigned int order_next(block_t *b)
 static void materialize(worker_t *w)
 {
     block_t *b = &w->b;
-    if (b->tracked)
+    if (b->rg.tracked)
         return;
-    b->tracked = 1;
+    b->rg.tracked = 1;
     memset(w->st, T_NEW, b->n);
-    for (unsigned int k = 0; k + 1 < b->next; k++)
+    for (unsigned int k = 0; k + 1 < b->rg.next; k++)
         w->st[w->order[k]] = T_DONE;
-    b->ndone = b->next ? b->next - 1 : 0;
-    if (b->next) {
-        rthread *t = &w->thr[w->order[b->next - 1]];
-        w->st[w->order[b->next - 1]] = T_RUN;
+    b->ndone = b->rg.next ? b->rg.next - 1 : 0;
+    if (b->rg.next) {
+        rthread *t = &w->thr[w->order[b->rg.next - 1]];
+        if (cucpu_self == &b->rg.cur) { /* from the kernel's loop: a place of its own */
+            t->pub = b->rg.cur;
+            cucpu_self = &t->pub;
+        }
+        w->st[w->order[b->rg.next - 1]] = T_RUN;
         t->warp = t->pub.lin / CUCPU_WARP;
         t->stack = 0;
     }
-    for (unsigned int k = b->next; k < b->n; k++)
-        w->order[k] = order_next(b);
 }
 
 /* Thread i's fields, when it starts. */
@@ -471,9 +485,13 @@ static void runner_fiber(void *arg)
     fiber_enter(w);
     const launch_t *ln = w->ln;
     /* Untracked: nothing but the thread's identity per thread. */
-    while (!b->tracked && b->next < b->n) {
-        unsigned int i = order_next(b);
-        w->order[b->next++] = i;
+    if (ln->range && b->rg.next < b->n) {
+        ln->range(ln->ctx, &b->rg);
+        if (b->rg.tracked) /* a thread waited: it returned, it exits */
+            thread_exit(w, &w->thr[w->order[b->rg.next - 1]]);
+    }
+    while (!b->rg.tracked && b->rg.next < b->n) {
+        unsigned int i = w->order[b->rg.next++];
         rthread *t = &w->thr[i];
         if (b->info.dim.x == b->n) {
             t->pub.tid.x = i;
@@ -489,18 +507,17 @@ static void runner_fiber(void *arg)
         t->pub.blk = &b->info;
         cucpu_self = &t->pub;
         ln->body(ln->ctx);
-        if (b->tracked) /* it waited: the block keeps books from now on */
+        if (b->rg.tracked) /* it waited: the block keeps books from now on */
             thread_exit(w, t);
     }
-    while (!b->converted && b->next < b->n) {
-        unsigned int i = order_next(b);
-        w->order[b->next++] = i;
+    while (!b->converted && b->rg.next < b->n) {
+        unsigned int i = w->order[b->rg.next++];
         rthread *t = thread_start(w, i, 0);
         cucpu_self = &t->pub;
         ln->body(ln->ctx);
         thread_exit(w, t);
     }
-    if (!b->tracked)
+    if (!b->rg.tracked)
         b->ndone = b->n;
     to_sched(w, &w->dead, 1);
     __builtin_unreachable();
@@ -511,9 +528,9 @@ static void runner_fiber(void *arg)
 int cucpu_rt_barrier(int pred, unsigned int *arrived)
 {
     worker_t *w = t_w;
+    materialize(w);
     rthread *t = current();
     block_t *b = &w->b;
-    materialize(w);
     b->nbar++;
     b->bar_acc += pred != 0;
     if (b->nbar + b->ndone == b->n) {
@@ -531,8 +548,8 @@ int cucpu_rt_barrier(int pred, unsigned int *arrived)
 uint64_t cucpu_rt_warp(int op, unsigned int mask, uint64_t val, int arg, int width)
 {
     worker_t *w = t_w;
-    rthread *t = current();
     materialize(w);
+    rthread *t = current();
     if (!(mask >> t->pub.lane & 1u))
         trap_block(w, "a warp operation's mask does not name the calling lane");
     if (width < 1 || width > CUCPU_WARP || (width & (width - 1)) != 0)
@@ -629,7 +646,11 @@ static int run_block(worker_t *w, launch_t *ln, uint64_t bl)
     b->down = (unsigned int)(r >> 39) & 1u;
     affine(r, b->nw, &a, &c);
     b->wa = (unsigned int)a;
-    b->wc = b->it_wv = (unsigned int)c;
+    b->wc = (unsigned int)c;
+    order_fill(b, w->order);
+    b->rg.order = w->order;
+    b->rg.n = n;
+    b->rg.cur.blk = &b->info;
     w->stack_used = 0;
     w->nfree = 0;
     cucpu_ctx runner;
@@ -696,7 +717,11 @@ static uint64_t block_at(const launch_t *ln, uint64_t k)
     } else if (k >= full) {
         return full + (ln->bdown ? ln->rem - 1 - (k - full) : k - full);
     }
-    uint64_t g = (uint64_t)(((unsigned __int128)ln->pa * (k / BGROUP) + ln->pc) % ln->nfull);
+    uint64_t q = k / BGROUP, g;
+    if (ln->nfull <= 0xffffffffull) /* pa, q, pc < nfull: no overflow in 64 bits */
+        g = (ln->pa * q + ln->pc) % ln->nfull;
+    else
+        g = (uint64_t)(((unsigned __int128)ln->pa * q + ln->pc) % ln->nfull);
     uint64_t j = k % BGROUP;
     return g * BGROUP + (ln->bdown ? BGROUP - 1 - j : j);
 }
@@ -717,16 +742,20 @@ static void run_blocks(worker_t *w, launch_t *ln)
         w->dyn = p;
         w->dyn_size = sz;
     }
+    /* positions of the block order are taken a batch at a time */
+    uint64_t batch = ln->nblocks >= 4096 ? 8 : 1;
     while (!atomic_load_explicit(&ln->failed, memory_order_relaxed)) {
-        uint64_t k = atomic_fetch_add_explicit(&ln->next, 1, memory_order_relaxed);
-        if (k >= ln->nblocks)
+        uint64_t k0 = atomic_fetch_add_explicit(&ln->next, batch, memory_order_relaxed);
+        if (k0 >= ln->nblocks)
             break;
-        uint64_t bl = block_at(ln, k);
-        if (run_block(w, ln, bl) != 0) {
-            int z = 0;
-            atomic_compare_exchange_strong(&ln->failed, &z, 1);
-            break;
-        }
+        uint64_t k1 = k0 + batch < ln->nblocks ? k0 + batch : ln->nblocks;
+        for (uint64_t k = k0; k < k1; k++)
+            if (run_block(w, ln, block_at(ln, k)) != 0) {
+                int z = 0;
+                atomic_compare_exchange_strong(&ln->failed, &z, 1);
+                w->ln = NULL;
+                return;
+            }
     }
     w->ln = NULL;
 }
@@ -932,6 +961,12 @@ int cucpu_rt_bad_abi(const char *name)
 
 int cucpu_rt_launch(const simcuda_launch_t *L, const char *name, cucpu_body_fn body, void *ctx)
 {
+    return cucpu_rt_launch_range(L, name, body, NULL, ctx);
+}
+
+int cucpu_rt_launch_range(const simcuda_launch_t *L, const char *name, cucpu_body_fn body,
+                          cucpu_range_fn range, void *ctx)
+{
     char why[160];
     if (!L || L->abi != SIMCUDA_TWIN_ABI)
         return cucpu_rt_bad_abi(name);
@@ -959,6 +994,7 @@ int cucpu_rt_launch(const simcuda_launch_t *L, const char *name, cucpu_body_fn b
     memset(&ln, 0, sizeof(ln));
     ln.name = name;
     ln.body = body;
+    ln.range = range;
     ln.ctx = ctx;
     ln.grid = (cucpu_uint3){L->grid[0], L->grid[1], L->grid[2]};
     ln.dim = (cucpu_uint3){L->block[0], L->block[1], L->block[2]};
