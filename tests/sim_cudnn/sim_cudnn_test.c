@@ -2111,6 +2111,10 @@ static void test_backend_bad_input(void **state)
 
 int main(void)
 {
+    /* On simcuda: device memory kept out of this process, as on a GPU
+     * machine (a real driver ignores the variable): the library never
+     * touches device memory from the host. */
+    setenv("SIMCUDA_ISOLATION", "1", 1);
     /* several GPU models in one process (before the driver starts) */
     setenv("SIMCUDA_DEVICES", "a100:1G,l4:1G,t4:1G,h100:1G", 1);
     unsetenv("CUDA_VISIBLE_DEVICES");

@@ -1389,6 +1389,10 @@ static void test_models_change_bits(void **state)
 
 int main(void)
 {
+    /* On simcuda: device memory kept out of this process, as on a GPU
+     * machine (a real driver ignores the variable): the library never
+     * touches device memory from the host. */
+    setenv("SIMCUDA_ISOLATION", "1", 1);
     /* 4 simulated GPUs for every child (before anything loads the driver). */
     setenv("SIMCUDA_DEVICES", DEVICES4, 1);
     const struct CMUnitTest tests[] = {
