@@ -1163,15 +1163,48 @@ static void CUDA_CB hf_run(void *arg)
 /* Enqueues one operation's chain on stream s: kernels and host functions.
  * err: the first enqueue error (nothing more is enqueued after it but the
  * end of the chain). */
+/* Copies not launched yet: consecutive copies of a chain (nothing else
+ * between them) go in one simnccl_copy launch. */
+typedef struct copies {
+    simnccl_copy_kp_t kp;
+    uint64_t chunks;
+} copies_t;
+
 typedef struct chain {
     ncclComm_t c;
     const simdrv_t *d;
     CUstream s;
     CUresult err;
+    copies_t cp;
 } chain_t;
+
+static void ch_kernel(chain_t *ch, int k, uint64_t threads, void *kp);
+
+/* Launches the pending copies (before anything else joins the chain). */
+static void cp_flush(chain_t *ch)
+{
+    if (ch->cp.kp.n)
+        ch_kernel(ch, SIMNCCL_K_COPY, ch->cp.chunks, &ch->cp.kp);
+    ch->cp.kp.n = 0;
+    ch->cp.chunks = 0;
+}
+
+static void cp_add(chain_t *ch, CUdeviceptr src, CUdeviceptr dst, size_t bytes)
+{
+    if (!bytes || src == dst)
+        return;
+    if (ch->cp.kp.n == SIMNCCL_MAX_SEGS)
+        cp_flush(ch);
+    simnccl_seg_t *g = &ch->cp.kp.seg[ch->cp.kp.n++];
+    g->src = (const void *)(uintptr_t)src;
+    g->dst = (void *)(uintptr_t)dst;
+    g->bytes = bytes;
+    ch->cp.chunks += (bytes + SIMNCCL_COPY_CHUNK - 1) / SIMNCCL_COPY_CHUNK;
+}
 
 static void ch_hf(chain_t *ch, int kind, int peer, uint64_t v)
 {
+    cp_flush(ch);
     if (ch->err)
         return;
     hf_t *h = malloc(sizeof(*h));
@@ -1193,6 +1226,8 @@ static unsigned int grid_for(uint64_t n)
 
 static void ch_kernel(chain_t *ch, int k, uint64_t threads, void *kp)
 {
+    if (k != SIMNCCL_K_COPY)
+        cp_flush(ch);
     if (ch->err)
         return;
     void *args[] = {kp};
@@ -1200,30 +1235,6 @@ static void ch_kernel(chain_t *ch, int k, uint64_t threads, void *kp)
                                     1, 0, ch->s, args, NULL);
 }
 
-/* A batch of copies for one simnccl_copy launch. */
-typedef struct copies {
-    simnccl_copy_kp_t kp;
-    uint64_t chunks;
-} copies_t;
-
-static void cp_add(copies_t *cp, CUdeviceptr src, CUdeviceptr dst, size_t bytes)
-{
-    if (!bytes || src == dst)
-        return;
-    simnccl_seg_t *g = &cp->kp.seg[cp->kp.n++];
-    g->src = (const void *)(uintptr_t)src;
-    g->dst = (void *)(uintptr_t)dst;
-    g->bytes = bytes;
-    cp->chunks += (bytes + SIMNCCL_COPY_CHUNK - 1) / SIMNCCL_COPY_CHUNK;
-}
-
-static void cp_flush(chain_t *ch, copies_t *cp)
-{
-    if (cp->kp.n)
-        ch_kernel(ch, SIMNCCL_K_COPY, cp->chunks, &cp->kp);
-    cp->kp.n = 0;
-    cp->chunks = 0;
-}
 
 /* Elements [e0, e1) reduced with the plan's order into out (and out2). */
 static void ch_reduce(chain_t *ch, const sim_nccl_plan_t *p, const sim_op_t *op,
@@ -1284,8 +1295,6 @@ static void ch_coll(chain_t *ch, const sim_op_t *op)
     CUdeviceptr send = DP(op->send), recv = DP(op->recv);
     CUdeviceptr base[SIM_NCCL_MAX_RANKS];
     sim_nccl_plan_t p;
-    copies_t cp;
-    memset(&cp, 0, sizeof(cp));
 
     switch (op->kind) {
     case SIM_COLL_ALLREDUCE:
@@ -1298,9 +1307,8 @@ static void ch_coll(chain_t *ch, const sim_op_t *op)
             int set = (int)(c->step_enq++ & 1);
             CUdeviceptr mine = sim_nccl_st_slot(st, me, set), res = sim_nccl_st_result(st, me, set);
             share_of(m, n, me, &a, &b);
-            cp_add(&cp, send + lo * es, mine, a * es);
-            cp_add(&cp, send + (lo + b) * es, mine + b * es, (m - b) * es);
-            cp_flush(ch, &cp);
+            cp_add(ch, send + lo * es, mine, a * es);
+            cp_add(ch, send + (lo + b) * es, mine + b * es, (m - b) * es);
             ch_hf(ch, HF_BARRIER, 0, ++c->bar_enq);
             for (int r = 0; r < n; r++)
                 base[r] = r == me ? send + lo * es : sim_nccl_st_slot(st, r, set);
@@ -1314,10 +1322,9 @@ static void ch_coll(chain_t *ch, const sim_op_t *op)
                     size_t aq, bq;
                     share_of(m, n, q, &aq, &bq);
                     if (q != me)
-                        cp_add(&cp, sim_nccl_st_result(st, q, set) + aq * es,
+                        cp_add(ch, sim_nccl_st_result(st, q, set) + aq * es,
                                recv + (lo + aq) * es, (bq - aq) * es);
                 }
-                cp_flush(ch, &cp);
             }
         }
         return;
@@ -1328,15 +1335,13 @@ static void ch_coll(chain_t *ch, const sim_op_t *op)
             size_t m = count - lo < pe ? count - lo : pe;
             int set = (int)(c->step_enq++ & 1);
             if (me == op->root) {
-                cp_add(&cp, send + lo * es, sim_nccl_st_slot(st, me, set), m * es);
-                cp_flush(ch, &cp);
+                cp_add(ch, send + lo * es, sim_nccl_st_slot(st, me, set), m * es);
             }
             ch_hf(ch, HF_BARRIER, 0, ++c->bar_enq);
             if (me != op->root)
-                cp_add(&cp, sim_nccl_st_slot(st, op->root, set), recv + lo * es, m * es);
+                cp_add(ch, sim_nccl_st_slot(st, op->root, set), recv + lo * es, m * es);
             else
-                cp_add(&cp, send + lo * es, recv + lo * es, m * es);
-            cp_flush(ch, &cp);
+                cp_add(ch, send + lo * es, recv + lo * es, m * es);
         }
         return;
     }
@@ -1345,14 +1350,12 @@ static void ch_coll(chain_t *ch, const sim_op_t *op)
         for (size_t lo = 0; lo < count && !ch->err; lo += pe) {
             size_t m = count - lo < pe ? count - lo : pe;
             int set = (int)(c->step_enq++ & 1);
-            cp_add(&cp, send + lo * es, sim_nccl_st_slot(st, me, set), m * es);
-            cp_flush(ch, &cp);
+            cp_add(ch, send + lo * es, sim_nccl_st_slot(st, me, set), m * es);
             ch_hf(ch, HF_BARRIER, 0, ++c->bar_enq);
             for (int r = 0; r < n; r++) {
                 CUdeviceptr dst = recv + ((size_t)r * count + lo) * es;
-                cp_add(&cp, r == me ? send + lo * es : sim_nccl_st_slot(st, r, set), dst, m * es);
+                cp_add(ch, r == me ? send + lo * es : sim_nccl_st_slot(st, r, set), dst, m * es);
             }
-            cp_flush(ch, &cp);
         }
         return;
     }
@@ -1366,9 +1369,8 @@ static void ch_coll(chain_t *ch, const sim_op_t *op)
             /* block d of this piece goes to slot offset d*m (not my own) */
             for (int d = 0; d < n; d++)
                 if (d != me)
-                    cp_add(&cp, send + ((size_t)d * count + lo) * es, slot + (size_t)d * m * es,
+                    cp_add(ch, send + ((size_t)d * count + lo) * es, slot + (size_t)d * m * es,
                            m * es);
-            cp_flush(ch, &cp);
             ch_hf(ch, HF_BARRIER, 0, ++c->bar_enq);
             size_t e0 = (size_t)me * count + lo;
             for (int r = 0; r < n; r++)
@@ -1411,8 +1413,6 @@ static void ch_p2p(chain_t *ch, const sim_op_t **ops, int n)
         if (pr > rounds)
             rounds = pr;
     }
-    copies_t cp;
-    memset(&cp, 0, sizeof(cp));
     for (size_t r = 0; r < rounds && !ch->err; r++)
         for (int pass = 0; pass < 2; pass++)
             for (int i = 0; i < n; i++) {
@@ -1432,14 +1432,13 @@ static void ch_p2p(chain_t *ch, const sim_op_t **ops, int n)
                 if (is_send) {
                     if (pos + len > P)
                         ch_hf(ch, HF_SEND_SPACE, peer, pos + len - P);
-                    cp_add(&cp, DP(op->send) + off, ring + at, first);
-                    cp_add(&cp, DP(op->send) + off + first, ring, len - first);
+                    cp_add(ch, DP(op->send) + off, ring + at, first);
+                    cp_add(ch, DP(op->send) + off + first, ring, len - first);
                 } else {
                     ch_hf(ch, HF_RECV_WAIT, peer, pos + len);
-                    cp_add(&cp, ring + at, DP(op->recv) + off, first);
-                    cp_add(&cp, ring, DP(op->recv) + off + first, len - first);
+                    cp_add(ch, ring + at, DP(op->recv) + off, first);
+                    cp_add(ch, ring, DP(op->recv) + off + first, len - first);
                 }
-                cp_flush(ch, &cp);
                 *done = pos + len;
                 ch_hf(ch, is_send ? HF_SEND_POST : HF_RECV_DONE, peer, *done);
             }
@@ -1491,7 +1490,11 @@ static ncclResult_t launch(ncclComm_t c, const sim_op_t *ops, int n)
         pthread_mutex_lock(&c->mu);
         c->inflight++;
         pthread_mutex_unlock(&c->mu);
-        chain_t ch = {c, d, s0, CUDA_SUCCESS};
+        chain_t ch;
+        memset(&ch, 0, sizeof(ch));
+        ch.c = c;
+        ch.d = d;
+        ch.s = s0;
         ch_hf(&ch, HF_BEGIN, 0, seq);
         const sim_op_t *p2p[n > 0 ? n : 1];
         int np = 0;
@@ -1503,6 +1506,7 @@ static ncclResult_t launch(ncclComm_t c, const sim_op_t *ops, int n)
         }
         if (np > 0)
             ch_p2p(&ch, p2p, np);
+        cp_flush(&ch);
         CUresult failed = ch.err;
         ch.err = CUDA_SUCCESS;
         ch_hf(&ch, HF_END, 0, seq);
