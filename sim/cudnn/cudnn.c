@@ -11,6 +11,7 @@
  * unsupported data types/layouts/algorithms CUDNN_STATUS_NOT_SUPPORTED.
  */
 #include "sim/cudnn/cudnn_int.h"
+#include "sim/cudnn/backend_kernels.h"
 #include "sim/cudnn/kparams.h"
 #include "sim/common/live.h"
 
@@ -427,6 +428,20 @@ static CUresult launch_job(cudnnHandle_t h, CUstream s, const sim_job_t *j)
         int mode = c.kind == SIM_JOB_SET ? SIMCUDNN_FILL_SET : SIMCUDNN_FILL_SCALE;
         void *args[] = {&c.v[0], &mode, &c.alpha, &c.out};
         return launch(h, s, SIMCUDNN_K_FILL, elems(&c.v[0]), args);
+    }
+    case SIM_JOB_CONVERT: {
+        simbk_convert_t a;
+        memset(&a, 0, sizeof(a));
+        a.src = c.in[0];
+        a.dst = c.out;
+        a.st = c.types[0];
+        a.dt = c.types[1];
+        a.n = c.v[0].n, a.c = c.v[0].c, a.h = c.v[0].h, a.w = c.v[0].w;
+        a.ss[0] = c.v[0].sn, a.ss[1] = c.v[0].sc, a.ss[2] = c.v[0].sh, a.ss[3] = c.v[0].sw;
+        a.ds[0] = c.v[1].sn, a.ds[1] = c.v[1].sc, a.ds[2] = c.v[1].sh, a.ds[3] = c.v[1].sw;
+        a.total = elems(&c.v[0]);
+        void *args[] = {&a};
+        return launch(h, s, SIMCUDNN_K_CONVERT, a.total, args);
     }
     }
     return CUDA_ERROR_INVALID_VALUE;

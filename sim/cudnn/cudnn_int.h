@@ -87,11 +87,13 @@ cudnnStatus_t sim_cudnn_conv_problem(const cudnnTensorDescriptor_t xd,
                                      const cudnnConvolutionDescriptor_t cd,
                                      const cudnnTensorDescriptor_t yd, sim_conv_t *p);
 
-/* A unit of work run later on the handle's stream. */
+/* A unit of work run later on the handle's stream. SIM_JOB_CONVERT (the
+ * backend's 16-bit conversion): out (view v[1], type types[1]) = in[0]
+ * (view v[0], type types[0]), types being backend_kernels.h's SIMBK_*. */
 typedef enum {
     SIM_JOB_CONV_FWD, SIM_JOB_CONV_BWD_DATA, SIM_JOB_CONV_BWD_FILTER, SIM_JOB_BWD_BIAS,
     SIM_JOB_POOL_FWD, SIM_JOB_POOL_BWD, SIM_JOB_ACT_FWD, SIM_JOB_ACT_BWD, SIM_JOB_ADD,
-    SIM_JOB_SET, SIM_JOB_SCALE,
+    SIM_JOB_SET, SIM_JOB_SCALE, SIM_JOB_CONVERT,
 } sim_job_kind_t;
 
 typedef struct sim_job {
@@ -103,6 +105,7 @@ typedef struct sim_job {
     sim_t4_t v[4];
     int act_mode;
     double coef;
+    int types[2];
     const void *in[3];
     void *out;
 } sim_job_t;

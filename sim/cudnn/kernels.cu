@@ -16,10 +16,13 @@
  *     ALGO_0 and ALGO_3, backward data ALGO_0, max-pooling backward) first
  *     scale the output by beta (a kernel of its own), then add alpha *
  *     partial with float atomicAdd: the order of the additions is the
- *     thread schedule's, different from launch to launch.
+ *     thread schedule's, different from launch to launch;
+ *   - the backend's fp16 / bf16 <-> fp32 conversion is elementwise
+ *     (backend_kernels.h: exact widening, one rounding to nearest even).
  */
 #include "sim/cucpu/cucpu.h"
 
+#include "sim/cudnn/backend_kernels.h"
 #include "sim/cudnn/kern.h"
 #include "sim/cudnn/kparams.h"
 
@@ -572,3 +575,14 @@ extern "C" __global__ void simcudnn_pool_bwd_atomic(sim_pool_t p, sim_t4_t dyv, 
     }
 }
 CUCPU_EXPORT(simcudnn_pool_bwd_atomic)
+
+/* ---- the backend's 16-bit conversion ---------------------------------------------------- */
+
+/* dst = src over a 4-d view, each side with its own strides and type
+ * (backend_kernels.h), one thread per element. */
+extern "C" __global__ void simcudnn_convert(simbk_convert_t a)
+{
+    for (long long e = gtid(); e < a.total; e += gstride())
+        simbk_convert_elem(&a, e);
+}
+CUCPU_EXPORT(simcudnn_convert)

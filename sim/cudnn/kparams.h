@@ -1,8 +1,9 @@
 /* simcuda cuDNN: the kernels of the library's module (sim/cudnn/kernels.cu)
  * in the order of the library's function table, and the constants they
  * share with the C side (cudnn.c). Kernel parameters are kern.h's views and
- * problems (sim_t4_t, sim_conv_t, sim_pool_t), one layout for C, C++ and the
- * device. */
+ * problems (sim_t4_t, sim_conv_t, sim_pool_t) and the backend's conversion
+ * arguments (backend_kernels.h's simbk_convert_t), one layout for C, C++
+ * and the device. */
 #ifndef SIM_CUDNN_KPARAMS_H
 #define SIM_CUDNN_KPARAMS_H
 
@@ -19,7 +20,8 @@
     X(SIMCUDNN_K_ACT_BWD, "simcudnn_act_bwd")                                  \
     X(SIMCUDNN_K_POOL_FWD, "simcudnn_pool_fwd")                                \
     X(SIMCUDNN_K_POOL_BWD, "simcudnn_pool_bwd")                                \
-    X(SIMCUDNN_K_POOL_BWD_ATOMIC, "simcudnn_pool_bwd_atomic")
+    X(SIMCUDNN_K_POOL_BWD_ATOMIC, "simcudnn_pool_bwd_atomic")                  \
+    X(SIMCUDNN_K_CONVERT, "simcudnn_convert")
 
 #define SIMCUDNN_K_ENUM(id, name) id,
 enum { SIMCUDNN_KERNELS(SIMCUDNN_K_ENUM) SIMCUDNN_K_COUNT };

@@ -1,11 +1,13 @@
 # simcuda cuDNN: build/sim/libcudnn.so.9 (+ libcudnn.so), its unit test
-# (tests/sim_cudnn) and the NVIDIA-header-only client test.
+# (tests/sim_cudnn), the backend's 16-bit test and the NVIDIA-header-only
+# client test.
 
 # The kernels, single source (sim/cucpu): the fatbin embedded in the library
 # (fatbin_blob.c) and the twin library simcuda runs them from.
 CUDNN_FATBIN := $(B)/gen/simcudnn.fatbin
 CUDNN_TWIN := $(B)/sim/twins/libsimtwin_cudnn.so
-$(eval $(call cucpu_cu,sim/cudnn/kernels.cu,$(CUDNN_FATBIN),$(CUDNN_TWIN),sim/cudnn/kern.h sim/cudnn/kparams.h))
+$(eval $(call cucpu_cu,sim/cudnn/kernels.cu,$(CUDNN_FATBIN),$(CUDNN_TWIN),sim/cudnn/kern.h sim/cudnn/kparams.h \
+    sim/cudnn/backend_kernels.h))
 
 CUDNN_SRCS := sim/cudnn/cudnn.c sim/cudnn/backend.c sim/cudnn/algo.c sim/cudnn/heur.c \
     sim/cudnn/fatbin_blob.c
@@ -50,3 +52,11 @@ $(B)/tests/cudnn_client_test: tests/clients/cudnn_client.c $(B)/sim/libcudnn.so 
 		tests/clients/cudnn_client.c -L$(B)/sim -lcudnn -l:libcuda.so.1 $(LDFLAGS) -lm -o $@
 
 TESTS += $(B)/tests/sim_cudnn_test $(B)/tests/cudnn_client_test
+
+# The backend with 16-bit tensors (against its own fp32 engines).
+$(B)/tests/sim_cudnn_backend_half_test: $(B)/obj/tests/sim_cudnn/backend_half_test.o \
+		$(TEST_HARNESS_OBJ) | $(B)/sim/libcudnn.so $(B)/sim/libcuda.so $(CUDNN_TWIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -lcudnn -lcuda $(CMOCKA_LIBS) -lrt -lm
+
+TESTS += $(B)/tests/sim_cudnn_backend_half_test
