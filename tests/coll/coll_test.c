@@ -15,7 +15,10 @@
  *    reference folded in rank order on the host, with 4 ranks on 4, 2 and 1
  *    GPUs and 8 ranks on 3, through both transports and several staging
  *    chunk sizes: the same digest everywhere (same bits whichever transport
- *    and whoever computes a shard). Negative control: the same client on
+ *    and whoever computes a shard). The device transport runs with
+ *    EASYSCALE_MOVE=off (while ESTs can move the engine falls back to the
+ *    host transport and says so: a run that asked for the device transport
+ *    fails on that warning). Negative control: the same client on
  *    plain NCCL (no shim, 4 GPUs) misses the rank-order reference.
  *  - "coll": broadcast, gathers, scatters, in-place buffers, groups with
  *    collectives and send/recv pairs, several streams and communicators,
@@ -303,6 +306,18 @@ static void expect_client(es_proc_result_t *r, int n, const char *what)
     assert_true(client_ok(r, n));
 }
 
+/* A run that asked for the device transport got it: the engine warns
+ * (rank 0, "... host transport") when it falls back, as it does while ESTs
+ * can move (EASYSCALE_MOVE=on, the default: device runs set it off). */
+static void expect_transport(const es_proc_result_t *r, const char *x1)
+{
+    if (!x1 || strcmp(x1, "EASYSCALE_COLL_TRANSPORT=device") != 0)
+        return;
+    if (strstr(r->out, "EASYSCALE_COLL_TRANSPORT=device is not possible"))
+        fprintf(stderr, "---- asked for the device transport ----\n%s\n----\n", r->out);
+    assert_null(strstr(r->out, "EASYSCALE_COLL_TRANSPORT=device is not possible"));
+}
+
 static void digest_of(const es_proc_result_t *r, char *buf, size_t len)
 {
     assert_non_null(es_find_last(r->out, "digest ", buf, len));
@@ -327,8 +342,8 @@ static void test_types(void **state)
         { 4, TWO, NULL, NULL, NULL },
         { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", NULL, NULL },
         { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", "EASYSCALE_COLL_CHUNK=4096", NULL },
-        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=device", "EASYSCALE_COLL_CHUNK=4096", NULL },
-        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=device", "SIMCUDA_ISOLATION=1", "SIMCUDA_CHAOS=5" },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=device", "EASYSCALE_MOVE=off", "EASYSCALE_COLL_CHUNK=4096" },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=device", "EASYSCALE_MOVE=off", "SIMCUDA_CHAOS=5" },
         { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", "SIMCUDA_ISOLATION=1", "SIMCUDA_CHAOS=5" },
         { 4, FOUR, NULL, NULL, NULL },
         { 4, "a100:4G", "EASYSCALE_COLL_CHUNK=65536", NULL, NULL },
@@ -340,6 +355,7 @@ static void test_types(void **state)
         es_proc_result_t r = run_client(1, "types", runs[i].n, runs[i].devs, runs[i].x1,
                                         runs[i].x2, runs[i].x3);
         expect_client(&r, runs[i].n, runs[i].x1 ? runs[i].x1 : runs[i].devs);
+        expect_transport(&r, runs[i].x1);
         char d[40];
         digest_of(&r, d, sizeof d);
         char *rf = ref[runs[i].n == 8];
@@ -378,6 +394,7 @@ static void test_coll(void **state)
     } runs[] = {
         { 4, TWO, NULL, NULL },
         { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", NULL },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=device", "EASYSCALE_MOVE=off" },
         { 4, TWO, "SIMCUDA_ISOLATION=1", "SIMCUDA_CHAOS=9" },
         { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", "SIMCUDA_ISOLATION=1" },
         { 4, "a100:4G", NULL, NULL },
@@ -388,6 +405,7 @@ static void test_coll(void **state)
         es_proc_result_t r = run_client(1, "coll", runs[i].n, runs[i].devs, runs[i].x1,
                                         runs[i].x2, "EASYSCALE_COLL_CHUNK=65536");
         expect_client(&r, runs[i].n, runs[i].x1 ? runs[i].x1 : runs[i].devs);
+        expect_transport(&r, runs[i].x1);
         es_proc_result_free(&r);
     }
 }
@@ -508,7 +526,10 @@ static void fault_run(const char *mode, const char *want, int survivors, const c
         skip();
     char before[64][300], extra[8][300];
     int nb = list_segments(before, 64);
-    es_proc_result_t r = run_client(1, mode, 4, TWO, "EASYSCALE_COLL_TIMEOUT=1", tp, NULL);
+    int dev = tp && strcmp(tp, "EASYSCALE_COLL_TRANSPORT=device") == 0;
+    es_proc_result_t r = run_client(1, mode, 4, TWO, "EASYSCALE_COLL_TIMEOUT=1", tp,
+                                    dev ? "EASYSCALE_MOVE=off" : NULL);
+    expect_transport(&r, tp);
     int n = 0;
     for (const char *p = r.out; (p = strstr(p, want)) != NULL; p++)
         n++;
@@ -525,7 +546,8 @@ static void test_fault_kill(void **state)
 {
     (void)state;
     /* rank 2 died: ranks 0, 1, 3 see ncclRemoteError (both transports) */
-    fault_run("kill", "second allreduce: remote process exited", 3, NULL);
+    fault_run("kill", "second allreduce: remote process exited", 3,
+              "EASYSCALE_COLL_TRANSPORT=device");
     fault_run("kill", "second allreduce: remote process exited", 3,
               "EASYSCALE_COLL_TRANSPORT=host");
 }
@@ -533,7 +555,8 @@ static void test_fault_kill(void **state)
 static void test_fault_abort(void **state)
 {
     (void)state;
-    fault_run("abort", "second allreduce: remote process exited", 3, NULL);
+    fault_run("abort", "second allreduce: remote process exited", 3,
+              "EASYSCALE_COLL_TRANSPORT=device");
     fault_run("abort", "second allreduce: remote process exited", 3,
               "EASYSCALE_COLL_TRANSPORT=host");
 }
@@ -589,8 +612,10 @@ static void test_capture(void **state)
     static const char *const tps[] = { "EASYSCALE_COLL_TRANSPORT=device",
                                        "EASYSCALE_COLL_TRANSPORT=host" };
     for (size_t t = 0; t < 2; t++) {
-        es_proc_result_t r = run_client(1, "capture", 4, TWO, tps[t], NULL, NULL);
+        es_proc_result_t r = run_client(1, "capture", 4, TWO, tps[t],
+                                        t == 0 ? "EASYSCALE_MOVE=off" : NULL, NULL);
         expect_client(&r, 4, tps[t]);
+        expect_transport(&r, tps[t]);
         /* the call alone and the call in a group, on each of the 4 ranks */
         assert_int_equal(count_of(r.out, "ncclAllReduce on a stream under capture"), 8);
         assert_int_equal(count_of(r.out, "allreduce under capture: invalid usage"), 4);

@@ -11,6 +11,8 @@
  * - A device server that dies is a lost device: CUDA_ERROR_DEVICE_UNAVAILABLE
  *   from then on, never a hang. A client that dies takes its servers with
  *   it and its memory is given back.
+ * - The setting: isolation is the default; "0" (debugging) maps device
+ *   memory in the process; any other value fails cuInit.
  * Every case that provokes a (sticky) error runs in a child process. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -385,13 +387,75 @@ static void test_client_death_ends_its_servers(void **state)
     close(pfd[1]);
 }
 
-int main(void)
+/* ---- the setting itself ------------------------------------------------------------ */
+static const char *g_self;
+
+/* Fresh process (exec'd, so cuInit reads the environment it is given):
+ * device memory written by the device, then read from the host. Prints
+ * "init R" when cuInit refuses, "read V" when the host read works. */
+static int child_host_read(void)
 {
-    st_private_shm("iso");
+    CUresult r = cuInit(0);
+    if (r != CUDA_SUCCESS) {
+        printf("init %d\n", (int)r);
+        return 0;
+    }
+    st_primary(0);
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, 4096) || cuMemsetD32(p, 42, 1) || cuCtxSynchronize())
+        return 10;
+    signal(SIGSEGV, SIG_DFL);
+    signal(SIGBUS, SIG_DFL);
+    fflush(stdout);
+    printf("read %d\n", *(volatile int *)(uintptr_t)p);
+    return 0;
+}
+
+static es_proc_result_t host_read(const char *isolation)
+{
+    char *argv[] = {(char *)g_self, (char *)"--child-host-read", NULL};
+    char *env[] = {(char *)isolation, NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, 60, &r), 0);
+    return r;
+}
+
+/* Isolation is the default (SIMCUDA_ISOLATION unset: the host read
+ * faults); "0", the debugging setting, maps device memory in the
+ * process (the read works: the control showing this test tells the two
+ * apart); any other value is refused by cuInit with a message. */
+static void test_isolation_setting(void **state)
+{
+    (void)state;
+    es_proc_result_t r = host_read("SIMCUDA_ISOLATION="); /* unset */
+    if (r.status != 128 + SIGSEGV || strstr(r.out, "read 42"))
+        fail_msg("SIMCUDA_ISOLATION unset: status %d\n%s", r.status, r.out);
+    es_proc_result_free(&r);
+    r = host_read("SIMCUDA_ISOLATION=0");
+    if (r.status != 0 || !strstr(r.out, "read 42\n"))
+        fail_msg("SIMCUDA_ISOLATION=0: status %d\n%s", r.status, r.out);
+    es_proc_result_free(&r);
+    static const char *const bad[] = {"SIMCUDA_ISOLATION=yes", "SIMCUDA_ISOLATION=01",
+                                      "SIMCUDA_ISOLATION=1 "};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        r = host_read(bad[i]);
+        if (r.status != 0 || !strstr(r.out, "init 1\n") || !strstr(r.out, "is not 0 or 1"))
+            fail_msg("%s: status %d\n%s", bad[i], r.status, r.out);
+        es_proc_result_free(&r);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_self = argv[0];
     setenv("SIMCUDA_DEVICES", "a100:4G,a100:4G", 1);
-    setenv("SIMCUDA_ISOLATION", "1", 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
+    if (argc > 1 && strcmp(argv[1], "--child-host-read") == 0)
+        return child_host_read();
+    st_private_shm("iso");
+    setenv("SIMCUDA_ISOLATION", "1", 1);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_isolation_setting),
         cmocka_unit_test(test_peer_access),
         cmocka_unit_test(test_vmm_access_for_another_device),
         cmocka_unit_test(test_kernels_reach_host_memory),
