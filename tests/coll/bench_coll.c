@@ -1,5 +1,6 @@
 /* make bench: the virtual collectives' all-reduce (float sum, in place)
- * through both transports for 2, 4 and 8 ranks (one simulated GPU, so
+ * through both transports (the device one with EASYSCALE_MOVE=off: while
+ * ESTs can move the engine uses the host transport) for 2, 4 and 8 ranks (one simulated GPU, so
  * every rank shares it), 4 KiB to 256 MiB per rank, beside Open MPI's
  * MPI_Allreduce over shared memory (tests/coll/bench_mpi.c, run with mpirun
  * when Open MPI is installed) and this machine's memcpy bandwidth; one
@@ -223,9 +224,10 @@ int main(int argc, char **argv)
             char cmd[9000], what[32];
             snprintf(cmd, sizeof cmd,
                      "env -u CUDA_VISIBLE_DEVICES -u LOCAL_WORLD_SIZE SIMCUDA_DEVICES=a100:80G "
-                     "EASYSCALE_COLL_TRANSPORT=%s LD_PRELOAD=%s%s%s/lib/libeasyscale.so %s "
-                     "--worker %d",
-                     tps[j], pre && *pre ? pre : "", pre && *pre ? ":" : "", b, self, ns[i]);
+                     "EASYSCALE_COLL_TRANSPORT=%s EASYSCALE_MOVE=%s "
+                     "LD_PRELOAD=%s%s%s/lib/libeasyscale.so %s --worker %d",
+                     tps[j], j == 1 ? "off" : "on", pre && *pre ? pre : "",
+                     pre && *pre ? ":" : "", b, self, ns[i]);
             snprintf(what, sizeof what, "virtual-%s", tps[j]);
             if (collect(cmd, t) < 0)
                 printf("%s %d: failed\n", what, ns[i]);
