@@ -28,6 +28,23 @@
  *            EASYSCALE_COLL_TIMEOUT)
  *   stale    rank 0 starts a communicator of 2 that rank 1 never joins,
  *            then dies (leaves a half-made rendezvous behind)
+ *   order    stream order without timing: rank 0 enqueues, on one stream
+ *            and without synchronising, a memset of the output, an async
+ *            copy of its input from pinned memory, the all-reduce and an
+ *            async copy of the result into pinned memory, finds the stream
+ *            not yet done (cuStreamQuery: the peers have not called), and
+ *            only then lets ranks 1..N-1 make their calls (a flag in
+ *            shared memory): if its all-reduce blocked until the peers
+ *            arrived, the peers fail after waiting 120 s for the flag.
+ *            Every rank then synchronises its stream and compares its
+ *            pinned result bit for bit with the sum folded in rank order
+ *            here
+ *   order-blocking  the same with rank 0 synchronising its stream right
+ *            after the all-reduce, as a collective that blocked would
+ *            (the test's own negative control: it must fail, the peers
+ *            giving up after 5 s; run with an EASYSCALE_COLL_TIMEOUT well
+ *            above that, else the communicator's timeout ends rank 0's
+ *            wait first)
  *   capture  after a first all-reduce, the stream begins a capture (GLOBAL
  *            mode, as torch.cuda.graph): a memset, an all-reduce (alone, then
  *            in a group), another memset; the all-reduce must fail with
@@ -58,6 +75,7 @@
 typedef struct shared {
     ncclUniqueId id[4];
     volatile int ready[4];
+    volatile int called;            /* order: rank 0's all-reduce returned */
     volatile int status[MAXR];      /* 0 running, 1 ok, 2 failed */
     char digest[MAXR][32];
 } shared_t;
@@ -637,6 +655,66 @@ static int mode_fault(ncclComm_t comm, CUstream st)
     return 0;
 }
 
+/* ---- stream order --------------------------------------------------------------- */
+
+static int mode_order(ncclComm_t comm, CUstream st, int blocking)
+{
+    const size_t C = 3 * 65536 + 7; /* floats: several staging chunks */
+    const int n = g_n, me = g_rank;
+    int ord[MAXR];
+    for (int i = 0; i < n; i++)
+        ord[i] = i;
+    float *in = NULL, *out = NULL;
+    CU(cuMemAllocHost((void **)&in, C * 4));
+    CU(cuMemAllocHost((void **)&out, C * 4));
+    for (size_t i = 0; i < C; i++) {
+        in[i] = fval(me, i, 30);
+        out[i] = -1.0f;
+    }
+    CUdeviceptr s, r;
+    CU(cuMemAlloc(&s, C * 4));
+    CU(cuMemAlloc(&r, C * 4));
+    if (me != 0) {
+        /* the peers call only after rank 0's call has returned */
+        int waited = 0, limit = blocking ? 5000 : 120000;
+        while (!__atomic_load_n(&g_sh->called, __ATOMIC_ACQUIRE) && waited < limit) {
+            usleep(1000);
+            waited++;
+        }
+        if (!__atomic_load_n(&g_sh->called, __ATOMIC_ACQUIRE))
+            FAILF("rank 0's ncclAllReduce did not return before its peers called theirs "
+                  "(gave up after %d s)", limit / 1000);
+    }
+    /* earlier work on the stream (not synchronised), the all-reduce, later
+     * work */
+    CU(cuMemsetD32Async(r, 0x7fc0dead, C, st));
+    CU(cuMemcpyHtoDAsync(s, in, C * 4, st));
+    NC(ncclAllReduce((void *)s, (void *)r, C, ncclFloat, ncclSum, comm, st));
+    if (me == 0 && blocking)
+        cuStreamSynchronize(st); /* what a blocking collective would do */
+    CU(cuMemcpyDtoHAsync(out, r, C * 4, st));
+    if (me == 0) {
+        /* no peer has called: the all-reduce, and the copy after it,
+         * cannot be done */
+        CUresult q = cuStreamQuery(st);
+        __atomic_store_n(&g_sh->called, 1, __ATOMIC_RELEASE);
+        if (q != CUDA_ERROR_NOT_READY)
+            FAILF("rank 0's stream is %d, not CUDA_ERROR_NOT_READY, before the peers called",
+                  (int)q);
+    }
+    CU(cuStreamSynchronize(st));
+    for (size_t i = 0; i < C; i++) {
+        float w = fsum(i, 30, ord, n);
+        if (memcmp(&out[i], &w, 4) != 0)
+            FAILF("order: element %zu is %a, rank-order reference %a", i, out[i], w);
+    }
+    CU(cuMemFree(s));
+    CU(cuMemFree(r));
+    CU(cuMemFreeHost(in));
+    CU(cuMemFreeHost(out));
+    return 0;
+}
+
 /* ---- a stream under capture ------------------------------------------------------- */
 
 static int mode_capture(ncclComm_t comm, CUstream st)
@@ -743,6 +821,8 @@ static int rank_main(void)
         rc = mode_coll(comm, st, dev);
     else if (strcmp(g_mode, "capture") == 0)
         rc = mode_capture(comm, st);
+    else if (strcmp(g_mode, "order") == 0 || strcmp(g_mode, "order-blocking") == 0)
+        rc = mode_order(comm, st, strcmp(g_mode, "order-blocking") == 0);
     else
         return mode_fault(comm, st);
     if (rc)
@@ -809,7 +889,8 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 3) {
-        fprintf(stderr, "usage: coll_client types|coll|initall|kill|abort|timeout|stale|capture NRANKS\n");
+        fprintf(stderr, "usage: coll_client types|coll|initall|kill|abort|timeout|stale|capture|"
+                        "order|order-blocking NRANKS\n");
         return 2;
     }
     g_mode = argv[1];

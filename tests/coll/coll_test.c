@@ -38,6 +38,15 @@
  *    on every rank, both transports; the capture survives (a graph of the
  *    client's own nodes, replayed) and the communicator still sums.
  *    Negative control: without the shim the client's check fails.
+ *  - stream order, no timing: "order" (4 ranks on 2 GPUs, host transport,
+ *    device transport, device transport under SIMCUDA_CHAOS; the
+ *    transport read from the shim's log): rank 0's all-reduce returns
+ *    before any peer has called (the peers call only after it returned;
+ *    a blocking call would leave them waiting until they give up), its
+ *    stream is then not done, and a later async copy on that stream
+ *    sees the rank-ordered sum. Negative controls: "order-blocking"
+ *    (rank 0 blocks on its stream after the call) fails on the peers'
+ *    wait; without the shim (4 GPUs) the sums are not rank-ordered.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -631,6 +640,59 @@ static void test_capture(void **state)
     es_proc_result_free(&r);
 }
 
+/* Stream order of a virtual collective (see the file comment). */
+static void test_stream_order(void **state)
+{
+    (void)state;
+    if (!shim_built())
+        skip();
+    static const struct {
+        const char *tp, *x, *said;
+    } runs[] = {
+        { "EASYSCALE_COLL_TRANSPORT=host", NULL, "host transport, chunk" },
+        { "EASYSCALE_COLL_TRANSPORT=device", NULL, "device transport, chunk" },
+        { "EASYSCALE_COLL_TRANSPORT=device", "SIMCUDA_CHAOS=13", "device transport, chunk" },
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        int dev = strstr(runs[i].tp, "device") != NULL;
+        char *argv[] = { (char *)es_build_path("tests/coll/coll_client"), "order", "4", NULL };
+        char *env[] = { "SIMCUDA_DEVICES=" TWO, "CUDA_VISIBLE_DEVICES=", "LOCAL_WORLD_SIZE=",
+                        "LOCAL_RANK=", g_pre, "EASYSCALE_LOG=info", "EASYSCALE_COLL_CHUNK=65536",
+                        (char *)runs[i].tp, dev ? "EASYSCALE_MOVE=off" : "EASYSCALE_MOVE=",
+                        (char *)runs[i].x, NULL };
+        es_proc_result_t r;
+        assert_int_equal(es_run(argv, env, TIMEOUT, &r), 0);
+        expect_client(&r, 4, runs[i].tp);
+        /* every rank's communicator ran on the transport asked for */
+        if (count_of(r.out, runs[i].said) != 4)
+            fprintf(stderr, "---- %s: not 4 \"%s\" ----\n%s\n", runs[i].tp, runs[i].said,
+                    r.out);
+        assert_int_equal(count_of(r.out, runs[i].said), 4);
+        es_proc_result_free(&r);
+    }
+    /* Negative control: rank 0 blocks on its stream after the call (what a
+     * collective that waited for its peers would do): the peers never see
+     * it return and give up (after 5 s, well within the communicator's
+     * timeout, which would otherwise end rank 0's wait first); rank 0 then
+     * fails too (a peer is gone). */
+    es_proc_result_t r = run_client(1, "order-blocking", 4, TWO, "EASYSCALE_COLL_TIMEOUT=60",
+                                    NULL, NULL);
+    assert_false(client_ok(&r, 4));
+    /* (the first peer to give up ends rank 0's wait: the others may then
+     * see the flag, call and fail on the dead communicator) */
+    if (count_of(r.out, "did not return before its peers called") < 1)
+        fprintf(stderr, "---- order-blocking (status %d) ----\n%s\n", r.status, r.out);
+    assert_true(count_of(r.out, "did not return before its peers called") >= 1);
+    es_proc_result_free(&r);
+    /* Negative control: without the shim (simcuda's NCCL, ring order, 4
+     * GPUs) the order holds but the sums are not the rank-ordered ones. */
+    r = run_client(0, "order", 4, FOUR, NULL, NULL, NULL);
+    assert_false(client_ok(&r, 4));
+    assert_non_null(strstr(r.out, "order: element"));
+    assert_null(strstr(r.out, "did not return before"));
+    es_proc_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -649,6 +711,9 @@ int main(void)
         cmocka_unit_test(test_fault_timeout),
         cmocka_unit_test(test_stale_segment),
         cmocka_unit_test(test_capture),
+        cmocka_unit_test(test_stream_order),
     };
+    if (getenv("COLL_TEST")) /* one test by name, when debugging */
+        cmocka_set_test_filter(getenv("COLL_TEST"));
     return cmocka_run_group_tests_name("coll", tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* What a process sees of its devices, written only against cuda.h: the
  * count, each ordinal's name, UUID and PCI bus id, then (after making a
  * context on device LOCAL_RANK, default 0) the context's device, each
+ * ordinal's UUID and PCI bus id again ("selected-device" lines), each
  * ordinal's attributes (SM count, compute capability, opt-in shared memory
  * per block), a device pointer's device ordinal, cuMemGetInfo and
  * cuDeviceTotalMem. One
@@ -51,6 +52,19 @@ int main(void)
     CUdevice cd;
     CU(cuCtxGetDevice(&cd));
     printf("ctxdev %d\n", (int)cd);
+    /* after the selection: each ordinal's UUID and bus id again */
+    for (int v = 0; v < n; v++) {
+        CUdevice dv;
+        char bus[32];
+        CUuuid u;
+        CU(cuDeviceGet(&dv, v));
+        CU(cuDeviceGetUuid(&u, dv));
+        CU(cuDeviceGetPCIBusId(bus, sizeof(bus), dv));
+        printf("selected-device %d bus %s uuid ", v, bus);
+        for (int i = 0; i < 16; i++)
+            printf("%02x", (unsigned char)u.bytes[i]);
+        printf("\n");
+    }
     for (int v = 0; v < n; v++) {
         CUdevice dv;
         int sm = 0, ma = 0, mi = 0, optin = 0;

@@ -2,14 +2,18 @@
  * calls of intercept/cuda.c): tests/coll/vdev_probe, a program written
  * against cuda.h only, run under libeasyscale.so on simcuda.
  *
- *  - LOCAL_WORLD_SIZE=4 on 2 GPUs: 4 devices; device 3 selected: slot 1;
- *    every ordinal then answers for GPU 1 (UUID, bus id); the context's
- *    device and a pointer's device ordinal read 3; cuMemGetInfo reports
- *    half of the GPU (two ESTs on it). Negative control: the same probe
- *    without the shim, or with EASYSCALE_COLLECTIVES=nccl, sees 2 devices
- *    and cannot select device 3.
- *  - EASYSCALE_SLOT by ordinal and by UUID puts the EST on that GPU; a
- *    slot that names no visible device ends the process (status 2, one
+ *  - LOCAL_WORLD_SIZE=4 on 2 GPUs: 4 devices; before the selection
+ *    ordinal v answers for GPU v % 2; device 3 selected: slot 1; every
+ *    ordinal then answers for GPU 1 (UUID and bus id, read by the probe
+ *    after the selection); the context's device and a pointer's device
+ *    ordinal read 3; cuMemGetInfo reports half of the GPU (two ESTs on
+ *    it). Negative controls: the same probe without the shim, or with
+ *    EASYSCALE_COLLECTIVES=nccl, sees 2 devices and cannot select device
+ *    3; without the shim, after selecting device 1, ordinal 0 still
+ *    answers for GPU 0.
+ *  - EASYSCALE_SLOT by ordinal and by UUID puts the EST on that GPU (every
+ *    ordinal answers for it, before and after the selection of another);
+ *    a slot that names no visible device ends the process (status 2, one
  *    line).
  *  - d2 on a T4 and an A100, 4 ESTs, the A100 selected: every ordinal
  *    reports the A100's SM count, compute capability and opt-in shared
@@ -84,6 +88,31 @@ static void uuid_of(const es_proc_result_t *r, int v, char *out, size_t len)
     snprintf(out, len, "%.32s", p + 6);
 }
 
+/* "bus B uuid U" of ordinal v, from the line "KIND V ..." (KIND "device":
+ * before the selection; "selected-device": after it). */
+static void ident_of(const es_proc_result_t *r, const char *kind, int v, char *out, size_t len)
+{
+    char key[48];
+    snprintf(key, sizeof key, "\n%s %d ", kind, v);
+    const char *p = strstr(r->out, key);
+    if (strncmp(r->out, key + 1, strlen(key + 1)) == 0)
+        p = r->out;
+    if (!p)
+        fail_msg("no \"%s\" line in:\n%s", key + 1, r->out);
+    if (*p == '\n')
+        p++;
+    const char *eol = strchr(p, '\n');
+    const char *b = strstr(p, " bus ");
+    if (!b || (eol && b > eol))
+        fail_msg("no bus id on the \"%s\" line", key + 1);
+    b++;
+    size_t k = strcspn(b, "\n");
+    const char *nm = strstr(b, " name ");
+    if (nm && nm < b + k)
+        k = (size_t)(nm - b);
+    snprintf(out, len, "%.*s", (int)k, b);
+}
+
 static size_t meminfo_total(const es_proc_result_t *r)
 {
     const char *p = strstr(r->out, "meminfo ");
@@ -124,6 +153,16 @@ static void test_virtual_devices(void **state)
     uuid_of(&plain, 1, u1, sizeof u1);
     assert_string_not_equal(u0, u1);
     size_t whole = meminfo_total(&plain);
+    char id0[128], id1[128], got[128];
+    ident_of(&plain, "device", 0, id0, sizeof id0);
+    ident_of(&plain, "device", 1, id1, sizeof id1);
+    assert_string_not_equal(id0, id1);
+    /* negative control: without the shim, after selecting device 1,
+     * ordinal 0 still answers for GPU 0 */
+    ident_of(&plain, "selected-device", 0, got, sizeof got);
+    assert_string_equal(got, id0);
+    ident_of(&plain, "selected-device", 1, got, sizeof got);
+    assert_string_equal(got, id1);
 
     es_proc_result_t r = probe(1, "4", "3", NULL, NULL);
     if (r.status != 0)
@@ -142,6 +181,14 @@ static void test_virtual_devices(void **state)
         assert_string_equal(u, want);
     }
     assert_string_equal(val(&r, "get-out-of-range ", buf, sizeof buf), "101"); /* INVALID_DEVICE */
+    /* after the selection of device 3 (slot 1) every ordinal answers for
+     * GPU 1: UUID and bus id */
+    for (int v = 0; v < 4; v++) {
+        ident_of(&r, "selected-device", v, got, sizeof got);
+        if (strcmp(got, id1) != 0)
+            fail_msg("after the selection ordinal %d answers \"%s\", not GPU 1's \"%s\"", v,
+                     got, id1);
+    }
     assert_string_equal(val(&r, "ctxdev ", buf, sizeof buf), "3");
     assert_string_equal(val(&r, "ptrdev ", buf, sizeof buf), "3");
     /* two ESTs (ranks 1 and 3 of 4) on GPU 1 */
@@ -156,9 +203,11 @@ static void test_slot(void **state)
     if (!shim_built())
         skip();
     es_proc_result_t plain = probe(0, NULL, NULL, NULL, NULL);
-    char u0[40], u1[40], u[40], buf[64];
+    char u0[40], u1[40], u[40], buf[64], id0[128], id1[128], got[128];
     uuid_of(&plain, 0, u0, sizeof u0);
     uuid_of(&plain, 1, u1, sizeof u1);
+    ident_of(&plain, "device", 0, id0, sizeof id0);
+    ident_of(&plain, "device", 1, id1, sizeof id1);
     es_proc_result_free(&plain);
 
     /* EASYSCALE_SLOT=1: every ordinal is GPU 1, from the start */
@@ -167,6 +216,9 @@ static void test_slot(void **state)
     for (int v = 0; v < 4; v++) {
         uuid_of(&r, v, u, sizeof u);
         assert_string_equal(u, u1);
+        /* and after device 0 was selected, still GPU 1 */
+        ident_of(&r, "selected-device", v, got, sizeof got);
+        assert_string_equal(got, id1);
     }
     assert_string_equal(val(&r, "ctxdev ", buf, sizeof buf), "0");
     es_proc_result_free(&r);
@@ -180,6 +232,9 @@ static void test_slot(void **state)
     for (int v = 0; v < 4; v++) {
         uuid_of(&r, v, u, sizeof u);
         assert_string_equal(u, u0);
+        /* device 3 selected (3 % 2 would be GPU 1): still GPU 0 */
+        ident_of(&r, "selected-device", v, got, sizeof got);
+        assert_string_equal(got, id0);
     }
     es_proc_result_free(&r);
 
