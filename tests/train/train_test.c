@@ -20,7 +20,11 @@
  *  - with libeasyscale.so preloaded at EASYSCALE_DETERMINISM=d2 an A100 and
  *    a T4 agree, at off they do not; at d1 two runs on the T4 model
  *    agree with no deterministic knob set by the application, at off they
- *    do not (skipped while the shim is not built).
+ *    do not (skipped while the shim is not built);
+ *  - placement: 4 and 8 ESTs on fewer GPUs under the shim give one
+ *    checksum, on both transports of the virtual collectives, and 4 ESTs
+ *    on 2 GPUs under simcuda's adversarial scheduling (SIMCUDA_CHAOS) give
+ *    the checksum of the run without it.
  *
  * The runs are short; results are shared between the tests in order.
  */
@@ -901,6 +905,34 @@ static void test_placement_transports(void **state)
     }
 }
 
+/* 4 ESTs on 2 GPUs under simcuda's adversarial scheduling (SIMCUDA_CHAOS:
+ * stream work delayed, independent streams run newest first): the checksum
+ * of the same job without it. A synchronisation missing in the shim (its
+ * collectives, library hooks or moves) or the trainer gives another
+ * checksum or a failed run. That the setting reaches simcuda in every
+ * rank: a malformed seed makes the job fail with simcuda's message. */
+static void test_placement_chaos(void **state)
+{
+    (void)state;
+    char pre[1200];
+    if (!shim_preload(pre, sizeof pre))
+        skip();
+    const char *two = "a100:8G,a100:8G";
+    job_t j;
+    if (!place_ref4[0]) { /* run alone: the reference without chaos */
+        placed_job(&j, pre, 4, "d1", two, NULL, NULL, NULL);
+        expect_sum(&j, 4, place_ref4, "without SIMCUDA_CHAOS");
+    }
+    placed_job(&j, pre, 4, "d1", two, NULL, "SIMCUDA_CHAOS=21", NULL);
+    expect_sum(&j, 4, place_ref4, "SIMCUDA_CHAOS=21");
+    placed_job(&j, pre, 4, "d1", two, NULL, "SIMCUDA_CHAOS=x21", NULL);
+    if (j.status == 0 || !strstr(j.out, "SIMCUDA_CHAOS='x21' is not a seed"))
+        fprintf(stderr, "---- SIMCUDA_CHAOS=x21 (status %d) ----\n%s\n", j.status, j.out);
+    assert_int_not_equal(j.status, 0);
+    assert_non_null(strstr(j.out, "SIMCUDA_CHAOS='x21' is not a seed"));
+    job_free(&j);
+}
+
 /* Negative controls. (a) The shim off (plain NCCL, ring order from the
  * placement): two GPU orders differ, and (b) the shim at d1 with
  * EASYSCALE_COLLECTIVES=nccl too: the virtual collectives are what makes
@@ -972,7 +1004,10 @@ int main(void)
         cmocka_unit_test(test_placement_d1_8ests),
         cmocka_unit_test(test_placement_d2_mixes),
         cmocka_unit_test(test_placement_transports),
+        cmocka_unit_test(test_placement_chaos),
         cmocka_unit_test(test_placement_controls),
     };
+    if (getenv("TRAIN_TEST")) /* one test by name, when debugging */
+        cmocka_set_test_filter(getenv("TRAIN_TEST"));
     return cmocka_run_group_tests_name("train", tests, NULL, teardown);
 }
