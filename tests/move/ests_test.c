@@ -428,7 +428,8 @@ static void test_time_slicing_four_on_one(void **state)
 }
 
 /* Negative control: the same four ESTs on the small GPU without
- * time-slicing: no room for the second one. */
+ * time-slicing: no room for the second one (the failure names the memory
+ * that was missing; the full output is not shown, fail_msg truncates). */
 static void test_four_on_one_without_slicing_fail(void **state)
 {
     (void)state;
@@ -436,7 +437,9 @@ static void test_four_on_one_without_slicing_fail(void **state)
     launch_run(SMALL_GPU, NULL, &r);
     if (r.status == 0)
         fail_msg("four ESTs fit on the small GPU without time-slicing:\n%s", r.out);
-    assert_non_null(strstr(r.out, "OUT_OF_MEMORY"));
+    /* the driver's answer, or cuBLAS's when its handle is the first to ask */
+    if (strstr(r.out, "OUT_OF_MEMORY") == NULL && strstr(r.out, "ALLOC_FAILED") == NULL)
+        fail_msg("the run failed, but not for want of memory:\n%s", r.out);
     es_proc_result_free(&r);
 }
 
