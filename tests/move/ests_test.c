@@ -316,8 +316,13 @@ static void test_scale_d2_controller_restart(void **state)
             out = es_read_file(outp, &len);
             if (out && event_done(out, 1)) {
                 killed = daemon_pid(sock);
-                if (killed <= 0 || kill((pid_t)killed, SIGKILL) != 0)
+                if (killed <= 0 || kill((pid_t)killed, SIGKILL) != 0) {
+                    kill(-job, SIGKILL);
+                    waitpid(job, NULL, 0);
+                    unlink(outp);
+                    unlink(sched);
                     fail_msg("no daemon to kill (%ld):\n%s", killed, out);
+                }
                 print_message("killed the controller (pid %ld) after \"%s\"\n", killed,
                               scale_events[1]);
             }
