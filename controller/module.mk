@@ -77,3 +77,17 @@ $(B)/bench/ctl_sched_bench: $(B)/obj/tests/controller/sched_bench.o $(B)/obj/con
 	$(CC) $(LDFLAGS) -o $@ $^
 
 BENCHES += $(B)/bench/ctl_sched_bench
+
+# The latency of a scale event: four ESTs of 256 MiB (scale_est, under the
+# shim) scaled from 4 GPUs to 2, beside bytes over memcpy bandwidth.
+$(B)/tests/controller/scale_est: $(B)/obj/tests/controller/scale_est.o | $(SIMCUDA_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -L$(B)/sim -l:libcuda.so.1
+
+$(B)/bench/ctl_scale_bench: $(B)/obj/tests/controller/scale_bench.o \
+		| $(SIMCUDA_LIB) $(B)/bin/easyscale-ctl $(B)/lib/libeasyscale.so \
+		  $(B)/tests/controller/scale_est
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -l:libcuda.so.1
+
+BENCHES += $(B)/bench/ctl_scale_bench

@@ -119,6 +119,13 @@ static struct {
     int64_t last_rate_ms;
     double rate;
     int have_progress;
+    /* Every EST has registered with the daemon now running (the
+     * schedule waits for it: a daemon started or restarted has not
+     * re-learned the job until then, and would refuse a move of an EST
+     * it has not heard from yet). daemon_gen counts daemons started, so
+     * an answer of one that has died since is not taken for the next. */
+    int all_registered;
+    unsigned daemon_gen, prog_gen;
     char placement[1024];
     int64_t last_plain_ms;
     /* schedule */
@@ -441,6 +448,8 @@ static void daemon_ended(int status)
         return;
     }
     R.daemon = p;
+    R.daemon_gen++;
+    R.all_registered = 0;
     say("the controller (pid %d) %s; started a new one (pid %d), which re-learns the job from "
         "the ESTs (training went on)", (int)old, how, (int)p);
 }
@@ -516,8 +525,11 @@ static void progress_update(const char *t, size_t len)
     memcpy(buf, t, len);
     buf[len] = '\0';
     char *pl = strstr(buf, "\nplacement");
-    if (sscanf(buf, "steps %llu %llu %d %d %d", &mn, &mx, &reg, &n, &unresp) != 5 || !pl)
+    if (R.prog_gen != R.daemon_gen ||
+        sscanf(buf, "steps %llu %llu %d %d %d", &mn, &mx, &reg, &n, &unresp) != 5 || !pl)
         return;
+    if (reg == n)
+        R.all_registered = 1;
     char *nl = strchr(pl + 1, '\n');
     if (nl)
         *nl = '\0';
@@ -552,6 +564,8 @@ static void progress_update(const char *t, size_t len)
 
 static int event_due(const event_t *e, int64_t now)
 {
+    if (!R.all_registered)
+        return 0;
     if (e->by_step)
         return R.have_progress && R.step_min >= e->step;
     return now - R.start_ms >= (int64_t)(e->time_s * 1000);
@@ -1085,6 +1099,7 @@ int es_ctl_run_main(int argc, char **argv)
                 ac_close(&prog);
         } else if (now >= next_progress && R.daemon > 0 && live > 0) {
             next_progress = now + 1000;
+            R.prog_gen = R.daemon_gen;
             ac_start(&prog, ES_VERB_PROGRESS, -1, NULL, 5000);
         }
         /* schedule */

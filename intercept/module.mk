@@ -34,7 +34,8 @@ TESTS += $(B)/tests/move_test
 # Four ESTs of the trainer moved by the controller, and time-sliced on one
 # GPU (tests/move/ests_test.c).
 $(B)/tests/ests_test: $(B)/obj/tests/move/ests_test.o $(TEST_HARNESS_OBJ) \
-		| $(B)/lib/libeasyscale.so $(B)/bin/easyscale-ctl $(ES_SWAPSUM_TWIN)
+		| $(B)/lib/libeasyscale.so $(B)/bin/easyscale-ctl $(ES_SWAPSUM_TWIN) \
+		  $(EX_FATBIN) $(EX_TWINS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
 

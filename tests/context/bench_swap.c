@@ -15,7 +15,10 @@
  *     --here    the driver's own devices (default: simcuda, 4 simulated
  *               GPUs a100, h100, a100, a100); with one device the
  *               migrations are skipped and the "own GPU" runs of the
- *               time-slicing share it (resident together) */
+ *               time-slicing share it (resident together)
+ *
+ * Besides the human lines, one line per figure:
+ *   BENCH <id> <value> <unit> [vs <other-id>] [# what it is] */
 #include "context/drv.h"
 #include "context/memreg.h"
 #include "context/mover.h"
@@ -125,6 +128,10 @@ static void bench_swap(void)
     double m_d2h, m_h2d;
     memcpy_bw(d, &m_d2h, &m_h2d);
     printf("memcpy (driver, 1 stream, pinned)  d2h %6.2f GB/s   h2d %6.2f GB/s\n", m_d2h, m_h2d);
+    printf("BENCH swap.memcpy.d2h_bw %.3f GB/s # driver memcpy device to host, 1 stream, pinned, "
+           "%zu MiB\n", m_d2h, EST / MiB);
+    printf("BENCH swap.memcpy.h2d_bw %.3f GB/s # driver memcpy host to device, 1 stream, pinned, "
+           "%zu MiB\n", m_h2d, EST / MiB);
 
     es_swap_opts_t o;
     es_swap_get_opts(&o);
@@ -158,6 +165,10 @@ static void bench_swap(void)
                "  in  %6.2f GB/s (%.2fx memcpy), its copies %6.2f GB/s (%.2fx)   target >= 0.8x\n",
                EST / MiB, streams[k], out, out / m_d2h, out_c, out_c / m_d2h, in, in / m_h2d, in_c,
                in_c / m_h2d);
+        printf("BENCH swap.out.%dstream.bw %.3f GB/s vs swap.memcpy.d2h_bw # swap-out of %zu MiB, "
+               "%d stream(s), no checksums, best of 3\n", streams[k], out, EST / MiB, streams[k]);
+        printf("BENCH swap.in.%dstream.bw %.3f GB/s vs swap.memcpy.h2d_bw # swap-in of %zu MiB, "
+               "%d stream(s), best of 3\n", streams[k], in, EST / MiB, streams[k]);
     }
     /* checksums: the first swap-out hashes and copies all, an unchanged one
      * copies nothing */
@@ -181,6 +192,8 @@ static void bench_swap(void)
     es_swap_set_opts(&q);
     es_swap_drop_parks(0);
     double target = 1.5 * EST / (m_d2h * 1e6) + 100;
+    printf("BENCH swap.migrate.bound %.4f s # 1.5 x %zu MiB / memcpy d2h bandwidth + 100 ms\n",
+           target / 1e3, EST / MiB);
     if (ndev < 2) {
         printf("migration: one device, none measured\n");
     } else {
@@ -189,12 +202,16 @@ static void bench_swap(void)
             die("migrate d2d", rc, msg);
         printf("migration of %zu MiB, device to device: %7.1f ms (copies %.1f ms)   target <= "
                "%.1f ms (1.5 x bytes / memcpy + 100 ms)\n", EST / MiB, st.ms, st.ms_copy, target);
+        printf("BENCH swap.migrate.d2d %.4f s vs swap.migrate.bound # migration of an EST of %zu "
+               "MiB, device to device\n", st.ms / 1e3, EST / MiB);
         CKD(cuCtxSetCurrent(c1));
         rc = es_swap_migrate(0, 0, NULL, c0, &st, msg, sizeof(msg));
         if (rc)
             die("migrate host", rc, msg);
         printf("migration of %zu MiB, through host:     %7.1f ms (copies %.1f ms)   target <= "
                "%.1f ms\n", EST / MiB, st.ms, st.ms_copy, target);
+        printf("BENCH swap.migrate.host %.4f s vs swap.migrate.bound # migration of an EST of "
+               "%zu MiB, through host memory\n", st.ms / 1e3, EST / MiB);
         CKD(cuCtxSetCurrent(c0));
     }
     es_mem_free(d);
@@ -315,16 +332,28 @@ static int count_devices(ts_out_t *out)
     return out->ndev;
 }
 
+/* --mib N: 1..65536, strictly. */
+static int mib_arg(const char *s, size_t *bytes)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 1 || v > 65536)
+        return -EINVAL;
+    *bytes = (size_t)v * MiB;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int here = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--here"))
             here = 1;
-        else if (!strcmp(argv[i], "--mib") && i + 1 < argc && atoi(argv[i + 1]) > 0)
-            EST = (size_t)atoi(argv[++i]) * MiB;
+        else if (!strcmp(argv[i], "--mib") && i + 1 < argc && mib_arg(argv[i + 1], &EST) == 0)
+            i++;
         else {
-            fprintf(stderr, "usage: swap_bench [--mib N] [--here]\n");
+            fprintf(stderr, "usage: swap_bench [--mib N] [--here]   (N: 1..65536)\n");
             return 2;
         }
     }
@@ -352,6 +381,11 @@ int main(int argc, char **argv)
            "%.1f ms (%.2fx; the GPU does %dx the work per round)\n",
            TS_N, TS_BYTES / MiB, ndev < TS_N ? " (or sharing one, resident together)" : "", own,
            sliced, sliced / own, TS_N);
+    printf("BENCH tslice.4on4.step %.4f s # step time, %d ESTs of %lu MiB each on its own GPU%s\n",
+           own / 1e3, TS_N, TS_BYTES / MiB, ndev < TS_N ? " (or sharing one, resident together)" : "");
+    printf("BENCH tslice.4on1.step %.4f s vs tslice.4on4.step # step time, %d ESTs of %lu MiB "
+           "time-sliced on one GPU (%dx the work per round)\n", sliced / 1e3, TS_N, TS_BYTES / MiB,
+           TS_N);
     if (shm[0])
         shm_unlink(shm);
     return 0;

@@ -15,6 +15,7 @@
  *    register again, and the job ends with the checksum of an undisturbed
  *    run (negative control: another seed gives another checksum);
  *  - a restarted controller re-learns placement and epoch from the ESTs;
+ *    the schedule waits for every EST's re-registration with it;
  *  - malformed, oversized and unknown frames close the connection with a
  *    log line and the daemon lives on; another uid is refused (when the
  *    tests run as root: a daemon running as nobody, connected to as root);
@@ -744,6 +745,44 @@ static void test_restart_relearns(void **state)
     assert_int_equal(bg_wait(&job, T_JOB), 0);
     char *out = bg_output(&job);
     assert_non_null(strstr(out, "started a new one"));
+    free(out);
+}
+
+/* The schedule across a restart: `run` sends no event to a new daemon
+ * before every EST has registered with it. Rank 1 comes back 2.5 s after
+ * the kill; the event's step is reached before that (rank 0 goes on): sent
+ * at once, the new daemon would refuse it ("EST 1 has not registered"). */
+static void write_file(const char *path, const char *text);
+
+static void test_schedule_waits_for_reregistration(void **state)
+{
+    (void)state;
+    char sock[300], sched[300];
+    sock_path(sock, sizeof(sock), "rejoin");
+    snprintf(sched, sizeof(sched), "%s/rejoin.sched", g_tmp);
+    write_file(sched, "step 60 preempt 1\n");
+    char *env[] = { "SIMCUDA_DEVICES=a100:8G,a100:8G", NULL };
+    const char *fake[] = { "--hb-ms", "30", "--run-ms", "9000", "--rejoin-rank", "1",
+                           "--rejoin-ms", "2500", NULL };
+    bg_t job;
+    start_fake_job(&job, env, sock, 2,
+                   (const char *[]){ "--gpus", "0,1", "--schedule", sched, NULL }, fake);
+    char *j = wait_registered(sock, 2, 1, 30);
+    long daemon = jint(j, "daemon_pid", -1);
+    long step = jint(jest(j, 0), "step", 0);
+    free(j);
+    assert_true(daemon > 0);
+    if (step >= 60)
+        skip(); /* too slow to kill it before the event */
+    assert_int_equal(kill((pid_t)daemon, SIGKILL), 0);
+    int st = bg_wait(&job, T_JOB);
+    char *out = bg_output(&job);
+    if (st != 0)
+        fail_msg("status %d:\n%s", st, out);
+    const char *rs = strstr(out, "started a new one");
+    const char *ev = strstr(out, "schedule: step 60 preempt 1: preempt GPU 1: done in");
+    if (!rs || !ev || ev < rs)
+        fail_msg("the preempt was not done by the new daemon:\n%s", out);
     free(out);
 }
 
@@ -1645,6 +1684,7 @@ int main(void)
         cmocka_unit_test(test_tcp),
         cmocka_unit_test(test_default_socket),
         cmocka_unit_test(test_restart_relearns),
+        cmocka_unit_test(test_schedule_waits_for_reregistration),
         cmocka_unit_test(test_train_kill_controller),
     };
     if (getenv("CTL_TEST")) /* one test by name, when debugging */

@@ -6,11 +6,13 @@
  *
  *   fake_est [--move ok|fail|hang] [--hb-ms N] [--step-ns N] [--wait-ns N]
  *            [--wait-ns-by-rank N0,N1,...] [--mem BYTES] [--steps-per-hb N]
- *            [--run-ms N] [--fail-rank R]
+ *            [--run-ms N] [--fail-rank R] [--rejoin-rank R --rejoin-ms N]
  *
  * Registers (reconnecting with backoff when the controller goes away),
  * heartbeats every --hb-ms with the step advanced by --steps-per-hb, and
- * exits 0 after --run-ms (3 if it is rank --fail-rank). Prints one line per
+ * exits 0 after --run-ms (3 if it is rank --fail-rank); rank --rejoin-rank
+ * waits --rejoin-ms before it reconnects to a controller that went away
+ * (a late re-registration). Prints one line per
  * move it answers: "fake_est: rank R: OP -> SLOT: ok|refused".
  */
 #include "controller/proto.h"
@@ -26,7 +28,7 @@
 #include <unistd.h>
 
 static long opt_hb = 100, opt_step_ns = 1000000, opt_wait_ns = 0, opt_steps = 1, opt_run = 5000;
-static long opt_fail_rank = -1;
+static long opt_fail_rank = -1, opt_rejoin_rank = -1, opt_rejoin_ms = 0;
 static unsigned long long opt_mem = 0;
 static const char *opt_move = "ok", *opt_wait_list;
 static int rank, world;
@@ -163,6 +165,10 @@ int main(int argc, char **argv)
             opt_run = num(v);
         else if (strcmp(a, "--fail-rank") == 0)
             opt_fail_rank = num(v);
+        else if (strcmp(a, "--rejoin-rank") == 0)
+            opt_rejoin_rank = num(v);
+        else if (strcmp(a, "--rejoin-ms") == 0)
+            opt_rejoin_ms = num(v);
         else {
             fprintf(stderr, "fake_est: unknown option %s\n", a);
             return 2;
@@ -198,6 +204,10 @@ int main(int argc, char **argv)
             close(fd);
             if (done)
                 break;
+            if (rank == opt_rejoin_rank && opt_rejoin_ms > 0) {
+                struct timespec rj = { opt_rejoin_ms / 1000, (opt_rejoin_ms % 1000) * 1000000L };
+                nanosleep(&rj, NULL);
+            }
         } else if (fd >= 0) {
             close(fd);
         }

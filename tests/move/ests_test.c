@@ -9,9 +9,15 @@
  * - Time-slicing: the four ESTs on one GPU whose memory holds only one of
  *   them (EASYSCALE_TIME_SLICE=on): they take turns, yielding at each
  *   collective; the checksum of the four ESTs each on its own GPU.
+ * - Scale events, d2 on an A100, an A100, an H100 and a T4: `scale` lines
+ *   of the schedule take the job from 4 GPUs to 2, 1 and 3; the controller
+ *   daemon is killed with SIGKILL between the second and the third, `run`
+ *   starts another, which re-learns the job from the ESTs' registrations,
+ *   and the third scale happens on it: every rank prints the checksum of
+ *   the job that stayed on its 4 GPUs.
  * Negative controls: the same moves without the memory registry
- * (EASYSCALE_MOVE=nomem) break the run; the four ESTs on the small GPU
- * without time-slicing run out of memory. */
+ * (EASYSCALE_MOVE=nomem) break the run, and so do the same scale events;
+ * the four ESTs on the small GPU without time-slicing run out of memory. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,9 +25,12 @@
 
 #include "tests/harness.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,13 +57,11 @@ static void checksum4(const es_proc_result_t *r, const char *prefix_fmt, char *c
     }
 }
 
-/* easyscale-ctl run --ests 4 with the trainer; sched NULL: no moves. */
-static void ctl_run(const char *devices, const char *gpus, const char *det, const char *sched,
-                    const char *more, es_proc_result_t *r)
+/* The argv of easyscale-ctl run --ests 4 with the trainer for steps
+ * steps; sched NULL: no moves; sock NULL: the default socket. */
+static void ctl_argv(char **argv, const char *gpus, const char *det, const char *sched,
+                     const char *steps, const char *sock)
 {
-    char dev_env[128];
-    snprintf(dev_env, sizeof(dev_env), "SIMCUDA_DEVICES=%s", devices);
-    char *argv[32];
     int n = 0;
     argv[n++] = (char *)es_build_path("bin/easyscale-ctl");
     argv[n++] = "run";
@@ -68,6 +75,10 @@ static void ctl_run(const char *devices, const char *gpus, const char *det, cons
         argv[n++] = "--schedule";
         argv[n++] = (char *)sched;
     }
+    if (sock) {
+        argv[n++] = "--socket";
+        argv[n++] = (char *)sock;
+    }
     argv[n++] = "--progress";
     argv[n++] = "off";
     argv[n++] = "--shim";
@@ -76,14 +87,30 @@ static void ctl_run(const char *devices, const char *gpus, const char *det, cons
     argv[n++] = "python3";
     argv[n++] = (char *)es_root_path("examples/train.py");
     argv[n++] = "--steps";
-    argv[n++] = STEPS;
+    argv[n++] = (char *)steps;
     argv[n++] = "--log-every";
-    argv[n++] = STEPS;
+    argv[n++] = (char *)steps;
     argv[n++] = "--deterministic-kernels";
     argv[n] = NULL;
+}
+
+static void ctl_run_steps(const char *devices, const char *gpus, const char *det,
+                          const char *sched, const char *more, const char *steps,
+                          es_proc_result_t *r)
+{
+    char dev_env[128];
+    snprintf(dev_env, sizeof(dev_env), "SIMCUDA_DEVICES=%s", devices);
+    char *argv[32];
+    ctl_argv(argv, gpus, det, sched, steps, NULL);
     char *env[] = { dev_env, "EASYSCALE_HEARTBEAT_MS=100", "EASYSCALE_LOG=warn",
                     (char *)more, NULL };
     assert_int_equal(es_run(argv, env, TMO, r), 0);
+}
+
+static void ctl_run(const char *devices, const char *gpus, const char *det, const char *sched,
+                    const char *more, es_proc_result_t *r)
+{
+    ctl_run_steps(devices, gpus, det, sched, more, STEPS, r);
 }
 
 /* A schedule of moves at random steps (the controller counts 3 all-reduces
@@ -175,6 +202,186 @@ static void test_moves_without_registry_break(void **state)
     es_proc_result_free(&mv);
 }
 
+/* ---- scale events and a controller restart ------------------------------------------ */
+
+/* d2 on two A100s, an H100 and a T4. */
+#define SCALE_DEVICES "a100:2G,a100:2G,h100:2G,t4:2G"
+#define SCALE_STEPS "100"
+/* Controller steps (3 all-reduces a training step): 4 -> 2 (an A100 and
+ * the H100), -> 1 (the T4), -> 3 (both A100s and the T4). The controller
+ * is killed once the second has been done; the third comes 40 training
+ * steps later, time for the restart and the ESTs' re-registration (the
+ * schedule would wait for them anyway: `run` sends no event before every
+ * EST has registered with the daemon now running). */
+static const char *const scale_events[] = { "step 45 scale 0,2", "step 90 scale 3",
+                                            "step 210 scale 0,1,3" };
+
+static void write_scale_schedule(char *path, size_t len)
+{
+    snprintf(path, len, "/tmp/es-ests-scale-%d", (int)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 3; i++)
+        fprintf(f, "%s\n", scale_events[i]);
+    fclose(f);
+}
+
+static void msleep(int ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* The line of out that starts with the schedule's answer to event i, or
+ * NULL: "easyscale-ctl: schedule: step 45 scale 0,2: ..." */
+static const char *event_line(const char *out, int i)
+{
+    char key[128];
+    snprintf(key, sizeof(key), "easyscale-ctl: schedule: %s: ", scale_events[i]);
+    return strstr(out, key);
+}
+
+static int event_done(const char *out, int i)
+{
+    const char *l = event_line(out, i);
+    const char *nl = l ? strchr(l, '\n') : NULL;
+    const char *d = l ? strstr(l, ": done in ") : NULL;
+    return d && nl && d < nl;
+}
+
+/* The daemon's pid from status --json of the job at sock, or -1. */
+static long daemon_pid(const char *sock)
+{
+    char *argv[] = { (char *)es_build_path("bin/easyscale-ctl"), "status", "--json", "--socket",
+                     (char *)sock, NULL };
+    es_proc_result_t r;
+    if (es_run(argv, NULL, 30, &r) != 0)
+        return -1;
+    const char *p = r.status == 0 ? strstr(r.out, "\"daemon_pid\":") : NULL;
+    long pid = p ? strtol(p + 13, NULL, 10) : -1;
+    es_proc_result_free(&r);
+    return pid;
+}
+
+static void test_scale_d2_controller_restart(void **state)
+{
+    (void)state;
+    es_proc_result_t ref;
+    char want[128], got[128], sched[128], sock[128], outp[128];
+    ctl_run_steps(SCALE_DEVICES, "0-3", "d2", NULL, NULL, SCALE_STEPS, &ref);
+    if (ref.status != 0)
+        fail_msg("the run on 4 GPUs failed (%d):\n%s", ref.status, ref.out);
+    checksum4(&ref, "[%d] checksum", want, sizeof(want));
+    es_proc_result_free(&ref);
+
+    /* the scaled run in the background, its output in a file */
+    write_scale_schedule(sched, sizeof(sched));
+    snprintf(sock, sizeof(sock), "/tmp/es-ests-scale-%d.sock", (int)getpid());
+    snprintf(outp, sizeof(outp), "/tmp/es-ests-scale-%d.out", (int)getpid());
+    char *argv[40];
+    ctl_argv(argv, "0-3", "d2", sched, SCALE_STEPS, sock);
+    int fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    pid_t job = fork();
+    assert_true(job >= 0);
+    if (job == 0) {
+        setpgid(0, 0);
+        setenv("SIMCUDA_DEVICES", SCALE_DEVICES, 1);
+        setenv("EASYSCALE_HEARTBEAT_MS", "100", 1);
+        setenv("EASYSCALE_LOG", "warn", 1);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        int nul = open("/dev/null", O_RDONLY);
+        dup2(nul, 0);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    setpgid(job, job);
+    close(fd);
+
+    /* once the second scale is done: SIGKILL to the daemon */
+    long killed = -1;
+    int st = -1, ended = 0;
+    char *out = NULL;
+    size_t len;
+    for (int i = 0; i < TMO * 20 && !ended; i++) {
+        int w;
+        if (waitpid(job, &w, WNOHANG) == job) {
+            ended = 1;
+            st = WIFEXITED(w) ? WEXITSTATUS(w) : 128 + WTERMSIG(w);
+            break;
+        }
+        if (killed < 0) {
+            free(out);
+            out = es_read_file(outp, &len);
+            if (out && event_done(out, 1)) {
+                killed = daemon_pid(sock);
+                if (killed <= 0 || kill((pid_t)killed, SIGKILL) != 0) {
+                    kill(-job, SIGKILL);
+                    waitpid(job, NULL, 0);
+                    unlink(outp);
+                    unlink(sched);
+                    fail_msg("no daemon to kill (%ld):\n%s", killed, out);
+                }
+                print_message("killed the controller (pid %ld) after \"%s\"\n", killed,
+                              scale_events[1]);
+            }
+        }
+        msleep(50);
+    }
+    if (!ended) {
+        kill(-job, SIGKILL);
+        waitpid(job, NULL, 0);
+    }
+    kill(-job, SIGKILL); /* anything left behind */
+    free(out);
+    out = es_read_file(outp, &len);
+    unlink(outp);
+    unlink(sched);
+    assert_non_null(out);
+    if (!ended || st != 0 || killed < 0)
+        fail_msg("the scaled run %s (status %d, controller killed: %s):\n%s",
+                 ended ? "failed" : "timed out", st, killed > 0 ? "yes" : "no", out);
+    /* every scale done; the third after the new daemon started */
+    for (int i = 0; i < 3; i++)
+        if (!event_done(out, i))
+            fail_msg("\"%s\" was not done:\n%s", scale_events[i], out);
+    char restart[96];
+    snprintf(restart, sizeof(restart), "the controller (pid %ld) was killed by signal 9; started "
+             "a new one", killed);
+    const char *rs = strstr(out, restart);
+    if (!rs || rs > event_line(out, 2) || rs < event_line(out, 1))
+        fail_msg("no restart between the second and third scale:\n%s", out);
+    /* the placements: the last scale left the job on GPUs 0,1,3 */
+    assert_non_null(strstr(event_line(out, 2), "the job runs on GPUs 0,1,3"));
+    checksum4(&(es_proc_result_t){ .out = out }, "[%d] checksum", got, sizeof(got));
+    assert_string_equal(got, want);
+    free(out);
+}
+
+/* Negative control: the same scale events without the memory registry. */
+static void test_scale_without_registry_breaks(void **state)
+{
+    (void)state;
+    es_proc_result_t ref, mv;
+    char want[128], sched[128];
+    ctl_run_steps(SCALE_DEVICES, "0-3", "d2", NULL, NULL, SCALE_STEPS, &ref);
+    checksum4(&ref, "[%d] checksum", want, sizeof(want));
+    write_scale_schedule(sched, sizeof(sched));
+    ctl_run_steps(SCALE_DEVICES, "0-3", "d2", sched, "EASYSCALE_MOVE=nomem", SCALE_STEPS, &mv);
+    unlink(sched);
+    int same = mv.status == 0;
+    for (int k = 0; k < 4 && same; k++) {
+        char key[32], v[128];
+        snprintf(key, sizeof(key), "[%d] checksum", k);
+        same = es_find_last(mv.out, key, v, sizeof(v)) && strcmp(v + strspn(v, " "), want) == 0;
+    }
+    if (same)
+        fail_msg("the run survived scale events without the memory registry:\n%s", mv.out);
+    es_proc_result_free(&ref);
+    es_proc_result_free(&mv);
+}
+
 /* ---- time-slicing ------------------------------------------------------------------- */
 
 /* scripts/launch -n 4 with the trainer (40 steps: 3 collectives each, every
@@ -249,6 +456,8 @@ int main(void)
         cmocka_unit_test(test_moves_d1),
         cmocka_unit_test(test_moves_d2_across_models),
         cmocka_unit_test(test_moves_without_registry_break),
+        cmocka_unit_test(test_scale_d2_controller_restart),
+        cmocka_unit_test(test_scale_without_registry_breaks),
         cmocka_unit_test(test_time_slicing_four_on_one),
         cmocka_unit_test(test_four_on_one_without_slicing_fail),
     };
