@@ -315,6 +315,8 @@ static void es_phys_destroy(es_phys_t *ph)
             es_drv.cuMemHostUnregister(ph->park);
         munmap(ph->park, ph->size);
     }
+    if (ph->park_fd >= 0)
+        close(ph->park_fd);
     if (ph->fd >= 0)
         close(ph->fd);
     if (ph->owner == ES_OWN_APP || ph->owner == ES_OWN_IMPORT)
@@ -343,6 +345,7 @@ static CUresult es_phys_new_shim(int vdev, int owner, size_t size, es_phys_t **o
     ph->vdev = vdev;
     ph->size = size;
     ph->fd = -1;
+    ph->park_fd = -1;
     if (owner == ES_OWN_SLAB) {
         size_t units = size / ES_MEMREG_UNIT;
         ph->bits = calloc((units + 63) / 64, sizeof(uint64_t));
@@ -781,6 +784,7 @@ CUresult es_vmm_create(CUmemGenericAllocationHandle *out, size_t size,
     ph->size = size;
     ph->prop = *prop;
     ph->fd = -1;
+    ph->park_fd = -1;
     ph->app_refs = 1;
     es_memreg_lock();
     int dev = es_dev_get(ph->vdev);
@@ -996,6 +1000,7 @@ CUresult es_vmm_import(CUmemGenericAllocationHandle *out, void *os_handle,
     ph->owner = ES_OWN_IMPORT;
     ph->vdev = vdev;
     ph->fd = -1;
+    ph->park_fd = -1;
     ph->app_refs = 1;
     es_memreg_lock();
     r = es_drv.cuMemImportFromShareableHandle(&ph->real, os_handle, type);

@@ -81,7 +81,8 @@ typedef struct es_phys {
     uint64_t *bits;
     size_t used_units;
     /* swap state (context/swap.c) */
-    void *park;                        /* host copy (anonymous mapping) or NULL */
+    void *park;                        /* host copy (shared mapping of a memfd) or NULL */
+    int park_fd;                       /* the memfd behind park, or -1 */
     int park_valid;                    /* park holds the device content */
     int park_registered;               /* registered with the current context */
     uint64_t *sums;                    /* per-chunk hashes of the park content */

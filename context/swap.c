@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #define ES_MAX_STREAMS 16
 
@@ -265,16 +266,32 @@ static int es_run_sums(es_run_t *R, int dev)
 
 /* ---- parks ------------------------------------------------------------------------ */
 
+/* A host copy is a shared mapping of a memfd of its own, kept open while
+ * the copy lives. Registering it (pinning) then pins the pages where they
+ * are: a driver that must make registered memory reachable from elsewhere
+ * (simcuda's device servers map the same file) shares the file instead of
+ * moving private pages into one and back at every registration. */
 static int es_park_ensure(es_phys_t *ph)
 {
     if (ph->park)
         return 0;
-    void *p = mmap(NULL, ph->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    int fd = memfd_create("easyscale-park", MFD_CLOEXEC);
+    if (fd < 0)
         return -ENOMEM;
-    /* large pages: a host copy is written whole, and pinned */
+    if (ftruncate(fd, (off_t)ph->size) != 0) {
+        close(fd);
+        return -ENOMEM;
+    }
+    void *p = mmap(NULL, ph->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        close(fd);
+        return -ENOMEM;
+    }
+    /* large pages where shared memory may have them: a host copy is
+     * written whole, and pinned */
     madvise(p, ph->size, MADV_HUGEPAGE);
     ph->park = p;
+    ph->park_fd = fd;
     ph->park_valid = 0;
     ph->sums_valid = 0;
     return 0;
@@ -287,7 +304,10 @@ static void es_park_drop(es_phys_t *ph)
     if (ph->park_registered)
         es_drv.cuMemHostUnregister(ph->park);
     munmap(ph->park, ph->size);
+    if (ph->park_fd >= 0)
+        close(ph->park_fd);
     ph->park = NULL;
+    ph->park_fd = -1;
     ph->park_registered = 0;
     ph->park_valid = 0;
     ph->sums_valid = 0;
