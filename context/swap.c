@@ -125,8 +125,11 @@ static void es_run_free_streams(es_run_t *R)
     R->ns = 0;
 }
 
-/* A reservation of size bytes with h mapped, read-write for dev. */
-static CUresult es_temp_map(uintptr_t *va, size_t size, CUmemGenericAllocationHandle h, int dev)
+/* A reservation of size bytes with h mapped, read-write for dev and, when
+ * peer >= 0, for device peer too (a peer copy is then one transfer between
+ * the two devices rather than one staged through host memory). */
+static CUresult es_temp_map_peer(uintptr_t *va, size_t size, CUmemGenericAllocationHandle h,
+                                 int dev, int peer)
 {
     CUdeviceptr p = 0;
     CUresult r = es_drv.cuMemAddressReserve(&p, size, es_memreg_granularity(), 0, 0);
@@ -134,9 +137,11 @@ static CUresult es_temp_map(uintptr_t *va, size_t size, CUmemGenericAllocationHa
         return r;
     r = es_drv.cuMemMap(p, size, 0, h, 0);
     if (r == CUDA_SUCCESS) {
-        CUmemAccessDesc d = { { CU_MEM_LOCATION_TYPE_DEVICE, dev },
-                              CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-        r = es_drv.cuMemSetAccess(p, size, &d, 1);
+        CUmemAccessDesc d[2] = { { { CU_MEM_LOCATION_TYPE_DEVICE, dev },
+                                   CU_MEM_ACCESS_FLAGS_PROT_READWRITE },
+                                 { { CU_MEM_LOCATION_TYPE_DEVICE, peer },
+                                   CU_MEM_ACCESS_FLAGS_PROT_READWRITE } };
+        r = es_drv.cuMemSetAccess(p, size, d, peer >= 0 && peer != dev ? 2 : 1);
         if (r != CUDA_SUCCESS)
             es_drv.cuMemUnmap(p, size);
     }
@@ -146,6 +151,11 @@ static CUresult es_temp_map(uintptr_t *va, size_t size, CUmemGenericAllocationHa
     }
     *va = (uintptr_t)p;
     return CUDA_SUCCESS;
+}
+
+static CUresult es_temp_map(uintptr_t *va, size_t size, CUmemGenericAllocationHandle h, int dev)
+{
+    return es_temp_map_peer(va, size, h, dev, -1);
 }
 
 static void es_temp_unmap(uintptr_t va, size_t size)
@@ -708,9 +718,10 @@ int es_swap_in(int vdev, int dev, es_swap_stats_t *st, char *msg, size_t msglen)
         rc = -EIO;
         goto undo;
     }
+    /* The host copies stay registered while the EST is resident: the next
+     * swap-out copies into them at once (swap.h). */
     for (size_t i = 0; i < R.n; i++) {
         es_phys_t *ph = R.o[i].ph;
-        es_park_unregister(ph);
         if (ph->owner == ES_OWN_IMPORT)
             continue;
         st->objects++;
@@ -820,6 +831,9 @@ int es_swap_migrate(int vdev, int dev, CUcontext from_ctx, CUcontext to_ctx,
         rc = -ENOMEM;
         goto out;
     }
+    /* the host copies were registered in contexts of the old device */
+    for (size_t i = 0; i < R.n; i++)
+        es_park_unregister(R.o[i].ph);
     r = es_mig_fresh(&R, dev, &made);
     if (r != CUDA_SUCCESS) {
         es_msg(msg, msglen, "cannot get %zu bytes on device %d (%s): vdev %d stays on device %d",
@@ -837,7 +851,7 @@ int es_swap_migrate(int vdev, int dev, CUcontext from_ctx, CUcontext to_ctx,
         es_obj_t *o = &R.o[i];
         r = es_obj_view(o, src);
         if (r == CUDA_SUCCESS)
-            r = es_temp_map(&dst[i], o->ph->size, o->fresh, dev);
+            r = es_temp_map_peer(&dst[i], o->ph->size, o->fresh, dev, src);
         if (r == CUDA_SUCCESS)
             r = es_copy_obj(&R, o, ES_D2D, dst[i], to_ctx, from_ctx, &next);
         if (r != CUDA_SUCCESS)

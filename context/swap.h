@@ -18,7 +18,9 @@
  *
  * Host copies are kept while the EST is resident (host memory: the size of
  * the EST; es_swap_drop_parks gives it back), so that the next swap-out
- * writes into memory that is already there. Checksums: with opts.sums on,
+ * writes into memory that is already there; a swap-in leaves them
+ * registered (pinned, in the new device's contexts) until the next
+ * swap-out or migration, which unregisters them before the contexts go. Checksums: with opts.sums on,
  * every chunk (ES_SWAPSUM_CHUNK bytes) of an object is hashed on the device
  * before a swap-out; a chunk whose hash equals that of its host copy from
  * the previous swap-out is not copied again (st->bytes_skipped).

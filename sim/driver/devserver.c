@@ -382,8 +382,13 @@ static int handle(const sim_ctl_t *m, int fd)
         /* Inside the window the reservation is replaced; outside it (the
          * client's registered host memory) only free addresses are taken. */
         int fixed = in_window(m->va, m->len) ? MAP_FIXED : MAP_FIXED_NOREPLACE;
-        void *p = mmap((void *)(uintptr_t)m->va, m->len, (int)m->prot, MAP_SHARED | fixed,
-                       g_backing[m->id] - 1, (off_t)m->off);
+        /* Registered host memory is pinned: its pages are all there, and
+         * the GPU's page tables hold them all from the start. Mapped here
+         * page by page at first touch instead, a copy into memory just
+         * registered (a swap's host copy) would cost a page fault per page. */
+        int populate = fixed == MAP_FIXED_NOREPLACE ? MAP_POPULATE : 0;
+        void *p = mmap((void *)(uintptr_t)m->va, m->len, (int)m->prot,
+                       MAP_SHARED | fixed | populate, g_backing[m->id] - 1, (off_t)m->off);
         if (p == MAP_FAILED)
             return -errno;
         if (p != (void *)(uintptr_t)m->va) {
