@@ -17,6 +17,11 @@
  *               migrations are skipped and the "own GPU" runs of the
  *               time-slicing share it (resident together)
  *
+ * swap.memcpy.h2d_bw copies into device memory written before; a swap-in
+ * copies into memory it has just created, so swap.memcpy.h2d_fresh_bw
+ * gives the driver's copy into such memory too (on simcuda, fresh memory
+ * costs a page fault per page in the device server).
+ *
  * Besides the human lines, one line per figure:
  *   BENCH <id> <value> <unit> [vs <other-id>] [# what it is] */
 #include "context/drv.h"
@@ -106,6 +111,45 @@ static void memcpy_bw(CUdeviceptr d, double *d2h, double *h2d)
     cuMemFreeHost(host);
 }
 
+/* The driver's host-to-device copy into device memory created just before
+ * (cuMemCreate + map, as a swap-in gets it), pinned source, 1 stream: a
+ * swap-in writes into fresh memory, which the figure above does not. */
+static double memcpy_fresh_h2d_bw(void)
+{
+    void *host;
+    CKD(cuMemHostAlloc(&host, EST, CU_MEMHOSTALLOC_PORTABLE));
+    memset(host, 1, EST);
+    CUstream s;
+    CKD(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof(p));
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = 0;
+    CUmemAccessDesc a = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    double best = 1e30;
+    for (int i = 0; i < 3; i++) {
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr d;
+        CKD(cuMemCreate(&h, EST, &p, 0));
+        CKD(cuMemAddressReserve(&d, EST, es_memreg_granularity(), 0, 0));
+        CKD(cuMemMap(d, EST, 0, h, 0));
+        CKD(cuMemSetAccess(d, EST, &a, 1));
+        double t = now_ms();
+        CKD(cuMemcpyHtoDAsync(d, host, EST, s));
+        CKD(cuStreamSynchronize(s));
+        double u = now_ms() - t;
+        if (u < best)
+            best = u;
+        CKD(cuMemUnmap(d, EST));
+        CKD(cuMemAddressFree(d, EST));
+        CKD(cuMemRelease(h));
+    }
+    cuStreamDestroy(s);
+    cuMemFreeHost(host);
+    return gbps(EST, best);
+}
+
 static void fill(CUdeviceptr d, size_t n)
 {
     CUstream s;
@@ -132,6 +176,12 @@ static void bench_swap(void)
            "%zu MiB\n", m_d2h, EST / MiB);
     printf("BENCH swap.memcpy.h2d_bw %.3f GB/s # driver memcpy host to device, 1 stream, pinned, "
            "%zu MiB\n", m_h2d, EST / MiB);
+    double m_fresh = memcpy_fresh_h2d_bw();
+    printf("memcpy into fresh device memory (cuMemCreate + map just before)  h2d %6.2f GB/s\n",
+           m_fresh);
+    printf("BENCH swap.memcpy.h2d_fresh_bw %.3f GB/s # driver memcpy host to device into memory "
+           "created and mapped just before (as a swap-in writes), 1 stream, pinned, %zu MiB\n",
+           m_fresh, EST / MiB);
 
     es_swap_opts_t o;
     es_swap_get_opts(&o);
