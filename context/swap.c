@@ -300,6 +300,9 @@ static int es_park_ensure(es_phys_t *ph)
     /* large pages where shared memory may have them: a host copy is
      * written whole, and pinned */
     madvise(p, ph->size, MADV_HUGEPAGE);
+    /* the EST's own: a child the application forks (data-loader workers)
+     * neither shares nor inherits it */
+    madvise(p, ph->size, MADV_DONTFORK);
     ph->park = p;
     ph->park_fd = fd;
     ph->park_valid = 0;
