@@ -1084,7 +1084,8 @@ int es_ctl_run_main(int argc, char **argv)
             if (r != 0)
                 ac_close(&prog);
         } else if (now >= next_progress && R.daemon > 0 && live > 0) {
-            next_progress = now + 1000;
+            /* a pending scheduled step is watched more closely */
+            next_progress = now + (R.next_ev < R.nev ? 100 : 1000);
             ac_start(&prog, ES_VERB_PROGRESS, -1, NULL, 5000);
         }
         /* schedule */
