@@ -710,6 +710,7 @@ typedef struct vrun_ctx {
     int digest;
     int json;
     int moves_avail;     /* -1 unknown, 0 no, 1 yes */
+    int no_digest;       /* a difference had no digests to explain it */
 } vrun_ctx_t;
 
 static volatile sig_atomic_t g_stop;
@@ -990,6 +991,9 @@ static void print_table(const vrun_ctx_t *x, const es_vmatrix_t *m, const es_vre
         if (y->explain[0])
             printf("%-16s %s\n", "", y->explain);
     }
+    if (x->no_digest)
+        printf("verify: no collective digests to explain the differences (this "
+               "libeasyscale.so writes none)\n");
     printf("verify: %s\n", summary);
     if (!pass)
         printf("verify: each run's output is in %s/NAME.log\n", x->workdir);
@@ -1397,12 +1401,7 @@ int es_ctl_verify_main(int argc, char **argv)
         }
         es_digest_explain(pa, pb, res[i].explain, sizeof(res[i].explain));
     }
-    if (no_digest && strlen(summary) + 80 < sizeof(summary)) {
-        char tail[sizeof(summary)];
-        snprintf(tail, sizeof(tail), "%s", summary);
-        snprintf(summary, sizeof(summary), "(no collective digests to explain differences: this "
-                 "libeasyscale.so writes none) %s", tail);
-    }
+    x.no_digest = no_digest > 0;
     if (json)
         print_json(&x, m, res, summary, pass, pattern);
     else
