@@ -69,7 +69,7 @@ all:
 # the shim's folders point one way: intercept/ -> context/, kernels/,
 # audit/ -> shim/'s utilities.
 MODULES := fatbin \
-    sim/driver sim/cucpu sim/cublas sim/cudnn sim/nccl \
+    sim/driver sim/cucpu sim/cublas sim/cublaslt sim/cudnn sim/nccl \
     audit kernels context intercept \
     examples controller \
     shim \

@@ -2,4 +2,4 @@
 # canonical device identity of d2 (device.c). The shim compiles
 # $(CONTEXT_SHIM_SRCS).
 
-CONTEXT_SHIM_SRCS := context/device.c
+CONTEXT_SHIM_SRCS := context/device.c context/devmem.c

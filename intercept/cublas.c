@@ -5,22 +5,29 @@
  *   application's setting is remembered per handle and reported back by
  *   cublasGetAtomicsMode;
  * - every (handle, stream) gets a workspace of the shim's own (a device
- *   allocation of ES_BLAS_WS bytes, made on first use, freed with the
- *   handle), applied after cublasCreate and after every cublasSetStream
- *   (cuBLAS resets the workspace there); a workspace the application sets
- *   is replaced by the shim's for the current stream;
- * d2: SGEMM, GemmEx and GemmStridedBatchedEx with fp32 A, B, C and a 32F
+ *   allocation of ES_BLAS_WS bytes, freed with the handle), applied after
+ *   cublasCreate and after every cublasSetStream (cuBLAS resets the
+ *   workspace there); a workspace the application sets is replaced by the
+ *   shim's for the current stream. No allocation ever happens in a call on
+ *   a capturing stream (context/devmem.h): cublasCreate makes the default
+ *   stream's workspace and one spare; a stream first met while it captures
+ *   (a framework setting its graph-capture stream) gets the spare, and the
+ *   next call outside capture makes a new spare. A capturing stream met
+ *   when the spare is used up keeps cuBLAS's own workspace (logged);
+ * d2: SGEMM, SGEMM strided batched, GemmEx and GemmStridedBatchedEx
+ *   with A = B in fp32 / fp16 / bf16, C of A's type or fp32 and a 32F
  *   compute type (the reduced-precision FAST_* ones included: they get full
- *   fp32) and SGEMM strided batched run on the shim's portable kernel
- *   (kernels/gemm.c). Not routed (vendor's choice kept, bits may differ
- *   across models): other types, pointer-array batched GEMMs, the _64 API,
- *   cuBLASLt (cublasLtMatmul is not intercepted).
+ *   fp32) run on the shim's portable kernels (kernels/gemm.c). Not routed
+ *   (vendor's choice kept, bits may differ across models): other types,
+ *   pointer-array batched GEMMs, the _64 API. cuBLASLt is wrapped in
+ *   intercept/cublaslt.c.
  * off: pass-through.
  *
  * The registry of handles is taken under es_state_lock, never on a GEMM.
  */
 #include "shim/shim.h"
 #include "kernels/gemm.h"
+#include "context/devmem.h"
 
 #include <stdlib.h>
 
@@ -36,6 +43,7 @@ typedef struct es_blas {
     cublasHandle_t h;
     cublasAtomicsMode_t app_atomics;
     es_blas_ws_t *ws;
+    CUdeviceptr spare;  /* made ahead for a stream first met while capturing */
     struct es_blas *next;
 } es_blas_t;
 
@@ -75,10 +83,12 @@ static int es_det(void)
     return es_cfg.determinism != ES_DET_OFF;
 }
 
-/* Gives (h, stream) its own workspace. */
+/* Gives (h, stream) its own workspace: the one it has, else the spare
+ * when s is capturing (no allocation then), else a new one; outside
+ * capture a used spare is replaced. */
 static cublasStatus_t es_blas_pin(cublasHandle_t h, CUstream s)
 {
-    CUdeviceptr ptr = 0;
+    CUdeviceptr ptr = 0, spare = 0;
     unsigned long gen = __atomic_load_n(&es_blas_gen, __ATOMIC_ACQUIRE);
     if (es_blas_last.h == h && es_blas_last.s == s && es_blas_last.gen == gen &&
         es_blas_last.ptr)
@@ -88,34 +98,63 @@ static cublasStatus_t es_blas_pin(cublasHandle_t h, CUstream s)
     for (es_blas_ws_t *w = b ? b->ws : NULL; w; w = w->next)
         if (w->stream == s)
             ptr = w->ptr;
+    int need_spare = b && !b->spare;
     pthread_mutex_unlock(&es_state_lock);
     if (!b)
         return CUBLAS_STATUS_ALLOC_FAILED;
-    if (!ptr) {
-        if (!es_lib_ready(ES_LIB_CUDA))
-            return CUBLAS_STATUS_NOT_INITIALIZED;
-        es_blas_ws_t *w = calloc(1, sizeof(*w));
-        if (!w || ES_REAL(cuda, cuMemAlloc_v2)(&ptr, ES_BLAS_WS) != CUDA_SUCCESS) {
-            free(w);
-            ES_WARN("cuBLAS handle %p: no device memory for a per-stream workspace", (void *)h);
+    if (!es_lib_ready(ES_LIB_CUDA))
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    int capturing = es_devmem_capturing(s);
+    if (!ptr || need_spare) {
+        es_blas_ws_t *w = ptr ? NULL : calloc(1, sizeof(*w));
+        if (!ptr && !w)
             return CUBLAS_STATUS_ALLOC_FAILED;
+        CUdeviceptr fresh = 0, fresh_spare = 0;
+        if (!capturing) {
+            if (!ptr && es_devmem_alloc(&fresh, ES_BLAS_WS) != CUDA_SUCCESS)
+                fresh = 0;
+            if (need_spare && es_devmem_alloc(&fresh_spare, ES_BLAS_WS) != CUDA_SUCCESS)
+                fresh_spare = 0;
         }
-        w->stream = s;
-        w->ptr = ptr;
         pthread_mutex_lock(&es_state_lock);
         b = es_blas_find(h, 1);
-        if (b) {
-            w->next = b->ws;
-            b->ws = w;
+        if (b && !ptr) {
+            if (fresh) {
+                ptr = fresh;
+            } else if (capturing && b->spare) {
+                ptr = b->spare;
+                b->spare = 0;
+            }
+            if (ptr) {
+                w->stream = s;
+                w->ptr = ptr;
+                w->next = b->ws;
+                b->ws = w;
+                w = NULL;
+            }
+        }
+        if (b && fresh_spare && !b->spare) {
+            b->spare = fresh_spare;
+            fresh_spare = 0;
         }
         pthread_mutex_unlock(&es_state_lock);
-        if (!b) {
-            ES_REAL(cuda, cuMemFree_v2)(ptr);
-            free(w);
+        free(w);
+        if (fresh_spare)
+            spare = fresh_spare; /* the handle went away meanwhile */
+        if (spare)
+            es_devmem_free(spare);
+        if (!b || !ptr) {
+            if (b && fresh == 0 && !capturing)
+                ES_WARN("cuBLAS handle %p: no device memory for a per-stream workspace",
+                        (void *)h);
+            else if (b)
+                ES_WARN("cuBLAS handle %p: stream %p first used while it captures and no "
+                        "spare workspace left: cuBLAS's own workspace is kept", (void *)h,
+                        (void *)s);
             return CUBLAS_STATUS_ALLOC_FAILED;
         }
-        ES_DEBUG("cuBLAS handle %p stream %p: workspace %#llx (%u bytes)", (void *)h, (void *)s,
-                 (unsigned long long)ptr, ES_BLAS_WS);
+        ES_DEBUG("cuBLAS handle %p stream %p: workspace %#llx (%u bytes)%s", (void *)h, (void *)s,
+                 (unsigned long long)ptr, ES_BLAS_WS, capturing ? " (the spare: capturing)" : "");
     }
     es_blas_last.h = h;
     es_blas_last.s = s;
@@ -157,13 +196,19 @@ ES_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t handle)
     }
     cublasStatus_t st = ES_REAL(cublas, cublasDestroy_v2)(handle);
     if (b) {
-        if (b->ws)
-            ES_REAL(cuda, cuCtxSynchronize)();
+        /* cuMemFree waits for the work that may use the memory; a
+         * capturing stream's workspace (its graph may use it) is kept */
         for (es_blas_ws_t *w = b->ws, *nx; w; w = nx) {
             nx = w->next;
-            ES_REAL(cuda, cuMemFree_v2)(w->ptr);
+            if (w->stream && es_devmem_capturing(w->stream))
+                ES_WARN("cuBLAS handle %p destroyed while stream %p captures: its workspace "
+                        "is kept", (void *)handle, (void *)w->stream);
+            else
+                es_devmem_free(w->ptr);
             free(w);
         }
+        if (b->spare)
+            es_devmem_free(b->spare);
         free(b);
     }
     return st;
@@ -255,8 +300,8 @@ ES_GEMM_WRAPPER(cublasSgemm_v2,
                  int m, int n, int k, const float *alpha, const float *A, int lda,
                  const float *B, int ldb, const float *beta, float *C, int ldc),
                 (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc), 1,
-                es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0,
-                              beta, C, ldc, 0, 1, &st))
+                es_gemm_cublas(handle, transa, transb, m, n, k, alpha, A, ES_DT_F32, lda, 0, B,
+                               ES_DT_F32, ldb, 0, beta, C, ES_DT_F32, ldc, 0, 1, &st))
 
 ES_GEMM_WRAPPER(cublasSgemmStridedBatched,
                 (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
@@ -266,15 +311,18 @@ ES_GEMM_WRAPPER(cublasSgemmStridedBatched,
                 (handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta,
                  C, ldc, strideC, batchCount),
                 1,
-                es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb,
-                              strideB, beta, C, ldc, strideC, batchCount, &st))
+                es_gemm_cublas(handle, transa, transb, m, n, k, alpha, A, ES_DT_F32, lda,
+                               strideA, B, ES_DT_F32, ldb, strideB, beta, C, ES_DT_F32, ldc,
+                               strideC, batchCount, &st))
 
-static int es_gemmex_fp32(cudaDataType a, cudaDataType b, cudaDataType c, cublasComputeType_t t)
+/* GemmEx types the portable kernel takes: A = B in {32F, 16F, 16BF}, C = A's
+ * type or 32F, accumulation in fp32 (the combinations cuBLAS documents for
+ * a 32F compute type; others go to cuBLAS, which rejects or runs them). */
+static int es_gemmex_portable(cudaDataType a, cudaDataType b, cudaDataType c,
+                              cublasComputeType_t t)
 {
-    return a == CUDA_R_32F && b == CUDA_R_32F && c == CUDA_R_32F &&
-           (t == CUBLAS_COMPUTE_32F || t == CUBLAS_COMPUTE_32F_PEDANTIC ||
-            t == CUBLAS_COMPUTE_32F_FAST_TF32 || t == CUBLAS_COMPUTE_32F_FAST_16F ||
-            t == CUBLAS_COMPUTE_32F_FAST_16BF);
+    return es_gemm_dtype(a) >= 0 && a == b && (c == a || c == CUDA_R_32F) &&
+           es_gemm_compute_f32(t);
 }
 
 ES_GEMM_WRAPPER(cublasGemmEx,
@@ -285,9 +333,10 @@ ES_GEMM_WRAPPER(cublasGemmEx,
                  cublasGemmAlgo_t algo),
                 (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C,
                  Ctype, ldc, computeType, algo),
-                es_gemmex_fp32(Atype, Btype, Ctype, computeType),
-                es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0,
-                              beta, C, ldc, 0, 1, &st))
+                es_gemmex_portable(Atype, Btype, Ctype, computeType),
+                es_gemm_cublas(handle, transa, transb, m, n, k, alpha, A, es_gemm_dtype(Atype),
+                               lda, 0, B, es_gemm_dtype(Btype), ldb, 0, beta, C,
+                               es_gemm_dtype(Ctype), ldc, 0, 1, &st))
 
 ES_GEMM_WRAPPER(cublasGemmStridedBatchedEx,
                 (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
@@ -298,6 +347,7 @@ ES_GEMM_WRAPPER(cublasGemmStridedBatchedEx,
                  cublasGemmAlgo_t algo),
                 (handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,
                  strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo),
-                es_gemmex_fp32(Atype, Btype, Ctype, computeType),
-                es_gemm_sgemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb,
-                              strideB, beta, C, ldc, strideC, batchCount, &st))
+                es_gemmex_portable(Atype, Btype, Ctype, computeType),
+                es_gemm_cublas(handle, transa, transb, m, n, k, alpha, A, es_gemm_dtype(Atype),
+                               lda, strideA, B, es_gemm_dtype(Btype), ldb, strideB, beta, C,
+                               es_gemm_dtype(Ctype), ldc, strideC, batchCount, &st))

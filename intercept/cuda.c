@@ -15,6 +15,7 @@
  */
 #include "shim/shim.h"
 #include "context/device.h"
+#include "kernels/portable.h"
 #include "audit/modaudit.h"
 
 #include <stdint.h>
@@ -56,12 +57,38 @@ ES_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     return r;
 }
 
+/* d2: the portable kernels must run on every device, checked once after
+ * the first successful cuInit (kernels/portable.h): a GPU they cannot
+ * serve fails cuInit, loudly, at start-up. */
+ES_EXPORT CUresult cuInit(unsigned int Flags)
+{
+    static int checked; /* 0 not yet, 1 passed, 2 failed */
+    ES_ENTER(cuda, cuInit);
+    CUresult r = ES_REAL(cuda, cuInit)(Flags);
+    if (r == CUDA_SUCCESS && es_cfg.determinism == ES_DET_D2 &&
+        __atomic_load_n(&checked, __ATOMIC_ACQUIRE) != 1) {
+        r = es_portable_startup_check();
+        __atomic_store_n(&checked, r == CUDA_SUCCESS ? 1 : 2, __ATOMIC_RELEASE);
+    }
+    return r;
+}
+
+/* d2's identity (context/device.h): values lowered to the canonical
+ * device's, the compute capability kept real for code generators and
+ * loaders (decided by the caller's address). */
+static int es_real_attr(int attr, int dev, int *value)
+{
+    return (int)ES_REAL(cuda, cuDeviceGetAttribute)(value, (CUdevice_attribute)attr,
+                                                     (CUdevice)dev);
+}
+
 ES_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     ES_ENTER(cuda, cuDeviceGetAttribute);
     CUresult r = ES_REAL(cuda, cuDeviceGetAttribute)(pi, attrib, dev);
-    if (__builtin_expect(es_cfg.determinism == ES_DET_D2, 0) && r == CUDA_SUCCESS &&
-        es_device_canonical_attr((int)attrib, pi))
+    if (__builtin_expect(es_cfg.determinism == ES_DET_D2, 0) && r == CUDA_SUCCESS && pi &&
+        es_device_lower_attr((int)attrib, (int)dev, pi, __builtin_return_address(0),
+                             es_real_attr))
         ES_DEBUG("d2: device %d attribute %d reported as %d", (int)dev, (int)attrib, *pi);
     return r;
 }
@@ -71,7 +98,7 @@ ES_EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice de
     ES_ENTER(cuda, cuDeviceComputeCapability);
     CUresult r = ES_REAL(cuda, cuDeviceComputeCapability)(major, minor, dev);
     if (es_cfg.determinism == ES_DET_D2 && r == CUDA_SUCCESS && major && minor)
-        es_device_canonical_cc(major, minor);
+        es_device_lower_cc(major, minor, __builtin_return_address(0));
     return r;
 }
 

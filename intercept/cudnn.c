@@ -9,27 +9,28 @@
  *   first, then by algorithm id), never by measured time;
  * - cudnnConvolutionBackwardFilter with ALGO_0 / ALGO_3 and
  *   cudnnConvolutionBackwardData with ALGO_0 run ALGO_1 instead, with a
- *   workspace of the shim's own (per handle, grown on demand) when the
- *   caller's is too small;
+ *   workspace of the shim's own when the caller's is too small (per
+ *   handle: ES_DNN_WS made at cudnnCreate, grown on demand, but never in a
+ *   call whose stream is capturing: context/devmem.h);
  * - CUDNN_POOLING_MAX becomes CUDNN_POOLING_MAX_DETERMINISTIC when a pooling
  *   descriptor is set (same forward results; cudnnGetPooling*Descriptor then
  *   reports the deterministic mode).
  * d2: the three convolutions run on the shim's portable kernels
- *   (kernels/conv.c) for fp32 NCHW data, whatever algorithm was named.
- * Backend API:
- * - CUDNN_ATTR_ENGINEHEUR_RESULTS drops engine configs whose engine carries
- *   CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC (the dropped descriptors are moved
- *   behind the returned ones, so the caller still owns all of them);
- * - finalizing an execution plan whose engine config has that note returns
- *   CUDNN_STATUS_NOT_SUPPORTED.
+ *   (kernels/conv.c) for fp32 / fp16 / bf16 tensors (any strides, NCHW or
+ *   NHWC filters, groups, dilation) with an fp32 convolution type,
+ *   whatever algorithm was named; a half compute type stays cuDNN's.
+ * The backend (graph) API is in intercept/cudnn_backend.c.
  */
 #include "shim/shim.h"
 #include "kernels/conv.h"
+#include "context/devmem.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define ES_MAX_ALGOS 16
+/* The substitution workspace made with each handle. */
+#define ES_DNN_WS (8u << 20)
 
 static int es_det(void)
 {
@@ -130,10 +131,14 @@ typedef struct es_dnn {
 
 static es_dnn_t *es_dnn_list;
 
-/* Returns a workspace of at least `need` bytes for h (0 on failure). */
+/* Returns a workspace of at least `need` bytes for h (NULL on failure, or
+ * when it would have to grow while h's stream captures). */
 static void *es_dnn_workspace(cudnnHandle_t h, size_t need)
 {
     CUdeviceptr old = 0, ptr = 0;
+    cudaStream_t s = NULL;
+    if (ES_REAL(cudnn, cudnnGetStream)(h, &s) != CUDNN_STATUS_SUCCESS)
+        return NULL;
     pthread_mutex_lock(&es_state_lock);
     es_dnn_t *d = es_dnn_list;
     while (d && d->h != h)
@@ -143,23 +148,25 @@ static void *es_dnn_workspace(cudnnHandle_t h, size_t need)
         d->next = es_dnn_list;
         es_dnn_list = d;
     }
-    if (d && d->ws_size >= need)
+    int grow = d && d->ws_size < need;
+    if (d && !grow)
         ptr = d->ws;
-    else if (d) {
-        old = d->ws;
-        d->ws = 0;
-        d->ws_size = 0;
-    }
     pthread_mutex_unlock(&es_state_lock);
     if (ptr || !d || !es_lib_ready(ES_LIB_CUDA))
         return (void *)ptr;
-    if (old) {
-        cudaStream_t s = NULL;
-        ES_REAL(cudnn, cudnnGetStream)(h, &s);
-        ES_REAL(cuda, cuStreamSynchronize)((CUstream)s);
-        ES_REAL(cuda, cuMemFree_v2)(old);
+    if (es_devmem_capturing((CUstream)s)) {
+        ES_WARN("cuDNN handle %p: %zu bytes of workspace needed while its stream captures",
+                (void *)h, need);
+        return NULL;
     }
-    if (ES_REAL(cuda, cuMemAlloc_v2)(&ptr, need) != CUDA_SUCCESS)
+    pthread_mutex_lock(&es_state_lock);
+    old = d->ws;
+    d->ws = 0;
+    d->ws_size = 0;
+    pthread_mutex_unlock(&es_state_lock);
+    if (old)
+        es_devmem_free(old); /* waits for the work that may use it */
+    if (es_devmem_alloc(&ptr, need) != CUDA_SUCCESS)
         return NULL;
     pthread_mutex_lock(&es_state_lock);
     d->ws = ptr;
@@ -197,7 +204,10 @@ out:
 ES_EXPORT cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
 {
     ES_ENTER(cudnn, cudnnCreate);
-    return ES_REAL(cudnn, cudnnCreate)(handle);
+    cudnnStatus_t st = ES_REAL(cudnn, cudnnCreate)(handle);
+    if (st == CUDNN_STATUS_SUCCESS && es_det() && !es_dnn_workspace(*handle, ES_DNN_WS))
+        ES_DEBUG("cuDNN handle %p: no substitution workspace made ahead", (void *)*handle);
+    return st;
 }
 
 ES_EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t handle)
@@ -212,15 +222,18 @@ ES_EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t handle)
             break;
         }
     pthread_mutex_unlock(&es_state_lock);
+    int keep = 0;
     if (d && d->ws) {
         cudaStream_t s = NULL;
         ES_REAL(cudnn, cudnnGetStream)(handle, &s);
-        ES_REAL(cuda, cuStreamSynchronize)((CUstream)s);
+        if ((keep = s && es_devmem_capturing((CUstream)s)) != 0)
+            ES_WARN("cuDNN handle %p destroyed while its stream captures: its workspace is "
+                    "kept", (void *)handle);
     }
     cudnnStatus_t st = ES_REAL(cudnn, cudnnDestroy)(handle);
     if (d) {
-        if (d->ws)
-            ES_REAL(cuda, cuMemFree_v2)(d->ws);
+        if (d->ws && !keep)
+            es_devmem_free(d->ws); /* waits for the work that may use it */
         free(d);
     }
     return st;
@@ -324,141 +337,4 @@ ES_EXPORT cudnnStatus_t cudnnSetPoolingNdDescriptor(cudnnPoolingDescriptor_t poo
         m = CUDNN_POOLING_MAX_DETERMINISTIC;
     return ES_REAL(cudnn, cudnnSetPoolingNdDescriptor)(poolingDesc, m, maxpoolingNanOpt, nbDims,
                                                        windowDimA, paddingA, strideA);
-}
-
-/* ---- backend API ------------------------------------------------------------------- */
-
-typedef struct es_plan {
-    cudnnBackendDescriptor_t plan, cfg;
-    struct es_plan *next;
-} es_plan_t;
-
-static es_plan_t *es_plans;
-
-/* 1 when the engine config's engine carries the nondeterministic note. */
-static int es_cfg_nondet(cudnnBackendDescriptor_t cfg)
-{
-    cudnnBackendDescriptor_t eng = NULL;
-    int nondet = 0;
-    if (ES_REAL(cudnn, cudnnBackendCreateDescriptor)(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) !=
-        CUDNN_STATUS_SUCCESS)
-        return 0;
-    int64_t n = 0;
-    if (ES_REAL(cudnn, cudnnBackendGetAttribute)(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
-                                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng) ==
-            CUDNN_STATUS_SUCCESS &&
-        n == 1) {
-        cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-        int64_t nn = 0;
-        if (ES_REAL(cudnn, cudnnBackendGetAttribute)(
-                eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &nn, notes) == CUDNN_STATUS_SUCCESS)
-            for (int64_t i = 0; i < nn && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
-                if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)
-                    nondet = 1;
-    }
-    ES_REAL(cudnn, cudnnBackendDestroyDescriptor)(eng);
-    return nondet;
-}
-
-ES_EXPORT cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t descriptorType,
-                                                     cudnnBackendDescriptor_t *descriptor)
-{
-    ES_ENTER(cudnn, cudnnBackendCreateDescriptor);
-    return ES_REAL(cudnn, cudnnBackendCreateDescriptor)(descriptorType, descriptor);
-}
-
-ES_EXPORT cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor)
-{
-    ES_ENTER(cudnn, cudnnBackendDestroyDescriptor);
-    es_plan_t *gone = NULL;
-    pthread_mutex_lock(&es_state_lock);
-    for (es_plan_t **pp = &es_plans; *pp; pp = &(*pp)->next)
-        if ((*pp)->plan == descriptor) {
-            gone = *pp;
-            *pp = gone->next;
-            break;
-        }
-    pthread_mutex_unlock(&es_state_lock);
-    free(gone);
-    return ES_REAL(cudnn, cudnnBackendDestroyDescriptor)(descriptor);
-}
-
-ES_EXPORT cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor,
-                                                 cudnnBackendAttributeName_t attributeName,
-                                                 cudnnBackendAttributeType_t attributeType,
-                                                 int64_t elementCount,
-                                                 const void *arrayOfElements)
-{
-    ES_ENTER(cudnn, cudnnBackendSetAttribute);
-    cudnnStatus_t st = ES_REAL(cudnn, cudnnBackendSetAttribute)(
-        descriptor, attributeName, attributeType, elementCount, arrayOfElements);
-    if (st == CUDNN_STATUS_SUCCESS && es_det() &&
-        attributeName == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG &&
-        attributeType == CUDNN_TYPE_BACKEND_DESCRIPTOR && elementCount == 1 && arrayOfElements) {
-        cudnnBackendDescriptor_t cfg = *(const cudnnBackendDescriptor_t *)arrayOfElements;
-        pthread_mutex_lock(&es_state_lock);
-        es_plan_t *p = es_plans;
-        while (p && p->plan != descriptor)
-            p = p->next;
-        if (!p && (p = calloc(1, sizeof(*p))) != NULL) {
-            p->plan = descriptor;
-            p->next = es_plans;
-            es_plans = p;
-        }
-        if (p)
-            p->cfg = cfg;
-        pthread_mutex_unlock(&es_state_lock);
-    }
-    return st;
-}
-
-ES_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor,
-                                                 cudnnBackendAttributeName_t attributeName,
-                                                 cudnnBackendAttributeType_t attributeType,
-                                                 int64_t requestedElementCount,
-                                                 int64_t *elementCount, void *arrayOfElements)
-{
-    ES_ENTER(cudnn, cudnnBackendGetAttribute);
-    cudnnStatus_t st = ES_REAL(cudnn, cudnnBackendGetAttribute)(
-        descriptor, attributeName, attributeType, requestedElementCount, elementCount,
-        arrayOfElements);
-    if (st != CUDNN_STATUS_SUCCESS || !es_det() ||
-        attributeName != CUDNN_ATTR_ENGINEHEUR_RESULTS ||
-        attributeType != CUDNN_TYPE_BACKEND_DESCRIPTOR || !elementCount || !arrayOfElements)
-        return st;
-    cudnnBackendDescriptor_t *cfgs = arrayOfElements;
-    int64_t n = *elementCount < requestedElementCount ? *elementCount : requestedElementCount;
-    int64_t k = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (es_cfg_nondet(cfgs[i]))
-            continue;
-        cudnnBackendDescriptor_t t = cfgs[k]; /* keep every descriptor in the array */
-        cfgs[k] = cfgs[i];
-        cfgs[i] = t;
-        k++;
-    }
-    if (k < n)
-        ES_DEBUG("cudnn heuristics: %lld of %lld engine configs kept (deterministic)",
-                 (long long)k, (long long)n);
-    *elementCount = k;
-    return st;
-}
-
-ES_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor)
-{
-    ES_ENTER(cudnn, cudnnBackendFinalize);
-    if (es_det()) {
-        cudnnBackendDescriptor_t cfg = NULL;
-        pthread_mutex_lock(&es_state_lock);
-        for (es_plan_t *p = es_plans; p; p = p->next)
-            if (p->plan == descriptor)
-                cfg = p->cfg;
-        pthread_mutex_unlock(&es_state_lock);
-        if (cfg && es_cfg_nondet(cfg)) {
-            ES_INFO("cudnn: execution plan on a nondeterministic engine refused");
-            return CUDNN_STATUS_NOT_SUPPORTED;
-        }
-    }
-    return ES_REAL(cudnn, cudnnBackendFinalize)(descriptor);
 }

@@ -28,6 +28,7 @@
 #define CUDA_ENABLE_DEPRECATED 1
 #include <cuda.h>
 #include <cublas_api.h>
+#include <cublasLt.h>
 #include <cudnn.h>
 #include <nccl.h>
 
@@ -46,6 +47,7 @@
 
 #define ES_CUERR CUDA_ERROR_NOT_INITIALIZED
 #define ES_BLERR CUBLAS_STATUS_NOT_INITIALIZED
+#define ES_LTERR CUBLAS_STATUS_NOT_INITIALIZED
 #define ES_DNERR CUDNN_STATUS_NOT_INITIALIZED
 #define ES_NCERR ncclSystemError
 
@@ -57,7 +59,7 @@
     X(C, cuGetProcAddress, "cuGetProcAddress", 11030, 0, CUresult,                               \
       (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags),                       \
       (symbol, pfn, cudaVersion, flags), ES_CUERR)                                               \
-    X(P, cuInit, "cuInit", 2000, 0, CUresult, (unsigned int Flags), (Flags), ES_CUERR)           \
+    X(C, cuInit, "cuInit", 2000, 0, CUresult, (unsigned int Flags), (Flags), ES_CUERR)           \
     X(P, cuDriverGetVersion, "cuDriverGetVersion", 2020, 0, CUresult, (int *driverVersion),      \
       (driverVersion), ES_CUERR)                                                                 \
     X(P, cuGetErrorString, "cuGetErrorString", 6000, 0, CUresult,                                \
@@ -205,6 +207,11 @@
       ES_CUERR)                                                                                  \
     X(P, cuStreamGetCtx, "cuStreamGetCtx", 9020, 0, CUresult,                                    \
       (CUstream hStream, CUcontext *pctx), (hStream, pctx), ES_CUERR)                            \
+    X(P, cuStreamIsCapturing, "cuStreamIsCapturing", 10000, 0, CUresult,                         \
+      (CUstream hStream, CUstreamCaptureStatus *captureStatus), (hStream, captureStatus),        \
+      ES_CUERR)                                                                                  \
+    X(P, cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 10010, 0,       \
+      CUresult, (CUstreamCaptureMode *mode), (mode), ES_CUERR)                                   \
     X(P, cuStreamWaitEvent, "cuStreamWaitEvent", 3020, 0, CUresult,                              \
       (CUstream hStream, CUevent hEvent, unsigned int Flags), (hStream, hEvent, Flags),          \
       ES_CUERR)                                                                                  \
@@ -294,6 +301,69 @@
       (cublasHandle_t handle, int n, const float *x, int incx, const float *y, int incy,        \
        float *result),                                                                           \
       (handle, n, x, incx, y, incy, result), ES_BLERR)
+
+/* cuBLASLt (libcublasLt.so.13): what PyTorch's addmm / Linear use. */
+#define ES_CUBLASLT_FUNCS(X)                                                                    \
+    X(P, cublasLtCreate, 0, 0, 0, cublasStatus_t, (cublasLtHandle_t *lightHandle),             \
+      (lightHandle), ES_LTERR)                                                                   \
+    X(P, cublasLtDestroy, 0, 0, 0, cublasStatus_t, (cublasLtHandle_t lightHandle),             \
+      (lightHandle), ES_LTERR)                                                                   \
+    X(P, cublasLtGetVersion, 0, 0, 0, size_t, (void), (), 0)                                    \
+    X(P, cublasLtMatmulDescCreate, 0, 0, 0, cublasStatus_t,                                     \
+      (cublasLtMatmulDesc_t *matmulDesc, cublasComputeType_t computeType,                       \
+       cudaDataType_t scaleType), (matmulDesc, computeType, scaleType), ES_LTERR)               \
+    X(P, cublasLtMatmulDescDestroy, 0, 0, 0, cublasStatus_t, (cublasLtMatmulDesc_t matmulDesc), \
+      (matmulDesc), ES_LTERR)                                                                    \
+    X(P, cublasLtMatmulDescSetAttribute, 0, 0, 0, cublasStatus_t,                               \
+      (cublasLtMatmulDesc_t matmulDesc, cublasLtMatmulDescAttributes_t attr, const void *buf,  \
+       size_t sizeInBytes), (matmulDesc, attr, buf, sizeInBytes), ES_LTERR)                     \
+    X(P, cublasLtMatmulDescGetAttribute, 0, 0, 0, cublasStatus_t,                               \
+      (cublasLtMatmulDesc_t matmulDesc, cublasLtMatmulDescAttributes_t attr, void *buf,        \
+       size_t sizeInBytes, size_t *sizeWritten),                                                \
+      (matmulDesc, attr, buf, sizeInBytes, sizeWritten), ES_LTERR)                              \
+    X(P, cublasLtMatrixLayoutCreate, 0, 0, 0, cublasStatus_t,                                   \
+      (cublasLtMatrixLayout_t *matLayout, cudaDataType type, uint64_t rows, uint64_t cols,      \
+       int64_t ld), (matLayout, type, rows, cols, ld), ES_LTERR)                                \
+    X(P, cublasLtMatrixLayoutDestroy, 0, 0, 0, cublasStatus_t,                                  \
+      (cublasLtMatrixLayout_t matLayout), (matLayout), ES_LTERR)                                \
+    X(P, cublasLtMatrixLayoutSetAttribute, 0, 0, 0, cublasStatus_t,                             \
+      (cublasLtMatrixLayout_t matLayout, cublasLtMatrixLayoutAttribute_t attr, const void *buf,\
+       size_t sizeInBytes), (matLayout, attr, buf, sizeInBytes), ES_LTERR)                      \
+    X(P, cublasLtMatrixLayoutGetAttribute, 0, 0, 0, cublasStatus_t,                             \
+      (cublasLtMatrixLayout_t matLayout, cublasLtMatrixLayoutAttribute_t attr, void *buf,      \
+       size_t sizeInBytes, size_t *sizeWritten),                                                \
+      (matLayout, attr, buf, sizeInBytes, sizeWritten), ES_LTERR)                               \
+    X(P, cublasLtMatmulPreferenceCreate, 0, 0, 0, cublasStatus_t,                               \
+      (cublasLtMatmulPreference_t *pref), (pref), ES_LTERR)                                     \
+    X(P, cublasLtMatmulPreferenceDestroy, 0, 0, 0, cublasStatus_t,                              \
+      (cublasLtMatmulPreference_t pref), (pref), ES_LTERR)                                      \
+    X(P, cublasLtMatmulPreferenceSetAttribute, 0, 0, 0, cublasStatus_t,                         \
+      (cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,              \
+       const void *buf, size_t sizeInBytes), (pref, attr, buf, sizeInBytes), ES_LTERR)         \
+    X(P, cublasLtMatmulPreferenceGetAttribute, 0, 0, 0, cublasStatus_t,                         \
+      (cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, void *buf,  \
+       size_t sizeInBytes, size_t *sizeWritten), (pref, attr, buf, sizeInBytes, sizeWritten),  \
+      ES_LTERR)                                                                                  \
+    X(P, cublasLtMatmulAlgoConfigGetAttribute, 0, 0, 0, cublasStatus_t,                         \
+      (const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t attr, void *buf, \
+       size_t sizeInBytes, size_t *sizeWritten), (algo, attr, buf, sizeInBytes, sizeWritten),  \
+      ES_LTERR)                                                                                  \
+    X(C, cublasLtMatmulAlgoGetHeuristic, 0, 0, 0, cublasStatus_t,                               \
+      (cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc,                        \
+       cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc,\
+       cublasLtMatrixLayout_t Ddesc, cublasLtMatmulPreference_t preference,                     \
+       int requestedAlgoCount, cublasLtMatmulHeuristicResult_t heuristicResultsArray[],         \
+       int *returnAlgoCount),                                                                    \
+      (lightHandle, operationDesc, Adesc, Bdesc, Cdesc, Ddesc, preference, requestedAlgoCount,  \
+       heuristicResultsArray, returnAlgoCount), ES_LTERR)                                        \
+    X(C, cublasLtMatmul, 0, 0, 0, cublasStatus_t,                                               \
+      (cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc, const void *alpha,       \
+       const void *A, cublasLtMatrixLayout_t Adesc, const void *B, cublasLtMatrixLayout_t Bdesc,\
+       const void *beta, const void *C, cublasLtMatrixLayout_t Cdesc, void *D,                  \
+       cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo, void *workspace,         \
+       size_t workspaceSizeInBytes, cudaStream_t stream),                                        \
+      (lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo,     \
+       workspace, workspaceSizeInBytes, stream), ES_LTERR)
 
 #define ES_CUDNN_FUNCS(X)                                                                       \
     X(P, cudnnGetVersion, 0, 0, 0, size_t, (void), (), 0)                                       \
@@ -466,7 +536,7 @@
        arrayOfElements), ES_DNERR)                                                               \
     X(C, cudnnBackendFinalize, 0, 0, 0, cudnnStatus_t, (cudnnBackendDescriptor_t descriptor),   \
       (descriptor), ES_DNERR)                                                                    \
-    X(P, cudnnBackendExecute, 0, 0, 0, cudnnStatus_t,                                           \
+    X(C, cudnnBackendExecute, 0, 0, 0, cudnnStatus_t,                                           \
       (cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,                            \
        cudnnBackendDescriptor_t variantPack), (handle, executionPlan, variantPack), ES_DNERR)
 
@@ -520,6 +590,7 @@
 #define ES_PROTO(kind, sym, gp, ver, fl, ret, params, args, err) ret sym params;
 ES_CUDA_FUNCS(ES_PROTO)
 ES_CUBLAS_FUNCS(ES_PROTO)
+ES_CUBLASLT_FUNCS(ES_PROTO)
 ES_CUDNN_FUNCS(ES_PROTO)
 ES_NCCL_FUNCS(ES_PROTO)
 #undef ES_PROTO

@@ -31,8 +31,11 @@
     ES_GEN_##kind(cudnn, sym, ret, params, args)
 #define ES_GEN_NCCL(kind, sym, gp, ver, fl, ret, params, args, err)            \
     ES_GEN_##kind(nccl, sym, ret, params, args)
+#define ES_GEN_CUBLASLT(kind, sym, gp, ver, fl, ret, params, args, err)        \
+    ES_GEN_##kind(cublaslt, sym, ret, params, args)
 
 ES_CUDA_FUNCS(ES_GEN_CUDA)
 ES_CUBLAS_FUNCS(ES_GEN_CUBLAS)
 ES_CUDNN_FUNCS(ES_GEN_CUDNN)
 ES_NCCL_FUNCS(ES_GEN_NCCL)
+ES_CUBLASLT_FUNCS(ES_GEN_CUBLASLT)

@@ -1,28 +1,59 @@
-/* d2's portable GEMM: fp32 C = alpha * op(A) op(B) + beta * C, column-major,
- * one thread per element of C in 16x16 tiles, the k-sum in ascending order
- * with fused multiply-adds, then alpha * sum + beta * C (beta == 0: C is not
- * read). The same bits on every GPU model and on simcuda (whose twin,
- * kernels/portable_twin.c, runs the same element function).
+/* d2's portable GEMM: C = epilogue(alpha * op(A) op(B) + beta * C),
+ * column-major, fp32 / fp16 / bf16 operands with fp32 accumulation, in the
+ * order documented in kernels/portable_kernels.h (k ascending with fused
+ * multiply-adds). The same bits on every GPU model and on simcuda (whose
+ * twin is the same source, kernels/portable.cu, through the CUDA-on-CPU
+ * layer).
  *
- * The kernel (kernels/portable.cu, see portable_kernels.h and portable.h)
- * is launched with the real cuLaunchKernel on the cuBLAS handle's stream.
+ * The tiled kernels (kernels/portable.cu, see portable.h) are launched with
+ * the real cuLaunchKernel on the caller's stream.
  */
-#ifndef ES_CONTEXT_GEMM_H
-#define ES_CONTEXT_GEMM_H
+#ifndef ES_KERNELS_GEMM_H
+#define ES_KERNELS_GEMM_H
 
 #include <cublas_api.h>
+#include <cuda.h>
 
-/* Runs a (strided batched) SGEMM on the portable kernel. Returns 0 with
- * *status set when it ran (or was rejected as cuBLAS would reject it), or
- * -ENOTSUP when cuBLAS must do it (invalid handle, kernel not loadable).
- * Host and device pointer modes (device: alpha and beta are read by the
- * kernel when it runs, as cuBLAS does). Any m, n, k, batch cuBLAS accepts:
- * n and batch beyond CUDA's 65535 grid.y / grid.z are cut into several
- * launches on the same stream (same bits). Semantics as BLAS: beta == 0
- * does not read C, alpha == 0 reads neither A nor B. */
-int es_gemm_sgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                  int k, const float *alpha, const float *A, int lda, long long sA,
-                  const float *B, int ldb, long long sB, const float *beta, float *C, int ldc,
-                  long long sC, int batch, cublasStatus_t *status);
+#include "kernels/portable_kernels.h"
+
+/* ES_DT_* of a cudaDataType (-1 for one the portable kernels do not take). */
+int es_gemm_dtype(cudaDataType t);
+
+/* Whether a cuBLAS compute type accumulates in fp32 (32F, PEDANTIC and the
+ * FAST_* ones, which get full fp32 here). */
+int es_gemm_compute_f32(cublasComputeType_t t);
+
+/* Launches the GEMM described by *a (alpha/beta/palpha/pbeta, types,
+ * epilogue filled in; m, n, k, leading dimensions already validated) for
+ * `batch` matrices on stream s. n and batch beyond CUDA's 65535 grid.y /
+ * grid.z limits are cut into several launches on the same stream, each
+ * element still computed by the same code (same bits). Returns the first
+ * failing launch's CUresult (CUDA_ERROR_NO_BINARY_FOR_GPU when the kernels
+ * cannot be loaded in the current context: the caller fails the call, it
+ * never hands it to the vendor library). */
+int es_gemm_launch(const es_gemm_args_t *a, int batch, CUstream s);
+
+/* The tiled kernel es_gemm_launch uses for an m x n GEMM (ES_K_GEMM_L or
+ * ES_K_GEMM_S), and a launch of a given one (ES_K_GEMM_L, ES_K_GEMM_S or
+ * the per-element ES_K_REF_GEMM): all give the same bits. */
+int es_gemm_kernel(int m, int n);
+int es_gemm_launch_kernel(int which, const es_gemm_args_t *a, int batch, CUstream s);
+
+/* Launches the bias gradient *a for `batch` batches on stream s (batch at
+ * most 65535). Returns as es_gemm_launch. */
+int es_bgrad_launch(const es_bgrad_args_t *a, int batch, CUstream s);
+
+/* Runs a cuBLAS (strided batched) GEMM on the portable kernel: A, B, C of
+ * the given cudaDataTypes (validated by the caller with es_gemm_dtype),
+ * alpha and beta floats in the handle's pointer mode. Returns 0 with
+ * *status set when it ran (or was rejected as cuBLAS would reject it; an
+ * execution failure when the kernels do not load), or -ENOTSUP when cuBLAS
+ * must do it (an invalid handle, which cuBLAS reports).
+ * Semantics as BLAS: beta == 0 does not read C, alpha == 0 reads neither A
+ * nor B. */
+int es_gemm_cublas(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                   int k, const float *alpha, const void *A, int at, int lda, long long sA,
+                   const void *B, int bt, int ldb, long long sB, const float *beta, void *C,
+                   int ct, int ldc, long long sC, int batch, cublasStatus_t *status);
 
 #endif

@@ -1,31 +1,35 @@
 # kernels/: the shim's own device kernels and the code that launches them:
-# d2's portable GEMM and convolutions (portable.cu for nvcc, embedded in
-# libeasyscale.so as a fatbin; portable_twin.c, the same element functions,
-# for simcuda) and their launchers (gemm.c, conv.c, portable.c).
+# d2's portable GEMM and convolutions (kernels/portable.cu, one source
+# through the CUDA-on-CPU layer: nvcc's fatbin embedded in libeasyscale.so,
+# the host compiler's twin for simcuda) and their launchers (gemm.c,
+# conv.c, portable.c).
 #
 # The shim compiles $(KERNELS_SHIM_SRCS) and links $(KERNELS_SHIM_OBJS).
 
-KERNELS_SHIM_SRCS := kernels/portable.c kernels/gemm.c kernels/conv.c
+KERNELS_SHIM_SRCS := kernels/portable.c kernels/gemm.c kernels/conv.c kernels/archcheck.c
 KERNELS_SHIM_OBJS := $(B)/obj/kernels/portable_blob.o
 ES_PORTABLE_FATBIN := $(B)/gen/es_portable.fatbin
-ES_GENCODE := -gencode arch=compute_75,code=compute_75 -gencode arch=compute_80,code=sm_80 \
-    -gencode arch=compute_90,code=[sm_90,compute_90]
+ES_PORTABLE_TWIN := $(B)/sim/twins/libsimtwin_easyscale.so
 
-# d2's portable kernels: fatbin embedded in the library (portable_blob.c).
-# -ftz=false -fmad=false: IEEE denormals and no contraction, whatever flags
-# NVCC is given (the element functions use explicit _rn intrinsics anyway).
-$(ES_PORTABLE_FATBIN): kernels/portable.cu kernels/portable_kernels.h
-	@mkdir -p $(dir $@)
-	$(NVCC) -I. -O3 -ftz=false -fmad=false -Wno-deprecated-gpu-targets -fatbin $(ES_GENCODE) \
-		-o $@ $<
+# SASS for every architecture this nvcc can build (CUDA 13: sm_75 to
+# sm_121) and PTX of the newest, which the driver JITs on later GPUs. The
+# kernels' arithmetic is explicit round-to-nearest operations (and nvcc
+# gets -fmad=false -ftz=false): SASS or JIT, the bits are the same.
+ES_SM_LIST := $(shell $(NVCC) --list-gpu-code 2>/dev/null | sed -n 's/^sm_\([0-9]*\)$$/\1/p' | sort -n)
+ifeq ($(filter 75,$(ES_SM_LIST)),)
+$(error $(NVCC) --list-gpu-code lists no sm_75: d2's kernels need a CUDA 13 nvcc)
+endif
+ES_SM_NEWEST := $(lastword $(ES_SM_LIST))
+ES_GENCODE := $(foreach s,$(ES_SM_LIST),-gencode arch=compute_$(s),code=sm_$(s)) \
+    -gencode arch=compute_$(ES_SM_NEWEST),code=compute_$(ES_SM_NEWEST)
+
+$(eval $(call cucpu_cu,kernels/portable.cu,$(ES_PORTABLE_FATBIN),$(ES_PORTABLE_TWIN),kernels/portable_kernels.h))
+$(ES_PORTABLE_FATBIN): CUCPU_GENCODE := $(ES_GENCODE)
+# compressed (a dozen architectures' SASS, embedded in libeasyscale.so);
+# the architectures compiled in parallel
+$(ES_PORTABLE_FATBIN): CUCPU_NVCCFLAGS += -Xfatbin -compress-all --threads 0
 
 $(B)/obj/kernels/portable_blob.o: CPPFLAGS += -DES_PORTABLE_FATBIN='"$(ES_PORTABLE_FATBIN)"'
 $(B)/obj/kernels/portable_blob.o: $(ES_PORTABLE_FATBIN)
 
-# Twins of the portable kernels, for simcuda (scripts/simenv lists them).
-$(B)/obj/kernels/portable_twin.o: CFLAGS += -ffp-contract=off
-$(B)/sim/twins/libsimtwin_easyscale.so: $(B)/obj/kernels/portable_twin.o
-	@mkdir -p $(dir $@)
-	$(CC) $(SO_LDFLAGS) -o $@ $^ -lm
-
-ALL += $(B)/sim/twins/libsimtwin_easyscale.so
+ALL += $(ES_PORTABLE_TWIN)

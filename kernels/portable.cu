@@ -1,22 +1,411 @@
-// d2's portable kernels (see kernels/portable_kernels.h): thin launchers
-// around the element functions shared with the simcuda twins.
+// d2's portable kernels (see kernels/portable_kernels.h for the order every
+// output element follows). One source through the CUDA-on-CPU layer
+// (sim/cucpu): nvcc builds it into the fatbin embedded in libeasyscale.so,
+// the host compiler into simcuda's twin library, so simcuda runs the code
+// the GPU runs.
+//
+// The kernels that d2 launches are tiled: an implicit GEMM (rows x columns,
+// reduced over an index t) in shared-memory tiles of BM x BK and BK x BN,
+// each thread keeping TM x TN outputs in registers. Every output's sum is
+// one chain acc = fma(a, b, acc) over t ascending, tile after tile, a term
+// skipped (not added as zero) where the reference skips it, then the
+// reference's own finishing step (es_gemm_finish / es_conv_*_finish): the
+// bits are those of the element functions, whatever the tile sizes.
+//   GEMM:              rows i, columns j, t = p (the inner dimension)
+//   conv forward:      rows (n, p, q), columns k of the group,
+//                      t = (c of the group, r, s)
+//   conv backward data: rows (n, h, w), columns c of the group,
+//                      t = (k of the group, r, s)
+//   conv backward filter: rows k of the group, columns (c of the group,
+//                      r, s), t = (n, p, q)
+// The per-element kernels (es_*_portable) are the reference on the device
+// (the GPU check compares the two bit for bit).
+#include "sim/cucpu/cucpu.h"
 #include "kernels/portable_kernels.h"
 
-extern "C" __global__ void es_sgemm_portable(es_gemm_args_t a)
+// ---- the tiled engine ------------------------------------------------------------------
+
+// Row i (of TM) of thread ty's outputs: groups of V consecutive rows (V = 4
+// when TM allows: 128-bit shared loads on the GPU), the groups BM / (TM /
+// V) apart, so a warp's reads are broadcasts or consecutive addresses.
+template <int BM, int TM>
+__device__ __forceinline__ int es_tile_index(int ty, int i)
+{
+    constexpr int V = TM % 4 == 0 ? 4 : 1, TY = BM / TM;
+    return (i / V) * (TY * V) + ty * V + i % V;
+}
+
+// TM values of a shared row at the thread's indices.
+template <int BM, int TM>
+__device__ __forceinline__ void es_tile_read(const float *row, int ty, float *out)
+{
+#ifdef __CUDACC__
+    constexpr int V = TM % 4 == 0 ? 4 : 1;
+    for (int i = 0; i < TM; i += V) {
+        if (V == 4) {
+            float4 v = *reinterpret_cast<const float4 *>(row + es_tile_index<BM, TM>(ty, i));
+            out[i] = v.x, out[i + V / 4] = v.y, out[i + 2 * (V / 4)] = v.z,
+            out[i + 3 * (V / 4)] = v.w;
+        } else {
+            out[i] = row[es_tile_index<BM, TM>(ty, i)];
+        }
+    }
+#else
+    for (int i = 0; i < TM; i++)
+        out[i] = row[es_tile_index<BM, TM>(ty, i)];
+#endif
+}
+
+// P, a problem: rows(), cols(), depth() (the reduction's length);
+// a(row, t, &v) and b(t, col, &v): the operands (return 0 for a term the
+// reference skips; only when MASK_A / MASK_B); a_coords / b_coords: which
+// tile element a thread loads (consecutive threads along the operand's
+// contiguous direction); finish(row, col, acc); reduce(): 0 when no term is
+// summed (GEMM with alpha == 0). Global loads of the next tile are issued
+// before the current tile's arithmetic (registers, then shared memory).
+template <int BM, int BN, int BK, int TM, int TN, class P>
+__device__ __forceinline__ void es_tiled(const P &pb)
+{
+    constexpr int TX = BN / TN, TY = BM / TM, NT = TX * TY;
+    constexpr int LA = BM * BK / NT, LB = BK * BN / NT;
+    static_assert(BM * BK % NT == 0 && BK * BN % NT == 0, "tile loads");
+    __shared__ __align__(16) float sa[BK][BM];
+    __shared__ __align__(16) float sb[BK][BN];
+    __shared__ unsigned char ma[P::MASK_A ? BK : 1][P::MASK_A ? BM : 1];
+    __shared__ unsigned char mb[P::MASK_B ? BK : 1][P::MASK_B ? BN : 1];
+    const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x);
+    const int tx = (int)threadIdx.x, ty = (int)threadIdx.y;
+    const long long row0 = (long long)blockIdx.x * BM, col0 = (long long)blockIdx.y * BN;
+    const long long rows = pb.rows(), cols = pb.cols(), depth = pb.reduce() ? pb.depth() : 0;
+    float acc[TM][TN];
+    for (int i = 0; i < TM; i++)
+        for (int j = 0; j < TN; j++)
+            acc[i][j] = 0.0f;
+    float ra[LA], rb[LB];
+    unsigned char va[LA], vb[LB];
+    // the thread's share of the tile at depth t0 into registers
+    auto load = [&](long long t0) {
+        for (int e = 0; e < LA; e++) {
+            int r, t;
+            pb.a_coords(e * NT + tid, &r, &t);
+            va[e] = row0 + r < rows && t0 + t < depth && pb.a(row0 + r, t0 + t, &ra[e]);
+        }
+        for (int e = 0; e < LB; e++) {
+            int c, t;
+            pb.b_coords(e * NT + tid, &t, &c);
+            vb[e] = col0 + c < cols && t0 + t < depth && pb.b(t0 + t, col0 + c, &rb[e]);
+        }
+    };
+    // registers into shared memory (0 and a cleared mask where nothing is)
+    auto store = [&]() {
+        for (int e = 0; e < LA; e++) {
+            int r, t;
+            pb.a_coords(e * NT + tid, &r, &t);
+            sa[t][r] = va[e] ? ra[e] : 0.0f;
+            if (P::MASK_A)
+                ma[P::MASK_A ? t : 0][P::MASK_A ? r : 0] = va[e];
+        }
+        for (int e = 0; e < LB; e++) {
+            int c, t;
+            pb.b_coords(e * NT + tid, &t, &c);
+            sb[t][c] = vb[e] ? rb[e] : 0.0f;
+            if (P::MASK_B)
+                mb[P::MASK_B ? t : 0][P::MASK_B ? c : 0] = vb[e];
+        }
+    };
+    if (depth > 0) {
+        load(0);
+        store();
+        __syncthreads();
+    }
+    for (long long t0 = 0; t0 < depth; t0 += BK) {
+        const int more = t0 + BK < depth;
+        if (more)
+            load(t0 + BK);
+        // only the tile's real depth: no term past the end
+        const int kt = depth - t0 < BK ? (int)(depth - t0) : BK;
+        for (int t = 0; t < kt; t++) {
+            float av[TM], bv[TN];
+            es_tile_read<BM, TM>(sa[t], ty, av);
+            es_tile_read<BN, TN>(sb[t], tx, bv);
+            if (!P::MASK_A && !P::MASK_B) {
+                for (int i = 0; i < TM; i++)
+                    for (int j = 0; j < TN; j++)
+                        acc[i][j] = ES_FMA(av[i], bv[j], acc[i][j]);
+            } else {
+                unsigned char on_a[TM], on_b[TN];
+                for (int i = 0; i < TM; i++)
+                    on_a[i] = !P::MASK_A ||
+                              ma[P::MASK_A ? t : 0][P::MASK_A ? es_tile_index<BM, TM>(ty, i) : 0];
+                for (int j = 0; j < TN; j++)
+                    on_b[j] = !P::MASK_B ||
+                              mb[P::MASK_B ? t : 0][P::MASK_B ? es_tile_index<BN, TN>(tx, j) : 0];
+                for (int i = 0; i < TM; i++)
+                    for (int j = 0; j < TN; j++)
+                        if (on_a[i] && on_b[j])
+                            acc[i][j] = ES_FMA(av[i], bv[j], acc[i][j]);
+            }
+        }
+        if (more) {
+            __syncthreads();
+            store();
+            __syncthreads();
+        }
+    }
+    for (int i = 0; i < TM; i++)
+        for (int j = 0; j < TN; j++) {
+            long long r = row0 + es_tile_index<BM, TM>(ty, i);
+            long long c = col0 + es_tile_index<BN, TN>(tx, j);
+            if (r < rows && c < cols)
+                pb.finish(r, c, acc[i][j]);
+        }
+}
+
+// ---- GEMM ------------------------------------------------------------------------------
+
+// DT: the operands' type when the kernel is specialised for it (ES_DT_F32:
+// the loads are plain float loads), -1 for the types in the arguments.
+template <int BM, int BN, int BK, int DT>
+struct es_gemm_problem {
+    static constexpr bool MASK_A = false, MASK_B = false;
+    const es_gemm_args_t *g;
+    long long batch;
+    __device__ long long rows() const { return g->m; }
+    __device__ long long cols() const { return g->n; }
+    __device__ long long depth() const { return g->k; }
+    __device__ int reduce() const { return (g->palpha ? *g->palpha : g->alpha) != 0.0f; }
+    // A(i, p) is A[i + p lda] (N: i contiguous) or A[p + i lda] (T)
+    __device__ void a_coords(int idx, int *r, int *t) const
+    {
+        if (g->ta) {
+            *t = idx % BK, *r = idx / BK;
+        } else {
+            *r = idx % BM, *t = idx / BM;
+        }
+    }
+    // B(p, j) is B[p + j ldb] (N: p contiguous) or B[j + p ldb] (T)
+    __device__ void b_coords(int idx, int *t, int *c) const
+    {
+        if (g->tb) {
+            *c = idx % BN, *t = idx / BN;
+        } else {
+            *t = idx % BK, *c = idx / BK;
+        }
+    }
+    __device__ int a(long long i, long long p, float *v) const
+    {
+        *v = es_ld(g->A, batch * g->sA + (g->ta ? p + i * g->lda : i + p * g->lda),
+                   DT >= 0 ? DT : g->at);
+        return 1;
+    }
+    __device__ int b(long long p, long long j, float *v) const
+    {
+        *v = es_ld(g->B, batch * g->sB + (g->tb ? j + p * g->ldb : p + j * g->ldb),
+                   DT >= 0 ? DT : g->bt);
+        return 1;
+    }
+    __device__ void finish(long long i, long long j, float acc) const
+    {
+        es_gemm_finish(g, i, j, batch, acc);
+    }
+};
+
+#define ES_GEMM_TILED(name, BM, BN, BK, TM, TN)                                          \
+    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN)) CUCPU_HOT         \
+    name(es_gemm_args_t a)                                                                \
+    {                                                                                     \
+        if (a.at == ES_DT_F32 && a.bt == ES_DT_F32) {                                     \
+            es_gemm_problem<BM, BN, BK, ES_DT_F32> pb;                                    \
+            pb.g = &a;                                                                    \
+            pb.batch = blockIdx.z;                                                        \
+            es_tiled<BM, BN, BK, TM, TN>(pb);                                             \
+        } else {                                                                          \
+            es_gemm_problem<BM, BN, BK, -1> pb;                                           \
+            pb.g = &a;                                                                    \
+            pb.batch = blockIdx.z;                                                        \
+            es_tiled<BM, BN, BK, TM, TN>(pb);                                             \
+        }                                                                                 \
+    }                                                                                     \
+    CUCPU_EXPORT(name)
+
+ES_GEMM_TILED(es_gemm_tiled_l, ES_GEMM_L_BM, ES_GEMM_L_BN, ES_GEMM_L_BK, ES_GEMM_L_TM,
+              ES_GEMM_L_TN)
+ES_GEMM_TILED(es_gemm_tiled_s, ES_GEMM_S_BM, ES_GEMM_S_BN, ES_GEMM_S_BK, ES_GEMM_S_TM,
+              ES_GEMM_S_TN)
+
+// ---- convolutions -----------------------------------------------------------------------
+
+// Forward: rows (n, p, q), columns k of group blockIdx.z, t = (c, r, s).
+template <int BM, int BN, int BK, int DT>
+struct es_conv_fwd_problem {
+    static constexpr bool MASK_A = true, MASK_B = false;
+    const es_conv_args_t *c;
+    int g;
+    __device__ long long rows() const { return (long long)c->n * c->p * c->q; }
+    __device__ long long cols() const { return c->k / c->groups; }
+    __device__ long long depth() const { return (long long)(c->c / c->groups) * c->r * c->s; }
+    __device__ int reduce() const { return 1; }
+    __device__ void a_coords(int idx, int *r, int *t) const { *r = idx % BM, *t = idx / BM; }
+    __device__ void b_coords(int idx, int *t, int *col) const { *t = idx % BK, *col = idx / BK; }
+    __device__ int a(long long row, long long t, float *v) const
+    {
+        int q = (int)(row % c->q), p = (int)(row / c->q % c->p), n = (int)(row / c->q / c->p);
+        int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r), cc = (int)(t / c->s / c->r);
+        int hh = p * c->u - c->pad_h + rr * c->dil_h, ww = q * c->v - c->pad_w + ss * c->dil_w;
+        if (hh < 0 || hh >= c->h || ww < 0 || ww >= c->w)
+            return 0;
+        long long ch = (long long)g * (c->c / c->groups) + cc;
+        *v = es_ld(c->in0, n * c->xs_n + ch * c->xs_c + hh * c->xs_h + ww * c->xs_w,
+                   DT >= 0 ? DT : c->t_in0);
+        return 1;
+    }
+    __device__ int b(long long t, long long col, float *v) const
+    {
+        int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r), cc = (int)(t / c->s / c->r);
+        int fr = c->flip ? c->r - 1 - rr : rr, fs = c->flip ? c->s - 1 - ss : ss;
+        long long k = (long long)g * (c->k / c->groups) + col;
+        *v = es_ld(c->in1, k * c->ws_k + cc * c->ws_c + fr * c->ws_r + fs * c->ws_s,
+                   DT >= 0 ? DT : c->t_in1);
+        return 1;
+    }
+    __device__ void finish(long long row, long long col, float acc) const
+    {
+        long long q = row % c->q, p = row / c->q % c->p, n = row / c->q / c->p;
+        es_conv_fwd_finish(c, n, (long long)g * (c->k / c->groups) + col, p, q, acc);
+    }
+};
+
+// Backward data: rows (n, h, w), columns c of group blockIdx.z, t = (k, r, s).
+template <int BM, int BN, int BK, int DT>
+struct es_conv_bwd_data_problem {
+    static constexpr bool MASK_A = true, MASK_B = false;
+    const es_conv_args_t *c;
+    int g;
+    __device__ long long rows() const { return (long long)c->n * c->h * c->w; }
+    __device__ long long cols() const { return c->c / c->groups; }
+    __device__ long long depth() const { return (long long)(c->k / c->groups) * c->r * c->s; }
+    __device__ int reduce() const { return 1; }
+    __device__ void a_coords(int idx, int *r, int *t) const { *r = idx % BM, *t = idx / BM; }
+    __device__ void b_coords(int idx, int *t, int *col) const { *t = idx % BK, *col = idx / BK; }
+    __device__ int a(long long row, long long t, float *v) const
+    {
+        int w = (int)(row % c->w), h = (int)(row / c->w % c->h), n = (int)(row / c->w / c->h);
+        int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r), kk = (int)(t / c->s / c->r);
+        int th = h + c->pad_h - rr * c->dil_h, tw = w + c->pad_w - ss * c->dil_w;
+        if (th < 0 || th % c->u || th / c->u >= c->p || tw < 0 || tw % c->v || tw / c->v >= c->q)
+            return 0;
+        long long k = (long long)g * (c->k / c->groups) + kk;
+        long long o = n * c->ys_n + k * c->ys_k + (th / c->u) * c->ys_p + (tw / c->v) * c->ys_q;
+        *v = es_ld(c->in0, o, DT >= 0 ? DT : c->t_in0);
+        return 1;
+    }
+    __device__ int b(long long t, long long col, float *v) const
+    {
+        int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r), kk = (int)(t / c->s / c->r);
+        int fr = c->flip ? c->r - 1 - rr : rr, fs = c->flip ? c->s - 1 - ss : ss;
+        long long k = (long long)g * (c->k / c->groups) + kk;
+        *v = es_ld(c->in1, k * c->ws_k + col * c->ws_c + fr * c->ws_r + fs * c->ws_s,
+                   DT >= 0 ? DT : c->t_in1);
+        return 1;
+    }
+    __device__ void finish(long long row, long long col, float acc) const
+    {
+        long long w = row % c->w, h = row / c->w % c->h, n = row / c->w / c->h;
+        es_conv_bwd_data_finish(c, n, (long long)g * (c->c / c->groups) + col, h, w, acc);
+    }
+};
+
+// Backward filter: rows k of group blockIdx.z, columns (c, r, s) of the
+// filter, t = (n, p, q).
+template <int BM, int BN, int BK, int DT>
+struct es_conv_bwd_filter_problem {
+    static constexpr bool MASK_A = false, MASK_B = true;
+    const es_conv_args_t *c;
+    int g;
+    __device__ long long rows() const { return c->k / c->groups; }
+    __device__ long long cols() const { return (long long)(c->c / c->groups) * c->r * c->s; }
+    __device__ long long depth() const { return (long long)c->n * c->p * c->q; }
+    __device__ int reduce() const { return 1; }
+    __device__ void a_coords(int idx, int *r, int *t) const { *t = idx % BK, *r = idx / BK; }
+    __device__ void b_coords(int idx, int *t, int *col) const { *t = idx % BK, *col = idx / BK; }
+    __device__ int a(long long row, long long t, float *v) const
+    {
+        long long q = t % c->q, p = t / c->q % c->p, n = t / c->q / c->p;
+        long long k = (long long)g * (c->k / c->groups) + row;
+        *v = es_ld(c->in1, n * c->ys_n + k * c->ys_k + p * c->ys_p + q * c->ys_q,
+                   DT >= 0 ? DT : c->t_in1);
+        return 1;
+    }
+    __device__ int b(long long t, long long col, float *v) const
+    {
+        int q = (int)(t % c->q), p = (int)(t / c->q % c->p), n = (int)(t / c->q / c->p);
+        int fs = (int)(col % c->s), fr = (int)(col / c->s % c->r), cc = (int)(col / c->s / c->r);
+        int rr = c->flip ? c->r - 1 - fr : fr, ss = c->flip ? c->s - 1 - fs : fs;
+        int hh = p * c->u - c->pad_h + rr * c->dil_h, ww = q * c->v - c->pad_w + ss * c->dil_w;
+        if (hh < 0 || hh >= c->h || ww < 0 || ww >= c->w)
+            return 0;
+        long long ch = (long long)g * (c->c / c->groups) + cc;
+        *v = es_ld(c->in0, n * c->xs_n + ch * c->xs_c + hh * c->xs_h + ww * c->xs_w,
+                   DT >= 0 ? DT : c->t_in0);
+        return 1;
+    }
+    __device__ void finish(long long row, long long col, float acc) const
+    {
+        long long fs = col % c->s, fr = col / c->s % c->r, cc = col / c->s / c->r;
+        es_conv_bwd_filter_finish(c, (long long)g * (c->k / c->groups) + row, cc, fr, fs, acc);
+    }
+};
+
+#define ES_CONV_TILED(name, problem)                                                      \
+    extern "C" __global__ void __launch_bounds__((ES_CONV_BM / ES_CONV_TM) *               \
+                                                 (ES_CONV_BN / ES_CONV_TN)) CUCPU_HOT      \
+    name(es_conv_args_t a)                                                                \
+    {                                                                                     \
+        if (a.t_in0 == ES_DT_F32 && a.t_in1 == ES_DT_F32) {                               \
+            problem<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_DT_F32> pb;                    \
+            pb.c = &a;                                                                    \
+            pb.g = (int)blockIdx.z;                                                       \
+            es_tiled<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_CONV_TM, ES_CONV_TN>(pb);     \
+        } else {                                                                          \
+            problem<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, -1> pb;                           \
+            pb.c = &a;                                                                    \
+            pb.g = (int)blockIdx.z;                                                       \
+            es_tiled<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_CONV_TM, ES_CONV_TN>(pb);     \
+        }                                                                                 \
+    }                                                                                     \
+    CUCPU_EXPORT(name)
+
+ES_CONV_TILED(es_conv_fwd_tiled, es_conv_fwd_problem)
+ES_CONV_TILED(es_conv_bwd_data_tiled, es_conv_bwd_data_problem)
+ES_CONV_TILED(es_conv_bwd_filter_tiled, es_conv_bwd_filter_problem)
+
+// ---- per-element reference kernels and the bias gradient --------------------------------
+
+extern "C" __global__ void es_gemm_portable(es_gemm_args_t a)
 {
     long long i = (long long)blockIdx.x * ES_GEMM_TILE + threadIdx.x;
     long long j = (long long)blockIdx.y * ES_GEMM_TILE + threadIdx.y;
     if (i < a.m && j < a.n)
         es_gemm_elem(&a, i, j, blockIdx.z);
 }
+CUCPU_EXPORT(es_gemm_portable)
 
-#define ES_CONV_KERNEL(name, elem)                                                    \
-    extern "C" __global__ void name(es_conv_args_t a)                                  \
-    {                                                                                  \
-        long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;               \
-        if (idx < a.total)                                                             \
-            elem(&a, idx);                                                             \
-    }
+#define ES_CONV_KERNEL(name, elem)                                                        \
+    extern "C" __global__ void name(es_conv_args_t a)                                      \
+    {                                                                                      \
+        long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;                   \
+        if (idx < a.total)                                                                 \
+            elem(&a, idx);                                                                 \
+    }                                                                                      \
+    CUCPU_EXPORT(name)
 ES_CONV_KERNEL(es_conv_fwd_portable, es_conv_fwd_elem)
 ES_CONV_KERNEL(es_conv_bwd_data_portable, es_conv_bwd_data_elem)
 ES_CONV_KERNEL(es_conv_bwd_filter_portable, es_conv_bwd_filter_elem)
+
+extern "C" __global__ void es_bgrad_portable(es_bgrad_args_t a)
+{
+    long long x = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (x < a.len)
+        es_bgrad_elem(&a, x, blockIdx.y);
+}
+CUCPU_EXPORT(es_bgrad_portable)

@@ -1,23 +1,41 @@
-/* d2's portable kernels, one source for the GPU (kernels/portable.cu, nvcc)
- * and for simcuda's twins (kernels/portable_twin.c, gcc -ffp-contract=off):
- * each output element is computed by ES_* element functions below, whose
- * float operations are spelled out (correctly rounded fused multiply-add,
- * multiply), so both compilers produce the same bits on every GPU model.
+/* d2's portable kernels: the kernel argument structures and the reference
+ * element functions, one source for the GPU and for simcuda's twin
+ * (kernels/portable.cu, built by nvcc and through the CUDA-on-CPU layer;
+ * its tiled kernels keep each element's order and end with the finishing
+ * functions below) and for the tests (which compute the expected bits with
+ * these functions on the host). Every float
+ * operation is spelled out (correctly rounded fused multiply-add, multiply,
+ * add; 16-bit conversions in integer arithmetic), so every compiler and
+ * every GPU model produce the same bits.
  *
- * Order: a GEMM element sums k ascending; a convolution forward element
- * sums (input channel, filter row, filter column) ascending, backward data
- * (output channel, row, column), backward filter (image, output row, output
- * column); then out = alpha * sum, and when beta != 0,
- * out = fma(beta, old out, alpha * sum) (beta == 0: out is not read, so NaN
- * in it does not propagate; a GEMM with alpha == 0 reads neither A nor B,
- * as BLAS specifies). Out-of-range taps are skipped. Indices are 64-bit
- * (lda * k and batch strides may pass 2^31).
+ * Data types: fp32, fp16 and bf16 operands (ES_DT_*), widened exactly to
+ * fp32; accumulation always in fp32; results rounded once to the output's
+ * type (round to nearest even; NaN stays a quiet NaN with its sign and top
+ * payload bits).
+ *
+ * Order (the documented one; any faster kernel must keep it per element):
+ *   GEMM element (i, j): acc = 0; for p = 0 .. k-1 ascending:
+ *     acc = fma(A(i,p), B(p,j), acc); then r = alpha * acc, and when
+ *     beta != 0, r = fma(beta, C(i,j), r) (beta == 0: C is not read, so a
+ *     NaN in it does not propagate; alpha == 0: A and B are not read, as
+ *     BLAS specifies); then the epilogue (below); then C(i,j) = round(r).
+ *   Convolution forward element: the sum over (input channel of the group,
+ *     filter row, filter column) ascending; backward data: over (output
+ *     channel of the group, row, column); backward filter: over (image,
+ *     output row, output column); each term acc = fma(a, b, acc); taps
+ *     outside the image are skipped (not added as zero); then as GEMM:
+ *     alpha, beta, epilogue, store.
+ *   Epilogue steps, in order (ES_EP_*): ADD r = a1 * r + a2 * b (two
+ *     rounded products, one rounded sum; b broadcast through its strides,
+ *     0 along a broadcast dimension), RELU r = r > 0 ? r : 0 (NaN kept),
+ *     CLIP r = min(max(r, 0), hi) (NaN kept), BIAS (GEMM: r = r + bias[i],
+ *     the cuBLASLt bias epilogue), GELU (GEMM: the tanh form
+ *     0.5 r (1 + tanh(sqrt(2/pi) (r + 0.044715 r^3))), every operation
+ *     spelled out, tanh computed by es_tanh below).
+ * Indices are 64-bit (lda * k and batch strides may pass 2^31).
  *
  * Kernel arguments are one struct passed by value (the same layout for the
- * host, the device and the twin). Launch shapes: GEMM 16x16 blocks over
- * (m, n), grid.z = batch (kernels/gemm.c cuts n and batch into launches
- * within CUDA's 65535 limit of grid.y / grid.z); convolutions 1-D, ES_CONV_BLOCK threads a block,
- * one thread per output element.
+ * host, the device and the twin).
  */
 #ifndef ES_PORTABLE_KERNELS_H
 #define ES_PORTABLE_KERNELS_H
@@ -26,58 +44,340 @@
 #define ES_HD __device__ __forceinline__
 #define ES_FMA(a, b, c) __fmaf_rn((a), (b), (c))
 #define ES_MUL(a, b) __fmul_rn((a), (b))
+#define ES_ADD(a, b) __fadd_rn((a), (b))
+#define ES_DIV(a, b) __fdiv_rn((a), (b))
 #else
 #include <math.h>
+#include <string.h>
 #define ES_HD static inline
 #define ES_FMA(a, b, c) fmaf((a), (b), (c))
 #define ES_MUL(a, b) ((a) * (b))
+#define ES_ADD(a, b) ((a) + (b))
+#define ES_DIV(a, b) ((a) / (b))
 #endif
 
 #define ES_GEMM_TILE 16
 #define ES_CONV_BLOCK 256
+#define ES_MAX_EP 4
+
+/* The tiled kernels' shapes (kernels/portable.cu): a block computes BM x BN
+ * outputs, reduced BK terms per shared-memory tile, TM x TN per thread;
+ * blocks of (BN / TN, BM / TM) threads. Large GEMMs, small ones and the
+ * convolutions (implicit GEMMs). */
+#define ES_GEMM_L_BM 128
+#define ES_GEMM_L_BN 128
+#define ES_GEMM_L_BK 8
+#define ES_GEMM_L_TM 8
+#define ES_GEMM_L_TN 8
+#define ES_GEMM_S_BM 32
+#define ES_GEMM_S_BN 32
+#define ES_GEMM_S_BK 16
+#define ES_GEMM_S_TM 4
+#define ES_GEMM_S_TN 4
+#define ES_CONV_BM 64
+#define ES_CONV_BN 32
+#define ES_CONV_BK 16
+#define ES_CONV_TM 4
+#define ES_CONV_TN 2
+
+/* Operand data types. */
+enum { ES_DT_F32 = 0, ES_DT_F16 = 1, ES_DT_BF16 = 2 };
+/* Epilogue steps. */
+enum { ES_EP_NONE = 0, ES_EP_ADD, ES_EP_RELU, ES_EP_CLIP, ES_EP_BIAS, ES_EP_GELU };
+
+typedef struct es_ep {
+    int op;                 /* ES_EP_* */
+    int dt;                 /* b's data type (ADD, BIAS) */
+    float a1, a2, hi;       /* ADD: a1 * r + a2 * b; CLIP: upper bound */
+    const void *b;          /* ADD: the tensor; BIAS: the vector (one per row i) */
+    long long bs_n, bs_k, bs_p, bs_q; /* ADD: b's strides over y's (n, k, p, q), 0 if broadcast */
+} es_ep_t;
 
 typedef struct es_gemm_args {
-    const float *A, *B;
-    float *C;
+    const void *A, *B, *C; /* C: read when beta != 0 */
+    void *D;               /* the result (cuBLAS: D = C) */
     const float *palpha, *pbeta; /* device pointer mode: read here (else NULL) */
-    long long sA, sB, sC;  /* batch strides (elements) */
-    int ta, tb, m, n, k, lda, ldb, ldc;
+    long long sA, sB, sC, sD;    /* batch strides (elements) */
+    int ta, tb, m, n, k, lda, ldb, ldc, ldd;
+    int at, bt, ct, dt;    /* ES_DT_* of A, B, C, D */
     float alpha, beta;
+    int nep;
+    es_ep_t ep[ES_MAX_EP]; /* GEMM epilogues: BIAS (bs_n: batch stride), RELU, GELU */
 } es_gemm_args_t;
 
+/* The bias gradient of cuBLASLt's BGRADA / BGRADB epilogues: g[x] = sum
+ * over p ascending of op(A)(x, p) (rows, BGRADA) or op(B)(p, x) (columns,
+ * BGRADB), one rounded add per term, stored in g's type. */
+typedef struct es_bgrad_args {
+    const void *M;          /* A (rows) or B (columns) */
+    void *g;
+    long long sM, sg;       /* batch strides */
+    long long len;          /* m (BGRADA) or n (BGRADB) */
+    int k, ld, trans, rows; /* rows: 1 for op(A) rows, 0 for op(B) columns */
+    int mt, gt;             /* ES_DT_* of M and g */
+} es_bgrad_args_t;
+
 typedef struct es_conv_args {
-    const float *in0, *in1; /* fwd: x, w; bwd data: dy, w; bwd filter: x, dy */
-    float *out;             /* fwd: y; bwd data: dx; bwd filter: dw */
+    const void *in0, *in1; /* fwd: x, w; bwd data: dy, w; bwd filter: x, dy */
+    void *out;             /* fwd: y; bwd data: dx; bwd filter: dw */
+    int t_in0, t_in1, t_out; /* ES_DT_* of in0, in1, out */
     long long xs_n, xs_c, xs_h, xs_w; /* x (and dx) strides */
     long long ys_n, ys_k, ys_p, ys_q; /* y (and dy) strides */
+    long long ws_k, ws_c, ws_r, ws_s; /* w (and dw) strides */
     long long total;        /* output elements */
     int n, c, h, w;         /* x */
     int k, p, q;            /* y: n x k x p x q */
-    int r, s;               /* filter: k x (c / groups) x r x s, packed */
+    int r, s;               /* filter: k x (c / groups) x r x s */
     int pad_h, pad_w, u, v, dil_h, dil_w, flip, groups;
     float alpha, beta;
+    int nep;
+    es_ep_t ep[ES_MAX_EP]; /* forward only: ADD, RELU, CLIP */
 } es_conv_args_t;
 
-ES_HD void es_store(float *o, float alpha, float acc, float beta)
+/* ---- 16-bit formats ---------------------------------------------------------------- */
+
+ES_HD unsigned es_fbits(float f)
+{
+#ifdef __CUDACC__
+    return __float_as_uint(f);
+#else
+    unsigned u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+#endif
+}
+
+ES_HD float es_bitsf(unsigned u)
+{
+#ifdef __CUDACC__
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+#endif
+}
+
+ES_HD float es_h2f(unsigned short h)
+{
+    unsigned sign = (unsigned)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    if (exp == 0x1fu)
+        return es_bitsf(sign | 0x7f800000u | (man << 13));
+    if (exp != 0)
+        return es_bitsf(sign | ((exp + 112u) << 23) | (man << 13));
+    if (man == 0)
+        return es_bitsf(sign);
+    unsigned e = 113u; /* subnormal: normalise */
+    while (!(man & 0x400u)) {
+        man <<= 1;
+        e--;
+    }
+    return es_bitsf(sign | (e << 23) | ((man & 0x3ffu) << 13));
+}
+
+ES_HD unsigned short es_f2h(float f)
+{
+    unsigned x = es_fbits(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) /* NaN: quiet, sign and top payload bits kept */
+        return (unsigned short)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+    if (ax >= 0x477ff000u) /* 65520 and above (and infinity): infinity */
+        return (unsigned short)(sign | 0x7c00u);
+    if (ax >= 0x38800000u) { /* normal half: round at bit 13, ties to even */
+        unsigned r = ax + 0xfffu + ((ax >> 13) & 1u);
+        return (unsigned short)(sign | ((r >> 13) - (112u << 10)));
+    }
+    if (ax <= 0x33000000u) /* at most 2^-25: zero */
+        return (unsigned short)sign;
+    unsigned e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u, s = 126u - e; /* quantum 2^-24 */
+    unsigned q = m >> s, rem = m & ((1u << s) - 1u), half = 1u << (s - 1u);
+    if (rem > half || (rem == half && (q & 1u)))
+        q++;
+    return (unsigned short)(sign | q);
+}
+
+ES_HD float es_bf2f(unsigned short h)
+{
+    return es_bitsf((unsigned)h << 16);
+}
+
+ES_HD unsigned short es_f2bf(float f)
+{
+    unsigned x = es_fbits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (unsigned short)((x >> 16) | 0x40u);
+    return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+ES_HD float es_ld(const void *p, long long i, int dt)
+{
+    if (dt == ES_DT_F16)
+        return es_h2f(((const unsigned short *)p)[i]);
+    if (dt == ES_DT_BF16)
+        return es_bf2f(((const unsigned short *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+ES_HD void es_st(void *p, long long i, int dt, float v)
+{
+    if (dt == ES_DT_F16)
+        ((unsigned short *)p)[i] = es_f2h(v);
+    else if (dt == ES_DT_BF16)
+        ((unsigned short *)p)[i] = es_f2bf(v);
+    else
+        ((float *)p)[i] = v;
+}
+
+/* ---- epilogue -------------------------------------------------------------------- */
+
+/* tanh(x) = 1 - 2 / (exp(2x) + 1) with exp from 2^(x log2 e) split into an
+ * integer power and a degree-6 polynomial on [-0.5, 0.5], every operation
+ * correctly rounded: the same bits everywhere (never the libm or device
+ * tanhf, whose last bits differ). Saturates beyond |x| > 9. */
+ES_HD float es_exp_poly(float x)
+{
+    float t = ES_MUL(x, 1.44269504f);
+    float n = t >= 0.0f ? (float)(int)ES_ADD(t, 0.5f) : -(float)(int)ES_ADD(-t, 0.5f);
+    float f = ES_FMA(n, -0.693145752f, x);
+    f = ES_FMA(n, -1.42860677e-6f, f);
+    float p = 1.38888889e-3f;
+    p = ES_FMA(p, f, 8.33333333e-3f);
+    p = ES_FMA(p, f, 4.16666667e-2f);
+    p = ES_FMA(p, f, 1.66666667e-1f);
+    p = ES_FMA(p, f, 0.5f);
+    p = ES_FMA(p, f, 1.0f);
+    p = ES_FMA(p, f, 1.0f);
+    return ES_MUL(p, es_bitsf((unsigned)((int)n + 127) << 23));
+}
+
+ES_HD float es_tanh(float x)
+{
+    if (x != x)
+        return x;
+    if (x > 9.0f)
+        return 1.0f;
+    if (x < -9.0f)
+        return -1.0f;
+    float e = es_exp_poly(ES_MUL(2.0f, x));
+    return ES_ADD(1.0f, -ES_DIV(2.0f, ES_ADD(e, 1.0f)));
+}
+
+ES_HD float es_gelu(float r)
+{
+    float r3 = ES_MUL(ES_MUL(r, r), r);
+    float in = ES_MUL(0.797884561f, ES_FMA(0.044715f, r3, r));
+    return ES_MUL(ES_MUL(0.5f, r), ES_ADD(1.0f, es_tanh(in)));
+}
+
+ES_HD float es_relu(float r)
+{
+    return r > 0.0f ? r : (r != r ? r : 0.0f);
+}
+
+/* The epilogue of an output element: (n, k, p, q) locate an ADD operand,
+ * row is the GEMM row for BIAS. */
+ES_HD float es_epilogue(const es_ep_t *ep, int nep, float r, long long n, long long k,
+                        long long p, long long q, long long row)
+{
+    for (int i = 0; i < nep; i++) {
+        const es_ep_t *e = &ep[i];
+        switch (e->op) {
+        case ES_EP_ADD: {
+            float b = es_ld(e->b, n * e->bs_n + k * e->bs_k + p * e->bs_p + q * e->bs_q, e->dt);
+            r = ES_ADD(ES_MUL(e->a1, r), ES_MUL(e->a2, b));
+            break;
+        }
+        case ES_EP_RELU:
+            r = es_relu(r);
+            break;
+        case ES_EP_CLIP:
+            r = es_relu(r);
+            r = r > e->hi ? e->hi : r;
+            break;
+        case ES_EP_BIAS: /* n: the batch */
+            r = ES_ADD(r, es_ld(e->b, n * e->bs_n + row, e->dt));
+            break;
+        case ES_EP_GELU:
+            r = es_gelu(r);
+            break;
+        default:
+            break;
+        }
+    }
+    return r;
+}
+
+/* ---- reference element functions --------------------------------------------------- */
+
+/* r = alpha * acc, blended with the old value when beta != 0. */
+ES_HD float es_blend(const void *o, long long oi, int dt, float alpha, float acc, float beta)
 {
     float r = ES_MUL(alpha, acc);
     if (beta != 0.0f)
-        r = ES_FMA(beta, *o, r);
-    *o = r;
+        r = ES_FMA(beta, es_ld(o, oi, dt), r);
+    return r;
+}
+
+/* Element (i, j) of batch b from its sum acc: alpha, beta, epilogue, store. */
+ES_HD void es_gemm_finish(const es_gemm_args_t *a, long long i, long long j, long long b,
+                          float acc)
+{
+    float alpha = a->palpha ? *a->palpha : a->alpha, beta = a->pbeta ? *a->pbeta : a->beta;
+    float r = es_blend(a->C, b * a->sC + i + j * a->ldc, a->ct, alpha, acc, beta);
+    r = es_epilogue(a->ep, a->nep, r, b, 0, 0, 0, i);
+    es_st(a->D, b * a->sD + i + j * a->ldd, a->dt, r);
 }
 
 ES_HD void es_gemm_elem(const es_gemm_args_t *a, long long i, long long j, long long b)
 {
-    const float *A = a->A + b * a->sA, *B = a->B + b * a->sB;
-    float alpha = a->palpha ? *a->palpha : a->alpha, beta = a->pbeta ? *a->pbeta : a->beta;
+    long long ao = b * a->sA, bo = b * a->sB;
+    float alpha = a->palpha ? *a->palpha : a->alpha;
     float acc = 0.0f;
     /* alpha == 0: A and B are not read (BLAS: they need not be set) */
     for (int p = 0; alpha != 0.0f && p < a->k; p++) {
-        float x = a->ta ? A[p + i * a->lda] : A[i + (long long)p * a->lda];
-        float y = a->tb ? B[j + (long long)p * a->ldb] : B[p + j * a->ldb];
+        float x = es_ld(a->A, ao + (a->ta ? p + i * a->lda : i + (long long)p * a->lda), a->at);
+        float y = es_ld(a->B, bo + (a->tb ? j + (long long)p * a->ldb : p + j * a->ldb), a->bt);
         acc = ES_FMA(x, y, acc);
     }
-    es_store(a->C + b * a->sC + i + j * a->ldc, alpha, acc, beta);
+    es_gemm_finish(a, i, j, b, acc);
+}
+
+ES_HD void es_bgrad_elem(const es_bgrad_args_t *a, long long x, long long b)
+{
+    float s = 0.0f;
+    for (int p = 0; p < a->k; p++) {
+        /* rows of op(A): A(x, p) is A[x + p ld] (N) or A[p + x ld] (T);
+         * columns of op(B): B(p, x) is B[p + x ld] (N) or B[x + p ld] (T) */
+        int xm = a->rows ? !a->trans : a->trans; /* x runs along M's leading dimension */
+        long long o = xm ? x + (long long)p * a->ld : p + x * a->ld;
+        s = ES_ADD(s, es_ld(a->M, b * a->sM + o, a->mt));
+    }
+    es_st(a->g, b * a->sg + x, a->gt, s);
+}
+
+/* The finishing steps of a convolution output element from its sum acc
+ * (forward: y at (n, k, p, q), with the epilogue; backward data: dx at
+ * (n, c, h, w); backward filter: dw at (k, c of the group, r, s)). */
+ES_HD void es_conv_fwd_finish(const es_conv_args_t *a, long long n, long long k, long long p,
+                              long long q, float acc)
+{
+    long long o = n * a->ys_n + k * a->ys_k + p * a->ys_p + q * a->ys_q;
+    float r = es_blend(a->out, o, a->t_out, a->alpha, acc, a->beta);
+    r = es_epilogue(a->ep, a->nep, r, n, k, p, q, 0);
+    es_st(a->out, o, a->t_out, r);
+}
+
+ES_HD void es_conv_bwd_data_finish(const es_conv_args_t *a, long long n, long long c,
+                                   long long h, long long w, float acc)
+{
+    long long o = n * a->xs_n + c * a->xs_c + h * a->xs_h + w * a->xs_w;
+    es_st(a->out, o, a->t_out, es_blend(a->out, o, a->t_out, a->alpha, acc, a->beta));
+}
+
+ES_HD void es_conv_bwd_filter_finish(const es_conv_args_t *a, long long k, long long cc,
+                                     long long fr, long long fs, float acc)
+{
+    long long o = k * a->ws_k + cc * a->ws_c + fr * a->ws_r + fs * a->ws_s;
+    es_st(a->out, o, a->t_out, es_blend(a->out, o, a->t_out, a->alpha, acc, a->beta));
 }
 
 ES_HD void es_conv_fwd_elem(const es_conv_args_t *a, long long idx)
@@ -102,14 +402,15 @@ ES_HD void es_conv_fwd_elem(const es_conv_args_t *a, long long idx)
                 if (ww < 0 || ww >= a->w)
                     continue;
                 int fs = a->flip ? a->s - 1 - ss : ss;
-                float x = a->in0[n * a->xs_n + c * a->xs_c + hh * a->xs_h + ww * a->xs_w];
-                float f = a->in1[(((long long)k * cpg + cc) * a->r + fr) * a->s + fs];
+                float x = es_ld(a->in0, n * a->xs_n + c * a->xs_c + hh * a->xs_h + ww * a->xs_w,
+                                a->t_in0);
+                float f = es_ld(a->in1, k * a->ws_k + cc * a->ws_c + fr * a->ws_r + fs * a->ws_s,
+                                a->t_in1);
                 acc = ES_FMA(x, f, acc);
             }
         }
     }
-    es_store(a->out + n * a->ys_n + k * a->ys_k + p * a->ys_p + q * a->ys_q, a->alpha, acc,
-             a->beta);
+    es_conv_fwd_finish(a, n, k, p, q, acc);
 }
 
 ES_HD void es_conv_bwd_data_elem(const es_conv_args_t *a, long long idx)
@@ -140,14 +441,15 @@ ES_HD void es_conv_bwd_data_elem(const es_conv_args_t *a, long long idx)
                 if (q >= a->q)
                     continue;
                 int fs = a->flip ? a->s - 1 - ss : ss;
-                float dy = a->in0[n * a->ys_n + k * a->ys_k + p * a->ys_p + q * a->ys_q];
-                float f = a->in1[(((long long)k * cpg + cc) * a->r + fr) * a->s + fs];
+                float dy = es_ld(a->in0, n * a->ys_n + k * a->ys_k + p * a->ys_p + q * a->ys_q,
+                                 a->t_in0);
+                float f = es_ld(a->in1, k * a->ws_k + cc * a->ws_c + fr * a->ws_r + fs * a->ws_s,
+                                a->t_in1);
                 acc = ES_FMA(dy, f, acc);
             }
         }
     }
-    es_store(a->out + n * a->xs_n + c * a->xs_c + h * a->xs_h + w * a->xs_w, a->alpha, acc,
-             a->beta);
+    es_conv_bwd_data_finish(a, n, c, h, w, acc);
 }
 
 ES_HD void es_conv_bwd_filter_elem(const es_conv_args_t *a, long long idx)
@@ -171,12 +473,14 @@ ES_HD void es_conv_bwd_filter_elem(const es_conv_args_t *a, long long idx)
                 int ww = q * a->v - a->pad_w + ss * a->dil_w;
                 if (ww < 0 || ww >= a->w)
                     continue;
-                float x = a->in0[n * a->xs_n + c * a->xs_c + hh * a->xs_h + ww * a->xs_w];
-                float dy = a->in1[n * a->ys_n + k * a->ys_k + p * a->ys_p + q * a->ys_q];
+                float x = es_ld(a->in0, n * a->xs_n + c * a->xs_c + hh * a->xs_h + ww * a->xs_w,
+                                a->t_in0);
+                float dy = es_ld(a->in1, n * a->ys_n + k * a->ys_k + p * a->ys_p + q * a->ys_q,
+                                 a->t_in1);
                 acc = ES_FMA(x, dy, acc);
             }
         }
-    es_store(a->out + idx, a->alpha, acc, a->beta);
+    es_conv_bwd_filter_finish(a, k, cc, fr, fs, acc);
 }
 
 #endif

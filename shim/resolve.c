@@ -36,6 +36,7 @@ ES_CUDA_FUNCS(ES_MISSING)
 ES_CUBLAS_FUNCS(ES_MISSING)
 ES_CUDNN_FUNCS(ES_MISSING)
 ES_NCCL_FUNCS(ES_MISSING)
+ES_CUBLASLT_FUNCS(ES_MISSING)
 #undef ES_MISSING
 
 #define ES_INIT(kind, sym, gp, ver, fl, ret, params, args, err) .sym = es_missing_##sym,
@@ -43,9 +44,10 @@ es_real_cuda_t es_real_cuda = { ES_CUDA_FUNCS(ES_INIT) };
 es_real_cublas_t es_real_cublas = { ES_CUBLAS_FUNCS(ES_INIT) };
 es_real_cudnn_t es_real_cudnn = { ES_CUDNN_FUNCS(ES_INIT) };
 es_real_nccl_t es_real_nccl = { ES_NCCL_FUNCS(ES_INIT) };
+es_real_cublaslt_t es_real_cublaslt = { ES_CUBLASLT_FUNCS(ES_INIT) };
 #undef ES_INIT
 
-int es_slow[ES_NLIBS] = { 1, 1, 1, 1 };
+int es_slow[ES_NLIBS] = { 1, 1, 1, 1, 1 };
 unsigned es_launch_gate = 1;
 __thread int es_in_shim;
 
@@ -67,9 +69,10 @@ static const es_fn_info_t es_cuda_fns[] = { ES_CUDA_FUNCS(ES_FNINFO) };
 static const es_fn_info_t es_cublas_fns[] = { ES_CUBLAS_FUNCS(ES_FNINFO) };
 static const es_fn_info_t es_cudnn_fns[] = { ES_CUDNN_FUNCS(ES_FNINFO) };
 static const es_fn_info_t es_nccl_fns[] = { ES_NCCL_FUNCS(ES_FNINFO) };
+static const es_fn_info_t es_cublaslt_fns[] = { ES_CUBLASLT_FUNCS(ES_FNINFO) };
 #undef ES_FNINFO
 
-#define ES_TOTAL_FNS (ES_CUDA_N + ES_CUBLAS_N + ES_CUDNN_N + ES_NCCL_N)
+#define ES_TOTAL_FNS (ES_CUDA_N + ES_CUBLAS_N + ES_CUDNN_N + ES_NCCL_N + ES_CUBLASLT_N)
 
 typedef struct es_ptrmap_ent {
     const void *real;
@@ -96,14 +99,15 @@ typedef struct es_lib {
 } es_lib_t;
 
 static es_ptrmap_ent_t es_map_cuda[2 * ES_CUDA_N], es_map_cublas[ES_CUBLAS_N],
-    es_map_cudnn[ES_CUDNN_N], es_map_nccl[ES_NCCL_N];
+    es_map_cudnn[ES_CUDNN_N], es_map_nccl[ES_NCCL_N], es_map_cublaslt[ES_CUBLASLT_N];
 static es_counters_t es_cnt_cuda[ES_CUDA_N], es_cnt_cublas[ES_CUBLAS_N],
-    es_cnt_cudnn[ES_CUDNN_N], es_cnt_nccl[ES_NCCL_N];
+    es_cnt_cudnn[ES_CUDNN_N], es_cnt_nccl[ES_NCCL_N], es_cnt_cublaslt[ES_CUBLASLT_N];
 
 _Static_assert(sizeof(es_real_cuda_t) == ES_CUDA_N * sizeof(void *), "table layout");
 _Static_assert(sizeof(es_real_cublas_t) == ES_CUBLAS_N * sizeof(void *), "table layout");
 _Static_assert(sizeof(es_real_cudnn_t) == ES_CUDNN_N * sizeof(void *), "table layout");
 _Static_assert(sizeof(es_real_nccl_t) == ES_NCCL_N * sizeof(void *), "table layout");
+_Static_assert(sizeof(es_real_cublaslt_t) == ES_CUBLASLT_N * sizeof(void *), "table layout");
 
 static es_lib_t es_libs[ES_NLIBS] = {
     [ES_LIB_CUDA] = { "libcuda.so.1", es_cuda_fns, ES_CUDA_N, (void **)&es_real_cuda,
@@ -119,6 +123,10 @@ static es_lib_t es_libs[ES_NLIBS] = {
     [ES_LIB_NCCL] = { "libnccl.so.2", es_nccl_fns, ES_NCCL_N, (void **)&es_real_nccl,
                       PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0,
                       es_map_nccl, 0, es_cnt_nccl },
+    [ES_LIB_CUBLASLT] = { "libcublasLt.so.13", es_cublaslt_fns, ES_CUBLASLT_N,
+                          (void **)&es_real_cublaslt, PTHREAD_ONCE_INIT,
+                          PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, es_map_cublaslt, 0,
+                          es_cnt_cublaslt },
 };
 
 /* ---- the real dlsym --------------------------------------------------------- */
@@ -236,8 +244,10 @@ static void es_load_cuda(void) { es_load(ES_LIB_CUDA); }
 static void es_load_cublas(void) { es_load(ES_LIB_CUBLAS); }
 static void es_load_cudnn(void) { es_load(ES_LIB_CUDNN); }
 static void es_load_nccl(void) { es_load(ES_LIB_NCCL); }
+static void es_load_cublaslt(void) { es_load(ES_LIB_CUBLASLT); }
 static void (*const es_loaders[ES_NLIBS])(void) = { es_load_cuda, es_load_cublas,
-                                                   es_load_cudnn, es_load_nccl };
+                                                   es_load_cudnn, es_load_nccl,
+                                                   es_load_cublaslt };
 
 static void es_ensure(int lib)
 {
@@ -306,7 +316,8 @@ void es_resolve_atfork(int phase)
 {
     /* Outer libraries first: loading cuDNN may load cuBLAS, which may load
      * the driver, never the other way round. */
-    static const int order[ES_NLIBS] = { ES_LIB_NCCL, ES_LIB_CUDNN, ES_LIB_CUBLAS, ES_LIB_CUDA };
+    static const int order[ES_NLIBS] = { ES_LIB_NCCL, ES_LIB_CUDNN, ES_LIB_CUBLAS,
+                                         ES_LIB_CUBLASLT, ES_LIB_CUDA };
     if (phase == 0) {
         for (int i = 0; i < ES_NLIBS; i++)
             pthread_mutex_lock(&es_libs[order[i]].lock);

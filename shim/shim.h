@@ -1,6 +1,6 @@
 /* libeasyscale.so's spine: configuration, logging, and the real functions of
  * the intercepted libraries (libcuda.so.1, libcublas.so.13, libcudnn.so.9,
- * libnccl.so.2), loaded lazily by soname with dlopen + dlsym.
+ * libnccl.so.2, libcublasLt.so.13), loaded lazily by soname with dlopen + dlsym.
  *
  * Contract for code in intercept/ and context/:
  * - es_cfg is filled by the constructor before main() and never changes
@@ -69,7 +69,8 @@ void es_log_write(int level, const char *fmt, ...) __attribute__((format(printf,
 
 /* ---- real functions ------------------------------------------------------ */
 
-enum es_lib_id { ES_LIB_CUDA = 0, ES_LIB_CUBLAS, ES_LIB_CUDNN, ES_LIB_NCCL, ES_NLIBS };
+enum es_lib_id { ES_LIB_CUDA = 0, ES_LIB_CUBLAS, ES_LIB_CUDNN, ES_LIB_NCCL, ES_LIB_CUBLASLT,
+                 ES_NLIBS };
 
 /* Index of every wrapped symbol in its library's table. */
 #define ES_IDX_ENUM(kind, sym, gp, ver, fl, ret, params, args, err) ES_IDX_##sym,
@@ -77,6 +78,7 @@ enum { ES_CUDA_FUNCS(ES_IDX_ENUM) ES_CUDA_N };
 enum { ES_CUBLAS_FUNCS(ES_IDX_ENUM) ES_CUBLAS_N };
 enum { ES_CUDNN_FUNCS(ES_IDX_ENUM) ES_CUDNN_N };
 enum { ES_NCCL_FUNCS(ES_IDX_ENUM) ES_NCCL_N };
+enum { ES_CUBLASLT_FUNCS(ES_IDX_ENUM) ES_CUBLASLT_N };
 #undef ES_IDX_ENUM
 
 /* The real-function tables: one typed member per wrapped symbol. */
@@ -85,12 +87,14 @@ typedef struct { ES_CUDA_FUNCS(ES_REAL_MEMBER) } es_real_cuda_t;
 typedef struct { ES_CUBLAS_FUNCS(ES_REAL_MEMBER) } es_real_cublas_t;
 typedef struct { ES_CUDNN_FUNCS(ES_REAL_MEMBER) } es_real_cudnn_t;
 typedef struct { ES_NCCL_FUNCS(ES_REAL_MEMBER) } es_real_nccl_t;
+typedef struct { ES_CUBLASLT_FUNCS(ES_REAL_MEMBER) } es_real_cublaslt_t;
 #undef ES_REAL_MEMBER
 
 extern es_real_cuda_t es_real_cuda;
 extern es_real_cublas_t es_real_cublas;
 extern es_real_cudnn_t es_real_cudnn;
 extern es_real_nccl_t es_real_nccl;
+extern es_real_cublaslt_t es_real_cublaslt;
 
 /* Non-zero while a library is not loaded yet or statistics are on: the one
  * branch of a pass-through wrapper. */
@@ -110,6 +114,7 @@ void es_slowpath(int lib, int idx);
 #define ES_LIBID_cublas ES_LIB_CUBLAS
 #define ES_LIBID_cudnn ES_LIB_CUDNN
 #define ES_LIBID_nccl ES_LIB_NCCL
+#define ES_LIBID_cublaslt ES_LIB_CUBLASLT
 
 #define ES_ENTER(lib, sym)                                                     \
     do {                                                                       \

@@ -40,7 +40,12 @@
     X(cuEventRecord, 2000, (CUevent e, CUstream s))                                  \
     X(cuEventDestroy, 4000, (CUevent e))                                             \
     X(cuStreamWaitEvent, 3020, (CUstream s, CUevent e, unsigned int flags))          \
-    X(cuGetErrorString, 6000, (CUresult r, const char **s))
+    X(cuGetErrorString, 6000, (CUresult r, const char **s))                          \
+    X(cuModuleLoadData, 2000, (CUmodule *m, const void *image))                      \
+    X(cuModuleGetFunction, 2000, (CUfunction *f, CUmodule m, const char *name))      \
+    X(cuLaunchKernel, 4000, (CUfunction f, unsigned gx, unsigned gy, unsigned gz,    \
+                             unsigned bx, unsigned by, unsigned bz, unsigned shmem,  \
+                             CUstream s, void **params, void **extra))
 
 typedef struct simdrv {
 #define SIMDRV_MEMBER(name, ver, args) CUresult (*name) args;

@@ -4,6 +4,7 @@
  * and is refused with CUDA_ERROR_INVALID_CONTEXT; a destroyed context's
  * object is reused only after many more contexts have been destroyed. */
 #include "sim/driver/internal.h"
+#include "sim/driver/capture.h"
 
 #include <cudaProfiler.h>
 
@@ -508,6 +509,9 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
     CUresult r = ctx_or_current(ctx, &c);
     if (r != CUDA_SUCCESS)
         return r;
+    CUresult cr = sim_capture_sync_ctx(c);
+    if (cr != CUDA_SUCCESS)
+        return cr;
     return sim_ctx_sync(c);
 }
 

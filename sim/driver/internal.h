@@ -32,6 +32,8 @@ enum sim_htype {
     SIM_H_LIBRARY,
     SIM_H_KERNEL,
     SIM_H_PHYS,
+    SIM_H_GRAPH,      /* sim/driver/capture.c */
+    SIM_H_GRAPH_EXEC,
 };
 void sim_reg_add(const void *h, int type);
 void sim_reg_del(const void *h);
@@ -187,8 +189,10 @@ typedef struct sim_stream {
 CUresult sim_stream_resolve(CUstream h, sim_stream_t **out);
 /* Allocates an op node of the stream (never NULL: falls back to malloc). */
 sim_op_t *sim_op_alloc(sim_stream_t *s);
-/* Enqueues (adds implicit legacy-stream dependencies first). */
-void sim_enqueue(sim_stream_t *s, sim_op_t *op);
+/* Enqueues (adds implicit legacy-stream dependencies first); on a
+ * capturing stream the capture takes the operation (sim/driver/capture.h).
+ * Returns CUDA_SUCCESS or the capture's error (op then belongs to it). */
+CUresult sim_enqueue(sim_stream_t *s, sim_op_t *op);
 CUresult sim_stream_sync(sim_stream_t *s);
 sim_stream_t *sim_stream_new(sim_ctx_t *c, int kind, unsigned flags, int prio);
 /* Destroys: the worker drains the queue and exits; the object stays, and

@@ -11,6 +11,7 @@
  * PROT_NONE, so a host access faults as on a GPU machine. A freed range
  * becomes a reservation again: a use after free faults too. */
 #include "sim/driver/internal.h"
+#include "sim/driver/capture.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -233,6 +234,9 @@ static CUresult check_dev(CUdeviceptr p, size_t n)
 /* ---- cuMemAlloc ---------------------------------------------------------------------- */
 static CUresult mem_alloc(sim_ctx_t *c, CUdeviceptr *dptr, size_t bytesize)
 {
+    CUresult cr = sim_capture_unsafe();
+    if (cr != CUDA_SUCCESS)
+        return cr;
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     if (bytesize == 0)
@@ -337,6 +341,9 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
     SIM_CHECK_INIT();
     if (dptr == 0)
         return CUDA_SUCCESS;
+    CUresult cr = sim_capture_unsafe();
+    if (cr != CUDA_SUCCESS)
+        return cr;
     sim_range_t r;
     if (!sim_range_find((uintptr_t)dptr, &r) || r.kind != SIM_R_DEVICE || r.base != (uintptr_t)dptr)
         return CUDA_ERROR_INVALID_VALUE;
@@ -404,8 +411,7 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
     sim_op_t *op = sim_op_alloc(s);
     op->type = SIM_OP_FREE;
     op->u.fr.p = dptr;
-    sim_enqueue(s, op);
-    return CUDA_SUCCESS;
+    return sim_enqueue(s, op);
 }
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
@@ -421,6 +427,8 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
     sim_ctx_t *c;
     CUresult r = sim_ctx_get(&c);
     if (r != CUDA_SUCCESS)
+        return r;
+    if ((r = sim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
     if (!pp || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1425,8 +1433,7 @@ static CUresult copy_on(CUstream h, void *dst, const void *src, size_t n, int sy
     op->u.copy.peer = peer;
     if (sync)
         return sim_run_sync(s, op);
-    sim_enqueue(s, op);
-    return CUDA_SUCCESS;
+    return sim_enqueue(s, op);
 }
 
 #define DS CU_STREAM_LEGACY
@@ -1591,8 +1598,7 @@ static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, int sync)
     op->u.copy2d.height = c->Height;
     if (sync)
         return sim_run_sync(s, op);
-    sim_enqueue(s, op);
-    return CUDA_SUCCESS;
+    return sim_enqueue(s, op);
 }
 CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *c) { return copy2d(c, DS, 1); }
 CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *c) { return copy2d(c, PS, 1); }
@@ -1628,8 +1634,7 @@ static CUresult memset2d(CUdeviceptr dst, size_t pitch, uint32_t val, int elem, 
     op->u.set.elem = elem;
     if (sync)
         return sim_run_sync(s, op);
-    sim_enqueue(s, op);
-    return CUDA_SUCCESS;
+    return sim_enqueue(s, op);
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return memset2d(d, n, v, 1, n, 1, DS, 1); }

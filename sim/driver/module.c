@@ -1250,11 +1250,15 @@ static CUresult launch(sim_func_t *f, const unsigned grid[3], const unsigned blo
     }
     atomic_fetch_add(&f->mod->refs, 1); /* dropped when the launch has run */
     if (sync) {
-        sim_run_sync(s, op); /* a failure is sticky and reported by the next call */
-        return CUDA_SUCCESS;
+        /* a launch failure is sticky and reported by the next call; a
+         * capture's refusal is reported now */
+        CUresult e = sim_run_sync(s, op);
+        return e >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED &&
+                       e <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
+                   ? e
+                   : CUDA_SUCCESS;
     }
-    sim_enqueue(s, op);
-    return CUDA_SUCCESS;
+    return sim_enqueue(s, op);
 }
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,

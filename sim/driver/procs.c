@@ -6,6 +6,7 @@
  * cudaVersion. */
 #include "sim/driver/internal.h"
 #include "sim/driver/unsupported.h"
+#include "sim/driver/capture.h"
 
 #include <cudaProfiler.h>
 #include <string.h>
@@ -138,8 +139,7 @@
     X(cuStreamGetDevice, 12080, cuStreamGetDevice, cuStreamGetDevice_ptsz)               \
     X(cuStreamAddCallback, 5000, cuStreamAddCallback, cuStreamAddCallback_ptsz)          \
     X(cuLaunchHostFunc, 10000, cuLaunchHostFunc, cuLaunchHostFunc_ptsz)                  \
-    X(cuStreamIsCapturing, 10000, cuStreamIsCapturing, cuStreamIsCapturing_ptsz)         \
-    X(cuStreamGetCaptureInfo, 12030, cuStreamGetCaptureInfo_v3, cuStreamGetCaptureInfo_v3_ptsz) \
+    SIM_CAPTURE_PROCS(X)                                                                 \
     X(cuEventCreate, 2000, cuEventCreate, NOPT)                                          \
     X(cuEventRecord, 2000, cuEventRecord, cuEventRecord_ptsz)                            \
     X(cuEventRecordWithFlags, 11010, cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz) \

@@ -6,6 +6,7 @@
  * so operations waiting on a stream never see freed memory; the next stream
  * created reuses a dead one's object. */
 #include "sim/driver/internal.h"
+#include "sim/driver/capture.h"
 #include "sim/driver/devproto.h"
 
 #include <errno.h>
@@ -583,7 +584,14 @@ static uint64_t enqueue(sim_stream_t *s, sim_op_t *op)
     return seq;
 }
 
-void sim_enqueue(sim_stream_t *s, sim_op_t *op) { enqueue(s, op); }
+CUresult sim_enqueue(sim_stream_t *s, sim_op_t *op)
+{
+    CUresult err;
+    if (sim_capture_enqueue(s, op, &err))
+        return err;
+    enqueue(s, op);
+    return CUDA_SUCCESS;
+}
 
 static void wait_seq(sim_stream_t *s, uint64_t seq)
 {
@@ -595,6 +603,11 @@ static void wait_seq(sim_stream_t *s, uint64_t seq)
 
 CUresult sim_run_sync(sim_stream_t *s, sim_op_t *op)
 {
+    CUresult cr = sim_capture_sync(s, 1);
+    if (cr != CUDA_SUCCESS) {
+        sim_op_discard(op);
+        return cr;
+    }
     uint64_t seq = enqueue(s, op);
     wait_seq(s, seq);
     return SIM_STICKY();
@@ -602,6 +615,9 @@ CUresult sim_run_sync(sim_stream_t *s, sim_op_t *op)
 
 CUresult sim_stream_sync(sim_stream_t *s)
 {
+    CUresult cr = sim_capture_sync(s, 0);
+    if (cr != CUDA_SUCCESS)
+        return cr;
     uint64_t target = atomic_load(&s->enq);
     if (s->kind == SIM_STREAM_LEGACY) {
         /* Synchronising the legacy stream also waits for the blocking streams. */
@@ -756,6 +772,9 @@ CUresult cuStreamQuery(CUstream hStream)
     CUresult r = sim_stream_resolve(hStream, &s);
     if (r != CUDA_SUCCESS)
         return r;
+    r = sim_capture_sync(s, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
     CUresult sticky = SIM_STICKY();
     if (sticky)
         return sticky;
@@ -881,8 +900,7 @@ CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
     op->type = SIM_OP_HOST;
     op->u.host.fn = fn;
     op->u.host.data = userData;
-    enqueue(s, op);
-    return CUDA_SUCCESS;
+    return sim_enqueue(s, op);
 }
 CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
 {
@@ -902,8 +920,7 @@ CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *
     op->type = SIM_OP_CALLBACK;
     op->u.cb.fn = callback;
     op->u.cb.data = userData;
-    enqueue(s, op);
-    return CUDA_SUCCESS;
+    return sim_enqueue(s, op);
 }
 CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData,
                                   unsigned int flags)
@@ -986,8 +1003,7 @@ static CUresult event_record(CUevent hEvent, CUstream hStream)
     pthread_mutex_unlock(&e->mu);
     op->u.ev.ev = e;
     op->u.ev.gen = gen;
-    enqueue(s, op);
-    return CUDA_SUCCESS;
+    return sim_enqueue(s, op);
 }
 
 CUresult cuEventRecord(CUevent hEvent, CUstream hStream) { return event_record(hEvent, hStream); }
@@ -1079,6 +1095,8 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
         return r;
     if (Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_capture_wait_event(s, e, &r))
+        return r;
     pthread_mutex_lock(&e->mu);
     uint64_t gen = e->rec_gen;
     int done = e->done_gen >= gen;
@@ -1090,57 +1108,9 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
     atomic_fetch_add(&e->refs, 1);
     op->u.ev.ev = e;
     op->u.ev.gen = gen;
-    enqueue(s, op);
-    return CUDA_SUCCESS;
+    return sim_enqueue(s, op);
 }
 CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
     return cuStreamWaitEvent(PT(hStream), hEvent, Flags);
-}
-
-/* No stream capture in simcuda: a stream is never capturing. */
-CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-    sim_stream_t *s;
-    CUresult r = sim_stream_resolve(hStream, &s);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!captureStatus)
-        return CUDA_ERROR_INVALID_VALUE;
-    *captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
-    return CUDA_SUCCESS;
-}
-CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-    return cuStreamIsCapturing(PT(hStream), captureStatus);
-}
-
-CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-                                   cuuint64_t *id_out, CUgraph *graph_out,
-                                   const CUgraphNode **dependencies_out,
-                                   const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
-{
-    CUresult r = cuStreamIsCapturing(hStream, captureStatus_out);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (id_out)
-        *id_out = 0;
-    if (graph_out)
-        *graph_out = NULL;
-    if (dependencies_out)
-        *dependencies_out = NULL;
-    if (edgeData_out)
-        *edgeData_out = NULL;
-    if (numDependencies_out)
-        *numDependencies_out = 0;
-    return CUDA_SUCCESS;
-}
-CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-                                        cuuint64_t *id_out, CUgraph *graph_out,
-                                        const CUgraphNode **dependencies_out,
-                                        const CUgraphEdgeData **edgeData_out,
-                                        size_t *numDependencies_out)
-{
-    return cuStreamGetCaptureInfo_v3(PT(hStream), captureStatus_out, id_out, graph_out,
-                                     dependencies_out, edgeData_out, numDependencies_out);
 }

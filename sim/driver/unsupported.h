@@ -58,14 +58,10 @@
       cuLinkAddFile_v2)                                                                 \
     U(cuIpcOpenMemHandle, 11000,                                                        \
       cuIpcOpenMemHandle_v2)                                                            \
-    UP(cuStreamBeginCapture, 10010, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz) \
     UP(cuStreamBeginCaptureToGraph, 12030, cuStreamBeginCaptureToGraph,                 \
        cuStreamBeginCaptureToGraph_ptsz)                                                \
-    UP(cuStreamEndCapture, 10000, cuStreamEndCapture, cuStreamEndCapture_ptsz)          \
     UP(cuStreamUpdateCaptureDependencies, 12030, cuStreamUpdateCaptureDependencies_v2,  \
        cuStreamUpdateCaptureDependencies_v2_ptsz)                                       \
-    U(cuGraphInstantiateWithFlags, 11040,                                               \
-      cuGraphInstantiateWithFlags)                                                      \
     UP(cuGraphInstantiateWithParams, 12000, cuGraphInstantiateWithParams,               \
        cuGraphInstantiateWithParams_ptsz)                                               \
     U(cuGraphExecUpdate, 12000,                                                         \
@@ -91,7 +87,6 @@
     U(cuGraphAddNode, 12030,                                                            \
       cuGraphAddNode_v2)                                                                \
     UP(cuGraphUpload, 11010, cuGraphUpload, cuGraphUpload_ptsz)                         \
-    UP(cuGraphLaunch, 10000, cuGraphLaunch, cuGraphLaunch_ptsz)                         \
     UP(cuStreamWriteValue32, 11070, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz) \
     UP(cuStreamWaitValue32, 11070, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2_ptsz) \
     UP(cuStreamWriteValue64, 11070, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2_ptsz) \
@@ -256,8 +251,6 @@
       cuGraphCreate)                                                                    \
     U(cuGraphDebugDotPrint, 11030,                                                      \
       cuGraphDebugDotPrint)                                                             \
-    U(cuGraphDestroy, 10000,                                                            \
-      cuGraphDestroy)                                                                   \
     U(cuGraphDestroyNode, 10000,                                                        \
       cuGraphDestroyNode)                                                               \
     U(cuGraphEventRecordNodeGetEvent, 11010,                                            \
@@ -272,8 +265,6 @@
       cuGraphExecBatchMemOpNodeSetParams)                                               \
     U(cuGraphExecChildGraphNodeSetParams, 11010,                                        \
       cuGraphExecChildGraphNodeSetParams)                                               \
-    U(cuGraphExecDestroy, 10000,                                                        \
-      cuGraphExecDestroy)                                                               \
     U(cuGraphExecEventRecordNodeSetEvent, 11010,                                        \
       cuGraphExecEventRecordNodeSetEvent)                                               \
     U(cuGraphExecEventWaitNodeSetEvent, 11010,                                          \
@@ -300,8 +291,6 @@
       cuGraphExternalSemaphoresWaitNodeGetParams)                                       \
     U(cuGraphExternalSemaphoresWaitNodeSetParams, 11020,                                \
       cuGraphExternalSemaphoresWaitNodeSetParams)                                       \
-    U(cuGraphGetNodes, 10000,                                                           \
-      cuGraphGetNodes)                                                                  \
     U(cuGraphGetRootNodes, 10000,                                                       \
       cuGraphGetRootNodes)                                                              \
     U(cuGraphHostNodeGetParams, 10000,                                                  \
@@ -562,8 +551,6 @@
       cuTexRefSetMipmapLevelClamp)                                                      \
     U(cuTexRefSetMipmappedArray, 5000,                                                  \
       cuTexRefSetMipmappedArray)                                                        \
-    U(cuThreadExchangeStreamCaptureMode, 10010,                                         \
-      cuThreadExchangeStreamCaptureMode)                                                \
     U(cuUserObjectCreate, 11030,                                                        \
       cuUserObjectCreate)                                                               \
     U(cuUserObjectRelease, 11030,                                                       \
@@ -604,11 +591,6 @@
     U(cuGraphAddDependencies, 10000, cuGraphAddDependencies)                            \
     U(cuGraphRemoveDependencies, 10000, cuGraphRemoveDependencies)                      \
     U(cuGraphAddNode, 12020, cuGraphAddNode)                                            \
-    U(cuGraphInstantiate, 10000, cuGraphInstantiate)                                    \
-    U(cuGraphInstantiate, 11000, cuGraphInstantiate_v2)                                 \
-    UP(cuStreamBeginCapture, 10000, cuStreamBeginCapture, cuStreamBeginCapture_ptsz)    \
-    UP(cuStreamGetCaptureInfo, 10010, cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_ptsz) \
-    UP(cuStreamGetCaptureInfo, 11030, cuStreamGetCaptureInfo_v2, cuStreamGetCaptureInfo_v2_ptsz) \
     UP(cuStreamUpdateCaptureDependencies, 11030, cuStreamUpdateCaptureDependencies,     \
        cuStreamUpdateCaptureDependencies_ptsz)                                          \
     U(cuGraphicsResourceSetMapFlags, 3000, cuGraphicsResourceSetMapFlags)               \

@@ -29,13 +29,14 @@ ES_CUDA_FUNCS(ES_WEAK)
 ES_CUBLAS_FUNCS(ES_WEAK)
 ES_CUDNN_FUNCS(ES_WEAK)
 ES_NCCL_FUNCS(ES_WEAK)
+ES_CUBLASLT_FUNCS(ES_WEAK)
 #undef ES_WEAK
 
 typedef CUresult (*gp2_t)(const char *, void **, int, cuuint64_t,
                           CUdriverProcAddressQueryResult *);
 typedef CUresult (*gp1_t)(const char *, void **, int, cuuint64_t);
 
-static void *g_handles[4];
+static void *g_handles[5];
 static gp2_t g_gp2;
 static gp1_t g_gp1;
 static int g_entries;
@@ -53,7 +54,7 @@ static const char *what(const void *p, const char *sym)
 static void entry(int lib, const char *sym, const void *direct, const char *gpname, int ver,
                   int flavor)
 {
-    static const char *const libs[4] = { "cuda", "cublas", "cudnn", "nccl" };
+    static const char *const libs[5] = { "cuda", "cublas", "cudnn", "nccl", "cublaslt" };
     char line[512];
     int n = snprintf(line, sizeof(line), "ent %s %s direct=%s default=%s next=%s handle=%s",
                      libs[lib], sym, what(direct, sym), what(dlsym(RTLD_DEFAULT, sym), sym),
@@ -82,10 +83,10 @@ static void entry(int lib, const char *sym, const void *direct, const char *gpna
 
 int main(void)
 {
-    static const char *const sonames[4] = { "libcuda.so.1", "libcublas.so.13", "libcudnn.so.9",
-                                            "libnccl.so.2" };
+    static const char *const sonames[5] = { "libcuda.so.1", "libcublas.so.13", "libcudnn.so.9",
+                                            "libnccl.so.2", "libcublasLt.so.13" };
     setvbuf(stdout, NULL, _IOLBF, 0);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         g_handles[i] = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
     if (!g_handles[0]) {
         printf("FAIL libcuda.so.1 not loadable\n");
@@ -107,10 +108,13 @@ int main(void)
     entry(2, #sym, (const void *)sym, NULL, 0, 0);
 #define ES_ENT_NCCL(kind, sym, gp, ver, fl, ret, params, args, err)                            \
     entry(3, #sym, (const void *)sym, NULL, 0, 0);
+#define ES_ENT_CUBLASLT(kind, sym, gp, ver, fl, ret, params, args, err)                        \
+    entry(4, #sym, (const void *)sym, NULL, 0, 0);
     ES_CUDA_FUNCS(ES_ENT_CUDA)
     ES_CUBLAS_FUNCS(ES_ENT_CUBLAS)
     ES_CUDNN_FUNCS(ES_ENT_CUDNN)
     ES_NCCL_FUNCS(ES_ENT_NCCL)
+    ES_CUBLASLT_FUNCS(ES_ENT_CUBLASLT)
     printf("entries %d\n", g_entries);
     return 0;
 }

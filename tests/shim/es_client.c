@@ -11,7 +11,6 @@
  *   es_client cudnn          nondeterministic conv algorithms, twice; lists
  *   es_client gemm DEV       one SGEMM (and GemmEx, strided batched) on device DEV
  *   es_client gemm-edges     d2 GEMM edge cases against the portable order
- *   es_client attrs DEV      SM count / compute capability as reported
  *   es_client threads        lazy loading raced by 8 threads
  *   es_client fork           wrappers in a forked child
  */
@@ -394,8 +393,9 @@ static void edge_case(cublasHandle_t h, const char *name, int ta, int tb, int m,
                                      (float *)dC, ldc, sC, batch));
     CK(cuCtxSynchronize());
     CK(cuMemcpyDtoH(c, dC, nc * sizeof(float)));
-    es_gemm_args_t g = { .A = a, .B = b, .C = ref, .sA = sA, .sB = sB, .sC = sC, .ta = ta,
-                         .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
+    es_gemm_args_t g = { .A = a, .B = b, .C = ref, .D = ref, .sA = sA, .sB = sB, .sC = sC,
+                         .sD = sC, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda,
+                         .ldb = ldb, .ldc = ldc, .ldd = ldc,
                          .alpha = alpha, .beta = beta };
     for (int bi = 0; bi < batch; bi++)
         for (long long j = 0; j < n; j++)
@@ -429,17 +429,6 @@ static int mode_gemm_edges(void)
     edge_case(h, "n_1048600", 1, 1, 2, 1048600, 16, 16, 1048600, 2, 1.0f, 0.0f, 1, 0, 0);
     CK(cublasDestroy(h));
     printf("done\n");
-    return 0;
-}
-
-static int mode_attrs(int dev)
-{
-    setup(dev);
-    int sm = 0, ma = 0, mi = 0;
-    CK(cuDeviceGetAttribute(&sm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
-    CK(cuDeviceGetAttribute(&ma, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-    CK(cuDeviceGetAttribute(&mi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-    printf("attrs sm %d cc %d.%d\n", sm, ma, mi);
     return 0;
 }
 
@@ -621,6 +610,7 @@ static int mode_conv(int dev)
         .in0 = hx, .in1 = hw, .out = ry,
         .xs_n = (long long)C * H * W, .xs_c = H * W, .xs_h = W, .xs_w = 1,
         .ys_n = (long long)KO * H * W, .ys_k = H * W, .ys_p = W, .ys_q = 1,
+        .ws_k = (long long)C * R * R, .ws_c = R * R, .ws_r = R, .ws_s = 1,
         .total = (long long)ny, .n = NB, .c = C, .h = H, .w = W, .k = KO, .p = H, .q = W,
         .r = R, .s = R, .pad_h = 1, .pad_w = 1, .u = 1, .v = 1, .dil_h = 1, .dil_w = 1,
         .flip = 0, .groups = 1, .alpha = 1.0f, .beta = 0.0f,
@@ -936,8 +926,6 @@ int main(int argc, char **argv)
         return mode_gemm(dev);
     if (!strcmp(argv[1], "gemm-edges"))
         return mode_gemm_edges();
-    if (!strcmp(argv[1], "attrs"))
-        return mode_attrs(dev);
     if (!strcmp(argv[1], "convcheck"))
         return mode_convcheck();
     if (!strcmp(argv[1], "backend"))

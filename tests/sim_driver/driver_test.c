@@ -1592,14 +1592,14 @@ static void test_get_proc_address(void **state)
     assert_int_equal(gp1("cuNoSuchFunction", &fn, 12000, 0), CUDA_ERROR_NOT_FOUND);
     assert_null(fn);
     /* Functions simcuda does not simulate: found, and say so. */
-    CK(cuGetProcAddress("cuGraphLaunch", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
-    assert_ptr_equal(fn, SYM("cuGraphLaunch_ptsz"));
+    CK(cuGetProcAddress("cuGraphUpload", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+    assert_ptr_equal(fn, SYM("cuGraphUpload_ptsz"));
     typedef CUresult (*glaunch_t)(CUgraphExec, CUstream);
     glaunch_t gl;
     memcpy(&gl, &fn, sizeof(gl));
     assert_int_equal(gl(NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
     assert_int_equal(cuArrayCreate(NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
-    /* No stream capture: never capturing. */
+    /* The default stream is not capturing. */
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_ACTIVE;
     st_primary(0);
     CK(cuStreamIsCapturing(NULL, &cs));

@@ -652,7 +652,8 @@ static void two_runs(char *const ea[], char *const eb[], int app_knobs, int same
     job_free(&b);
 }
 
-/* The shim: d2 makes an A100 and a T4 agree; off leaves them apart. The
+/* The shim: d2 (EASYSCALE_CANONICAL_DEVICE naming the job's models) makes
+ * an A100 and a T4 agree; off leaves them apart. The
  * application sets no deterministic knob of its own under d2 (no
  * CUBLAS_WORKSPACE_CONFIG, no --cudnn-deterministic): the shim does it. */
 static void test_shim_d2_across_models(void **state)
@@ -661,18 +662,19 @@ static void test_shim_d2_across_models(void **state)
     char pre[1200];
     if (!shim_preload(pre, sizeof pre))
         skip();
+    /* the job's set of models: both report the T4's figures */
     char *a_d2[] = {"SIMCUDA_DEVICES=a100:8G,a100:8G", "CUBLAS_WORKSPACE_CONFIG=", pre,
-                    "EASYSCALE_DETERMINISM=d2", NULL};
-    char *v_d2[] = {"SIMCUDA_DEVICES=t4:8G,t4:8G", "CUBLAS_WORKSPACE_CONFIG=", pre,
-                    "EASYSCALE_DETERMINISM=d2", NULL};
+                    "EASYSCALE_DETERMINISM=d2", "EASYSCALE_CANONICAL_DEVICE=a100,t4", NULL};
+    char *t_d2[] = {"SIMCUDA_DEVICES=t4:8G,t4:8G", "CUBLAS_WORKSPACE_CONFIG=", pre,
+                    "EASYSCALE_DETERMINISM=d2", "EASYSCALE_CANONICAL_DEVICE=a100,t4", NULL};
     char *a_off[] = {"SIMCUDA_DEVICES=a100:8G,a100:8G", "CUBLAS_WORKSPACE_CONFIG=:4096:8", pre,
                      "EASYSCALE_DETERMINISM=off", NULL};
-    char *v_off[] = {"SIMCUDA_DEVICES=t4:8G,t4:8G", "CUBLAS_WORKSPACE_CONFIG=:4096:8", pre,
+    char *t_off[] = {"SIMCUDA_DEVICES=t4:8G,t4:8G", "CUBLAS_WORKSPACE_CONFIG=:4096:8", pre,
                      "EASYSCALE_DETERMINISM=off", NULL};
-    two_runs(a_d2, v_d2, 0, 1);
+    two_runs(a_d2, t_d2, 0, 1);
     /* Negative control: the shim loaded but off, with every deterministic
      * knob the application has, still differs across models. */
-    two_runs(a_off, v_off, 1, 0);
+    two_runs(a_off, t_off, 1, 0);
 }
 
 /* The shim at d1 (the default level) on one GPU model, the application
