@@ -33,3 +33,17 @@ $(B)/obj/kernels/portable_blob.o: CPPFLAGS += -DES_PORTABLE_FATBIN='"$(ES_PORTAB
 $(B)/obj/kernels/portable_blob.o: $(ES_PORTABLE_FATBIN)
 
 ALL += $(ES_PORTABLE_TWIN)
+
+# The collective digests' hash kernel (EASYSCALE_DIGEST), single source
+# (digest.cu through sim/cucpu: nvcc's fatbin embedded by digest_blob.c, the
+# host compiler's twin for simcuda); digest.c loads and launches it.
+KERNELS_SHIM_SRCS += kernels/digest.c
+KERNELS_SHIM_OBJS += $(B)/obj/kernels/digest_blob.o
+ES_DIGEST_FATBIN := $(B)/gen/es_digest.fatbin
+ES_DIGEST_TWIN := $(B)/sim/twins/libsimtwin_digest.so
+$(eval $(call cucpu_cu,kernels/digest.cu,$(ES_DIGEST_FATBIN),$(ES_DIGEST_TWIN),kernels/digest_kernel.h))
+
+$(B)/obj/kernels/digest_blob.o: CPPFLAGS += -DES_DIGEST_FATBIN='"$(ES_DIGEST_FATBIN)"'
+$(B)/obj/kernels/digest_blob.o: $(ES_DIGEST_FATBIN)
+
+ALL += $(ES_DIGEST_TWIN)

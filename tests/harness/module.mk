@@ -10,3 +10,12 @@ $(B)/tests/verify_test: $(B)/obj/tests/harness/verify_test.o $(CTL_LIB_OBJS) $(T
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -ldl -lm
 
 TESTS += $(B)/tests/verify_test
+
+# digest_kernel_test: the digest hash kernel (kernels/digest.cu) through
+# simcuda's driver, against the formula computed on the host.
+$(B)/tests/digest_kernel_test: $(B)/obj/tests/harness/digest_kernel_test.o $(TEST_HARNESS_OBJ) \
+		| $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(ES_DIGEST_FATBIN) $(ES_DIGEST_TWIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -L$(B)/sim -lcuda
+
+TESTS += $(B)/tests/digest_kernel_test
