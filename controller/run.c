@@ -38,7 +38,7 @@
 extern char **environ;
 
 static const char *const usage =
-    "usage: easyscale-ctl run --ests N [--gpus SPEC] [--determinism d1|d2]\n"
+    "usage: easyscale-ctl run --ests N [--gpus SPEC] [--determinism d1|d2|off]\n"
     "           [--schedule FILE] [--socket PATH] [--est-memory SIZE] [--no-time-slicing]\n"
     "           [--tcp HOST:PORT] [--heartbeat-timeout S] [--move-timeout S]\n"
     "           [--shim PATH|none] [--progress auto|off|SECONDS] -- CMD ARGS...\n"
@@ -52,7 +52,7 @@ static const char *const usage =
     "$XDG_RUNTIME_DIR/easyscale/job-PID.sock, restarted if it dies) until every EST\n"
     "has ended. Each output line of an EST is prefixed with [RANK].\n"
     "  --gpus SPEC          the job's GPUs: all (default), ordinals, ranges, UUIDs\n"
-    "  --determinism        d1 (default) or d2\n"
+    "  --determinism        d1 (default), d2, or off (the shim passes calls through)\n"
     "  --schedule FILE      scale events, one a line: 'step N|time SECONDS VERB ARGS'\n"
     "                       with VERB scale SPEC, preempt GPU, grant GPU, migrate RANK\n"
     "                       GPU, swap-out RANK, swap-in RANK GPU; in order, each once its\n"
@@ -629,7 +629,7 @@ static void est_env(int r, const es_ctl_job_t *job, const char *shim, const char
     setenv("ES_RDZV_DIR", rdzv, 1);
     setenv("EASYSCALE_CONTROL", R.sock, 1);
     setenv("EASYSCALE_SLOT", job->place[r] >= 0 ? job->gpus[job->place[r]].uuid : "", 1);
-    setenv("EASYSCALE_DETERMINISM", job->determinism == 2 ? "d2" : "d1", 1);
+    setenv("EASYSCALE_DETERMINISM", es_ctl_level_name(job->determinism), 1);
     if (job->determinism == 2)
         setenv("EASYSCALE_CANONICAL_DEVICE", canonical, 1);
     unsetenv("EASYSCALE_EST_PID");
@@ -726,9 +726,9 @@ int es_ctl_run_main(int argc, char **argv)
             break;
         case 'g': spec = optarg; break;
         case 'd':
-            if (strcmp(optarg, "d1") && strcmp(optarg, "d2"))
-                return bad_usage("bad --determinism \"%s\" (d1 or d2)", optarg);
-            job.determinism = optarg[1] - '0';
+            if (strcmp(optarg, "d1") && strcmp(optarg, "d2") && strcmp(optarg, "off"))
+                return bad_usage("bad --determinism \"%s\" (d1, d2 or off)", optarg);
+            job.determinism = strcmp(optarg, "off") == 0 ? 0 : optarg[1] - '0';
             break;
         case 'S': schedule = optarg; break;
         case 's': sock = optarg; break;

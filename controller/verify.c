@@ -140,6 +140,8 @@ static int parse_line(const char *line, es_vcfg_t *c, char *err, size_t errlen)
                 c->no_tslice = 1;
             else if (strcmp(tok, "shim-none") == 0)
                 c->shim_none = 1;
+            else if (strcmp(tok, "shim-off") == 0)
+                c->shim_off = 1;
             else if (strcmp(tok, "moves") == 0)
                 c->moves = 1;
             else {
@@ -179,6 +181,13 @@ static int parse_line(const char *line, es_vcfg_t *c, char *err, size_t errlen)
                 goto out;
             }
             slot = &c->est_mem;
+        } else if (strcmp(tok, "ests") == 0) {
+            long n;
+            if (es_ctl_parse_long(v, 1, ES_CTL_MAX_ESTS, &n) < 0) {
+                snprintf(err, errlen, "ests=%s: 1 to %d", v, ES_CTL_MAX_ESTS);
+                goto out;
+            }
+            c->ests = (int)n;
         } else if (strcmp(tok, "desc") == 0) {
             slot = &c->desc;
         } else {
@@ -204,6 +213,10 @@ static int parse_line(const char *line, es_vcfg_t *c, char *err, size_t errlen)
     }
     if (bad) {
         snprintf(err, errlen, "unterminated quote");
+        goto out;
+    }
+    if (c->shim_none && c->shim_off) {
+        snprintf(err, errlen, "shim-none and shim-off: one or the other");
         goto out;
     }
     rc = 0;
@@ -296,10 +309,14 @@ void es_vcfg_format(const es_vcfg_t *c, es_ctl_buf_t *b)
         put_value(b, "schedule", c->schedule);
     if (c->est_mem)
         put_value(b, "est-memory", c->est_mem);
+    if (c->ests)
+        es_ctl_buf_printf(b, " ests=%d", c->ests);
     if (c->no_tslice)
         es_ctl_buf_printf(b, " no-time-slicing");
     if (c->shim_none)
         es_ctl_buf_printf(b, " shim-none");
+    if (c->shim_off)
+        es_ctl_buf_printf(b, " shim-off");
     if (c->moves)
         es_ctl_buf_printf(b, " moves");
     if (c->desc)
@@ -452,15 +469,25 @@ int es_vmatrix_builtin(const es_ctl_gpu_t *g, int ngpus, const es_vmatrix_opts_t
         }
     }
     es_ctl_buf_printf(b, "# negative controls: without EasyScale the checksum must differ\n");
-    es_ctl_buf_printf(b,
-                      "control off level=d1 gpus=%s shim-none desc=\"%d ESTs on %d %s, "
-                      "libeasyscale.so not loaded\"\n",
-                      spec, N, K, ma);
+    if (K >= N) /* NCCL takes one rank per GPU */
+        es_ctl_buf_printf(b,
+                          "control off level=d1 gpus=%s shim-none desc=\"%d ESTs on %d %s, "
+                          "libeasyscale.so not loaded\"\n",
+                          spec, N, K, ma);
     if (K >= N)
         es_ctl_buf_printf(b,
                           "control nccl level=d1 gpus=%s env=EASYSCALE_COLLECTIVES=nccl "
                           "desc=\"%d ESTs on %d %s, NCCL's own collectives\"\n",
                           spec, N, K, ma);
+    /* elastic training without EasyScale: the job shrinks to its GPUs */
+    int ke = K < N ? K : h;
+    if (ke >= 1 && ke < N) {
+        ordinals(half, sizeof(half), g, a, ke);
+        es_ctl_buf_printf(b,
+                          "control elastic level=d1 gpus=%s ests=%d shim-none desc=\"the job "
+                          "shrunk to %d worker%s on %d %s, libeasyscale.so not loaded\"\n",
+                          half, ke, ke, ke == 1 ? "" : "s", ke, ma);
+    }
     return b->oom ? -ENOMEM : 0;
 }
 
@@ -831,13 +858,13 @@ static void run_config(vrun_ctx_t *x, const es_vcfg_t *c, const char *visible,
         snprintf(r->why, sizeof(r->why), "the work directory's path is too long");
         return;
     }
-    snprintf(nests, sizeof(nests), "%d", x->nests);
+    snprintf(nests, sizeof(nests), "%d", c->ests ? c->ests : x->nests);
     argv[a++] = (char *)x->self;
     argv[a++] = "run";
     argv[a++] = "--ests";
     argv[a++] = nests;
     argv[a++] = "--determinism";
-    argv[a++] = c->level == 2 ? "d2" : "d1";
+    argv[a++] = c->shim_off ? "off" : c->level == 2 ? "d2" : "d1";
     argv[a++] = "--progress";
     argv[a++] = "off";
     if (c->schedule) {

@@ -19,8 +19,11 @@
  * placement cannot leak onto other GPUs; default: every GPU),
  * env=VAR=VALUE (repeatable, at most 16; applied after gpus=),
  * schedule=EVENTS (easyscale-ctl run schedule lines separated by ';'; their
- * GPUs are positions in the gpus= list), est-memory=SIZE, desc=TEXT;
- * flags: no-time-slicing, shim-none (libeasyscale.so not loaded), moves
+ * GPUs are positions in the gpus= list), est-memory=SIZE, ests=N (this
+ * configuration's number of ESTs, e.g. a control where the job shrinks to
+ * its GPUs as elastic training without EasyScale does), desc=TEXT;
+ * flags: no-time-slicing, shim-none (libeasyscale.so not loaded), shim-off
+ * (loaded, at EASYSCALE_DETERMINISM=off: run --determinism off), moves
  * (needs ESTs that move: skipped once a run shows this libeasyscale.so
  * cannot move them). A value may be double-quoted (key="a b"); no
  * escapes. `#` starts a comment line. */
@@ -49,7 +52,8 @@ typedef struct es_vcfg {
     char *schedule;             /* events separated by ';', or NULL */
     char *est_mem;              /* SIZE, or NULL */
     char *desc;                 /* or NULL */
-    int no_tslice, shim_none, moves;
+    int no_tslice, shim_none, shim_off, moves;
+    int ests;                   /* ESTs of this configuration (0: verify's --ests) */
 } es_vcfg_t;
 
 typedef struct es_vmatrix {
@@ -84,8 +88,11 @@ typedef struct es_vmatrix_opts {
  * on the model with the most GPUs (K = min(N, its count)): N ESTs on K,
  * K/2 and 1 GPUs, the same K in reverse order, scale events, time-slicing
  * with room for one EST, migrations every few steps (d1); with a second
- * model, d2 on each model and on a mix; controls: the shim not loaded, and
- * NCCL's own collectives (EASYSCALE_COLLECTIVES=nccl) when K >= N.
+ * model, d2 on each model and on a mix; controls: when K >= N the shim not
+ * loaded and NCCL's own collectives (EASYSCALE_COLLECTIVES=nccl) on the K
+ * GPUs, and, when fewer GPUs than ESTs are used, the elastic job without
+ * EasyScale (as many ESTs as GPUs, shim not loaded: what elastic training
+ * does when GPUs go).
  * Returns 0 or -ENOENT (no GPU). */
 int es_vmatrix_builtin(const es_ctl_gpu_t *g, int ngpus, const es_vmatrix_opts_t *o,
                        es_ctl_buf_t *out);

@@ -67,13 +67,17 @@ static void test_parse_keys(void **state)
         "\n"
         "check a level=d2 gpus=0,1 env=X=1 env=Y=\"two words\" schedule=\"step 3 scale 0; step 6 "
         "scale all\" est-memory=2G no-time-slicing moves desc=\"first one\"\n"
-        "   control b-2.x+ shim-none\n";
+        "   control b-2.x+ shim-none ests=2\n"
+        "control c shim-off\n";
     es_vmatrix_t *m = calloc(1, sizeof(*m));
     char err[256] = "";
     assert_non_null(m);
     assert_int_equal(es_vmatrix_parse(text, "t", m, err, sizeof(err)), 0);
-    assert_int_equal(m->n, 2);
+    assert_int_equal(m->n, 3);
     es_vcfg_t *a = &m->c[0], *b = &m->c[1];
+    assert_true(m->c[2].shim_off && !m->c[2].shim_none);
+    assert_int_equal(a->ests, 0);
+    assert_int_equal(b->ests, 2);
     assert_string_equal(a->name, "a");
     assert_int_equal(a->role, ES_VCFG_CHECK);
     assert_int_equal(a->level, 2);
@@ -104,6 +108,7 @@ static void test_parse_keys(void **state)
     assert_string_equal(m2->c[0].desc, a->desc);
     assert_int_equal(m2->c[0].level, 2);
     assert_true(m2->c[1].shim_none);
+    assert_int_equal(m2->c[1].ests, 2);
     es_ctl_buf_free(&t);
     es_vmatrix_free(m2);
     es_vmatrix_free(m);
@@ -128,6 +133,8 @@ static void test_parse_errors(void **state)
         { "check a est-memory=lots\n", "t:1: est-memory=lots: a size" },
         { "check a desc=\"open\n", "t:1: unterminated quote" },
         { "check a gpus=\n", "t:1: gpus= needs a value" },
+        { "check a ests=0\n", "t:1: ests=0: 1 to" },
+        { "control a shim-none shim-off\n", "t:1: shim-none and shim-off" },
         { "check a\ncontrol a\n", "t:2: a second configuration named a" },
         { "# nothing\n\n", "t: no configuration" },
     };
@@ -199,7 +206,7 @@ static void test_builtin(void **state)
     builtin(g, 6, 4, 600, 0, m);
     names_of(m, names, sizeof(names));
     assert_string_equal(names, "d1-4on4 d1-4on2 d1-4on1 d1-order d1-scale d1-swap d1-migrate "
-                               "d1-tslice d2-a100 d2-t4 d2-mix-t4 off nccl");
+                               "d1-tslice d2-a100 d2-t4 d2-mix-t4 off nccl elastic");
     assert_string_equal(find(m, "d1-4on4")->gpus, "0,1,2,3");
     assert_string_equal(find(m, "d1-4on2")->gpus, "0,1");
     assert_string_equal(find(m, "d1-4on1")->gpus, "0");
@@ -229,27 +236,33 @@ static void test_builtin(void **state)
     /* the reduced form */
     builtin(g, 6, 4, 600, 1, m);
     names_of(m, names, sizeof(names));
-    assert_string_equal(names, "d1-4on4 d1-4on1 d1-order d1-scale d2-a100 d2-mix-t4 off nccl");
+    assert_string_equal(names, "d1-4on4 d1-4on1 d1-order d1-scale d2-a100 d2-mix-t4 off nccl "
+                               "elastic");
     es_vmatrix_free(m);
 
     /* no known length: no scheduled events */
     builtin(g, 6, 4, 0, 0, m);
     names_of(m, names, sizeof(names));
     assert_string_equal(names, "d1-4on4 d1-4on2 d1-4on1 d1-order d1-tslice d2-a100 d2-t4 "
-                               "d2-mix-t4 off nccl");
+                               "d2-mix-t4 off nccl elastic");
     es_vmatrix_free(m);
 
-    /* one GPU: 4 ESTs on it, swapped, time-sliced; NCCL cannot take 4 ranks on 1 */
+    /* one GPU: 4 ESTs on it, swapped, time-sliced; NCCL cannot take 4 ranks on
+     * 1: the control is the job shrunk to one worker */
     builtin(g, 1, 4, 600, 0, m);
     names_of(m, names, sizeof(names));
-    assert_string_equal(names, "d1-4on1 d1-swap d1-tslice off");
+    assert_string_equal(names, "d1-4on1 d1-swap d1-tslice elastic");
+    c = find(m, "elastic");
+    assert_int_equal(c->ests, 1);
+    assert_true(c->shim_none);
+    assert_string_equal(c->gpus, "0");
     es_vmatrix_free(m);
 
     /* 8 ESTs on 4 GPUs of one model */
     builtin(g, 4, 8, 600, 0, m);
     names_of(m, names, sizeof(names));
     assert_string_equal(names, "d1-8on4 d1-8on2 d1-8on1 d1-order d1-scale d1-swap d1-migrate "
-                               "d1-tslice off");
+                               "d1-tslice elastic");
     es_vmatrix_free(m);
     es_ctl_buf_t b = { 0 };
     es_vmatrix_opts_t o = { .nests = 4 };
@@ -666,6 +679,20 @@ static void test_verify_stub(void **state)
     assert_non_null(strstr(r.out, "\"name\":\"b\",\"kind\":\"check\",\"level\":\"d1\""));
     assert_non_null(strstr(r.out, "\"checksum\":\"aa\",\"ranks_agree\":true"));
     assert_non_null(strstr(r.out, "\"verdict\":\"differs (expected)\""));
+    es_proc_result_free(&r);
+
+    /* shim-off runs the job at EASYSCALE_DETERMINISM=off, ests= with its own
+     * number of ESTs: the stand-in prints what it was given */
+    char mp[400];
+    snprintf(mp, sizeof(mp), "%s/m-env", g_tmp);
+    write_file(mp, "check a\ncheck b\ncontrol o shim-off\ncontrol e ests=1\n");
+    sh(&r, 120, "'%s' verify --ests 2 --matrix '%s' --pattern 'checksum ([a-z0-9-]+)' -- sh -c "
+       "'echo \"checksum $EASYSCALE_DETERMINISM-$WORLD_SIZE\"'", ctl_bin(), mp);
+    if (r.status != 0)
+        fail_msg("exit %d:\n%s", r.status, r.out);
+    assert_non_null(strstr(r.out, "d1-2"));
+    assert_non_null(strstr(r.out, "off-2"));
+    assert_non_null(strstr(r.out, "d1-1"));
     es_proc_result_free(&r);
 
     /* --only */
