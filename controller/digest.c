@@ -205,43 +205,49 @@ int es_digest_compare(const es_digest_run_t *a, const es_digest_run_t *b, es_dig
         size_t m = a->est[i].n > b->est[i].n ? a->est[i].n : b->est[i].n;
         most = m > most ? m : most;
     }
+    /* At each call: a rank that made another call or stopped first, then a
+     * rank whose input differs (the cause), then one whose output differs
+     * (an all-reduce's output differs on every rank when one input does). */
     for (size_t k = 0; k < most; k++) {
-        for (int i = 0; i < a->n; i++) {
-            const es_digest_est_t *ea = &a->est[i], *eb = &b->est[i];
-            if (k >= ea->n || k >= eb->n) {
-                if (ea->n == eb->n)
-                    continue;
-                d->kind = ES_DIGEST_DIFF_LENGTH;
-                d->rank = ea->hdr.rank;
-                d->na = ea->n;
-                d->nb = eb->n;
-                d->call = k;
-                if (k < ea->n)
-                    d->a = ea->rec[k];
-                if (k < eb->n)
-                    d->b = eb->rec[k];
-                d->step = k < ea->n ? ea->rec[k].step : eb->rec[k].step;
-                return 0;
-            }
-            const es_digest_rec_t *ra = &ea->rec[k], *rb = &eb->rec[k];
-            d->ncalls++;
-            int kind = 0;
-            if (!same_call(ra, rb) || ra->call != rb->call)
-                kind = ES_DIGEST_DIFF_CALL;
-            else if (ra->in_hash != rb->in_hash)
-                kind = ES_DIGEST_DIFF_INPUT;
-            else if (ra->out_hash != rb->out_hash)
-                kind = ES_DIGEST_DIFF_OUTPUT;
-            if (kind) {
-                d->kind = kind;
-                d->rank = ea->hdr.rank;
-                d->call = ra->call;
-                d->step = ra->step;
-                d->a = *ra;
-                d->b = *rb;
-                return 0;
+        for (int pass = 0; pass < 3; pass++) {
+            for (int i = 0; i < a->n; i++) {
+                const es_digest_est_t *ea = &a->est[i], *eb = &b->est[i];
+                if (k >= ea->n || k >= eb->n) {
+                    if (pass != 0 || ea->n == eb->n)
+                        continue;
+                    d->kind = ES_DIGEST_DIFF_LENGTH;
+                    d->rank = ea->hdr.rank;
+                    d->na = ea->n;
+                    d->nb = eb->n;
+                    d->call = k;
+                    if (k < ea->n)
+                        d->a = ea->rec[k];
+                    if (k < eb->n)
+                        d->b = eb->rec[k];
+                    d->step = k < ea->n ? ea->rec[k].step : eb->rec[k].step;
+                    return 0;
+                }
+                const es_digest_rec_t *ra = &ea->rec[k], *rb = &eb->rec[k];
+                int kind = 0;
+                if (pass == 0 && (!same_call(ra, rb) || ra->call != rb->call))
+                    kind = ES_DIGEST_DIFF_CALL;
+                else if (pass == 1 && ra->in_hash != rb->in_hash)
+                    kind = ES_DIGEST_DIFF_INPUT;
+                else if (pass == 2 && ra->out_hash != rb->out_hash)
+                    kind = ES_DIGEST_DIFF_OUTPUT;
+                if (kind) {
+                    d->kind = kind;
+                    d->rank = ea->hdr.rank;
+                    d->call = ra->call;
+                    d->step = ra->step;
+                    d->a = *ra;
+                    d->b = *rb;
+                    return 0;
+                }
             }
         }
+        for (int i = 0; i < a->n; i++)
+            d->ncalls += k < a->est[i].n && k < b->est[i].n;
     }
     d->agree = 1;
     return 0;

@@ -475,6 +475,12 @@ static void write_run(const char *dir, int n, int tweak_rank, int tweak_call, in
             /* inputs differ per rank, outputs agree (an all-reduce) */
             rec(&r, (uint64_t)k, 1000u * (uint64_t)k + (uint64_t)rk, 7000u + (uint64_t)k);
             r.rank = (uint32_t)rk;
+            if (what == 5 && k == tweak_call) {
+                /* one rank's input, so every rank's all-reduced output */
+                r.out_hash ^= 1;
+                if (rk == tweak_rank)
+                    r.in_hash ^= 1;
+            }
             if (rk == tweak_rank && k == tweak_call) {
                 if (what == 1)
                     r.out_hash ^= 1;
@@ -524,6 +530,17 @@ static void test_digest_compare(void **state)
     assert_int_equal(d.rank, 3);
     es_digest_describe(&d, text, sizeof(text));
     assert_non_null(strstr(text, "its input differs"));
+    es_digest_run_free(&rb);
+
+    /* an input that differs on rank 2 changes every rank's output: the
+     * finder names the input, not rank 0's output */
+    snprintf(b, sizeof(b), "%s/cause", g_tmp);
+    write_run(b, 12, 2, 5, 5, 0);
+    assert_int_equal(es_digest_load(b, &rb, err, sizeof(err)), 0);
+    es_digest_compare(&ra, &rb, &d);
+    assert_int_equal(d.kind, ES_DIGEST_DIFF_INPUT);
+    assert_int_equal(d.call, 5);
+    assert_int_equal(d.rank, 2);
     es_digest_run_free(&rb);
 
     snprintf(b, sizeof(b), "%s/call", g_tmp);
