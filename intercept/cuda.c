@@ -2,8 +2,11 @@
  * ABIs) answers with the shim's wrapper for every real pointer the shim
  * wraps (routing by the exact pointer the real resolver returned, so the
  * requested version and per-thread-stream variant are kept), and in d2 the
- * device identity (SM count, compute capability, limits) is canonical
- * (context/device.c) for everyone but the vendor libraries.
+ * device identity (SM count, compute capability, limits) is lowered to the
+ * job's canonical device (context/device.c): the compute capability kept
+ * real for code generators and loaders, every value real for the vendor
+ * libraries. In d2, cuInit also checks that the shim's portable kernels
+ * run on every GPU (kernels/portable.h).
  *
  * cudaGetDriverEntryPoint* (libcudart) is not exported: the runtime gets
  * every driver entry point through dlsym("cuGetProcAddress_v2") and then
@@ -12,13 +15,24 @@
  *
  * Module loads, kernel handles and launches feed the run-time kernel audit
  * (EASYSCALE_AUDIT, audit/modaudit.h).
+ *
+ * Virtual devices (context/vdev.h, while the collectives are virtual): the
+ * device count, cuDeviceGet, every call naming a device (translated to the
+ * EST's slot) and the calls returning one (translated back), and
+ * cuMemGetInfo (the EST's share of the slot).
  */
 #include "shim/shim.h"
 #include "context/device.h"
+#include "context/vdev.h"
 #include "kernels/portable.h"
 #include "audit/modaudit.h"
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static CUresult es_vendor_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
+static CUresult es_vendor_cuDeviceComputeCapability(int *major, int *minor, CUdevice dev);
 
 static void *es_route(void *real, const void *caller)
 {
@@ -29,8 +43,15 @@ static void *es_route(void *real, const void *caller)
     /* The true function, not `real`: a driver that takes the address of its
      * own exports hands out the shim's wrappers (they preempt them). */
     if (es_cfg.determinism == ES_DET_D2 && es_fn_is_identity(ES_LIB_CUDA, idx) &&
-        es_addr_in_vendor_lib(caller))
+        es_addr_in_vendor_lib(caller)) {
+        /* The vendor libraries see the true attributes, of the device the
+         * (virtual) ordinal stands for. */
+        if (es_vdev_active() && idx == ES_IDX_cuDeviceGetAttribute)
+            return (void *)es_vendor_cuDeviceGetAttribute;
+        if (es_vdev_active() && idx == ES_IDX_cuDeviceComputeCapability)
+            return (void *)es_vendor_cuDeviceComputeCapability;
         return es_real_ptr(ES_LIB_CUDA, idx);
+    }
     es_stat_getproc(ES_LIB_CUDA, idx);
     return w;
 }
@@ -57,35 +78,21 @@ ES_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     return r;
 }
 
-/* d2: the portable kernels must run on every device, checked once after
- * the first successful cuInit (kernels/portable.h): a GPU they cannot
- * serve fails cuInit, loudly, at start-up. */
-ES_EXPORT CUresult cuInit(unsigned int Flags)
-{
-    static int checked; /* 0 not yet, 1 passed, 2 failed */
-    ES_ENTER(cuda, cuInit);
-    CUresult r = ES_REAL(cuda, cuInit)(Flags);
-    if (r == CUDA_SUCCESS && es_cfg.determinism == ES_DET_D2 &&
-        __atomic_load_n(&checked, __ATOMIC_ACQUIRE) != 1) {
-        r = es_portable_startup_check();
-        __atomic_store_n(&checked, r == CUDA_SUCCESS ? 1 : 2, __ATOMIC_RELEASE);
-    }
-    return r;
-}
-
 /* d2's identity (context/device.h): values lowered to the canonical
  * device's, the compute capability kept real for code generators and
- * loaders (decided by the caller's address). */
+ * loaders (decided by the caller's address). The real value is always the
+ * physical device's: dev is the application's (virtual) ordinal, read on
+ * the slot it stands for. */
 static int es_real_attr(int attr, int dev, int *value)
 {
     return (int)ES_REAL(cuda, cuDeviceGetAttribute)(value, (CUdevice_attribute)attr,
-                                                     (CUdevice)dev);
+                                                     es_vdev_phys((CUdevice)dev));
 }
 
 ES_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     ES_ENTER(cuda, cuDeviceGetAttribute);
-    CUresult r = ES_REAL(cuda, cuDeviceGetAttribute)(pi, attrib, dev);
+    CUresult r = ES_REAL(cuda, cuDeviceGetAttribute)(pi, attrib, es_vdev_phys(dev));
     if (__builtin_expect(es_cfg.determinism == ES_DET_D2, 0) && r == CUDA_SUCCESS && pi &&
         es_device_lower_attr((int)attrib, (int)dev, pi, __builtin_return_address(0),
                              es_real_attr))
@@ -96,9 +103,199 @@ ES_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUde
 ES_EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
 {
     ES_ENTER(cuda, cuDeviceComputeCapability);
-    CUresult r = ES_REAL(cuda, cuDeviceComputeCapability)(major, minor, dev);
+    CUresult r = ES_REAL(cuda, cuDeviceComputeCapability)(major, minor, es_vdev_phys(dev));
     if (es_cfg.determinism == ES_DET_D2 && r == CUDA_SUCCESS && major && minor)
         es_device_lower_cc(major, minor, __builtin_return_address(0));
+    return r;
+}
+
+/* The vendor libraries' view in d2 (reached through cuGetProcAddress from
+ * inside them): true attributes, device translated. */
+static CUresult es_vendor_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    ES_ENTER(cuda, cuDeviceGetAttribute);
+    return ES_REAL(cuda, cuDeviceGetAttribute)(pi, attrib, es_vdev_phys(dev));
+}
+
+static CUresult es_vendor_cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
+{
+    ES_ENTER(cuda, cuDeviceComputeCapability);
+    return ES_REAL(cuda, cuDeviceComputeCapability)(major, minor, es_vdev_phys(dev));
+}
+
+/* ---- virtual devices (context/vdev.h) ----------------------------------------
+ * Inactive (EASYSCALE_COLLECTIVES=nccl, or off): each of these is the real
+ * call (es_vdev_* are the identity). */
+
+/* After the first successful cuInit (the devices are known):
+ * - virtual devices: the physical devices read and EASYSCALE_SLOT resolved
+ *   (context/vdev.h);
+ * - d2: the portable kernels must run on every device, checked once
+ *   (kernels/portable.h): a GPU they cannot serve fails cuInit, loudly, at
+ *   start-up. */
+ES_EXPORT CUresult cuInit(unsigned int Flags)
+{
+    static int checked; /* 0 not yet, 1 passed, 2 failed */
+    ES_ENTER(cuda, cuInit);
+    CUresult r = ES_REAL(cuda, cuInit)(Flags);
+    if (r == CUDA_SUCCESS && es_vdev_active()) {
+        char msg[256];
+        if (es_vdev_init(msg, sizeof(msg)) < 0) {
+            /* A configuration error, found only now that the devices are
+             * known: the same treatment as a bad value at start-up. */
+            ES_ERROR("%s", msg);
+            _exit(2);
+        }
+    }
+    if (r == CUDA_SUCCESS && es_cfg.determinism == ES_DET_D2 &&
+        __atomic_load_n(&checked, __ATOMIC_ACQUIRE) != 1) {
+        r = es_portable_startup_check();
+        __atomic_store_n(&checked, r == CUDA_SUCCESS ? 1 : 2, __ATOMIC_RELEASE);
+    }
+    return r;
+}
+
+ES_EXPORT CUresult cuDeviceGetCount(int *count)
+{
+    ES_ENTER(cuda, cuDeviceGetCount);
+    CUresult r = ES_REAL(cuda, cuDeviceGetCount)(count);
+    if (r == CUDA_SUCCESS && count)
+        *count = es_vdev_count(*count);
+    return r;
+}
+
+ES_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    ES_ENTER(cuda, cuDeviceGet);
+    if (!es_vdev_active())
+        return ES_REAL(cuda, cuDeviceGet)(device, ordinal);
+    int n = 0;
+    CUresult r = ES_REAL(cuda, cuDeviceGetCount)(&n);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (ordinal < 0 || ordinal >= es_vdev_count(n))
+        return device ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_INVALID_VALUE;
+    r = ES_REAL(cuda, cuDeviceGet)(device, es_vdev_phys(ordinal));
+    if (r == CUDA_SUCCESS)
+        *device = ordinal; /* the virtual ordinal is the application's handle */
+    return r;
+}
+
+ES_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    ES_ENTER(cuda, cuDeviceGetName);
+    return ES_REAL(cuda, cuDeviceGetName)(name, len, es_vdev_phys(dev));
+}
+
+ES_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    ES_ENTER(cuda, cuDeviceTotalMem_v2);
+    return ES_REAL(cuda, cuDeviceTotalMem_v2)(bytes, es_vdev_phys(dev));
+}
+
+ES_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    ES_ENTER(cuda, cuDeviceGetUuid_v2);
+    return ES_REAL(cuda, cuDeviceGetUuid_v2)(uuid, es_vdev_phys(dev));
+}
+
+ES_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+    ES_ENTER(cuda, cuDeviceGetPCIBusId);
+    return ES_REAL(cuda, cuDeviceGetPCIBusId)(pciBusId, len, es_vdev_phys(dev));
+}
+
+ES_EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+{
+    ES_ENTER(cuda, cuDeviceCanAccessPeer);
+    return ES_REAL(cuda, cuDeviceCanAccessPeer)(canAccessPeer, es_vdev_phys(dev),
+                                                 es_vdev_phys(peerDev));
+}
+
+ES_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    ES_ENTER(cuda, cuDevicePrimaryCtxRetain);
+    CUresult r = ES_REAL(cuda, cuDevicePrimaryCtxRetain)(pctx, es_vdev_phys(dev));
+    if (r == CUDA_SUCCESS)
+        es_vdev_select(dev);
+    return r;
+}
+
+ES_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    ES_ENTER(cuda, cuDevicePrimaryCtxRelease_v2);
+    return ES_REAL(cuda, cuDevicePrimaryCtxRelease_v2)(es_vdev_phys(dev));
+}
+
+ES_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    ES_ENTER(cuda, cuDevicePrimaryCtxGetState);
+    return ES_REAL(cuda, cuDevicePrimaryCtxGetState)(es_vdev_phys(dev), flags, active);
+}
+
+ES_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    ES_ENTER(cuda, cuDevicePrimaryCtxSetFlags_v2);
+    return ES_REAL(cuda, cuDevicePrimaryCtxSetFlags_v2)(es_vdev_phys(dev), flags);
+}
+
+ES_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    ES_ENTER(cuda, cuDevicePrimaryCtxReset_v2);
+    return ES_REAL(cuda, cuDevicePrimaryCtxReset_v2)(es_vdev_phys(dev));
+}
+
+ES_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
+                                  unsigned int flags, CUdevice dev)
+{
+    ES_ENTER(cuda, cuCtxCreate_v4);
+    CUresult r = ES_REAL(cuda, cuCtxCreate_v4)(pctx, ctxCreateParams, flags, es_vdev_phys(dev));
+    if (r == CUDA_SUCCESS)
+        es_vdev_select(dev);
+    return r;
+}
+
+ES_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
+{
+    ES_ENTER(cuda, cuCtxGetDevice);
+    CUresult r = ES_REAL(cuda, cuCtxGetDevice)(device);
+    if (r == CUDA_SUCCESS && device)
+        *device = es_vdev_virt(*device);
+    return r;
+}
+
+ES_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    ES_ENTER(cuda, cuCtxGetDevice_v2);
+    CUresult r = ES_REAL(cuda, cuCtxGetDevice_v2)(device, ctx);
+    if (r == CUDA_SUCCESS && device)
+        *device = es_vdev_virt(*device);
+    return r;
+}
+
+ES_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
+                                         CUdeviceptr ptr)
+{
+    ES_ENTER(cuda, cuPointerGetAttribute);
+    CUresult r = ES_REAL(cuda, cuPointerGetAttribute)(data, attribute, ptr);
+    if (r == CUDA_SUCCESS && data && attribute == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+        *(int *)data = es_vdev_virt(*(int *)data);
+    return r;
+}
+
+/* The EST's share of its slot: total and free divided by the ESTs placed
+ * on the slot (context/vdev.h). */
+ES_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    ES_ENTER(cuda, cuMemGetInfo_v2);
+    CUresult r = ES_REAL(cuda, cuMemGetInfo_v2)(free, total);
+    int k = es_vdev_share();
+    if (r == CUDA_SUCCESS && k > 1) {
+        if (free)
+            *free /= (size_t)k;
+        if (total)
+            *total /= (size_t)k;
+    }
     return r;
 }
 

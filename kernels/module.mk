@@ -2,7 +2,8 @@
 # d2's portable GEMM and convolutions (kernels/portable.cu, one source
 # through the CUDA-on-CPU layer: nvcc's fatbin embedded in libeasyscale.so,
 # the host compiler's twin for simcuda) and their launchers (gemm.c,
-# conv.c, portable.c).
+# conv.c, portable.c, archcheck.c), and the virtual collectives' reduction
+# kernel (reduce.cu, launched by reduce.c).
 #
 # The shim compiles $(KERNELS_SHIM_SRCS) and links $(KERNELS_SHIM_OBJS).
 
@@ -33,6 +34,23 @@ $(B)/obj/kernels/portable_blob.o: CPPFLAGS += -DES_PORTABLE_FATBIN='"$(ES_PORTAB
 $(B)/obj/kernels/portable_blob.o: $(ES_PORTABLE_FATBIN)
 
 ALL += $(ES_PORTABLE_TWIN)
+
+# The virtual collectives' reduction kernel, single source (reduce.cu
+# through sim/cucpu: nvcc SASS for sm_75, sm_80, sm_86, sm_89, sm_90, sm_100
+# and compute_100 PTX, embedded in the library by reduce_blob.c; the same
+# source compiled by the host compiler is its simcuda twin). Its element
+# arithmetic (reduce_kernels.h) is shared with the host transport; reduce.c
+# loads and launches it.
+KERNELS_SHIM_SRCS += kernels/reduce.c
+KERNELS_SHIM_OBJS += $(B)/obj/kernels/reduce_blob.o
+ES_REDUCE_FATBIN := $(B)/gen/es_reduce.fatbin
+ES_REDUCE_TWIN := $(B)/sim/twins/libsimtwin_coll.so
+$(eval $(call cucpu_cu,kernels/reduce.cu,$(ES_REDUCE_FATBIN),$(ES_REDUCE_TWIN),kernels/reduce_kernels.h))
+
+$(B)/obj/kernels/reduce_blob.o: CPPFLAGS += -DES_REDUCE_FATBIN='"$(ES_REDUCE_FATBIN)"'
+$(B)/obj/kernels/reduce_blob.o: $(ES_REDUCE_FATBIN)
+
+ALL += $(ES_REDUCE_TWIN)
 
 # The collective digests' hash kernel (EASYSCALE_DIGEST), single source
 # (digest.cu through sim/cucpu: nvcc's fatbin embedded by digest_blob.c, the

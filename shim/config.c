@@ -9,6 +9,15 @@
  *   EASYSCALE_AUDIT            off | warn | strict      (default warn)
  *   EASYSCALE_CANONICAL_DEVICE comma-separated GPU models (checked by
  *                              context/device.c; used in d2)
+ *   EASYSCALE_COLLECTIVES      virtual | nccl   (default virtual at d1/d2, nccl at off)
+ *   EASYSCALE_COLL_TRANSPORT   auto | device | host   (default auto)
+ *   EASYSCALE_COLL_TIMEOUT     seconds a collective waits for a live peer, 1..86400
+ *                              (default 30)
+ *   EASYSCALE_COLL_CHUNK       staging chunk in bytes, a multiple of 64 in
+ *                              [4096, 1 GiB] (default: the engine's)
+ *   EASYSCALE_SLOT             physical device ordinal (0..1023) or "GPU-" UUID
+ *                              (8-4-4-4-12 hex digits); which device exists is
+ *                              checked after cuInit (context/vdev.c)
  *   EASYSCALE_CONTROL          the controller's socket: an absolute path,
  *                              unix:PATH or tcp:HOST:PORT (default: none,
  *                              no control thread); then RANK and WORLD_SIZE
@@ -31,6 +40,8 @@ es_config_t es_cfg = {
     .log_level = ES_LOG_WARN,
     .log_fd = 2,
     .audit = ES_AUDIT_MODE_WARN,
+    .collectives = ES_COLL_VIRTUAL,
+    .coll_timeout_s = 30,
 };
 
 static int es_pick(const char *var, const char *val, const char *const *names, int n, int *out,
@@ -47,6 +58,44 @@ static int es_pick(const char *var, const char *val, const char *const *names, i
         k += snprintf(msg + k, msglen - (size_t)k, "%s%s", names[i],
                       i + 2 < n ? ", " : i + 1 < n ? " or " : "");
     return -EINVAL;
+}
+
+/* A decimal integer in [lo, hi], nothing else (no sign, space or suffix). */
+static int es_parse_num(const char *var, const char *val, long long lo, long long hi,
+                        long long *out, char *msg, size_t msglen)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = (*val >= '0' && *val <= '9') ? strtoll(val, &end, 10) : 0;
+    if (!end || *end || errno || v < lo || v > hi) {
+        snprintf(msg, msglen, "%s=\"%s\" is not valid: expected an integer in [%lld, %lld]",
+                 var, val, lo, hi);
+        return -EINVAL;
+    }
+    *out = v;
+    return 0;
+}
+
+/* EASYSCALE_SLOT: an ordinal, or GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx. */
+static int es_slot_syntax(const char *v)
+{
+    if (*v >= '0' && *v <= '9') {
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        return !*end && !errno && n >= 0 && n <= 1023;
+    }
+    if (strncmp(v, "GPU-", 4) != 0 || strlen(v) != 40)
+        return 0;
+    for (int i = 4; i < 40; i++) {
+        int k = i - 4;
+        int dash = k == 8 || k == 13 || k == 18 || k == 23;
+        char ch = v[i];
+        int hex = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
+        if (dash ? ch != '-' : !hex)
+            return 0;
+    }
+    return 1;
 }
 
 /* A decimal integer in [lo, hi], the whole string. */
@@ -126,9 +175,12 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
     static const char *const dets[] = { "off", "d1", "d2" };
     static const char *const levels[] = { "error", "warn", "info", "debug" };
     static const char *const audits[] = { "off", "warn", "strict" };
+    static const char *const colls[] = { "nccl", "virtual" };
+    static const char *const tps[] = { "auto", "device", "host" };
     es_config_t c = { .determinism = ES_DET_D1, .log_level = ES_LOG_WARN, .log_fd = 2,
-                      .audit = ES_AUDIT_MODE_WARN };
+                      .audit = ES_AUDIT_MODE_WARN, .coll_timeout_s = 30 };
     const char *v;
+    long long num;
     int rc = 0;
 
     if ((v = getenv("EASYSCALE_DETERMINISM")) != NULL &&
@@ -154,6 +206,38 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
             goto out;
         }
         strcpy(c.canonical, v);
+    }
+    c.collectives = c.determinism == ES_DET_OFF ? ES_COLL_NCCL : ES_COLL_VIRTUAL;
+    if ((v = getenv("EASYSCALE_COLLECTIVES")) != NULL &&
+        (rc = es_pick("EASYSCALE_COLLECTIVES", v, colls, 2, &c.collectives, msg, msglen)) < 0)
+        goto out;
+    if ((v = getenv("EASYSCALE_COLL_TRANSPORT")) != NULL &&
+        (rc = es_pick("EASYSCALE_COLL_TRANSPORT", v, tps, 3, &c.coll_transport, msg, msglen)) < 0)
+        goto out;
+    if ((v = getenv("EASYSCALE_COLL_TIMEOUT")) != NULL) {
+        if ((rc = es_parse_num("EASYSCALE_COLL_TIMEOUT", v, 1, 86400, &num, msg, msglen)) < 0)
+            goto out;
+        c.coll_timeout_s = (int)num;
+    }
+    if ((v = getenv("EASYSCALE_COLL_CHUNK")) != NULL) {
+        if ((rc = es_parse_num("EASYSCALE_COLL_CHUNK", v, 4096, 1LL << 30, &num, msg, msglen)) < 0)
+            goto out;
+        if (num % 64) {
+            snprintf(msg, msglen, "EASYSCALE_COLL_CHUNK=\"%s\" is not valid: expected a "
+                     "multiple of 64", v);
+            rc = -EINVAL;
+            goto out;
+        }
+        c.coll_chunk = (size_t)num;
+    }
+    if ((v = getenv("EASYSCALE_SLOT")) != NULL) {
+        if (!es_slot_syntax(v)) {
+            snprintf(msg, msglen, "EASYSCALE_SLOT=\"%.64s\" is not valid: expected a device "
+                     "ordinal (0..1023) or GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", v);
+            rc = -EINVAL;
+            goto out;
+        }
+        strcpy(c.slot, v);
     }
     if ((rc = es_config_control(&c, msg, msglen)) < 0)
         goto out;

@@ -296,6 +296,12 @@ void *es_real_ptr(int lib, int idx)
     return es_libs[lib].table[idx];
 }
 
+int es_real_present(int lib, int idx)
+{
+    es_lib_t *L = &es_libs[lib];
+    return __atomic_load_n(&L->done, __ATOMIC_ACQUIRE) && L->table[idx] != L->fns[idx].missing;
+}
+
 int es_fn_is_identity(int lib, int idx)
 {
     return es_libs[lib].fns[idx].kind == ES_KIND_I;

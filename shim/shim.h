@@ -31,6 +31,11 @@
 enum es_determinism { ES_DET_OFF = 0, ES_DET_D1 = 1, ES_DET_D2 = 2 };
 enum es_log_level { ES_LOG_ERROR = 0, ES_LOG_WARN = 1, ES_LOG_INFO = 2, ES_LOG_DEBUG = 3 };
 enum es_audit_mode { ES_AUDIT_MODE_OFF = 0, ES_AUDIT_MODE_WARN = 1, ES_AUDIT_MODE_STRICT = 2 };
+/* EASYSCALE_COLLECTIVES: plain NCCL, or the shim's virtual collectives
+ * (context/coll.h) and virtual devices (context/vdev.h). */
+enum es_coll_mode { ES_COLL_NCCL = 0, ES_COLL_VIRTUAL = 1 };
+/* EASYSCALE_COLL_TRANSPORT: how the ESTs of a communicator move data. */
+enum es_coll_transport { ES_COLL_TP_AUTO = 0, ES_COLL_TP_DEVICE = 1, ES_COLL_TP_HOST = 2 };
 
 typedef struct es_config {
     int determinism;         /* enum es_determinism */
@@ -39,6 +44,13 @@ typedef struct es_config {
     int stats;               /* count calls per wrapped function (log=debug) */
     int audit;               /* enum es_audit_mode (EASYSCALE_AUDIT) */
     char canonical[128];     /* EASYSCALE_CANONICAL_DEVICE as given ("" unset) */
+    int collectives;         /* enum es_coll_mode (EASYSCALE_COLLECTIVES; default: virtual
+                                at d1/d2, nccl at off) */
+    int coll_transport;      /* enum es_coll_transport (EASYSCALE_COLL_TRANSPORT) */
+    int coll_timeout_s;      /* EASYSCALE_COLL_TIMEOUT, seconds (default 30) */
+    size_t coll_chunk;       /* EASYSCALE_COLL_CHUNK, bytes (0: the engine's default) */
+    char slot[64];           /* EASYSCALE_SLOT as given ("" unset): syntax checked here,
+                                the device itself by context/vdev.c after cuInit */
     /* Control channel (shim/control.c); all unset unless EASYSCALE_CONTROL
      * is set. */
     char control[128];       /* unix socket path, or "tcp:HOST:PORT" ("" off) */
@@ -133,6 +145,9 @@ void *es_wrapper_for_real(int lib, const void *real, int *idx);
 
 /* The real function of wrapped function idx of lib (or its stub). */
 void *es_real_ptr(int lib, int idx);
+
+/* Whether the real library (loaded) has wrapped function idx of lib. */
+int es_real_present(int lib, int idx);
 
 /* Whether wrapped function idx of lib reveals the device identity (kind I). */
 int es_fn_is_identity(int lib, int idx);

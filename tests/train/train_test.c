@@ -697,6 +697,241 @@ static void test_shim_d1_repeat(void **state)
     two_runs(off, off, 0, 0);
 }
 
+/* ---- placement: N ESTs over fewer GPUs (virtual devices and collectives) ----
+ * Jobs of 4 and 8 ESTs under the shim, on every number of GPUs from N down
+ * to 1 and in several GPU orders: with the virtual collectives every
+ * element of every reduction is summed in rank order, so the checksum is
+ * one value per (job, level). Few steps: the buckets' all-reduces of 4 and
+ * 8 float sums differ with the order from the first step on. */
+#define PLACE_ARGS "--steps", "6", "--batch", "16", "--log-every", "3", "--test-samples", \
+                   "16", "--deterministic-kernels"
+
+static char place_ref4[80], place_ref8[80];
+
+/* A job of n ESTs under the shim (pre: its LD_PRELOAD assignment; NULL:
+ * without it) at `level` on SIMCUDA_DEVICES=devs, GPU order gpus (NULL: as
+ * listed), with up to two more assignments. */
+static void placed_job(job_t *j, const char *pre, int n, const char *level, const char *devs,
+                       const char *gpus, const char *x1, const char *x2)
+{
+    char dv[256], lv[64];
+    snprintf(dv, sizeof dv, "SIMCUDA_DEVICES=%s", devs);
+    snprintf(lv, sizeof lv, "EASYSCALE_DETERMINISM=%s", level);
+    char *env[] = {dv, lv, "CUBLAS_WORKSPACE_CONFIG=", "CUDA_VISIBLE_DEVICES=",
+                   "EASYSCALE_CANONICAL_DEVICE=a100,h100,t4", (char *)pre, (char *)x1,
+                   (char *)x2, NULL};
+    if (!pre) /* LD_PRELOAD as scripts/simenv left it (a sanitizer runtime, or none) */
+        env[5] = "ES_TEST_NO_SHIM=1";
+    run_job(j, n, gpus, env, PLACE_ARGS, NULL);
+}
+
+/* Asserts a job succeeded with the expected checksum (or records it). */
+static void expect_sum(job_t *j, int n, char *ref, const char *what)
+{
+    assert_ok_job(j, n);
+    if (!ref[0])
+        snprintf(ref, 80, "%s", j->sum);
+    if (strcmp(ref, j->sum) != 0)
+        fprintf(stderr, "placement %s: checksum %.16s..., expected %.16s...\n", what, j->sum,
+                ref);
+    assert_string_equal(ref, j->sum);
+    job_free(j);
+}
+
+static const char *gpu_list(const int *order, int n, char *buf, size_t len)
+{
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%d", i ? "," : "", order[i]);
+    return buf;
+}
+
+/* d1, 4 ESTs: 4 A100s in all 24 orders, 2 A100s in both orders, 1 A100. */
+static void test_placement_d1_4ests(void **state)
+{
+    (void)state;
+    char pre[1200];
+    if (!shim_preload(pre, sizeof pre))
+        skip();
+    const char *four = "a100:8G,a100:8G,a100:8G,a100:8G";
+    int perm[4] = {0, 1, 2, 3}, nperm = 0;
+    job_t j;
+    char g[32];
+    /* all permutations, lexicographic (Heap's algorithm would do too) */
+    for (;;) {
+        placed_job(&j, pre, 4, "d1", four, gpu_list(perm, 4, g, sizeof g), NULL, NULL);
+        expect_sum(&j, 4, place_ref4, g);
+        nperm++;
+        int i = 2;
+        while (i >= 0 && perm[i] > perm[i + 1])
+            i--;
+        if (i < 0)
+            break;
+        int k = 3;
+        while (perm[k] < perm[i])
+            k--;
+        int t = perm[i];
+        perm[i] = perm[k];
+        perm[k] = t;
+        for (int a = i + 1, b = 3; a < b; a++, b--) {
+            t = perm[a];
+            perm[a] = perm[b];
+            perm[b] = t;
+        }
+    }
+    assert_int_equal(nperm, 24);
+    placed_job(&j, pre, 4, "d1", "a100:8G,a100:8G", "0,1", NULL, NULL);
+    expect_sum(&j, 4, place_ref4, "2 GPUs 0,1");
+    placed_job(&j, pre, 4, "d1", "a100:8G,a100:8G", "1,0", NULL, NULL);
+    expect_sum(&j, 4, place_ref4, "2 GPUs 1,0");
+    placed_job(&j, pre, 4, "d1", "a100:8G", NULL, NULL, NULL);
+    expect_sum(&j, 4, place_ref4, "1 GPU");
+    /* the slot given by EASYSCALE_SLOT (the controller's way): all on GPU 1 */
+    placed_job(&j, pre, 4, "d1", "a100:8G,a100:8G", NULL, "EASYSCALE_SLOT=1", NULL);
+    expect_sum(&j, 4, place_ref4, "EASYSCALE_SLOT=1");
+    /* uneven: two ESTs on GPU 2, one on each of GPUs 0 and 1 (scripts/launch
+     * --slots sets EASYSCALE_SLOT per rank) */
+    char *argv[] = {(char *)es_root_path("scripts/launch"), "-n", "4", "--slots", "2,2,0,1", "--",
+                    "python3", (char *)es_root_path("examples/train.py"), PLACE_ARGS, NULL};
+    char *env[] = {"SIMCUDA_DEVICES=a100:8G,a100:8G,a100:8G", "EASYSCALE_DETERMINISM=d1",
+                   "CUBLAS_WORKSPACE_CONFIG=", "CUDA_VISIBLE_DEVICES=", pre, NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, RUN_TIMEOUT, &r), 0);
+    char sum[80];
+    if (r.status != 0 || !es_find_last(r.out, "checksum ", sum, sizeof sum))
+        fprintf(stderr, "---- --slots 2,2,0,1 ----\n%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    assert_non_null(es_find_last(r.out, "checksum ", sum, sizeof sum));
+    assert_string_equal(sum, place_ref4);
+    es_proc_result_free(&r);
+}
+
+/* d1, 8 ESTs: 8 A100s in three orders, 3 A100s in two, 1 A100. */
+static void test_placement_d1_8ests(void **state)
+{
+    (void)state;
+    char pre[1200];
+    if (!shim_preload(pre, sizeof pre))
+        skip();
+    const char *eight = "a100:8G,a100:8G,a100:8G,a100:8G,a100:8G,a100:8G,a100:8G,a100:8G";
+    static const char *const orders8[] = {"0,1,2,3,4,5,6,7", "7,6,5,4,3,2,1,0",
+                                          "3,7,1,5,0,4,2,6"};
+    job_t j;
+    for (int i = 0; i < 3; i++) {
+        placed_job(&j, pre, 8, "d1", eight, orders8[i], NULL, NULL);
+        expect_sum(&j, 8, place_ref8, orders8[i]);
+    }
+    placed_job(&j, pre, 8, "d1", "a100:8G,a100:8G,a100:8G", "0,1,2", NULL, NULL);
+    expect_sum(&j, 8, place_ref8, "3 GPUs 0,1,2");
+    placed_job(&j, pre, 8, "d1", "a100:8G,a100:8G,a100:8G", "2,0,1", NULL, NULL);
+    expect_sum(&j, 8, place_ref8, "3 GPUs 2,0,1");
+    placed_job(&j, pre, 8, "d1", "a100:8G", NULL, NULL, NULL);
+    expect_sum(&j, 8, place_ref8, "1 GPU");
+}
+
+/* d2: mixes of models (canonical device a100,h100,t4) give one checksum
+ * per job size, whatever the mix, its order or the number of GPUs. */
+static void test_placement_d2_mixes(void **state)
+{
+    (void)state;
+    char pre[1200];
+    if (!shim_preload(pre, sizeof pre))
+        skip();
+    char ref4[80] = "", ref8[80] = "";
+    job_t j;
+    static const char *const mixes4[][2] = {
+        {"a100:8G,h100:8G,t4:8G", NULL},
+        {"a100:8G,h100:8G,t4:8G", "2,1,0"},
+        {"t4:8G,a100:8G", NULL},
+        {"h100:8G", NULL},
+        {"t4:8G", NULL},
+        {"a100:8G,h100:8G,t4:8G,a100:8G", "3,2,1,0"},
+    };
+    for (size_t i = 0; i < sizeof mixes4 / sizeof mixes4[0]; i++) {
+        placed_job(&j, pre, 4, "d2", mixes4[i][0], mixes4[i][1], NULL, NULL);
+        expect_sum(&j, 4, ref4, mixes4[i][0]);
+    }
+    static const char *const mixes8[][2] = {
+        {"a100:8G,h100:8G,t4:8G", NULL},
+        {"t4:8G,h100:8G,a100:8G", NULL},
+        {"h100:8G", NULL},
+        {"a100:8G,t4:8G,h100:8G,a100:8G,t4:8G,h100:8G,a100:8G,t4:8G", NULL},
+    };
+    for (size_t i = 0; i < sizeof mixes8 / sizeof mixes8[0]; i++) {
+        placed_job(&j, pre, 8, "d2", mixes8[i][0], mixes8[i][1], NULL, NULL);
+        expect_sum(&j, 8, ref8, mixes8[i][0]);
+    }
+    /* the d2 value is not d1's: the GEMMs run the portable kernels */
+    assert_string_not_equal(ref4, place_ref4[0] ? place_ref4 : "");
+}
+
+/* Both transports, and any staging chunk, give the same bits (4 ESTs on 2
+ * GPUs; the transport is read from the shim's log). */
+static void test_placement_transports(void **state)
+{
+    (void)state;
+    char pre[1200];
+    if (!shim_preload(pre, sizeof pre))
+        skip();
+    static const char *const cases[][3] = {
+        {"EASYSCALE_COLL_TRANSPORT=device", NULL, "device transport"},
+        {"EASYSCALE_COLL_TRANSPORT=host", NULL, "host transport"},
+        {"EASYSCALE_COLL_TRANSPORT=host", "EASYSCALE_COLL_CHUNK=4096", "host transport"},
+        {"EASYSCALE_COLL_TRANSPORT=device", "EASYSCALE_COLL_CHUNK=4096", "device transport"},
+    };
+    job_t j;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dv[] = "SIMCUDA_DEVICES=a100:8G,a100:8G";
+        char *env[] = {dv, "EASYSCALE_DETERMINISM=d1", "CUBLAS_WORKSPACE_CONFIG=",
+                       "CUDA_VISIBLE_DEVICES=", pre, "EASYSCALE_LOG=info",
+                       (char *)cases[i][0], (char *)cases[i][1], NULL};
+        run_job(&j, 4, NULL, env, PLACE_ARGS, NULL);
+        int n = 0;
+        for (const char *p = j.out; (p = strstr(p, cases[i][2])) != NULL; p++)
+            n++;
+        if (n != 4)
+            fprintf(stderr, "%s: %d ranks said \"%s\"\n", cases[i][0], n, cases[i][2]);
+        assert_int_equal(n, 4);
+        expect_sum(&j, 4, place_ref4, cases[i][0]);
+    }
+}
+
+/* Negative controls. (a) The shim off (plain NCCL, ring order from the
+ * placement): two GPU orders differ, and (b) the shim at d1 with
+ * EASYSCALE_COLLECTIVES=nccl too: the virtual collectives are what makes
+ * the placement irrelevant. (c) 4 ranks on 2 GPUs without the shim: NCCL
+ * refuses two ranks on one GPU (VENDOR-NOTES "NCCL"); with it the same job
+ * runs (test_placement_d1_4ests). */
+static void test_placement_controls(void **state)
+{
+    (void)state;
+    char pre[1200];
+    if (!shim_preload(pre, sizeof pre))
+        skip();
+    const char *four = "a100:8G,a100:8G,a100:8G,a100:8G";
+    job_t a, b;
+    placed_job(&a, pre, 4, "off", four, "0,1,2,3", NULL, NULL);
+    assert_ok_job(&a, 4);
+    placed_job(&b, pre, 4, "off", four, "2,0,3,1", NULL, NULL);
+    assert_ok_job(&b, 4);
+    assert_string_not_equal(a.sum, b.sum);
+    job_free(&a);
+    job_free(&b);
+    placed_job(&a, pre, 4, "d1", four, "0,1,2,3", "EASYSCALE_COLLECTIVES=nccl", NULL);
+    assert_ok_job(&a, 4);
+    placed_job(&b, pre, 4, "d1", four, "2,0,3,1", "EASYSCALE_COLLECTIVES=nccl", NULL);
+    assert_ok_job(&b, 4);
+    assert_string_not_equal(a.sum, b.sum);
+    job_free(&a);
+    job_free(&b);
+    placed_job(&a, NULL, 4, "d1", "a100:8G,a100:8G", NULL, NULL, NULL);
+    if (a.status == 0 || !strstr(a.out, "Duplicate GPU detected"))
+        fprintf(stderr, "---- output ----\n%s\n", a.out);
+    assert_int_not_equal(a.status, 0);
+    assert_non_null(strstr(a.out, "Duplicate GPU detected"));
+    job_free(&a);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -728,6 +963,11 @@ int main(void)
         cmocka_unit_test(test_world_sizes_same_update),
         cmocka_unit_test(test_shim_d2_across_models),
         cmocka_unit_test(test_shim_d1_repeat),
+        cmocka_unit_test(test_placement_d1_4ests),
+        cmocka_unit_test(test_placement_d1_8ests),
+        cmocka_unit_test(test_placement_d2_mixes),
+        cmocka_unit_test(test_placement_transports),
+        cmocka_unit_test(test_placement_controls),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, teardown);
 }

@@ -1,0 +1,251 @@
+/* make bench: the virtual collectives' all-reduce (float sum, in place)
+ * through both transports for 2, 4 and 8 ranks (one simulated GPU, so
+ * every rank shares it), 4 KiB to 256 MiB per rank, beside Open MPI's
+ * MPI_Allreduce over shared memory (tests/coll/bench_mpi.c, run with mpirun
+ * when Open MPI is installed) and this machine's memcpy bandwidth; one
+ * table. Figures only, never pass/fail on time.
+ *
+ *   coll_bench                   the whole table (run under scripts/simenv)
+ *   coll_bench --worker N        one configuration (the table's children)
+ *
+ * algbw = bytes per rank / time; busbw = algbw * 2 (N - 1) / N (NCCL's
+ * convention: what each rank's link carries in a ring all-reduce). Time:
+ * the slowest rank's, per operation, over a back-to-back batch after a
+ * warm-up.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <nccl.h>
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXR 8
+#define NSIZES 9
+static const size_t g_sizes[NSIZES] = { 4u << 10, 16u << 10, 64u << 10, 256u << 10, 1u << 20,
+                                        4u << 20, 16u << 20, 64u << 20, 256u << 20 };
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct shared {
+    ncclUniqueId id;
+    volatile int ready;
+    double t[MAXR][NSIZES];
+    volatile int fail;
+} shared_t;
+
+static int iters_for(size_t bytes)
+{
+    /* about 64 MiB of traffic per measurement, 3..200 operations */
+    size_t k = (64u << 20) / bytes;
+    return k < 3 ? 3 : k > 200 ? 200 : (int)k;
+}
+
+#define CK(x)                                                                                  \
+    do {                                                                                       \
+        if ((x) != 0) {                                                                        \
+            fprintf(stderr, "coll_bench rank %d: %s failed (line %d)\n", rank, #x, __LINE__);  \
+            sh->fail = 1;                                                                      \
+            return 1;                                                                          \
+        }                                                                                      \
+    } while (0)
+
+static int worker_rank(int rank, int n, shared_t *sh)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream st;
+    int nd = 0;
+    CK(cuInit(0));
+    CK(cuDeviceGetCount(&nd));
+    CK(cuDeviceGet(&dev, rank % nd));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    if (rank == 0) {
+        CK(ncclGetUniqueId(&sh->id));
+        __atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
+    }
+    while (!__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE))
+        usleep(1000);
+    ncclComm_t comm;
+    CK(ncclCommInitRank(&comm, n, sh->id, rank));
+    size_t maxb = g_sizes[NSIZES - 1];
+    CUdeviceptr b, one;
+    CK(cuMemAlloc(&b, maxb));
+    CK(cuMemAlloc(&one, 4));
+    CK(cuMemsetD32(b, 0x3f800000u, maxb / 4));
+    for (int k = 0; k < NSIZES; k++) {
+        size_t cnt = g_sizes[k] / 4;
+        int it = iters_for(g_sizes[k]);
+        CK(ncclAllReduce((void *)b, (void *)b, cnt, ncclFloat, ncclSum, comm, st)); /* warm-up */
+        CK(ncclAllReduce((void *)one, (void *)one, 1, ncclFloat, ncclSum, comm, st));
+        CK(cuStreamSynchronize(st)); /* everyone here */
+        double t0 = now_s();
+        for (int i = 0; i < it; i++)
+            CK(ncclAllReduce((void *)b, (void *)b, cnt, ncclFloat, ncclSum, comm, st));
+        CK(cuStreamSynchronize(st));
+        sh->t[rank][k] = (now_s() - t0) / it;
+    }
+    CK(ncclCommDestroy(comm));
+    return 0;
+}
+
+static int worker(int n)
+{
+    shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                        -1, 0);
+    if (sh == MAP_FAILED)
+        return 1;
+    memset(sh, 0, sizeof(*sh));
+    pid_t pids[MAXR];
+    for (int r = 0; r < n; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0)
+            _exit(worker_rank(r, n, sh));
+    }
+    int bad = 0;
+    for (int r = 0; r < n; r++) {
+        int ws;
+        waitpid(pids[r], &ws, 0);
+        bad |= !WIFEXITED(ws) || WEXITSTATUS(ws) != 0;
+    }
+    if (bad || sh->fail)
+        return 1;
+    for (int k = 0; k < NSIZES; k++) {
+        double t = 0;
+        for (int r = 0; r < n; r++)
+            if (sh->t[r][k] > t)
+                t = sh->t[r][k];
+        printf("result %zu %.9f\n", g_sizes[k], t);
+    }
+    return 0;
+}
+
+/* ---- the table ------------------------------------------------------------------ */
+
+/* Runs cmd (a shell line), parses "result BYTES SECONDS" lines into t[]. */
+static int collect(const char *cmd, double t[NSIZES])
+{
+    for (int k = 0; k < NSIZES; k++)
+        t[k] = 0;
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    char line[256];
+    int got = 0;
+    while (fgets(line, sizeof line, p)) {
+        size_t bytes;
+        double s;
+        if (sscanf(line, "result %zu %lf", &bytes, &s) == 2)
+            for (int k = 0; k < NSIZES; k++)
+                if (g_sizes[k] == bytes) {
+                    t[k] = s;
+                    got++;
+                }
+    }
+    int rc = pclose(p);
+    return got == NSIZES && rc == 0 ? 0 : -1;
+}
+
+static double memcpy_gbs(void)
+{
+    size_t n = 256u << 20;
+    char *a = malloc(n), *b = malloc(n);
+    if (!a || !b)
+        return 0;
+    memset(a, 1, n);
+    memset(b, 2, n);
+    double best = 1e30;
+    for (int i = 0; i < 3; i++) {
+        double t0 = now_s();
+        memcpy(b, a, n);
+        double t = now_s() - t0;
+        best = t < best ? t : best;
+        a[i] = b[n - 1 - (size_t)i];
+    }
+    free(a);
+    free(b);
+    return (double)n / best / 1e9;
+}
+
+static void row(const char *what, int n, const double t[NSIZES])
+{
+    for (int k = 0; k < NSIZES; k++) {
+        double alg = t[k] > 0 ? (double)g_sizes[k] / t[k] / 1e9 : 0;
+        double bus = alg * 2.0 * (n - 1) / n;
+        char sz[16];
+        if (g_sizes[k] >= (1u << 20))
+            snprintf(sz, sizeof sz, "%zuM", g_sizes[k] >> 20);
+        else
+            snprintf(sz, sizeof sz, "%zuK", g_sizes[k] >> 10);
+        if (t[k] > 0)
+            printf("%-14s %2d %6s %12.1f %9.3f %9.3f\n", what, n, sz, t[k] * 1e6, alg, bus);
+        else
+            printf("%-14s %2d %6s %12s %9s %9s\n", what, n, sz, "-", "-", "-");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--worker") == 0)
+        return worker(atoi(argv[2]));
+    const char *b = getenv("ES_BUILD");
+    if (!b) {
+        fprintf(stderr, "coll_bench: run under scripts/simenv (ES_BUILD)\n");
+        return 2;
+    }
+    char self[4096], mpi[4096];
+    snprintf(self, sizeof self, "%s/bench/coll_bench", b);
+    snprintf(mpi, sizeof mpi, "%s/bench/coll_mpi_bench", b);
+    int have_mpi = access(mpi, X_OK) == 0 && system("command -v mpirun >/dev/null 2>&1") == 0;
+    const char *pre = getenv("LD_PRELOAD");
+    printf("all-reduce, float sum in place; time per operation (slowest rank); GB/s\n");
+    printf("memcpy bandwidth (one thread, 256 MiB): %.2f GB/s\n", memcpy_gbs());
+    printf("%-14s %2s %6s %12s %9s %9s\n", "what", "N", "bytes", "time_us", "algbw", "busbw");
+    static const int ns[3] = { 2, 4, 8 };
+    double t[NSIZES];
+    for (int i = 0; i < 3; i++) {
+        static const char *const tps[2] = { "host", "device" };
+        for (int j = 0; j < 2; j++) {
+            char cmd[9000], what[32];
+            snprintf(cmd, sizeof cmd,
+                     "env -u CUDA_VISIBLE_DEVICES -u LOCAL_WORLD_SIZE SIMCUDA_DEVICES=a100:80G "
+                     "EASYSCALE_COLL_TRANSPORT=%s LD_PRELOAD=%s%s%s/lib/libeasyscale.so %s "
+                     "--worker %d",
+                     tps[j], pre && *pre ? pre : "", pre && *pre ? ":" : "", b, self, ns[i]);
+            snprintf(what, sizeof what, "virtual-%s", tps[j]);
+            if (collect(cmd, t) < 0)
+                printf("%s %d: failed\n", what, ns[i]);
+            row(what, ns[i], t);
+            fflush(stdout);
+        }
+        if (have_mpi) {
+            char cmd[9000];
+            snprintf(cmd, sizeof cmd,
+                     "LD_PRELOAD= mpirun --allow-run-as-root --oversubscribe --bind-to none "
+                     "--mca btl self,vader -np %d %s 2>/dev/null",
+                     ns[i], mpi);
+            if (collect(cmd, t) < 0)
+                printf("openmpi %d: failed\n", ns[i]);
+            row("openmpi-shm", ns[i], t);
+        } else if (i == 0) {
+            printf("(Open MPI not installed: install openmpi-bin and libopenmpi-dev for its "
+                   "figures)\n");
+        }
+        fflush(stdout);
+    }
+    return 0;
+}

@@ -1,0 +1,631 @@
+/* Tests of the virtual collectives (context/coll*.c, intercept/nccl.c,
+ * kernels/reduce*) and their settings.
+ *
+ * Unit: the settings (EASYSCALE_COLLECTIVES, _COLL_TRANSPORT,
+ * _COLL_TIMEOUT, _COLL_CHUNK, _SLOT parsed strictly); the element
+ * arithmetic of kernels/reduce_kernels.h (what the kernel, its twin and the
+ * host transport compute) against tests/coll/refarith.h, an independent
+ * writing of the documented rule: every half, bfloat16 and fp8 code
+ * decoded, every rounding boundary of those formats encoded, and every
+ * datatype x operation step on random and special operands.
+ *
+ * Integration (whole processes under libeasyscale.so, simcuda):
+ *  - tests/coll/coll_client "types": every datatype and operation through
+ *    all-reduce, reduce and reduce-scatter, bit for bit against the
+ *    reference folded in rank order on the host, with 4 ranks on 4, 2 and 1
+ *    GPUs and 8 ranks on 3, through both transports and several staging
+ *    chunk sizes: the same digest everywhere (same bits whichever transport
+ *    and whoever computes a shard). Negative control: the same client on
+ *    plain NCCL (no shim, 4 GPUs) misses the rank-order reference.
+ *  - "coll": broadcast, gathers, scatters, in-place buffers, groups with
+ *    collectives and send/recv pairs, several streams and communicators,
+ *    split, non-blocking init, argument errors; "initall".
+ *  - tests/clients/nccl_vclient (NVIDIA's headers only, rank r on device
+ *    r % count) on 2 and 1 GPUs, and with simcuda's isolated device memory
+ *    and adversarial scheduling: passes, same checksum; without the shim on
+ *    2 GPUs NCCL refuses the placement ("Duplicate GPU detected"), and on 4
+ *    GPUs its sums are not the rank-ordered ones.
+ *  - faults: a killed rank, an aborted rank, a live rank that stays away
+ *    (EASYSCALE_COLL_TIMEOUT): the others fail (ncclRemoteError /
+ *    ncclSystemError) without hanging; no shared-memory segment is left;
+ *    a segment left by a rank that died before the others joined is
+ *    removed by the next ncclGetUniqueId.
+ *  - a stream under capture (simcuda's stream capture, GLOBAL mode): an
+ *    all-reduce, alone and in a group, gets ncclInvalidUsage and a log line
+ *    on every rank, both transports; the capture survives (a graph of the
+ *    client's own nodes, replayed) and the communicator still sums.
+ *    Negative control: without the shim the client's check fails.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "context/vdev.h"
+#include "kernels/reduce_kernels.h"
+#include "shim/shim.h"
+#include "tests/coll/refarith.h"
+#include "tests/harness.h"
+
+#define TIMEOUT 240
+
+/* context/vdev.o's shim dependencies (its pure rules need none of them). */
+es_real_cuda_t es_real_cuda;
+void es_log_write(int level, const char *fmt, ...)
+{
+    (void)level, (void)fmt;
+}
+
+/* ---- settings ------------------------------------------------------------------- */
+
+static const char *const g_vars[] = { "EASYSCALE_DETERMINISM", "EASYSCALE_COLLECTIVES",
+                                      "EASYSCALE_COLL_TRANSPORT", "EASYSCALE_COLL_TIMEOUT",
+                                      "EASYSCALE_COLL_CHUNK", "EASYSCALE_SLOT" };
+
+static int parse1(const char *var, const char *val, es_config_t *c, char *msg)
+{
+    for (size_t i = 0; i < sizeof g_vars / sizeof g_vars[0]; i++)
+        unsetenv(g_vars[i]);
+    if (val)
+        setenv(var, val, 1);
+    int rc = es_config_parse(c, msg, 256);
+    unsetenv(var);
+    return rc;
+}
+
+static void test_config(void **state)
+{
+    (void)state;
+    es_config_t c;
+    char msg[256];
+    assert_int_equal(parse1("EASYSCALE_COLLECTIVES", NULL, &c, msg), 0);
+    assert_int_equal(c.collectives, ES_COLL_VIRTUAL); /* default at d1 */
+    assert_int_equal(c.coll_transport, ES_COLL_TP_AUTO);
+    assert_int_equal(c.coll_timeout_s, 30);
+    assert_int_equal((int)c.coll_chunk, 0);
+    assert_string_equal(c.slot, "");
+    assert_int_equal(parse1("EASYSCALE_DETERMINISM", "off", &c, msg), 0);
+    assert_int_equal(c.collectives, ES_COLL_NCCL); /* off keeps plain NCCL */
+    assert_int_equal(parse1("EASYSCALE_COLLECTIVES", "nccl", &c, msg), 0);
+    assert_int_equal(c.collectives, ES_COLL_NCCL);
+    setenv("EASYSCALE_DETERMINISM", "off", 1);
+    setenv("EASYSCALE_COLLECTIVES", "virtual", 1);
+    assert_int_equal(es_config_parse(&c, msg, sizeof msg), 0);
+    assert_int_equal(c.collectives, ES_COLL_VIRTUAL);
+    unsetenv("EASYSCALE_DETERMINISM");
+    static const char *const bad_coll[] = { "Virtual", "", "nccl ", "ncc" };
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(parse1("EASYSCALE_COLLECTIVES", bad_coll[i], &c, msg), -EINVAL);
+        assert_non_null(strstr(msg, "EASYSCALE_COLLECTIVES"));
+    }
+    assert_int_equal(parse1("EASYSCALE_COLL_TRANSPORT", "host", &c, msg), 0);
+    assert_int_equal(c.coll_transport, ES_COLL_TP_HOST);
+    assert_int_equal(parse1("EASYSCALE_COLL_TRANSPORT", "device", &c, msg), 0);
+    assert_int_equal(c.coll_transport, ES_COLL_TP_DEVICE);
+    assert_int_equal(parse1("EASYSCALE_COLL_TRANSPORT", "gpu", &c, msg), -EINVAL);
+    assert_int_equal(parse1("EASYSCALE_COLL_TIMEOUT", "1", &c, msg), 0);
+    assert_int_equal(c.coll_timeout_s, 1);
+    assert_int_equal(parse1("EASYSCALE_COLL_TIMEOUT", "86400", &c, msg), 0);
+    static const char *const bad_to[] = { "0", "86401", "-5", "2x", "", " 3", "1e3" };
+    for (size_t i = 0; i < 7; i++) {
+        assert_int_equal(parse1("EASYSCALE_COLL_TIMEOUT", bad_to[i], &c, msg), -EINVAL);
+        assert_non_null(strstr(msg, "EASYSCALE_COLL_TIMEOUT"));
+    }
+    assert_int_equal(parse1("EASYSCALE_COLL_CHUNK", "4096", &c, msg), 0);
+    assert_int_equal((int)c.coll_chunk, 4096);
+    assert_int_equal(parse1("EASYSCALE_COLL_CHUNK", "4095", &c, msg), -EINVAL);
+    assert_int_equal(parse1("EASYSCALE_COLL_CHUNK", "4100", &c, msg), -EINVAL);
+    assert_non_null(strstr(msg, "multiple of 64"));
+    assert_int_equal(parse1("EASYSCALE_COLL_CHUNK", "2147483648", &c, msg), -EINVAL);
+    assert_int_equal(parse1("EASYSCALE_SLOT", "0", &c, msg), 0);
+    assert_string_equal(c.slot, "0");
+    assert_int_equal(parse1("EASYSCALE_SLOT", "1023", &c, msg), 0);
+    assert_int_equal(parse1("EASYSCALE_SLOT", "GPU-0123abcd-4567-89ef-0123-456789ABCDEF", &c, msg),
+                     0);
+    static const char *const bad_slot[] = { "1024", "-1", "", "1 ", "x", "GPU-0123",
+                                            "GPU-0123abcd-4567-89ef-0123-456789abcdeg",
+                                            "GPU-0123abcd44567-89ef-0123-456789abcdef" };
+    for (size_t i = 0; i < 8; i++) {
+        assert_int_equal(parse1("EASYSCALE_SLOT", bad_slot[i], &c, msg), -EINVAL);
+        assert_non_null(strstr(msg, "EASYSCALE_SLOT"));
+    }
+}
+
+/* The placement rules (context/vdev.h). */
+static void test_vdev_rules(void **state)
+{
+    (void)state;
+    assert_int_equal(es_vdev_count_for(2, 0), 2);
+    assert_int_equal(es_vdev_count_for(2, 4), 4);
+    assert_int_equal(es_vdev_count_for(8, 4), 8);
+    /* 4 ESTs on 2 GPUs: 2 each; on 3 GPUs: slot 0 holds ranks 0 and 3 */
+    assert_int_equal(es_vdev_share_for(2, 4, 0, 0), 2);
+    assert_int_equal(es_vdev_share_for(2, 4, 1, 0), 2);
+    assert_int_equal(es_vdev_share_for(3, 4, 0, 0), 2);
+    assert_int_equal(es_vdev_share_for(3, 4, 2, 0), 1);
+    assert_int_equal(es_vdev_share_for(1, 8, 0, 0), 8);
+    assert_int_equal(es_vdev_share_for(3, 4, 2, 1), 2); /* EASYSCALE_SLOT: ceil(4 / 3) */
+    assert_int_equal(es_vdev_share_for(2, 0, 0, 0), 1); /* LOCAL_WORLD_SIZE unknown */
+}
+
+/* ---- element arithmetic: reduce_kernels.h against refarith.h ---------------------- */
+
+static uint64_t kern_enc(int dt, float f) { return es_small_enc(dt, f); }
+
+/* Every code decodes to the reference's value (NaN to a NaN). */
+static void test_decode_all_codes(void **state)
+{
+    (void)state;
+    static const int dts[4] = { 6, 9, 10, 11 };
+    for (int k = 0; k < 4; k++) {
+        int dt = dts[k];
+        unsigned ncodes = tsize[dt] == 2 ? 65536 : 256;
+        for (unsigned c = 0; c < ncodes; c++) {
+            float a = es_small_dec(dt, c), b = ref_dec(dt, c);
+            if (isnan(b)) {
+                assert_true(isnan(a));
+                continue;
+            }
+            if (f_bits(a) != f_bits(b))
+                fail_msg("dtype %d code 0x%x: %a, reference %a", dt, c, a, b);
+        }
+    }
+}
+
+/* Encoding at and around every rounding boundary (midpoints between
+ * neighbouring codes, one float ulp either side), the largest values,
+ * infinities and NaN. */
+static void test_encode_boundaries(void **state)
+{
+    (void)state;
+    static const int dts[4] = { 6, 9, 10, 11 };
+    long checked = 0;
+    for (int k = 0; k < 4; k++) {
+        int dt = dts[k];
+        unsigned ncodes = tsize[dt] == 2 ? 32768 : 128; /* positive codes */
+        for (unsigned c = 0; c + 1 < ncodes; c++) {
+            double lo = ref_dec(dt, c), hi = ref_dec(dt, c + 1);
+            if (isnan(lo) || isnan(hi) || isinf(hi))
+                continue;
+            float mid = (float)((lo + hi) / 2); /* exact: a few more bits than the format */
+            float cands[7] = { (float)lo, mid, nextafterf(mid, 0), nextafterf(mid, INFINITY),
+                               (float)hi, -mid, nextafterf(-mid, -INFINITY) };
+            for (int j = 0; j < 7; j++) {
+                uint64_t a = kern_enc(dt, cands[j]), b = ref_enc(dt, cands[j]);
+                if (a != b)
+                    fail_msg("dtype %d: encode(%a) = 0x%llx, reference 0x%llx", dt, cands[j],
+                             (unsigned long long)a, (unsigned long long)b);
+                checked++;
+            }
+        }
+        static const float sp[] = { 0.0f, -0.0f, INFINITY, -INFINITY, 3.0e38f, -3.0e38f,
+                                    65504.0f, 65520.0f, 448.0f, 464.0f, 57344.0f, 61440.0f,
+                                    1e-45f, 1e-40f, 5.9604645e-08f, 2.9802322e-08f };
+        for (size_t j = 0; j < sizeof sp / sizeof sp[0]; j++)
+            assert_int_equal(kern_enc(dt, sp[j]), ref_enc(dt, sp[j]));
+        assert_int_equal(kern_enc(dt, NAN), ref_enc(dt, NAN));
+        assert_int_equal(kern_enc(dt, -NAN), ref_enc(dt, NAN));
+    }
+    assert_true(checked > 300000);
+}
+
+/* Random and special operands: every datatype x operation step, the
+ * PreMulSum scaling and the finish (avg, NaN canonical). */
+static void test_steps(void **state)
+{
+    (void)state;
+    uint64_t x = 12345;
+    for (int dt = 0; dt < 12; dt++)
+        for (int op = OP_SUM; op <= OP_AVG; op++)
+            for (int t = 0; t < 20000; t++) {
+                x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                uint64_t a = (x >> 3) & (tsize[dt] == 8 ? ~0ULL : (1ULL << (8 * tsize[dt])) - 1);
+                x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                uint64_t b = (x >> 5) & (tsize[dt] == 8 ? ~0ULL : (1ULL << (8 * tsize[dt])) - 1);
+                int sop = op == OP_AVG ? OP_SUM : op;
+                uint64_t ks = es_red_step(dt, sop == OP_SUM ? ES_RO_SUM : sop, a, b);
+                uint64_t rs = ref_step(dt, sop, a, b);
+                uint64_t kf = es_red_finish(dt, op, 3, ks), rf = ref_finish(dt, op, 3, rs);
+                if (kf != rf)
+                    fail_msg("dtype %d op %d: 0x%llx, 0x%llx -> 0x%llx, reference 0x%llx", dt, op,
+                             (unsigned long long)a, (unsigned long long)b,
+                             (unsigned long long)kf, (unsigned long long)rf);
+                uint64_t kp = es_red_finish(dt, ES_RO_SUM, 1, es_red_scale(dt, a, b));
+                uint64_t rp = ref_finish(dt, OP_SUM, 1, ref_step(dt, OP_PROD, a, b));
+                if (kp != rp)
+                    fail_msg("dtype %d scale 0x%llx by 0x%llx: 0x%llx, reference 0x%llx", dt,
+                             (unsigned long long)a, (unsigned long long)b,
+                             (unsigned long long)kp, (unsigned long long)rp);
+            }
+}
+
+/* ---- whole processes -------------------------------------------------------------- */
+
+static char g_pre[1200];
+
+static int shim_built(void)
+{
+    struct stat sb;
+    if (stat(es_build_path("lib/libeasyscale.so"), &sb) != 0)
+        return 0;
+    es_preload_env(es_build_path("lib/libeasyscale.so"), g_pre, sizeof g_pre);
+    return 1;
+}
+
+/* Runs a program (shim: preloaded) with SIMCUDA_DEVICES=devs and up to
+ * three more assignments. */
+static es_proc_result_t run_prog(int shim, const char *devs, char *const argv[], const char *x1,
+                                 const char *x2, const char *x3)
+{
+    char dv[256];
+    snprintf(dv, sizeof dv, "SIMCUDA_DEVICES=%s", devs);
+    /* Without the shim the collectives are simcuda's NCCL, which computes in
+     * host functions reading device memory: it cannot run with isolated
+     * device memory (a SIMCUDA_ISOLATION=1 given to the whole test run), so
+     * those runs (the negative controls) keep device memory in the process. */
+    char *env[] = { dv, "CUDA_VISIBLE_DEVICES=", "LOCAL_WORLD_SIZE=", "LOCAL_RANK=",
+                    shim ? g_pre : "SIMCUDA_ISOLATION=", (char *)x1, (char *)x2, (char *)x3,
+                    NULL };
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, TIMEOUT, &r), 0);
+    return r;
+}
+
+static es_proc_result_t run_client(int shim, const char *mode, int n, const char *devs,
+                                   const char *x1, const char *x2, const char *x3)
+{
+    char nb[16];
+    snprintf(nb, sizeof nb, "%d", n);
+    char *argv[] = { (char *)es_build_path("tests/coll/coll_client"), (char *)mode, nb, NULL };
+    return run_prog(shim, devs, argv, x1, x2, x3);
+}
+
+static int client_ok(const es_proc_result_t *r, int n)
+{
+    int ok = 0;
+    for (const char *p = r->out; (p = strstr(p, ": ok\n")) != NULL; p++)
+        ok++;
+    return r->status == 0 && ok == n && strstr(r->out, "done") && !strstr(r->out, "FAIL");
+}
+
+static void expect_client(es_proc_result_t *r, int n, const char *what)
+{
+    if (!client_ok(r, n))
+        fprintf(stderr, "---- %s (status %d) ----\n%s\n----\n", what, r->status, r->out);
+    assert_true(client_ok(r, n));
+}
+
+static void digest_of(const es_proc_result_t *r, char *buf, size_t len)
+{
+    assert_non_null(es_find_last(r->out, "digest ", buf, len));
+}
+
+#define TWO "a100:4G,a100:4G"
+#define THREE "a100:4G,a100:4G,a100:4G"
+#define FOUR "a100:4G,a100:4G,a100:4G,a100:4G"
+
+static void test_types(void **state)
+{
+    (void)state;
+    if (!shim_built())
+        skip();
+    /* With simcuda's isolated device memory (a host access to device memory
+     * faults) and adversarial stream scheduling: the engine never touches
+     * device memory from the host and orders its copies on the streams. */
+    static const struct {
+        int n;
+        const char *devs, *x1, *x2, *x3;
+    } runs[] = {
+        { 4, TWO, NULL, NULL, NULL },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", NULL, NULL },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", "EASYSCALE_COLL_CHUNK=4096", NULL },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=device", "EASYSCALE_COLL_CHUNK=4096", NULL },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=device", "SIMCUDA_ISOLATION=1", "SIMCUDA_CHAOS=5" },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", "SIMCUDA_ISOLATION=1", "SIMCUDA_CHAOS=5" },
+        { 4, FOUR, NULL, NULL, NULL },
+        { 4, "a100:4G", "EASYSCALE_COLL_CHUNK=65536", NULL, NULL },
+        { 8, THREE, NULL, NULL, NULL },
+        { 8, THREE, "EASYSCALE_COLL_TRANSPORT=host", "EASYSCALE_COLL_CHUNK=8192", NULL },
+    };
+    char ref[2][40] = { "", "" };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        es_proc_result_t r = run_client(1, "types", runs[i].n, runs[i].devs, runs[i].x1,
+                                        runs[i].x2, runs[i].x3);
+        expect_client(&r, runs[i].n, runs[i].x1 ? runs[i].x1 : runs[i].devs);
+        char d[40];
+        digest_of(&r, d, sizeof d);
+        char *rf = ref[runs[i].n == 8];
+        if (!rf[0])
+            snprintf(rf, 40, "%s", d);
+        fprintf(stderr, "note: types %d ranks on %s %s %s %s: digest %s\n", runs[i].n,
+                runs[i].devs, runs[i].x1 ? runs[i].x1 : "", runs[i].x2 ? runs[i].x2 : "",
+                runs[i].x3 ? runs[i].x3 : "", d);
+        assert_string_equal(rf, d);
+        es_proc_result_free(&r);
+    }
+    assert_string_not_equal(ref[0], ref[1]);
+}
+
+/* Negative control: plain NCCL (simcuda's, ring order) on 4 GPUs does not
+ * give the rank-ordered bits the client checks for. */
+static void test_types_control(void **state)
+{
+    (void)state;
+    es_proc_result_t r = run_client(0, "types", 4, FOUR, NULL, NULL, NULL);
+    if (r.status == 0 || !strstr(r.out, "rank-order reference"))
+        fprintf(stderr, "---- output (status %d) ----\n%s\n", r.status, r.out);
+    assert_int_not_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "rank-order reference"));
+    es_proc_result_free(&r);
+}
+
+static void test_coll(void **state)
+{
+    (void)state;
+    if (!shim_built())
+        skip();
+    static const struct {
+        int n;
+        const char *devs, *x1, *x2;
+    } runs[] = {
+        { 4, TWO, NULL, NULL },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", NULL },
+        { 4, TWO, "SIMCUDA_ISOLATION=1", "SIMCUDA_CHAOS=9" },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", "SIMCUDA_ISOLATION=1" },
+        { 4, "a100:4G", NULL, NULL },
+        { 8, THREE, NULL, NULL },
+        { 8, THREE, "EASYSCALE_COLL_TRANSPORT=host", NULL },
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        es_proc_result_t r = run_client(1, "coll", runs[i].n, runs[i].devs, runs[i].x1,
+                                        runs[i].x2, "EASYSCALE_COLL_CHUNK=65536");
+        expect_client(&r, runs[i].n, runs[i].x1 ? runs[i].x1 : runs[i].devs);
+        es_proc_result_free(&r);
+    }
+}
+
+static void test_initall(void **state)
+{
+    (void)state;
+    if (!shim_built())
+        skip();
+    es_proc_result_t r = run_client(1, "initall", 4, TWO, NULL, NULL, NULL);
+    expect_client(&r, 4, "initall");
+    es_proc_result_free(&r);
+}
+
+/* ---- the NVIDIA-headers client -------------------------------------------------- */
+
+static es_proc_result_t run_vclient(int shim, const char *devs, const char *arg)
+{
+    char *argv[] = { (char *)es_build_path("tests/clients/nccl_vclient"), (char *)arg, NULL };
+    return run_prog(shim, devs, argv, NULL, NULL, NULL);
+}
+
+static es_proc_result_t run_vclient_iso(const char *devs)
+{
+    char *argv[] = { (char *)es_build_path("tests/clients/nccl_vclient"), NULL };
+    return run_prog(1, devs, argv, "SIMCUDA_ISOLATION=1", "SIMCUDA_CHAOS=11", NULL);
+}
+
+static void test_vclient(void **state)
+{
+    (void)state;
+    if (!shim_built())
+        skip();
+    char a[40], b[40];
+    es_proc_result_t r = run_vclient(1, TWO, NULL);
+    if (r.status != 0)
+        fprintf(stderr, "---- 2 GPUs ----\n%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "[  PASSED  ] 8 test(s)."));
+    assert_non_null(es_find_last(r.out, "checksum ", a, sizeof a));
+    es_proc_result_free(&r);
+    r = run_vclient(1, "a100:4G", NULL);
+    if (r.status != 0)
+        fprintf(stderr, "---- 1 GPU ----\n%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    assert_non_null(es_find_last(r.out, "checksum ", b, sizeof b));
+    assert_string_equal(a, b);
+    es_proc_result_free(&r);
+    /* isolated device memory, adversarial stream scheduling */
+    r = run_vclient_iso(TWO);
+    if (r.status != 0)
+        fprintf(stderr, "---- 2 GPUs, isolation ----\n%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    assert_non_null(es_find_last(r.out, "checksum ", b, sizeof b));
+    assert_string_equal(a, b);
+    es_proc_result_free(&r);
+    /* without the shim: NCCL refuses two ranks on one GPU */
+    r = run_vclient(0, TWO, NULL);
+    if (r.status == 0 || !strstr(r.out, "Duplicate GPU detected"))
+        fprintf(stderr, "---- no shim, 2 GPUs ----\n%s\n", r.out);
+    assert_int_not_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "Duplicate GPU detected"));
+    es_proc_result_free(&r);
+    /* ... and on 4 GPUs it runs, correct to rounding (--loose), but its sums
+     * are not the rank-ordered ones */
+    r = run_vclient(0, FOUR, "--loose");
+    if (r.status != 0)
+        fprintf(stderr, "---- no shim, 4 GPUs, loose ----\n%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    es_proc_result_free(&r);
+    r = run_vclient(0, FOUR, NULL);
+    assert_int_not_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "rank-order reference"));
+    es_proc_result_free(&r);
+}
+
+/* ---- faults and clean-up ------------------------------------------------------------ */
+
+/* Names of this user's segments in /dev/shm. */
+static int list_segments(char names[][300], int max)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "es-coll-%u-", (unsigned)getuid());
+    DIR *d = opendir("/dev/shm");
+    int n = 0;
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < max)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+            snprintf(names[n++], 300, "%s", e->d_name);
+    closedir(d);
+    return n;
+}
+
+static int in_list(char names[][300], int n, const char *s)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], s) == 0)
+            return 1;
+    return 0;
+}
+
+/* Segments present now that were not in before[]. */
+static int new_segments(char before[][300], int nb, char out[][300], int max)
+{
+    char now[64][300];
+    int nn = list_segments(now, 64), k = 0;
+    for (int i = 0; i < nn && k < max; i++)
+        if (!in_list(before, nb, now[i]))
+            memcpy(out[k++], now[i], sizeof(now[i]));
+    return k;
+}
+
+static void fault_run(const char *mode, const char *want, int survivors, const char *tp)
+{
+    if (!shim_built())
+        skip();
+    char before[64][300], extra[8][300];
+    int nb = list_segments(before, 64);
+    es_proc_result_t r = run_client(1, mode, 4, TWO, "EASYSCALE_COLL_TIMEOUT=1", tp, NULL);
+    int n = 0;
+    for (const char *p = r.out; (p = strstr(p, want)) != NULL; p++)
+        n++;
+    if (r.status != 0 || n < survivors || strstr(r.out, "FAIL"))
+        fprintf(stderr, "---- %s (status %d) ----\n%s\n", mode, r.status, r.out);
+    assert_int_equal(r.status, 0);
+    assert_true(n >= survivors);
+    assert_null(strstr(r.out, "FAIL"));
+    assert_int_equal(new_segments(before, nb, extra, 8), 0);
+    es_proc_result_free(&r);
+}
+
+static void test_fault_kill(void **state)
+{
+    (void)state;
+    /* rank 2 died: ranks 0, 1, 3 see ncclRemoteError (both transports) */
+    fault_run("kill", "second allreduce: remote process exited", 3, NULL);
+    fault_run("kill", "second allreduce: remote process exited", 3,
+              "EASYSCALE_COLL_TRANSPORT=host");
+}
+
+static void test_fault_abort(void **state)
+{
+    (void)state;
+    fault_run("abort", "second allreduce: remote process exited", 3, NULL);
+    fault_run("abort", "second allreduce: remote process exited", 3,
+              "EASYSCALE_COLL_TRANSPORT=host");
+}
+
+static void test_fault_timeout(void **state)
+{
+    (void)state;
+    /* rank 1 alive but away for 5 s; EASYSCALE_COLL_TIMEOUT=1 */
+    fault_run("timeout", "second allreduce: unhandled system error", 3, NULL);
+}
+
+/* A rank that dies before the others joined leaves the rendezvous
+ * segment; the next ncclGetUniqueId of the user removes it. */
+static void test_stale_segment(void **state)
+{
+    (void)state;
+    if (!shim_built())
+        skip();
+    char before[64][300], extra[8][300];
+    int nb = list_segments(before, 64);
+    es_proc_result_t r = run_client(1, "stale", 2, TWO, NULL, NULL, NULL);
+    if (r.status != 0)
+        fprintf(stderr, "---- stale ----\n%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    es_proc_result_free(&r);
+    int k = new_segments(before, nb, extra, 8);
+    assert_int_equal(k, 1); /* left behind */
+    r = run_client(1, "coll", 2, TWO, NULL, NULL, NULL); /* any job: its id sweeps */
+    expect_client(&r, 2, "sweeping job");
+    es_proc_result_free(&r);
+    char now[64][300];
+    int nn = list_segments(now, 64);
+    assert_false(in_list(now, nn, extra[0]));
+}
+
+static int count_of(const char *hay, const char *needle)
+{
+    int k = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+        k++;
+    return k;
+}
+
+/* A collective on a stream under capture (CUDA graphs, GLOBAL mode): every
+ * rank gets ncclInvalidUsage and one log line per call, the capture ends
+ * with a graph of the client's own work that replays, the communicator
+ * keeps working; 4 ranks on 2 GPUs, both transports. */
+static void test_capture(void **state)
+{
+    (void)state;
+    if (!shim_built())
+        skip();
+    static const char *const tps[] = { "EASYSCALE_COLL_TRANSPORT=device",
+                                       "EASYSCALE_COLL_TRANSPORT=host" };
+    for (size_t t = 0; t < 2; t++) {
+        es_proc_result_t r = run_client(1, "capture", 4, TWO, tps[t], NULL, NULL);
+        expect_client(&r, 4, tps[t]);
+        /* the call alone and the call in a group, on each of the 4 ranks */
+        assert_int_equal(count_of(r.out, "ncclAllReduce on a stream under capture"), 8);
+        assert_int_equal(count_of(r.out, "allreduce under capture: invalid usage"), 4);
+        es_proc_result_free(&r);
+    }
+    /* Negative control: without the shim (simcuda's NCCL enqueues the
+     * collective into the capture) every rank reaches the capture and its
+     * check fails: no ncclInvalidUsage. */
+    es_proc_result_t r = run_client(0, "capture", 4, FOUR, NULL, NULL, NULL);
+    assert_false(client_ok(&r, 4));
+    assert_int_equal(count_of(r.out, "allreduce under capture: no error ("), 4);
+    assert_int_equal(count_of(r.out, "allreduce under capture: invalid usage"), 0);
+    es_proc_result_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_vdev_rules),
+        cmocka_unit_test(test_decode_all_codes),
+        cmocka_unit_test(test_encode_boundaries),
+        cmocka_unit_test(test_steps),
+        cmocka_unit_test(test_types),
+        cmocka_unit_test(test_types_control),
+        cmocka_unit_test(test_coll),
+        cmocka_unit_test(test_initall),
+        cmocka_unit_test(test_vclient),
+        cmocka_unit_test(test_fault_kill),
+        cmocka_unit_test(test_fault_abort),
+        cmocka_unit_test(test_fault_timeout),
+        cmocka_unit_test(test_stale_segment),
+        cmocka_unit_test(test_capture),
+    };
+    return cmocka_run_group_tests_name("coll", tests, NULL, NULL);
+}
