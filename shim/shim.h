@@ -57,6 +57,7 @@ typedef struct es_config {
     char token[72];          /* EASYSCALE_TOKEN (required with tcp) */
     int heartbeat_ms;        /* EASYSCALE_HEARTBEAT_MS */
     int rank, world;         /* RANK, WORLD_SIZE (required with a control channel) */
+    char digest[512];        /* EASYSCALE_DIGEST: collective digests' directory ("" off) */
 } es_config_t;
 
 extern es_config_t es_cfg;

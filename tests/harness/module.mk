@@ -19,3 +19,21 @@ $(B)/tests/digest_kernel_test: $(B)/obj/tests/harness/digest_kernel_test.o $(TES
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -L$(B)/sim -lcuda
 
 TESTS += $(B)/tests/digest_kernel_test
+
+# digest_test: the shim's collective digests with the trainer (whole jobs
+# under easyscale-ctl run) and the first-divergence finder on them.
+$(B)/tests/digest_test: $(B)/obj/tests/harness/digest_test.o $(B)/obj/controller/digest.o \
+		$(B)/obj/controller/util.o $(TEST_HARNESS_OBJ) \
+		| $(B)/bin/easyscale-ctl $(B)/lib/libeasyscale.so $(EX_FATBIN) $(EX_TWINS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -lm
+
+TESTS += $(B)/tests/digest_test
+
+# determinism_test: the reduced determinism matrix (CI's, in make test).
+$(B)/tests/determinism_test: $(B)/obj/tests/harness/determinism_test.o $(TEST_HARNESS_OBJ) \
+		| $(B)/bin/easyscale-ctl $(B)/lib/libeasyscale.so $(EX_FATBIN) $(EX_TWINS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/determinism_test
