@@ -5,6 +5,9 @@
 #include "context/coll_int.h"
 #include "context/digest.h"
 #include "context/vdev.h"
+#include "context/vhandle.h"
+#include "context/mover.h"
+#include "context/swap.h"
 #include "kernels/reduce.h"
 #include "shim/step.h"
 
@@ -205,6 +208,11 @@ CUresult es_step_launch(es_step_t *st, CUstream s)
     if (st->n == 0) {
         es_step_free(st);
         return CUDA_SUCCESS;
+    }
+    if (es_coll_parked_vdev() >= 0) { /* time-sliced, parked: run it here */
+        es_comm_t *c = st->c;
+        es_step_run(st);
+        return atomic_load(&c->failed) ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
     }
     CUresult r = ES_REAL(cuda, cuLaunchHostFunc)(s, es_step_run, st);
     if (r != CUDA_SUCCESS)
@@ -522,7 +530,14 @@ static CUresult es_comm_bind(es_comm_t *c, CUcontext ctx)
     es_ctx_leave(pushed);
     if (r != CUDA_SUCCESS)
         es_coll_error("cannot read the communicator's device (CUresult %d)", (int)r);
-    c->vdev = es_vdev_virt(c->dev);
+    if (es_vh_on) {
+        /* handles are virtual (docs/MOVING.md): the answer is already the
+         * application's ordinal, which a move does not change */
+        c->vdev = c->dev;
+        c->dev = es_vdev_phys(c->vdev);
+    } else {
+        c->vdev = es_vdev_virt(c->dev);
+    }
     return r;
 }
 
@@ -575,12 +590,77 @@ int es_tp_device_possible(es_comm_t *c)
     return ok;
 }
 
+/* ---- time-slicing (docs/MOVING.md, section 6) -----------------------------------------
+ * An EST that takes turns on its GPU with others (es_mover_tslice) cannot
+ * wait for them while it holds the GPU: at a collective (and at the
+ * rendezvous of a new communicator) it yields -- parks and passes the turn
+ * -- takes part while parked, and comes back at its next turn. While
+ * parked its thread makes no driver call: the host transport's copies go
+ * to and from the EST's host copies (es_swap_park_read/write) and the
+ * steps run in the calling thread. */
+static __thread int es_parked_vdev = -1;
+
+int es_coll_parked_vdev(void)
+{
+    return es_parked_vdev;
+}
+
+/* 1 yielded (parked), 0 not time-sliced, -1 failed (message set). */
+static int es_ts_yield(void)
+{
+    es_tslice_t *t = es_mover_tslice(NULL);
+    if (!t)
+        return 0;
+    char msg[256] = "";
+    if (es_mover_yield(t, msg, sizeof(msg)) != 0) {
+        es_coll_error("time-slicing: cannot yield the GPU: %s", msg);
+        return -1;
+    }
+    return 1;
+}
+
+static int es_ts_resume(void)
+{
+    int slot;
+    es_tslice_t *t = es_mover_tslice(&slot);
+    char msg[256] = "";
+    for (;;) {
+        int rc = es_mover_resume(t, slot, msg, sizeof(msg));
+        if (rc == 0)
+            return 0;
+        if (rc != -ENOMEM) {
+            es_coll_error("time-slicing: cannot come back onto GPU %d: %s", slot, msg);
+            return -1;
+        }
+        /* the previous EST's memory is not gone yet: its turn again later */
+        ES_WARN("time-slicing: no room on GPU %d yet (%s): waiting for the next turn", slot, msg);
+        char m2[256];
+        if (es_mover_yield(t, m2, sizeof(m2)) != 0 && es_mover_where_est() != -1) {
+            es_coll_error("time-slicing: %s", m2);
+            return -1;
+        }
+    }
+}
+
+/* A device-to-device copy of a parked EST, through the host. */
+static CUresult es_parked_copy(int vdev, void *dst, const void *src, size_t n)
+{
+    void *tmp = malloc(n ? n : 1);
+    if (!tmp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    int rc = es_swap_park_read(vdev, tmp, (CUdeviceptr)(uintptr_t)src, n);
+    if (rc == 0)
+        rc = es_swap_park_write(vdev, (CUdeviceptr)(uintptr_t)dst, tmp, n);
+    free(tmp);
+    return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 /* Rendezvous and transport: runs in the caller's thread (blocking), a
  * background thread (non-blocking) or a group's thread. */
 static ncclResult_t es_comm_setup(es_comm_t *c)
 {
     ncclResult_t res = ncclSuccess;
-    int pushed = 0, rc;
+    int pushed = 0, rc, parked = 0;
     CUresult cr = es_ctx_enter(c, &pushed);
     if (cr != CUDA_SUCCESS) {
         es_coll_error("cannot make the communicator's context current (CUresult %d)", (int)cr);
@@ -590,7 +670,23 @@ static ncclResult_t es_comm_setup(es_comm_t *c)
     CUuuid uu;
     memset(&uu, 0, sizeof(uu));
     ES_REAL(cuda, cuDeviceGetUuid_v2)(&uu, c->dev);
+    /* time-sliced: the others reach the rendezvous only in their turns */
+    parked = es_ts_yield();
+    if (parked < 0) {
+        res = ncclUnhandledCudaError;
+        goto out;
+    }
     int pref = es_cfg.coll_transport;
+    /* While ESTs can move (docs/MOVING.md) the staging must not be device
+     * memory: the device transport's buffers are mapped by the other ranks
+     * from file descriptors of this GPU's memory, which a move would leave
+     * behind. The host transport's staging is host memory. */
+    if (es_vh_on && pref != ES_COLL_TP_HOST) {
+        if (pref == ES_COLL_TP_DEVICE && c->rank == 0)
+            ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=device is not possible while ESTs "
+                    "can move (EASYSCALE_MOVE=off allows it): host transport");
+        pref = ES_COLL_TP_HOST;
+    }
     size_t host_chunk = es_chunk_for(ES_COLL_TP_HOST, c->nranks);
     rc = es_seg_join(&c->seg, &c->id, c->nranks, c->rank, host_chunk,
                      es_p2p_chunk_for(host_chunk, c->nranks), pref,
@@ -649,20 +745,37 @@ static ncclResult_t es_comm_setup(es_comm_t *c)
             goto out;
         }
     }
-    cr = ES_REAL(cuda, cuEventCreate)(&c->ev_last, CU_EVENT_DISABLE_TIMING);
-    if (cr != CUDA_SUCCESS) {
-        es_coll_error("cuEventCreate failed (CUresult %d)", (int)cr);
-        res = ncclUnhandledCudaError;
-        goto out;
+    if (!parked) {
+        cr = ES_REAL(cuda, cuEventCreate)(&c->ev_last, CU_EVENT_DISABLE_TIMING);
+        if (cr != CUDA_SUCCESS) {
+            es_coll_error("cuEventCreate failed (CUresult %d)", (int)cr);
+            res = ncclUnhandledCudaError;
+            goto out;
+        }
     }
     if ((rc = es_ctrl_barrier(c)) < 0) {
         res = es_status_of(rc);
         goto out;
     }
+    if (parked) { /* back in its turn, then what needs the GPU */
+        parked = 0;
+        if (es_ts_resume() < 0) {
+            res = ncclUnhandledCudaError;
+            goto out;
+        }
+        cr = ES_REAL(cuda, cuEventCreate)(&c->ev_last, CU_EVENT_DISABLE_TIMING);
+        if (cr != CUDA_SUCCESS) {
+            es_coll_error("cuEventCreate failed (CUresult %d)", (int)cr);
+            res = ncclUnhandledCudaError;
+            goto out;
+        }
+    }
     ES_INFO("collectives: communicator %016llx rank %d/%d on device %d (virtual %d): %s "
             "transport, chunk %zu bytes", (unsigned long long)c->nonce, c->rank, c->nranks,
             (int)c->dev, c->vdev, c->tp->name, c->chunk);
 out:
+    if (parked > 0 && es_ts_resume() < 0 && res == ncclSuccess)
+        res = ncclUnhandledCudaError;
     es_ctx_leave(pushed);
     if (res != ncclSuccess && c->seg.h) {
         if (c->tp)
@@ -1338,7 +1451,8 @@ static ncclResult_t es_check_op(const es_coll_op_t *o, es_qop_t *q)
  * joined with the other streams by events. */
 /* The collective digests (EASYSCALE_DIGEST, context/digest.h) of a run's
  * operations: their inputs hashed on s before the run, outputs after. */
-static void es_digest_ops(es_comm_t *c, es_qop_t **ops, int n, CUstream s, es_digest_batch_t *b)
+static void es_digest_ops(es_comm_t *c, es_qop_t **ops, int n, CUstream s, int parked,
+                          es_digest_batch_t *b)
 {
     es_digest_op_t d[ES_DIGEST_BATCH_MAX];
     int m = 0;
@@ -1347,7 +1461,10 @@ static void es_digest_ops(es_comm_t *c, es_qop_t **ops, int n, CUstream s, es_di
         m += es_digest_op_init(&d[m], (uint32_t)o->kind + 1, o->send, o->recv, o->count,
                                o->dtype, o->op, o->root, c->rank, c->nranks) == 0;
     }
-    es_digest_begin(b, c, c->rank, c->nranks, d, m, 1, s);
+    if (parked)
+        es_digest_begin_parked(b, c->vdev, c, c->rank, c->nranks, d, m);
+    else
+        es_digest_begin(b, c, c->rank, c->nranks, d, m, 1, s);
 }
 
 static ncclResult_t es_run_comm(es_comm_t *c, es_qop_t **ops, int n)
@@ -1359,21 +1476,31 @@ static ncclResult_t es_run_comm(es_comm_t *c, es_qop_t **ops, int n)
         return res;
     if (atomic_load(&c->failed))
         return atomic_load(&c->async);
+    /* time-sliced: yield the GPU, take part while parked (host transport) */
+    int parked = c->tp_id == ES_COLL_TP_HOST ? es_ts_yield() : 0;
+    if (parked < 0)
+        return ncclUnhandledCudaError;
     pthread_mutex_lock(&c->mu);
     if (!c->tp) { /* aborted meanwhile by another thread */
         pthread_mutex_unlock(&c->mu);
         es_coll_error("the communicator was aborted");
+        if (parked)
+            es_ts_resume();
         return ncclInvalidUsage;
     }
-    int pushed;
-    CUresult r = es_ctx_enter(c, &pushed);
+    int pushed = 0;
+    CUresult r = CUDA_SUCCESS;
+    if (parked)
+        es_parked_vdev = c->vdev;
+    else
+        r = es_ctx_enter(c, &pushed);
     CUstream s = ops[0]->op.stream;
     CUstream others[ES_STEP_MAX];
     CUevent evs[ES_STEP_MAX];
     int nothers = 0;
     es_p2p_t *p2p = NULL;
     int np2p = 0;
-    for (int i = 1; i < n && r == CUDA_SUCCESS; i++) {
+    for (int i = 1; i < n && r == CUDA_SUCCESS && !parked; i++) {
         CUstream o = ops[i]->op.stream;
         int seen = o == s;
         for (int k = 0; k < nothers && !seen; k++)
@@ -1394,10 +1521,10 @@ static ncclResult_t es_run_comm(es_comm_t *c, es_qop_t **ops, int n)
         nothers++;
     }
     /* Operations of a communicator run in issue order. */
-    if (r == CUDA_SUCCESS && c->have_ops && c->last_stream != s)
+    if (r == CUDA_SUCCESS && c->have_ops && c->last_stream != s && !parked)
         r = ES_REAL(cuda, cuStreamWaitEvent)(s, c->ev_last, 0);
     if (r == CUDA_SUCCESS && es_digest_enabled())
-        es_digest_ops(c, ops, n, s, &dg);
+        es_digest_ops(c, ops, n, s, parked, &dg);
     for (int i = 0; i < n && r == CUDA_SUCCESS; i++) {
         es_qop_t *q = ops[i];
         if (q->op.kind == ES_OP_SEND || q->op.kind == ES_OP_RECV)
@@ -1435,8 +1562,12 @@ static ncclResult_t es_run_comm(es_comm_t *c, es_qop_t **ops, int n)
                 res = ncclInvalidUsage;
                 goto out;
             }
-            r = ES_REAL(cuda, cuMemcpyDtoDAsync_v2)((CUdeviceptr)(uintptr_t)ops[k]->op.recv,
-                                                    (CUdeviceptr)(uintptr_t)q->op.send, bytes, s);
+            if (parked)
+                r = es_parked_copy(c->vdev, ops[k]->op.recv, q->op.send, bytes);
+            else
+                r = ES_REAL(cuda, cuMemcpyDtoDAsync_v2)((CUdeviceptr)(uintptr_t)ops[k]->op.recv,
+                                                        (CUdeviceptr)(uintptr_t)q->op.send, bytes,
+                                                        s);
             continue;
         }
         p2p[np2p++] = (es_p2p_t){ q->op.kind == ES_OP_SEND, q->op.root,
@@ -1446,9 +1577,13 @@ static ncclResult_t es_run_comm(es_comm_t *c, es_qop_t **ops, int n)
     }
     if (r == CUDA_SUCCESS && np2p)
         r = c->tp->p2p(c, p2p, np2p, s);
-    if (r == CUDA_SUCCESS && dg.n)
-        es_digest_end(&dg, s);
-    if (r == CUDA_SUCCESS) {
+    if (r == CUDA_SUCCESS && dg.n) {
+        if (parked)
+            es_digest_end_parked(&dg);
+        else
+            es_digest_end(&dg, s);
+    }
+    if (r == CUDA_SUCCESS && !parked) {
         r = ES_REAL(cuda, cuEventRecord)(c->ev_last, s);
         c->last_stream = s;
         c->have_ops = 1;
@@ -1476,7 +1611,10 @@ out:
         ES_REAL(cuda, cuEventDestroy_v2)(evs[k]);
     free(p2p);
     es_ctx_leave(pushed);
+    es_parked_vdev = -1;
     pthread_mutex_unlock(&c->mu);
+    if (parked && es_ts_resume() < 0 && res == ncclSuccess)
+        res = ncclUnhandledCudaError;
     return res;
 }
 

@@ -10,6 +10,7 @@
  * scal[r] (a PreMulSum scalar per rank); p2p[from][to][2] slots.
  */
 #include "context/coll_int.h"
+#include "context/swap.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -139,14 +140,37 @@ static void es_host_teardown(es_comm_t *c)
 
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
 
+/* The copies between the application's device memory and the staging:
+ * on the stream, or, for a parked EST (time-slicing), at once from and to
+ * its host copies. */
 static CUresult es_dtoh(void *dst, const void *src, size_t n, CUstream s)
 {
+    int pv = es_coll_parked_vdev();
+    if (n && pv >= 0)
+        return es_swap_park_read(pv, dst, DPTR(src), n) == 0 ? CUDA_SUCCESS
+                                                              : CUDA_ERROR_INVALID_VALUE;
     return n ? ES_REAL(cuda, cuMemcpyDtoHAsync_v2)(dst, DPTR(src), n, s) : CUDA_SUCCESS;
 }
 
 static CUresult es_htod(void *dst, const void *src, size_t n, CUstream s)
 {
+    int pv = es_coll_parked_vdev();
+    if (n && pv >= 0)
+        return es_swap_park_write(pv, DPTR(dst), src, n) == 0 ? CUDA_SUCCESS
+                                                               : CUDA_ERROR_INVALID_VALUE;
     return n ? ES_REAL(cuda, cuMemcpyHtoDAsync_v2)(DPTR(dst), src, n, s) : CUDA_SUCCESS;
+}
+
+/* A 2D copy from the device (rows of width bytes, pitches as given). */
+static CUresult es_dtoh_2d(const CUDA_MEMCPY2D *cp, CUstream s)
+{
+    if (es_coll_parked_vdev() < 0)
+        return ES_REAL(cuda, cuMemcpy2DAsync_v2)(cp, s);
+    CUresult r = CUDA_SUCCESS;
+    for (size_t y = 0; y < cp->Height && r == CUDA_SUCCESS; y++)
+        r = es_dtoh((char *)cp->dstHost + y * cp->dstPitch,
+                    (const char *)(uintptr_t)cp->srcDevice + y * cp->srcPitch, cp->WidthInBytes, s);
+    return r;
 }
 
 /* A reduction action over the ranks' staging (shard [lo, hi) of a chunk
@@ -292,7 +316,7 @@ static CUresult es_host_coll(es_comm_t *c, const es_coll_op_t *op, int rop, cons
             cp.dstPitch = per * es;
             cp.WidthInBytes = bytes;
             cp.Height = (size_t)n;
-            r = ES_REAL(cuda, cuMemcpy2DAsync_v2)(&cp, s);
+            r = es_dtoh_2d(&cp, s);
             if (r == CUDA_SUCCESS && rop == ES_RO_PREMUL)
                 r = es_host_scalar(c, st, set, pm, op->dtype, s);
             es_action_t b1 = { .kind = ES_A_BARRIER, .a = b + 1 };

@@ -245,6 +245,11 @@ typedef struct es_step {
     es_action_t act[ES_STEP_MAX];
 } es_step_t;
 
+/* The virtual device of the parked EST whose collective this thread runs
+ * (time-slicing: its memory is in its host copies, context/swap.h), or -1:
+ * the copies and steps then run in the calling thread, no driver call. */
+int es_coll_parked_vdev(void);
+
 /* Starts a step (NULL on allocation failure). */
 es_step_t *es_step_new(es_comm_t *c);
 /* Appends an action; 0 or -ENOSPC (full: flush first). */

@@ -7,6 +7,7 @@
  * the host function that writes its record; a reservation that finds the
  * slot still in flight (thousands of collectives behind) waits for it. */
 #include "context/digest.h"
+#include "context/swap.h"
 #include "controller/digest.h"
 #include "kernels/digest.h"
 #include "shim/shim.h"
@@ -116,7 +117,7 @@ static int es_dg_rank(int fallback)
     return errno || *end || r < 0 || r > INT_MAX ? fallback : (int)r;
 }
 
-/* The file and the host ring, at the first record. Under es_dg_mu. */
+/* The file and the slots, at the first record. Under es_dg_mu. */
 static int es_dg_open(int rank, int nranks)
 {
     if (es_dg_fd >= 0)
@@ -153,30 +154,11 @@ static int es_dg_open(int rank, int nranks)
         ES_WARN("digest: cannot write %s: %s", path, strerror(errno));
         goto out;
     }
-    /* the host side of the ring: hashes, then two zero words (the source of
-     * the copies that clear a device slot) */
-    es_dg_host_len = ((ES_DG_SLOTS + 1) * 16 + 4095) & ~(size_t)4095;
-    void *m = mmap(NULL, es_dg_host_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-                   0);
     es_dg_slots = calloc(ES_DG_SLOTS, sizeof(*es_dg_slots));
-    if (m == MAP_FAILED || !es_dg_slots) {
-        if (m != MAP_FAILED)
-            munmap(m, es_dg_host_len);
-        free(es_dg_slots);
-        es_dg_slots = NULL;
+    if (!es_dg_slots) {
         rc = -ENOMEM;
         goto out;
     }
-    CUresult cr = ES_REAL(cuda, cuMemHostRegister_v2)(m, es_dg_host_len,
-                                                      CU_MEMHOSTREGISTER_PORTABLE);
-    if (cr != CUDA_SUCCESS) {
-        ES_WARN("digest: cuMemHostRegister failed (CUresult %d)", (int)cr);
-        munmap(m, es_dg_host_len);
-        free(es_dg_slots);
-        es_dg_slots = NULL;
-        goto out;
-    }
-    es_dg_host = m;
     es_dg_fd = fd;
     fd = -1;
     ES_INFO("digest: writing %s", path);
@@ -185,6 +167,28 @@ out:
     if (fd >= 0)
         close(fd);
     return rc;
+}
+
+/* The host side of the ring, registered with the driver at the first
+ * device record: hashes, then two zero words (the source of the copies that
+ * clear a device slot). Under es_dg_mu. */
+static int es_dg_hostring(void)
+{
+    if (es_dg_host)
+        return 0;
+    size_t len = ((ES_DG_SLOTS + 1) * 16 + 4095) & ~(size_t)4095;
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return -ENOMEM;
+    CUresult cr = ES_REAL(cuda, cuMemHostRegister_v2)(m, len, CU_MEMHOSTREGISTER_PORTABLE);
+    if (cr != CUDA_SUCCESS) {
+        ES_WARN("digest: cuMemHostRegister failed (CUresult %d)", (int)cr);
+        munmap(m, len);
+        return -EIO;
+    }
+    es_dg_host = m;
+    es_dg_host_len = len;
+    return 0;
 }
 
 /* This context's device ring. Under es_dg_mu. */
@@ -228,16 +232,42 @@ static int es_dg_reserve(void)
     return k;
 }
 
+/* Reserves slot k for ops[i] and fills its record. Under es_dg_mu. */
+static es_dg_slot_t *es_dg_fill(int k, uint32_t ci, int rank, int nranks, const es_digest_op_t *op)
+{
+    es_dg_slot_t *sl = &es_dg_slots[k];
+    memset(&sl->rec, 0, sizeof(sl->rec));
+    sl->rec.call = es_dg_calls++;
+    sl->rec.step = es_dg_allreduces;
+    if (op->op == ES_DIGEST_ALLREDUCE)
+        es_dg_allreduces++;
+    sl->rec.op = op->op;
+    sl->rec.redop = op->redop;
+    sl->rec.dtype = op->dtype;
+    sl->rec.comm = ci;
+    sl->rec.rank = (uint32_t)rank;
+    sl->rec.nranks = (uint32_t)nranks;
+    sl->rec.count = op->count;
+    sl->out = op->out;
+    sl->out_bytes = op->out_bytes;
+    sl->in_bytes = op->in_bytes;
+    __atomic_store_n(&sl->busy, 1, __ATOMIC_RELEASE);
+    return sl;
+}
+
 void es_digest_begin(es_digest_batch_t *b, const void *comm, int rank, int nranks,
                      const es_digest_op_t *ops, int n, int virtual_coll, CUstream s)
 {
     b->n = 0;
+    b->parked = -1;
     if (!es_digest_enabled())
         return;
     pthread_mutex_lock(&es_dg_mu);
     if (es_dg_fd < 0)
         es_dg_flags = virtual_coll ? ES_DIGEST_F_VIRTUAL : 0;
     int err = es_dg_open(rank, nranks);
+    if (err == 0)
+        err = es_dg_hostring();
     CUdeviceptr ring = err == 0 ? es_dg_devring() : 0;
     if (err < 0 || !ring) {
         pthread_mutex_unlock(&es_dg_mu);
@@ -253,24 +283,8 @@ void es_digest_begin(es_digest_batch_t *b, const void *comm, int rank, int nrank
             r = CUDA_ERROR_TIMEOUT;
             break;
         }
-        es_dg_slot_t *sl = &es_dg_slots[k];
-        memset(&sl->rec, 0, sizeof(sl->rec));
-        sl->rec.call = es_dg_calls++;
-        sl->rec.step = es_dg_allreduces;
-        if (ops[i].op == ES_DIGEST_ALLREDUCE)
-            es_dg_allreduces++;
-        sl->rec.op = ops[i].op;
-        sl->rec.redop = ops[i].redop;
-        sl->rec.dtype = ops[i].dtype;
-        sl->rec.comm = ci;
-        sl->rec.rank = (uint32_t)rank;
-        sl->rec.nranks = (uint32_t)nranks;
-        sl->rec.count = ops[i].count;
+        es_dg_slot_t *sl = es_dg_fill(k, ci, rank, nranks, &ops[i]);
         sl->dev = ring + (CUdeviceptr)k * 16;
-        sl->out = ops[i].out;
-        sl->out_bytes = ops[i].out_bytes;
-        sl->in_bytes = ops[i].in_bytes;
-        __atomic_store_n(&sl->busy, 1, __ATOMIC_RELEASE);
         b->slot[b->n++] = k;
         /* clear the slot's two hashes, then hash the input */
         r = ES_REAL(cuda, cuMemcpyHtoDAsync_v2)(sl->dev, es_dg_host + 2 * ES_DG_SLOTS, 16, s);
@@ -284,6 +298,110 @@ void es_digest_begin(es_digest_batch_t *b, const void *comm, int rank, int nrank
         b->n = 0;
         es_dg_fail("enqueueing an input hash failed (CUresult %d)", (int)r);
     }
+}
+
+/* splitmix64's finaliser of w xor i * golden ratio (kernels/digest.cu). */
+static uint64_t es_dg_mix(uint64_t i, uint64_t w)
+{
+    uint64_t x = w ^ (i * 0x9E3779B97F4A7C15ull);
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return x;
+}
+
+/* Sum of mix(first + j, word j) over the words of p (n bytes, the last word
+ * zero-padded). */
+static uint64_t es_dg_sum(const unsigned char *p, size_t n, uint64_t first)
+{
+    uint64_t acc = 0;
+    for (size_t j = 0; j * 8 < n; j++) {
+        uint64_t w = 0;
+        size_t m = n - j * 8 < 8 ? n - j * 8 : 8;
+        memcpy(&w, p + j * 8, m); /* little-endian hosts, as the device */
+        acc += es_dg_mix(first + j, w);
+    }
+    return acc;
+}
+
+uint64_t es_digest_host_hash(const void *p, size_t nbytes)
+{
+    return es_dg_mix(~0ull, nbytes) + es_dg_sum(p, nbytes, 0);
+}
+
+/* The hash of a parked EST's device range, read from its host copies in
+ * pieces of a multiple of 8 bytes. 0 or a negative errno. */
+static int es_dg_park_hash(int vdev, CUdeviceptr p, size_t n, uint64_t *h)
+{
+    enum { PIECE = 1 << 20 };
+    unsigned char *buf = malloc(n < PIECE ? (n ? n : 1) : PIECE);
+    if (!buf)
+        return -ENOMEM;
+    int rc = 0;
+    uint64_t acc = es_dg_mix(~0ull, n);
+    for (size_t off = 0; off < n && rc == 0; off += PIECE) {
+        size_t m = n - off < PIECE ? n - off : PIECE;
+        rc = es_swap_park_read(vdev, buf, p + off, m);
+        if (rc == 0)
+            acc += es_dg_sum(buf, m, off / 8);
+    }
+    free(buf);
+    *h = acc;
+    return rc;
+}
+
+void es_digest_begin_parked(es_digest_batch_t *b, int vdev, const void *comm, int rank,
+                            int nranks, const es_digest_op_t *ops, int n)
+{
+    b->n = 0;
+    b->parked = vdev;
+    if (!es_digest_enabled())
+        return;
+    int rc = 0;
+    pthread_mutex_lock(&es_dg_mu);
+    if (es_dg_fd < 0)
+        es_dg_flags = ES_DIGEST_F_VIRTUAL;
+    if ((rc = es_dg_open(rank, nranks)) < 0) {
+        pthread_mutex_unlock(&es_dg_mu);
+        es_dg_fail("cannot write the digest (%d)", rc);
+        return;
+    }
+    uint32_t ci = es_dg_comm_index(comm);
+    for (int i = 0; i < n && i < ES_DIGEST_BATCH_MAX && rc == 0; i++) {
+        int k = es_dg_reserve();
+        if (k < 0) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        es_dg_slot_t *sl = es_dg_fill(k, ci, rank, nranks, &ops[i]);
+        sl->dev = 0;
+        b->slot[b->n++] = k;
+        if (ops[i].in_bytes)
+            rc = es_dg_park_hash(vdev, ops[i].in, ops[i].in_bytes, &sl->rec.in_hash);
+    }
+    pthread_mutex_unlock(&es_dg_mu);
+    if (rc < 0) {
+        es_digest_cancel(b);
+        es_dg_fail("hashing a parked EST's input failed (%d)", rc);
+    }
+}
+
+void es_digest_end_parked(es_digest_batch_t *b)
+{
+    int rc = 0;
+    for (int i = 0; i < b->n; i++) {
+        es_dg_slot_t *sl = &es_dg_slots[b->slot[i]];
+        if (rc == 0 && sl->out_bytes)
+            rc = es_dg_park_hash(b->parked, sl->out, sl->out_bytes, &sl->rec.out_hash);
+        if (rc == 0 && write(es_dg_fd, &sl->rec, sizeof(sl->rec)) != (ssize_t)sizeof(sl->rec))
+            rc = -errno;
+        __atomic_store_n(&sl->busy, 0, __ATOMIC_RELEASE);
+    }
+    if (rc < 0)
+        es_dg_fail("a parked EST's record could not be written (%d)", rc);
+    b->n = 0;
 }
 
 /* Host function: the hashes have reached the host; write the record. */

@@ -41,6 +41,7 @@ typedef struct es_digest_op {
 
 typedef struct es_digest_batch {
     int n;
+    int parked;  /* >= 0: the virtual device of a parked EST (hashed on the host) */
     int slot[ES_DIGEST_BATCH_MAX];
 } es_digest_batch_t;
 
@@ -68,6 +69,19 @@ void es_digest_begin(es_digest_batch_t *b, const void *comm, int rank, int nrank
 /* After the batch's work on s: enqueues the output hashes, the copy of the
  * hashes to the host and the writing of the records. */
 void es_digest_end(es_digest_batch_t *b, CUstream s);
+
+/* The same for a time-sliced EST whose collective takes place while it is
+ * parked (docs/MOVING.md, section 6): its thread makes no driver call, so
+ * the buffers are read from its host copies (es_swap_park_read) and hashed
+ * on the host with the kernel's formula; the records are written at
+ * es_digest_end_parked. The values equal the device's for the same bytes. */
+void es_digest_begin_parked(es_digest_batch_t *b, int vdev, const void *comm, int rank,
+                            int nranks, const es_digest_op_t *ops, int n);
+void es_digest_end_parked(es_digest_batch_t *b);
+
+/* The digest hash of nbytes of host memory (the kernel's formula; for
+ * tests and the parked path). */
+uint64_t es_digest_host_hash(const void *p, size_t nbytes);
 
 /* The batch's operations were not enqueued after all: its records are
  * dropped (call indices stay used). */

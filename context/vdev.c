@@ -180,6 +180,13 @@ int es_vdev_share(void)
                              es_vdev_slot_env);
 }
 
+void es_vdev_set_slot(int phys)
+{
+    if (!es_vdev_active() || phys < 0 || phys >= es_vdev_phys_count())
+        return;
+    __atomic_store_n(&es_vdev_slot_v, phys, __ATOMIC_RELEASE);
+}
+
 int es_vdev_slot(void)
 {
     return __atomic_load_n(&es_vdev_slot_v, __ATOMIC_ACQUIRE);

@@ -71,4 +71,8 @@ int es_vdev_share(void);
 int es_vdev_slot(void);
 int es_vdev_selected(void);
 
+/* The EST now runs on physical device phys (it was moved there:
+ * docs/MOVING.md): every virtual ordinal answers for it from now on. */
+void es_vdev_set_slot(int phys);
+
 #endif

@@ -1,17 +1,23 @@
 /* Device kernels of examples/train.py: the elementwise and reduction work a
- * framework does around its cuBLAS/cuDNN calls. Compiled by nvcc into a
- * fatbin (sm_80, sm_90 and compute_90 PTX) that train.py loads with
- * cuModuleLoadData. Every kernel is extern "C" so its cubin symbol is its
- * name; on simcuda each runs as its C twin simcuda_twin_<name> in
- * examples/twins/twins.c, which must follow the same arithmetic order for
- * the same launch configuration. Keep the two in step.
+ * framework does around its cuBLAS/cuDNN calls. Single source: nvcc builds
+ * the fatbin train.py loads with cuModuleLoadData (SASS for every modelled
+ * GPU, sim/cucpu/module.mk), and the host compiler builds the same kernels,
+ * through the CUDA-on-CPU layer (sim/cucpu/cucpu.h), into the twin library
+ * simcuda runs them from. Every kernel is extern "C" so its cubin symbol is
+ * its name.
  *
  * Launch conventions (train.py): elementwise kernels one thread per element
- * with 256-thread blocks (grid-stride loops, so any 1-D grid is correct); the reduction kernels 128-thread blocks (a power of
- * two: the shared-memory tree depends on it); es_reduce_partial's grid.x is
- * sized from the device's SM count, as framework reductions are.
+ * with 256-thread blocks (grid-stride loops, so any 1-D grid is correct); the
+ * reduction kernels 128-thread blocks (a power of two: the shared-memory tree
+ * depends on it); es_reduce_partial's grid.x is sized from the device's SM
+ * count, as framework reductions are. es_table_grad_atomic accumulates with
+ * float atomics, so its bits vary from launch to launch on a GPU and on
+ * simcuda alike; every other kernel is deterministic for a given launch
+ * configuration.
  */
-#include "twins/es_kmath.h"
+#include "sim/cucpu/cucpu.h"
+
+#include "examples/es_kmath.h"
 
 #define ES_MAX_BLOCK 1024
 
@@ -58,6 +64,7 @@ extern "C" __global__ void es_bias_relu_dropout(float *h, const float *bias, flo
         h[i] = t;
     }
 }
+CUCPU_EXPORT(es_bias_relu_dropout)
 
 /* logits[r, c] = (logits[r, c] + bias[c]) + table[ids[r], c]: the output
  * bias plus a learned per-bucket bias row picked by a hashed input feature.
@@ -74,6 +81,7 @@ extern "C" __global__ void es_logits_bias(float *logits, const float *bias, cons
         logits[i] = ES_FADD(ES_FADD(logits[i], bias[c]), t);
     }
 }
+CUCPU_EXPORT(es_logits_bias)
 
 /* Softmax cross-entropy, one thread per row: per-row loss, 1/0 correct, and
  * dlogits = (softmax - onehot) * scale (scale = 1 / local batch). A label
@@ -114,6 +122,7 @@ extern "C" __global__ void es_softmax_xent(const float *logits, const int *label
         correct[r] = arg == y ? 1.0f : 0.0f;
     }
 }
+CUCPU_EXPORT(es_softmax_xent)
 
 /* stats[0] += sum(loss), stats[1] += sum(correct), stats[2] += rows; one
  * thread, rows in order (only for reporting). */
@@ -131,6 +140,7 @@ extern "C" __global__ void es_stats_accum(const float *loss, const float *correc
     stats[1] = c;
     stats[2] = ES_FADD(stats[2], (float)rows);
 }
+CUCPU_EXPORT(es_stats_accum)
 
 /* Gradient of the bucket table: scatter-add of dlogits rows into the rows
  * ids[r] of dtable with float atomics (the framework default: fast, order
@@ -147,6 +157,7 @@ extern "C" __global__ void es_table_grad_atomic(const float *dlogits, const int 
             atomicAdd(&dtable[(long long)id * cols + c], dlogits[i]);
     }
 }
+CUCPU_EXPORT(es_table_grad_atomic)
 
 /* Deterministic alternative: one thread per (bucket, class) sums the rows
  * that hit its bucket in row order. */
@@ -163,6 +174,7 @@ extern "C" __global__ void es_table_grad_det(const float *dlogits, const int *id
         dtable[i] = acc;
     }
 }
+CUCPU_EXPORT(es_table_grad_det)
 
 /* Backward of relu + dropout: dh *= mask where the forward output was
  * positive, else 0 (h is the forward output after dropout). */
@@ -171,61 +183,79 @@ extern "C" __global__ void es_relu_dropout_bwd(float *dh, const float *h, const 
     for (long long i = ES_TID; i < n; i += ES_NTHREADS)
         dh[i] = h[i] > 0.0f ? ES_FMUL(dh[i], mask[i]) : 0.0f;
 }
+CUCPU_EXPORT(es_relu_dropout_bwd)
 
-/* Block tree over sh[0..bd) (bd a power of two), result in sh[0]. */
-static __device__ __forceinline__ void es_block_tree(float *sh)
+/* The reductions below sum in the order of a bd-thread block (bd =
+ * blockDim.x, a power of two): virtual thread t takes its positions t,
+ * t+bd, ... in order, then a shared-memory tree pairs t with t+s for s =
+ * bd/2, ..., 1. Thread 0 of each block computes the whole block, the
+ * virtual threads one after another: the same additions in the same order
+ * as bd threads with a __syncthreads per tree level, and no barrier, which
+ * is what makes these launches of thousands of small blocks cheap on the
+ * CPU (every thread of a block with barriers is a fiber there). The other
+ * threads return at once; thread 0 checks the block shape. */
+
+/* The tree over sh[0..bd), result in sh[0]. */
+static __device__ __forceinline__ float es_block_tree(float *sh, unsigned int bd)
 {
-    unsigned int t = threadIdx.x;
-    __syncthreads();
-    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s)
+    for (unsigned int s = bd / 2; s > 0; s >>= 1)
+        for (unsigned int t = 0; t < s; t++)
             sh[t] = ES_FADD(sh[t], sh[t + s]);
-        __syncthreads();
-    }
+    return sh[0];
 }
 
 /* First pass of a per-channel sum over a tensor viewed as
  * [outer, channels, inner]: the flattened (outer, inner) positions are cut
  * into gridDim.x contiguous chunks of ceil(n / gridDim.x) (gridDim.x, the
  * number of partial sums per channel, is SM count x k, so the cut depends on
- * the GPU); block (p, k) sums chunk p of channel k, thread t taking chunk
- * positions t, t+bd, ... in order, then a shared-memory tree, into
+ * the GPU); block (p, k) sums chunk p of channel k, virtual thread t taking
+ * chunk positions t, t+bd, ... in order, then the tree, into
  * partial[k*gridDim.x + p]. */
 extern "C" __global__ void es_reduce_partial(const float *x, float *partial, int outer,
                                              int channels, int inner)
 {
     __shared__ float sh[ES_MAX_BLOCK];
+    if (threadIdx.x != 0)
+        return;
     es_check_tree_block();
-    unsigned int t = threadIdx.x, bd = blockDim.x, p = blockIdx.x, k = blockIdx.y;
+    unsigned int bd = blockDim.x, p = blockIdx.x, k = blockIdx.y;
     long long n = (long long)outer * inner;
     long long chunk = (n + gridDim.x - 1) / gridDim.x;
     long long lo = (long long)p * chunk, hi = lo + chunk < n ? lo + chunk : n;
-    float acc = 0.0f;
-    for (long long i = lo + t; i < hi; i += bd) {
-        long long o = i / inner, s = i - o * inner;
-        acc = ES_FADD(acc, x[(o * channels + k) * inner + s]);
+    if (lo >= hi) { /* an empty chunk: every leaf and every sum is +0 */
+        partial[(long long)k * gridDim.x + p] = 0.0f;
+        return;
     }
-    sh[t] = acc;
-    es_block_tree(sh);
-    if (t == 0)
-        partial[(long long)k * gridDim.x + p] = sh[0];
+    for (unsigned int t = 0; t < bd; t++) {
+        float acc = 0.0f;
+        for (long long i = lo + t; i < hi; i += bd) {
+            long long o = i / inner, s = i - o * inner;
+            acc = ES_FADD(acc, x[(o * channels + k) * inner + s]);
+        }
+        sh[t] = acc;
+    }
+    partial[(long long)k * gridDim.x + p] = es_block_tree(sh, bd);
 }
+CUCPU_EXPORT(es_reduce_partial)
 
-/* Second pass: block k sums partial[k*nparts .. +nparts) (thread t takes
- * t, t+bd, ... in order, then the tree) into out[k]. */
+/* Second pass: block k sums partial[k*nparts .. +nparts) (virtual thread t
+ * takes t, t+bd, ... in order, then the tree) into out[k]. */
 extern "C" __global__ void es_reduce_final(const float *partial, float *out, int nparts)
 {
     __shared__ float sh[ES_MAX_BLOCK];
+    if (threadIdx.x != 0)
+        return;
     es_check_tree_block();
-    unsigned int t = threadIdx.x, bd = blockDim.x, k = blockIdx.x;
-    float acc = 0.0f;
-    for (int j = (int)t; j < nparts; j += (int)bd)
-        acc = ES_FADD(acc, partial[(long long)k * nparts + j]);
-    sh[t] = acc;
-    es_block_tree(sh);
-    if (t == 0)
-        out[k] = sh[0];
+    unsigned int bd = blockDim.x, k = blockIdx.x;
+    for (unsigned int t = 0; t < bd; t++) {
+        float acc = 0.0f;
+        for (int j = (int)t; j < nparts; j += (int)bd)
+            acc = ES_FADD(acc, partial[(long long)k * nparts + j]);
+        sh[t] = acc;
+    }
+    out[k] = es_block_tree(sh, bd);
 }
+CUCPU_EXPORT(es_reduce_final)
 
 /* SGD with momentum and weight decay (PyTorch's formulation, dampening 0):
  * g' = g*gscale + wd*p; buf = momentum*buf + g'; p -= lr*buf. gscale = 1 /
@@ -241,3 +271,4 @@ extern "C" __global__ void es_sgd_momentum(float *param, const float *grad, floa
         param[i] = ES_FSUB(p, ES_FMUL(lr, b));
     }
 }
+CUCPU_EXPORT(es_sgd_momentum)

@@ -133,7 +133,7 @@ def make_sample(seed, index):
 
 
 # --------------------------------------------------------------------------
-# Dropout mask: the host-side reference of es_dropout_mask (examples/twins/
+# Dropout mask: the host-side reference of es_dropout_mask (examples/
 # es_kmath.h), bit for bit; torch_ddp.py uses it so that its dropout is the
 # device kernel's. Key (seed, constant), counter (global element index,
 # step), Philox4x32-10, first output word, 24-bit uniform, kept when u >= p.

@@ -26,6 +26,7 @@
 #include "context/vdev.h"
 #include "kernels/portable.h"
 #include "audit/modaudit.h"
+#include "context/vhandle.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,12 +35,15 @@
 static CUresult es_vendor_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 static CUresult es_vendor_cuDeviceComputeCapability(int *major, int *minor, CUdevice dev);
 
-static void *es_route(void *real, const void *caller)
+static void *es_route(void *real, const void *caller, const char *symbol)
 {
     int idx = -1;
     void *w = es_wrapper_for_real(ES_LIB_CUDA, real, &idx);
-    if (!w)
-        return real;
+    if (!w) {
+        /* not wrapped: refused when it takes a virtual handle */
+        void *stub = es_refusal_by_base(symbol);
+        return stub ? stub : real;
+    }
     /* The true function, not `real`: a driver that takes the address of its
      * own exports hands out the shim's wrappers (they preempt them). */
     if (es_cfg.determinism == ES_DET_D2 && es_fn_is_identity(ES_LIB_CUDA, idx) &&
@@ -64,7 +68,7 @@ ES_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
     CUresult r = ES_REAL(cuda, cuGetProcAddress_v2)(symbol, pfn, cudaVersion, flags,
                                                     symbolStatus);
     if (r == CUDA_SUCCESS && pfn && *pfn)
-        *pfn = es_route(*pfn, __builtin_return_address(0));
+        *pfn = es_route(*pfn, __builtin_return_address(0), symbol);
     return r;
 }
 
@@ -74,7 +78,7 @@ ES_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     ES_ENTER(cuda, cuGetProcAddress);
     CUresult r = ES_REAL(cuda, cuGetProcAddress)(symbol, pfn, cudaVersion, flags);
     if (r == CUDA_SUCCESS && pfn && *pfn)
-        *pfn = es_route(*pfn, __builtin_return_address(0));
+        *pfn = es_route(*pfn, __builtin_return_address(0), symbol);
     return r;
 }
 
@@ -212,10 +216,20 @@ ES_EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdev
                                                  es_vdev_phys(peerDev));
 }
 
+/* The device a call that makes or names a context passes on: while handles
+ * are virtual (docs/MOVING.md) the application's ordinal, which the
+ * thunks map to the real device through the memory registry (whose
+ * resolver for an EST that never moved is es_vdev_phys: intercept/est_move.c);
+ * otherwise the physical device. */
+static inline CUdevice es_ctx_dev(CUdevice dev)
+{
+    return es_vh_on ? dev : es_vdev_phys(dev);
+}
+
 ES_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     ES_ENTER(cuda, cuDevicePrimaryCtxRetain);
-    CUresult r = ES_REAL(cuda, cuDevicePrimaryCtxRetain)(pctx, es_vdev_phys(dev));
+    CUresult r = ES_REAL(cuda, cuDevicePrimaryCtxRetain)(pctx, es_ctx_dev(dev));
     if (r == CUDA_SUCCESS)
         es_vdev_select(dev);
     return r;
@@ -224,7 +238,7 @@ ES_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 ES_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     ES_ENTER(cuda, cuDevicePrimaryCtxRelease_v2);
-    return ES_REAL(cuda, cuDevicePrimaryCtxRelease_v2)(es_vdev_phys(dev));
+    return ES_REAL(cuda, cuDevicePrimaryCtxRelease_v2)(es_ctx_dev(dev));
 }
 
 ES_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
@@ -242,14 +256,14 @@ ES_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flag
 ES_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
     ES_ENTER(cuda, cuDevicePrimaryCtxReset_v2);
-    return ES_REAL(cuda, cuDevicePrimaryCtxReset_v2)(es_vdev_phys(dev));
+    return ES_REAL(cuda, cuDevicePrimaryCtxReset_v2)(es_ctx_dev(dev));
 }
 
 ES_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
                                   unsigned int flags, CUdevice dev)
 {
     ES_ENTER(cuda, cuCtxCreate_v4);
-    CUresult r = ES_REAL(cuda, cuCtxCreate_v4)(pctx, ctxCreateParams, flags, es_vdev_phys(dev));
+    CUresult r = ES_REAL(cuda, cuCtxCreate_v4)(pctx, ctxCreateParams, flags, es_ctx_dev(dev));
     if (r == CUDA_SUCCESS)
         es_vdev_select(dev);
     return r;
@@ -333,6 +347,7 @@ ES_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 #define ES_GEN_HOOKED_C(sym, params, args)
 #define ES_GEN_HOOKED_I(sym, params, args)
 #define ES_GEN_HOOKED_A(sym, params, args)
+#define ES_GEN_HOOKED_T(sym, params, args)
 #define ES_GEN_HOOKED_H(sym, params, args)                                                       \
     ES_EXPORT CUresult sym params                                                                \
     {                                                                                            \
@@ -352,20 +367,22 @@ ES_CUDA_FUNCS(ES_GEN_HOOKED)
  * / statistics on, or some flagged kernel handle exists. */
 #define ES_LAUNCH_SLOW() __builtin_expect(__atomic_load_n(&es_launch_gate, __ATOMIC_ACQUIRE), 0)
 
-#define ES_LAUNCH_WRAPPER(sym, fexpr, params, args)                                            \
+#define ES_LAUNCH_WRAPPER(sym, fexpr, params, args, rawcall, rawargs)                         \
     __attribute__((noinline, cold)) static CUresult es_slow_##sym params                       \
     {                                                                                          \
-        ES_ENTER(cuda, sym);                                                                   \
+        es_enter_slow(ES_LIB_CUDA, ES_IDX_##sym,                                               \
+                      es_door_tls.epoch != __atomic_load_n(&es_door_epoch, __ATOMIC_RELAXED)); \
         if (__builtin_expect(es_modaudit_flagged((const void *)(fexpr)), 0) &&                 \
             es_modaudit_launch((const void *)(fexpr), #sym) < 0)                               \
             return CUDA_ERROR_NOT_SUPPORTED;                                                   \
-        return ES_REAL(cuda, sym) args;                                                        \
+        return rawcall rawargs;                                                                \
     }                                                                                          \
     ES_EXPORT CUresult sym params                                                              \
     {                                                                                          \
-        if (ES_LAUNCH_SLOW())                                                                  \
+        __attribute__((cleanup(es_door_guard_leave))) int g_ = es_door_enter();                 \
+        if (ES_LAUNCH_SLOW() | g_)                                                             \
             return es_slow_##sym args;                                                         \
-        return ES_REAL(cuda, sym) args;                                                        \
+        return rawcall rawargs;                                                                \
     }
 
 #define ES_LK_PARAMS                                                                           \
@@ -375,6 +392,10 @@ ES_CUDA_FUNCS(ES_GEN_HOOKED)
 #define ES_LK_ARGS                                                                             \
     (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,         \
      hStream, kernelParams, extra)
+/* the fast path calls the driver itself: the handles translated */
+#define ES_LK_RAW                                                                              \
+    ((CUfunction)es_vh_real(f), gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, \
+     sharedMemBytes, es_vh_stream(hStream), kernelParams, extra)
 #define ES_CK_PARAMS                                                                           \
     (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,        \
      unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
@@ -382,12 +403,38 @@ ES_CUDA_FUNCS(ES_GEN_HOOKED)
 #define ES_CK_ARGS                                                                             \
     (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,         \
      hStream, kernelParams)
+#define ES_CK_RAW                                                                              \
+    ((CUfunction)es_vh_real(f), gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, \
+     sharedMemBytes, es_vh_stream(hStream), kernelParams)
 #define ES_LX_PARAMS (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
-#define ES_LX_ARGS (config, f, kernelParams, extra)
 
-ES_LAUNCH_WRAPPER(cuLaunchKernel, f, ES_LK_PARAMS, ES_LK_ARGS)
-ES_LAUNCH_WRAPPER(cuLaunchKernel_ptsz, f, ES_LK_PARAMS, ES_LK_ARGS)
-ES_LAUNCH_WRAPPER(cuLaunchKernelEx, f, ES_LX_PARAMS, ES_LX_ARGS)
-ES_LAUNCH_WRAPPER(cuLaunchKernelEx_ptsz, f, ES_LX_PARAMS, ES_LX_ARGS)
-ES_LAUNCH_WRAPPER(cuLaunchCooperativeKernel, f, ES_CK_PARAMS, ES_CK_ARGS)
-ES_LAUNCH_WRAPPER(cuLaunchCooperativeKernel_ptsz, f, ES_CK_PARAMS, ES_CK_ARGS)
+/* The launch with a configuration: its stream translated in a copy. */
+#define ES_LAUNCH_EX_RAW(sym)                                                                  \
+    static CUresult es_raw_##sym(const CUlaunchConfig *config, CUfunction f, void **kp,        \
+                                 void **extra)                                                 \
+    {                                                                                          \
+        if (!es_vh_on || !config)                                                              \
+            return es_raw_cuda.sym(config, f, kp, extra);                                      \
+        CUlaunchConfig c = *config;                                                            \
+        c.hStream = es_vh_stream(c.hStream);                                                   \
+        return es_raw_cuda.sym(&c, (CUfunction)es_vh_real(f), kp, extra);                      \
+    }
+ES_LAUNCH_EX_RAW(cuLaunchKernelEx)
+ES_LAUNCH_EX_RAW(cuLaunchKernelEx_ptsz)
+#define ES_LX_ARGS (config, f, kernelParams, extra)
+/* cuLaunchKernelEx: its configuration holds the stream, translated in a
+ * copy */
+#define ES_LX_RAW (config, f, kernelParams, extra)
+
+ES_LAUNCH_WRAPPER(cuLaunchKernel, f, ES_LK_PARAMS, ES_LK_ARGS, ES_RAW(cuda, cuLaunchKernel),
+                  ES_LK_RAW)
+ES_LAUNCH_WRAPPER(cuLaunchKernel_ptsz, f, ES_LK_PARAMS, ES_LK_ARGS,
+                  ES_RAW(cuda, cuLaunchKernel_ptsz), ES_LK_RAW)
+ES_LAUNCH_WRAPPER(cuLaunchCooperativeKernel, f, ES_CK_PARAMS, ES_CK_ARGS,
+                  ES_RAW(cuda, cuLaunchCooperativeKernel), ES_CK_RAW)
+ES_LAUNCH_WRAPPER(cuLaunchCooperativeKernel_ptsz, f, ES_CK_PARAMS, ES_CK_ARGS,
+                  ES_RAW(cuda, cuLaunchCooperativeKernel_ptsz), ES_CK_RAW)
+ES_LAUNCH_WRAPPER(cuLaunchKernelEx, f, ES_LX_PARAMS, ES_LX_ARGS, es_raw_cuLaunchKernelEx,
+                  ES_LX_RAW)
+ES_LAUNCH_WRAPPER(cuLaunchKernelEx_ptsz, f, ES_LX_PARAMS, ES_LX_ARGS,
+                  es_raw_cuLaunchKernelEx_ptsz, ES_LX_RAW)

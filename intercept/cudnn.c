@@ -115,6 +115,7 @@ ES_FILTER(cudnnConvolutionBwdFilterAlgoPerf_t, es_bwd_filter_nondet)
 #define ES_ALGO_QUERY_C(sym, call_params, call_args)
 #define ES_ALGO_QUERY_I(sym, call_params, call_args)
 #define ES_ALGO_QUERY_H(sym, call_params, call_args)
+#define ES_ALGO_QUERY_T(sym, call_params, call_args)
 #define ES_ALGO_QUERY(kind, sym, gp, ver, fl, ret, params, args, err)                          \
     ES_ALGO_QUERY_##kind(sym, params, args)
 ES_CUDNN_FUNCS(ES_ALGO_QUERY)

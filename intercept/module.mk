@@ -3,5 +3,48 @@
 # cublas.c, cublaslt.c, cudnn.c, cudnn_backend.c, nccl.c). The shim compiles $(INTERCEPT_SRCS).
 
 INTERCEPT_SRCS := intercept/gen.c intercept/cuda.c intercept/cublas.c intercept/cudnn.c \
-    intercept/cudnn_backend.c intercept/cublaslt.c
+    intercept/thunks.c intercept/cuda_handles.c intercept/cuda_mem.c intercept/est_move.c \
+    intercept/refuse.c intercept/cudnn_backend.c intercept/cublaslt.c
 INTERCEPT_SRCS += intercept/nccl.c
+
+# The argument annotations of funcs.h (vargs.h, docs/MOVING.md) and their test.
+$(B)/tests/intercept_vargs_test: $(B)/obj/tests/intercept/vargs_test.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/intercept_vargs_test
+
+# Moving an EST under the shim: a cuda.h-only client and the whole-process
+# test that moves it (tests/move/).
+$(B)/obj/tests/move/move_client.o: $(ES_HANDLE_FNS_H)
+$(B)/obj/tests/move/move_client.o: CPPFLAGS += -I$(B)/gen
+$(B)/tests/move/move_client: $(B)/obj/tests/move/move_client.o | $(SIMCUDA_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -ldl
+
+$(B)/tests/move_test: $(B)/obj/tests/move/move_test.o $(TEST_HARNESS_OBJ) \
+		| $(B)/lib/libeasyscale.so $(B)/tests/move/move_client $(ES_SWAPSUM_FATBIN) \
+		  $(ES_SWAPSUM_TWIN) $(B)/bin/easyscale-ctl $(B)/tests/cuda_client_test \
+		  $(B)/tests/cublas_client_test $(B)/tests/cudnn_client_test
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -l:libcuda.so.1 $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/move_test
+
+# Four ESTs of the trainer moved by the controller, and time-sliced on one
+# GPU (tests/move/ests_test.c).
+$(B)/tests/ests_test: $(B)/obj/tests/move/ests_test.o $(TEST_HARNESS_OBJ) \
+		| $(B)/lib/libeasyscale.so $(B)/bin/easyscale-ctl $(ES_SWAPSUM_TWIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/ests_test
+
+# The driver functions of cuda.h that take a virtual handle (generated from
+# cuda.h; intercept/refuse.c refuses those funcs.h does not wrap).
+ES_HANDLE_FNS_H := $(B)/gen/cuda_handle_fns.h
+$(ES_HANDLE_FNS_H): scripts/cuda-handle-fns $(CUDA_HOME)/include/cuda.h
+	@mkdir -p $(dir $@)
+	CC=$(CC) scripts/cuda-handle-fns $(CUDA_HOME) > $@.tmp && mv $@.tmp $@
+$(B)/obj/intercept/refuse.o: $(ES_HANDLE_FNS_H)
+$(B)/obj/intercept/refuse.o: CPPFLAGS += -I$(B)/gen

@@ -35,6 +35,17 @@ $(B)/obj/kernels/portable_blob.o: $(ES_PORTABLE_FATBIN)
 
 ALL += $(ES_PORTABLE_TWIN)
 
+# The swap engine's chunk checksum (context/swap.c): swapsum.cu, single
+# source (sim/cucpu): a fatbin embedded by swapsum_blob.c, and its twin
+# library for simcuda.
+ES_SWAPSUM_FATBIN := $(B)/gen/es_swapsum.fatbin
+ES_SWAPSUM_TWIN := $(B)/sim/twins/libsimtwin_esswap.so
+KERNELS_SWAPSUM_OBJ := $(B)/obj/kernels/swapsum_blob.o
+KERNELS_SHIM_OBJS += $(KERNELS_SWAPSUM_OBJ)
+$(eval $(call cucpu_cu,kernels/swapsum.cu,$(ES_SWAPSUM_FATBIN),$(ES_SWAPSUM_TWIN),kernels/swapsum.h))
+$(B)/obj/kernels/swapsum_blob.o: CPPFLAGS += -DES_SWAPSUM_FATBIN='"$(ES_SWAPSUM_FATBIN)"'
+$(B)/obj/kernels/swapsum_blob.o: $(ES_SWAPSUM_FATBIN)
+ALL += $(ES_SWAPSUM_TWIN)
 # The virtual collectives' reduction kernel, single source (reduce.cu
 # through sim/cucpu: nvcc SASS for sm_75, sm_80, sm_86, sm_89, sm_90, sm_100
 # and compute_100 PTX, embedded in the library by reduce_blob.c; the same

@@ -9,6 +9,13 @@
  *   EASYSCALE_AUDIT            off | warn | strict      (default warn)
  *   EASYSCALE_CANONICAL_DEVICE comma-separated GPU models (checked by
  *                              context/device.c; used in d2)
+ *   EASYSCALE_MOVE             off | on | nomem  (default on at d1/d2, off at off)
+ *   EASYSCALE_MOVE_TIMEOUT     seconds a move waits for the other threads, 1..3600 (60)
+ *   EASYSCALE_MOVE_SIGNAL      off, or the signal that requests a move: SIGUSR1,
+ *                              SIGUSR2, SIGRTMIN+n (default off)
+ *   EASYSCALE_SWAP_STREAMS     copies in flight during a swap, 1..16 (4)
+ *   EASYSCALE_SWAP_CHECKSUMS   on | off: skip unchanged memory at swap-out (on)
+ *   EASYSCALE_TIME_SLICE       off | on: the ESTs of one GPU take turns on it (off)
  *   EASYSCALE_COLLECTIVES      virtual | nccl   (default virtual at d1/d2, nccl at off)
  *   EASYSCALE_COLL_TRANSPORT   auto | device | host   (default auto)
  *   EASYSCALE_COLL_TIMEOUT     seconds a collective waits for a live peer, 1..86400
@@ -32,6 +39,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +122,34 @@ static int es_parse_int(const char *var, const char *v, long lo, long hi, int *o
     }
     *out = (int)x;
     return 0;
+}
+
+/* off, SIGUSR1, SIGUSR2, SIGRTMIN, SIGRTMIN+n (n < SIGRTMAX - SIGRTMIN). */
+static int es_parse_signal(const char *val, int *out, char *msg, size_t msglen)
+{
+    int n = 0;
+    if (strcmp(val, "off") == 0) {
+        *out = 0;
+        return 0;
+    }
+    if (strcmp(val, "SIGUSR1") == 0) {
+        *out = SIGUSR1;
+        return 0;
+    }
+    if (strcmp(val, "SIGUSR2") == 0) {
+        *out = SIGUSR2;
+        return 0;
+    }
+    if (strncmp(val, "SIGRTMIN", 8) == 0 &&
+        (val[8] == '\0' ||
+         (val[8] == '+' && es_parse_int("EASYSCALE_MOVE_SIGNAL", val + 9, 0,
+                                          SIGRTMAX - SIGRTMIN, &n, msg, msglen) == 0))) {
+        *out = SIGRTMIN + n;
+        return 0;
+    }
+    snprintf(msg, msglen, "EASYSCALE_MOVE_SIGNAL=\"%s\" is not valid: expected off, SIGUSR1, "
+             "SIGUSR2, SIGRTMIN or SIGRTMIN+n", val);
+    return -EINVAL;
 }
 
 /* EASYSCALE_CONTROL and what goes with it. */
@@ -202,10 +238,13 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
     static const char *const dets[] = { "off", "d1", "d2" };
     static const char *const levels[] = { "error", "warn", "info", "debug" };
     static const char *const audits[] = { "off", "warn", "strict" };
+    static const char *const moves[] = { "off", "on", "nomem" };
+    static const char *const onoff[] = { "off", "on" };
     static const char *const colls[] = { "nccl", "virtual" };
     static const char *const tps[] = { "auto", "device", "host" };
     es_config_t c = { .determinism = ES_DET_D1, .log_level = ES_LOG_WARN, .log_fd = 2,
-                      .audit = ES_AUDIT_MODE_WARN, .coll_timeout_s = 30 };
+                      .audit = ES_AUDIT_MODE_WARN, .move_timeout_s = 60, .swap_streams = 4,
+                      .swap_sums = 1, .coll_timeout_s = 30 };
     const char *v;
     long long num;
     int rc = 0;
@@ -283,6 +322,33 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
             goto out;
         }
         c.log_fd = fd;
+    }
+    c.move = c.determinism == ES_DET_OFF ? ES_MOVE_OFF : ES_MOVE_ON;
+    if ((v = getenv("EASYSCALE_MOVE")) != NULL &&
+        (rc = es_pick("EASYSCALE_MOVE", v, moves, 3, &c.move, msg, msglen)) < 0)
+        goto out;
+    if ((v = getenv("EASYSCALE_MOVE_TIMEOUT")) != NULL &&
+        (rc = es_parse_int("EASYSCALE_MOVE_TIMEOUT", v, 1, 3600, &c.move_timeout_s, msg,
+                             msglen)) < 0)
+        goto out;
+    if ((v = getenv("EASYSCALE_MOVE_SIGNAL")) != NULL &&
+        (rc = es_parse_signal(v, &c.move_signal, msg, msglen)) < 0)
+        goto out;
+    if ((v = getenv("EASYSCALE_SWAP_STREAMS")) != NULL &&
+        (rc = es_parse_int("EASYSCALE_SWAP_STREAMS", v, 1, 16, &c.swap_streams, msg,
+                             msglen)) < 0)
+        goto out;
+    if ((v = getenv("EASYSCALE_SWAP_CHECKSUMS")) != NULL &&
+        (rc = es_pick("EASYSCALE_SWAP_CHECKSUMS", v, onoff, 2, &c.swap_sums, msg, msglen)) < 0)
+        goto out;
+    if ((v = getenv("EASYSCALE_TIME_SLICE")) != NULL &&
+        (rc = es_pick("EASYSCALE_TIME_SLICE", v, onoff, 2, &c.time_slice, msg, msglen)) < 0)
+        goto out;
+    if (c.time_slice && (c.move == ES_MOVE_OFF || c.collectives != ES_COLL_VIRTUAL)) {
+        snprintf(msg, msglen, "EASYSCALE_TIME_SLICE=on needs moves (EASYSCALE_MOVE on or "
+                 "nomem) and the virtual collectives (EASYSCALE_COLLECTIVES=virtual)");
+        rc = -EINVAL;
+        goto out;
     }
     c.stats = c.log_level >= ES_LOG_DEBUG;
     *cfg = c;

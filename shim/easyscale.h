@@ -21,4 +21,20 @@ typedef struct easyscale_stat {
 typedef int (*easyscale_stats_fn)(const char *sym, easyscale_stat_t *out);
 int easyscale_stats(const char *sym, easyscale_stat_t *out);
 
+/* Moving this process's EST (docs/MOVING.md; EASYSCALE_MOVE=on):
+ * easyscale_move asks for the EST to go to real device `slot` (a device
+ * ordinal of the driver), or to be parked in host memory (-1), or to
+ * toggle between parked and where it was (-3). The move runs at the next
+ * safe point: at once, on the calling thread, when it is outside every
+ * CUDA call (then a park holds this thread until the EST comes back). It
+ * returns 0 when the move is done, 1 when it is still pending, or a
+ * negative errno (-ENOTSUP when moves are off, -EBUSY when another request
+ * is pending, or the move's failure); a failure's reason is in the log.
+ * easyscale_where: the device the EST is on, -1 parked, -2 nothing on any
+ * device yet; easyscale_moves: move requests run so far (done or failed). */
+typedef int (*easyscale_move_fn)(int slot);
+int easyscale_move(int slot);
+int easyscale_where(void);
+unsigned easyscale_moves(void);
+
 #endif

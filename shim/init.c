@@ -14,6 +14,8 @@
 
 pthread_mutex_t es_state_lock = PTHREAD_MUTEX_INITIALIZER;
 
+void es_move_setup(void); /* intercept/est_move.c */
+
 /* Equal NCCL_MIN_CTAS / NCCL_MAX_CTAS: a fixed channel count. */
 #define ES_NCCL_CTAS "2"
 
@@ -92,6 +94,7 @@ __attribute__((constructor)) static void es_init(void)
         _exit(2);
     }
     es_env_defaults();
+    es_move_setup();
     pthread_atfork(es_fork_prepare, es_fork_parent, es_fork_child);
     es_control_start(); /* EASYSCALE_CONTROL: the controller's channel (own thread) */
     ES_DEBUG("loaded: determinism %s, audit %s",

@@ -18,7 +18,7 @@
 # definitions interpose NVIDIA's versioned exports).
 
 SHIM_SRCS := shim/init.c shim/config.c shim/log.c shim/resolve.c \
-    shim/control.c shim/move.c shim/step.c controller/proto.c
+    shim/control.c shim/step.c controller/proto.c
 ES_SHIM_SRCS := $(SHIM_SRCS) $(INTERCEPT_SRCS) $(CONTEXT_SHIM_SRCS) $(KERNELS_SHIM_SRCS) \
     $(AUDIT_SHIM_SRCS)
 ES_SHIM_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(ES_SHIM_SRCS)) $(KERNELS_SHIM_OBJS)

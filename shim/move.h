@@ -1,7 +1,8 @@
 /* Moving an EST: the interface the control thread (shim/control.c) calls
  * for each MOVE command of the controller (controller/proto.h): place,
  * migrate, swap-out, swap-in. This file is the seam between the control
- * channel and the code that actually moves an EST's device state.
+ * channel and the code that actually moves an EST's device state
+ * (implemented in intercept/est_move.c with context/mover.h).
  *
  * Contract of es_move_request (for whoever implements it):
  * - Called on the control thread only, one request at a time, never on a

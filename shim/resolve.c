@@ -45,13 +45,18 @@ es_real_cublas_t es_real_cublas = { ES_CUBLAS_FUNCS(ES_INIT) };
 es_real_cudnn_t es_real_cudnn = { ES_CUDNN_FUNCS(ES_INIT) };
 es_real_nccl_t es_real_nccl = { ES_NCCL_FUNCS(ES_INIT) };
 es_real_cublaslt_t es_real_cublaslt = { ES_CUBLASLT_FUNCS(ES_INIT) };
+es_real_cuda_t es_raw_cuda = { ES_CUDA_FUNCS(ES_INIT) };
+es_real_cublas_t es_raw_cublas = { ES_CUBLAS_FUNCS(ES_INIT) };
+es_real_cudnn_t es_raw_cudnn = { ES_CUDNN_FUNCS(ES_INIT) };
+es_real_nccl_t es_raw_nccl = { ES_NCCL_FUNCS(ES_INIT) };
+es_real_cublaslt_t es_raw_cublaslt = { ES_CUBLASLT_FUNCS(ES_INIT) };
 #undef ES_INIT
 
 int es_slow[ES_NLIBS] = { 1, 1, 1, 1, 1 };
 unsigned es_launch_gate = 1;
 __thread int es_in_shim;
 
-enum { ES_KIND_P = 0, ES_KIND_C = 1, ES_KIND_I = 2, ES_KIND_H = 3, ES_KIND_A = 4 };
+enum { ES_KIND_P = 0, ES_KIND_C = 1, ES_KIND_I = 2, ES_KIND_H = 3, ES_KIND_A = 4, ES_KIND_T = 5 };
 
 typedef struct es_fn_info {
     const char *sym;
@@ -88,6 +93,7 @@ typedef struct es_lib {
     const es_fn_info_t *fns;
     int n;
     void **table;               /* the typed table seen as pointers */
+    void **raw;                 /* the raw table (the library's own functions) */
     pthread_once_t once;
     pthread_mutex_t lock;       /* held while loading (fork safety) */
     void *handle;
@@ -111,20 +117,20 @@ _Static_assert(sizeof(es_real_cublaslt_t) == ES_CUBLASLT_N * sizeof(void *), "ta
 
 static es_lib_t es_libs[ES_NLIBS] = {
     [ES_LIB_CUDA] = { "libcuda.so.1", es_cuda_fns, ES_CUDA_N, (void **)&es_real_cuda,
-                      PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0,
+                      (void **)&es_raw_cuda, PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0,
                       es_map_cuda, 0, es_cnt_cuda },
     [ES_LIB_CUBLAS] = { "libcublas.so.13", es_cublas_fns, ES_CUBLAS_N,
-                        (void **)&es_real_cublas, PTHREAD_ONCE_INIT,
+                        (void **)&es_real_cublas, (void **)&es_raw_cublas, PTHREAD_ONCE_INIT,
                         PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, es_map_cublas, 0,
                         es_cnt_cublas },
     [ES_LIB_CUDNN] = { "libcudnn.so.9", es_cudnn_fns, ES_CUDNN_N, (void **)&es_real_cudnn,
-                       PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0,
+                       (void **)&es_raw_cudnn, PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0,
                        es_map_cudnn, 0, es_cnt_cudnn },
     [ES_LIB_NCCL] = { "libnccl.so.2", es_nccl_fns, ES_NCCL_N, (void **)&es_real_nccl,
-                      PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0,
+                      (void **)&es_raw_nccl, PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0,
                       es_map_nccl, 0, es_cnt_nccl },
     [ES_LIB_CUBLASLT] = { "libcublasLt.so.13", es_cublaslt_fns, ES_CUBLASLT_N,
-                          (void **)&es_real_cublaslt, PTHREAD_ONCE_INIT,
+                          (void **)&es_real_cublaslt, (void **)&es_raw_cublaslt, PTHREAD_ONCE_INIT,
                           PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, es_map_cublaslt, 0,
                           es_cnt_cublaslt },
 };
@@ -198,6 +204,7 @@ static void es_load(int lib)
         void *p = rd(h, L->fns[i].sym);
         if (p) {
             L->table[i] = p;
+            L->raw[i] = p;
             es_map_add(L, p, i, cap);
             continue;
         }
@@ -227,6 +234,7 @@ static void es_load(int lib)
     }
     qsort(L->map, (size_t)L->nmap, sizeof(L->map[0]), es_map_cmp);
     L->loaded = 1;
+    es_lib_loaded(lib, h, rd);
     ES_DEBUG("%s loaded: %d of %d wrapped functions found, %d pointers mapped%s%s%s",
              L->soname, L->n - missing, L->n, L->nmap, missing ? "; missing (they return "
              "the library's not-initialized status):" : "", absent,
@@ -265,6 +273,14 @@ void es_slowpath(int lib, int idx)
         __atomic_fetch_add(&es_libs[lib].cnt[idx].calls, 1, __ATOMIC_RELAXED);
 }
 
+void es_enter_slow(int lib, int idx, int door)
+{
+    if (__atomic_load_n(&es_slow[lib], __ATOMIC_ACQUIRE))
+        es_slowpath(lib, idx);
+    if (door)
+        es_door_slow();
+}
+
 int es_lib_ready(int lib)
 {
     es_ensure(lib);
@@ -294,6 +310,11 @@ void es_stat_getproc(int lib, int idx)
 void *es_real_ptr(int lib, int idx)
 {
     return es_libs[lib].table[idx];
+}
+
+void *es_real_missing_ptr(int lib, int idx)
+{
+    return es_libs[lib].fns[idx].missing;
 }
 
 int es_real_present(int lib, int idx)
@@ -431,8 +452,14 @@ __attribute__((used, visibility("hidden"))) ES_EARLY int es_dlsym_decide(void *h
     const char *nm = name;
     __asm__("" : "+r"(nm)); /* glibc declares name nonnull; callers may not honour it */
     const es_name_ent_t *e = nm ? es_name_find(nm) : NULL;
-    if (!e)
-        return 0;
+    if (!e) {
+        /* not wrapped: refused when it takes a virtual handle */
+        void *stub = nm ? es_refusal_by_symbol(nm) : NULL;
+        if (!stub)
+            return 0;
+        *out = stub;
+        return 1;
+    }
     return es_dlsym_answer(e, handle, name, caller, out);
 }
 

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "intercept/funcs.h"
+#include "context/door.h"
 
 #define ES_EXPORT __attribute__((visibility("default")))
 
@@ -44,6 +45,13 @@ typedef struct es_config {
     int stats;               /* count calls per wrapped function (log=debug) */
     int audit;               /* enum es_audit_mode (EASYSCALE_AUDIT) */
     char canonical[128];     /* EASYSCALE_CANONICAL_DEVICE as given ("" unset) */
+    /* moving ESTs (docs/MOVING.md) */
+    int move;                /* enum es_move_mode (EASYSCALE_MOVE) */
+    int move_timeout_s;      /* EASYSCALE_MOVE_TIMEOUT */
+    int move_signal;         /* EASYSCALE_MOVE_SIGNAL (0: none) */
+    int swap_streams;        /* EASYSCALE_SWAP_STREAMS */
+    int swap_sums;           /* EASYSCALE_SWAP_CHECKSUMS */
+    int time_slice;          /* EASYSCALE_TIME_SLICE */
     int collectives;         /* enum es_coll_mode (EASYSCALE_COLLECTIVES; default: virtual
                                 at d1/d2, nccl at off) */
     int coll_transport;      /* enum es_coll_transport (EASYSCALE_COLL_TRANSPORT) */
@@ -59,6 +67,11 @@ typedef struct es_config {
     int rank, world;         /* RANK, WORLD_SIZE (required with a control channel) */
     char digest[512];        /* EASYSCALE_DIGEST: collective digests' directory ("" off) */
 } es_config_t;
+
+/* off: handles real, no moves; on: virtual handles, memory registry, moves;
+ * nomem: for negative controls only, moves that leave device memory behind
+ * (a run that is moved then breaks). */
+enum es_move_mode { ES_MOVE_OFF = 0, ES_MOVE_ON = 1, ES_MOVE_NOMEM = 2 };
 
 extern es_config_t es_cfg;
 
@@ -109,6 +122,15 @@ extern es_real_cudnn_t es_real_cudnn;
 extern es_real_nccl_t es_real_nccl;
 extern es_real_cublaslt_t es_real_cublaslt;
 
+/* The libraries' own functions. While handles are virtual (context/
+ * vhandle.h) the es_real_* entries that ES_REAL() calls are translating
+ * thunks over these (intercept/thunks.c); otherwise both tables agree. */
+extern es_real_cuda_t es_raw_cuda;
+extern es_real_cublas_t es_raw_cublas;
+extern es_real_cudnn_t es_raw_cudnn;
+extern es_real_nccl_t es_raw_nccl;
+extern es_real_cublaslt_t es_raw_cublaslt;
+
 /* Non-zero while a library is not loaded yet or statistics are on: the one
  * branch of a pass-through wrapper. */
 extern int es_slow[ES_NLIBS];
@@ -129,12 +151,35 @@ void es_slowpath(int lib, int idx);
 #define ES_LIBID_nccl ES_LIB_NCCL
 #define ES_LIBID_cublaslt ES_LIB_CUBLASLT
 
+/* Every wrapper enters through the door (context/door.h): ES_ENTER declares
+ * a guard whose cleanup leaves it when the wrapper returns. Use it once, at
+ * the top of a wrapper's body. */
+static inline void es_door_guard_leave(int *g)
+{
+    (void)g;
+    es_door_leave();
+}
+/* The slow path of an entry: load the library / count the call (slow),
+ * then the door's (door: a move is pending or the thread is new). */
+void es_enter_slow(int lib, int idx, int door);
+
 #define ES_ENTER(lib, sym)                                                     \
-    do {                                                                       \
-        if (__builtin_expect(__atomic_load_n(&es_slow[ES_LIBID_##lib], __ATOMIC_ACQUIRE), 0)) \
-            es_slowpath(ES_LIBID_##lib, ES_IDX_##sym);                         \
-    } while (0)
+    __attribute__((cleanup(es_door_guard_leave))) int es_door_g_ = es_door_enter(); \
+    if (__builtin_expect(es_door_g_ |                                          \
+                         __atomic_load_n(&es_slow[ES_LIBID_##lib], __ATOMIC_ACQUIRE), 0)) \
+        es_enter_slow(ES_LIBID_##lib, ES_IDX_##sym, es_door_g_)
 #define ES_REAL(lib, sym) (es_real_##lib.sym)
+#define ES_RAW(lib, sym) (es_raw_##lib.sym)
+
+/* While handles are virtual, the refusing stub for a driver function that
+ * takes one and is not wrapped (intercept/refuse.c), by exported symbol
+ * (dlsym) or by the name cuGetProcAddress is asked for; NULL otherwise. */
+void *es_refusal_by_symbol(const char *name);
+void *es_refusal_by_base(const char *base);
+
+/* Called once a library is loaded, its tables filled (intercept/thunks.c):
+ * the engine's driver table, the translating thunks. */
+void es_lib_loaded(int lib, void *handle, void *(*lookup)(void *, const char *));
 
 /* Makes sure the library is loaded (for the shim's own use of real
  * functions). Returns 1 when the library was found, 0 otherwise. */
@@ -146,6 +191,8 @@ void *es_wrapper_for_real(int lib, const void *real, int *idx);
 
 /* The real function of wrapped function idx of lib (or its stub). */
 void *es_real_ptr(int lib, int idx);
+/* The stub standing for function idx of lib when the library lacks it. */
+void *es_real_missing_ptr(int lib, int idx);
 
 /* Whether the real library (loaded) has wrapped function idx of lib. */
 int es_real_present(int lib, int idx);

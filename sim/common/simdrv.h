@@ -40,12 +40,35 @@
     X(cuEventRecord, 2000, (CUevent e, CUstream s))                                  \
     X(cuEventDestroy, 4000, (CUevent e))                                             \
     X(cuStreamWaitEvent, 3020, (CUstream s, CUevent e, unsigned int flags))          \
-    X(cuGetErrorString, 6000, (CUresult r, const char **s))                          \
-    X(cuModuleLoadData, 2000, (CUmodule *m, const void *image))                      \
-    X(cuModuleGetFunction, 2000, (CUfunction *f, CUmodule m, const char *name))      \
-    X(cuLaunchKernel, 4000, (CUfunction f, unsigned gx, unsigned gy, unsigned gz,    \
-                             unsigned bx, unsigned by, unsigned bz, unsigned shmem,  \
-                             CUstream s, void **params, void **extra))
+    X(cuGetErrorString, 6000, (CUresult r, const char **s))                         \
+    X(cuMemcpyDtoHAsync, 3020, (void *dst, CUdeviceptr src, size_t bytes, CUstream s)) \
+    X(cuMemsetD32Async, 3020, (CUdeviceptr dst, unsigned int v, size_t n, CUstream s)) \
+    X(cuEventSynchronize, 2000, (CUevent e))                                         \
+    X(cuEventElapsedTime, 2000, (float *ms, CUevent start, CUevent end))             \
+    X(cuMemGetAllocationGranularity, 10020, (size_t *g, const CUmemAllocationProp *prop, \
+                                             CUmemAllocationGranularity_flags option)) \
+    X(cuMemCreate, 10020, (CUmemGenericAllocationHandle *h, size_t size,             \
+                           const CUmemAllocationProp *prop, unsigned long long flags)) \
+    X(cuMemRelease, 10020, (CUmemGenericAllocationHandle h))                         \
+    X(cuMemAddressReserve, 10020, (CUdeviceptr *p, size_t size, size_t align,        \
+                                   CUdeviceptr addr, unsigned long long flags))      \
+    X(cuMemAddressFree, 10020, (CUdeviceptr p, size_t size))                         \
+    X(cuMemMap, 10020, (CUdeviceptr p, size_t size, size_t offset,                  \
+                        CUmemGenericAllocationHandle h, unsigned long long flags))   \
+    X(cuMemUnmap, 10020, (CUdeviceptr p, size_t size))                               \
+    X(cuMemSetAccess, 10020, (CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, \
+                              size_t count))                                         \
+    X(cuMemExportToShareableHandle, 10020, (void *shh, CUmemGenericAllocationHandle h, \
+                                            CUmemAllocationHandleType type,          \
+                                            unsigned long long flags))               \
+    X(cuMemImportFromShareableHandle, 10020, (CUmemGenericAllocationHandle *h, void *osh, \
+                                              CUmemAllocationHandleType type))       \
+    X(cuModuleLoadData, 2000, (CUmodule *mod, const void *image))                    \
+    X(cuModuleGetFunction, 2000, (CUfunction *fn, CUmodule mod, const char *name))   \
+    X(cuLaunchKernel, 4000, (CUfunction fn, unsigned int gx, unsigned int gy,        \
+                             unsigned int gz, unsigned int bx, unsigned int by,      \
+                             unsigned int bz, unsigned int shared, CUstream s,       \
+                             void **params, void **extra))
 
 typedef struct simdrv {
 #define SIMDRV_MEMBER(name, ver, args) CUresult (*name) args;

@@ -2,11 +2,14 @@
  * workspaces, GEMM family, Sgemv, Saxpy, Sscal, Sdot, Snrm2, Ssymv, the
  * Set/Get Vector/Matrix copy helpers).
  *
- * Every computation is enqueued on the handle's stream with the driver's
- * cuLaunchHostFunc and runs later on the driver's stream thread, reading the
- * (device = host) operands, and in device pointer mode the scalars, at
- * execution time. The driver is reached only through sim/common/simdrv
- * (dlopen + cuGetProcAddress), as NVIDIA's library does.
+ * The work is done by kernels of the library's own module
+ * (sim/cublas/kernels.cu, a fatbin in this library's .nv_fatbin section),
+ * loaded once per context with cuModuleLoadData and launched with
+ * cuLaunchKernel on the handle's stream, both reached through
+ * sim/common/simdrv (dlopen + cuGetProcAddress), as NVIDIA's library does.
+ * The host side never reads or writes device memory: scalars in device
+ * pointer mode, pointer arrays and results are the kernels' business, a
+ * host-mode scalar result comes back with cuMemcpyDtoHAsync.
  *
  * Reproduced nondeterminism (cuBLAS documentation, "Results
  * Reproducibility"; docs/VENDOR-FACTS.md):
@@ -15,17 +18,18 @@
  *  - GEMMs that use the handle's shared workspace pool while GEMMs of the
  *    same handle are in flight on other streams get the no-workspace
  *    kernel, so their bits depend on what else runs. "In flight" is counted
- *    from enqueue to completion (a GPU overlaps kernels of ready streams; on
- *    the simulator this makes the effect reproducible in a test: hold one
- *    stream with a host function and run the other).
+ *    from enqueue to completion (a host function after the kernels); the
+ *    choice is made at enqueue, as the real library makes it at the call.
  *    A workspace of their own (cublasSetWorkspace after cublasSetStream) or
  *    CUBLAS_WORKSPACE_CONFIG=:4096:8 / :16:8 (per-stream pools) avoids it;
- *  - Ssymv with CUBLAS_ATOMICS_ALLOWED accumulates the column contributions
- *    in an order drawn from getrandom() per call.
+ *  - Ssymv with CUBLAS_ATOMICS_ALLOWED adds the column contributions with
+ *    float atomics in a kernel: their order is the thread schedule's.
  */
+#include "sim/common/kmod.h"
 #include "sim/common/live.h"
 #include "sim/common/simdrv.h"
 #include "sim/cublas/gemm.h"
+#include "sim/cublas/kparams.h"
 
 #include <cublas_v2.h>
 
@@ -35,7 +39,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #undef cublasGetVersion
 
@@ -65,9 +68,14 @@ struct cublasContext {
     int cfg_valid, cfg_deterministic;
     size_t cfg_size;
     pthread_mutex_t lock;
-    pthread_cond_t idle;
-    int outstanding;                 /* jobs enqueued and not finished */
     struct inflight inflight[MAX_STREAMS]; /* shared-pool GEMMs per stream */
+    const sim_kmod_t *km;            /* the kernels of ctx */
+    CUdeviceptr scratch;             /* host-mode scalar results */
+    CUdeviceptr pool;                /* the shared workspace pool (lazily) */
+    struct {
+        CUstream stream;
+        CUdeviceptr p;
+    } spool[MAX_STREAMS];            /* per-stream pools (deterministic config) */
 };
 
 /* ------------------------------------------------------- handle registry */
@@ -164,47 +172,44 @@ static int64_t max1(int64_t v)
     return v > 1 ? v : 1;
 }
 
-/* ----------------------------------------------------------------- jobs */
+/* ------------------------------------------------- the module of kernels */
 
-typedef enum { JOB_GEMM, JOB_GEMV, JOB_AXPY, JOB_SCAL, JOB_DOT, JOB_NRM2, JOB_SYMV } job_kind_t;
+/* sim/cublas/kernels.cu built by nvcc, in this library's .nv_fatbin
+ * section (fatbin_blob.c). */
+extern const unsigned char simcublas_fatbin[];
 
-typedef struct job {
-    job_kind_t kind;
-    struct cublasContext *h;
-    CUstream stream;
-    int dev_scalars;           /* read alpha/beta through the pointers at execution */
-    float alpha, beta;
-    const float *palpha, *pbeta;
-    /* GEMM */
-    sim_gemm_args_t g;
-    int64_t batch;
-    long long sa, sb, sc;      /* element strides (strided batched) */
-    int ptr_array;             /* A, B, C are arrays of pointers (batched) */
-    int shared_ws;             /* counted in the handle's in-flight table */
-    size_t ws_bytes;
-    sim_gemm_dev_t dev;
-    /* level 1/2 */
-    int mode;                  /* trans (gemv) or upper (symv) */
-    int64_t m, n, lda, incx, incy;
-    const float *A, *x;
-    float *y, *result;
-    int atomics;
-} job_t;
+static const char *const g_kname[SIMCUBLAS_K_COUNT] = {
+#define SIMCUBLAS_K_NAME(id, name) name,
+    SIMCUBLAS_KERNELS(SIMCUBLAS_K_NAME)
+#undef SIMCUBLAS_K_NAME
+};
 
-static size_t elem_size(sim_dtype_t t)
+/* The module of each context (sim/common/kmod.h). */
+static sim_kmods_t g_kmods = SIM_KMODS_INIT(simcublas_fatbin, g_kname, SIMCUBLAS_K_COUNT);
+
+/* Blocks of `per` threads for n elements (grid-stride kernels beyond). */
+static unsigned int grid_for(int64_t n, unsigned int per)
 {
-    return t == SIM_F32 ? 4 : 2;
+    int64_t g = n > 0 ? (n + per - 1) / per : 1;
+    return g > (1 << 20) ? 1u << 20 : (unsigned int)g;
 }
 
-static int other_streams_busy(struct cublasContext *h, CUstream self)
+static cublasStatus_t launch(struct cublasContext *h, int k, unsigned int gx, unsigned int gy,
+                             unsigned int gz, unsigned int bx, void **args)
 {
-    int busy = 0;
-    pthread_mutex_lock(&h->lock);
+    CUresult r = drv()->cuLaunchKernel(h->km->fn[k], gx, gy, gz, bx, 1, 1, 0, h->stream, args,
+                                       NULL);
+    return r == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+/* ------------------------------------------- workspaces and GEMMs in flight */
+
+static int other_streams_busy_locked(struct cublasContext *h, CUstream self)
+{
     for (int i = 0; i < MAX_STREAMS; i++)
         if (h->inflight[i].count > 0 && h->inflight[i].stream != self)
-            busy = 1;
-    pthread_mutex_unlock(&h->lock);
-    return busy;
+            return 1;
+    return 0;
 }
 
 /* Adds d (+1/-1) to the stream's in-flight count; -1 when the table is full. */
@@ -226,160 +231,164 @@ static int inflight_add_locked(struct cublasContext *h, CUstream s, int d)
     return 0;
 }
 
-static void run_gemm(job_t *j)
+typedef struct inflight_token {
+    struct cublasContext *h;
+    CUstream stream;
+} inflight_token_t;
+
+/* Host function after a shared-pool GEMM's kernels: it is no longer in
+ * flight (touches only host memory). */
+static void CUDA_CB inflight_done(void *p)
 {
-    int contended = j->shared_ws && other_streams_busy(j->h, j->stream);
-    sim_gemm_plan_t plan;
-    sim_gemm_choose(&j->dev, j->g.m, j->g.n, j->g.k, j->batch, contended ? 0 : j->ws_bytes,
-                    contended, &plan);
-    sim_gemm_args_t g = j->g;
-    if (j->dev_scalars) {
-        g.alpha = *j->palpha;
-        g.beta = *j->pbeta;
-    } else {
-        g.alpha = j->alpha;
-        g.beta = j->beta;
-    }
-    for (int64_t b = 0; b < j->batch; b++) {
-        sim_gemm_args_t gb = g;
-        if (j->ptr_array) {
-            gb.A = ((const void *const *)g.A)[b];
-            gb.B = ((const void *const *)g.B)[b];
-            gb.C = ((void *const *)g.C)[b];
-        } else {
-            gb.A = (const char *)g.A + (ptrdiff_t)(b * j->sa) * (ptrdiff_t)elem_size(g.atype);
-            gb.B = (const char *)g.B + (ptrdiff_t)(b * j->sb) * (ptrdiff_t)elem_size(g.btype);
-            gb.C = (char *)g.C + (ptrdiff_t)(b * j->sc) * (ptrdiff_t)elem_size(g.ctype);
-        }
-        if (sim_gemm_run(&plan, &gb) != 0)
-            fprintf(stderr, "simcuda cuBLAS: GEMM out of host memory (result not written)\n");
-    }
+    inflight_token_t *t = p;
+    pthread_mutex_lock(&t->h->lock);
+    inflight_add_locked(t->h, t->stream, -1);
+    pthread_mutex_unlock(&t->h->lock);
+    free(t);
 }
 
-static void run_symv(job_t *j, float alpha, float beta)
-{
-    int64_t *order = NULL;
-    if (j->atomics && j->n > 1) {
-        /* Float atomics: the order in which column contributions land
-         * varies per call (real entropy, never a fixed seed). */
-        order = malloc((size_t)j->n * sizeof(*order));
-        if (order) {
-            uint64_t st = 0;
-            while (getrandom(&st, sizeof(st), 0) != (ssize_t)sizeof(st))
-                ;
-            st |= 1;
-            for (int64_t i = 0; i < j->n; i++)
-                order[i] = i;
-            for (int64_t i = j->n - 1; i > 0; i--) {
-                st ^= st >> 12;
-                st ^= st << 25;
-                st ^= st >> 27;
-                uint64_t r = (st * 0x2545F4914F6CDD1DULL) % (uint64_t)(i + 1);
-                int64_t t = order[i];
-                order[i] = order[r];
-                order[r] = t;
-            }
-        }
-    }
-    if (sim_ssymv(j->mode, j->n, alpha, j->A, j->lda, j->x, j->incx, beta, j->y, j->incy,
-                  order) != 0)
-        fprintf(stderr, "simcuda cuBLAS: Ssymv out of host memory (result not written)\n");
-    free(order);
-}
-
-static void CUDA_CB run_job(void *p)
-{
-    job_t *j = p;
-    struct cublasContext *h = j->h;
-    float alpha = j->alpha, beta = j->beta;
-    if (j->kind != JOB_GEMM && j->dev_scalars) {
-        if (j->palpha)
-            alpha = *j->palpha;
-        if (j->pbeta)
-            beta = *j->pbeta;
-    }
-    switch (j->kind) {
-    case JOB_GEMM: run_gemm(j); break;
-    case JOB_GEMV:
-        sim_sgemv(j->mode, j->m, j->n, alpha, j->A, j->lda, j->x, j->incx, beta, j->y, j->incy);
-        break;
-    case JOB_AXPY: sim_saxpy(j->n, alpha, j->x, j->incx, j->y, j->incy); break;
-    case JOB_SCAL: sim_sscal(j->n, alpha, j->y, j->incy); break;
-    case JOB_DOT:
-        *j->result = j->n > 0 ? sim_sdot(j->n, j->x, j->incx, j->A, j->incy) : 0.0f;
-        break;
-    case JOB_NRM2: *j->result = j->n > 0 && j->incx > 0 ? sim_snrm2(j->n, j->x, j->incx) : 0.0f; break;
-    case JOB_SYMV: run_symv(j, alpha, beta); break;
-    }
-    pthread_mutex_lock(&h->lock);
-    if (j->shared_ws)
-        inflight_add_locked(h, j->stream, -1);
-    if (--h->outstanding == 0)
-        pthread_cond_broadcast(&h->idle);
-    pthread_mutex_unlock(&h->lock);
-    free(j);
-}
-
-/* Takes the handle's stream, scalars and workspace into j and enqueues it.
- * Frees j on failure. */
-static cublasStatus_t enqueue(struct cublasContext *h, job_t *j, const float *alpha,
-                              const float *beta)
+/* The handle's workspace pool (shared, or the stream's own with a
+ * deterministic CUBLAS_WORKSPACE_CONFIG), allocated at its first use. */
+static CUdeviceptr pool_for(struct cublasContext *h, size_t bytes, int per_stream)
 {
     const simdrv_t *d = drv();
-    if (!d) {
-        free(j);
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    }
-    j->h = h;
-    j->stream = h->stream;
-    if (h->pmode == CUBLAS_POINTER_MODE_DEVICE) {
-        j->dev_scalars = 1;
-        j->palpha = alpha;
-        j->pbeta = beta;
+    CUdeviceptr p = 0;
+    pthread_mutex_lock(&h->lock);
+    if (!per_stream) {
+        if (!h->pool && d->cuMemAlloc(&h->pool, bytes) != CUDA_SUCCESS)
+            h->pool = 0;
+        p = h->pool;
     } else {
-        j->alpha = alpha ? *alpha : 0.0f;
-        j->beta = beta ? *beta : 0.0f;
-    }
-    if (j->kind == JOB_GEMM) {
-        j->dev = h->dev;
-        if (h->sm_target > 0)
-            j->dev.sm_count = h->sm_target;
-        if (h->ws_user) {
-            j->ws_bytes = h->ws_size;
-        } else if (h->cfg_valid && h->cfg_deterministic) {
-            j->ws_bytes = h->cfg_size; /* a pool per stream */
-        } else {
-            j->shared_ws = 1;
-            j->ws_bytes = h->cfg_valid ? h->cfg_size : sim_gemm_default_workspace(&h->dev);
+        int slot = -1;
+        for (int i = 0; i < MAX_STREAMS && !p; i++) {
+            if (h->spool[i].p && h->spool[i].stream == h->stream)
+                p = h->spool[i].p;
+            else if (!h->spool[i].p && slot < 0)
+                slot = i;
+        }
+        if (!p && slot >= 0 && d->cuMemAlloc(&h->spool[slot].p, bytes) == CUDA_SUCCESS) {
+            h->spool[slot].stream = h->stream;
+            p = h->spool[slot].p;
         }
     }
-    pthread_mutex_lock(&h->lock);
-    if (j->shared_ws && inflight_add_locked(h, j->stream, 1) != 0)
-        j->shared_ws = 0; /* table full: not counted */
-    h->outstanding++;
     pthread_mutex_unlock(&h->lock);
-    if (d->cuLaunchHostFunc(j->stream, run_job, j) != CUDA_SUCCESS) {
-        pthread_mutex_lock(&h->lock);
-        if (j->shared_ws)
-            inflight_add_locked(h, j->stream, -1);
-        if (--h->outstanding == 0)
-            pthread_cond_broadcast(&h->idle);
-        pthread_mutex_unlock(&h->lock);
-        free(j);
-        return CUBLAS_STATUS_EXECUTION_FAILED;
-    }
-    return CUBLAS_STATUS_SUCCESS;
+    return p;
 }
 
-static job_t *job_new(job_kind_t kind)
+/* Enqueues one GEMM call (batch of them) on the handle's stream: the
+ * heuristic's plan, the GEMM kernel, the split-K epilogue. */
+static cublasStatus_t gemm_enqueue(struct cublasContext *h, const sim_gemm_args_t *g,
+                                   int64_t batch, long long sa, long long sb, long long sc,
+                                   int ptr_array, const float *alpha, const float *beta)
 {
-    job_t *j = calloc(1, sizeof(*j));
-    if (j)
-        j->kind = kind;
-    return j;
+    simcublas_gemm_kp_t kp;
+    memset(&kp, 0, sizeof(kp));
+    kp.A = g->A;
+    kp.B = g->B;
+    kp.C = g->C;
+    kp.m = g->m;
+    kp.n = g->n;
+    kp.k = g->k;
+    kp.lda = g->lda;
+    kp.ldb = g->ldb;
+    kp.ldc = g->ldc;
+    kp.sa = sa;
+    kp.sb = sb;
+    kp.sc = sc;
+    kp.batch = (int32_t)batch;
+    kp.transa = g->transa;
+    kp.transb = g->transb;
+    kp.atype = (int32_t)g->atype;
+    kp.ctype = (int32_t)g->ctype;
+    kp.round = (int32_t)g->round;
+    kp.ptr_array = ptr_array;
+    if (h->pmode == CUBLAS_POINTER_MODE_DEVICE) {
+        kp.palpha = alpha;
+        kp.pbeta = beta;
+    } else {
+        kp.alpha = *alpha;
+        kp.beta = *beta;
+    }
+    sim_gemm_dev_t dev = h->dev;
+    if (h->sm_target > 0)
+        dev.sm_count = h->sm_target;
+    int shared = 0, per_stream = 0;
+    size_t ws_bytes;
+    CUdeviceptr ws = 0;
+    if (h->ws_user) {
+        ws_bytes = h->ws_size;
+        ws = (CUdeviceptr)(uintptr_t)h->ws;
+    } else if (h->cfg_valid && h->cfg_deterministic) {
+        ws_bytes = h->cfg_size; /* a pool per stream */
+        per_stream = 1;
+    } else {
+        shared = 1;
+        ws_bytes = h->cfg_valid ? h->cfg_size : sim_gemm_default_workspace(&h->dev);
+    }
+    /* The shared pool while GEMMs of this handle are in flight on another
+     * stream: the kernel that needs no workspace. */
+    pthread_mutex_lock(&h->lock);
+    int contended = shared && other_streams_busy_locked(h, h->stream);
+    if (shared && inflight_add_locked(h, h->stream, 1) != 0)
+        shared = 0; /* table full: not counted */
+    pthread_mutex_unlock(&h->lock);
+    sim_gemm_plan_t plan;
+    sim_gemm_choose(&dev, g->m, g->n, g->k, batch, contended ? 0 : ws_bytes, contended, &plan);
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    if (plan.splitk > 1 && !ws) {
+        ws = pool_for(h, ws_bytes, per_stream);
+        if (!ws)
+            st = CUBLAS_STATUS_ALLOC_FAILED;
+    }
+    void *args[] = {&kp};
+    if (st == CUBLAS_STATUS_SUCCESS && g->k == 0) {
+        kp.splitk = 0; /* C = beta*C */
+        st = launch(h, SIMCUBLAS_K_GEMM_EPILOGUE, grid_for(g->m * g->n * batch, SIMCUBLAS_EW_THREADS),
+                    1, 1, SIMCUBLAS_EW_THREADS, args);
+    } else if (st == CUBLAS_STATUS_SUCCESS) {
+        kp.kc = plan.kc;
+        kp.kper = plan.kper;
+        kp.splitk = plan.splitk;
+        kp.ws = (float *)(uintptr_t)ws;
+        int64_t tm = (g->m + SIMCUBLAS_GEMM_TILE - 1) / SIMCUBLAS_GEMM_TILE;
+        int64_t tn = (g->n + SIMCUBLAS_GEMM_TILE - 1) / SIMCUBLAS_GEMM_TILE;
+        int64_t z = batch * plan.splitk;
+        if (tm > 0x7fffffff)
+            st = CUBLAS_STATUS_NOT_SUPPORTED;
+        else
+            st = launch(h, SIMCUBLAS_K_GEMM, (unsigned int)tm,
+                        tn > 65535 ? 65535u : (unsigned int)tn,
+                        z > 65535 ? 65535u : (unsigned int)z, SIMCUBLAS_GEMM_THREADS, args);
+        if (st == CUBLAS_STATUS_SUCCESS && plan.splitk > 1)
+            st = launch(h, SIMCUBLAS_K_GEMM_EPILOGUE,
+                        grid_for(g->m * g->n * batch, SIMCUBLAS_EW_THREADS), 1, 1,
+                        SIMCUBLAS_EW_THREADS, args);
+    }
+    if (shared) {
+        inflight_token_t *t = malloc(sizeof(*t));
+        CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (t) {
+            t->h = h;
+            t->stream = h->stream;
+            r = drv()->cuLaunchHostFunc(h->stream, inflight_done, t);
+        }
+        if (r != CUDA_SUCCESS) {
+            free(t);
+            pthread_mutex_lock(&h->lock);
+            inflight_add_locked(h, h->stream, -1);
+            pthread_mutex_unlock(&h->lock);
+        }
+    }
+    return st;
 }
 
 /* ------------------------------------------------------ handle functions */
+
+/* The oldest architecture CUDA 13's cuBLAS has code for: the installed
+ * libcublas.so.13 carries SASS for sm_75, 80, 86, 90, 100, 120 and PTX of
+ * a newer one (easyscale-audit's per-architecture listing), so its kernels
+ * cannot run on an older GPU. */
+#define CUBLAS_MIN_CC 75
 
 API cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
 {
@@ -395,8 +404,27 @@ API cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
         st = CUBLAS_STATUS_NOT_INITIALIZED;
         goto out;
     }
+    /* An architecture the library has no kernels for: refused here, where
+     * it loads its kernels (CUBLAS_STATUS_ARCH_MISMATCH: "the function
+     * requires a feature absent from the device architecture"). */
+    if (info.cc_major * 10 + info.cc_minor < CUBLAS_MIN_CC) {
+        st = CUBLAS_STATUS_ARCH_MISMATCH;
+        goto out;
+    }
     h = calloc(1, sizeof(*h));
     if (!h) {
+        st = CUBLAS_STATUS_ALLOC_FAILED;
+        goto out;
+    }
+    CUresult r = sim_kmod_get(&g_kmods, ctx, &h->km);
+    if (r != CUDA_SUCCESS) {
+        st = r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE
+                 ? CUBLAS_STATUS_ARCH_MISMATCH
+             : r == CUDA_ERROR_OUT_OF_MEMORY ? CUBLAS_STATUS_ALLOC_FAILED
+                                             : CUBLAS_STATUS_NOT_INITIALIZED;
+        goto out;
+    }
+    if (d->cuMemAlloc(&h->scratch, 256) != CUDA_SUCCESS) {
         st = CUBLAS_STATUS_ALLOC_FAILED;
         goto out;
     }
@@ -410,16 +438,18 @@ API cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
     h->math = CUBLAS_DEFAULT_MATH;
     read_ws_config(h);
     pthread_mutex_init(&h->lock, NULL);
-    pthread_cond_init(&h->idle, NULL);
     if (sim_live_add(&g_handles, h) != 0) {
         pthread_mutex_destroy(&h->lock);
-        pthread_cond_destroy(&h->idle);
-        free(h);
-        h = NULL;
         st = CUBLAS_STATUS_ALLOC_FAILED;
         goto out;
     }
 out:
+    if (st != CUBLAS_STATUS_SUCCESS && h) {
+        if (h->scratch)
+            d->cuMemFree(h->scratch);
+        free(h);
+        h = NULL;
+    }
     *handle = h;
     return st;
 }
@@ -428,15 +458,25 @@ API cublasStatus_t cublasDestroy_v2(cublasHandle_t h)
 {
     if (!sim_live_remove(&g_handles, h))
         return CUBLAS_STATUS_NOT_INITIALIZED;
-    /* Like the real one (which synchronises the device): work already
-     * enqueued finishes before the handle goes away. */
-    pthread_mutex_lock(&h->lock);
-    while (h->outstanding > 0)
-        pthread_cond_wait(&h->idle, &h->lock);
-    pthread_mutex_unlock(&h->lock);
+    /* As documented for the real one: it synchronises the device, so the
+     * handle's queued work (and its host functions) finish before its
+     * memory goes. */
+    const simdrv_t *d = drv();
+    CUcontext prev = NULL;
+    d->cuCtxGetCurrent(&prev);
+    if (prev != h->ctx)
+        d->cuCtxSetCurrent(h->ctx);
+    d->cuCtxSynchronize();
+    if (h->pool)
+        d->cuMemFree(h->pool);
+    for (int i = 0; i < MAX_STREAMS; i++)
+        if (h->spool[i].p)
+            d->cuMemFree(h->spool[i].p);
+    d->cuMemFree(h->scratch);
+    if (prev != h->ctx)
+        d->cuCtxSetCurrent(prev);
     h->magic = 0;
     pthread_mutex_destroy(&h->lock);
-    pthread_cond_destroy(&h->idle);
     free(h);
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -638,25 +678,19 @@ static cublasStatus_t gemm_common(cublasHandle_t h, cublasOperation_t transa,
         return CUBLAS_STATUS_SUCCESS;
     if (!C || ((!A || !B) && k > 0))
         return CUBLAS_STATUS_INVALID_VALUE;
-    job_t *j = job_new(JOB_GEMM);
-    if (!j)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    j->g = (sim_gemm_args_t){.transa = ta, .transb = tb, .m = m, .n = n, .k = k,
-                             .atype = at, .btype = bt, .ctype = ct, .round = round,
-                             .A = A, .lda = lda, .B = B, .ldb = ldb, .C = C, .ldc = ldc};
-    j->batch = batch;
-    j->sa = sa;
-    j->sb = sb;
-    j->sc = sc;
-    j->ptr_array = ptr_array;
+    sim_gemm_args_t g = {.transa = ta, .transb = tb, .m = m, .n = n, .k = k,
+                         .atype = at, .btype = bt, .ctype = ct, .round = round,
+                         .A = A, .lda = lda, .B = B, .ldb = ldb, .C = C, .ldc = ldc};
     if (math_mode_applies && round == SIM_ROUND_NONE && at == SIM_F32) {
         unsigned base = (unsigned)h->math & 0xfu;
         if (base == CUBLAS_TF32_TENSOR_OP_MATH && h->dev.cc_major >= 8)
-            j->g.round = SIM_ROUND_TF32; /* TF32 tensor cores allowed for fp32 */
+            g.round = SIM_ROUND_TF32; /* TF32 tensor cores allowed for fp32 */
         else if (base == CUBLAS_TENSOR_OP_MATH && h->dev.cc_major >= 7)
-            j->g.round = SIM_ROUND_F16;  /* cublas_api.h: same as COMPUTE_32F_FAST_16F */
+            g.round = SIM_ROUND_F16;  /* cublas_api.h: same as COMPUTE_32F_FAST_16F */
     }
-    return enqueue(h, j, alpha, beta);
+    if (batch > 0x7fffffff)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    return gemm_enqueue(h, &g, batch, sa, sb, sc, ptr_array, alpha, beta);
 }
 
 API cublasStatus_t cublasSgemm_v2_64(cublasHandle_t h, cublasOperation_t transa,
@@ -895,6 +929,25 @@ API cublasStatus_t cublasSgemmEx(cublasHandle_t h, cublasOperation_t transa,
 
 /* ------------------------------------------------------- level 1 and 2 */
 
+/* alpha/beta as the kernels take them: the value (host pointer mode) or
+ * the device pointer. */
+typedef struct scal {
+    float v;
+    const float *p;
+} scal_t;
+
+static scal_t scal_of(struct cublasContext *h, const float *x)
+{
+    scal_t s = {0.0f, NULL};
+    if (!x)
+        return s;
+    if (h->pmode == CUBLAS_POINTER_MODE_DEVICE)
+        s.p = x;
+    else
+        s.v = *x;
+    return s;
+}
+
 API cublasStatus_t cublasSgemv_v2_64(cublasHandle_t h, cublasOperation_t trans, int64_t m,
                                      int64_t n, const float *alpha, const float *A, int64_t lda,
                                      const float *x, int64_t incx, const float *beta, float *y,
@@ -908,19 +961,11 @@ API cublasStatus_t cublasSgemv_v2_64(cublasHandle_t h, cublasOperation_t trans, 
         return CUBLAS_STATUS_SUCCESS;
     if (!A || !x || !y)
         return CUBLAS_STATUS_INVALID_VALUE;
-    job_t *j = job_new(JOB_GEMV);
-    if (!j)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    j->mode = t;
-    j->m = m;
-    j->n = n;
-    j->A = A;
-    j->lda = lda;
-    j->x = x;
-    j->incx = incx;
-    j->y = y;
-    j->incy = incy;
-    return enqueue(h, j, alpha, beta);
+    scal_t al = scal_of(h, alpha), be = scal_of(h, beta);
+    long long mm = m, nn = n, la = lda, ix = incx, iy = incy;
+    void *args[] = {&t, &mm, &nn, &al.v, &al.p, &A, &la, &x, &ix, &be.v, &be.p, &y, &iy};
+    return launch(h, SIMCUBLAS_K_GEMV, grid_for(t ? n : m, SIMCUBLAS_EW_THREADS), 1, 1,
+                  SIMCUBLAS_EW_THREADS, args);
 }
 
 API cublasStatus_t cublasSgemv_v2(cublasHandle_t h, cublasOperation_t trans, int m, int n,
@@ -940,15 +985,11 @@ API cublasStatus_t cublasSaxpy_v2_64(cublasHandle_t h, int64_t n, const float *a
         return CUBLAS_STATUS_SUCCESS;
     if (!x || !y)
         return CUBLAS_STATUS_INVALID_VALUE;
-    job_t *j = job_new(JOB_AXPY);
-    if (!j)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    j->n = n;
-    j->x = x;
-    j->incx = incx;
-    j->y = y;
-    j->incy = incy;
-    return enqueue(h, j, alpha, NULL);
+    scal_t al = scal_of(h, alpha);
+    long long nn = n, ix = incx, iy = incy;
+    void *args[] = {&nn, &al.v, &al.p, &x, &ix, &y, &iy};
+    return launch(h, SIMCUBLAS_K_AXPY, grid_for(n, SIMCUBLAS_EW_THREADS), 1, 1,
+                  SIMCUBLAS_EW_THREADS, args);
 }
 
 API cublasStatus_t cublasSaxpy_v2(cublasHandle_t h, int n, const float *alpha, const float *x,
@@ -967,13 +1008,11 @@ API cublasStatus_t cublasSscal_v2_64(cublasHandle_t h, int64_t n, const float *a
         return CUBLAS_STATUS_SUCCESS;
     if (!x)
         return CUBLAS_STATUS_INVALID_VALUE;
-    job_t *j = job_new(JOB_SCAL);
-    if (!j)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    j->n = n;
-    j->y = x;
-    j->incy = incx;
-    return enqueue(h, j, alpha, NULL);
+    scal_t al = scal_of(h, alpha);
+    long long nn = n, ix = incx;
+    void *args[] = {&nn, &al.v, &al.p, &x, &ix};
+    return launch(h, SIMCUBLAS_K_SCAL, grid_for(n, SIMCUBLAS_EW_THREADS), 1, 1,
+                  SIMCUBLAS_EW_THREADS, args);
 }
 
 API cublasStatus_t cublasSscal_v2(cublasHandle_t h, int n, const float *alpha, float *x, int incx)
@@ -981,16 +1020,22 @@ API cublasStatus_t cublasSscal_v2(cublasHandle_t h, int n, const float *alpha, f
     return cublasSscal_v2_64(h, n, alpha, x, incx);
 }
 
-/* Scalar results: written at execution time; in host pointer mode the call
- * waits for its stream, as the real one does. */
-static cublasStatus_t scalar_result(cublasHandle_t h, job_t *j)
+/* Scalar results: in device pointer mode the kernel writes *result; in
+ * host mode it writes the handle's device scratch, copied back on the
+ * handle's stream, and the call waits for it, as the real one does. */
+static cublasStatus_t scalar_result(cublasHandle_t h, int k, void **args, float **slot,
+                                    float *result)
 {
+    const simdrv_t *d = drv();
     int host = h->pmode == CUBLAS_POINTER_MODE_HOST;
-    CUstream s = h->stream;
-    cublasStatus_t st = enqueue(h, j, NULL, NULL);
-    if (st == CUBLAS_STATUS_SUCCESS && host && drv()->cuStreamSynchronize(s) != CUDA_SUCCESS)
-        st = CUBLAS_STATUS_EXECUTION_FAILED;
-    return st;
+    *slot = host ? (float *)(uintptr_t)h->scratch : result;
+    cublasStatus_t st = launch(h, k, 1, 1, 1, 1, args);
+    if (st != CUBLAS_STATUS_SUCCESS || !host)
+        return st;
+    if (d->cuMemcpyDtoHAsync(result, h->scratch, sizeof(float), h->stream) != CUDA_SUCCESS ||
+        d->cuStreamSynchronize(h->stream) != CUDA_SUCCESS)
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    return CUBLAS_STATUS_SUCCESS;
 }
 
 API cublasStatus_t cublasSdot_v2_64(cublasHandle_t h, int64_t n, const float *x, int64_t incx,
@@ -999,16 +1044,10 @@ API cublasStatus_t cublasSdot_v2_64(cublasHandle_t h, int64_t n, const float *x,
     CHECK_HANDLE(h);
     if (!result || (n > 0 && (!x || !y)))
         return CUBLAS_STATUS_INVALID_VALUE;
-    job_t *j = job_new(JOB_DOT);
-    if (!j)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    j->n = n;
-    j->x = x;
-    j->incx = incx;
-    j->A = y;
-    j->incy = incy;
-    j->result = result;
-    return scalar_result(h, j);
+    long long nn = n > 0 ? n : 0, ix = incx, iy = incy;
+    float *out = NULL;
+    void *args[] = {&nn, &x, &ix, &y, &iy, &out};
+    return scalar_result(h, SIMCUBLAS_K_DOT, args, &out, result);
 }
 
 API cublasStatus_t cublasSdot_v2(cublasHandle_t h, int n, const float *x, int incx,
@@ -1023,14 +1062,10 @@ API cublasStatus_t cublasSnrm2_v2_64(cublasHandle_t h, int64_t n, const float *x
     CHECK_HANDLE(h);
     if (!result || (n > 0 && incx > 0 && !x))
         return CUBLAS_STATUS_INVALID_VALUE;
-    job_t *j = job_new(JOB_NRM2);
-    if (!j)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    j->n = n;
-    j->x = x;
-    j->incx = incx;
-    j->result = result;
-    return scalar_result(h, j);
+    long long nn = n > 0 ? n : 0, ix = incx;
+    float *out = NULL;
+    void *args[] = {&nn, &x, &ix, &out};
+    return scalar_result(h, SIMCUBLAS_K_NRM2, args, &out, result);
 }
 
 API cublasStatus_t cublasSnrm2_v2(cublasHandle_t h, int n, const float *x, int incx,
@@ -1052,19 +1087,22 @@ API cublasStatus_t cublasSsymv_v2_64(cublasHandle_t h, cublasFillMode_t uplo, in
         return CUBLAS_STATUS_SUCCESS;
     if (!A || !x || !y)
         return CUBLAS_STATUS_INVALID_VALUE;
-    job_t *j = job_new(JOB_SYMV);
-    if (!j)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    j->mode = uplo == CUBLAS_FILL_MODE_UPPER;
-    j->n = n;
-    j->A = A;
-    j->lda = lda;
-    j->x = x;
-    j->incx = incx;
-    j->y = y;
-    j->incy = incy;
-    j->atomics = h->amode == CUBLAS_ATOMICS_ALLOWED;
-    return enqueue(h, j, alpha, beta);
+    int upper = uplo == CUBLAS_FILL_MODE_UPPER;
+    scal_t al = scal_of(h, alpha), be = scal_of(h, beta);
+    long long nn = n, la = lda, ix = incx, iy = incy;
+    unsigned int g = grid_for(n, SIMCUBLAS_EW_THREADS);
+    if (h->amode != CUBLAS_ATOMICS_ALLOWED) {
+        void *args[] = {&upper, &nn, &al.v, &al.p, &A, &la, &x, &ix, &be.v, &be.p, &y, &iy};
+        return launch(h, SIMCUBLAS_K_SYMV, g, 1, 1, SIMCUBLAS_EW_THREADS, args);
+    }
+    /* CUBLAS_ATOMICS_ALLOWED: y = beta*y, then every column's contribution
+     * added with float atomics. */
+    void *sargs[] = {&nn, &be.v, &be.p, &y, &iy};
+    cublasStatus_t st = launch(h, SIMCUBLAS_K_SYMV_SCALE, g, 1, 1, SIMCUBLAS_EW_THREADS, sargs);
+    void *aargs[] = {&upper, &nn, &al.v, &al.p, &A, &la, &x, &ix, &y, &iy};
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = launch(h, SIMCUBLAS_K_SYMV_ATOMIC, g, 1, 1, SIMCUBLAS_EW_THREADS, aargs);
+    return st;
 }
 
 API cublasStatus_t cublasSsymv_v2(cublasHandle_t h, cublasFillMode_t uplo, int n,

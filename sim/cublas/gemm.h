@@ -1,21 +1,26 @@
-/* simcuda cuBLAS: the math core, usable without the driver (unit tests and
- * the bench call it directly).
+/* simcuda cuBLAS: the GEMM heuristic (gemm.c, in the library) and the
+ * plain-C references of the kernels' summation orders (ref.c, level12.c:
+ * tests and bench only; the library computes with the kernels of
+ * sim/cublas/kernels.cu, which follow the same orders bit for bit).
  *
  * GEMM model. A GPU GEMM kernel is chosen by a heuristic from the device
  * (compute capability, SM count), the shape and the workspace it may use.
  * sim_gemm_choose() reproduces that: it picks an output tile (which fixes the
  * number of thread blocks), a k-chunk kc and a split-K factor. The summation
- * order that sim_gemm_run() then follows exactly, for every element C(i,j):
+ * order that the kernels (and sim_gemm_run()) then follow exactly, for
+ * every element C(i,j):
  *
  *   chunk partial  p = ((0 + a_k0*b_k0) + a_k0+1*b_k0+1) + ...   (kc products, k ascending)
  *   split sum      s = ((p_0 + p_1) + p_2) + ...                 (chunks of the split, in order)
  *   total          t = ((s_0 + s_1) + s_2) + ...                 (splits, in split order)
  *   result         C = alpha*t + beta*C     (beta == 0: C = alpha*t, C not read)
  *
- * Products and sums are rounded to float one by one (the sources are built
- * with -ffp-contract=off, never -ffast-math), so the bits depend only on the
- * plan, never on the compiler or on how the CPU kernel is blocked. Chunks
- * start at the split's first k, splits are kper long (a multiple of kc).
+ * Products and sums are rounded to float one by one (no contraction into
+ * FMA, never -ffast-math), so the bits depend only on the plan, never on
+ * the compiler or on how a kernel is blocked. Chunks start at the split's
+ * first k, splits are kper long (a multiple of kc). With several splits,
+ * every split's partial sums live in the workspace (splitk x batch x m x n
+ * floats) until the epilogue adds them.
  * alpha == 0 or k == 0: C = beta*C (A and B are not read).
  */
 #ifndef SIM_CUBLAS_GEMM_H
@@ -59,7 +64,8 @@ typedef struct sim_gemm_plan {
 size_t sim_gemm_default_workspace(const sim_gemm_dev_t *dev);
 
 /* The heuristic. batch: number of independent GEMMs of one call (>= 1).
- * ws_bytes: workspace the call may use for split-K partials. contended: the
+ * ws_bytes: workspace the call may use for split-K partials (the split
+ * count is lowered until splitk x batch x m x n floats fit). contended: the
  * call uses a shared workspace pool while other streams of its handle have
  * GEMMs in flight; the heuristic then drops to the kernel that needs none
  * (no split, half the k-chunk). */
@@ -83,8 +89,8 @@ typedef struct sim_gemm_args {
     float alpha, beta;
 } sim_gemm_args_t;
 
-/* Runs one GEMM with the plan's summation order. Returns 0 or -ENOMEM
- * (C untouched then). */
+/* Reference (ref.c): one GEMM with the plan's summation order, on host
+ * memory. Returns 0 or -ENOMEM (C untouched then). */
 int sim_gemm_run(const sim_gemm_plan_t *plan, const sim_gemm_args_t *a);
 
 /* f (a float value) rounded to the precision of r (TF32, bf16 or half:
@@ -92,8 +98,9 @@ int sim_gemm_run(const sim_gemm_plan_t *plan, const sim_gemm_args_t *a);
  * conversions are sim/common/f16.h's float ones. */
 float sim_round_input(float f, sim_round_t r);
 
-/* Level 1 and 2 (vectors with increments: negative inc walks backwards from
- * the far end, as in BLAS; inc != 0 is checked by the caller).
+/* References of level 1 and 2 (level12.c; vectors with increments:
+ * negative inc walks backwards from the far end, as in BLAS; inc != 0 is
+ * checked by the caller).
  * Summation orders: gemv/symv sum over the matrix's columns (N) or rows (T)
  * in ascending order; dot sums ascending; nrm2 in double. */
 void sim_sgemv(int trans, int64_t m, int64_t n, float alpha, const float *A, int64_t lda,

@@ -5,34 +5,60 @@
 # sim/cudnn and sim/nccl's): the live-object registry (sim/common/live.h),
 # and the library tests' ELF interface check (tests/sim_common).
 SIM_TEST_ABI_OBJ := $(B)/obj/tests/sim_common/abi.o
+# The per-context module of a library's kernels (sim/common/kmod.h).
+SIM_KMOD_OBJ := $(B)/obj/sim/common/kmod.o
 
-CUBLAS_SRCS := sim/cublas/cublas.c sim/cublas/gemm.c sim/cublas/level12.c
+# The kernels, single source (sim/cucpu): the fatbin embedded in the library
+# (fatbin_blob.c) and the twin library simcuda runs them from.
+CUBLAS_FATBIN := $(B)/gen/simcublas.fatbin
+CUBLAS_TWIN := $(B)/sim/twins/libsimtwin_cublas.so
+$(eval $(call cucpu_cu,sim/cublas/kernels.cu,$(CUBLAS_FATBIN),$(CUBLAS_TWIN),sim/cublas/kparams.h sim/common/f16_impl.h))
+
+CUBLAS_SRCS := sim/cublas/cublas.c sim/cublas/gemm.c sim/cublas/fatbin_blob.c
 CUBLAS_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CUBLAS_SRCS))
-# The math core, linked statically by the unit test and the bench; it uses
-# the half / bf16 conversions of sim/common/f16.c.
-CUBLAS_CORE_OBJS := $(B)/obj/sim/cublas/gemm.o $(B)/obj/sim/cublas/level12.o $(SIMF16_OBJ)
+# The plain-C references of the kernels' orders and the heuristic, linked
+# statically by the unit test and the bench; they use the half / bf16
+# conversions of sim/common/f16.c.
+CUBLAS_CORE_OBJS := $(B)/obj/sim/cublas/gemm.o $(B)/obj/sim/cublas/ref.o \
+    $(B)/obj/sim/cublas/level12.o $(SIMF16_OBJ)
+
+$(B)/obj/sim/cublas/fatbin_blob.o: CPPFLAGS += -DSIMCUBLAS_FATBIN='"$(CUBLAS_FATBIN)"'
+$(B)/obj/sim/cublas/fatbin_blob.o: $(CUBLAS_FATBIN)
 
 # The summation order must be the plan's whatever the optimiser does: no
 # contraction into FMA (and never -ffast-math).
-$(CUBLAS_OBJS) $(B)/obj/sim/cublas/bench_sgemm.o $(B)/obj/tests/sim_cublas/sim_cublas_test.o: \
-	CFLAGS += -O3 -ffp-contract=off
+$(CUBLAS_OBJS) $(CUBLAS_CORE_OBJS) $(B)/obj/sim/cublas/bench_sgemm.o \
+    $(B)/obj/tests/sim_cublas/sim_cublas_test.o: CFLAGS += -O3 -ffp-contract=off
 
 $(B)/sim/libcublas.so.13: $(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) \
-		sim/cublas/libcublas.map
+		$(SIM_KMOD_OBJ) sim/cublas/libcublas.map
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcublas.so.13 \
 		-Wl,--version-script=sim/cublas/libcublas.map -o $@ \
-		$(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) -ldl -lm
+		$(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) -ldl -lm
 
 $(B)/sim/libcublas.so: $(B)/sim/libcublas.so.13
 	ln -sf libcublas.so.13 $@
 
-ALL += $(B)/sim/libcublas.so.13 $(B)/sim/libcublas.so
+ALL += $(B)/sim/libcublas.so.13 $(B)/sim/libcublas.so $(CUBLAS_TWIN)
+
+# The child of the tests that need a process of their own
+# (tests/sim_cublas/lib_child.c) and the driver front that makes a GPU look
+# older (tests/sim_cublas/old_gpu.c); the cuDNN test uses them too.
+# The audit tests run the child under the shim (scripts/simenv --shim).
+SIM_ARCH_TEST := $(B)/tests/lib_child $(B)/tests/old_gpu/libcuda.so.1 $(B)/lib/libeasyscale.so
+$(B)/tests/old_gpu/libcuda.so.1: tests/sim_cublas/old_gpu.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SO_LDFLAGS) -o $@ $< -ldl
+$(B)/tests/lib_child: tests/sim_cublas/lib_child.c | $(B)/sim/libcublas.so $(B)/sim/libcudnn.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< -L$(B)/sim -lcublas -lcudnn $(LDFLAGS) -ldl
 
 # Unit + API test: links the math core statically (its symbols are local in
 # the library) and the library and driver dynamically.
 $(B)/tests/sim_cublas_test: $(B)/obj/tests/sim_cublas/sim_cublas_test.o $(CUBLAS_CORE_OBJS) \
-		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) | $(B)/sim/libcublas.so $(B)/sim/libcuda.so
+		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) | $(B)/sim/libcublas.so $(B)/sim/libcuda.so \
+		$(SIM_ARCH_TEST)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(B)/obj/tests/sim_cublas/sim_cublas_test.o $(CUBLAS_CORE_OBJS) \
 		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) -L$(B)/sim -lcublas -lcuda $(CMOCKA_LIBS) -lm
@@ -45,7 +71,7 @@ $(B)/tests/cublas_client_test: tests/clients/cublas_client.c | $(B)/sim/libcubla
 
 TESTS += $(B)/tests/sim_cublas_test $(B)/tests/cublas_client_test
 
-$(B)/bench/sgemm_bench: $(B)/obj/sim/cublas/bench_sgemm.o $(CUBLAS_CORE_OBJS)
+$(B)/bench/sgemm_bench: $(B)/obj/sim/cublas/bench_sgemm.o $(CUBLAS_CORE_OBJS) | $(CUBLAS_TWIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -ldl -lm
 

@@ -25,12 +25,12 @@
  * for the same inputs on one model.
  */
 #include "sim/cublaslt/lt_kernels.h"
+#include "sim/common/kmod.h"
 #include "sim/common/live.h"
 #include "sim/common/simdrv.h"
 
 #include <cublasLt.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,7 +41,6 @@
 #define LT_LAYOUT_MAGIC 0x4c746c6cu
 #define LT_PREF_MAGIC 0x4c747070u
 #define LT_ALGO_MAGIC 0x4c746161u
-#define LT_MAX_CTX 64
 #define LT_GRID_MAX 65535LL
 
 struct cublasLtContext {
@@ -912,49 +911,29 @@ API cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo
 
 /* ---- the module --------------------------------------------------------------------------- */
 
+/* sim/cublaslt/kernels.cu built by nvcc, in this library's .nv_fatbin
+ * section (blob.c). */
 extern const unsigned char sim_cublaslt_fatbin[];
 
 enum { K_GEMM = 0, K_REDUCE, K_BGRAD, K_COUNT };
 static const char *const g_knames[K_COUNT] = { "simlt_gemm", "simlt_reduce", "simlt_bgrad" };
 
-typedef struct lt_mod {
-    CUcontext ctx;
-    CUfunction fn[K_COUNT];
-} lt_mod_t;
+/* The module of each context (sim/common/kmod.h). */
+static sim_kmods_t g_kmods = SIM_KMODS_INIT(sim_cublaslt_fatbin, g_knames, K_COUNT);
 
-static lt_mod_t g_mods[LT_MAX_CTX];
-static int g_nmods;
-static pthread_mutex_t g_mod_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* The kernels in the current context (the module loaded on first use). */
-static int kernels(const simdrv_t *drv, CUfunction fn[K_COUNT])
+/* The kernels in the current context (the module loaded on first use):
+ * 0, -ENODEV without a current context, -ENOEXEC when the module does not
+ * load on its device. */
+static int kernels(const simdrv_t *drv, const CUfunction **fn)
 {
     CUcontext ctx = NULL;
-    int ret = -ENODEV;
+    const sim_kmod_t *km = NULL;
     if (drv->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
-        return ret;
-    pthread_mutex_lock(&g_mod_lock);
-    for (int i = 0; i < g_nmods; i++)
-        if (g_mods[i].ctx == ctx) {
-            memcpy(fn, g_mods[i].fn, sizeof(g_mods[i].fn));
-            ret = 0;
-        }
-    if (ret && g_nmods < LT_MAX_CTX) {
-        CUmodule mod = NULL;
-        lt_mod_t m = { ctx, { NULL } };
-        CUresult r = drv->cuModuleLoadData(&mod, sim_cublaslt_fatbin);
-        for (int k = 0; r == CUDA_SUCCESS && k < K_COUNT; k++)
-            r = drv->cuModuleGetFunction(&m.fn[k], mod, g_knames[k]);
-        if (r == CUDA_SUCCESS) {
-            g_mods[g_nmods++] = m;
-            memcpy(fn, m.fn, sizeof(m.fn));
-            ret = 0;
-        } else {
-            ret = -ENOEXEC;
-        }
-    }
-    pthread_mutex_unlock(&g_mod_lock);
-    return ret;
+        return -ENODEV;
+    if (sim_kmod_get(&g_kmods, ctx, &km) != CUDA_SUCCESS)
+        return -ENOEXEC;
+    *fn = km->fn;
+    return 0;
 }
 
 /* ---- matmul ------------------------------------------------------------------------------- */
@@ -1021,8 +1000,8 @@ API cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDe
     int64_t gz = (int64_t)a.batch * (plan.algo.scheme == LT_RED_COMPUTE ? plan.splitk : 1);
     if (gy > LT_GRID_MAX || gz > LT_GRID_MAX || a.batch > LT_GRID_MAX)
         return CUBLAS_STATUS_NOT_SUPPORTED;
-    CUfunction fn[K_COUNT];
-    if (kernels(drv, fn))
+    const CUfunction *fn = NULL;
+    if (kernels(drv, &fn))
         return CUBLAS_STATUS_ARCH_MISMATCH; /* no image for this device */
     a.A = A, a.B = B, a.C = C, a.D = D;
     a.ws = workspace;

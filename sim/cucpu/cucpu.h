@@ -27,6 +27,10 @@
  *                                  also usable from C)
  *   CUCPU_HOT                      after __global__: on the CPU, also build
  *                                  an AVX2 clone of a compute-heavy kernel
+ *   cucpu_f8, cucpu_f8_load/store/set1
+ *                                  eight floats lane by lane (+ - *), for
+ *                                  register-blocked kernels the CPU
+ *                                  vectorises
  *
  * Floating point: build device code with nvcc -fmad=false (the make
  * function cucpu_cu does) and host code with -ffp-contract=off, or write
@@ -50,6 +54,68 @@
 #define CUCPU_DYNAMIC_SHARED(T, name)                                                      \
     extern __shared__ __align__(16) unsigned char cucpu_dynamic_shared_[];                  \
     T *const name = reinterpret_cast<T *>(cucpu_dynamic_shared_)
+
+/* cucpu_f8 (see below): eight floats, lane by lane. */
+struct cucpu_f8 {
+    float v[8];
+    __device__ __forceinline__ float &operator[](int i) { return v[i]; }
+    __device__ __forceinline__ float operator[](int i) const { return v[i]; }
+};
+#define CUCPU_F8_OP(op)                                                                      \
+    static __device__ __forceinline__ cucpu_f8 operator op(cucpu_f8 a, cucpu_f8 b)             \
+    {                                                                                        \
+        cucpu_f8 r;                                                                          \
+        for (int i = 0; i < 8; i++)                                                          \
+            r.v[i] = a.v[i] op b.v[i];                                                       \
+        return r;                                                                            \
+    }                                                                                        \
+    static __device__ __forceinline__ cucpu_f8 operator op(cucpu_f8 a, float b)                \
+    {                                                                                        \
+        cucpu_f8 r;                                                                          \
+        for (int i = 0; i < 8; i++)                                                          \
+            r.v[i] = a.v[i] op b;                                                            \
+        return r;                                                                            \
+    }                                                                                        \
+    static __device__ __forceinline__ cucpu_f8 operator op(float a, cucpu_f8 b)                \
+    {                                                                                        \
+        cucpu_f8 r;                                                                          \
+        for (int i = 0; i < 8; i++)                                                          \
+            r.v[i] = a op b.v[i];                                                            \
+        return r;                                                                            \
+    }                                                                                        \
+    static __device__ __forceinline__ cucpu_f8 &operator op##=(cucpu_f8 &a, cucpu_f8 b)         \
+    {                                                                                        \
+        a = a op b;                                                                          \
+        return a;                                                                            \
+    }                                                                                        \
+    static __device__ __forceinline__ cucpu_f8 &operator op##=(cucpu_f8 &a, float b)            \
+    {                                                                                        \
+        a = a op b;                                                                          \
+        return a;                                                                            \
+    }
+CUCPU_F8_OP(+)
+CUCPU_F8_OP(-)
+CUCPU_F8_OP(*)
+#undef CUCPU_F8_OP
+static __device__ __forceinline__ cucpu_f8 cucpu_f8_load(const float *p)
+{
+    cucpu_f8 r;
+    for (int i = 0; i < 8; i++)
+        r.v[i] = p[i];
+    return r;
+}
+static __device__ __forceinline__ void cucpu_f8_store(float *p, cucpu_f8 v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = v.v[i];
+}
+static __device__ __forceinline__ cucpu_f8 cucpu_f8_set1(float x)
+{
+    cucpu_f8 r;
+    for (int i = 0; i < 8; i++)
+        r.v[i] = x;
+    return r;
+}
 
 #else /* host compiler: the CUDA-on-CPU layer */
 
@@ -397,6 +463,28 @@ static inline long long clock64(void) { return (long long)cucpu_rt_clock(); }
 static inline void __nanosleep(unsigned int ns) { (void)ns; }
 static inline void __trap(void) { cucpu_rt_trap("__trap() called"); }
 
+/* ---- cucpu_f8: eight floats lane by lane ---------------------------------------------------------- */
+
+/* +, -, * of two cucpu_f8 or of one and a float, compound forms, v[i]: each
+ * lane is exactly the scalar IEEE operation (the same bits as scalar code,
+ * never contracted). A GCC vector on the CPU, so register-blocked kernels
+ * vectorise; a struct of eight floats under nvcc. */
+typedef float cucpu_f8 __attribute__((vector_size(32)));
+static inline __attribute__((always_inline)) cucpu_f8 cucpu_f8_load(const float *p)
+{
+    cucpu_f8 r;
+    std::memcpy(&r, p, sizeof(r));
+    return r;
+}
+static inline __attribute__((always_inline)) void cucpu_f8_store(float *p, cucpu_f8 v)
+{
+    std::memcpy(p, &v, sizeof(v));
+}
+static inline __attribute__((always_inline)) cucpu_f8 cucpu_f8_set1(float x)
+{
+    return cucpu_f8{x, x, x, x, x, x, x, x};
+}
+
 /* ---- launching ------------------------------------------------------------------------------------ */
 
 namespace cucpu_detail {
@@ -408,32 +496,68 @@ template <typename T> static inline T param(void *const *params, size_t i)
     return v;
 }
 
-template <typename... A> struct call {
-    void (*fn)(A...);
+/* A launch of kernel F with its parameters unpacked once: body runs one
+ * thread, range the plain-loop phase of a block with F inlined into the
+ * loop (runtime.h). */
+template <auto F, typename... A> struct call {
     std::tuple<typename std::decay<A>::type...> args;
     static void body(void *p)
     {
         call *c = static_cast<call *>(p);
-        std::apply(c->fn, c->args);
+        std::apply(F, c->args);
+    }
+    static void range(void *p, cucpu_range *r)
+    {
+        call *c = static_cast<call *>(p);
+        const cucpu_block_info *b = r->cur.blk;
+        if (b->dim.x != b->nthreads) {
+            while (r->next < r->n) {
+                cucpu_range_start(r);
+                std::apply(F, c->args);
+                if (r->tracked)
+                    return;
+            }
+            return;
+        }
+        /* a 1-D block: threadIdx.x is the linear id */
+        const unsigned int *order = r->order;
+        const unsigned int n = r->n;
+        r->cur.tid.y = 0;
+        r->cur.tid.z = 0;
+        for (unsigned int k = r->next; k < n;) {
+            unsigned int i = order[k++];
+            r->next = k;
+            r->cur.tid.x = i;
+            r->cur.lane = i % CUCPU_WARP;
+            r->cur.lin = i;
+            cucpu_self = &r->cur;
+            std::apply(F, c->args);
+            if (r->tracked)
+                return;
+        }
     }
 };
 
-template <typename... A, size_t... I>
-static inline int launch_(void (*fn)(A...), const char *name, const simcuda_launch_t *L,
+template <auto F, typename... A, size_t... I>
+static inline int launch_(void (*)(A...), const char *name, const simcuda_launch_t *L,
                           std::index_sequence<I...>)
 {
     if (!L || L->abi != SIMCUDA_TWIN_ABI || (sizeof...(A) > 0 && !L->params))
         return cucpu_rt_bad_abi(name);
-    call<A...> c{fn, std::tuple<typename std::decay<A>::type...>(
-                         param<typename std::decay<A>::type>(L->params, I)...)};
-    (void)L;
-    return cucpu_rt_launch(L, name, &call<A...>::body, &c);
+    call<F, A...> c{std::tuple<typename std::decay<A>::type...>(
+        param<typename std::decay<A>::type>(L->params, I)...)};
+    return cucpu_rt_launch_range(L, name, &call<F, A...>::body, &call<F, A...>::range, &c);
 }
 
-template <typename... A>
-static inline int launch(void (*fn)(A...), const char *name, const simcuda_launch_t *L)
+template <auto F, typename... A>
+static inline int launch_f(void (*f)(A...), const char *name, const simcuda_launch_t *L)
 {
-    return launch_(fn, name, L, std::index_sequence_for<A...>{});
+    return launch_<F>(f, name, L, std::index_sequence_for<A...>{});
+}
+
+template <auto F> static inline int launch(const char *name, const simcuda_launch_t *L)
+{
+    return launch_f<F>(F, name, L);
 }
 } // namespace cucpu_detail
 
@@ -443,7 +567,7 @@ static inline int launch(void (*fn)(A...), const char *name, const simcuda_launc
     extern "C" __attribute__((visibility("default"))) int simcuda_twin_##name(                   \
         const simcuda_launch_t *launch)                                                          \
     {                                                                                            \
-        return cucpu_detail::launch(&name, #name, launch);                                       \
+        return cucpu_detail::launch<&name>(#name, launch);                                       \
     }
 
 #endif /* __CUDACC__ */

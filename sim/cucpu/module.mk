@@ -12,7 +12,7 @@ CUCPU_OBJS := $(B)/obj/sim/cucpu/runtime.o $(B)/obj/sim/cucpu/fiber.o
 # Host side of a .cu: C++17, never contracted into FMA (the floating-point
 # rule in cucpu.h), no exceptions or RTTI (nothing of libstdc++ at run time).
 CUCPU_CXXFLAGS := -std=c++17 -O3 -g -fPIC -pthread -ffp-contract=off -fno-exceptions -fno-rtti \
-    -fvisibility=hidden -Wall -Wextra -I$(CUDA_HOME)/include -I. -D_GNU_SOURCE \
+    -fvisibility=hidden -Wall -Wextra -Wno-psabi -I$(CUDA_HOME)/include -I. -D_GNU_SOURCE \
     $(filter -fsanitize=% -fno-omit-frame-pointer -fno-sanitize-recover=%,$(CFLAGS))
 # Device side: the same rule (no contraction, IEEE division, square root and
 # denormals), whatever NVCC is given.

@@ -71,7 +71,11 @@ typedef struct block {
     unsigned int bar_arrived;
     int converted, trapped;
     const char *trap_what;
-    unsigned int next;    /* runner: next position in order[] */
+    /* the runner's position (rg.next) in order[]; rg.tracked: st[], ndone
+     * are valid (see materialize) */
+    cucpu_range rg;
+    /* the thread order (order_fill) */
+    unsigned int nw, wa, wc, rot, down;
 } block_t;
 
 typedef struct worker {
@@ -95,6 +99,7 @@ typedef struct worker {
 struct launch {
     const char *name;
     cucpu_body_fn body;
+    cucpu_range_fn range; /* NULL: the runtime's own plain loop */
     void *ctx;
     cucpu_uint3 grid, dim;
     unsigned int nthreads;
@@ -103,7 +108,7 @@ struct launch {
     uint64_t seed;
     /* block order (block_at): groups of BGROUP consecutive blocks in an
      * affine order (pa * g + pc) % nfull, each walked up or down (bdown),
-     * the partial group first or last (rem_first) */
+     * the partial group (also walked up or down) first or last (rem_first) */
     uint64_t pa, pc, nfull;
     unsigned int rem;
     int bdown, rem_first;
@@ -393,6 +398,60 @@ static void thread_fiber(void *arg)
     __builtin_unreachable();
 }
 
+/* The block's thread order into order[]: warps in the affine order
+ * (wa * k + wc) % nw, the lanes of each from rot upwards or downwards. */
+static void order_fill(const block_t *b, unsigned int *order)
+{
+    unsigned int k = 0, wv = b->wc;
+    for (unsigned int wi = 0; wi < b->nw; wi++) {
+        unsigned int base = wv * CUCPU_WARP;
+        if (base + CUCPU_WARP <= b->n) {
+            unsigned int *o = order + k, rot = b->rot;
+            if (b->down)
+                for (unsigned int j = 0; j < CUCPU_WARP; j++)
+                    o[j] = base + ((rot - j) & 31u);
+            else
+                for (unsigned int j = 0; j < CUCPU_WARP; j++)
+                    o[j] = base + ((rot + j) & 31u);
+            k += CUCPU_WARP;
+        } else {
+            for (unsigned int j = 0; j < CUCPU_WARP; j++) {
+                unsigned int l = b->down ? (b->rot - j) & 31u : (b->rot + j) & 31u;
+                if (base + l < b->n)
+                    order[k++] = base + l;
+            }
+        }
+        wv += b->wa;
+        if (wv >= b->nw)
+            wv -= b->nw;
+    }
+}
+
+/* The block's bookkeeping (st[], ndone, the rest of order[]), needed from
+ * the first wait on: until then the runner keeps none. Threads before the
+ * runner's current one have exited. */
+static void materialize(worker_t *w)
+{
+    block_t *b = &w->b;
+    if (b->rg.tracked)
+        return;
+    b->rg.tracked = 1;
+    memset(w->st, T_NEW, b->n);
+    for (unsigned int k = 0; k + 1 < b->rg.next; k++)
+        w->st[w->order[k]] = T_DONE;
+    b->ndone = b->rg.next ? b->rg.next - 1 : 0;
+    if (b->rg.next) {
+        rthread *t = &w->thr[w->order[b->rg.next - 1]];
+        if (cucpu_self == &b->rg.cur) { /* from the kernel's loop: a place of its own */
+            t->pub = b->rg.cur;
+            cucpu_self = &t->pub;
+        }
+        w->st[w->order[b->rg.next - 1]] = T_RUN;
+        t->warp = t->pub.lin / CUCPU_WARP;
+        t->stack = 0;
+    }
+}
+
 /* Thread i's fields, when it starts. */
 static inline __attribute__((always_inline)) rthread *thread_start(worker_t *w, unsigned int i,
                                                                    int stack)
@@ -424,12 +483,42 @@ static void runner_fiber(void *arg)
     worker_t *w = arg;
     block_t *b = &w->b;
     fiber_enter(w);
-    while (!b->converted && b->next < b->n) {
-        rthread *t = thread_start(w, w->order[b->next++], 0);
+    const launch_t *ln = w->ln;
+    /* Untracked: nothing but the thread's identity per thread. */
+    if (ln->range && b->rg.next < b->n) {
+        ln->range(ln->ctx, &b->rg);
+        if (b->rg.tracked) /* a thread waited: it returned, it exits */
+            thread_exit(w, &w->thr[w->order[b->rg.next - 1]]);
+    }
+    while (!b->rg.tracked && b->rg.next < b->n) {
+        unsigned int i = w->order[b->rg.next++];
+        rthread *t = &w->thr[i];
+        if (b->info.dim.x == b->n) {
+            t->pub.tid.x = i;
+            t->pub.tid.y = 0;
+            t->pub.tid.z = 0;
+        } else {
+            t->pub.tid.x = i % b->info.dim.x;
+            t->pub.tid.y = (i / b->info.dim.x) % b->info.dim.y;
+            t->pub.tid.z = i / (b->info.dim.x * b->info.dim.y);
+        }
+        t->pub.lane = i % CUCPU_WARP;
+        t->pub.lin = i;
+        t->pub.blk = &b->info;
         cucpu_self = &t->pub;
-        w->ln->body(w->ln->ctx);
+        ln->body(ln->ctx);
+        if (b->rg.tracked) /* it waited: the block keeps books from now on */
+            thread_exit(w, t);
+    }
+    while (!b->converted && b->rg.next < b->n) {
+        unsigned int i = w->order[b->rg.next++];
+        rthread *t = thread_start(w, i, 0);
+        cucpu_self = &t->pub;
+        ln->body(ln->ctx);
         thread_exit(w, t);
     }
+    if (!b->rg.tracked)
+        b->ndone = b->n;
     to_sched(w, &w->dead, 1);
     __builtin_unreachable();
 }
@@ -439,6 +528,7 @@ static void runner_fiber(void *arg)
 int cucpu_rt_barrier(int pred, unsigned int *arrived)
 {
     worker_t *w = t_w;
+    materialize(w);
     rthread *t = current();
     block_t *b = &w->b;
     b->nbar++;
@@ -458,6 +548,7 @@ int cucpu_rt_barrier(int pred, unsigned int *arrived)
 uint64_t cucpu_rt_warp(int op, unsigned int mask, uint64_t val, int arg, int width)
 {
     worker_t *w = t_w;
+    materialize(w);
     rthread *t = current();
     if (!(mask >> t->pub.lane & 1u))
         trap_block(w, "a warp operation's mask does not name the calling lane");
@@ -477,7 +568,8 @@ uint64_t cucpu_rt_warp(int op, unsigned int mask, uint64_t val, int arg, int wid
 
 unsigned int cucpu_rt_activemask(void)
 {
-    return warp_live(t_w, current()->warp);
+    materialize(t_w);
+    return warp_live(t_w, current()->pub.lin / CUCPU_WARP);
 }
 
 void cucpu_rt_trap(const char *what)
@@ -549,22 +641,16 @@ static int run_block(worker_t *w, launch_t *ln, uint64_t bl)
      * memory order of most kernels), yet the order of atomics differs
      * from launch to launch as a GPU's scheduling makes it. */
     uint64_t a, c, r = mix64(ln->seed ^ (bl * 0x9e3779b97f4a7c15ull));
-    unsigned int nw = (n + CUCPU_WARP - 1) / CUCPU_WARP, rot = (unsigned int)(r >> 40) % 32u;
-    int down = (int)(r >> 39) & 1;
-    affine(r, nw, &a, &c);
-    unsigned int k = 0;
-    for (unsigned int i = 0, wv = (unsigned int)c; i < nw; i++) {
-        for (unsigned int j = 0; j < CUCPU_WARP; j++) {
-            unsigned int l = down ? (rot - j) & 31u : (rot + j) & 31u;
-            unsigned int t = wv * CUCPU_WARP + l;
-            if (t < n)
-                w->order[k++] = t;
-        }
-        wv += (unsigned int)a;
-        if (wv >= nw)
-            wv -= nw;
-    }
-    memset(w->st, T_NEW, n);
+    b->nw = (n + CUCPU_WARP - 1) / CUCPU_WARP;
+    b->rot = (unsigned int)(r >> 40) % 32u;
+    b->down = (unsigned int)(r >> 39) & 1u;
+    affine(r, b->nw, &a, &c);
+    b->wa = (unsigned int)a;
+    b->wc = (unsigned int)c;
+    order_fill(b, w->order);
+    b->rg.order = w->order;
+    b->rg.n = n;
+    b->rg.cur.blk = &b->info;
     w->stack_used = 0;
     w->nfree = 0;
     cucpu_ctx runner;
@@ -626,12 +712,16 @@ static uint64_t block_at(const launch_t *ln, uint64_t k)
     uint64_t full = ln->nfull * BGROUP;
     if (ln->rem_first) {
         if (k < ln->rem)
-            return full + k;
+            return full + (ln->bdown ? ln->rem - 1 - k : k);
         k -= ln->rem;
     } else if (k >= full) {
-        return k;
+        return full + (ln->bdown ? ln->rem - 1 - (k - full) : k - full);
     }
-    uint64_t g = (uint64_t)(((unsigned __int128)ln->pa * (k / BGROUP) + ln->pc) % ln->nfull);
+    uint64_t q = k / BGROUP, g;
+    if (ln->nfull <= 0xffffffffull) /* pa, q, pc < nfull: no overflow in 64 bits */
+        g = (ln->pa * q + ln->pc) % ln->nfull;
+    else
+        g = (uint64_t)(((unsigned __int128)ln->pa * q + ln->pc) % ln->nfull);
     uint64_t j = k % BGROUP;
     return g * BGROUP + (ln->bdown ? BGROUP - 1 - j : j);
 }
@@ -652,16 +742,20 @@ static void run_blocks(worker_t *w, launch_t *ln)
         w->dyn = p;
         w->dyn_size = sz;
     }
+    /* positions of the block order are taken a batch at a time */
+    uint64_t batch = ln->nblocks >= 4096 ? 8 : 1;
     while (!atomic_load_explicit(&ln->failed, memory_order_relaxed)) {
-        uint64_t k = atomic_fetch_add_explicit(&ln->next, 1, memory_order_relaxed);
-        if (k >= ln->nblocks)
+        uint64_t k0 = atomic_fetch_add_explicit(&ln->next, batch, memory_order_relaxed);
+        if (k0 >= ln->nblocks)
             break;
-        uint64_t bl = block_at(ln, k);
-        if (run_block(w, ln, bl) != 0) {
-            int z = 0;
-            atomic_compare_exchange_strong(&ln->failed, &z, 1);
-            break;
-        }
+        uint64_t k1 = k0 + batch < ln->nblocks ? k0 + batch : ln->nblocks;
+        for (uint64_t k = k0; k < k1; k++)
+            if (run_block(w, ln, block_at(ln, k)) != 0) {
+                int z = 0;
+                atomic_compare_exchange_strong(&ln->failed, &z, 1);
+                w->ln = NULL;
+                return;
+            }
     }
     w->ln = NULL;
 }
@@ -867,6 +961,12 @@ int cucpu_rt_bad_abi(const char *name)
 
 int cucpu_rt_launch(const simcuda_launch_t *L, const char *name, cucpu_body_fn body, void *ctx)
 {
+    return cucpu_rt_launch_range(L, name, body, NULL, ctx);
+}
+
+int cucpu_rt_launch_range(const simcuda_launch_t *L, const char *name, cucpu_body_fn body,
+                          cucpu_range_fn range, void *ctx)
+{
     char why[160];
     if (!L || L->abi != SIMCUDA_TWIN_ABI)
         return cucpu_rt_bad_abi(name);
@@ -894,6 +994,7 @@ int cucpu_rt_launch(const simcuda_launch_t *L, const char *name, cucpu_body_fn b
     memset(&ln, 0, sizeof(ln));
     ln.name = name;
     ln.body = body;
+    ln.range = range;
     ln.ctx = ctx;
     ln.grid = (cucpu_uint3){L->grid[0], L->grid[1], L->grid[2]};
     ln.dim = (cucpu_uint3){L->block[0], L->block[1], L->block[2]};

@@ -79,6 +79,47 @@ typedef void (*cucpu_body_fn)(void *ctx);
 int cucpu_rt_launch(const simcuda_launch_t *launch, const char *name, cucpu_body_fn body,
                     void *ctx);
 
+/* The plain-loop phase of a block, run by a loop of the kernel's own
+ * (cucpu.h) so that the kernel's code is inlined into it: while next < n
+ * and !tracked, start thread order[next++] (cucpu_range_start) and run its
+ * body. The threads of this phase are `cur` one after another (cucpu_self
+ * points at it); the runtime sets tracked when a thread first waits (it
+ * then moves that thread to a place of its own), and the loop returns once
+ * that thread's body returned. */
+typedef struct cucpu_range {
+    const unsigned int *order;    /* the block's thread order, n entries */
+    unsigned int next, n;         /* the next position in order[]; threads */
+    int tracked;                  /* a thread waited: the runtime keeps books */
+    cucpu_thread cur;             /* the running thread (blk set by the runtime) */
+} cucpu_range;
+
+typedef void (*cucpu_range_fn)(void *ctx, cucpu_range *r);
+
+/* Makes thread order[r->next++] the calling one (its threadIdx, lane,
+ * linear id; cucpu_self). */
+static inline __attribute__((always_inline)) void cucpu_range_start(cucpu_range *r)
+{
+    unsigned int i = r->order[r->next++];
+    const cucpu_block_info *b = r->cur.blk;
+    if (b->dim.x == b->nthreads) {
+        r->cur.tid.x = i;
+        r->cur.tid.y = 0;
+        r->cur.tid.z = 0;
+    } else {
+        r->cur.tid.x = i % b->dim.x;
+        r->cur.tid.y = (i / b->dim.x) % b->dim.y;
+        r->cur.tid.z = i / (b->dim.x * b->dim.y);
+    }
+    r->cur.lane = i % CUCPU_WARP;
+    r->cur.lin = i;
+    cucpu_self = &r->cur;
+}
+
+/* cucpu_rt_launch with the plain-loop phase in range(ctx, r) (body still
+ * runs threads once a block keeps books). */
+int cucpu_rt_launch_range(const simcuda_launch_t *launch, const char *name, cucpu_body_fn body,
+                          cucpu_range_fn range, void *ctx);
+
 /* A launch whose simcuda_launch_t does not fit (wrong ABI, no params):
  * message, returns 1. */
 int cucpu_rt_bad_abi(const char *name);

@@ -22,10 +22,14 @@
  * on the handle given to cudnnBackendExecute).
  *
  * Data: fp32, and fp16 / bf16 tensors with fp32 compute: a 16-bit operand
- * is widened into the workspace by a kernel of the library's own module
- * (sim/cudnn/backend_kernels.cu), the engine computes in fp32 as for an
- * fp32 graph, and a 16-bit result is rounded into its tensor by the same
+ * is widened into the workspace by the conversion kernel of the library's
+ * module (simcudnn_convert, sim/cudnn/kernels.cu), the engine computes in
+ * fp32 as for an fp32 graph, and a 16-bit result is rounded into its tensor by the same
  * kernel (so a 16-bit graph gives the fp32 engine's bits, rounded once).
+ *
+ * All the work (convolution, pointwise steps, conversions) is kernels of
+ * the library's module launched on the handle's stream (sim_cudnn_enqueue);
+ * this file never touches device memory.
  *
  * Descriptor-valued attributes are stored as private copies (so the caller
  * may destroy what it set), and getting one copies into descriptors the
@@ -33,8 +37,8 @@
  */
 #include "sim/cudnn/cudnn_int.h"
 #include "sim/cudnn/backend_kernels.h"
+#include "sim/cudnn/kparams.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -760,6 +764,9 @@ static cudnnStatus_t finalize_conv_op(bd_t *b)
         return FAIL(CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH,
                     "output %dx%dx%dx%d does not match the convolution's %dx%dx%dx%d", p->y.n,
                     p->y.c, p->y.h, p->y.w, p->x.n, p->w.n, oh, ow);
+    if ((long long)p->w.h * p->w.w > SIMCUDNN_MAX_TAPS)
+        return FAIL(CUDNN_STATUS_NOT_SUPPORTED, "filters of more than %d taps are not supported",
+                    SIMCUDNN_MAX_TAPS);
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -1293,38 +1300,7 @@ static void *vp_ptr(const bd_t *vp, int64_t uid)
     return NULL;
 }
 
-/* ---- the conversion kernel (a module of this library's own, per context) ---------- */
-
-extern const unsigned char sim_cudnn_bk_fatbin[];
-
-#define BK_MAX_CTX 64
-static struct {
-    CUcontext ctx;
-    CUfunction fn;
-} g_bk[BK_MAX_CTX];
-static int g_nbk;
-static pthread_mutex_t g_bk_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static CUfunction bk_convert_fn(const simdrv_t *d, CUcontext ctx)
-{
-    CUfunction fn = NULL;
-    pthread_mutex_lock(&g_bk_lock);
-    for (int i = 0; i < g_nbk && !fn; i++)
-        if (g_bk[i].ctx == ctx)
-            fn = g_bk[i].fn;
-    if (!fn && g_nbk < BK_MAX_CTX) {
-        CUmodule mod = NULL;
-        if (d->cuModuleLoadData(&mod, sim_cudnn_bk_fatbin) == CUDA_SUCCESS &&
-            d->cuModuleGetFunction(&fn, mod, "simbk_convert") == CUDA_SUCCESS) {
-            g_bk[g_nbk].ctx = ctx;
-            g_bk[g_nbk++].fn = fn;
-        } else {
-            fn = NULL;
-        }
-    }
-    pthread_mutex_unlock(&g_bk_lock);
-    return fn;
-}
+/* ---- 16-bit operands ------------------------------------------------------------- */
 
 static sim_t4_t packed(sim_t4_t v)
 {
@@ -1335,44 +1311,23 @@ static sim_t4_t packed(sim_t4_t v)
     return v;
 }
 
-/* dst (type dt, view dv) = src (type st, view sv), a kernel on the handle's
- * stream. */
+/* dst (type dt, view dv) = src (type st, view sv): the library module's
+ * conversion kernel on the handle's stream. */
 static cudnnStatus_t convert(cudnnHandle_t h, const void *src, int st, const sim_t4_t *sv,
                              void *dst, int dt, const sim_t4_t *dv)
 {
-    const simdrv_t *d = simdrv_get();
-    if (!d)
-        return FAIL(CUDNN_STATUS_NOT_INITIALIZED, "%s", simdrv_error());
-    simbk_convert_t a;
-    memset(&a, 0, sizeof(a));
-    a.src = src;
-    a.dst = dst;
-    a.st = st;
-    a.dt = dt;
-    a.n = sv->n, a.c = sv->c, a.h = sv->h, a.w = sv->w;
-    a.ss[0] = sv->sn, a.ss[1] = sv->sc, a.ss[2] = sv->sh, a.ss[3] = sv->sw;
-    a.ds[0] = dv->sn, a.ds[1] = dv->sc, a.ds[2] = dv->sh, a.ds[3] = dv->sw;
-    a.total = (long long)sv->n * sv->c * sv->h * sv->w;
-    if (!a.total)
+    sim_job_t j;
+    memset(&j, 0, sizeof(j));
+    if ((long long)sv->n * sv->c * sv->h * sv->w == 0)
         return CUDNN_STATUS_SUCCESS;
-    CUcontext prev = NULL;
-    d->cuCtxGetCurrent(&prev);
-    if (prev != h->ctx)
-        d->cuCtxSetCurrent(h->ctx);
-    CUfunction fn = bk_convert_fn(d, h->ctx);
-    CUresult r = CUDA_ERROR_NO_BINARY_FOR_GPU;
-    void *params[] = { &a };
-    if (fn)
-        r = d->cuLaunchKernel(fn, (unsigned)((a.total + SIMBK_BLOCK - 1) / SIMBK_BLOCK), 1, 1,
-                              SIMBK_BLOCK, 1, 1, 0, h->stream, params, NULL);
-    if (prev != h->ctx)
-        d->cuCtxSetCurrent(prev);
-    if (!fn)
-        return FAIL(CUDNN_STATUS_ARCH_MISMATCH, "no conversion kernel for this device");
-    if (r != CUDA_SUCCESS)
-        return FAIL(CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER, "cuLaunchKernel failed (%d)",
-                    (int)r);
-    return CUDNN_STATUS_SUCCESS;
+    j.kind = SIM_JOB_CONVERT;
+    j.v[0] = *sv;
+    j.v[1] = *dv;
+    j.types[0] = st;
+    j.types[1] = dt;
+    j.in[0] = src;
+    j.out = dst;
+    return sim_cudnn_enqueue(h, &j);
 }
 
 /* The pointwise chain after the convolution, on the fp32 intermediate t

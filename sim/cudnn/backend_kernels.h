@@ -1,10 +1,11 @@
-/* simcuda cuDNN backend: the kernel that converts tensors between fp16 /
- * bf16 and the fp32 the convolution engines compute in (16-bit graphs run
- * as: inputs widened into the workspace, the fp32 engine, the result
- * rounded into the output). Included by sim/cudnn/backend_kernels.cu (built
- * for the GPU by nvcc and for simcuda through the CUDA-on-CPU layer) and by
- * backend.c (the argument structure). Widening is exact; narrowing rounds
- * to nearest even (NaN stays a quiet NaN). */
+/* simcuda cuDNN backend: the conversion between fp16 / bf16 tensors and
+ * the fp32 the convolution engines compute in (16-bit graphs run as: inputs
+ * widened into the workspace, the fp32 engine, the result rounded into the
+ * output). The per-element body of the library module's simcudnn_convert
+ * kernel (sim/cudnn/kernels.cu, built for the GPU by nvcc and for simcuda
+ * through the CUDA-on-CPU layer) and its argument structure, which cudnn.c
+ * fills at the launch. Widening is exact; narrowing rounds to nearest even
+ * (NaN stays a quiet NaN). */
 #ifndef SIM_CUDNN_BACKEND_KERNELS_H
 #define SIM_CUDNN_BACKEND_KERNELS_H
 
@@ -15,7 +16,6 @@
 #endif
 
 enum { SIMBK_F32 = 0, SIMBK_F16 = 1, SIMBK_BF16 = 2 };
-#define SIMBK_BLOCK 256
 
 /* dst[n,c,h,w] = src[n,c,h,w] over a 4-d view, each with its own element
  * strides and type. */

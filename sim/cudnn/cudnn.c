@@ -11,6 +11,8 @@
  * unsupported data types/layouts/algorithms CUDNN_STATUS_NOT_SUPPORTED.
  */
 #include "sim/cudnn/cudnn_int.h"
+#include "sim/cudnn/backend_kernels.h"
+#include "sim/cudnn/kparams.h"
 #include "sim/common/live.h"
 
 #include <errno.h>
@@ -217,6 +219,9 @@ cudnnStatus_t sim_cudnn_check_handle(cudnnHandle_t h)
     return CUDNN_STATUS_SUCCESS;
 }
 
+/* The module of each context (defined with the jobs, below). */
+static sim_kmods_t g_kmods;
+
 cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
 {
     if (!handle)
@@ -239,9 +244,24 @@ cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
     simdrv_devinfo_t info;
     if (simdrv_current_device(&info) != 0)
         return FAIL(CUDNN_STATUS_NOT_INITIALIZED, "cudnnCreate: cannot query the device");
+    /* cuDNN 9 for CUDA 13 has code for sm_75 and later only (as the CUDA 13
+     * toolkit itself) */
+    if (info.cc_major * 10 + info.cc_minor < 75)
+        return FAIL(CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH,
+                    "cudnnCreate: compute capability %d.%d is not supported", info.cc_major,
+                    info.cc_minor);
+    const sim_kmod_t *km = NULL;
+    CUresult r = sim_kmod_get(&g_kmods, ctx, &km);
+    if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE)
+        return FAIL(CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH,
+                    "cudnnCreate: the library's kernels do not load on this device (%d)", (int)r);
+    if (r != CUDA_SUCCESS)
+        return FAIL(CUDNN_STATUS_NOT_INITIALIZED, "cudnnCreate: cannot load the kernels (%d)",
+                    (int)r);
     struct cudnnContext *h = calloc(1, sizeof(*h));
     if (!h)
         return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "cudnnCreate: no memory");
+    h->km = km;
     h->magic = SIM_HANDLE_MAGIC;
     h->ctx = ctx;
     h->stream = NULL;
@@ -264,7 +284,7 @@ cudnnStatus_t cudnnDestroy(cudnnHandle_t handle)
         return NULLP("handle");
     if (!sim_live_remove(&g_handles, handle))
         return FAIL(CUDNN_STATUS_BAD_PARAM, "cudnnDestroy: %p is not a live handle", (void *)handle);
-    /* Queued work holds copies of everything it needs: nothing to wait for. */
+    /* Queued kernels hold copies of their parameters: nothing to wait for. */
     handle->magic = 0;
     free(handle);
     return CUDNN_STATUS_SUCCESS;
@@ -294,51 +314,137 @@ cudnnStatus_t cudnnGraphVersionCheck(void) { return CUDNN_STATUS_SUCCESS; }
 cudnnStatus_t cudnnOpsVersionCheck(void) { return CUDNN_STATUS_SUCCESS; }
 cudnnStatus_t cudnnCnnVersionCheck(void) { return CUDNN_STATUS_SUCCESS; }
 
-/* ---- jobs on the stream ------------------------------------------------------- */
+/* ---- jobs: kernels of the library's module on the stream ---------------------- */
 
-int sim_cudnn_run_job(const sim_job_t *j)
+/* sim/cudnn/kernels.cu built by nvcc, in this library's .nv_fatbin section
+ * (fatbin_blob.c). */
+extern const unsigned char simcudnn_fatbin[];
+
+static const char *const g_kname[SIMCUDNN_K_COUNT] = {
+#define SIMCUDNN_K_NAME(id, name) name,
+    SIMCUDNN_KERNELS(SIMCUDNN_K_NAME)
+#undef SIMCUDNN_K_NAME
+};
+
+/* The module of each context (sim/common/kmod.h). */
+static sim_kmods_t g_kmods = SIM_KMODS_INIT(simcudnn_fatbin, g_kname, SIMCUDNN_K_COUNT);
+
+static unsigned int grid_for(long long n)
 {
-    uint64_t seed = sim_cudnn_entropy();
-    switch (j->kind) {
-    case SIM_JOB_CONV_FWD:
-        return sim_conv_fwd(&j->conv, j->algo, j->alpha, j->in[0], j->in[1], j->beta, j->out, seed);
-    case SIM_JOB_CONV_BWD_DATA:
-        return sim_conv_bwd_data(&j->conv, j->algo, j->alpha, j->in[0], j->in[1], j->beta,
-                                 j->out, seed);
-    case SIM_JOB_CONV_BWD_FILTER:
-        return sim_conv_bwd_filter(&j->conv, j->algo, j->alpha, j->in[0], j->in[1], j->beta,
-                                   j->out, seed);
-    case SIM_JOB_BWD_BIAS:
-        return sim_conv_bwd_bias(&j->v[0], &j->v[1], j->alpha, j->in[0], j->beta, j->out);
-    case SIM_JOB_POOL_FWD:
-        return sim_pool_fwd(&j->pool, j->alpha, j->in[0], j->beta, j->out);
-    case SIM_JOB_POOL_BWD:
-        return sim_pool_bwd(&j->pool, &j->v[0], &j->v[1], j->alpha, j->in[0], j->in[1],
-                            j->in[2], j->beta, j->out, seed);
-    case SIM_JOB_ACT_FWD:
-        return sim_act_fwd(j->act_mode, j->coef, &j->v[0], &j->v[1], j->alpha, j->in[0],
-                           j->beta, j->out);
-    case SIM_JOB_ACT_BWD:
-        return sim_act_bwd(j->act_mode, j->coef, &j->v[0], &j->v[1], &j->v[2], &j->v[3],
-                           j->alpha, j->in[0], j->in[1], j->in[2], j->beta, j->out);
-    case SIM_JOB_ADD:
-        return sim_add_tensor(&j->v[0], &j->v[1], j->alpha, j->in[0], j->beta, j->out);
-    case SIM_JOB_SET:
-        return sim_set_tensor(&j->v[0], j->alpha, j->out);
-    case SIM_JOB_SCALE:
-        return sim_scale_tensor(&j->v[0], j->alpha, j->out);
-    }
-    return -EINVAL;
+    long long g = n > 0 ? (n + SIMCUDNN_THREADS - 1) / SIMCUDNN_THREADS : 1;
+    return g > (1 << 20) ? 1u << 20 : (unsigned int)g;
 }
 
-static void CUDA_CB job_callback(void *arg)
+static long long elems(const sim_t4_t *v)
 {
-    sim_job_t *j = arg;
-    int rc = sim_cudnn_run_job(j);
-    if (rc)
-        fprintf(stderr, "simcuda cudnn: queued operation %d failed: %s\n", (int)j->kind,
-                strerror(-rc));
-    free(j);
+    return (long long)v->n * v->c * v->h * v->w;
+}
+
+static CUresult launch(cudnnHandle_t h, CUstream s, int k, long long n, void **args)
+{
+    return simdrv_get()->cuLaunchKernel(h->km->fn[k], grid_for(n), 1, 1, SIMCUDNN_THREADS, 1, 1,
+                                        0, s, args, NULL);
+}
+
+/* The beta of an accumulation by atomics: out = beta * out first. */
+static CUresult fill_beta(cudnnHandle_t h, CUstream s, sim_t4_t v, float beta, void *out)
+{
+    int mode = SIMCUDNN_FILL_BETA;
+    void *args[] = {&v, &mode, &beta, &out};
+    return launch(h, s, SIMCUDNN_K_FILL, elems(&v), args);
+}
+
+/* Launches the kernels of job j on stream s. */
+static CUresult launch_job(cudnnHandle_t h, CUstream s, const sim_job_t *j)
+{
+    sim_job_t c = *j; /* the kernels' parameters are copied at the launch */
+    int order = 0, scheme = 0;
+    CUresult r;
+    switch (c.kind) {
+    case SIM_JOB_CONV_FWD: {
+        sim_conv_fold_params(SIM_DIR_FWD, c.algo, c.conv.arch, &order, &scheme);
+        void *args[] = {&c.conv, &order, &scheme, &c.alpha, &c.beta, &c.in[0], &c.in[1], &c.out};
+        return launch(h, s, SIMCUDNN_K_CONV_FWD, elems(&c.conv.y), args);
+    }
+    case SIM_JOB_CONV_BWD_DATA:
+        if (c.algo == 0) { /* nondeterministic: float atomics */
+            r = fill_beta(h, s, c.conv.x, c.beta, c.out);
+            void *args[] = {&c.conv, &c.alpha, &c.in[0], &c.in[1], &c.out};
+            return r ? r : launch(h, s, SIMCUDNN_K_CONV_BWD_DATA_ATOMIC, elems(&c.conv.y), args);
+        } else {
+            sim_conv_fold_params(SIM_DIR_BWD_DATA, c.algo, c.conv.arch, &order, &scheme);
+            void *args[] = {&c.conv, &order, &scheme, &c.alpha, &c.beta, &c.in[0], &c.in[1],
+                            &c.out};
+            return launch(h, s, SIMCUDNN_K_CONV_BWD_DATA, elems(&c.conv.x), args);
+        }
+    case SIM_JOB_CONV_BWD_FILTER:
+        if (c.algo == 0 || c.algo == 3) { /* nondeterministic: float atomics */
+            int rows = c.algo == 0 ? 1 : 2;
+            r = fill_beta(h, s, c.conv.w, c.beta, c.out);
+            void *args[] = {&c.conv, &rows, &c.alpha, &c.in[0], &c.in[1], &c.out};
+            long long units = (long long)c.conv.x.n * ((c.conv.y.h + rows - 1) / rows);
+            return r ? r : launch(h, s, SIMCUDNN_K_CONV_BWD_FILTER_ATOMIC,
+                                  units * elems(&c.conv.w), args);
+        } else {
+            sim_conv_fold_params(SIM_DIR_BWD_FILTER, c.algo, c.conv.arch, &order, &scheme);
+            void *args[] = {&c.conv, &scheme, &c.alpha, &c.beta, &c.in[0], &c.in[1], &c.out};
+            return launch(h, s, SIMCUDNN_K_CONV_BWD_FILTER, elems(&c.conv.w), args);
+        }
+    case SIM_JOB_BWD_BIAS: {
+        void *args[] = {&c.v[0], &c.v[1], &c.alpha, &c.beta, &c.in[0], &c.out};
+        return launch(h, s, SIMCUDNN_K_BWD_BIAS, c.v[0].c, args);
+    }
+    case SIM_JOB_POOL_FWD: {
+        void *args[] = {&c.pool, &c.alpha, &c.beta, &c.in[0], &c.out};
+        return launch(h, s, SIMCUDNN_K_POOL_FWD, elems(&c.pool.y), args);
+    }
+    case SIM_JOB_POOL_BWD:
+        /* in: y, dy, x; v: dy view, dx view */
+        if (c.pool.mode == CUDNN_POOLING_MAX) { /* nondeterministic: float atomics */
+            r = fill_beta(h, s, c.v[1], c.beta, c.out);
+            void *args[] = {&c.pool, &c.v[0], &c.v[1], &c.alpha, &c.in[1], &c.in[2], &c.out};
+            return r ? r : launch(h, s, SIMCUDNN_K_POOL_BWD_ATOMIC, elems(&c.pool.y), args);
+        } else {
+            void *args[] = {&c.pool, &c.v[0], &c.v[1], &c.alpha, &c.beta, &c.in[1], &c.in[2],
+                            &c.out};
+            return launch(h, s, SIMCUDNN_K_POOL_BWD, elems(&c.pool.x), args);
+        }
+    case SIM_JOB_ACT_FWD: {
+        void *args[] = {&c.act_mode, &c.coef, &c.v[0], &c.v[1], &c.alpha, &c.beta, &c.in[0],
+                        &c.out};
+        return launch(h, s, SIMCUDNN_K_ACT_FWD, elems(&c.v[0]), args);
+    }
+    case SIM_JOB_ACT_BWD: {
+        void *args[] = {&c.act_mode, &c.coef, &c.v[0], &c.v[1], &c.v[2], &c.v[3], &c.alpha,
+                        &c.beta, &c.in[0], &c.in[1], &c.in[2], &c.out};
+        return launch(h, s, SIMCUDNN_K_ACT_BWD, elems(&c.v[2]), args);
+    }
+    case SIM_JOB_ADD: {
+        void *args[] = {&c.v[0], &c.v[1], &c.alpha, &c.beta, &c.in[0], &c.out};
+        return launch(h, s, SIMCUDNN_K_ADD, elems(&c.v[1]), args);
+    }
+    case SIM_JOB_SET:
+    case SIM_JOB_SCALE: {
+        int mode = c.kind == SIM_JOB_SET ? SIMCUDNN_FILL_SET : SIMCUDNN_FILL_SCALE;
+        void *args[] = {&c.v[0], &mode, &c.alpha, &c.out};
+        return launch(h, s, SIMCUDNN_K_FILL, elems(&c.v[0]), args);
+    }
+    case SIM_JOB_CONVERT: {
+        simbk_convert_t a;
+        memset(&a, 0, sizeof(a));
+        a.src = c.in[0];
+        a.dst = c.out;
+        a.st = c.types[0];
+        a.dt = c.types[1];
+        a.n = c.v[0].n, a.c = c.v[0].c, a.h = c.v[0].h, a.w = c.v[0].w;
+        a.ss[0] = c.v[0].sn, a.ss[1] = c.v[0].sc, a.ss[2] = c.v[0].sh, a.ss[3] = c.v[0].sw;
+        a.ds[0] = c.v[1].sn, a.ds[1] = c.v[1].sc, a.ds[2] = c.v[1].sh, a.ds[3] = c.v[1].sw;
+        a.total = elems(&c.v[0]);
+        void *args[] = {&a};
+        return launch(h, s, SIMCUDNN_K_CONVERT, a.total, args);
+    }
+    }
+    return CUDA_ERROR_INVALID_VALUE;
 }
 
 cudnnStatus_t sim_cudnn_enqueue(cudnnHandle_t h, const sim_job_t *job)
@@ -346,21 +452,15 @@ cudnnStatus_t sim_cudnn_enqueue(cudnnHandle_t h, const sim_job_t *job)
     const simdrv_t *d = simdrv_get();
     if (!d)
         return FAIL(CUDNN_STATUS_NOT_INITIALIZED, "%s", simdrv_error());
-    sim_job_t *j = malloc(sizeof(*j));
-    if (!j)
-        return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory for a job");
-    *j = *job;
     CUcontext prev = NULL;
     d->cuCtxGetCurrent(&prev);
     if (prev != h->ctx)
         d->cuCtxSetCurrent(h->ctx);
-    CUresult r = d->cuLaunchHostFunc(h->stream, job_callback, j);
+    CUresult r = launch_job(h, h->stream, job);
     if (prev != h->ctx)
         d->cuCtxSetCurrent(prev);
-    if (r != CUDA_SUCCESS) {
-        free(j);
-        return FAIL(CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER, "cuLaunchHostFunc failed (%d)", (int)r);
-    }
+    if (r != CUDA_SUCCESS)
+        return FAIL(CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER, "cuLaunchKernel failed (%d)", (int)r);
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -937,6 +1037,9 @@ cudnnStatus_t sim_cudnn_conv_problem(const cudnnTensorDescriptor_t xd,
         return FAIL(CUDNN_STATUS_BAD_PARAM,
                     "output descriptor %dx%dx%dx%d does not match the convolution's %dx%dx%dx%d",
                     yd->dims[0], yd->dims[1], yd->dims[2], yd->dims[3], n, c, h, w);
+    if ((long long)wd->h * wd->w > SIMCUDNN_MAX_TAPS)
+        return FAIL(CUDNN_STATUS_NOT_SUPPORTED, "filters of more than %d taps are not supported",
+                    SIMCUDNN_MAX_TAPS);
     memset(p, 0, sizeof(*p));
     tensor_view(xd, &p->x);
     filter_view(wd, &p->w);
@@ -1602,23 +1705,17 @@ static cudnnStatus_t get_v7(int dir, cudnnHandle_t handle, const cudnnTensorDesc
     return CUDNN_STATUS_SUCCESS;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static size_t span_floats(const sim_t4_t *v)
 {
     return 1 + (size_t)(v->n - 1) * (size_t)v->sn + (size_t)(v->c - 1) * (size_t)v->sc +
            (size_t)(v->h - 1) * (size_t)v->sh + (size_t)(v->w - 1) * (size_t)v->sw;
 }
 
-/* Find*: runs every supported candidate on the CPU now, timing each, and
- * ranks by measured time (so the order can vary from run to run, as on a
- * GPU). bufs NULL: scratch buffers (the non-Ex form); else the caller's
- * in0, in1, out and workspace. */
+/* Find*: runs every supported candidate now on the handle's stream, timing
+ * each with events, and ranks by measured time (so the order can vary from
+ * run to run, as on a GPU). Not Ex: device buffers of its own (zeroed);
+ * Ex: the caller's in0, in1, out and workspace. The call returns when the
+ * candidates have run. */
 static cudnnStatus_t find(int dir, cudnnHandle_t handle, const cudnnTensorDescriptor_t xd,
                           const cudnnFilterDescriptor_t wd, const cudnnConvolutionDescriptor_t cd,
                           const cudnnTensorDescriptor_t yd, int requested, int *returned,
@@ -1640,18 +1737,22 @@ static cudnnStatus_t find(int dir, cudnnHandle_t handle, const cudnnTensorDescri
         return NULLP("a data pointer");
     (void)ws;
     const simdrv_t *d = simdrv_get();
+    if (!d)
+        return FAIL(CUDNN_STATUS_NOT_INITIALIZED, "%s", simdrv_error());
     j.conv.arch = handle->dev.cc_major * 10 + handle->dev.cc_minor;
-    if (d) { /* the caller's data may still be being written by queued work */
-        CUcontext prev = NULL;
-        d->cuCtxGetCurrent(&prev);
-        if (prev != handle->ctx)
-            d->cuCtxSetCurrent(handle->ctx);
-        d->cuStreamSynchronize(handle->stream);
-        if (prev != handle->ctx)
-            d->cuCtxSetCurrent(prev);
-    }
+    CUcontext prev = NULL;
+    d->cuCtxGetCurrent(&prev);
+    if (prev != handle->ctx)
+        d->cuCtxSetCurrent(handle->ctx);
     const sim_conv_t *p = &j.conv;
-    float *scratch[3] = {NULL, NULL, NULL};
+    CUdeviceptr scratch[3] = {0, 0, 0};
+    CUevent ev[2] = {NULL, NULL};
+    int count = sim_conv_algo_count(dir), n = 0;
+    perf_any_t all[8];
+    if (d->cuEventCreate(&ev[0], 0) != CUDA_SUCCESS || d->cuEventCreate(&ev[1], 0) != CUDA_SUCCESS) {
+        st = FAIL(CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER, "cuEventCreate failed");
+        goto out;
+    }
     if (!ex) {
         size_t sx = span_floats(&p->x), sw = span_floats(&p->w), sy = span_floats(&p->y);
         size_t sz[3];
@@ -1659,17 +1760,15 @@ static cudnnStatus_t find(int dir, cudnnHandle_t handle, const cudnnTensorDescri
         if (dir == SIM_DIR_FWD) { sz[0] = sx; sz[1] = sw; sz[2] = sy; }
         else if (dir == SIM_DIR_BWD_DATA) { sz[0] = sw; sz[1] = sy; sz[2] = sx; }
         else { sz[0] = sx; sz[1] = sy; sz[2] = sw; }
-        for (int i = 0; i < 3; i++) {
-            scratch[i] = calloc(sz[i], sizeof(float));
-            if (!scratch[i]) {
-                for (int k = 0; k < 3; k++)
-                    free(scratch[k]);
-                return FAIL(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "no memory");
+        for (int i = 0; i < 3; i++)
+            if (d->cuMemAlloc(&scratch[i], sz[i] * sizeof(float)) != CUDA_SUCCESS ||
+                d->cuMemsetD32Async(scratch[i], 0, sz[i], handle->stream) != CUDA_SUCCESS) {
+                st = FAIL(CUDNN_STATUS_ALLOC_FAILED, "no device memory for Find's buffers");
+                goto out;
             }
-        }
-        in0 = scratch[0];
-        in1 = scratch[1];
-        out = scratch[2];
+        in0 = (const void *)(uintptr_t)scratch[0];
+        in1 = (const void *)(uintptr_t)scratch[1];
+        out = (void *)(uintptr_t)scratch[2];
     }
     j.kind = dir == SIM_DIR_FWD        ? SIM_JOB_CONV_FWD
              : dir == SIM_DIR_BWD_DATA ? SIM_JOB_CONV_BWD_DATA
@@ -1679,8 +1778,6 @@ static cudnnStatus_t find(int dir, cudnnHandle_t handle, const cudnnTensorDescri
     j.in[0] = in0;
     j.in[1] = in1;
     j.out = out;
-    int count = sim_conv_algo_count(dir), n = 0;
-    perf_any_t all[8];
     for (int a = 0; a < count; a++) {
         int sup = sim_conv_algo_supported(dir, a, p);
         fill_perf(&all[a], dir, a, p, cd->math, sup);
@@ -1691,14 +1788,15 @@ static cudnnStatus_t find(int dir, cudnnHandle_t handle, const cudnnTensorDescri
             continue;
         }
         j.algo = a;
-        double t0 = now_ms();
-        int rc = sim_cudnn_run_job(&j);
-        all[a].time = (float)(now_ms() - t0);
-        if (rc)
+        float ms = 0.0f;
+        if (d->cuEventRecord(ev[0], handle->stream) != CUDA_SUCCESS ||
+            launch_job(handle, handle->stream, &j) != CUDA_SUCCESS ||
+            d->cuEventRecord(ev[1], handle->stream) != CUDA_SUCCESS ||
+            d->cuEventSynchronize(ev[1]) != CUDA_SUCCESS ||
+            d->cuEventElapsedTime(&ms, ev[0], ev[1]) != CUDA_SUCCESS)
             all[a].status = CUDNN_STATUS_INTERNAL_ERROR;
+        all[a].time = ms;
     }
-    for (int i = 0; i < 3; i++)
-        free(scratch[i]);
     /* successes by time, then the rest in id order */
     int used[8] = {0};
     for (;;) {
@@ -1717,7 +1815,19 @@ static cudnnStatus_t find(int dir, cudnnHandle_t handle, const cudnnTensorDescri
         if (!used[a])
             perf[n++] = all[a];
     *returned = n;
-    return CUDNN_STATUS_SUCCESS;
+out:
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            d->cuEventDestroy(ev[i]);
+    if (scratch[0] || scratch[1] || scratch[2]) {
+        d->cuStreamSynchronize(handle->stream);
+        for (int i = 0; i < 3; i++)
+            if (scratch[i])
+                d->cuMemFree(scratch[i]);
+    }
+    if (prev != handle->ctx)
+        d->cuCtxSetCurrent(prev);
+    return st;
 }
 
 static cudnnStatus_t max_count(cudnnHandle_t handle, int *count, int dir)

@@ -1,12 +1,13 @@
 /* simcuda cuDNN internals shared by the legacy API (cudnn.c) and the backend
  * API (backend.c): handle and descriptor layouts, status helpers, the
- * asynchronous job queue on the handle's stream. */
+ * jobs (kernels of the library's module on the handle's stream). */
 #ifndef SIM_CUDNN_INT_H
 #define SIM_CUDNN_INT_H
 
 #include <cudnn.h>
 #include <stdint.h>
 
+#include "sim/common/kmod.h"
 #include "sim/common/simdrv.h"
 #include "sim/cudnn/heur.h"
 #include "sim/cudnn/kern.h"
@@ -20,6 +21,7 @@
 
 struct cudnnContext {
     uint32_t magic;
+    const sim_kmod_t *km; /* the kernels of ctx */
     CUcontext ctx;
     CUstream stream;
     sim_heur_dev_t dev;
@@ -85,11 +87,13 @@ cudnnStatus_t sim_cudnn_conv_problem(const cudnnTensorDescriptor_t xd,
                                      const cudnnConvolutionDescriptor_t cd,
                                      const cudnnTensorDescriptor_t yd, sim_conv_t *p);
 
-/* A unit of work run later on the handle's stream. */
+/* A unit of work run later on the handle's stream. SIM_JOB_CONVERT (the
+ * backend's 16-bit conversion): out (view v[1], type types[1]) = in[0]
+ * (view v[0], type types[0]), types being backend_kernels.h's SIMBK_*. */
 typedef enum {
     SIM_JOB_CONV_FWD, SIM_JOB_CONV_BWD_DATA, SIM_JOB_CONV_BWD_FILTER, SIM_JOB_BWD_BIAS,
     SIM_JOB_POOL_FWD, SIM_JOB_POOL_BWD, SIM_JOB_ACT_FWD, SIM_JOB_ACT_BWD, SIM_JOB_ADD,
-    SIM_JOB_SET, SIM_JOB_SCALE,
+    SIM_JOB_SET, SIM_JOB_SCALE, SIM_JOB_CONVERT,
 } sim_job_kind_t;
 
 typedef struct sim_job {
@@ -101,15 +105,13 @@ typedef struct sim_job {
     sim_t4_t v[4];
     int act_mode;
     double coef;
+    int types[2];
     const void *in[3];
     void *out;
 } sim_job_t;
 
-/* Enqueues a copy of *job on h's stream (cuLaunchHostFunc). */
+/* Launches the kernels of *job on h's stream (their parameters are copied
+ * at the launch). */
 cudnnStatus_t sim_cudnn_enqueue(cudnnHandle_t h, const sim_job_t *job);
-
-/* Runs a job now on the calling thread (used by Find* and the stream
- * callback). Returns 0 or a negative errno. */
-int sim_cudnn_run_job(const sim_job_t *j);
 
 #endif

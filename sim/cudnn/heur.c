@@ -1,6 +1,6 @@
 /* simcuda cuDNN heuristics: the preference order of convolution algorithms
  * per device and shape. Like real cuDNN, older architectures (compute
- * capability < 8: p100, v100, t4) favour the atomics-based algorithms for
+ * capability < 8: t4) favour the atomics-based algorithms for
  * small channel counts, so the default choice there is nondeterministic, and
  * the forward choice differs between architectures, so different GPU models
  * give different bits.

@@ -1,7 +1,9 @@
-/* simcuda cuDNN math cores: convolutions per algorithm with each algorithm's
- * own fixed accumulation order, float-atomic models for the algorithms NVIDIA
- * documents as nondeterministic, pooling, activations, tensor add. See
- * kern.h for the contract. */
+/* simcuda cuDNN: the plain-C reference of the kernels (sim/cudnn/kernels.cu):
+ * convolutions per algorithm with each algorithm's own fixed accumulation
+ * order, float-atomic models (a permutation from a seed) for the algorithms
+ * NVIDIA documents as nondeterministic, pooling, activations, tensor add.
+ * Tests compare the library's kernels with it; not part of the library.
+ * See kern.h for the contract. */
 #include "sim/cudnn/kern.h"
 
 #include <errno.h>
@@ -13,32 +15,22 @@
 
 /* ---- accumulation schemes ------------------------------------------------ */
 
-enum {
-    RED_SEQ,   /* left to right */
-    RED_REV,   /* right to left */
-    RED_L2,    /* 2 interleaved partial sums, combined at the end */
-    RED_L4,    /* 4 lanes */
-    RED_PAIR,  /* pairwise tree */
-    RED_B8,    /* blocks of 8 summed, block sums added left to right */
-    RED_B16,   /* blocks of 16 */
-};
-
 /* Sums t[0..n) in the order of `scheme`; may overwrite t. */
 static float reduce(float *t, int n, int scheme)
 {
     float s = 0.0f;
     switch (scheme) {
-    case RED_SEQ:
+    case SIM_RED_SEQ:
         for (int i = 0; i < n; i++)
             s += t[i];
         return s;
-    case RED_REV:
+    case SIM_RED_REV:
         for (int i = n - 1; i >= 0; i--)
             s += t[i];
         return s;
-    case RED_L2:
-    case RED_L4: {
-        int lanes = scheme == RED_L2 ? 2 : 4;
+    case SIM_RED_L2:
+    case SIM_RED_L4: {
+        int lanes = scheme == SIM_RED_L2 ? 2 : 4;
         float lane[4] = {0, 0, 0, 0};
         for (int i = 0, l = 0; i < n; i++, l = l + 1 == lanes ? 0 : l + 1)
             lane[l] += t[i];
@@ -46,7 +38,7 @@ static float reduce(float *t, int n, int scheme)
             s += lane[l];
         return s;
     }
-    case RED_PAIR:
+    case SIM_RED_PAIR:
         while (n > 1) {
             int m = n / 2;
             for (int i = 0; i < m; i++)
@@ -56,9 +48,9 @@ static float reduce(float *t, int n, int scheme)
             n = m;
         }
         return n ? t[0] : 0.0f;
-    case RED_B8:
-    case RED_B16: {
-        int bs = scheme == RED_B8 ? 8 : 16;
+    case SIM_RED_B8:
+    case SIM_RED_B16: {
+        int bs = scheme == SIM_RED_B8 ? 8 : 16;
         for (int i = 0; i < n; i += bs) {
             float b = 0.0f;
             for (int j = i; j < n && j < i + bs; j++)
@@ -117,159 +109,11 @@ static inline void blend(float *out, float alpha, float v, float beta)
     *out = beta == 0.0f ? alpha * v : alpha * v + beta * *out;
 }
 
-int sim_conv_out_dim(int in, int pad, int filt, int dil, int str)
-{
-    if (str <= 0)
-        return 0;
-    int64_t eff = (int64_t)(filt - 1) * dil + 1;
-    int64_t num = (int64_t)in + 2 * (int64_t)pad - eff;
-    if (num < 0)
-        return 0;
-    return (int)(num / str + 1);
-}
-
-/* ---- algorithm tables ------------------------------------------------------ */
-
-int sim_conv_algo_count(int dir)
-{
-    switch (dir) {
-    case SIM_DIR_FWD: return SIM_FWD_ALGOS;
-    case SIM_DIR_BWD_DATA: return SIM_BWD_DATA_ALGOS;
-    case SIM_DIR_BWD_FILTER: return SIM_BWD_FILTER_ALGOS;
-    }
-    return 0;
-}
-
-int sim_conv_algo_deterministic(int dir, int algo)
-{
-    /* cuDNN docs, "Reproducibility": BWD_FILTER ALGO_0 and ALGO_3, BWD_DATA
-     * ALGO_0 are not deterministic. */
-    if (dir == SIM_DIR_BWD_FILTER)
-        return !(algo == 0 || algo == 3);
-    if (dir == SIM_DIR_BWD_DATA)
-        return algo != 0;
-    return 1;
-}
-
-static int unit_geom(const sim_conv_t *p)
-{
-    return p->str_h == 1 && p->str_w == 1 && p->dil_h == 1 && p->dil_w == 1 && p->groups == 1;
-}
-
-int sim_conv_algo_supported(int dir, int algo, const sim_conv_t *p)
-{
-    int R = p->w.h, S = p->w.w;
-    int is3 = R == 3 && S == 3, is5 = R == 5 && S == 5;
-    if (algo < 0 || algo >= sim_conv_algo_count(dir))
-        return 0;
-    switch (dir) {
-    case SIM_DIR_FWD:
-        switch (algo) {
-        case 0: case 1: case 2: return 1;
-        case 3: return 0; /* DIRECT: not implemented, as in cuDNN */
-        case 4: case 5: return unit_geom(p) && R <= p->x.h + 2 * p->pad_h;
-        case 6: return unit_geom(p) && is3;
-        case 7: return unit_geom(p) && (is3 || is5);
-        }
-        break;
-    case SIM_DIR_BWD_DATA:
-        switch (algo) {
-        case 0: case 1: return 1;
-        case 2: case 3: return unit_geom(p);
-        case 4: return unit_geom(p) && is3;
-        case 5: return unit_geom(p) && (is3 || is5);
-        }
-        break;
-    case SIM_DIR_BWD_FILTER:
-        switch (algo) {
-        case 0: case 1: case 3: return 1;
-        case 2: case 6: return unit_geom(p);
-        case 4: return 0; /* WINOGRAD: "not implemented" in cudnn_ops.h */
-        case 5: return unit_geom(p) && is3;
-        }
-        break;
-    }
-    return 0;
-}
-
-size_t sim_conv_workspace(int dir, int algo, const sim_conv_t *p)
-{
-    size_t N = (size_t)p->x.n, C = (size_t)p->x.c, H = (size_t)p->x.h, W = (size_t)p->x.w;
-    size_t K = (size_t)p->w.n, cpg = (size_t)p->w.c, R = (size_t)p->w.h, S = (size_t)p->w.w;
-    size_t P = (size_t)p->y.h, Q = (size_t)p->y.w;
-    size_t fft = (H + 2 * (size_t)p->pad_h + R) * (W + 2 * (size_t)p->pad_w + S);
-    size_t tiles = ((P + 3) / 4) * ((Q + 3) / 4);
-    switch (dir) {
-    case SIM_DIR_FWD:
-        switch (algo) {
-        case 0: return 0;
-        case 1: return sizeof(int) * cpg * R * S;
-        case 2: return sizeof(float) * cpg * R * S * P * Q;
-        case 4: return 8 * (N * C + K * cpg + N * K) * fft;
-        case 5: return 8 * (C + K * cpg + K) * 32 * 32 * 4;
-        case 6: return 0;
-        case 7: return sizeof(float) * 36 * (N * C + K * C + N * K) * tiles;
-        }
-        break;
-    case SIM_DIR_BWD_DATA:
-        switch (algo) {
-        case 0: case 1: return 0;
-        case 2: return 8 * (N * C + K * cpg + N * K) * fft;
-        case 3: return 8 * (K + K * cpg + C) * 32 * 32 * 4;
-        case 4: return 0;
-        case 5: return sizeof(float) * 36 * (N * C + K * C + N * K) * tiles;
-        }
-        break;
-    case SIM_DIR_BWD_FILTER:
-        switch (algo) {
-        case 0: return 0;
-        case 1: return sizeof(float) * K * cpg * R * S;
-        case 2: return 8 * (N * C + K * cpg + N * K) * fft;
-        case 3: return sizeof(float) * K * cpg * R * S * 4;
-        case 5: return sizeof(float) * 36 * (N * C + K * C + N * K) * tiles;
-        case 6: return 8 * (C + K * cpg + K) * 32 * 32 * 4;
-        }
-        break;
-    }
-    return 0;
-}
-
-/* ---- per-architecture kernels ---------------------------------------------- */
-
-/* The 7 accumulation schemes, in the order the rotation walks them. */
-static const int schemes[7] = {RED_SEQ, RED_L4, RED_B8, RED_PAIR, RED_B16, RED_REV, RED_L2};
-
-/* 0..6 per architecture: p100 6.0, v100 7.0, t4 7.5, a100 8.0, a10 8.6,
- * l4 8.9, h100 9.0 all distinct. */
-static int arch_index(int arch)
-{
-    switch (arch) {
-    case 60: return 0;
-    case 70: return 1;
-    case 75: return 2;
-    case 80: return 3;
-    case 86: return 4;
-    case 89: return 5;
-    case 90: return 6;
-    }
-    return arch < 0 ? 0 : arch % 7;
-}
-
-/* The scheme of the fixed-order algorithm with per-direction base index
- * `base` (distinct per algorithm, < 7) on p's architecture: distinct
- * algorithms stay distinct on one architecture, and one algorithm differs
- * between architectures. */
-static int scheme_for(int base, const sim_conv_t *p)
-{
-    return schemes[(base + arch_index(p->arch)) % 7];
-}
 
 /* ---- convolution forward --------------------------------------------------- */
 
 /* Per algorithm: reduction order (0: channel-major c,r,s; 1: spatial-major
  * r,s,c) and the base index of its accumulation scheme. */
-static const int fwd_order[SIM_FWD_ALGOS] = {0, 1, 0, 0, 0, 0, 1, 1};
-static const int fwd_base[SIM_FWD_ALGOS] = {0, 1, 2, 0, 3, 4, 5, 6};
 
 int sim_conv_fwd(const sim_conv_t *p, int algo, float alpha, const float *x, const float *w,
                  float beta, float *y, uint64_t seed)
@@ -285,7 +129,8 @@ int sim_conv_fwd(const sim_conv_t *p, int algo, float alpha, const float *x, con
     float *t = malloc(sizeof(float) * ((size_t)cpg * R * S + 1));
     if (!t)
         return -ENOMEM;
-    int order = fwd_order[algo], scheme = scheme_for(fwd_base[algo], p);
+    int order, scheme;
+    sim_conv_fold_params(SIM_DIR_FWD, algo, p->arch, &order, &scheme);
     /* Per output position, the valid filter taps in (r, s) order: offsets
      * into an x channel plane and into a w (k, c) slice. The order of the
      * terms, and so the result, is exactly that of the nested loops. */
@@ -341,8 +186,6 @@ int sim_conv_fwd(const sim_conv_t *p, int algo, float alpha, const float *x, con
 
 /* ---- convolution backward data ---------------------------------------------- */
 
-static const int bd_order[SIM_BWD_DATA_ALGOS] = {0, 0, 0, 0, 1, 1};
-static const int bd_base[SIM_BWD_DATA_ALGOS] = {0, 0, 1, 2, 3, 4};
 
 /* ALGO_0: one "thread" per dy element scatters its contributions into dx
  * with float atomics; the order the threads' additions land in is permuted
@@ -412,7 +255,8 @@ int sim_conv_bwd_data(const sim_conv_t *p, int algo, float alpha, const float *w
     float *t = malloc(sizeof(float) * ((size_t)kpg * R * S + 1));
     if (!t)
         return -ENOMEM;
-    int order = bd_order[algo], scheme = scheme_for(bd_base[algo], p);
+    int order, scheme;
+    sim_conv_fold_params(SIM_DIR_BWD_DATA, algo, p->arch, &order, &scheme);
     for (int n = 0; n < N; n++)
         for (int ca = 0; ca < C; ca++) {
             int g = ca / cpg, c = ca % cpg;
@@ -454,7 +298,6 @@ int sim_conv_bwd_data(const sim_conv_t *p, int algo, float alpha, const float *w
 
 /* ---- convolution backward filter -------------------------------------------- */
 
-static const int bf_base[SIM_BWD_FILTER_ALGOS] = {0, 0, 1, 0, 0, 2, 3};
 
 /* ALGO_0 and ALGO_3: thread blocks each reduce a slice of the (n, p, q)
  * space to a partial dw and add it to dw with float atomics; the order of
@@ -531,7 +374,9 @@ int sim_conv_bwd_filter(const sim_conv_t *p, int algo, float alpha, const float 
     float *t = malloc(sizeof(float) * ((size_t)N * P * Q + 1));
     if (!t)
         return -ENOMEM;
-    int scheme = scheme_for(bf_base[algo], p);
+    int order, scheme;
+    sim_conv_fold_params(SIM_DIR_BWD_FILTER, algo, p->arch, &order, &scheme);
+    (void)order;
     for (int k = 0; k < K; k++) {
         int cbase = (k / kpg) * cpg;
         for (int c = 0; c < cpg; c++)
@@ -716,10 +561,6 @@ int sim_pool_bwd(const sim_pool_t *p, const sim_t4_t *dyv, const sim_t4_t *dxv, 
 enum { ACT_SIGMOID = 0, ACT_RELU = 1, ACT_TANH = 2, ACT_CLIPPED = 3, ACT_ELU = 4,
        ACT_IDENTITY = 5 };
 
-int sim_act_supported(int mode)
-{
-    return mode >= ACT_SIGMOID && mode <= ACT_IDENTITY;
-}
 
 int sim_act_fwd(int mode, double coef, const sim_t4_t *xv, const sim_t4_t *yv, float alpha,
                 const float *x, float beta, float *y)

@@ -1,18 +1,19 @@
-/* simcuda cuDNN: the math cores (convolution forward / backward data /
- * backward filter / backward bias per algorithm, pooling, activation, tensor
- * add). Pure CPU functions on host pointers, independent of the driver, so
- * they can be unit-tested alone; the API layer (cudnn.c) calls them from
- * stream callbacks.
+/* simcuda cuDNN: the problem descriptions shared by the library (C) and its
+ * kernels (sim/cudnn/kernels.cu), the algorithm tables and per-architecture
+ * summation orders (algo.c, in the library), and the plain-C reference of
+ * the kernels (kern.c: pure CPU functions on host pointers, for the tests;
+ * not in the library).
  *
  * Every algorithm has its own fixed accumulation order (so algorithms differ
  * from each other in the low bits, as real ones do), except the ones NVIDIA
  * documents as nondeterministic (BWD_FILTER ALGO_0 and ALGO_3, BWD_DATA
- * ALGO_0, POOLING_MAX backward): those model float atomics, adding partial
- * results into the output in an order permuted from `seed`, which the caller
- * draws from real entropy for every call.
+ * ALGO_0, POOLING_MAX backward): their kernels add partial results into the
+ * output with float atomics; the reference models them with an order
+ * permuted from `seed`.
  *
  * Output blending everywhere: out = alpha * result + beta * out, and with
  * beta == 0 the prior content of out is never read (even NaN is ignored).
+ * This header is included by C and by C++ (the kernels): plain structs.
  */
 #ifndef SIM_CUDNN_KERN_H
 #define SIM_CUDNN_KERN_H
@@ -20,11 +21,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+#define SIM_CUDNN_LAYOUT(cond, msg) static_assert(cond, msg)
+#else
+#define SIM_CUDNN_LAYOUT(cond, msg) _Static_assert(cond, msg)
+#endif
+
 /* A 4-d strided view (element strides). */
 typedef struct sim_t4 {
     int n, c, h, w;
     int64_t sn, sc, sh, sw;
 } sim_t4_t;
+SIM_CUDNN_LAYOUT(sizeof(sim_t4_t) == 48, "sim_t4_t layout (a kernel parameter)");
 
 /* A 2-d convolution problem. x: N,C,H,W; w: K, C/groups, R, S (in sim_t4_t
  * n=K, c=C/groups, h=R, w=S); y: N,K,P,Q. flip: CUDNN_CONVOLUTION mode (the
@@ -40,6 +48,18 @@ typedef struct sim_conv {
      * reproducible on one architecture and never across architectures. */
     int arch;
 } sim_conv_t;
+SIM_CUDNN_LAYOUT(sizeof(sim_conv_t) == 184, "sim_conv_t layout (a kernel parameter)");
+
+/* Accumulation schemes of the fixed-order algorithms. */
+enum {
+    SIM_RED_SEQ,   /* left to right */
+    SIM_RED_REV,   /* right to left */
+    SIM_RED_L2,    /* 2 interleaved partial sums, combined at the end */
+    SIM_RED_L4,    /* 4 lanes */
+    SIM_RED_PAIR,  /* pairwise tree (level by level, an odd last one carried) */
+    SIM_RED_B8,    /* blocks of 8 summed, block sums added left to right */
+    SIM_RED_B16,   /* blocks of 16 */
+};
 
 enum { SIM_DIR_FWD = 0, SIM_DIR_BWD_DATA = 1, SIM_DIR_BWD_FILTER = 2 };
 #define SIM_FWD_ALGOS 8
@@ -56,6 +76,12 @@ int sim_conv_algo_deterministic(int dir, int algo);
 size_t sim_conv_workspace(int dir, int algo, const sim_conv_t *p);
 /* Output size of a forward convolution along one dimension (may be <= 0). */
 int sim_conv_out_dim(int in, int pad, int filt, int dil, int str);
+/* The summation order of a fixed-order algorithm on architecture arch (cc
+ * major * 10 + minor): product order (forward, backward data: 0 channel-
+ * major, 1 tap-major) and accumulation scheme (SIM_RED_*). */
+void sim_conv_fold_params(int dir, int algo, int arch, int *order, int *scheme);
+
+/* ---- plain-C reference (kern.c; tests only) ---- */
 
 /* The convolutions. Return 0, -EINVAL for a bad algo, -ENOTSUP if the algo
  * cannot run p, -ENOMEM. */
@@ -75,6 +101,7 @@ typedef struct sim_pool {
     int mode, nan_prop;
     int win_h, win_w, pad_h, pad_w, str_h, str_w;
 } sim_pool_t;
+SIM_CUDNN_LAYOUT(sizeof(sim_pool_t) == 128, "sim_pool_t layout (a kernel parameter)");
 int sim_pool_fwd(const sim_pool_t *p, float alpha, const float *x, float beta, float *y);
 /* dy has the y view, dx the x view (given separately: they may differ in
  * strides). MAX accumulates in an order permuted from seed. */

@@ -30,8 +30,9 @@
  *   free faults like an illegal address on a GPU. Capacity (capacity.c) is
  *   shared by all the processes of a user through a small shared-memory
  *   table, per-process slots so the use of dead processes is reclaimed.
- * - Isolation (SIMCUDA_ISOLATION=1; "0" or unset keeps device memory in the
- *   process, read-write; anything else makes cuInit fail). Device memory
+ * - Isolation (SIMCUDA_ISOLATION=1, the default; "0" keeps device memory in
+ *   the process, read-write, for debugging; anything else makes cuInit
+ *   fail). Device memory
  *   is then not host memory, as on an x86 GPU machine without HMM: each
  *   simulated GPU the process uses is a device server
  *   (build/sim/simcuda-gpu beside libcuda.so.1; devserver.c), started when
@@ -395,15 +396,15 @@ static void atfork_child(void)
     t_guard = NULL;
 }
 
-/* SIMCUDA_ISOLATION: "0" (default) or "1". */
+/* SIMCUDA_ISOLATION: "1" (default) or "0". */
 static int parse_isolation(void)
 {
     const char *s = getenv("SIMCUDA_ISOLATION");
-    sim_isolation = 0;
-    if (!s || !*s || strcmp(s, "0") == 0)
+    sim_isolation = 1;
+    if (!s || !*s || strcmp(s, "1") == 0)
         return 0;
-    if (strcmp(s, "1") == 0) {
-        sim_isolation = 1;
+    if (strcmp(s, "0") == 0) {
+        sim_isolation = 0;
         return 0;
     }
     sim_log("SIMCUDA_ISOLATION='%s' is not 0 or 1", s);

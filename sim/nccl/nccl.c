@@ -1,16 +1,21 @@
 /* simcuda's libnccl.so.2: NCCL's host API (nccl.h, NCCL 2.28) on the CPU.
- * Ranks are processes (or threads, ncclCommInitAll) of this host talking
- * through one shared-memory segment per communicator (transport.c).
- * Collectives are enqueued on the caller's CUDA stream with cuLaunchHostFunc
- * and run on the stream's worker; the element order of every reduction
+ * Ranks are processes (or threads, ncclCommInitAll) of this host meeting
+ * in one shared-memory segment per communicator (transport.c: control
+ * only); the data moves through staging buffers in device memory that
+ * every rank maps (staging.c). Collectives are enqueued on the caller's
+ * CUDA stream as kernels of the library's own module (kernels.cu) ordered
+ * by host functions; the element order of every reduction
  * follows NCCL's ring/tree, channel and protocol choice (reduce.c), so the
  * bits depend on rank count, GPU placement and message size as NCCL's do.
  *
  * Every public function is defined as pncclX and exported, with ncclX a weak
  * alias, as in NVIDIA's library. */
+#include "sim/common/kmod.h"
 #include "sim/common/live.h"
 #include "sim/common/simdrv.h"
+#include "sim/nccl/nkern.h"
 #include "sim/nccl/simnccl.h"
+#include "sim/nccl/staging.h"
 
 #include <errno.h>
 #include <nccl.h>
@@ -86,8 +91,14 @@ struct ncclComm {
     sim_nccl_tuning_t tun;
     int cfg_min_ctas, cfg_max_ctas;
     uint64_t nonce;
-    /* Data path, touched only by the bundle whose turn it is. */
-    uint64_t bar, step;
+    /* Data path: staging buffers and the module of the context. */
+    sim_nccl_staging_t st;
+    const sim_kmod_t *km;
+    /* Handed out at enqueue, under launch_mu, in the same order on every
+     * rank: barrier numbers, staging sets, point-to-point ring positions. */
+    uint64_t bar_enq, step_enq;
+    uint64_t p2p_sent[SIM_NCCL_MAX_RANKS], p2p_recvd[SIM_NCCL_MAX_RANKS];
+    struct ncclComm *grave_next;
     /* Host-side control (split). */
     uint64_t ctrl_bar;
     int split_seq;
@@ -107,13 +118,6 @@ typedef struct sim_op {
     CUstream stream;
 } sim_op_t;
 
-typedef struct bundle {
-    ncclComm_t comm;
-    uint64_t seq;
-    int nops;
-    sim_op_t ops[];
-} bundle_t;
-
 /* Group state, per thread (ncclGroupStart/End nest). */
 typedef struct group_item {
     ncclComm_t comm;
@@ -132,11 +136,26 @@ static __thread ncclResult_t t_group_err;
  * destroyed or foreign comm is refused, never dereferenced. */
 static sim_live_t g_comms = SIM_LIVE_INIT;
 
-static void comm_unref(ncclComm_t c)
+/* Communicators whose last reference went in a host function of a stream,
+ * where no CUDA call may be made: their staging is released by the next
+ * API call of the application (reap_graveyard). */
+static pthread_mutex_t g_grave_mu = PTHREAD_MUTEX_INITIALIZER;
+static ncclComm_t g_grave;
+
+static void comm_free(ncclComm_t c)
 {
-    if (atomic_fetch_sub(&c->refs, 1) != 1)
-        return;
-    sim_live_remove(&g_comms, c);
+    if (c->st.va || c->st.nranks) {
+        const simdrv_t *d = simdrv_get();
+        CUcontext prev = NULL;
+        if (d) {
+            d->cuCtxGetCurrent(&prev);
+            if (prev != c->ctx)
+                d->cuCtxSetCurrent(c->ctx);
+        }
+        sim_nccl_staging_free(&c->st);
+        if (d && prev != c->ctx)
+            d->cuCtxSetCurrent(prev);
+    }
     sim_nccl_seg_leave(&c->seg);
     free(c->pend);
     c->magic = 0;
@@ -144,6 +163,37 @@ static void comm_unref(ncclComm_t c)
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c);
+}
+
+static void reap_graveyard(void)
+{
+    if (!__atomic_load_n(&g_grave, __ATOMIC_ACQUIRE))
+        return;
+    pthread_mutex_lock(&g_grave_mu);
+    ncclComm_t list = g_grave;
+    g_grave = NULL;
+    pthread_mutex_unlock(&g_grave_mu);
+    while (list) {
+        ncclComm_t next = list->grave_next;
+        comm_free(list);
+        list = next;
+    }
+}
+
+/* Drops a reference; in_hostfn: called from a stream's host function. */
+static void comm_unref(ncclComm_t c, int in_hostfn)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    sim_live_remove(&g_comms, c);
+    if (in_hostfn && (c->st.va || c->st.nranks)) {
+        pthread_mutex_lock(&g_grave_mu);
+        c->grave_next = g_grave;
+        __atomic_store_n(&g_grave, c, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&g_grave_mu);
+        return;
+    }
+    comm_free(c);
 }
 
 static int comm_ok(ncclComm_t c)
@@ -348,8 +398,11 @@ static void sort_ring(ncclComm_t c)
         c->pos[c->ring[p]] = p;
 }
 
-/* Validates the arguments and the environment, reads the current device and
- * allocates the communicator; the rendezvous is init_join's. */
+static sim_kmods_t g_kmods;
+
+/* Validates the arguments and the environment, reads the current device,
+ * loads the library's module in its context and allocates the
+ * communicator; the rendezvous is init_join's. */
 static ncclResult_t init_prepare(ncclComm_t *out, int nranks, const ncclUniqueId *uid, int rank,
                                  const ncclConfig_t *config)
 {
@@ -395,8 +448,15 @@ static ncclResult_t init_prepare(ncclComm_t *out, int nranks, const ncclUniqueId
     buffsize &= ~63L;
     simdrv_devinfo_t di;
     CUcontext ctx;
+    const sim_kmod_t *km = NULL;
+    reap_graveyard();
     if ((res = current_device(&di, &ctx)) != ncclSuccess)
         return res;
+    CUresult cr = sim_kmod_get(&g_kmods, ctx, &km);
+    if (cr != CUDA_SUCCESS) {
+        warn(di.ordinal, "Cuda failure %d loading the library's kernels", (int)cr);
+        return ncclUnhandledCudaError;
+    }
 
     c = calloc(1, sizeof(*c));
     if (!c) {
@@ -408,6 +468,7 @@ static ncclResult_t init_prepare(ncclComm_t *out, int nranks, const ncclUniqueId
     c->nranks = nranks;
     c->dev = di.ordinal;
     c->ctx = ctx;
+    c->km = km;
     c->refs = 1;
     c->nonce = id.nonce;
     c->cfg_min_ctas = cfg_min;
@@ -417,14 +478,14 @@ static ncclResult_t init_prepare(ncclComm_t *out, int nranks, const ncclUniqueId
     pthread_cond_init(&c->cv, NULL);
     c->seg.local_abort = &c->abort_flag;
     if (sim_live_add(&g_comms, c) != 0) {
-        comm_unref(c);
+        comm_unref(c, 0);
         warn(di.ordinal, "out of memory");
         return ncclSystemError;
     }
 
     pending_init_t *pi = calloc(1, sizeof(*pi));
     if (!pi) {
-        comm_unref(c);
+        comm_unref(c, 0);
         warn(di.ordinal, "out of memory");
         return ncclSystemError;
     }
@@ -512,6 +573,37 @@ static ncclResult_t init_join(ncclComm_t c)
         c->tun.base_ch = base;
     }
     sort_ring(c);
+    {
+        /* Staging buffers on this rank's GPU, mapped by every rank. The
+         * rendezvous may run on a thread of its own (ncclGroupEnd): the
+         * communicator's context is made current. */
+        const simdrv_t *d = drv(c->dev);
+        CUcontext prev = NULL;
+        CUdevice dv = 0;
+        char why_s[256] = "";
+        int why = 0;
+        if (!d) {
+            sim_nccl_fail(&c->seg, SIM_FAIL_ABORT);
+            res = ncclUnhandledCudaError;
+            goto out;
+        }
+        d->cuCtxGetCurrent(&prev);
+        if (prev != c->ctx)
+            d->cuCtxSetCurrent(c->ctx);
+        if (d->cuCtxGetDevice(&dv) != CUDA_SUCCESS)
+            dv = c->dev;
+        rc = sim_nccl_staging_setup(&c->st, &c->seg, c->nonce, &c->ctrl_bar, dv,
+                                    c->seg.h->slot_bytes, c->seg.h->p2p_bytes, &why, why_s,
+                                    sizeof(why_s));
+        if (prev != c->ctx)
+            d->cuCtxSetCurrent(prev);
+        if (rc < 0) {
+            warn(c->dev, "CommInitRank : %s", why_s);
+            res = rc == -ETIMEDOUT || why == SIM_FAIL_TIMEOUT ? ncclSystemError
+                  : why ? ncclRemoteError : ncclSystemError;
+            goto out;
+        }
+    }
     info("comm %p rank %d nranks %d cudaDev %d busId %s - Init COMPLETE", (void *)c, rank,
          nranks, c->dev, mep->bus_id);
 out:
@@ -539,7 +631,7 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *u
          * one thread can initialise several ranks. */
         res = group_defer_init(c);
         if (res != ncclSuccess) {
-            comm_unref(c);
+            comm_unref(c, 0);
             return res;
         }
         *out = c;
@@ -547,7 +639,7 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *u
     }
     res = init_join(c);
     if (res != ncclSuccess) {
-        comm_unref(c);
+        comm_unref(c, 0);
         return res;
     }
     *out = c;
@@ -809,9 +901,10 @@ API_FN(ncclResult_t, ncclCommDestroy, (ncclComm_t comm))
     if (!comm)
         return ncclSuccess;
     CHECK_COMM(comm, "ncclCommDestroy");
+    reap_graveyard();
     wait_idle(comm);
     sim_live_remove(&g_comms, comm);
-    comm_unref(comm);
+    comm_unref(comm, 0);
     return ncclSuccess;
 }
 
@@ -820,6 +913,7 @@ API_FN(ncclResult_t, ncclCommAbort, (ncclComm_t comm))
     if (!comm)
         return ncclSuccess;
     CHECK_COMM(comm, "ncclCommAbort");
+    reap_graveyard();
     atomic_store(&comm->abort_flag, 1);
     if (comm->seg.h)
         sim_nccl_fail(&comm->seg, SIM_FAIL_ABORT);
@@ -827,7 +921,7 @@ API_FN(ncclResult_t, ncclCommAbort, (ncclComm_t comm))
     pthread_cond_broadcast(&comm->cv);
     pthread_mutex_unlock(&comm->mu);
     sim_live_remove(&g_comms, comm);  /* the application's handle is gone now */
-    comm_unref(comm);   /* pending operations hold their own references */
+    comm_unref(comm, 0);   /* pending operations hold their own references */
     return ncclSuccess;
 }
 
@@ -945,42 +1039,235 @@ API_FN(ncclResult_t, ncclCommShrink, (ncclComm_t comm, int *excludeRanksList,
     return ncclInvalidUsage;
 }
 
-/* ---- execution (on the stream's worker) ------------------------------------------ */
+/* ---- execution: kernels of the library's module, host functions for order -------- */
 
-typedef struct exec {
+/* sim/nccl/kernels.cu built by nvcc, in this library's .nv_fatbin section
+ * (fatbin_blob.c). */
+extern const unsigned char simnccl_fatbin[];
+
+static const char *const g_kname[SIMNCCL_K_COUNT] = {
+#define SIMNCCL_K_NAME(id, name) name,
+    SIMNCCL_KERNELS(SIMNCCL_K_NAME)
+#undef SIMNCCL_K_NAME
+};
+
+/* The module of each context (sim/common/kmod.h). */
+static sim_kmods_t g_kmods = SIM_KMODS_INIT(simnccl_fatbin, g_kname, SIMNCCL_K_COUNT);
+
+/* What a host function of the chain does: only ordering and flow control,
+ * on the communicator's host segment; the data moves in kernels. */
+enum { HF_BEGIN, HF_BARRIER, HF_SEND_SPACE, HF_SEND_POST, HF_RECV_WAIT, HF_RECV_DONE, HF_END };
+
+typedef struct hf {
     ncclComm_t c;
-    int why;
-} exec_t;
+    int kind, peer;
+    uint64_t v;       /* barrier number, byte count or sequence number */
+} hf_t;
 
-static int bar(exec_t *x)
+static int comm_failed(ncclComm_t c)
 {
-    return sim_nccl_barrier(&x->c->seg, ++x->c->bar, 0, &x->why);
+    return atomic_load(&c->async_err) != ncclSuccess || atomic_load(&c->abort_flag);
 }
 
-/* Reduces elements [e0, e1) of the plan's index space. Rank r's input for
- * element e is at base[r] + (e - base_e) elements; results go to out (element
- * e0) and, unless NULL, out2. */
-static void reduce_span(ncclComm_t c, const sim_nccl_plan_t *p, const sim_op_t *op, size_t e0,
-                        size_t e1, const char *const *base, size_t base_e, char *out,
-                        char *out2)
+static void op_failed(ncclComm_t c, int rc, int why)
 {
-    size_t es = sim_nccl_type_size(op->dtype);
-    const void *in[SIM_NCCL_MAX_RANKS];
-    int n = c->nranks;
-    for (size_t e = e0; e < e1;) {
-        int start, dir;
-        size_t end;
-        sim_nccl_plan_segment(p, e, &start, &dir, &end);
-        if (end > e1)
-            end = e1;
-        for (int k = 0; k < n; k++) {
-            int pos = ((start + dir * k) % n + n) % n;
-            in[k] = base[c->ring[pos]] + (e - base_e) * es;
+    if (rc == -EPIPE)
+        sim_nccl_fail(&c->seg, SIM_FAIL_DEAD);
+    int want = ncclSuccess;
+    if (atomic_compare_exchange_strong(&c->async_err, &want, (int)err_from_wait(rc, why)))
+        warn(c->dev, "rank %d: collective failed: %s", c->rank,
+             rc == -ETIMEDOUT || why == SIM_FAIL_TIMEOUT ? "timeout waiting for peers"
+             : why == SIM_FAIL_ABORT || rc == -ECANCELED ? "communicator aborted"
+                                                         : "a peer process is gone");
+}
+
+typedef struct pcond {
+    sim_nccl_seg_t *s;
+    int from, to;
+    uint64_t v;
+    int head; /* wait for head >= v (data), else tail >= v (space) */
+} pcond_t;
+
+static int pair_cond(void *arg)
+{
+    pcond_t *a = arg;
+    sim_nccl_pair_t *pr = sim_nccl_pair(a->s, a->from, a->to);
+    uint64_t x = a->head ? atomic_load(&pr->head) : atomic_load(&pr->tail);
+    if (x >= a->v)
+        return 1;
+    int peer = a->head ? a->from : a->to;
+    return atomic_load(&sim_nccl_rank(a->s, peer)->departed) ? -EPIPE : 0;
+}
+
+static void CUDA_CB hf_run(void *arg)
+{
+    hf_t *h = arg;
+    ncclComm_t c = h->c;
+    sim_nccl_seg_t *s = &c->seg;
+    int rc = 0, why = 0;
+    switch (h->kind) {
+    case HF_BEGIN:
+        /* the turn of this operation among the communicator's */
+        pthread_mutex_lock(&c->mu);
+        while (c->exec_seq != h->v && !atomic_load(&c->abort_flag)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 50 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&c->cv, &c->mu, &ts);
         }
-        sim_nccl_reduce(op->dtype, op->redop, n, out + (e - e0) * es,
-                        out2 ? out2 + (e - e0) * es : NULL, in, n, end - e);
-        e = end;
+        pthread_mutex_unlock(&c->mu);
+        if (atomic_load(&c->abort_flag))
+            rc = -ECANCELED;
+        break;
+    case HF_BARRIER:
+        if (!comm_failed(c))
+            rc = sim_nccl_barrier(s, h->v, 0, &why);
+        break;
+    case HF_SEND_SPACE:
+    case HF_RECV_WAIT:
+        if (!comm_failed(c)) {
+            pcond_t a = {s, h->kind == HF_RECV_WAIT ? h->peer : c->rank,
+                         h->kind == HF_RECV_WAIT ? c->rank : h->peer, h->v,
+                         h->kind == HF_RECV_WAIT};
+            rc = sim_nccl_wait(s, pair_cond, &a, &why);
+        }
+        break;
+    case HF_SEND_POST:
+        atomic_store(&sim_nccl_pair(s, c->rank, h->peer)->head, h->v);
+        sim_nccl_ring_bell(s);
+        break;
+    case HF_RECV_DONE:
+        atomic_store(&sim_nccl_pair(s, h->peer, c->rank)->tail, h->v);
+        sim_nccl_ring_bell(s);
+        break;
+    case HF_END:
+        pthread_mutex_lock(&c->mu);
+        if (c->exec_seq == h->v)
+            c->exec_seq++;
+        c->inflight--;
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        free(h);
+        comm_unref(c, 1);
+        return;
     }
+    if (rc < 0)
+        op_failed(c, rc, why);
+    free(h);
+}
+
+/* Enqueues one operation's chain on stream s: kernels and host functions.
+ * err: the first enqueue error (nothing more is enqueued after it but the
+ * end of the chain). */
+/* Copies not launched yet: consecutive copies of a chain (nothing else
+ * between them) go in one simnccl_copy launch. */
+typedef struct copies {
+    simnccl_copy_kp_t kp;
+    uint64_t chunks;
+} copies_t;
+
+typedef struct chain {
+    ncclComm_t c;
+    const simdrv_t *d;
+    CUstream s;
+    CUresult err;
+    copies_t cp;
+} chain_t;
+
+static void ch_kernel(chain_t *ch, int k, uint64_t threads, void *kp);
+
+/* Launches the pending copies (before anything else joins the chain). */
+static void cp_flush(chain_t *ch)
+{
+    if (ch->cp.kp.n)
+        ch_kernel(ch, SIMNCCL_K_COPY, ch->cp.chunks, &ch->cp.kp);
+    ch->cp.kp.n = 0;
+    ch->cp.chunks = 0;
+}
+
+static void cp_add(chain_t *ch, CUdeviceptr src, CUdeviceptr dst, size_t bytes)
+{
+    if (!bytes || src == dst)
+        return;
+    if (ch->cp.kp.n == SIMNCCL_MAX_SEGS)
+        cp_flush(ch);
+    simnccl_seg_t *g = &ch->cp.kp.seg[ch->cp.kp.n++];
+    g->src = (const void *)(uintptr_t)src;
+    g->dst = (void *)(uintptr_t)dst;
+    g->bytes = bytes;
+    ch->cp.chunks += (bytes + SIMNCCL_COPY_CHUNK - 1) / SIMNCCL_COPY_CHUNK;
+}
+
+static void ch_hf(chain_t *ch, int kind, int peer, uint64_t v)
+{
+    cp_flush(ch);
+    if (ch->err)
+        return;
+    hf_t *h = malloc(sizeof(*h));
+    if (!h) {
+        ch->err = CUDA_ERROR_OUT_OF_MEMORY;
+        return;
+    }
+    *h = (hf_t){ch->c, kind, peer, v};
+    ch->err = ch->d->cuLaunchHostFunc(ch->s, hf_run, h);
+    if (ch->err)
+        free(h);
+}
+
+static unsigned int grid_for(uint64_t n)
+{
+    uint64_t g = n > 0 ? (n + SIMNCCL_THREADS - 1) / SIMNCCL_THREADS : 1;
+    return g > (1u << 20) ? 1u << 20 : (unsigned int)g;
+}
+
+static void ch_kernel(chain_t *ch, int k, uint64_t threads, void *kp)
+{
+    if (k != SIMNCCL_K_COPY)
+        cp_flush(ch);
+    if (ch->err)
+        return;
+    void *args[] = {kp};
+    ch->err = ch->d->cuLaunchKernel(ch->c->km->fn[k], grid_for(threads), 1, 1, SIMNCCL_THREADS, 1,
+                                    1, 0, ch->s, args, NULL);
+}
+
+
+/* Elements [e0, e1) reduced with the plan's order into out (and out2). */
+static void ch_reduce(chain_t *ch, const sim_nccl_plan_t *p, const sim_op_t *op,
+                      const CUdeviceptr *base, size_t base_e, size_t e0, size_t e1,
+                      CUdeviceptr out, CUdeviceptr out2)
+{
+    if (e1 <= e0)
+        return;
+    ncclComm_t c = ch->c;
+    simnccl_red_kp_t kp;
+    memset(&kp, 0, sizeof(kp));
+    for (int r = 0; r < c->nranks; r++) {
+        kp.in[r] = (const void *)(uintptr_t)base[r];
+        kp.ring[r] = c->ring[r];
+        kp.pos[r] = c->pos[r];
+    }
+    kp.out = (void *)(uintptr_t)out;
+    kp.out2 = (void *)(uintptr_t)out2;
+    kp.e0 = e0;
+    kp.e1 = e1;
+    kp.base_e = base_e;
+    kp.count = p->count;
+    kp.chunk = p->chunk;
+    kp.align = p->align;
+    kp.chan_elems = p->chan_elems;
+    kp.block = p->block;
+    kp.kind = p->kind;
+    kp.nranks = c->nranks;
+    kp.algo = p->algo;
+    kp.root_pos = p->root_pos;
+    kp.dtype = op->dtype;
+    kp.op = op->redop;
+    ch_kernel(ch, SIMNCCL_K_REDUCE, (e1 - e0 + SIMNCCL_RED_TILE - 1) / SIMNCCL_RED_TILE, &kp);
 }
 
 /* The part [*a, *b) of a piece of m elements that rank q reduces. */
@@ -991,22 +1278,22 @@ static void share_of(size_t m, int n, int q, size_t *a, size_t *b)
     *b = *a + share < m ? *a + share : m;
 }
 
-/* Runs one collective. Each piece of the buffers takes one or two barriers;
- * staging sets alternate, so a set is rewritten only after every rank has
- * passed the barrier that follows its last read. A rank publishes only the
- * parts of its input that other ranks reduce, reduces its own share from its
- * own buffer and the peers' slots straight into its output (and the shared
- * result area), then copies the other shares' results. */
-static int run_coll(exec_t *x, const sim_op_t *op)
+#define DP(p) ((CUdeviceptr)(uintptr_t)(p))
+
+/* One collective, piece by piece through the staging sets (alternating, so
+ * a set is rewritten only after every rank passed the barrier that follows
+ * its last read). A rank publishes the parts of its input the others
+ * reduce, reduces its own share from its own input and the peers' slots
+ * straight into its output (and its result area), then copies the other
+ * shares from the peers' result areas. */
+static void ch_coll(chain_t *ch, const sim_op_t *op)
 {
-    ncclComm_t c = x->c;
-    sim_nccl_seg_t *s = &c->seg;
-    int n = c->nranks, me = c->rank, rc = 0;
-    size_t es = sim_nccl_type_size(op->dtype), S = s->h->slot_bytes;
-    const char *send = op->send;
-    char *recv = op->recv;
-    size_t count = op->count;
-    const char *base[SIM_NCCL_MAX_RANKS];
+    ncclComm_t c = ch->c;
+    const sim_nccl_staging_t *st = &c->st;
+    int n = c->nranks, me = c->rank;
+    size_t es = sim_nccl_type_size(op->dtype), S = st->slot, count = op->count;
+    CUdeviceptr send = DP(op->send), recv = DP(op->recv);
+    CUdeviceptr base[SIM_NCCL_MAX_RANKS];
     sim_nccl_plan_t p;
 
     switch (op->kind) {
@@ -1014,237 +1301,165 @@ static int run_coll(exec_t *x, const sim_op_t *op)
     case SIM_COLL_REDUCE: {
         int all = op->kind == SIM_COLL_ALLREDUCE, root = all ? -1 : op->root;
         sim_nccl_plan(&p, &c->tun, op->kind, n, count, op->dtype, all ? 0 : c->pos[root]);
-        p.pos_of = c->pos;
         size_t pe = S / es;
-        for (size_t lo = 0; lo < count; lo += pe) {
+        for (size_t lo = 0; lo < count && !ch->err; lo += pe) {
             size_t m = count - lo < pe ? count - lo : pe, a, b;
-            int set = (int)(c->step++ & 1);
-            char *mine = sim_nccl_slot(s, me, set);
+            int set = (int)(c->step_enq++ & 1);
+            CUdeviceptr mine = sim_nccl_st_slot(st, me, set), res = sim_nccl_st_result(st, me, set);
             share_of(m, n, me, &a, &b);
-            memcpy(mine, send + lo * es, a * es);
-            memcpy(mine + b * es, send + (lo + b) * es, (m - b) * es);
-            if ((rc = bar(x)) < 0)
-                return rc;
+            cp_add(ch, send + lo * es, mine, a * es);
+            cp_add(ch, send + (lo + b) * es, mine + b * es, (m - b) * es);
+            ch_hf(ch, HF_BARRIER, 0, ++c->bar_enq);
             for (int r = 0; r < n; r++)
-                base[r] = r == me ? send + lo * es : sim_nccl_slot(s, r, set);
-            char *res = sim_nccl_result(s, set);
-            int to_recv = all || me == root;
-            int to_res = all || me != root;
-            reduce_span(c, &p, op, lo + a, lo + b, base, lo,
-                        to_recv ? recv + (lo + a) * es : res + a * es,
-                        to_recv && to_res ? res + a * es : NULL);
-            if ((rc = bar(x)) < 0)
-                return rc;
+                base[r] = r == me ? send + lo * es : sim_nccl_st_slot(st, r, set);
+            int to_recv = all || me == root, to_res = all || me != root;
+            ch_reduce(ch, &p, op, base, lo, lo + a, lo + b,
+                      to_recv ? recv + (lo + a) * es : res + a * es,
+                      to_recv && to_res ? res + a * es : 0);
+            ch_hf(ch, HF_BARRIER, 0, ++c->bar_enq);
             if (to_recv) {
-                memcpy(recv + lo * es, res, a * es);
-                memcpy(recv + (lo + b) * es, res + b * es, (m - b) * es);
+                for (int q = 0; q < n; q++) {
+                    size_t aq, bq;
+                    share_of(m, n, q, &aq, &bq);
+                    if (q != me)
+                        cp_add(ch, sim_nccl_st_result(st, q, set) + aq * es,
+                               recv + (lo + aq) * es, (bq - aq) * es);
+                }
             }
         }
-        return 0;
+        return;
     }
     case SIM_COLL_BROADCAST: {
         size_t pe = S / es;
-        for (size_t lo = 0; lo < count; lo += pe) {
+        for (size_t lo = 0; lo < count && !ch->err; lo += pe) {
             size_t m = count - lo < pe ? count - lo : pe;
-            int set = (int)(c->step++ & 1);
-            if (me == op->root)
-                memcpy(sim_nccl_slot(s, me, set), send + lo * es, m * es);
-            if ((rc = bar(x)) < 0)
-                return rc;
+            int set = (int)(c->step_enq++ & 1);
+            if (me == op->root) {
+                cp_add(ch, send + lo * es, sim_nccl_st_slot(st, me, set), m * es);
+            }
+            ch_hf(ch, HF_BARRIER, 0, ++c->bar_enq);
             if (me != op->root)
-                memcpy(recv + lo * es, sim_nccl_slot(s, op->root, set), m * es);
-            else if (recv != send)
-                memmove(recv + lo * es, send + lo * es, m * es);
+                cp_add(ch, sim_nccl_st_slot(st, op->root, set), recv + lo * es, m * es);
+            else
+                cp_add(ch, send + lo * es, recv + lo * es, m * es);
         }
-        return 0;
+        return;
     }
     case SIM_COLL_ALLGATHER: {
         size_t pe = S / es;
-        for (size_t lo = 0; lo < count; lo += pe) {
+        for (size_t lo = 0; lo < count && !ch->err; lo += pe) {
             size_t m = count - lo < pe ? count - lo : pe;
-            int set = (int)(c->step++ & 1);
-            memcpy(sim_nccl_slot(s, me, set), send + lo * es, m * es);
-            if ((rc = bar(x)) < 0)
-                return rc;
+            int set = (int)(c->step_enq++ & 1);
+            cp_add(ch, send + lo * es, sim_nccl_st_slot(st, me, set), m * es);
+            ch_hf(ch, HF_BARRIER, 0, ++c->bar_enq);
             for (int r = 0; r < n; r++) {
-                char *dst = recv + ((size_t)r * count + lo) * es;
-                if (r != me)
-                    memcpy(dst, sim_nccl_slot(s, r, set), m * es);
-                else if (dst != send + lo * es)
-                    memmove(dst, send + lo * es, m * es);
+                CUdeviceptr dst = recv + ((size_t)r * count + lo) * es;
+                cp_add(ch, r == me ? send + lo * es : sim_nccl_st_slot(st, r, set), dst, m * es);
             }
         }
-        return 0;
+        return;
     }
     case SIM_COLL_REDUCESCATTER: {
         sim_nccl_plan(&p, &c->tun, op->kind, n, count, op->dtype, 0);
-        p.pos_of = c->pos;
         size_t pe = S / (es * (size_t)n);
-        for (size_t lo = 0; lo < count; lo += pe) {
+        for (size_t lo = 0; lo < count && !ch->err; lo += pe) {
             size_t m = count - lo < pe ? count - lo : pe;
-            int set = (int)(c->step++ & 1);
-            char *slot = sim_nccl_slot(s, me, set);
-            /* Block d of this piece goes to slot offset d*m (not my own). */
+            int set = (int)(c->step_enq++ & 1);
+            CUdeviceptr slot = sim_nccl_st_slot(st, me, set);
+            /* block d of this piece goes to slot offset d*m (not my own) */
             for (int d = 0; d < n; d++)
                 if (d != me)
-                    memcpy(slot + (size_t)d * m * es, send + ((size_t)d * count + lo) * es,
+                    cp_add(ch, send + ((size_t)d * count + lo) * es, slot + (size_t)d * m * es,
                            m * es);
-            if ((rc = bar(x)) < 0)
-                return rc;
-            /* My block: element me*count + lo + i is at slot offset me*m + i
-             * for peers, at send + (me*count + lo + i) for me. */
+            ch_hf(ch, HF_BARRIER, 0, ++c->bar_enq);
             size_t e0 = (size_t)me * count + lo;
             for (int r = 0; r < n; r++)
                 base[r] = r == me ? send + e0 * es
-                                  : sim_nccl_slot(s, r, set) + (size_t)me * m * es;
-            reduce_span(c, &p, op, e0, e0 + m, base, e0, recv + lo * es, NULL);
+                                  : sim_nccl_st_slot(st, r, set) + (size_t)me * m * es;
+            ch_reduce(ch, &p, op, base, e0, e0, e0 + m, recv + lo * es, 0);
         }
-        return 0;
+        return;
     }
     default:
-        return -EINVAL;
+        ch->err = CUDA_ERROR_INVALID_VALUE;
     }
 }
 
-typedef struct p2p_prog {
-    exec_t *x;
-    const sim_op_t **ops;
-    size_t *done;
-    int n;
-} p2p_prog_t;
-
-static int p2p_cond(void *arg)
+/* The sends and receives of one group through the rings in the senders'
+ * staging, in rounds: round r moves piece r of every send, then piece r of
+ * every receive; a piece waits for ring space (send) or data (receive) in a
+ * host function first. Pieces are small enough that one round's sends to a
+ * peer take half a ring, so a round's sends never wait for the same round's
+ * receives: every rank completes round r once all completed the rounds
+ * before. */
+static void ch_p2p(chain_t *ch, const sim_op_t **ops, int n)
 {
-    p2p_prog_t *pp = arg;
-    sim_nccl_seg_t *s = &pp->x->c->seg;
-    for (int i = 0; i < pp->n; i++) {
-        const sim_op_t *op = pp->ops[i];
-        size_t total = op->count * sim_nccl_type_size(op->dtype);
-        if (pp->done[i] >= total)
-            continue;
-        if (op->kind == OP_SEND) {
-            sim_nccl_pair_t *pr = sim_nccl_pair(s, s->rank, op->peer);
-            if (atomic_load(&pr->head) - atomic_load(&pr->tail) < s->h->p2p_bytes)
-                return 1;
-        } else {
-            sim_nccl_pair_t *pr = sim_nccl_pair(s, op->peer, s->rank);
-            if (atomic_load(&pr->head) != atomic_load(&pr->tail))
-                return 1;
-        }
-        if (atomic_load(&sim_nccl_rank(s, op->peer)->departed))
-            return -EPIPE;
+    ncclComm_t c = ch->c;
+    const sim_nccl_staging_t *st = &c->st;
+    size_t P = st->p2p;
+    int nsend[SIM_NCCL_MAX_RANKS] = {0}, nrecv[SIM_NCCL_MAX_RANKS] = {0}, kmax = 1;
+    for (int i = 0; i < n; i++) {
+        int *k = ops[i]->kind == OP_SEND ? &nsend[ops[i]->peer] : &nrecv[ops[i]->peer];
+        if (++*k > kmax)
+            kmax = *k;
     }
-    return 0;
-}
-
-static int run_p2p(exec_t *x, const sim_op_t **ops, int n)
-{
-    size_t done[n > 0 ? n : 1];
-    memset(done, 0, sizeof(done));
-    p2p_prog_t pp = {x, ops, done, n};
-    sim_nccl_seg_t *s = &x->c->seg;
-    for (;;) {
-        int all = 1, progress = 0;
-        for (int i = 0; i < n; i++) {
-            const sim_op_t *op = ops[i];
-            size_t total = op->count * sim_nccl_type_size(op->dtype);
-            if (done[i] >= total)
-                continue;
-            size_t k = op->kind == OP_SEND
-                           ? sim_nccl_p2p_push(s, op->peer, (const char *)op->send + done[i],
-                                               total - done[i])
-                           : sim_nccl_p2p_pull(s, op->peer, (char *)op->recv + done[i],
-                                               total - done[i]);
-            done[i] += k;
-            progress |= k > 0;
-            all &= done[i] >= total;
-        }
-        if (all)
-            return 0;
-        if (!progress) {
-            int rc = sim_nccl_wait(s, p2p_cond, &pp, &x->why);
-            if (rc < 0) {
-                if (rc == -EPIPE)
-                    sim_nccl_fail(s, SIM_FAIL_DEAD);
-                return rc;
+    size_t piece = P / (2 * (size_t)kmax) & ~(size_t)15;
+    if (piece < 16)
+        piece = 16;
+    size_t rounds = 0;
+    for (int i = 0; i < n; i++) {
+        size_t bytes = ops[i]->count * sim_nccl_type_size(ops[i]->dtype);
+        size_t pr = (bytes + piece - 1) / piece;
+        if (pr > rounds)
+            rounds = pr;
+    }
+    for (size_t r = 0; r < rounds && !ch->err; r++)
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < n; i++) {
+                const sim_op_t *op = ops[i];
+                int is_send = op->kind == OP_SEND, peer = op->peer;
+                if (is_send != (pass == 0))
+                    continue;
+                size_t bytes = op->count * sim_nccl_type_size(op->dtype), off = r * piece;
+                if (off >= bytes)
+                    continue;
+                size_t len = bytes - off < piece ? bytes - off : piece;
+                uint64_t *done = is_send ? &c->p2p_sent[peer] : &c->p2p_recvd[peer];
+                uint64_t pos = *done;
+                CUdeviceptr ring = is_send ? sim_nccl_st_ring(st, c->rank, peer)
+                                           : sim_nccl_st_ring(st, peer, c->rank);
+                size_t at = (size_t)(pos % P), first = P - at < len ? P - at : len;
+                if (is_send) {
+                    if (pos + len > P)
+                        ch_hf(ch, HF_SEND_SPACE, peer, pos + len - P);
+                    cp_add(ch, DP(op->send) + off, ring + at, first);
+                    cp_add(ch, DP(op->send) + off + first, ring, len - first);
+                } else {
+                    ch_hf(ch, HF_RECV_WAIT, peer, pos + len);
+                    cp_add(ch, ring + at, DP(op->recv) + off, first);
+                    cp_add(ch, ring, DP(op->recv) + off + first, len - first);
+                }
+                *done = pos + len;
+                ch_hf(ch, is_send ? HF_SEND_POST : HF_RECV_DONE, peer, *done);
             }
-        }
-    }
-}
-
-static void CUDA_CB exec_bundle(void *arg)
-{
-    bundle_t *b = arg;
-    ncclComm_t c = b->comm;
-    exec_t x = {c, 0};
-    int rc = 0;
-
-    pthread_mutex_lock(&c->mu);
-    while (c->exec_seq != b->seq && !atomic_load(&c->abort_flag)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-    }
-    pthread_mutex_unlock(&c->mu);
-
-    if (atomic_load(&c->abort_flag)) {
-        rc = -ECANCELED;
-    } else if (atomic_load(&c->async_err) != ncclSuccess) {
-        rc = 0;   /* already failed: complete without touching peers */
-    } else {
-        const sim_op_t *p2p[b->nops > 0 ? b->nops : 1];
-        int np = 0;
-        for (int i = 0; i < b->nops && rc == 0; i++) {
-            if (b->ops[i].kind == OP_SEND || b->ops[i].kind == OP_RECV)
-                p2p[np++] = &b->ops[i];
-            else
-                rc = run_coll(&x, &b->ops[i]);
-        }
-        if (rc == 0 && np > 0)
-            rc = run_p2p(&x, p2p, np);
-        if (rc < 0) {
-            int want = ncclSuccess;
-            atomic_compare_exchange_strong(&c->async_err, &want, (int)err_from_wait(rc, x.why));
-            warn(c->dev, "rank %d: collective failed: %s", c->rank,
-                 rc == -ETIMEDOUT || x.why == SIM_FAIL_TIMEOUT ? "timeout waiting for peers"
-                 : x.why == SIM_FAIL_ABORT ? "communicator aborted"
-                                           : "a peer process is gone");
-        }
-    }
-    pthread_mutex_lock(&c->mu);
-    if (c->exec_seq == b->seq)
-        c->exec_seq++;
-    c->inflight--;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    comm_unref(c);
-    free(b);
 }
 
 /* ---- enqueue and groups --------------------------------------------------------- */
 
+/* Enqueues the operations of one group on one communicator: a chain on the
+ * first operation's stream (the others' streams joined with events, as
+ * NCCL does), which starts by waiting for the communicator's previous
+ * operations (in enqueue order) and ends by letting the next one go. */
 static ncclResult_t launch(ncclComm_t c, const sim_op_t *ops, int n)
 {
     const simdrv_t *d = drv(c->dev);
     if (!d)
         return ncclUnhandledCudaError;
-    bundle_t *b = malloc(sizeof(*b) + (size_t)n * sizeof(sim_op_t));
-    if (!b) {
-        warn(c->dev, "out of memory");
-        return ncclSystemError;
-    }
-    b->comm = c;
-    b->nops = n;
-    memcpy(b->ops, ops, (size_t)n * sizeof(sim_op_t));
+    reap_graveyard();
     CUstream s0 = ops[0].stream;
     CUcontext cur = NULL;
     d->cuCtxGetCurrent(&cur);
-    if (!cur)
+    if (cur != c->ctx)
         d->cuCtxSetCurrent(c->ctx);
     /* Operations of one group on several streams: the launch stream waits
      * for the others, and they for it. */
@@ -1264,46 +1479,78 @@ static ncclResult_t launch(ncclComm_t c, const sim_op_t *ops, int n)
             d->cuEventDestroy(ev);
         }
     }
+    ncclResult_t res = ncclSuccess;
     if (r == CUDA_SUCCESS) {
-        /* Sequence numbers are handed out under launch_mu, which the stream
-         * side never takes (a host function may even run inside the call). */
+        /* Sequence numbers, barrier numbers, staging sets and ring
+         * positions are handed out under launch_mu, in enqueue order, the
+         * same on every rank. */
         pthread_mutex_lock(&c->launch_mu);
-        b->seq = c->enq_seq;
+        uint64_t seq = c->enq_seq++;
         atomic_fetch_add(&c->refs, 1);
         pthread_mutex_lock(&c->mu);
         c->inflight++;
         pthread_mutex_unlock(&c->mu);
-        r = d->cuLaunchHostFunc(s0, exec_bundle, b);
-        if (r == CUDA_SUCCESS) {
-            c->enq_seq++;
-        } else {
+        chain_t ch;
+        memset(&ch, 0, sizeof(ch));
+        ch.c = c;
+        ch.d = d;
+        ch.s = s0;
+        ch_hf(&ch, HF_BEGIN, 0, seq);
+        const sim_op_t *p2p[n > 0 ? n : 1];
+        int np = 0;
+        for (int i = 0; i < n && !ch.err; i++) {
+            if (ops[i].kind == OP_SEND || ops[i].kind == OP_RECV)
+                p2p[np++] = &ops[i];
+            else
+                ch_coll(&ch, &ops[i]);
+        }
+        if (np > 0)
+            ch_p2p(&ch, p2p, np);
+        cp_flush(&ch);
+        CUresult failed = ch.err;
+        ch.err = CUDA_SUCCESS;
+        ch_hf(&ch, HF_END, 0, seq);
+        if (ch.err) {
+            /* not even the end is queued: its bookkeeping now */
             pthread_mutex_lock(&c->mu);
+            if (c->exec_seq == seq)
+                c->exec_seq++;
             c->inflight--;
             pthread_cond_broadcast(&c->cv);
             pthread_mutex_unlock(&c->mu);
             atomic_fetch_sub(&c->refs, 1);
+            failed = ch.err;
         }
         pthread_mutex_unlock(&c->launch_mu);
-    }
-    if (r != CUDA_SUCCESS) {
-        free(b);
-        warn(c->dev, "Cuda failure %d enqueueing a collective", (int)r);
-        return ncclUnhandledCudaError;
-    }
-    for (int i = 1; i < n; i++) {
-        int seen = ops[i].stream == s0;
-        for (int j = 1; j < i && !seen; j++)
-            seen = ops[j].stream == ops[i].stream;
-        if (seen)
-            continue;
-        CUevent ev;
-        if (d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
-            d->cuEventRecord(ev, s0);
-            d->cuStreamWaitEvent(ops[i].stream, ev, 0);
-            d->cuEventDestroy(ev);
+        if (failed) {
+            /* this rank's sequence is broken: the peers must not wait for it */
+            int want = ncclSuccess;
+            atomic_compare_exchange_strong(&c->async_err, &want, (int)ncclUnhandledCudaError);
+            sim_nccl_fail(&c->seg, SIM_FAIL_ABORT);
+            warn(c->dev, "Cuda failure %d enqueueing a collective", (int)failed);
+            res = ncclUnhandledCudaError;
         }
+    } else {
+        warn(c->dev, "Cuda failure %d joining the group's streams", (int)r);
+        res = ncclUnhandledCudaError;
     }
-    return ncclSuccess;
+    if (res == ncclSuccess)
+        for (int i = 1; i < n; i++) {
+            int seen = ops[i].stream == s0;
+            for (int j = 1; j < i && !seen; j++)
+                seen = ops[j].stream == ops[i].stream;
+            if (seen)
+                continue;
+            CUevent ev;
+            if (d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+                d->cuEventRecord(ev, s0);
+                d->cuStreamWaitEvent(ops[i].stream, ev, 0);
+                d->cuEventDestroy(ev);
+            }
+        }
+    if (cur != c->ctx)
+        d->cuCtxSetCurrent(cur);
+    return res;
 }
 
 

@@ -2,6 +2,7 @@
  * operation, and the plan that fixes each element's fold order the way
  * NCCL's ring/tree algorithms, channels and protocols do (see simnccl.h). */
 #include "sim/nccl/simnccl.h"
+#include "sim/nccl/nkern.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -255,50 +256,13 @@ void sim_nccl_plan(sim_nccl_plan_t *p, const sim_nccl_tuning_t *t, int kind, int
 void sim_nccl_plan_segment(const sim_nccl_plan_t *p, size_t e, int *start, int *dir,
                            size_t *end)
 {
-    int n = p->nranks;
-    *dir = 1;
-    *end = p->count;
-    if (n <= 1) {
-        *start = 0;
-        return;
-    }
-    switch (p->kind) {
-    case SIM_COLL_REDUCE:
-        *start = (p->root_pos + 1) % n;
-        return;
-    case SIM_COLL_REDUCESCATTER: {
-        size_t d = e / p->block;   /* rank d's output block */
-        *start = (p->pos_of[d] + 1) % n;
-        *end = (d + 1) * p->block;
-        return;
-    }
-    default:
-        break;
-    }
-    if (p->algo == SIM_ALGO_TREE) {
-        *start = n - 1;
-        *dir = -1;
-        return;
-    }
-    /* Ring allreduce. */
-    size_t ch = e / p->chan_elems;
-    size_t lo = ch * p->chan_elems;
-    size_t hi = lo + p->chan_elems < p->count ? lo + p->chan_elems : p->count;
-    size_t off = e - lo, len = hi - lo;
-    size_t loop = (size_t)n * p->chunk;
-    size_t nfull = len / loop;
-    size_t loop_lo, rc;
-    if (off < nfull * loop) {
-        loop_lo = lo + (off / loop) * loop;
-        rc = p->chunk;
-    } else {
-        loop_lo = lo + nfull * loop;
-        rc = align_up(div_up(len - nfull * loop, (size_t)n), p->align);
-    }
-    size_t j = (e - loop_lo) / rc;
-    size_t seg_end = loop_lo + (j + 1) * rc;
-    *end = seg_end < hi ? seg_end : hi;
-    *start = (int)((j + 1) % (size_t)n);
+    int32_t pos[SIMNCCL_MAX_RANKS];
+    for (int r = 0; r < p->nranks && p->pos_of; r++)
+        pos[r] = p->pos_of[r];
+    uint64_t e64;
+    simnccl_segment(p->kind, p->nranks, p->algo, p->root_pos, p->count, p->chunk, p->align,
+                    p->chan_elems, p->block, pos, e, start, dir, &e64);
+    *end = (size_t)e64;
 }
 
 /* ---- environment lists ---------------------------------------------------- */

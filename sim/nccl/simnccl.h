@@ -121,8 +121,8 @@ int sim_nccl_parse_proto(const char *s);
 /* ---- shared-memory transport --------------------------------------------- */
 
 #define SIM_NCCL_MAGIC 0x4c43434e4d495353ULL   /* "SSIMNCCL" */
-#define SIM_NCCL_SHM_VERSION 1
-#define SIM_NCCL_MAX_RANKS 64
+#define SIM_NCCL_SHM_VERSION 2
+#define SIM_NCCL_MAX_RANKS 64 /* = SIMNCCL_MAX_RANKS of nkern.h (the kernels') */
 #define SIM_NCCL_ID_MAGIC 0x53494d4e43434c31ULL
 
 /* What an ncclUniqueId carries (must fit its 128 bytes). */
@@ -159,9 +159,11 @@ _Static_assert(offsetof(sim_nccl_rank_t, arrive) == 192, "sim_nccl_rank_t layout
 
 enum { SIM_FAIL_NONE = 0, SIM_FAIL_ABORT = 1, SIM_FAIL_DEAD = 2, SIM_FAIL_TIMEOUT = 3 };
 
-/* The segment header. Layout: header, ranks[nranks], slots (nranks x 2 sets
- * x slot_bytes), result (2 x slot_bytes), p2p (nranks x nranks rings of
- * p2p_bytes, each after a 128-byte head/tail pair); sections page aligned. */
+/* The segment header. Layout: header, ranks[nranks], p2p (nranks x nranks
+ * head/tail pairs of the send rings); sections page aligned. Only control
+ * lives here: the data moves through the ranks' staging buffers in device
+ * memory (staging.h), whose sizes (slot_bytes, p2p_bytes: each rank's
+ * two slots and two result areas, each send ring) rank 0 fixes here. */
 typedef struct sim_nccl_shm {
     _Atomic uint64_t magic;       /* SIM_NCCL_MAGIC, stored last by the creator */
     uint32_t version;
@@ -171,7 +173,7 @@ typedef struct sim_nccl_shm {
     uint32_t nranks;
     uint32_t pad0;
     uint64_t slot_bytes, p2p_bytes;
-    uint64_t off_ranks, off_slots, off_result, off_p2p;
+    uint64_t off_ranks, reserved[2], off_p2p;
     _Atomic uint32_t joined;
     _Atomic uint32_t bell;        /* futex word, bumped on every change */
     _Atomic uint32_t waiters;
@@ -217,19 +219,10 @@ static inline sim_nccl_rank_t *sim_nccl_rank(const sim_nccl_seg_t *s, int r)
 {
     return (sim_nccl_rank_t *)((char *)s->h + s->h->off_ranks) + r;
 }
-static inline char *sim_nccl_slot(const sim_nccl_seg_t *s, int r, int set)
-{
-    return (char *)s->h + s->h->off_slots + ((size_t)r * 2 + (size_t)set) * s->h->slot_bytes;
-}
-static inline char *sim_nccl_result(const sim_nccl_seg_t *s, int set)
-{
-    return (char *)s->h + s->h->off_result + (size_t)set * s->h->slot_bytes;
-}
 static inline sim_nccl_pair_t *sim_nccl_pair(const sim_nccl_seg_t *s, int from, int to)
 {
-    size_t stride = sizeof(sim_nccl_pair_t) + s->h->p2p_bytes;
-    return (sim_nccl_pair_t *)((char *)s->h + s->h->off_p2p +
-                               ((size_t)from * (size_t)s->nranks + (size_t)to) * stride);
+    return (sim_nccl_pair_t *)((char *)s->h + s->h->off_p2p) +
+           ((size_t)from * (size_t)s->nranks + (size_t)to);
 }
 
 /* Wakes every waiter of the segment (after changing shared state). */
@@ -248,10 +241,13 @@ int sim_nccl_barrier(sim_nccl_seg_t *s, uint64_t b, int ctrl, int *why);
 /* Marks the communicator failed with reason (first one wins) and wakes all. */
 void sim_nccl_fail(sim_nccl_seg_t *s, int reason);
 
-/* Point to point: non-blocking progress on the ring from->to. Each returns
- * the bytes moved (possibly 0). */
-size_t sim_nccl_p2p_push(sim_nccl_seg_t *s, int to, const char *buf, size_t len);
-size_t sim_nccl_p2p_pull(sim_nccl_seg_t *s, int from, char *buf, size_t len);
+/* Every rank gives its file descriptor fd to every other rank: fds[r] is
+ * rank r's (a new descriptor, the caller closes it; fds[me] is -1). Over
+ * abstract unix sockets named from the communicator's nonce (SCM_RIGHTS),
+ * after a control barrier (*ctrl_bar is advanced). Returns 0, or a negative
+ * errno (the communicator is then marked failed); *why as sim_nccl_wait. */
+int sim_nccl_fd_exchange(sim_nccl_seg_t *s, uint64_t nonce, uint64_t *ctrl_bar, int fd, int *fds,
+                         int *why);
 
 /* Whether process pid (with that starttime, 0 = unknown) is alive. */
 int sim_nccl_pid_alive(pid_t pid, uint64_t starttime);

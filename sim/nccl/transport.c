@@ -2,11 +2,16 @@
  * (shm_open + mmap, created by the first rank to arrive, unlinked once every
  * rank joined), futex-based barriers and point-to-point rings, and the
  * bounded waits that turn a dead peer, an abort or a timeout into an error
- * instead of a hang. */
+ * instead of a hang, and the passing of file descriptors (the ranks' staging
+ * buffers) between ranks over abstract unix sockets. */
 #include "sim/nccl/simnccl.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <signal.h>
@@ -322,11 +327,8 @@ int sim_nccl_seg_join(sim_nccl_seg_t *s, const sim_nccl_id_t *id, int nranks, in
         if (fd >= 0) {
             /* Creator: size, map, fill, publish the magic last. */
             size_t off_ranks = page_up(sizeof(sim_nccl_shm_t));
-            size_t off_slots = page_up(off_ranks + (size_t)nranks * sizeof(sim_nccl_rank_t));
-            size_t off_result = off_slots + (size_t)nranks * 2 * slot_bytes;
-            size_t off_p2p = page_up(off_result + 2 * slot_bytes);
-            size = page_up(off_p2p + (size_t)nranks * (size_t)nranks *
-                                         (sizeof(sim_nccl_pair_t) + p2p_bytes));
+            size_t off_p2p = page_up(off_ranks + (size_t)nranks * sizeof(sim_nccl_rank_t));
+            size = page_up(off_p2p + (size_t)nranks * (size_t)nranks * sizeof(sim_nccl_pair_t));
             if (ftruncate(fd, (off_t)size) < 0) {
                 rc = -errno;
                 shm_unlink(id->name);
@@ -347,8 +349,6 @@ int sim_nccl_seg_join(sim_nccl_seg_t *s, const sim_nccl_id_t *id, int nranks, in
             h->slot_bytes = slot_bytes;
             h->p2p_bytes = p2p_bytes;
             h->off_ranks = off_ranks;
-            h->off_slots = off_slots;
-            h->off_result = off_result;
             h->off_p2p = off_p2p;
             atomic_store(&h->magic, SIM_NCCL_MAGIC);
             break;
@@ -453,44 +453,127 @@ void sim_nccl_seg_leave(sim_nccl_seg_t *s)
     s->h = NULL;
 }
 
-/* ---- point to point --------------------------------------------------------- */
+/* ---- file descriptors between ranks --------------------------------------------- */
 
-size_t sim_nccl_p2p_push(sim_nccl_seg_t *s, int to, const char *buf, size_t len)
+/* The abstract unix socket rank r of the communicator with this nonce
+ * listens on. */
+static socklen_t fd_sock_name(struct sockaddr_un *a, uint64_t nonce, int r)
 {
-    sim_nccl_pair_t *p = sim_nccl_pair(s, s->rank, to);
-    size_t cap = s->h->p2p_bytes;
-    uint64_t head = atomic_load_explicit(&p->head, memory_order_relaxed);
-    uint64_t tail = atomic_load_explicit(&p->tail, memory_order_acquire);
-    size_t space = cap - (size_t)(head - tail);
-    size_t n = len < space ? len : space;
-    if (n == 0)
-        return 0;
-    char *data = (char *)(p + 1);
-    size_t at = (size_t)(head % cap);
-    size_t first = cap - at < n ? cap - at : n;
-    memcpy(data + at, buf, first);
-    memcpy(data, buf + first, n - first);
-    atomic_store_explicit(&p->head, head + n, memory_order_release);
-    sim_nccl_ring_bell(s);
-    return n;
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "simnccl-%016llx-%d",
+                     (unsigned long long)nonce, r);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
-size_t sim_nccl_p2p_pull(sim_nccl_seg_t *s, int from, char *buf, size_t len)
+/* Sends my rank and fd over a connection to rank `to`. */
+static int fd_send(sim_nccl_seg_t *seg, uint64_t nonce, int to, int rank, int fd)
 {
-    sim_nccl_pair_t *p = sim_nccl_pair(s, from, s->rank);
-    size_t cap = s->h->p2p_bytes;
-    uint64_t tail = atomic_load_explicit(&p->tail, memory_order_relaxed);
-    uint64_t head = atomic_load_explicit(&p->head, memory_order_acquire);
-    size_t avail = (size_t)(head - tail);
-    size_t n = len < avail ? len : avail;
-    if (n == 0)
-        return 0;
-    const char *data = (const char *)(p + 1);
-    size_t at = (size_t)(tail % cap);
-    size_t first = cap - at < n ? cap - at : n;
-    memcpy(buf, data + at, first);
-    memcpy(buf + first, data, n - first);
-    atomic_store_explicit(&p->tail, tail + n, memory_order_release);
-    sim_nccl_ring_bell(s);
-    return n;
+    struct sockaddr_un a;
+    socklen_t len = fd_sock_name(&a, nonce, to);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -errno;
+    int rc = 0;
+    if (connect(s, (struct sockaddr *)&a, len) != 0) {
+        rc = -errno;
+        goto out;
+    }
+    int32_t who = rank;
+    struct iovec iov = {&who, sizeof(who)};
+    char ctl[CMSG_SPACE(sizeof(int))];
+    memset(ctl, 0, sizeof(ctl));
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+                       .msg_controllen = sizeof(ctl)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    if (sendmsg(s, &m, MSG_NOSIGNAL) != (ssize_t)sizeof(who))
+        rc = -EIO;
+out:
+    close(s);
+    sim_nccl_ring_bell(seg);   /* the receiver waits on the segment's bell */
+    return rc;
+}
+
+static int readable_cond(void *arg)
+{
+    struct pollfd p = {*(int *)arg, POLLIN, 0};
+    int pr = poll(&p, 1, 0);
+    return pr > 0 ? 1 : pr < 0 && errno != EINTR ? -EIO : 0;
+}
+
+/* Receives one rank's fd on the listening socket, waiting as the
+ * segment's waits do (peers' liveness, failure, timeout). */
+static int fd_recv(sim_nccl_seg_t *seg, int ls, int nranks, int *fds, int *why)
+{
+    int rc = sim_nccl_wait(seg, readable_cond, &ls, why);
+    if (rc < 0)
+        return rc;
+    int s = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+    if (s < 0)
+        return -errno;
+    int32_t who = -1;
+    struct iovec iov = {&who, sizeof(who)};
+    char ctl[CMSG_SPACE(sizeof(int))];
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+                       .msg_controllen = sizeof(ctl)};
+    rc = -EPROTO;
+    struct pollfd q = {s, POLLIN, 0};
+    if (poll(&q, 1, seg->timeout_ms) == 1 && recvmsg(s, &m, MSG_CMSG_CLOEXEC) == (ssize_t)sizeof(who)) {
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int))) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c), sizeof(int));
+            if (who >= 0 && who < nranks && fds[who] < 0) {
+                fds[who] = fd;
+                rc = 0;
+            } else {
+                close(fd);
+            }
+        }
+    }
+    close(s);
+    return rc;
+}
+
+int sim_nccl_fd_exchange(sim_nccl_seg_t *s, uint64_t nonce, uint64_t *ctrl_bar, int fd, int *fds,
+                         int *why)
+{
+    int n = s->nranks, me = s->rank, rc = 0, got = 0;
+    for (int r = 0; r < n; r++)
+        fds[r] = -1;
+    struct sockaddr_un a;
+    socklen_t len = fd_sock_name(&a, nonce, me);
+    int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (ls < 0)
+        return -errno;
+    if (bind(ls, (struct sockaddr *)&a, len) != 0 || listen(ls, n) != 0) {
+        rc = -errno;
+        close(ls);
+        /* the others must not wait for this rank's socket */
+        sim_nccl_fail(s, SIM_FAIL_ABORT);
+        return rc;
+    }
+    /* everyone listens before anyone connects */
+    rc = sim_nccl_barrier(s, ++*ctrl_bar, 1, why);
+    for (int k = 1; k < n && rc == 0; k++)
+        rc = fd_send(s, nonce, (me + k) % n, me, fd);
+    while (rc == 0 && got < n - 1) {
+        rc = fd_recv(s, ls, n, fds, why);
+        got += rc == 0;
+    }
+    close(ls);
+    if (rc != 0) {
+        for (int r = 0; r < n; r++)
+            if (fds[r] >= 0) {
+                close(fds[r]);
+                fds[r] = -1;
+            }
+        sim_nccl_fail(s, SIM_FAIL_ABORT);
+    }
+    return rc;
 }

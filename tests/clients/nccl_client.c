@@ -248,6 +248,10 @@ static int rank_main(int rank, ncclUniqueId id, shared_t *sh)
 
 int main(void)
 {
+    /* On simcuda: device memory kept out of this process, as on a GPU
+     * machine (a real driver ignores the variable): the library never
+     * touches device memory from the host. */
+    setenv("SIMCUDA_ISOLATION", "1", 1);
     /* simcuda's device list: 4 simulated GPUs. NVIDIA's driver ignores this
      * variable, so on real hardware the client simply needs 4 GPUs. */
     setenv("SIMCUDA_DEVICES", "a100:2G,a100:2G,a100:2G,a100:2G", 1);

@@ -269,12 +269,10 @@ static es_proc_result_t run_prog(int shim, const char *devs, char *const argv[],
 {
     char dv[256];
     snprintf(dv, sizeof dv, "SIMCUDA_DEVICES=%s", devs);
-    /* Without the shim the collectives are simcuda's NCCL, which computes in
-     * host functions reading device memory: it cannot run with isolated
-     * device memory (a SIMCUDA_ISOLATION=1 given to the whole test run), so
-     * those runs (the negative controls) keep device memory in the process. */
+    /* Without the shim the collectives are simcuda's NCCL (the negative
+     * controls); the slot of the preload entry then repeats the devices. */
     char *env[] = { dv, "CUDA_VISIBLE_DEVICES=", "LOCAL_WORLD_SIZE=", "LOCAL_RANK=",
-                    shim ? g_pre : "SIMCUDA_ISOLATION=", (char *)x1, (char *)x2, (char *)x3,
+                    shim ? g_pre : dv, (char *)x1, (char *)x2, (char *)x3,
                     NULL };
     es_proc_result_t r;
     assert_int_equal(es_run(argv, env, TIMEOUT, &r), 0);

@@ -1227,11 +1227,12 @@ static void test_placement_by_speed(void **state)
     assert_int_equal(bg_wait(&job, T_JOB), 0);
 }
 
-static void test_moves_not_supported(void **state)
+static void test_moves_of_ests_without_gpu_state(void **state)
 {
     (void)state;
-    /* the real shim: its control thread answers through shim/move.h, which
-     * cannot move an EST yet; the CLI shows its reason and exits 1 */
+    /* the real shim: its control thread answers through shim/move.h; ESTs
+     * that never touched a GPU have nothing to move: the CLI shows the
+     * shim's reason and exits 1 (moves themselves: tests/move/move_test.c) */
     char sock[300];
     sock_path(sock, sizeof(sock), "real");
     char *env[] = { "EASYSCALE_HEARTBEAT_MS=100", NULL };
@@ -1243,15 +1244,15 @@ static void test_moves_not_supported(void **state)
     free(j);
     es_proc_result_t r;
     assert_int_equal(ctl(&r, NULL, "migrate", "0", "--gpu", "1", "--socket", sock, NULL), 1);
-    if (!strstr(r.out, "rank 0: migrate 0 -> 1: failed: migrate: moving an EST is not supported "
-                       "by this libeasyscale.so yet"))
+    if (!strstr(r.out, "rank 0: migrate 0 -> 1: failed: migrate: the EST holds nothing on a GPU "
+                       "yet"))
         fail_msg("%s", r.out);
     es_proc_result_free(&r);
     assert_int_equal(ctl(&r, NULL, "swap-out", "1", "--socket", sock, NULL), 1);
-    assert_non_null(strstr(r.out, "swap-out: moving an EST is not supported"));
+    assert_non_null(strstr(r.out, "swap-out: the EST holds nothing on a GPU yet"));
     es_proc_result_free(&r);
     assert_int_equal(ctl(&r, NULL, "preempt", "1", "--socket", sock, NULL), 1);
-    assert_non_null(strstr(r.out, "place: moving an EST is not supported"));
+    assert_non_null(strstr(r.out, "place: the EST holds nothing on a GPU yet"));
     assert_non_null(strstr(r.out, "the job runs on GPUs 0,1"));
     es_proc_result_free(&r);
     j = status_json(sock);
@@ -1637,7 +1638,7 @@ int main(void)
         cmocka_unit_test(test_scale_refused),
         cmocka_unit_test(test_scale_moves),
         cmocka_unit_test(test_placement_by_speed),
-        cmocka_unit_test(test_moves_not_supported),
+        cmocka_unit_test(test_moves_of_ests_without_gpu_state),
         cmocka_unit_test(test_unresponsive),
         cmocka_unit_test(test_schedule),
         cmocka_unit_test(test_progress_tty),

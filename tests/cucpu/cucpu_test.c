@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "sim/cucpu/runtime.h"
 #include "sim/include/simcuda_twin.h"
 #include "tests/harness.h"
 
@@ -83,6 +84,57 @@ static uint32_t rnd32(void)
 static float frand(void)
 {
     return (float)(rnd32() >> 8) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
+}
+
+/* ---- the runtime's own loop (cucpu_rt_launch: a body per thread, no kernel loop) ---- */
+
+typedef struct rt_body_arg {
+    int *slot;       /* [block][thread] */
+    int *after;      /* [block][thread]: the right neighbour's slot after a barrier */
+    int *arrived;    /* [block]: __syncthreads_count of odd threads */
+    unsigned int nt;
+} rt_body_arg_t;
+
+/* Even threads exit at once; odd ones write their slot, wait at a barrier
+ * (the block turns into fibers after some threads ran as a plain loop),
+ * read their right odd neighbour's slot, count at a second barrier. */
+static void rt_body(void *p)
+{
+    rt_body_arg_t *a = p;
+    unsigned int t = cucpu_self->lin, b = cucpu_self->blk->idx.x, nt = a->nt;
+    if (t % 2 == 0)
+        return;
+    a->slot[b * nt + t] = (int)(b * 1000 + t);
+    cucpu_rt_barrier(1, NULL);
+    unsigned int r = t + 2 < nt ? t + 2 : 1;
+    a->after[b * nt + t] = a->slot[b * nt + r];
+    unsigned int arrived = 0;
+    int c = cucpu_rt_barrier(1, &arrived);
+    if (t == 1)
+        a->arrived[b] = c * 10000 + (int)arrived;
+}
+
+static void test_runtime_body_loop(void **state)
+{
+    (void)state;
+    enum { G = 6, B = 96 };
+    static int slot[G * B], after[G * B], arrived[G];
+    rt_body_arg_t a = {slot, after, arrived, B};
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        memset(slot, 0xff, sizeof(slot));
+        memset(after, 0xff, sizeof(after));
+        memset(arrived, 0xff, sizeof(arrived));
+        simcuda_launch_t L = cfg(G, B, NULL);
+        L.nondet_seed = seed;
+        assert_int_equal(cucpu_rt_launch(&L, "rt_body", rt_body, &a), 0);
+        for (unsigned int b = 0; b < G; b++) {
+            assert_int_equal(arrived[b], (B / 2) * 10000 + B / 2);
+            for (unsigned int t = 1; t < B; t += 2) {
+                unsigned int r = t + 2 < B ? t + 2 : 1;
+                assert_int_equal(after[b * B + t], (int)(b * 1000 + r));
+            }
+        }
+    }
 }
 
 /* ---- indices, barriers, shared memory ------------------------------------------------ */
@@ -658,6 +710,7 @@ int main(int argc, char **argv)
     setenv("SIMCUDA_CPU_THREADS", "1", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_index_3d),
+        cmocka_unit_test(test_runtime_body_loop),
         cmocka_unit_test(test_tree_bitwise_any_order),
         cmocka_unit_test(test_syncthreads_count_and_or),
         cmocka_unit_test(test_dynamic_shared),

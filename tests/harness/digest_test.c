@@ -6,8 +6,9 @@
  *    (its weight broadcast, then 3 gradient all-reduces per step, with the
  *    buckets' sizes); none without EASYSCALE_DIGEST; an empty value refused
  *    at start-up;
- *  - identical runs agree, and so do runs on other placements (4 GPUs and
- *    1: the hashes do not depend on where an EST ran);
+ *  - identical runs agree, and so do runs on other placements (4 GPUs, 1,
+ *    and 1 that holds one EST at a time, time-sliced: the hashes do not
+ *    depend on where an EST ran, nor on whether it was parked);
  *  - determinism broken on purpose, the finder names the first affected
  *    collective: the trainer's float-atomic kernel (its bucket-table
  *    gradient lands in the first bucket: an all-reduce of 384 floats whose
@@ -169,6 +170,12 @@ static void test_agree(void **state)
     job("one", "a100:8G", "", "", "--deterministic-kernels");
     if (diff("a", "one", out, sizeof(out)) != 0)
         fail_msg("4 ESTs on 4 GPUs and on 1 differ:\n%s", out);
+    /* 4 ESTs time-sliced on a GPU that holds one: collectives taken part in
+     * while parked are hashed from the host copies, to the same values */
+    job("ts", "a100:24M", "", "EASYSCALE_TIME_SLICE=on", "--deterministic-kernels");
+    if (diff("a", "ts", out, sizeof(out)) != 0)
+        fail_msg("4 ESTs on 4 GPUs and time-sliced on 1 differ:\n%s", out);
+    assert_non_null(strstr(out, "the runs agree"));
 }
 
 static void test_atomics_found(void **state)

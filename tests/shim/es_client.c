@@ -206,7 +206,7 @@ static int mode_paths(void)
     CK(cuCtxSynchronize());
     CK(cublasDestroy(bh));
     print_stat("cublasCreate_v2");
-    print_stat("cuLaunchHostFunc");
+    print_stat("cuLaunchKernel");
     print_stat("cuGetProcAddress_v2");
     printf("done\n");
     return 0;

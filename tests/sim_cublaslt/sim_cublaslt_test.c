@@ -566,6 +566,10 @@ int main(void)
     setenv("SIMCUDA_SHM_NAME", g_shm, 1);
     shm_unlink(g_shm);
     atexit(unlink_shm);
+    /* On simcuda: device memory kept out of this process, as on a GPU
+     * machine (a real driver ignores the variable): the library never
+     * touches device memory from the host. */
+    setenv("SIMCUDA_ISOLATION", "1", 1);
     setenv("SIMCUDA_DEVICES", "a100:2G,t4:2G,h100:2G", 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
     const struct CMUnitTest tests[] = {

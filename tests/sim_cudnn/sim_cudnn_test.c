@@ -11,7 +11,7 @@
  * CUDNN_POOLING_MAX; never across architectures. The perf structs carry a
  * `determinism` field that says which.
  *
- * The program sets SIMCUDA_DEVICES itself (a100, t4, t4, h100) before the
+ * The program sets SIMCUDA_DEVICES itself (a100, l4, t4, h100) before the
  * driver starts, so one process sees several GPU models.
  */
 #include <cuda.h>
@@ -36,7 +36,7 @@
 #include "sim/cudnn/kern.h"
 
 #define DEV_A100 0
-#define DEV_T4B 1 /* a second t4: the pre-Ampere heuristics */
+#define DEV_L4 1
 #define DEV_T4 2
 #define DEV_H100 3
 
@@ -575,7 +575,7 @@ static void test_core_nondeterminism(void **state)
 static void test_core_heuristics(void **state)
 {
     (void)state;
-    sim_heur_dev_t v100 = {7, 0, 80, "v100"}, t4 = {7, 5, 40, "t4"}, p100 = {6, 0, 56, "p100"};
+    sim_heur_dev_t t4 = {7, 5, 40, "t4"}, l4 = {8, 9, 58, "l4"};
     sim_heur_dev_t a100 = {8, 0, 108, "a100"}, h100 = {9, 0, 132, "h100"};
     sim_conv_t small, wide, first, strided;
     make_conv(&small, 8, 16, 16, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0);
@@ -584,24 +584,24 @@ static void test_core_heuristics(void **state)
     make_conv(&strided, 8, 16, 16, 16, 16, 3, 3, 1, 1, 2, 2, 1, 1, 1, 0, 0);
     int al[8];
     /* BWD_FILTER: ALGO_0 first on cc < 8 for small channel counts, ALGO_1 on a100/h100 */
-    sim_heur_rank(SIM_DIR_BWD_FILTER, &v100, &small, al); assert_int_equal(al[0], 0);
     sim_heur_rank(SIM_DIR_BWD_FILTER, &t4, &small, al); assert_int_equal(al[0], 0);
-    sim_heur_rank(SIM_DIR_BWD_FILTER, &p100, &small, al); assert_int_equal(al[0], 0);
-    sim_heur_rank(SIM_DIR_BWD_FILTER, &v100, &wide, al); assert_int_equal(al[0], 1);
+    sim_heur_rank(SIM_DIR_BWD_FILTER, &l4, &small, al); assert_int_equal(al[0], 1);
+    sim_heur_rank(SIM_DIR_BWD_FILTER, &t4, &wide, al); assert_int_equal(al[0], 1);
     sim_heur_rank(SIM_DIR_BWD_FILTER, &a100, &small, al); assert_int_equal(al[0], 1);
     sim_heur_rank(SIM_DIR_BWD_FILTER, &h100, &small, al); assert_int_equal(al[0], 1);
     sim_heur_rank(SIM_DIR_BWD_FILTER, &a100, &first, al); assert_int_equal(al[0], 3);
     /* BWD_DATA */
-    sim_heur_rank(SIM_DIR_BWD_DATA, &v100, &small, al); assert_int_equal(al[0], 0);
-    sim_heur_rank(SIM_DIR_BWD_DATA, &v100, &wide, al); assert_int_equal(al[0], 1);
+    sim_heur_rank(SIM_DIR_BWD_DATA, &t4, &small, al); assert_int_equal(al[0], 0);
+    sim_heur_rank(SIM_DIR_BWD_DATA, &t4, &wide, al); assert_int_equal(al[0], 1);
     sim_heur_rank(SIM_DIR_BWD_DATA, &a100, &small, al); assert_int_equal(al[0], 1);
     sim_heur_rank(SIM_DIR_BWD_DATA, &a100, &strided, al); assert_int_equal(al[0], 0);
     /* FWD */
     sim_heur_rank(SIM_DIR_FWD, &a100, &small, al); assert_int_equal(al[0], 1);
     sim_heur_rank(SIM_DIR_FWD, &h100, &small, al); assert_int_equal(al[0], 7);
     sim_heur_rank(SIM_DIR_FWD, &h100, &strided, al); assert_int_equal(al[0], 1);
-    sim_heur_rank(SIM_DIR_FWD, &v100, &small, al); assert_int_equal(al[0], 2);
-    sim_heur_rank(SIM_DIR_FWD, &v100, &first, al); assert_int_equal(al[0], 0);
+    sim_heur_rank(SIM_DIR_FWD, &t4, &small, al); assert_int_equal(al[0], 2);
+    sim_heur_rank(SIM_DIR_FWD, &t4, &first, al); assert_int_equal(al[0], 0);
+    sim_heur_rank(SIM_DIR_FWD, &l4, &small, al); assert_int_equal(al[0], 1);
     /* every algorithm exactly once, the supported ones first */
     for (int dir = 0; dir < 3; dir++) {
         int n = sim_conv_algo_count(dir), seen[8] = {0};
@@ -681,6 +681,112 @@ static void test_library_abi(void **state)
     char why[8192];
     if (sim_abi_check("sim/libcudnn.so.9", "libcudnn.so.9", "libcudnn.so.9", why, sizeof(why)))
         fail_msg("%s", why);
+}
+
+/* Vendor fact (cuDNN 9 for CUDA 13 has code for sm_75 and later only):
+ * cudnnCreate on an older GPU returns CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH
+ * (cuDNN 8's CUDNN_STATUS_ARCH_MISMATCH). simcuda has no such model, so the
+ * child (tests/sim_cublas/lib_child.c) runs behind a driver front
+ * (tests/sim_cublas/old_gpu.c) that reports compute capability 7.0 for a
+ * t4; the same child on the plain driver gets a handle (negative control). */
+static void run_lib_child(int old_gpu, char *out, size_t len)
+{
+    char b[4096], child[4200], ldp[8500], real[4200];
+    ssize_t n = readlink("/proc/self/exe", b, sizeof(b) - 1);
+    assert_true(n > 0);
+    b[n] = '\0';
+    for (int up = 0; up < 2; up++) { /* build/tests/sim_cudnn_test -> build */
+        char *sl = strrchr(b, '/');
+        assert_non_null(sl);
+        *sl = '\0';
+    }
+    snprintf(child, sizeof(child), "%s/tests/lib_child", b);
+    if (old_gpu)
+        snprintf(ldp, sizeof(ldp), "LD_LIBRARY_PATH=%s/tests/old_gpu:%s/sim", b, b);
+    else
+        snprintf(ldp, sizeof(ldp), "LD_LIBRARY_PATH=%s/sim", b);
+    snprintf(real, sizeof(real), "SIMTEST_REAL_LIBCUDA=%s/sim/libcuda.so.1", b);
+    char *env[] = {ldp, real, (char *)"SIMCUDA_DEVICES=t4:1G", NULL};
+    char *argv[] = {child, (char *)"cudnn", NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, 60, &r), 0);
+    if (r.status != 0)
+        fprintf(stderr, "%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    snprintf(out, len, "%s", r.out);
+    es_proc_result_free(&r);
+}
+
+static void test_api_arch_refused(void **state)
+{
+    (void)state;
+    char out[256], want[32];
+    snprintf(want, sizeof(want), "create %d\n", (int)CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH);
+    run_lib_child(1, out, sizeof(out));
+    assert_non_null(strstr(out, want));
+    run_lib_child(0, out, sizeof(out));
+    assert_non_null(strstr(out, "create 0\n"));
+}
+
+/* The library's kernels are seen by the shim's run-time audit as any
+ * application kernel is (its fatbin carries real SASS with the float
+ * atomics): backward filter ALGO_0 launches simcudnn_conv_bwd_filter_atomic,
+ * which EASYSCALE_AUDIT=warn logs as float-atomic and strict refuses
+ * (CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER). Negative controls: ALGO_1
+ * (deterministic, no log line) and the audit off. */
+static void run_shim_child(const char *audit, const char *algo, char **out)
+{
+    char b[4096], child[4200], simenv[4200], eb[4200], ea[64];
+    ssize_t n = readlink("/proc/self/exe", b, sizeof(b) - 1);
+    assert_true(n > 0);
+    b[n] = '\0';
+    for (int up = 0; up < 2; up++) {
+        char *sl = strrchr(b, '/');
+        assert_non_null(sl);
+        *sl = '\0';
+    }
+    const char *root = getenv("ES_ROOT");
+    snprintf(child, sizeof(child), "%s/tests/lib_child", b);
+    if (root)
+        snprintf(simenv, sizeof(simenv), "%s/scripts/simenv", root);
+    else
+        snprintf(simenv, sizeof(simenv), "%s/../scripts/simenv", b);
+    snprintf(eb, sizeof(eb), "ES_BUILD=%s", b);
+    snprintf(ea, sizeof(ea), "EASYSCALE_AUDIT=%s", audit);
+    char *env[] = {eb, ea, (char *)"EASYSCALE_DETERMINISM=off", (char *)"EASYSCALE_LOG=warn",
+                   (char *)"EASYSCALE_LOG_FILE=", (char *)"SIMCUDA_DEVICES=a100:1G", NULL};
+    char *argv[] = {simenv, (char *)"--shim", child, (char *)"bwdfilter", (char *)algo, NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, 60, &r), 0);
+    if (r.status != 0)
+        fprintf(stderr, "%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    *out = r.out;
+}
+
+static void test_api_kernels_in_shim_audit(void **state)
+{
+    (void)state;
+    char *out, want[64];
+    run_shim_child("warn", "0", &out);
+    assert_non_null(strstr(out, "kernel simcudnn_conv_bwd_filter_atomic, which uses float atomics"));
+    assert_non_null(strstr(out, "bwdfilter 0 sync 0\n"));
+    free(out);
+    run_shim_child("strict", "0", &out);
+    assert_non_null(strstr(out, "refused"));
+    assert_non_null(strstr(out, "kernel simcudnn_conv_bwd_filter_atomic uses float atomics"));
+    snprintf(want, sizeof(want), "bwdfilter %d sync 0\n",
+             (int)CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER);
+    assert_non_null(strstr(out, want));
+    free(out);
+    run_shim_child("strict", "1", &out); /* deterministic algorithm: not flagged */
+    assert_null(strstr(out, "audit:"));
+    assert_non_null(strstr(out, "bwdfilter 0 sync 0\n"));
+    free(out);
+    run_shim_child("off", "0", &out);
+    assert_null(strstr(out, "simcudnn_conv_bwd_filter_atomic"));
+    assert_non_null(strstr(out, "bwdfilter 0 sync 0\n"));
+    free(out);
 }
 
 static void test_api_handle_version(void **state)
@@ -884,6 +990,25 @@ static void api_conv_free(api_conv_t *c)
     dev_free(c->dy);
     dev_free(c->dx);
     dev_free(c->dw);
+}
+
+/* Device buffers again, in the current context (from the host copies;
+ * y, dx and dw uninitialised): a kernel of one GPU reaches only its own
+ * memory. */
+static void api_conv_realloc(api_conv_t *c)
+{
+    dev_free(c->x);
+    dev_free(c->w);
+    dev_free(c->y);
+    dev_free(c->dy);
+    dev_free(c->dx);
+    dev_free(c->dw);
+    c->x = dev_from(c->hx, count4(&c->p.x));
+    c->w = dev_from(c->hw, count4(&c->p.w));
+    c->dy = dev_from(c->hdy, count4(&c->p.y));
+    c->y = dev_alloc(count4(&c->p.y) * sizeof(float));
+    c->dx = dev_alloc(count4(&c->p.x) * sizeof(float));
+    c->dw = dev_alloc(count4(&c->p.w) * sizeof(float));
 }
 
 static void test_api_conv_correct(void **state)
@@ -1129,15 +1254,16 @@ static void test_api_async(void **state)
     DN(cudnnConvolutionForward(h, &one, c.xd, c.x, c.wd, c.w, c.cd,
                                CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero, c.yd, c.y));
     assert_int_equal(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
-    /* not run yet: y still holds the sentinel */
-    memcpy(out, c.y, ny * sizeof(float));
+    /* not run yet: y still holds the sentinel (a copy on the legacy stream,
+     * which does not wait for the non-blocking s) */
+    to_host(out, c.y, ny);
     assert_memory_equal(out, sentinel, ny * sizeof(float));
     /* the call captured its descriptors: changing one now changes nothing */
     DN(cudnnSetConvolution2dDescriptor(c.cd, 0, 0, 1, 1, 1, 1, CUDNN_CONVOLUTION, CUDNN_DATA_FLOAT));
     /* change x after the call: the queued convolution must see the new x */
     for (size_t i = 0; i < count4(&c.p.x); i++)
         c.hx[i] = 2.0f * c.hx[i];
-    memcpy(c.x, c.hx, count4(&c.p.x) * sizeof(float));
+    CK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)c.x, c.hx, count4(&c.p.x) * sizeof(float)));
     pthread_mutex_lock(&g.mu);
     g.open = 1;
     pthread_cond_broadcast(&g.cv);
@@ -1283,8 +1409,9 @@ static void test_api_nondeterminism(void **state)
 static void test_api_heuristics(void **state)
 {
     (void)state;
-    cudnnHandle_t hv = handle_on(DEV_T4B), ha = handle_on(DEV_A100), ht = handle_on(DEV_T4);
+    cudnnHandle_t hv = handle_on(DEV_T4), ht = handle_on(DEV_T4), ha = handle_on(DEV_A100);
     api_conv_t c;
+    /* buffers on the a100 (current), where Find*Ex runs on them */
     api_conv_init(&c, 8, 16, 16, 16, 32, 3, 3, 1, 1, 1, 1, 0);
     cudnnConvolutionBwdFilterAlgoPerf_t bf[8];
     cudnnConvolutionBwdDataAlgoPerf_t bd[8];
@@ -1403,6 +1530,7 @@ static void test_api_find_varies(void **state)
 static float *default_run(int dev, api_conv_t *c, size_t *len)
 {
     cudnnHandle_t h = handle_on(dev);
+    api_conv_realloc(c);
     cudnnConvolutionFwdAlgoPerf_t fw;
     cudnnConvolutionBwdDataAlgoPerf_t bd;
     cudnnConvolutionBwdFilterAlgoPerf_t bf;
@@ -1445,7 +1573,7 @@ static void test_api_models_differ(void **state)
     size_t n1, n2, n3;
     float *a1 = default_run(DEV_A100, &c, &n1);
     float *a2 = default_run(DEV_A100, &c, &n2);
-    float *v1 = default_run(DEV_T4B, &c, &n3);
+    float *v1 = default_run(DEV_T4, &c, &n3);
     assert_memory_equal(a1, a2, n1 * sizeof(float));
     size_t ny = count4(&c.p.y);
     assert_true(memcmp(a1, v1, ny * sizeof(float)) != 0); /* forward alone differs */
@@ -1458,9 +1586,10 @@ static void test_api_models_differ(void **state)
     float one = 1.0f, zero = 0.0f;
     size_t nw = count4(&c.p.w);
     float *r[3];
-    int devs[3] = {DEV_A100, DEV_A100, DEV_T4B};
+    int devs[3] = {DEV_A100, DEV_A100, DEV_L4};
     for (int i = 0; i < 3; i++) {
         cudnnHandle_t h = handle_on(devs[i]);
+        api_conv_realloc(&c);
         size_t wsn;
         DN(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c.xd, c.yd, c.cd, c.wd,
                                                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &wsn));
@@ -1484,6 +1613,117 @@ static void test_api_models_differ(void **state)
         free(r[i]);
     CK(cuCtxSetCurrent(g_ctx[DEV_A100]));
     api_conv_free(&c);
+}
+
+/* The library's kernels follow the reference (kern.c) bit for bit: every
+ * deterministic algorithm of every direction, on two architectures (each
+ * has its own orders), with strides, dilation, groups, padding, NHWC and
+ * beta != 0; a kernel that sums in another order or reads a wrong element
+ * fails here. */
+static void test_api_bits_match_reference(void **state)
+{
+    (void)state;
+    static const int shapes[][12] = {
+        /* N C H W K R S pad str dil groups nhwc */
+        {2, 4, 9, 7, 6, 3, 3, 1, 1, 1, 1, 0},
+        {2, 6, 11, 9, 4, 3, 3, 2, 2, 2, 2, 0},
+        {1, 4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1},
+        {3, 2, 8, 8, 5, 5, 5, 2, 1, 1, 1, 0},
+        {2, 3, 40, 40, 2, 1, 1, 0, 1, 1, 1, 0},
+    };
+    const int devs[2] = {DEV_A100, DEV_T4};
+    float alpha = 0.75f, beta = -0.5f;
+    for (int di = 0; di < 2; di++) {
+        cudnnHandle_t h = handle_on(devs[di]);
+        CUdevice dv;
+        int ccmaj, ccmin;
+        CK(cuCtxGetDevice(&dv));
+        CK(cuDeviceGetAttribute(&ccmaj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dv));
+        CK(cuDeviceGetAttribute(&ccmin, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dv));
+        int arch = ccmaj * 10 + ccmin;
+        for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+            const int *sh = shapes[si];
+            api_conv_t c;
+            api_conv_init(&c, sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], sh[6], sh[7], sh[8],
+                          sh[9], sh[10], sh[11]);
+            c.p.arch = arch;
+            size_t nx = count4(&c.p.x), nw = count4(&c.p.w), ny = count4(&c.p.y);
+            float *y0 = rand_buf(ny), *dx0 = rand_buf(nx), *dw0 = rand_buf(nw);
+            float *got = malloc((nx + nw + ny) * sizeof(float));
+            float *ref = malloc((nx + nw + ny) * sizeof(float));
+            for (int dir = 0; dir < 3; dir++)
+                for (int a = 0; a < sim_conv_algo_count(dir); a++) {
+                    if (!sim_conv_algo_supported(dir, a, &c.p) ||
+                        !sim_conv_algo_deterministic(dir, a))
+                        continue;
+                    size_t wsn = sim_conv_workspace(dir, a, &c.p);
+                    void *ws = dev_alloc(wsn);
+                    size_t n;
+                    if (dir == SIM_DIR_FWD) {
+                        n = ny;
+                        CK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)c.y, y0, n * 4));
+                        DN(cudnnConvolutionForward(h, &alpha, c.xd, c.x, c.wd, c.w, c.cd,
+                                                   (cudnnConvolutionFwdAlgo_t)a, ws, wsn, &beta,
+                                                   c.yd, c.y));
+                        CK(cuCtxSynchronize());
+                        to_host(got, c.y, n);
+                        memcpy(ref, y0, n * 4);
+                        assert_int_equal(sim_conv_fwd(&c.p, a, alpha, c.hx, c.hw, beta, ref, 1), 0);
+                    } else if (dir == SIM_DIR_BWD_DATA) {
+                        n = nx;
+                        CK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)c.dx, dx0, n * 4));
+                        DN(cudnnConvolutionBackwardData(h, &alpha, c.wd, c.w, c.yd, c.dy, c.cd,
+                                                        (cudnnConvolutionBwdDataAlgo_t)a, ws, wsn,
+                                                        &beta, c.xd, c.dx));
+                        CK(cuCtxSynchronize());
+                        to_host(got, c.dx, n);
+                        memcpy(ref, dx0, n * 4);
+                        assert_int_equal(
+                            sim_conv_bwd_data(&c.p, a, alpha, c.hw, c.hdy, beta, ref, 1), 0);
+                    } else {
+                        n = nw;
+                        CK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)c.dw, dw0, n * 4));
+                        DN(cudnnConvolutionBackwardFilter(h, &alpha, c.xd, c.x, c.yd, c.dy, c.cd,
+                                                          (cudnnConvolutionBwdFilterAlgo_t)a, ws,
+                                                          wsn, &beta, c.wd, c.dw));
+                        CK(cuCtxSynchronize());
+                        to_host(got, c.dw, n);
+                        memcpy(ref, dw0, n * 4);
+                        assert_int_equal(
+                            sim_conv_bwd_filter(&c.p, a, alpha, c.hx, c.hdy, beta, ref, 1), 0);
+                    }
+                    if (memcmp(got, ref, n * 4) != 0)
+                        fail_msg("arch %d shape %zu direction %d algorithm %d: bits differ from "
+                                 "the reference",
+                                 arch, si, dir, a);
+                    dev_free(ws);
+                }
+            /* bias gradient */
+            sim_t4_t dbv;
+            dense(&dbv, 1, c.p.y.c, 1, 1, 0);
+            cudnnTensorDescriptor_t bd;
+            DN(cudnnCreateTensorDescriptor(&bd));
+            DN(cudnnSetTensor4dDescriptor(bd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, c.p.y.c, 1,
+                                          1));
+            void *db = dev_from(dw0, (size_t)c.p.y.c);
+            DN(cudnnConvolutionBackwardBias(h, &alpha, c.yd, c.dy, &beta, bd, db));
+            CK(cuCtxSynchronize());
+            to_host(got, db, (size_t)c.p.y.c);
+            memcpy(ref, dw0, (size_t)c.p.y.c * 4);
+            assert_int_equal(sim_conv_bwd_bias(&c.p.y, &dbv, alpha, c.hdy, beta, ref), 0);
+            assert_memory_equal(got, ref, (size_t)c.p.y.c * 4);
+            dev_free(db);
+            DN(cudnnDestroyTensorDescriptor(bd));
+            free(y0);
+            free(dx0);
+            free(dw0);
+            free(got);
+            free(ref);
+            api_conv_free(&c);
+        }
+        DN(cudnnDestroy(h));
+    }
+    CK(cuCtxSetCurrent(g_ctx[DEV_A100]));
 }
 
 static void test_api_pool_act(void **state)
@@ -1740,7 +1980,8 @@ static void test_backend_bwd_filter(void **state)
     ref_bwd(&c.p, c.hx, c.hw, c.hdy, &rdx, &rdw);
     size_t nw = count4(&c.p.w);
     for (int dev = 0; dev < 2; dev++) {
-        cudnnHandle_t h = handle_on(dev ? DEV_T4B : DEV_A100);
+        cudnnHandle_t h = handle_on(dev ? DEV_T4 : DEV_A100);
+        api_conv_realloc(&c);
         cudnnBackendDescriptor_t g = bk_graph(h, SIM_DIR_BWD_FILTER, &c.p), cfgs[8];
         int64_t gc, k;
         BK(cudnnBackendGetAttribute(g, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
@@ -1870,8 +2111,12 @@ static void test_backend_bad_input(void **state)
 
 int main(void)
 {
+    /* On simcuda: device memory kept out of this process, as on a GPU
+     * machine (a real driver ignores the variable): the library never
+     * touches device memory from the host. */
+    setenv("SIMCUDA_ISOLATION", "1", 1);
     /* several GPU models in one process (before the driver starts) */
-    setenv("SIMCUDA_DEVICES", "a100:1G,t4:1G,t4:1G,h100:1G", 1);
+    setenv("SIMCUDA_DEVICES", "a100:1G,l4:1G,t4:1G,h100:1G", 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
     const struct CMUnitTest core[] = {
         cmocka_unit_test(test_core_conv_fwd),
@@ -1886,8 +2131,11 @@ int main(void)
     const struct CMUnitTest api[] = {
         cmocka_unit_test(test_library_abi),
         cmocka_unit_test(test_api_handle_version),
+        cmocka_unit_test(test_api_arch_refused),
+        cmocka_unit_test(test_api_kernels_in_shim_audit),
         cmocka_unit_test(test_api_descriptors),
         cmocka_unit_test(test_api_conv_correct),
+        cmocka_unit_test(test_api_bits_match_reference),
         cmocka_unit_test(test_api_bad_input),
         cmocka_unit_test(test_api_async),
         cmocka_unit_test(test_api_two_streams),

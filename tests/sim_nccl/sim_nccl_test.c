@@ -376,18 +376,28 @@ static int transport_child(const tp_arg_t *a, int rank)
         }
         CK(rc == 0);
     }
-    /* p2p ring: 10000 bytes through a 1024-byte ring to the next rank. */
-    int next = (rank + 1) % a->nranks, prev = (rank + a->nranks - 1) % a->nranks;
-    char out[10000], in[10000];
-    for (int i = 0; i < 10000; i++)
-        out[i] = (char)(i * 7 + rank);
-    size_t sent = 0, got = 0;
-    while (sent < sizeof(out) || got < sizeof(in)) {
-        sent += sim_nccl_p2p_push(&s, next, out + sent, sizeof(out) - sent);
-        got += sim_nccl_p2p_pull(&s, prev, in + got, sizeof(in) - got);
+    /* Descriptor exchange: each rank's memfd, holding its rank, reaches
+     * every other rank (the staging buffers travel this way). */
+    int mfd = memfd_create("simnccl-test", MFD_CLOEXEC), fds[8];
+    CK(mfd >= 0);
+    int32_t tag = 1000 + rank;
+    CK(pwrite(mfd, &tag, sizeof(tag), 0) == (ssize_t)sizeof(tag));
+    uint64_t ctrl = 500;   /* control barriers above the loop's */
+    int fwhy = 0;
+    CK(sim_nccl_fd_exchange(&s, a->id.nonce, &ctrl, mfd, fds, &fwhy) == 0);
+    CK(ctrl == 501);
+    close(mfd);
+    for (int r = 0; r < a->nranks; r++) {
+        if (r == rank) {
+            CK(fds[r] == -1);
+            continue;
+        }
+        int32_t got = -1;
+        CK(fds[r] >= 0);
+        CK(pread(fds[r], &got, sizeof(got), 0) == (ssize_t)sizeof(got));
+        CK(got == 1000 + r);
+        close(fds[r]);
     }
-    for (int i = 0; i < 10000; i++)
-        CK(in[i] == (char)(i * 7 + prev));
     int why = 0;
     CK(sim_nccl_barrier(&s, 1000, 0, &why) == 0);
     sim_nccl_seg_leave(&s);
@@ -711,19 +721,6 @@ static void CUDA_CB gate_wait(void *arg)
         usleep(1000);
 }
 
-typedef struct snap {
-    const float *from;
-    float *to;
-    size_t n;
-} snap_t;
-
-/* Stream-ordered copy of device (= host) memory, for what runs after. */
-static void CUDA_CB snapshot(void *arg)
-{
-    snap_t *s = arg;
-    memcpy(s->to, s->from, s->n * sizeof(float));
-}
-
 /* Like NCCL's, a collective is enqueued on the caller's stream and the call
  * returns at once: while the stream is held by earlier work nothing is read
  * or written; the data is read when the stream gets there (so a later write
@@ -739,13 +736,14 @@ static int async_rank(int rank, int n, ncclComm_t comm, void *arg)
     CK(h && back);
     for (size_t i = 0; i < N; i++)
         h[i] = back[i] = -1.0f;
-    CUdeviceptr d = dev_from(h, N * sizeof(float)), b = dev_from(h, N * sizeof(float));
+    CUdeviceptr d = dev_from(h, N * sizeof(float)), b = dev_from(h, N * sizeof(float)),
+                snap = dev_from(h, N * sizeof(float));
     _Atomic int open = 0;
     CUCK(cuLaunchHostFunc(st, gate_wait, &open));
     NCK(ncclAllReduce((void *)d, (void *)d, N, ncclFloat, ncclSum, comm, (cudaStream_t)st));
     NCK(ncclBroadcast((void *)d, (void *)b, N, ncclFloat, n - 1, comm, (cudaStream_t)st));
-    snap_t sn = {(const float *)(uintptr_t)b, back, N};
-    CUCK(cuLaunchHostFunc(st, snapshot, &sn));
+    /* stream-ordered copy of the result, for what runs after */
+    CUCK(cuMemcpyDtoDAsync(snap, b, N * sizeof(float), st));
     usleep(50000);
     CK(cuStreamQuery(st) == CUDA_ERROR_NOT_READY);
     CUCK(cuMemcpyDtoH(h, d, N * sizeof(float)));
@@ -756,6 +754,7 @@ static int async_rank(int rank, int n, ncclComm_t comm, void *arg)
     CUCK(cuMemcpyHtoD(d, h, N * sizeof(float)));   /* read when the stream runs */
     atomic_store(&open, 1);
     CUCK(cuStreamSynchronize(st));
+    CUCK(cuMemcpyDtoH(back, snap, N * sizeof(float)));
     float tri = (float)(n * (n + 1) / 2);
     for (size_t i = 0; i < N; i++)
         CK(back[i] == tri * (float)i);
@@ -764,6 +763,7 @@ static int async_rank(int rank, int n, ncclComm_t comm, void *arg)
     CK(ae == ncclSuccess);
     CUCK(cuMemFree(d));
     CUCK(cuMemFree(b));
+    CUCK(cuMemFree(snap));
     CUCK(cuStreamDestroy(st));
     free(h);
     free(back);
@@ -987,6 +987,11 @@ static int initall_rank(int rank, int n, ncclComm_t unused, void *arg)
         NCK(ncclCommGetAsyncError(comms[i], &ae));
         CK(ur == i && dev == i && ae == ncclSuccess);
         int64_t v = i + 1;
+        CUdevice d;
+        CUcontext c;
+        CUCK(cuDeviceGet(&d, i));
+        CUCK(cuDevicePrimaryCtxRetain(&c, d));
+        CUCK(cuCtxSetCurrent(c));   /* rank i's buffer on its own GPU */
         buf[i] = dev_from(&v, sizeof(v));
         NCK(ncclAllReduce((void *)buf[i], (void *)buf[i], 1, ncclInt64, ncclProd, comms[i],
                           (cudaStream_t)st[devs[0] == i ? 0 : devs[1] == i ? 1 : devs[2] == i ? 2 : 3]));
@@ -1384,6 +1389,10 @@ static void test_models_change_bits(void **state)
 
 int main(void)
 {
+    /* On simcuda: device memory kept out of this process, as on a GPU
+     * machine (a real driver ignores the variable): the library never
+     * touches device memory from the host. */
+    setenv("SIMCUDA_ISOLATION", "1", 1);
     /* 4 simulated GPUs for every child (before anything loads the driver). */
     setenv("SIMCUDA_DEVICES", DEVICES4, 1);
     const struct CMUnitTest tests[] = {

@@ -1,12 +1,13 @@
-/* Unit tests of the C twins of examples/kernels.cu (examples/twins/twins.c),
- * called directly with launch configurations like train.py's: the
- * SM-count-sized reduction is exact to rounding and its bits depend on the
- * grid, the float-atomic scatter-add changes with the launch's nondet_seed
- * while its ordered alternative does not, the shared exponential is
- * accurate, dropout keeps the expected fraction, draws the same mask for a
- * global batch however it is split over ranks and matches train.py's host
- * reference, ids out of range are never written, and the elementwise twins
- * follow the kernels' grid-stride loops. */
+/* Unit tests of examples/kernels.cu on the CPU: the kernels themselves,
+ * compiled by the host compiler through the CUDA-on-CPU layer (sim/cucpu),
+ * called through their twin entry points with launch configurations like
+ * train.py's: the SM-count-sized reduction is exact to rounding and its bits
+ * depend on the grid, the float-atomic scatter-add changes with the
+ * launch's nondet_seed while its ordered alternative does not, the shared
+ * exponential is accurate, dropout keeps the expected fraction, draws the
+ * same mask for a global batch however it is split over ranks and matches
+ * train.py's host reference, ids out of range are never written, and the
+ * elementwise kernels' grid-stride loops cover any grid. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "examples/twins/es_kmath.h"
+#include "examples/es_kmath.h"
 #include "sim/include/simcuda_twin.h"
 
 int simcuda_twin_es_bias_relu_dropout(const simcuda_launch_t *L);
@@ -126,7 +127,7 @@ static void test_atomic_order_varies_det_does_not(void **state)
         varied += memcmp(first, t, sizeof t) != 0;
     }
     assert_true(varied > 0);
-    /* Same seed, same bits: the twin itself is a pure function. */
+    /* Same seed, same bits: the order is the launch's, nothing else. */
     tp = t;
     memset(t, 0, sizeof t);
     L.nondet_seed = 1;
@@ -298,10 +299,10 @@ static void test_softmax_and_coverage(void **state)
     float *zp = z, *dp = dz, *lp = loss, *cp = corr, scale = 0.25f;
     int *labp = lab, rows = ROWS, cols = COLS;
     void *pp[] = {&zp, &labp, &dp, &lp, &cp, &rows, &cols, &scale};
-    /* Grid-stride loops: a zero-thread launch touches nothing; a grid of 2
-     * threads still covers all 4 rows (as on the device). */
+    /* Grid-stride loops: an empty grid is refused (as cuLaunchKernel does)
+     * and touches nothing; a grid of 2 threads still covers all 4 rows. */
     simcuda_launch_t L = cfg(0, 1, 32, pp);
-    assert_int_equal(simcuda_twin_es_softmax_xent(&L), 0);
+    assert_int_not_equal(simcuda_twin_es_softmax_xent(&L), 0);
     assert_true(loss[0] == -1.0f && loss[3] == -1.0f);
     L = cfg(1, 1, 2, pp);
     assert_int_equal(simcuda_twin_es_softmax_xent(&L), 0);
@@ -347,6 +348,9 @@ static void test_bad_launch_rejected(void **state)
 
 int main(void)
 {
+    /* One OS thread per launch: a launch is then a pure function of its
+     * seed (test_atomic_order_varies_det_does_not). */
+    setenv("SIMCUDA_CPU_THREADS", "1", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reduction_exact_and_grid_dependent),
         cmocka_unit_test(test_atomic_order_varies_det_does_not),

@@ -1,17 +1,18 @@
-/* Arithmetic shared by examples/kernels.cu and its C twins (examples/twins/),
- * so both compute the same bits: every float operation that matters is
+/* Arithmetic of examples/kernels.cu: every float operation that matters is
  * written through ES_FADD/ES_FMUL/ES_FSUB/ES_FDIV (round-to-nearest, never
  * contracted into an FMA), the exponential is a fixed polynomial rather than
  * the platform's expf, and dropout draws come from a Philox4x32-10 counter
  * generator keyed by the seed with counter (global element index, step).
  *
- * The twins are compiled with -ffp-contract=off; on the device the
- * intrinsics forbid contraction.
+ * In the kernels (nvcc, or the host compiler through sim/cucpu/cucpu.h) the
+ * macros are CUDA's rounding intrinsics; in plain C (the trainer's unit
+ * test, built with -ffp-contract=off) they are the C operators, which round
+ * the same way: both give the same bits.
  */
 #ifndef ES_KMATH_H
 #define ES_KMATH_H
 
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(CUCPU_H)
 #define ES_FN static __device__ __forceinline__
 #define ES_FADD(a, b) __fadd_rn((a), (b))
 #define ES_FSUB(a, b) __fsub_rn((a), (b))
@@ -45,7 +46,7 @@ static inline float es_as_float_(uint32_t u)
 /* exp(x) for x <= 0 (softmax after subtracting the row maximum): Cody-Waite
  * range reduction x = k ln2 + r, a degree-6 Taylor polynomial for e^r on
  * [-ln2/2, ln2/2], then a multiply by 2^k built from its bits. Relative error
- * about 2e-7, identical bits on the device and on the CPU. */
+ * about 2e-7, identical bits on the device and on the CPU (expf is not). */
 ES_FN float es_exp(float x)
 {
     if (!(x > -87.0f))

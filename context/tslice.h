@@ -1,0 +1,57 @@
+/* Time-slicing (docs/MOVING.md, section 6): the ESTs placed on one slot
+ * whose memory does not hold them all take turns on it, in a fixed order
+ * (ascending logical rank), through a segment of shared memory per slot.
+ *
+ * An EST waits for its turn before it first touches the slot, runs until it
+ * has to wait for the others (a collective), parks (context/mover.h), passes
+ * the turn to the next EST of the slot, and waits for its next turn, when it
+ * comes back. So the slot holds one EST's memory at a time plus the engine's
+ * staging, never the sum.
+ *
+ * The segment ("/easyscale-ts-<uid>-<job>-<slot>") starts with magic,
+ * version and size; the first member creates it, the last one to leave
+ * removes it. A member that dies while it holds the turn is skipped by the
+ * next waiter (its pid is recorded). Functions return 0 or a negative errno.
+ */
+#ifndef ES_CONTEXT_TSLICE_H
+#define ES_CONTEXT_TSLICE_H
+
+#include <stdint.h>
+
+#define ES_TSLICE_MAX 64
+#define ES_TSLICE_MAGIC 0x45535453u /* "ESTS" */
+#define ES_TSLICE_VERSION 1
+
+typedef struct es_tslice_shm {
+    uint32_t magic, version, size, nmembers;
+    int32_t ranks[ES_TSLICE_MAX]; /* the slot's ESTs, ascending */
+    int32_t pids[ES_TSLICE_MAX];  /* 0: not joined yet, -1: left */
+    uint32_t turn;                /* index into ranks: whose turn it is (a futex) */
+    uint32_t joined;
+    uint64_t passes;              /* turns passed so far */
+} es_tslice_shm_t;
+
+_Static_assert(sizeof(es_tslice_shm_t) == 16 + 4 * ES_TSLICE_MAX * 2 + 8 + 8,
+               "es_tslice_shm_t layout");
+
+typedef struct es_tslice es_tslice_t;
+
+/* Joins the slot's rotation as rank (one of ranks[0..n-1], every member
+ * gives the same set). job: a name shared by the job's ESTs ([A-Za-z0-9_-],
+ * at most 64 characters). */
+int es_tslice_join(es_tslice_t **out, const char *job, int slot, int rank, const int *ranks,
+                   int n);
+/* Waits until it is this member's turn: 0, or -ETIMEDOUT (timeout_ms >= 0). */
+int es_tslice_wait(es_tslice_t *t, int timeout_ms);
+/* Whether it is this member's turn now. */
+int es_tslice_mine(es_tslice_t *t);
+/* Passes the turn to the next member in rank order (the holder only:
+ * -EPERM otherwise). */
+int es_tslice_pass(es_tslice_t *t);
+/* Turns passed on the slot so far. */
+uint64_t es_tslice_passes(es_tslice_t *t);
+/* Leaves (passing the turn on if held); the last member removes the
+ * segment. */
+void es_tslice_leave(es_tslice_t *t);
+
+#endif
