@@ -628,7 +628,11 @@ static void est_env(int r, const es_ctl_job_t *job, const char *shim, const char
     setenv("MASTER_PORT", b, 1);
     setenv("ES_RDZV_DIR", rdzv, 1);
     setenv("EASYSCALE_CONTROL", R.sock, 1);
-    setenv("EASYSCALE_SLOT", job->place[r] >= 0 ? job->gpus[job->place[r]].uuid : "", 1);
+    const char *ts = getenv("EASYSCALE_TIME_SLICE");
+    if (ts && strcmp(ts, "on") == 0) /* one GPU (checked): the shim's rotation */
+        unsetenv("EASYSCALE_SLOT");
+    else
+        setenv("EASYSCALE_SLOT", job->place[r] >= 0 ? job->gpus[job->place[r]].uuid : "", 1);
     setenv("EASYSCALE_DETERMINISM", es_ctl_level_name(job->determinism), 1);
     if (job->determinism == 2)
         setenv("EASYSCALE_CANONICAL_DEVICE", canonical, 1);
@@ -833,6 +837,18 @@ int es_ctl_run_main(int argc, char **argv)
             }
         }
         snprintf(job.canonical, sizeof(job.canonical), "%s", canonical);
+    }
+    /* The shim's time-slicing (EASYSCALE_TIME_SLICE=on, docs/MOVING.md) groups
+     * the ESTs of a GPU by local rank modulo the GPUs it sees, without
+     * EASYSCALE_SLOT: under the controller that is the same placement only
+     * when the job has one GPU and sees only it. */
+    const char *ts = getenv("EASYSCALE_TIME_SLICE");
+    int tslice = ts && strcmp(ts, "on") == 0;
+    if (tslice && (__builtin_popcountll(job.slots) != 1 || job.ngpus != 1)) {
+        es_ctl_err("EASYSCALE_TIME_SLICE=on: the controller runs time-sliced jobs on one GPU "
+                   "that is the only one visible (CUDA_VISIBLE_DEVICES); this job has %d of %d",
+                   __builtin_popcountll(job.slots), job.ngpus);
+        return ES_CTL_EXIT_USAGE;
     }
     job.nests = R.n;
     job.hb_timeout_ms = (int)(hb * 1000);

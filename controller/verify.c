@@ -410,21 +410,25 @@ int es_vmatrix_builtin(const es_ctl_gpu_t *g, int ngpus, const es_vmatrix_opts_t
                           "host memory and back\"\n",
                           one, S / 3, N - 1, 2 * S / 3, N - 1, N, ma, N - 1);
     }
-    if (S > 0 && K > 1 && !o->reduced) {
+    if (S > 0 && K > 1) {
         int two[2] = { a[0], a[1] };
         ordinals(spec2, sizeof(spec2), g, two, 2);
         es_ctl_buf_printf(b, "check   d1-migrate level=d1 gpus=%s schedule=\"", spec2);
-        for (int e = 1; e <= 4; e++)
-            es_ctl_buf_printf(b, "%sstep %ld migrate %d %d", e > 1 ? "; " : "", S * e / 5,
+        /* three, a quarter of the job apart: a move takes a few tenths of
+         * a second, the controller sees steps at heartbeats */
+        for (int e = 1; e <= 3; e++)
+            es_ctl_buf_printf(b, "%sstep %ld migrate %d %d", e > 1 ? "; " : "", S * e / 4,
                               (e - 1) % N, e % 2);
         es_ctl_buf_printf(b, "\" moves desc=\"%d ESTs on 2 %s, one migrating every %ld steps\"\n",
-                          N, ma, S / 5);
+                          N, ma, S / 4);
     }
-    if (!o->reduced)
-        es_ctl_buf_printf(b,
-                          "check   d1-tslice level=d1 gpus=%s est-memory=%lluK moves "
-                          "desc=\"%d ESTs time-sliced on 1 %s with memory for one\"\n",
-                          one, (unsigned long long)(g[a[0]].mem >> 10), N, ma);
+    /* time-slicing: the shim's rotation (one EST resident at a time, each
+     * parked in host memory at every collective), on one GPU */
+    es_ctl_buf_printf(b,
+                      "check   d1-tslice level=d1 gpus=%s env=EASYSCALE_TIME_SLICE=on "
+                      "est-memory=%lluK moves desc=\"%d ESTs time-sliced on 1 %s with memory "
+                      "for one (one resident at a time)\"\n",
+                      one, (unsigned long long)(g[a[0]].mem >> 10), N, ma);
     /* d2: every model of the machine, canonical device = all of them */
     if (nmodels > 1) {
         char canon[256];

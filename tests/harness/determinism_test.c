@@ -2,10 +2,11 @@
  * scripts/determinism-matrix --reduced on four simulated A100s and two
  * T4s with examples/train.py and 4 ESTs. Every check of a level must give
  * its level's checksum (4 ESTs on 4, on 1 GPU, the GPUs in reverse order;
- * d2 on A100s and on a mix with T4s), every negative control must differ
- * (the job without libeasyscale.so, with NCCL's own collectives, shrunk to
- * 2 workers), and configurations that need moves are either run or
- * skipped for that reason alone. Each verdict is read from verify's JSON
+ * scale events 4 -> 2 -> 1 -> 4 GPUs, an EST migrating every few steps,
+ * the 4 time-sliced on one GPU; d2 on A100s and on a mix with T4s), every
+ * negative control must differ (the job without libeasyscale.so, with
+ * NCCL's own collectives, shrunk to 2 workers), and nothing is skipped.
+ * Each verdict is read from verify's JSON
  * and checked here, not only its exit status.
  */
 #include <setjmp.h>
@@ -56,7 +57,7 @@ static void test_reduced_matrix(void **state)
     const char *json = strstr(r.out, "{\"pass\":");
     if (!json)
         fail_msg("no JSON from verify (exit %d):\n%s", r.status, r.out);
-    int checks = 0, controls = 0, levels2 = 0;
+    int checks = 0, controls = 0, levels2 = 0, moved = 0;
     for (const char *p = strstr(json, "{\"name\":"); p; p = strstr(p + 1, "{\"name\":")) {
         char name[64], kind[16], level[8], state[16], verdict[64], why[256];
         field(p, "name", name, sizeof(name));
@@ -65,11 +66,10 @@ static void test_reduced_matrix(void **state)
         field(p, "state", state, sizeof(state));
         field(p, "verdict", verdict, sizeof(verdict));
         field(p, "why", why, sizeof(why));
-        if (strcmp(state, "skipped") == 0) {
-            if (!strstr(why, "moves not available") && !strstr(why, "needs moves"))
-                fail_msg("%s skipped for another reason: %s", name, why);
-            continue;
-        }
+        if (strcmp(state, "skipped") == 0) /* ESTs move: nothing may be skipped */
+            fail_msg("%s skipped: %s\n%s", name, why, r.out);
+        moved += strcmp(name, "d1-scale") == 0 || strcmp(name, "d1-migrate") == 0 ||
+                 strcmp(name, "d1-tslice") == 0;
         if (strcmp(kind, "check") == 0) {
             checks++;
             levels2 += strcmp(level, "d2") == 0;
@@ -81,9 +81,9 @@ static void test_reduced_matrix(void **state)
                 fail_msg("control %s: %s %s\n%s", name, verdict, why, r.out);
         }
     }
-    /* the reduced matrix of 4 A100s + 2 T4s: 4on4, 4on1, order, d2 x 2 at
-     * least; off, nccl, elastic */
-    if (checks < 5 || levels2 < 2 || controls != 3)
+    /* the reduced matrix of 4 A100s + 2 T4s: 4on4, 4on1, order, scale events,
+     * migrations, time-slicing, d2 x 2 at least; off, nccl, elastic */
+    if (checks < 8 || levels2 < 2 || controls != 3 || moved != 3)
         fail_msg("%d checks (%d d2), %d controls:\n%s", checks, levels2, controls, r.out);
     assert_non_null(strstr(json, "{\"pass\":true"));
     assert_int_equal(r.status, 0);

@@ -216,11 +216,12 @@ static void test_builtin(void **state)
     assert_string_equal(c->schedule, "step 150 scale 0-1; step 300 scale 0; step 450 scale all");
     assert_string_equal(find(m, "d1-swap")->schedule, "step 200 swap-out 3; step 400 swap-in 3 0");
     assert_string_equal(find(m, "d1-migrate")->schedule,
-                        "step 120 migrate 0 1; step 240 migrate 1 0; step 360 migrate 2 1; "
-                        "step 480 migrate 3 0");
+                        "step 150 migrate 0 1; step 300 migrate 1 0; step 450 migrate 2 1");
     c = find(m, "d1-tslice");
     assert_string_equal(c->gpus, "0");
     assert_string_equal(c->est_mem, "8388608K"); /* one EST fills the GPU */
+    assert_int_equal(c->nenv, 1); /* the shim's rotation: one resident at a time */
+    assert_string_equal(c->env[0], "EASYSCALE_TIME_SLICE=on");
     c = find(m, "d2-mix-t4");
     assert_int_equal(c->level, 2);
     assert_string_equal(c->gpus, "0,1,4,5");
@@ -236,8 +237,8 @@ static void test_builtin(void **state)
     /* the reduced form */
     builtin(g, 6, 4, 600, 1, m);
     names_of(m, names, sizeof(names));
-    assert_string_equal(names, "d1-4on4 d1-4on1 d1-order d1-scale d2-a100 d2-mix-t4 off nccl "
-                               "elastic");
+    assert_string_equal(names, "d1-4on4 d1-4on1 d1-order d1-scale d1-migrate d1-tslice d2-a100 "
+                               "d2-mix-t4 off nccl elastic");
     es_vmatrix_free(m);
 
     /* no known length: no scheduled events */
