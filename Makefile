@@ -5,6 +5,7 @@
 #   make test       build and run every test program (cmocka summaries)
 #   make demo       the main job on simcuda
 #   make bench      benchmarks (figures, never pass/fail on time)
+#   make determinism  the checksum harness: one job on many placements
 #   make SAN=address test / make SAN=undefined test   sanitizer builds (build-<san>/)
 
 CUDA_HOME ?= /usr/local/cuda
@@ -61,7 +62,7 @@ ALL :=
 TESTS :=
 BENCHES :=
 
-.PHONY: all test demo bench clean
+.PHONY: all test demo bench determinism clean
 all:
 
 # In dependency order: a module.mk may use the variables of those above it.
@@ -73,7 +74,7 @@ MODULES := fatbin \
     audit kernels context intercept \
     examples controller \
     shim \
-    tests
+    tests tests/harness
 include $(patsubst %,%/module.mk,$(MODULES))
 
 all: $(ALL) $(B)/san
@@ -104,6 +105,9 @@ demo: all
 
 bench: all $(BENCHES)
 	@ES_BUILD=$(B) scripts/bench $(BENCHES)
+
+determinism: all
+	@ES_BUILD=$(B) scripts/determinism-matrix $(DETERMINISM_ARGS)
 
 clean:
 	rm -rf build build-*

@@ -3,6 +3,7 @@
  * groups, the checks and dispatch of operations, the host-function steps
  * that order the ranks on their streams, errors and progress. */
 #include "context/coll_int.h"
+#include "context/digest.h"
 #include "context/vdev.h"
 #include "context/vhandle.h"
 #include "context/mover.h"
@@ -1448,8 +1449,28 @@ static ncclResult_t es_check_op(const es_coll_op_t *o, es_qop_t *q)
 /* Runs the queued operations of one communicator (issue order; collectives
  * first, then the point-to-point batch) on the first operation's stream,
  * joined with the other streams by events. */
+/* The collective digests (EASYSCALE_DIGEST, context/digest.h) of a run's
+ * operations: their inputs hashed on s before the run, outputs after. */
+static void es_digest_ops(es_comm_t *c, es_qop_t **ops, int n, CUstream s, int parked,
+                          es_digest_batch_t *b)
+{
+    es_digest_op_t d[ES_DIGEST_BATCH_MAX];
+    int m = 0;
+    for (int i = 0; i < n && m < ES_DIGEST_BATCH_MAX; i++) {
+        const es_coll_op_t *o = &ops[i]->op;
+        m += es_digest_op_init(&d[m], (uint32_t)o->kind + 1, o->send, o->recv, o->count,
+                               o->dtype, o->op, o->root, c->rank, c->nranks) == 0;
+    }
+    if (parked)
+        es_digest_begin_parked(b, c->vdev, c, c->rank, c->nranks, d, m);
+    else
+        es_digest_begin(b, c, c->rank, c->nranks, d, m, 1, s);
+}
+
 static ncclResult_t es_run_comm(es_comm_t *c, es_qop_t **ops, int n)
 {
+    es_digest_batch_t dg;
+    dg.n = 0;
     ncclResult_t res = es_comm_ready(c);
     if (res != ncclSuccess)
         return res;
@@ -1502,6 +1523,8 @@ static ncclResult_t es_run_comm(es_comm_t *c, es_qop_t **ops, int n)
     /* Operations of a communicator run in issue order. */
     if (r == CUDA_SUCCESS && c->have_ops && c->last_stream != s && !parked)
         r = ES_REAL(cuda, cuStreamWaitEvent)(s, c->ev_last, 0);
+    if (r == CUDA_SUCCESS && es_digest_enabled())
+        es_digest_ops(c, ops, n, s, parked, &dg);
     for (int i = 0; i < n && r == CUDA_SUCCESS; i++) {
         es_qop_t *q = ops[i];
         if (q->op.kind == ES_OP_SEND || q->op.kind == ES_OP_RECV)
@@ -1554,6 +1577,12 @@ static ncclResult_t es_run_comm(es_comm_t *c, es_qop_t **ops, int n)
     }
     if (r == CUDA_SUCCESS && np2p)
         r = c->tp->p2p(c, p2p, np2p, s);
+    if (r == CUDA_SUCCESS && dg.n) {
+        if (parked)
+            es_digest_end_parked(&dg);
+        else
+            es_digest_end(&dg, s);
+    }
     if (r == CUDA_SUCCESS && !parked) {
         r = ES_REAL(cuda, cuEventRecord)(c->ev_last, s);
         c->last_stream = s;
@@ -1576,6 +1605,8 @@ static ncclResult_t es_run_comm(es_comm_t *c, es_qop_t **ops, int n)
         res = ncclUnhandledCudaError;
     }
 out:
+    if (dg.n)
+        es_digest_cancel(&dg);
     for (int k = 0; k < nothers; k++)
         ES_REAL(cuda, cuEventDestroy_v2)(evs[k]);
     free(p2p);

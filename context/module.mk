@@ -74,6 +74,8 @@ $(B)/bench/swap_bench: $(B)/obj/tests/context/bench_swap.o $(CONTEXT_MOVE_OBJS) 
 BENCHES += $(B)/bench/swap_bench
 CONTEXT_SHIM_SRCS += context/vdev.c context/coll.c context/coll_seg.c context/coll_host.c \
     context/coll_dev.c
+# The collective digests (EASYSCALE_DIGEST), called by the engine.
+CONTEXT_SHIM_SRCS += context/digest.c
 
 # The host transport computes the kernel's element arithmetic on the CPU:
 # no contraction into FMA.

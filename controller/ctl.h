@@ -28,6 +28,8 @@
 
 /* "easyscale-ctl: " + message + newline on stderr. */
 void es_ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A determinism level's name: "off" (0), "d1", "d2". */
+const char *es_ctl_level_name(int determinism);
 /* The daemon's log: a timestamped line on stderr. */
 void es_ctl_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -401,8 +401,8 @@ static void status_text(es_ctl_buf_t *b, int json)
         es_ctl_buf_printf(b, "{\"job\":{\"socket\":");
         es_ctl_buf_json_str(b, D.sock);
         es_ctl_buf_printf(b, ",\"daemon_pid\":%d,\"ests\":%d,\"registered\":%d,"
-                          "\"determinism\":\"d%d\",\"canonical\":",
-                          (int)getpid(), D.job.nests, reg, D.job.determinism);
+                          "\"determinism\":\"%s\",\"canonical\":",
+                          (int)getpid(), D.job.nests, reg, es_ctl_level_name(D.job.determinism));
         es_ctl_buf_json_str(b, D.job.canonical);
         es_ctl_buf_printf(b, ",\"epoch\":%llu,\"gpus\":\"%s\",\"est_memory\":%llu,"
                           "\"time_slicing\":%s,\"heartbeat_timeout_ms\":%d,\"tcp\":",
@@ -413,8 +413,9 @@ static void status_text(es_ctl_buf_t *b, int json)
         es_ctl_buf_printf(b, ",\"speed_source\":\"%s\",\"busy\":%s},\"ests\":[", source,
                           D.op.active ? "true" : "false");
     } else {
-        es_ctl_buf_printf(b, "job %s: %d ESTs (%d registered), d%d%s%s, GPUs %s, epoch %llu, "
-                          "controller pid %d\n", D.sock, D.job.nests, reg, D.job.determinism,
+        es_ctl_buf_printf(b, "job %s: %d ESTs (%d registered), %s%s%s, GPUs %s, epoch %llu, "
+                          "controller pid %d\n", D.sock, D.job.nests, reg,
+                          es_ctl_level_name(D.job.determinism),
                           D.job.canonical[0] ? " canonical " : "", D.job.canonical, slots,
                           (unsigned long long)D.job.epoch, (int)getpid());
         if (D.op.active)

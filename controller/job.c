@@ -25,10 +25,11 @@ int es_ctl_job_write(const char *sock, const es_ctl_job_t *j)
     int fd = -1, rc = 0;
     es_ctl_job_paths(sock, path, NULL, sizeof(path));
     snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
-    es_ctl_buf_printf(&b, "%s\nests %d\ndeterminism d%d\ncanonical %s\nest_memory %llu\n"
+    es_ctl_buf_printf(&b, "%s\nests %d\ndeterminism %s\ncanonical %s\nest_memory %llu\n"
                       "time_slicing %d\nheartbeat_timeout_ms %d\nmove_timeout_ms %d\ntcp %s\n"
                       "epoch %llu\nslots %llu\n",
-                      JOB_MAGIC, j->nests, j->determinism, j->canonical[0] ? j->canonical : "-",
+                      JOB_MAGIC, j->nests, es_ctl_level_name(j->determinism),
+                      j->canonical[0] ? j->canonical : "-",
                       (unsigned long long)j->est_mem, j->time_slicing, j->hb_timeout_ms,
                       j->move_timeout_ms, j->tcp[0] ? j->tcp : "-", (unsigned long long)j->epoch,
                       (unsigned long long)j->slots);
@@ -146,6 +147,8 @@ int es_ctl_job_read(const char *sock, es_ctl_job_t *j, char *err, size_t errlen)
                 j->determinism = 1;
             else if (strcmp(v, "d2") == 0)
                 j->determinism = 2;
+            else if (strcmp(v, "off") == 0)
+                j->determinism = 0;
             else
                 goto bad;
         } else if (strcmp(key, "canonical") == 0) {

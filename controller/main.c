@@ -1,9 +1,11 @@
 /* easyscale-ctl: the controller of an EasyScale job, one binary with
  * subcommands (run, daemon, status, scale, preempt, grant, swap-out,
- * swap-in, migrate, gpus). This file: dispatch and the CLI verbs that send
+ * swap-in, migrate, gpus, verify, diff). This file: dispatch and the CLI verbs that send
  * one request to a job's daemon.
  * Exit status: 0 ok, 1 the job or command failed, 2 usage. */
 #include "controller/ctl.h"
+#include "controller/digest.h"
+#include "controller/verify.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -35,6 +37,8 @@ static const char *const usage_main =
     "  migrate RANK --gpu G            move an EST to another GPU\n"
     "  gpus [--json]                   the GPUs the controller sees\n"
     "  daemon --socket PATH            serve a job (run starts it; also to restart one)\n"
+    "  verify [OPTIONS] [-- CMD ARGS...]  run a job on many placements, compare checksums\n"
+    "  diff RUN_A RUN_B                the first collective where two runs' digests differ\n"
     "\n"
     "Every command that talks to a job takes --socket PATH (a unix socket path, or\n"
     "tcp:HOST:PORT with EASYSCALE_TOKEN set); the default is the one job's socket in\n"
@@ -291,6 +295,10 @@ int main(int argc, char **argv)
         return es_ctl_daemon_main(argc, argv);
     if (strcmp(cmd, "gpus") == 0)
         return gpus_main(argc, argv);
+    if (strcmp(cmd, "verify") == 0)
+        return es_ctl_verify_main(argc, argv);
+    if (strcmp(cmd, "diff") == 0)
+        return es_ctl_diff_main(argc, argv);
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
         if (strcmp(cmd, verbs[i].name) == 0)
             return verb_main(&verbs[i], argc, argv);

@@ -38,7 +38,7 @@
 extern char **environ;
 
 static const char *const usage =
-    "usage: easyscale-ctl run --ests N [--gpus SPEC] [--determinism d1|d2]\n"
+    "usage: easyscale-ctl run --ests N [--gpus SPEC] [--determinism d1|d2|off]\n"
     "           [--schedule FILE] [--socket PATH] [--est-memory SIZE] [--no-time-slicing]\n"
     "           [--tcp HOST:PORT] [--heartbeat-timeout S] [--move-timeout S]\n"
     "           [--shim PATH|none] [--progress auto|off|SECONDS] -- CMD ARGS...\n"
@@ -52,7 +52,7 @@ static const char *const usage =
     "$XDG_RUNTIME_DIR/easyscale/job-PID.sock, restarted if it dies) until every EST\n"
     "has ended. Each output line of an EST is prefixed with [RANK].\n"
     "  --gpus SPEC          the job's GPUs: all (default), ordinals, ranges, UUIDs\n"
-    "  --determinism        d1 (default) or d2\n"
+    "  --determinism        d1 (default), d2, or off (the shim passes calls through)\n"
     "  --schedule FILE      scale events, one a line: 'step N|time SECONDS VERB ARGS'\n"
     "                       with VERB scale SPEC, preempt GPU, grant GPU, migrate RANK\n"
     "                       GPU, swap-out RANK, swap-in RANK GPU; in order, each once its\n"
@@ -642,8 +642,12 @@ static void est_env(int r, const es_ctl_job_t *job, const char *shim, const char
     setenv("MASTER_PORT", b, 1);
     setenv("ES_RDZV_DIR", rdzv, 1);
     setenv("EASYSCALE_CONTROL", R.sock, 1);
-    setenv("EASYSCALE_SLOT", job->place[r] >= 0 ? job->gpus[job->place[r]].uuid : "", 1);
-    setenv("EASYSCALE_DETERMINISM", job->determinism == 2 ? "d2" : "d1", 1);
+    const char *ts = getenv("EASYSCALE_TIME_SLICE");
+    if (ts && strcmp(ts, "on") == 0) /* one GPU (checked): the shim's rotation */
+        unsetenv("EASYSCALE_SLOT");
+    else
+        setenv("EASYSCALE_SLOT", job->place[r] >= 0 ? job->gpus[job->place[r]].uuid : "", 1);
+    setenv("EASYSCALE_DETERMINISM", es_ctl_level_name(job->determinism), 1);
     if (job->determinism == 2)
         setenv("EASYSCALE_CANONICAL_DEVICE", canonical, 1);
     unsetenv("EASYSCALE_EST_PID");
@@ -740,9 +744,9 @@ int es_ctl_run_main(int argc, char **argv)
             break;
         case 'g': spec = optarg; break;
         case 'd':
-            if (strcmp(optarg, "d1") && strcmp(optarg, "d2"))
-                return bad_usage("bad --determinism \"%s\" (d1 or d2)", optarg);
-            job.determinism = optarg[1] - '0';
+            if (strcmp(optarg, "d1") && strcmp(optarg, "d2") && strcmp(optarg, "off"))
+                return bad_usage("bad --determinism \"%s\" (d1, d2 or off)", optarg);
+            job.determinism = strcmp(optarg, "off") == 0 ? 0 : optarg[1] - '0';
             break;
         case 'S': schedule = optarg; break;
         case 's': sock = optarg; break;
@@ -847,6 +851,18 @@ int es_ctl_run_main(int argc, char **argv)
             }
         }
         snprintf(job.canonical, sizeof(job.canonical), "%s", canonical);
+    }
+    /* The shim's time-slicing (EASYSCALE_TIME_SLICE=on, docs/MOVING.md) groups
+     * the ESTs of a GPU by local rank modulo the GPUs it sees, without
+     * EASYSCALE_SLOT: under the controller that is the same placement only
+     * when the job has one GPU and sees only it. */
+    const char *ts = getenv("EASYSCALE_TIME_SLICE");
+    int tslice = ts && strcmp(ts, "on") == 0;
+    if (tslice && (__builtin_popcountll(job.slots) != 1 || job.ngpus != 1)) {
+        es_ctl_err("EASYSCALE_TIME_SLICE=on: the controller runs time-sliced jobs on one GPU "
+                   "that is the only one visible (CUDA_VISIBLE_DEVICES); this job has %d of %d",
+                   __builtin_popcountll(job.slots), job.ngpus);
+        return ES_CTL_EXIT_USAGE;
     }
     job.nests = R.n;
     job.hb_timeout_ms = (int)(hb * 1000);
@@ -1098,7 +1114,8 @@ int es_ctl_run_main(int argc, char **argv)
             if (r != 0)
                 ac_close(&prog);
         } else if (now >= next_progress && R.daemon > 0 && live > 0) {
-            next_progress = now + 1000;
+            /* a pending scheduled step is watched more closely */
+            next_progress = now + (R.next_ev < R.nev ? 100 : 1000);
             R.prog_gen = R.daemon_gen;
             ac_start(&prog, ES_VERB_PROGRESS, -1, NULL, 5000);
         }

@@ -42,6 +42,11 @@ void es_ctl_log(const char *fmt, ...)
     fflush(stderr);
 }
 
+const char *es_ctl_level_name(int determinism)
+{
+    return determinism == 2 ? "d2" : determinism == 1 ? "d1" : "off";
+}
+
 int64_t es_ctl_now_ms(void)
 {
     struct timespec ts;

@@ -18,6 +18,7 @@
 #include "shim/shim.h"
 #include "shim/step.h"
 #include "context/coll.h"
+#include "context/digest.h"
 #include "context/vdev.h"
 #include "kernels/reduce_kernels.h"
 
@@ -29,6 +30,11 @@
 ES_NCCL_FUNCS(ES_V_PROTO)
 #undef ES_V_PROTO
 
+/* NCCL's own collectives with their digests (EASYSCALE_DIGEST): the list
+ * entry's index, then its arguments (a variadic call, so that every
+ * wrapper of the list compiles the branch; only the digested ones take it). */
+#define ES_DIGEST_ARGS(...) , ##__VA_ARGS__
+
 #define ES_NCCL_WRAP(kind, sym, gp, ver, fl, ret, params, args, err)                            \
     ES_EXPORT ret sym params                                                                     \
     {                                                                                            \
@@ -38,6 +44,12 @@ ES_NCCL_FUNCS(ES_V_PROTO)
             return es_v_##sym args;                                                              \
         if (ES_IDX_##sym == ES_IDX_ncclAllReduce)                                                \
             es_step_tick(); /* NCCL's own: a call counts when enqueued */                        \
+        if (__builtin_expect(es_digest_enabled(), 0)) {                                          \
+            if (es_digest_nccl_digested(ES_IDX_##sym))                                           \
+                return (ret)(intptr_t)es_digest_nccl_pass(ES_IDX_##sym ES_DIGEST_ARGS args);      \
+            if (ES_IDX_##sym == ES_IDX_ncclGroupStart || ES_IDX_##sym == ES_IDX_ncclGroupEnd)      \
+                es_digest_nccl_group(ES_IDX_##sym == ES_IDX_ncclGroupStart ? 1 : -1);            \
+        }                                                                                        \
         return ES_REAL(nccl, sym) args;                                                          \
     }
 ES_NCCL_FUNCS(ES_NCCL_WRAP)

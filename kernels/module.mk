@@ -62,3 +62,17 @@ $(B)/obj/kernels/reduce_blob.o: CPPFLAGS += -DES_REDUCE_FATBIN='"$(ES_REDUCE_FAT
 $(B)/obj/kernels/reduce_blob.o: $(ES_REDUCE_FATBIN)
 
 ALL += $(ES_REDUCE_TWIN)
+
+# The collective digests' hash kernel (EASYSCALE_DIGEST), single source
+# (digest.cu through sim/cucpu: nvcc's fatbin embedded by digest_blob.c, the
+# host compiler's twin for simcuda); digest.c loads and launches it.
+KERNELS_SHIM_SRCS += kernels/digest.c
+KERNELS_SHIM_OBJS += $(B)/obj/kernels/digest_blob.o
+ES_DIGEST_FATBIN := $(B)/gen/es_digest.fatbin
+ES_DIGEST_TWIN := $(B)/sim/twins/libsimtwin_digest.so
+$(eval $(call cucpu_cu,kernels/digest.cu,$(ES_DIGEST_FATBIN),$(ES_DIGEST_TWIN),kernels/digest_kernel.h))
+
+$(B)/obj/kernels/digest_blob.o: CPPFLAGS += -DES_DIGEST_FATBIN='"$(ES_DIGEST_FATBIN)"'
+$(B)/obj/kernels/digest_blob.o: $(ES_DIGEST_FATBIN)
+
+ALL += $(ES_DIGEST_TWIN)

@@ -31,6 +31,8 @@
  *                              are required, EASYSCALE_TOKEN with tcp
  *   EASYSCALE_TOKEN            16-64 printable characters, no spaces
  *   EASYSCALE_HEARTBEAT_MS     10..60000                (default 1000)
+ *   EASYSCALE_DIGEST           a directory: collective digests, one file per
+ *                              EST (context/digest.h)   (default: none)
  */
 #include "shim/shim.h"
 #include "controller/proto.h"
@@ -206,6 +208,31 @@ out:
     return rc;
 }
 
+/* EASYSCALE_DIGEST: a directory path (created at the first collective). */
+static int es_config_digest(es_config_t *c, char *msg, size_t msglen)
+{
+    const char *v = getenv("EASYSCALE_DIGEST");
+    if (!v)
+        return 0;
+    if (!*v) {
+        snprintf(msg, msglen, "EASYSCALE_DIGEST is set but empty: expected a directory");
+        return -EINVAL;
+    }
+    if (strlen(v) >= sizeof(c->digest)) {
+        snprintf(msg, msglen, "EASYSCALE_DIGEST is too long (at most %zu characters)",
+                 sizeof(c->digest) - 1);
+        return -EINVAL;
+    }
+    for (const char *p = v; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            snprintf(msg, msglen, "EASYSCALE_DIGEST has a control character: expected a "
+                     "directory");
+            return -EINVAL;
+        }
+    strcpy(c->digest, v);
+    return 0;
+}
+
 int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
 {
     static const char *const dets[] = { "off", "d1", "d2" };
@@ -279,6 +306,8 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
         strcpy(c.slot, v);
     }
     if ((rc = es_config_control(&c, msg, msglen)) < 0)
+        goto out;
+    if ((rc = es_config_digest(&c, msg, msglen)) < 0)
         goto out;
     if ((v = getenv("EASYSCALE_LOG_FILE")) != NULL) {
         if (!*v) {

@@ -65,6 +65,7 @@ typedef struct es_config {
     char token[72];          /* EASYSCALE_TOKEN (required with tcp) */
     int heartbeat_ms;        /* EASYSCALE_HEARTBEAT_MS */
     int rank, world;         /* RANK, WORLD_SIZE (required with a control channel) */
+    char digest[512];        /* EASYSCALE_DIGEST: collective digests' directory ("" off) */
 } es_config_t;
 
 /* off: handles real, no moves; on: virtual handles, memory registry, moves;

@@ -105,6 +105,9 @@ static int run(size_t bytes, double mc)
         printf("allreduce float sum, 2 ranks, %zu MiB: algbw best %.2f GB/s, median %.2f GB/s "
                "(%.2f x memcpy), time best %.1f ms\n",
                bytes >> 20, best, med, mc > 0 ? best / mc : 0, times[0] * 1e3);
+        printf("BENCH allreduce.simnccl-2r-%zuMiB %.3f GB/s vs allreduce.memcpy-64M # simcuda's NCCL "
+               "all-reduce, 2 ranks, %zu MiB float sum: best algbw\n",
+               bytes >> 20, best, bytes >> 20);
     }
     munmap(times, sizeof(double) * ITERS);
     return bad;
@@ -114,6 +117,7 @@ int main(void)
 {
     double mc = memcpy_gbs(64u << 20);
     printf("memcpy 64 MiB, one thread: %.2f GB/s\n", mc);
+    printf("BENCH allreduce.memcpy-64M %.3f GB/s # memcpy of 64 MiB, one thread\n", mc);
     int bad = run(4u << 20, mc);
     bad |= run(64u << 20, mc);
     printf("target: allreduce algbw at 64 MiB >= memcpy / 4 = %.2f GB/s\n", mc / 4);

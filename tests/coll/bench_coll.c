@@ -182,8 +182,37 @@ static double memcpy_gbs(void)
     return (double)n / best / 1e9;
 }
 
+/* Figures of this run for the machine-readable lines (scripts/bench-table):
+ * Open MPI's when it ran, else memcpy's, is what the virtual rows are
+ * compared with. */
+static int g_have_mpi;
+
+/* BENCH lines for 64 KiB and 64 MiB: algorithm bandwidth, GB/s. */
+static void bench_lines(const char *what, int n, const double t[NSIZES])
+{
+    static const size_t pick[2] = { 64u << 10, 64u << 20 };
+    const char *id = strcmp(what, "openmpi-shm") == 0 ? "mpi" : what;
+    for (int k = 0; k < NSIZES; k++)
+        for (int j = 0; j < 2; j++) {
+            if (g_sizes[k] != pick[j] || t[k] <= 0)
+                continue;
+            char sz[16];
+            snprintf(sz, sizeof sz, "%zu%s", pick[j] >= (1u << 20) ? pick[j] >> 20 : pick[j] >> 10,
+                     pick[j] >= (1u << 20) ? "M" : "K");
+            printf("BENCH allreduce.%s-%dr-%s %.3f GB/s vs ", id, n, sz,
+                   (double)g_sizes[k] / t[k] / 1e9);
+            if (strcmp(id, "mpi") != 0 && g_have_mpi)
+                printf("allreduce.mpi-%dr-%s", n, sz);
+            else
+                printf("allreduce.memcpy-256M");
+            printf(" # %s all-reduce, %d ranks on one simulated GPU, %s float sum in place: "
+                   "algorithm bandwidth\n", what, n, sz);
+        }
+}
+
 static void row(const char *what, int n, const double t[NSIZES])
 {
+    bench_lines(what, n, t);
     for (int k = 0; k < NSIZES; k++) {
         double alg = t[k] > 0 ? (double)g_sizes[k] / t[k] / 1e9 : 0;
         double bus = alg * 2.0 * (n - 1) / n;
@@ -214,7 +243,13 @@ int main(int argc, char **argv)
     int have_mpi = access(mpi, X_OK) == 0 && system("command -v mpirun >/dev/null 2>&1") == 0;
     const char *pre = getenv("LD_PRELOAD");
     printf("all-reduce, float sum in place; time per operation (slowest rank); GB/s\n");
-    printf("memcpy bandwidth (one thread, 256 MiB): %.2f GB/s\n", memcpy_gbs());
+    double mc = memcpy_gbs();
+    g_have_mpi = have_mpi;
+    printf("memcpy bandwidth (one thread, 256 MiB): %.2f GB/s\n", mc);
+    printf("BENCH allreduce.memcpy-256M %.3f GB/s # memcpy of 256 MiB, one thread\n", mc);
+    if (!have_mpi)
+        printf("BENCH-MISSING allreduce.mpi # Open MPI not installed here (openmpi-bin, "
+               "libopenmpi-dev)\n");
     printf("%-14s %2s %6s %12s %9s %9s\n", "what", "N", "bytes", "time_us", "algbw", "busbw");
     static const int ns[3] = { 2, 4, 8 };
     double t[NSIZES];

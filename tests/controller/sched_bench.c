@@ -113,6 +113,12 @@ int main(void)
     printf("%-14s %8.3f %8.3f %11.1f%%\n", "proportional", sum_p / ntab, worst_p,
            100.0 * opt_p / ntab);
     printf("%-14s %8.3f %8.3f %11.1f%%\n", "equal", sum_e / ntab, worst_e, 100.0 * opt_e / ntab);
+    printf("BENCH sched.random.ours 1 x # slowest-GPU load of our placement (%d random tables)\n",
+           ntab);
+    printf("BENCH sched.random.proportional %.4f x vs sched.random.ours # EasyScale's proportional "
+           "rule, mean load relative to ours\n", sum_p / ntab);
+    printf("BENCH sched.random.equal %.4f x vs sched.random.ours # equal split (VirtualFlow), mean "
+           "load relative to ours\n", sum_e / ntab);
 
     /* what one placement costs */
     static int cur[ES_SCHED_MAX_ESTS], place[ES_SCHED_MAX_ESTS];
@@ -132,5 +138,7 @@ int main(void)
     double dt = (now_s() - t0) / reps;
     printf("\none placement of 1024 ESTs on 64 GPUs (48 before): %.3f ms, %d moves\n", dt * 1e3,
            moves);
+    printf("BENCH sched.place-1024on64 %.3f ms # one placement of 1024 ESTs on 64 GPUs\n",
+           dt * 1e3);
     return 0;
 }

@@ -69,6 +69,8 @@ static void elementwise(const char *how)
     double t = best(simcuda_twin_cucpu_t_axpb, &L, 5);
     printf("elementwise x = a*x + 1, 4M floats, %-16s %8.2f ms (%.1f ns/element)\n", how,
            t * 1e3, t * 1e9 / N);
+    printf("BENCH cucpu.elementwise-4M.%s %.3f ms # cucpu kernel x = a*x + 1 over 4M floats, %s\n",
+           strcmp(how, "the pool") == 0 ? "pool" : "1thread", t * 1e3, how);
     free(x);
 }
 
@@ -137,6 +139,8 @@ static void through_driver(void)
     printf("cuLaunchKernel of a cucpu kernel (1x1) via simcuda     %8.0f ns enqueue, %.0f ns "
            "drained\n",
            (t1 - t0) / R * 1e9, (t2 - t0) / R * 1e9);
+    printf("BENCH cucpu.launch-1x1 %.0f ns # cuLaunchKernel of a cucpu kernel through simcuda, "
+           "drained\n", (t2 - t0) / R * 1e9);
     cuMemFree(dx);
 }
 

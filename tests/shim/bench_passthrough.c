@@ -174,5 +174,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         printf("  %-18s direct %7.2f ns  via shim %7.2f ns  added %6.2f ns/call\n", names[i],
                direct[i], wrapped[i], wrapped[i] - direct[i]);
+    /* The machine-readable lines scripts/bench gathers (format there). */
+    for (int i = 0; i < 3; i++) {
+        printf("BENCH intercept.%s.direct %.2f ns # %s answered at once, no shim\n", names[i],
+               direct[i], names[i]);
+        printf("BENCH intercept.%s.shim %.2f ns vs intercept.%s.direct # %s through "
+               "libeasyscale.so (d1)\n", names[i], wrapped[i], names[i], names[i]);
+    }
     return 0;
 }

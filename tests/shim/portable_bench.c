@@ -166,6 +166,10 @@ static void gemm(cublasHandle_t h, int n, int reps)
     double fl = 2.0 * n * (double)n * n * 1e-9;
     printf("gemm N=%d tiled %.1f ref %.1f cublas %.1f ratio %.2f match %d\n", n, fl / tt,
            fl / tr, fl / tc, tc / tt, m);
+    printf("BENCH portable.gemm%d.cublas %.2f GFLOP/s # cublasSgemm %d^3\n", n, fl / tc, n);
+    printf("BENCH portable.gemm%d.tiled %.2f GFLOP/s vs portable.gemm%d.cublas # the shim's tiled "
+           "portable GEMM (d2) %d^3, bits %s the per-element kernel's\n", n, fl / tt, n, n,
+           m ? "equal to" : "DIFFERENT from");
     CK(cuMemFree(g.A));
     CK(cuMemFree(g.B));
     CK(cuMemFree(g.C));
@@ -284,6 +288,11 @@ static void conv(cudnnHandle_t h, int N, int C, int H, int K, int reps)
         double fl = 2.0 * (double)N * K * P * P * C * R * R * 1e-9;
         printf("conv %s N=%d C=%d H=%d K=%d 3x3 tiled %.1f ref %.1f cudnn %.1f ratio %.2f "
                "match %d\n", dn[dir], N, C, H, K, fl / tt, fl / tr, fl / tc, tc / tt, m);
+        printf("BENCH portable.conv-%s-N%dC%dH%dK%d.cudnn %.2f GFLOP/s # cuDNN convolution %s "
+               "3x3\n", dn[dir], N, C, H, K, fl / tc, dn[dir]);
+        printf("BENCH portable.conv-%s-N%dC%dH%dK%d.tiled %.2f GFLOP/s vs "
+               "portable.conv-%s-N%dC%dH%dK%d.cudnn # the shim's tiled portable convolution (d2) "
+               "%s 3x3\n", dn[dir], N, C, H, K, fl / tt, dn[dir], N, C, H, K, dn[dir]);
     }
     CK(cudnnDestroyTensorDescriptor(c.xd));
     CK(cudnnDestroyTensorDescriptor(c.yd));

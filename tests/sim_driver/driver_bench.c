@@ -68,6 +68,9 @@ static int measure(const char *mode)
     void *args[] = {&a, &b, &cc, &zero};
     enum { ITERS = 20000, RT = 2000 };
     printf("-- %s\n", mode);
+    const char *tag = getenv("SIMCUDA_ISOLATION"); /* the BENCH lines' suffix */
+    if (!tag || strcmp(tag, "1") != 0)
+        tag = "0";
     double t0 = now_ns();
     for (int i = 0; i < ITERS; i++)
         cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, args, NULL);
@@ -76,6 +79,8 @@ static int measure(const char *mode)
     double t2 = now_ns();
     printf("launch enqueue        %8.0f ns/op (drained at %8.0f ns/op)\n", (t1 - t0) / ITERS,
            (t2 - t0) / ITERS);
+    printf("BENCH simcuda.launch-enqueue.iso%s %.0f ns # simcuda cuLaunchKernel enqueue, %s\n",
+           tag, (t1 - t0) / ITERS, mode);
     void *pinned;
     CU(cuMemAllocHost(&pinned, 4096));
     t0 = now_ns();
@@ -111,6 +116,8 @@ static int measure(const char *mode)
     }
     t1 = now_ns();
     printf("launch + sync         %8.0f ns/op (round trip through the device)\n", (t1 - t0) / RT);
+    printf("BENCH simcuda.launch-sync.iso%s %.0f ns # simcuda launch + cuStreamSynchronize, %s\n",
+           tag, (t1 - t0) / RT, mode);
     int word = 0;
     t0 = now_ns();
     for (int i = 0; i < RT; i++)
