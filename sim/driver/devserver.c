@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -435,10 +436,35 @@ static int handle(const sim_ctl_t *m, int fd)
     }
 }
 
+/* ---- our own address layout --------------------------------------------------------
+ * The client's registered host memory is mapped here at the client's
+ * addresses, so our own mappings (libraries, heap, thread stacks, the
+ * kernel twins we load) must stay out of the places where the client's
+ * mappings are: an ordinary process maps top-down from a random base in
+ * the highest terabytes. We run with the legacy bottom-up layout and no
+ * randomisation (re-executing ourselves once with that personality):
+ * everything we map goes upwards from TASK_SIZE / 3 (0x2aaaaaaab000 on
+ * x86-64), far below any client's mmap area and below the address window
+ * (devproto.h), our executable and heap sit at the fixed PIE base and
+ * our stack at the very top. Where the personality is refused (a seccomp
+ * filter), the ordinary randomised layout is kept. */
+static void own_layout(char **argv)
+{
+    const unsigned long want = ADDR_NO_RANDOMIZE | ADDR_COMPAT_LAYOUT;
+    int cur = personality(0xffffffff);
+    if (cur < 0 || ((unsigned long)cur & want) == want)
+        return;
+    if (personality((unsigned long)cur | want) < 0)
+        return;
+    execv("/proc/self/exe", argv); /* the descriptors (control socket) stay */
+    personality((unsigned long)cur); /* exec failed: go on as we are */
+}
+
 int main(int argc, char **argv)
 {
     uint64_t win = 0, phys = 0, client = 0;
     int have_win = 0;
+    own_layout(argv);
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "--window=", 9) == 0 && parse_u64(argv[i] + 9, 16, &win) == 0)
             have_win = 1;
