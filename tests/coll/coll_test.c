@@ -9,6 +9,10 @@
  * decoded, every rounding boundary of those formats encoded, and every
  * datatype x operation step on random and special operands.
  *
+ * Unit: the host transport's set-up (context/coll_host.o, its driver
+ * table filled by the test): a refused registration of the staging fails
+ * it (copies from pageable staging could carry stale data).
+ *
  * Integration (whole processes under libeasyscale.so, simcuda):
  *  - tests/coll/coll_client "types": every datatype and operation through
  *    all-reduce, reduce and reduce-scatter, bit for bit against the
@@ -22,7 +26,9 @@
  *    plain NCCL (no shim, 4 GPUs) misses the rank-order reference.
  *  - "coll": broadcast, gathers, scatters, in-place buffers, groups with
  *    collectives and send/recv pairs, several streams and communicators,
- *    split, non-blocking init, argument errors; "initall".
+ *    split, non-blocking init, argument errors; "initall"; "coll" without
+ *    privileges (every capability dropped: simcuda's servers must find the
+ *    unlinked staging's file through the rank's descriptor).
  *  - tests/clients/nccl_vclient (NVIDIA's headers only, rank r on device
  *    r % count) on 2 and 1 GPUs, and with simcuda's isolated device memory
  *    and adversarial scheduling: passes, same checksum; without the shim on
@@ -535,6 +541,31 @@ static void test_initall(void **state)
     es_proc_result_free(&r);
 }
 
+/* Without privileges (no CAP_SYS_ADMIN, as for any ordinary user): simcuda's
+ * device servers must still reach the host staging, whose name is unlinked
+ * once every rank joined, so the file is found through the rank's open
+ * descriptor (/proc/self/map_files needs the capability). Host transport,
+ * isolation, 4 ranks: the rank-ordered sums. Run as root, the client is
+ * started through setpriv with every capability dropped. */
+static void test_unprivileged(void **state)
+{
+    (void)state;
+    if (!shim_built())
+        skip();
+    const char *setpriv = "/usr/bin/setpriv";
+    char nb[] = "4";
+    char *plain[] = { (char *)es_build_path("tests/coll/coll_client"), (char *)"coll", nb, NULL };
+    char *dropped[] = { (char *)setpriv, (char *)"--inh-caps=-all", (char *)"--ambient-caps=-all",
+                        (char *)"--bounding-set=-all", plain[0], plain[1], plain[2], NULL };
+    if (geteuid() == 0 && access(setpriv, X_OK) != 0)
+        skip();
+    es_proc_result_t r = run_prog(1, TWO, geteuid() == 0 ? dropped : plain,
+                                  "EASYSCALE_COLL_TRANSPORT=host", "SIMCUDA_ISOLATION=1",
+                                  "EASYSCALE_COLL_CHUNK=65536");
+    expect_client(&r, 4, "unprivileged");
+    es_proc_result_free(&r);
+}
+
 /* ---- the NVIDIA-headers client -------------------------------------------------- */
 
 static es_proc_result_t run_vclient(int shim, const char *devs, const char *arg)
@@ -812,6 +843,7 @@ int main(void)
         cmocka_unit_test(test_types_control),
         cmocka_unit_test(test_coll),
         cmocka_unit_test(test_initall),
+        cmocka_unit_test(test_unprivileged),
         cmocka_unit_test(test_vclient),
         cmocka_unit_test(test_fault_kill),
         cmocka_unit_test(test_fault_abort),
