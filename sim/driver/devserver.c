@@ -444,10 +444,11 @@ static int handle(const sim_ctl_t *m, int fd)
  * the highest terabytes. We run with the legacy bottom-up layout and no
  * randomisation (re-executing ourselves once with that personality):
  * everything we map goes upwards from TASK_SIZE / 3 (0x2aaaaaaab000 on
- * x86-64), far below any client's mmap area and below the address window
- * (devproto.h), our executable and heap sit at the fixed PIE base and
- * our stack at the very top. Where the personality is refused (a seccomp
- * filter), the ordinary randomised layout is kept. */
+ * x86-64), far below any client's mmap area and clear of the address
+ * window's candidate bases (devproto.h); our executable and heap sit at
+ * the fixed PIE base and our stack at the very top (sim/driver/README.md
+ * gives the residual chances of a clash). Where the personality is
+ * refused (a seccomp filter), the ordinary randomised layout is kept. */
 static void own_layout(char **argv)
 {
     const unsigned long want = ADDR_NO_RANDOMIZE | ADDR_COMPAT_LAYOUT;
