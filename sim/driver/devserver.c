@@ -455,10 +455,15 @@ static void own_layout(char **argv)
     int cur = personality(0xffffffff);
     if (cur < 0 || ((unsigned long)cur & want) == want)
         return;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0 || (size_t)n >= sizeof(self) - 1)
+        return;
+    self[n] = '\0';
     if (personality((unsigned long)cur | want) < 0)
         return;
-    execv("/proc/self/exe", argv); /* the descriptors (control socket) stay */
-    personality((unsigned long)cur); /* exec failed: go on as we are */
+    execv(self, argv); /* by its name (ps shows simcuda-gpu); the control socket stays */
+    personality((unsigned long)cur); /* exec failed (say, rebuilt meanwhile): go on as we are */
 }
 
 int main(int argc, char **argv)
