@@ -6,6 +6,10 @@
  * ranks by shard, each rank's share done in a host function on its
  * stream.
  *
+ * The staging must be registered (page-locked): the copies from it are
+ * enqueued before the steps that fill it have run; without the
+ * registration the set-up fails (the communicator reports an error).
+ *
  * Staging per set s (two sets): in[r] (C bytes per rank), out (C bytes),
  * scal[r] (a PreMulSum scalar per rank); p2p[from][to][2] slots.
  */
@@ -115,13 +119,23 @@ static int es_host_setup(es_comm_t *c)
     t->data = es_seg_data(&c->seg);
     t->set_bytes = (size_t)(c->nranks + 1) * c->chunk + (size_t)c->nranks * 64;
     c->tpd = t;
+    /* The staging must be registered: every copy from it to the device is
+     * enqueued before the step that fills it has run, which only holds for
+     * page-locked memory. From pageable memory the driver may read the
+     * source when the call is made (NVIDIA's API synchronisation rules:
+     * the copy may be staged at once), which would copy stale data: a
+     * wrong sum, silently. So no registration, no communicator. */
     CUresult r = ES_REAL(cuda, cuMemHostRegister_v2)(t->data, c->seg.h->data_size,
                                                     CU_MEMHOSTREGISTER_PORTABLE);
-    if (r == CUDA_SUCCESS)
-        t->registered = 1;
-    else
+    if (r != CUDA_SUCCESS) {
         ES_WARN("collectives: cannot register the host staging with the driver (CUresult %d): "
-                "copies to it may block the calling thread", (int)r);
+                "communicator %016llx fails", (int)r, (unsigned long long)c->nonce);
+        es_coll_error("cannot register the host staging (%zu bytes) with the driver "
+                      "(CUresult %d): the host transport needs page-locked staging",
+                      c->seg.h->data_size, (int)r);
+        return -EIO;
+    }
+    t->registered = 1;
     return 0;
 }
 

@@ -106,6 +106,7 @@ _Static_assert(sizeof(es_seg_pair_t) == 128, "es_seg_pair_t layout");
 typedef struct es_seg {
     es_seg_hdr_t *h;
     size_t map_size;
+    int fd;                       /* the segment's descriptor, open while joined (-1: none) */
     int rank, nranks;
     char name[64];
 } es_seg_t;

@@ -339,6 +339,7 @@ int es_seg_join(es_seg_t *s, const es_coll_id_t *id, int nranks, int rank, size_
     void *map = MAP_FAILED;
     size_t size = 0, mapped = 0;
     memset(s, 0, sizeof(*s));
+    s->fd = -1;
     es_seg_name(s->name, sizeof(s->name), id->uid, id->nonce);
     s->rank = rank;
     s->nranks = nranks;
@@ -429,6 +430,12 @@ int es_seg_join(es_seg_t *s, const es_coll_id_t *id, int nranks, int rank, size_
     }
     s->h = map;
     s->map_size = size;
+    /* Kept open while joined: the name is unlinked once every rank has
+     * joined, and a driver that needs the file behind the staging it
+     * registers (simcuda's device servers map it) finds it through this
+     * process's descriptors. */
+    s->fd = fd;
+    fd = -1;
     es_seg_rank_t *me = es_seg_rank(s, rank);
     uint32_t free_slot = 0;
     if (!atomic_compare_exchange_strong(&me->state, &free_slot, 1)) {
@@ -451,6 +458,9 @@ out:
     if (rc < 0) {
         if (map != MAP_FAILED && mapped)
             munmap(map, mapped);
+        if (s->fd >= 0)
+            close(s->fd);
+        s->fd = -1;
         s->h = NULL;
         if (creator)
             shm_unlink(s->name);
@@ -468,7 +478,10 @@ int es_seg_wait_joined(es_comm_t *c, int timeout_ms)
 void es_seg_leave(es_seg_t *s)
 {
     if (!s->h)
-        return;
+        return; /* never joined (fd meaningless) or left already */
+    if (s->fd >= 0)
+        close(s->fd);
+    s->fd = -1;
     es_seg_rank_t *me = es_seg_rank(s, s->rank);
     atomic_store_explicit(&me->departed, 1, memory_order_release);
     es_seg_ring(s);

@@ -99,12 +99,13 @@ $(B)/tests/coll/vdev_probe: tests/coll/vdev_probe.c $(B)/sim/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(COLL_CLIENT_CC) $< -L$(B)/sim -l:libcuda.so.1 $(LDFLAGS) -o $@
 
-# The engine's unit test links the settings parser and the placement rules
-# (their shim dependencies stubbed in the test) and reads the element
+# The engine's unit test links the settings parser, the placement rules and
+# the host transport (their shim dependencies stubbed in the test) and reads the element
 # arithmetic from kernels/reduce_kernels.h.
 $(B)/obj/tests/coll/coll_test.o: CFLAGS += -ffp-contract=off
 $(B)/tests/coll_test: $(B)/obj/tests/coll/coll_test.o $(B)/obj/shim/config.o \
-		$(B)/obj/controller/proto.o $(B)/obj/context/vdev.o $(TEST_HARNESS_OBJ) \
+		$(B)/obj/controller/proto.o $(B)/obj/context/vdev.o $(B)/obj/context/coll_host.o \
+		$(TEST_HARNESS_OBJ) \
 		| $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_coll.so \
 		  $(B)/tests/coll/coll_client $(B)/tests/clients/nccl_vclient
 	@mkdir -p $(dir $@)

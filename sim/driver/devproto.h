@@ -27,9 +27,10 @@
 #define SIM_WIN_SIZE (1ULL << 44) /* 16 TiB of addresses, nothing committed */
 /* Candidate bases, tried in order with MAP_FIXED_NOREPLACE. All lie above
  * AddressSanitizer's shadow (which ends below 0x10007fff8000) and away from
- * its allocator (0x600000000000 + 4 TiB), PIE executables (0x55..) and the
- * usual mmap area (0x7f..). */
-#define SIM_WIN_BASES {0x200000000000ULL, 0x300000000000ULL, 0x400000000000ULL, \
+ * its allocator (0x600000000000 + 4 TiB), PIE executables (0x55..), the
+ * usual mmap area (0x7f..) and a device server's own mappings (the legacy
+ * bottom-up layout, upwards from 0x2aaaaaaab000: devserver.c). */
+#define SIM_WIN_BASES {0x300000000000ULL, 0x400000000000ULL, 0x110000000000ULL, \
                        0x500000000000ULL, 0x700000000000ULL}
 /* Size of the sparse files that back device and pinned host memory (only
  * pages written take memory). */

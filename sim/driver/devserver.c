@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -440,10 +441,41 @@ static int handle(const sim_ctl_t *m, int fd)
     }
 }
 
+/* ---- our own address layout --------------------------------------------------------
+ * The client's registered host memory is mapped here at the client's
+ * addresses, so our own mappings (libraries, heap, thread stacks, the
+ * kernel twins we load) must stay out of the places where the client's
+ * mappings are: an ordinary process maps top-down from a random base in
+ * the highest terabytes. We run with the legacy bottom-up layout and no
+ * randomisation (re-executing ourselves once with that personality):
+ * everything we map goes upwards from TASK_SIZE / 3 (0x2aaaaaaab000 on
+ * x86-64), far below any client's mmap area and clear of the address
+ * window's candidate bases (devproto.h); our executable and heap sit at
+ * the fixed PIE base and our stack at the very top (sim/driver/README.md
+ * gives the residual chances of a clash). Where the personality is
+ * refused (a seccomp filter), the ordinary randomised layout is kept. */
+static void own_layout(char **argv)
+{
+    const unsigned long want = ADDR_NO_RANDOMIZE | ADDR_COMPAT_LAYOUT;
+    int cur = personality(0xffffffff);
+    if (cur < 0 || ((unsigned long)cur & want) == want)
+        return;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0 || (size_t)n >= sizeof(self) - 1)
+        return;
+    self[n] = '\0';
+    if (personality((unsigned long)cur | want) < 0)
+        return;
+    execv(self, argv); /* by its name (ps shows simcuda-gpu); the control socket stays */
+    personality((unsigned long)cur); /* exec failed (say, rebuilt meanwhile): go on as we are */
+}
+
 int main(int argc, char **argv)
 {
     uint64_t win = 0, phys = 0, client = 0;
     int have_win = 0;
+    own_layout(argv);
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "--window=", 9) == 0 && parse_u64(argv[i] + 9, 16, &win) == 0)
             have_win = 1;

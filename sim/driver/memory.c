@@ -541,11 +541,15 @@ CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
  *   them back into private pages.
  * - a device server that already has something of its own at those
  *   addresses cannot map them there: the registration is refused with
- *   CUDA_ERROR_OPERATING_SYSTEM (rare for heap and mmap memory, whose
- *   addresses are random in both processes; systematic under
- *   AddressSanitizer, whose heap lies at one fixed place in every process).
- *   A server started after the registration that cannot map it leaves its
- *   device without access to that memory (said on stderr). */
+ *   CUDA_ERROR_OPERATING_SYSTEM, and the memory stays as it was (private
+ *   pages moved back, a shared mapping untouched): pageable memory, whose
+ *   copies the workers stage. Servers keep their own mappings away from
+ *   where a process's mmaps, heap and stack land (devserver.c,
+ *   sim/driver/README.md: practically never for ordinary memory;
+ *   systematic under AddressSanitizer, whose heap lies at one fixed place
+ *   in every process). A server started after the registration that
+ *   cannot map it leaves its device without access to that memory (said on
+ *   stderr). */
 typedef struct {
     uintptr_t lo, hi;
     int prot, shared;

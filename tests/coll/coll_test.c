@@ -9,6 +9,10 @@
  * decoded, every rounding boundary of those formats encoded, and every
  * datatype x operation step on random and special operands.
  *
+ * Unit: the host transport's set-up (context/coll_host.o, its driver
+ * table filled by the test): a refused registration of the staging fails
+ * it (copies from pageable staging could carry stale data).
+ *
  * Integration (whole processes under libeasyscale.so, simcuda):
  *  - tests/coll/coll_client "types": every datatype and operation through
  *    all-reduce, reduce and reduce-scatter, bit for bit against the
@@ -22,7 +26,9 @@
  *    plain NCCL (no shim, 4 GPUs) misses the rank-order reference.
  *  - "coll": broadcast, gathers, scatters, in-place buffers, groups with
  *    collectives and send/recv pairs, several streams and communicators,
- *    split, non-blocking init, argument errors; "initall".
+ *    split, non-blocking init, argument errors; "initall"; "coll" without
+ *    privileges (every capability dropped: simcuda's servers must find the
+ *    unlinked staging's file through the rank's descriptor).
  *  - tests/clients/nccl_vclient (NVIDIA's headers only, rank r on device
  *    r % count) on 2 and 1 GPUs, and with simcuda's isolated device memory
  *    and adversarial scheduling: passes, same checksum; without the shim on
@@ -63,6 +69,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "context/coll_int.h"
 #include "context/vdev.h"
 #include "kernels/reduce_kernels.h"
 #include "shim/shim.h"
@@ -76,6 +83,111 @@ es_real_cuda_t es_real_cuda;
 void es_log_write(int level, const char *fmt, ...)
 {
     (void)level, (void)fmt;
+}
+
+/* ---- the host transport's staging registration ------------------------------------
+ * context/coll_host.o is linked in: its set-up reaches the driver only
+ * through es_real_cuda (above), which the test fills; what the data path
+ * needs from the rest of the engine is stubbed and must not be called. */
+#define ES_UNCALLED(ret, name, ...)                                                       \
+    ret name(__VA_ARGS__)                                                                 \
+    {                                                                                     \
+        fail_msg("%s called by the host transport's set-up", #name);                   \
+        for (;;)                                                                          \
+            ;                                                                             \
+    }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+ES_UNCALLED(es_step_t *, es_step_new, es_comm_t *c)
+ES_UNCALLED(int, es_step_add, es_step_t *st, const es_action_t *a)
+ES_UNCALLED(CUresult, es_step_launch, es_step_t *st, CUstream s)
+ES_UNCALLED(int, es_coll_parked_vdev, void)
+ES_UNCALLED(size_t, es_coll_type_size, int dtype)
+ES_UNCALLED(void, es_coll_shard, size_t count, size_t es, int rank, int n, size_t *lo, size_t *hi)
+ES_UNCALLED(CUresult, es_p2p_rounds, es_comm_t *c, const es_p2p_t *ops, int n, CUstream s,
+            es_p2p_copy_fn in, es_p2p_copy_fn out)
+ES_UNCALLED(int, es_swap_park_read, int vdev, void *dst, CUdeviceptr src, size_t n)
+ES_UNCALLED(int, es_swap_park_write, int vdev, CUdeviceptr dst, const void *src, size_t n)
+#pragma GCC diagnostic pop
+
+static char g_last_error[256];
+void es_coll_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_last_error, sizeof(g_last_error), fmt, ap);
+    va_end(ap);
+}
+
+static CUresult g_reg_result;
+static int g_registered, g_unregistered;
+static void *g_reg_at;
+static size_t g_reg_len;
+
+static CUresult fake_register(void *p, size_t n, unsigned flags)
+{
+    (void)flags;
+    g_reg_at = p;
+    g_reg_len = n;
+    g_registered += g_reg_result == CUDA_SUCCESS;
+    return g_reg_result;
+}
+
+static CUresult fake_unregister(void *p)
+{
+    assert_ptr_equal(p, g_reg_at);
+    g_unregistered++;
+    return CUDA_SUCCESS;
+}
+
+/* The staging must be registered: copies from it to the device are
+ * enqueued before the steps that fill it have run, which a driver may
+ * serve at once from pageable memory (stale data: a silently wrong sum).
+ * So a refused registration fails the set-up (the communicator then fails
+ * on every rank with an NCCL error); an accepted one is undone at
+ * teardown. */
+static void test_host_staging_registration(void **state)
+{
+    (void)state;
+    static _Alignas(4096) char seg[4 * 4096];
+    es_seg_hdr_t *h = (es_seg_hdr_t *)seg;
+    memset(seg, 0, sizeof(seg));
+    h->off_data = 4096;
+    h->data_size = 3 * 4096;
+    es_comm_t c;
+    memset(&c, 0, sizeof(c));
+    c.seg.h = h;
+    c.nranks = 4;
+    c.chunk = 1024;
+    c.p2p_chunk = 256;
+    es_real_cuda.cuMemHostRegister_v2 = fake_register;
+    es_real_cuda.cuMemHostUnregister = fake_unregister;
+
+    static const CUresult refusals[] = { CUDA_ERROR_OPERATING_SYSTEM, CUDA_ERROR_NOT_SUPPORTED,
+                                         CUDA_ERROR_OUT_OF_MEMORY };
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
+        g_reg_result = refusals[i];
+        g_last_error[0] = '\0';
+        g_unregistered = 0;
+        int rc = es_tp_host.setup(&c);
+        if (rc == 0)
+            fail_msg("registration refused (CUresult %d): the set-up went on", (int)refusals[i]);
+        assert_true(rc < 0);
+        assert_ptr_equal(g_reg_at, seg + 4096);
+        assert_int_equal(g_reg_len, 3 * 4096);
+        assert_non_null(strstr(g_last_error, "register")); /* ncclGetLastError says why */
+        es_tp_host.teardown(&c);
+        assert_int_equal(g_unregistered, 0);
+        assert_null(c.tpd);
+    }
+    g_reg_result = CUDA_SUCCESS;
+    g_registered = g_unregistered = 0;
+    assert_int_equal(es_tp_host.setup(&c), 0);
+    assert_int_equal(g_registered, 1);
+    es_tp_host.teardown(&c);
+    assert_int_equal(g_unregistered, 1);
+    assert_null(c.tpd);
+    memset(&es_real_cuda, 0, sizeof(es_real_cuda));
 }
 
 /* ---- settings ------------------------------------------------------------------- */
@@ -429,6 +541,31 @@ static void test_initall(void **state)
     es_proc_result_free(&r);
 }
 
+/* Without privileges (no CAP_SYS_ADMIN, as for any ordinary user): simcuda's
+ * device servers must still reach the host staging, whose name is unlinked
+ * once every rank joined, so the file is found through the rank's open
+ * descriptor (/proc/self/map_files needs the capability). Host transport,
+ * isolation, 4 ranks: the rank-ordered sums. Run as root, the client is
+ * started through setpriv with every capability dropped. */
+static void test_unprivileged(void **state)
+{
+    (void)state;
+    if (!shim_built())
+        skip();
+    const char *setpriv = "/usr/bin/setpriv";
+    char nb[] = "4";
+    char *plain[] = { (char *)es_build_path("tests/coll/coll_client"), (char *)"coll", nb, NULL };
+    char *dropped[] = { (char *)setpriv, (char *)"--inh-caps=-all", (char *)"--ambient-caps=-all",
+                        (char *)"--bounding-set=-all", plain[0], plain[1], plain[2], NULL };
+    if (geteuid() == 0 && access(setpriv, X_OK) != 0)
+        skip();
+    es_proc_result_t r = run_prog(1, TWO, geteuid() == 0 ? dropped : plain,
+                                  "EASYSCALE_COLL_TRANSPORT=host", "SIMCUDA_ISOLATION=1",
+                                  "EASYSCALE_COLL_CHUNK=65536");
+    expect_client(&r, 4, "unprivileged");
+    es_proc_result_free(&r);
+}
+
 /* ---- the NVIDIA-headers client -------------------------------------------------- */
 
 static es_proc_result_t run_vclient(int shim, const char *devs, const char *arg)
@@ -697,6 +834,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_host_staging_registration),
         cmocka_unit_test(test_vdev_rules),
         cmocka_unit_test(test_decode_all_codes),
         cmocka_unit_test(test_encode_boundaries),
@@ -705,6 +843,7 @@ int main(void)
         cmocka_unit_test(test_types_control),
         cmocka_unit_test(test_coll),
         cmocka_unit_test(test_initall),
+        cmocka_unit_test(test_unprivileged),
         cmocka_unit_test(test_vclient),
         cmocka_unit_test(test_fault_kill),
         cmocka_unit_test(test_fault_abort),

@@ -8,6 +8,12 @@
  *   registered shared mapping stays shared (the device writes the file the
  *   program and others see); a registered private buffer keeps its contents
  *   and address.
+ * - A device server keeps its own mappings out of the area where a client's
+ *   mmaps land: memory the client maps there can be registered (every one
+ *   of the server's own mappings inside it is tried). Host memory whose
+ *   registration a server refuses (its own mapping is at that address,
+ *   provoked here) stays pageable memory: copies to and from it are
+ *   correct, its contents and its file are kept.
  * - A device server that dies is a lost device: CUDA_ERROR_DEVICE_UNAVAILABLE
  *   from then on, never a hang. A client that dies takes its servers with
  *   it and its memory is given back.
@@ -387,6 +393,199 @@ static void test_client_death_ends_its_servers(void **state)
     close(pfd[1]);
 }
 
+/* ---- a server's own mappings and registered host memory --------------------------- */
+typedef struct {
+    uintptr_t lo, hi;
+    char perms[8];
+    char name[256];
+} smap_t;
+
+/* The mappings of process pid (at most max). */
+static int read_maps(pid_t pid, smap_t *out, int max)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "re");
+    int n = 0;
+    while (f && n < max && fgets(line, sizeof(line), f)) {
+        unsigned long a, b;
+        int pos = 0;
+        smap_t *m = &out[n];
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &a, &b, m->perms, &pos) < 3)
+            continue;
+        m->lo = a;
+        m->hi = b;
+        snprintf(m->name, sizeof(m->name), "%s", line + pos);
+        m->name[strcspn(m->name, "\n")] = '\0';
+        n++;
+    }
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* A server's own memory: not what it maps for the client (shared: the
+ * window's memfds, registered shared memory), nor the kernel's pages. */
+static int server_own(const smap_t *m)
+{
+    return m->perms[3] == 'p' && m->perms[0] != '-' && strncmp(m->name, "[v", 2) != 0 &&
+           strcmp(m->name, "[stack]") != 0;
+}
+
+/* Where an ordinary process's own mmaps land: top-down from a random base
+ * in the highest terabytes below its stack (28 bits of page randomisation:
+ * 1 TiB, and what the process maps below that). */
+#define CLIENT_MMAP_LO 0x7e0000000000ULL
+#define CLIENT_MMAP_HI 0x7ffffffff000ULL
+
+static pid_t the_server(void)
+{
+    st_primary(0);
+    CUdeviceptr x;
+    CK(cuMemAlloc(&x, 4096));
+    CK(cuMemsetD32(x, 0, 1024));
+    CK(cuCtxSynchronize());
+    CK(cuMemFree(x));
+    pid_t srv[4];
+    assert_int_equal(server_pids(getpid(), srv, 4), 1);
+    return srv[0];
+}
+
+/* Host memory a client maps where its mmaps usually land can be
+ * registered: the server keeps its own libraries, heap and stacks out of
+ * that area. Every one of the server's own mappings inside it is tried: the
+ * client maps the same addresses (where it has nothing there itself) and
+ * registers them. With the server's ordinary randomised layout its libc
+ * sits there and the registration is refused. */
+static void test_server_keeps_off_client_mmap_area(void **state)
+{
+    (void)state;
+    pid_t srv = the_server();
+    static smap_t maps[4096];
+    int n = read_maps(srv, maps, 4096), own = 0, tried = 0;
+    int libc = 0;
+    for (int i = 0; i < n; i++) {
+        const smap_t *m = &maps[i];
+        if (!server_own(m))
+            continue;
+        own++;
+        libc |= strstr(m->name, "libc.so") != NULL;
+        if (m->hi <= CLIENT_MMAP_LO || m->lo >= CLIENT_MMAP_HI)
+            continue;
+        size_t len = m->hi - m->lo;
+        void *p = mmap((void *)m->lo, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p == MAP_FAILED)
+            continue; /* the client has something of its own there */
+        assert_ptr_equal(p, (void *)m->lo);
+        memset(p, 0x5a, len);
+        tried++;
+        CUresult r = cuMemHostRegister(p, len, 0);
+        if (r != CUDA_SUCCESS)
+            fail_msg("registering [%#lx, %#lx) (the server's %s): CUresult %d",
+                     (unsigned long)m->lo, (unsigned long)m->hi, m->name, (int)r);
+        CK(cuMemHostUnregister(p));
+        assert_int_equal(((unsigned char *)p)[len - 1], 0x5a);
+        munmap(p, len);
+    }
+    /* the server's maps were read: its libc at least */
+    assert_true(own > 4);
+    assert_true(libc);
+    print_message("server %d: %d mappings of its own, %d in the client mmap area tried\n",
+                  (int)srv, own, tried);
+}
+
+/* Copies between the device and host memory whose registration a server
+ * refused (its own mapping is at those addresses: here, by construction)
+ * are copies with pageable memory: correct, and the memory keeps its
+ * contents and, for a shared mapping, its file. */
+static void refused_case(uintptr_t at, size_t len, int shared)
+{
+    int fd = -1;
+    unsigned char *p, *other = NULL;
+    if (shared) {
+        fd = memfd_create("iso-test-refused", MFD_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, (off_t)len), 0);
+        p = mmap((void *)at, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+        other = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        assert_true(other != MAP_FAILED);
+    } else {
+        p = mmap((void *)at, len, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    }
+    assert_ptr_equal(p, (void *)at);
+    for (size_t i = 0; i < len; i++)
+        p[i] = (unsigned char)(i * 7 + 3);
+    assert_int_equal(cuMemHostRegister(p, len, 0), CUDA_ERROR_OPERATING_SYSTEM);
+    for (size_t i = 0; i < len; i++)
+        if (p[i] != (unsigned char)(i * 7 + 3))
+            fail_msg("byte %zu changed by the refused registration", i);
+    if (shared) { /* still the file */
+        other[1] = 0xee;
+        assert_int_equal(p[1], 0xee);
+        p[1] = (unsigned char)(1 * 7 + 3);
+    }
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, len));
+    CK(cuMemcpyHtoD(d, p, len));
+    CK(cuMemsetD8(d, 0x11, 16));
+    CK(cuMemcpyDtoHAsync(p, d, len, s)); /* to pageable: done when it returns */
+    for (size_t i = 0; i < len; i++)
+        if (p[i] != (i < 16 ? 0x11 : (unsigned char)(i * 7 + 3)))
+            fail_msg("byte %zu: %#x after the copy back", i, p[i]);
+    memset(p, 0x22, len);
+    CK(cuMemcpyHtoDAsync(d, p, len, s));
+    CK(cuStreamSynchronize(s));
+    unsigned char last = 0;
+    CK(cuMemcpyDtoH(&last, d + len - 1, 1));
+    assert_int_equal(last, 0x22);
+    if (shared)
+        assert_int_equal(other[len - 1], 0x22);
+    /* and the server is none the worse */
+    CUfunction f = crash_fn();
+    CK(poke(f, d));
+    assert_int_equal(peek(d), 1);
+    CK(cuMemFree(d));
+    CK(cuStreamDestroy(s));
+    munmap(p, len);
+    if (other)
+        munmap(other, len);
+    if (fd >= 0)
+        close(fd);
+}
+
+static void test_refused_registration_is_pageable_memory(void **state)
+{
+    (void)state;
+    pid_t srv = the_server();
+    static smap_t maps[4096];
+    int n = read_maps(srv, maps, 4096);
+    /* A private mapping of the server's (its libc's, say) that is free
+     * in the client. */
+    uintptr_t at = 0;
+    size_t len = 0;
+    for (int i = 0; i < n && !at; i++) {
+        const smap_t *m = &maps[i];
+        if (!server_own(m) || m->hi - m->lo < 4 * 4096)
+            continue;
+        void *p = mmap((void *)m->lo, m->hi - m->lo, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p == MAP_FAILED)
+            continue;
+        munmap(p, m->hi - m->lo);
+        if (p != (void *)m->lo)
+            continue;
+        at = m->lo;
+        len = 4 * 4096;
+    }
+    assert_true(at != 0);
+    refused_case(at, len, 0);
+    refused_case(at, len, 1);
+}
+
 /* ---- the setting itself ------------------------------------------------------------ */
 static const char *g_self;
 
@@ -462,6 +661,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_registered_shared_mapping),
         cmocka_unit_test(test_server_death_is_a_lost_device),
         cmocka_unit_test(test_client_death_ends_its_servers),
+        cmocka_unit_test(test_server_keeps_off_client_mmap_area),
+        cmocka_unit_test(test_refused_registration_is_pageable_memory),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
