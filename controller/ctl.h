@@ -61,7 +61,7 @@ typedef struct es_ctl_gpu {
     int ordinal;        /* the driver's ordinal in this environment */
     char uuid[48];      /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
     char name[96];      /* the driver's name */
-    char model[16];     /* p100 v100 t4 a100 a10 l4 h100 h200 b200, or "" unknown */
+    char model[16];     /* t4 a100 a10 l4 h100 h200 b200 (and older ones by name), or "" unknown */
     uint64_t mem;       /* total memory, bytes */
     int sms, clock_khz, cc_major, cc_minor;
 } es_ctl_gpu_t;
@@ -129,7 +129,7 @@ int es_ctl_peer_check(int fd, uid_t want, es_ctl_peercred_fn get, pid_t *pid);
 typedef struct es_ctl_job {
     int nests;
     int determinism;            /* 1 d1, 2 d2 */
-    char canonical[128];        /* d2: the models of the job's GPUs ("a100,v100") */
+    char canonical[128];        /* d2: the models of the job's GPUs ("a100,t4") */
     uint64_t est_mem;           /* bytes one EST needs (0: unknown) */
     int time_slicing;
     int hb_timeout_ms;          /* an EST without heartbeat that long is unresponsive */

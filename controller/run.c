@@ -832,9 +832,9 @@ int es_ctl_run_main(int argc, char **argv)
                 /* the models the shim's canonical device knows (context/device.c) */
                 char known[64];
                 snprintf(known, sizeof(known), " %s ", job.gpus[g].model);
-                if (!job.gpus[g].model[0] || !strstr(" p100 v100 t4 a100 a10 l4 h100 h200 ", known)) {
-                    es_ctl_err("GPU %d (%s) is of a model d2 does not know (p100 v100 t4 a100 a10 "
-                               "l4 h100 h200); set EASYSCALE_CANONICAL_DEVICE", job.gpus[g].ordinal,
+                if (!job.gpus[g].model[0] || !strstr(" t4 a100 a10 l4 h100 h200 b200 ", known)) {
+                    es_ctl_err("GPU %d (%s) is of a model d2 does not know (t4 a100 a10 l4 h100 "
+                               "h200 b200); set EASYSCALE_CANONICAL_DEVICE", job.gpus[g].ordinal,
                                job.gpus[g].name);
                     return ES_CTL_EXIT_FAIL;
                 }

@@ -6,7 +6,7 @@
  * of backend graphs (fp32, fp16 and bf16 tensors), each with its negative control (EASYSCALE_DETERMINISM=off,
  * or d1 across GPU models).
  *
- * Vendor facts relied on (../shared/VENDOR-NOTES.md, "cuDNN"): an engine's
+ * Vendor facts relied on (docs/VENDOR-FACTS.md, "cuDNN"): an engine's
  * CUDNN_ATTR_ENGINE_NUMERICAL_NOTE may contain CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
  * bits are never reproducible across architectures. cudnn-frontend's
  * EngineHeuristics_v8::getEngineConfig resizes its list to the returned

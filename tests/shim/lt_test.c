@@ -3,7 +3,7 @@
  * d1 takes the placement of tensors in memory out of the algorithm choice,
  * d2 gives every epilogue PyTorch uses the same bits on every GPU model;
  * each with its negative control (EASYSCALE_DETERMINISM=off, or d1 across
- * models). Vendor facts (../shared/VENDOR-NOTES.md, "cuBLAS"): cuBLASLt's
+ * models). Vendor facts (docs/VENDOR-FACTS.md, "cuBLAS"): cuBLASLt's
  * heuristic reads the workspace and the promised alignments; bits are never
  * reproducible across architectures. */
 #include <setjmp.h>

@@ -937,7 +937,7 @@ static void test_placement_chaos(void **state)
  * placement): two GPU orders differ, and (b) the shim at d1 with
  * EASYSCALE_COLLECTIVES=nccl too: the virtual collectives are what makes
  * the placement irrelevant. (c) 4 ranks on 2 GPUs without the shim: NCCL
- * refuses two ranks on one GPU (VENDOR-NOTES "NCCL"); with it the same job
+ * refuses two ranks on one GPU (docs/VENDOR-FACTS.md, "NCCL"); with it the same job
  * runs (test_placement_d1_4ests). */
 static void test_placement_controls(void **state)
 {
