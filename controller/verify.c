@@ -401,7 +401,7 @@ int es_vmatrix_builtin(const es_ctl_gpu_t *g, int ngpus, const es_vmatrix_opts_t
                           "check   d1-scale level=d1 gpus=%s schedule=\"step %ld scale 0-%d; step "
                           "%ld scale 0; step %ld scale all\" moves desc=\"%d ESTs: %d %s, then "
                           "%d, 1, %d again\"\n",
-                          spec, S / 4, hh - 1, S / 2, 3 * S / 4, N, K, ma, hh, K);
+                          spec, S / 6, hh - 1, S / 3, S / 2, N, K, ma, hh, K);
     }
     if (S > 0 && !o->reduced) {
         /* a parked EST holds the others at the next collective: the job's
@@ -416,13 +416,15 @@ int es_vmatrix_builtin(const es_ctl_gpu_t *g, int ngpus, const es_vmatrix_opts_t
         int two[2] = { a[0], a[1] };
         ordinals(spec2, sizeof(spec2), g, two, 2);
         es_ctl_buf_printf(b, "check   d1-migrate level=d1 gpus=%s schedule=\"", spec2);
-        /* three, a quarter of the job apart: a move takes a few tenths of
-         * a second, the controller sees steps at heartbeats */
+        /* three, a sixth of the job apart, all in its first half: a move
+         * takes a few tenths of a second and the controller sees steps at
+         * heartbeats, so a short job (the reduced matrix's) must leave
+         * room after the last one or it ends before the event is sent */
         for (int e = 1; e <= 3; e++)
-            es_ctl_buf_printf(b, "%sstep %ld migrate %d %d", e > 1 ? "; " : "", S * e / 4,
+            es_ctl_buf_printf(b, "%sstep %ld migrate %d %d", e > 1 ? "; " : "", S * e / 6,
                               (e - 1) % N, e % 2);
         es_ctl_buf_printf(b, "\" moves desc=\"%d ESTs on 2 %s, one migrating every %ld steps\"\n",
-                          N, ma, S / 4);
+                          N, ma, S / 6);
     }
     /* time-slicing: the shim's rotation (one EST resident at a time, each
      * parked in host memory at every collective), on one GPU */
