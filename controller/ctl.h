@@ -74,6 +74,10 @@ int es_ctl_gpus_probe(es_ctl_gpu_t *g, int max, int *n, char *err, size_t errlen
 /* The model key of a driver device name ("NVIDIA A100-SXM4-40GB" -> "a100"),
  * "" when not known. */
 const char *es_ctl_gpu_model(const char *name);
+/* 1 if d2's canonical device knows the model (a key of es_ctl_gpu_model),
+ * 0 if not (older or unknown models: the job needs
+ * EASYSCALE_CANONICAL_DEVICE). */
+int es_ctl_d2_model_known(const char *model);
 
 /* One GPU by ordinal ("2") or UUID: its index in g, or -ENOENT/-EINVAL. */
 int es_ctl_gpu_lookup(const es_ctl_gpu_t *g, int n, const char *tok);

@@ -227,6 +227,18 @@ out:
     return rc;
 }
 
+int es_ctl_d2_model_known(const char *model)
+{
+    /* the models of the shim's canonical device table (context/device.c) */
+    static const char *const known[] = { "t4", "a100", "a10", "l4", "h100", "h200", "b200" };
+    if (!model)
+        return 0;
+    for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+        if (strcmp(model, known[k]) == 0)
+            return 1;
+    return 0;
+}
+
 const char *es_ctl_gpu_model(const char *name)
 {
     /* Longest keys first: "A100" contains "A10", "L40" is not an "L4". */

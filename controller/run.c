@@ -829,10 +829,7 @@ int es_ctl_run_main(int argc, char **argv)
             for (int g = 0; g < job.ngpus; g++) {
                 if (!(job.slots & (1ull << g)))
                     continue;
-                /* the models the shim's canonical device knows (context/device.c) */
-                char known[64];
-                snprintf(known, sizeof(known), " %s ", job.gpus[g].model);
-                if (!job.gpus[g].model[0] || !strstr(" t4 a100 a10 l4 h100 h200 b200 ", known)) {
+                if (!es_ctl_d2_model_known(job.gpus[g].model)) {
                     es_ctl_err("GPU %d (%s) is of a model d2 does not know (t4 a100 a10 l4 h100 "
                                "h200 b200); set EASYSCALE_CANONICAL_DEVICE", job.gpus[g].ordinal,
                                job.gpus[g].name);

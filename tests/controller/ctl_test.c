@@ -482,13 +482,16 @@ static void test_run_env(void **state)
     assert_non_null(strstr(r.out, "[0] P no"));
     es_proc_result_free(&r);
 
-    /* d2 on a model the shim's canonical device does not know: refused
-     * before anything starts */
+    /* d2 on the newest model simcuda has: its canonical device is known
+     * (every simulated model is; the refusal of older ones is unit-tested
+     * in test_gpu_spec through es_ctl_d2_model_known) */
     char *env2[] = { "SIMCUDA_DEVICES=a100:8G,b200:16G", "EASYSCALE_CANONICAL_DEVICE=", NULL };
     assert_int_equal(ctl(&r, env2, "run", "--ests", "2", "--determinism", "d2", "--socket", sock,
-                         "--", "true", NULL),
-                     1);
-    assert_non_null(strstr(r.out, "GPU 1 (NVIDIA B200) is of a model d2 does not know"));
+                         "--progress", "off", "--", "sh", "-c", "echo \"C $EASYSCALE_CANONICAL_DEVICE\"",
+                         NULL),
+                     0);
+    if (!strstr(r.out, "[0] C a100,b200\n") && !strstr(r.out, "[0] C b200,a100\n"))
+        fail_msg("no canonical device a100,b200 in:\n%s", r.out);
     es_proc_result_free(&r);
 }
 
@@ -1627,6 +1630,14 @@ static void test_gpu_spec(void **state)
     assert_string_equal(es_ctl_gpu_model("NVIDIA L4"), "l4");
     assert_string_equal(es_ctl_gpu_model("NVIDIA L40S"), "");
     assert_string_equal(es_ctl_gpu_model("Tesla V100-SXM2-16GB"), "v100");
+    /* d2's canonical device: the shim's models, not older ones */
+    assert_false(es_ctl_d2_model_known("v100"));
+    assert_false(es_ctl_d2_model_known("p100"));
+    assert_false(es_ctl_d2_model_known(""));
+    assert_false(es_ctl_d2_model_known(NULL));
+    assert_true(es_ctl_d2_model_known("b200"));
+    assert_true(es_ctl_d2_model_known("t4"));
+    assert_true(es_ctl_d2_model_known("a10"));
     assert_string_equal(es_ctl_gpu_model("NVIDIA H100 80GB HBM3"), "h100");
     assert_string_equal(es_ctl_gpu_model("NVIDIA H200"), "h200");
     assert_string_equal(es_ctl_gpu_model("NVIDIA B200"), "b200");
