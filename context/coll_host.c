@@ -154,25 +154,26 @@ static void es_host_teardown(es_comm_t *c)
 
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
 
-/* The copies between the application's device memory and the staging:
+/* The copies between the application's device memory (always a CUdeviceptr
+ * here: never dereferenced on the host) and the staging:
  * on the stream, or, for a parked EST (time-slicing), at once from and to
  * its host copies. */
-static CUresult es_dtoh(void *dst, const void *src, size_t n, CUstream s)
+static CUresult es_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
     int pv = es_coll_parked_vdev();
     if (n && pv >= 0)
-        return es_swap_park_read(pv, dst, DPTR(src), n) == 0 ? CUDA_SUCCESS
+        return es_swap_park_read(pv, dst, src, n) == 0 ? CUDA_SUCCESS
                                                               : CUDA_ERROR_INVALID_VALUE;
-    return n ? ES_REAL(cuda, cuMemcpyDtoHAsync_v2)(dst, DPTR(src), n, s) : CUDA_SUCCESS;
+    return n ? ES_REAL(cuda, cuMemcpyDtoHAsync_v2)(dst, src, n, s) : CUDA_SUCCESS;
 }
 
-static CUresult es_htod(void *dst, const void *src, size_t n, CUstream s)
+static CUresult es_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
     int pv = es_coll_parked_vdev();
     if (n && pv >= 0)
-        return es_swap_park_write(pv, DPTR(dst), src, n) == 0 ? CUDA_SUCCESS
+        return es_swap_park_write(pv, dst, src, n) == 0 ? CUDA_SUCCESS
                                                                : CUDA_ERROR_INVALID_VALUE;
-    return n ? ES_REAL(cuda, cuMemcpyHtoDAsync_v2)(DPTR(dst), src, n, s) : CUDA_SUCCESS;
+    return n ? ES_REAL(cuda, cuMemcpyHtoDAsync_v2)(dst, src, n, s) : CUDA_SUCCESS;
 }
 
 /* A 2D copy from the device (rows of width bytes, pitches as given). */
@@ -183,7 +184,7 @@ static CUresult es_dtoh_2d(const CUDA_MEMCPY2D *cp, CUstream s)
     CUresult r = CUDA_SUCCESS;
     for (size_t y = 0; y < cp->Height && r == CUDA_SUCCESS; y++)
         r = es_dtoh((char *)cp->dstHost + y * cp->dstPitch,
-                    (const char *)(uintptr_t)cp->srcDevice + y * cp->srcPitch, cp->WidthInBytes, s);
+                    cp->srcDevice + y * cp->srcPitch, cp->WidthInBytes, s);
     return r;
 }
 
@@ -222,7 +223,7 @@ static CUresult es_host_scalar(es_comm_t *c, es_step_t *st, int set, const es_pr
                                int dtype, CUstream s)
 {
     if (pm->on_device)
-        return es_dtoh(es_h_scal(c, c->rank, set), pm->dev, es_coll_type_size(dtype), s);
+        return es_dtoh(es_h_scal(c, c->rank, set), DPTR(pm->dev), es_coll_type_size(dtype), s);
     es_host_red_t *box = calloc(1, sizeof(*box));
     if (!box)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -264,7 +265,7 @@ static CUresult es_host_coll(es_comm_t *c, const es_coll_op_t *op, int rop, cons
         switch (kind) {
         case ES_OP_ALLREDUCE:
         case ES_OP_REDUCE: {
-            r = es_dtoh(es_h_in(c, me, set), send + off * es, bytes, s);
+            r = es_dtoh(es_h_in(c, me, set), DPTR(send) + off * es, bytes, s);
             if (r == CUDA_SUCCESS && rop == ES_RO_PREMUL)
                 r = es_host_scalar(c, st, set, pm, op->dtype, s);
             size_t lo, hi;
@@ -288,12 +289,12 @@ static CUresult es_host_coll(es_comm_t *c, const es_coll_op_t *op, int rop, cons
                 es_step_launch(st, s);
             st = NULL;
             if (r == CUDA_SUCCESS && (kind == ES_OP_ALLREDUCE || me == op->root))
-                r = es_htod(recv + off * es, es_h_out(c, set), bytes, s);
+                r = es_htod(DPTR(recv) + off * es, es_h_out(c, set), bytes, s);
             break;
         }
         case ES_OP_BROADCAST: {
             if (me == op->root)
-                r = es_dtoh(es_h_in(c, op->root, set), send + off * es, bytes, s);
+                r = es_dtoh(es_h_in(c, op->root, set), DPTR(send) + off * es, bytes, s);
             es_action_t b1 = { .kind = ES_A_BARRIER, .a = b + 1 };
             es_step_add(st, &b1);
             c->bar += 1;
@@ -302,11 +303,11 @@ static CUresult es_host_coll(es_comm_t *c, const es_coll_op_t *op, int rop, cons
             if (r == CUDA_SUCCESS)
                 r = r2;
             if (r == CUDA_SUCCESS)
-                r = es_htod(recv + off * es, es_h_in(c, op->root, set), bytes, s);
+                r = es_htod(DPTR(recv) + off * es, es_h_in(c, op->root, set), bytes, s);
             break;
         }
         case ES_OP_ALLGATHER: {
-            r = es_dtoh(es_h_in(c, me, set), send + off * es, bytes, s);
+            r = es_dtoh(es_h_in(c, me, set), DPTR(send) + off * es, bytes, s);
             es_action_t b1 = { .kind = ES_A_BARRIER, .a = b + 1 };
             es_step_add(st, &b1);
             c->bar += 1;
@@ -315,7 +316,7 @@ static CUresult es_host_coll(es_comm_t *c, const es_coll_op_t *op, int rop, cons
             if (r == CUDA_SUCCESS)
                 r = r2;
             for (int q = 0; q < n && r == CUDA_SUCCESS; q++)
-                r = es_htod(recv + ((size_t)q * total + off) * es, es_h_in(c, q, set), bytes, s);
+                r = es_htod(DPTR(recv) + ((size_t)q * total + off) * es, es_h_in(c, q, set), bytes, s);
             break;
         }
         case ES_OP_REDUCESCATTER: {
@@ -323,7 +324,7 @@ static CUresult es_host_coll(es_comm_t *c, const es_coll_op_t *op, int rop, cons
             CUDA_MEMCPY2D cp;
             memset(&cp, 0, sizeof(cp));
             cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-            cp.srcDevice = DPTR(send + off * es);
+            cp.srcDevice = DPTR(send) + off * es;
             cp.srcPitch = total * es;
             cp.dstMemoryType = CU_MEMORYTYPE_HOST;
             cp.dstHost = es_h_in(c, me, set);
@@ -344,7 +345,7 @@ static CUresult es_host_coll(es_comm_t *c, const es_coll_op_t *op, int rop, cons
             if (r == CUDA_SUCCESS)
                 r = r2;
             if (r == CUDA_SUCCESS)
-                r = es_htod(recv + off * es, mine, bytes, s);
+                r = es_htod(DPTR(recv) + off * es, mine, bytes, s);
             break;
         }
         default:
@@ -362,13 +363,13 @@ static CUresult es_host_coll(es_comm_t *c, const es_coll_op_t *op, int rop, cons
 static CUresult es_host_p2p_in(es_comm_t *c, const es_p2p_t *o, uint64_t k, size_t off,
                                size_t bytes, CUstream s)
 {
-    return es_dtoh(es_h_p2p(c, c->rank, o->peer, k), o->buf + off, bytes, s);
+    return es_dtoh(es_h_p2p(c, c->rank, o->peer, k), DPTR(o->buf) + off, bytes, s);
 }
 
 static CUresult es_host_p2p_out(es_comm_t *c, const es_p2p_t *o, uint64_t k, size_t off,
                                 size_t bytes, CUstream s)
 {
-    return es_htod(o->buf + off, es_h_p2p(c, o->peer, c->rank, k), bytes, s);
+    return es_htod(DPTR(o->buf) + off, es_h_p2p(c, o->peer, c->rank, k), bytes, s);
 }
 
 static CUresult es_host_p2p(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s)
