@@ -225,6 +225,16 @@ static int es_migrate(int vdev, int src, int dev, char *msg, size_t msglen)
 
 static int es_mover_run_one(int vdev, int dev, char *msg, size_t msglen);
 
+static int (*es_lib_down)(int, char *, size_t);
+static int (*es_lib_up)(int, char *, size_t);
+
+void es_mover_set_lib_hooks(int (*down)(int vdev, char *msg, size_t msglen),
+                            int (*up)(int vdev, char *msg, size_t msglen))
+{
+    es_lib_down = down;
+    es_lib_up = up;
+}
+
 int es_mover_run(int vdev, int dev, char *msg, size_t msglen)
 {
     double t = es_ms();
@@ -251,16 +261,28 @@ static int es_mover_run_one(int vdev, int dev, char *msg, size_t msglen)
                "destroy them before the move", es_vh_graphs());
         return -EBUSY;
     }
-    int rc;
-    if (dev == ES_MOVER_PARK)
+    int rc = 0;
+    /* the vendor libraries' objects go first, while their contexts exist */
+    if (src >= 0 && es_lib_down)
+        rc = es_lib_down(vdev, msg, msglen);
+    if (rc)
+        ;
+    else if (dev == ES_MOVER_PARK)
         rc = es_park(vdev, src, msg, msglen);
     else if (src < 0)
         rc = es_unpark(vdev, dev, msg, msglen);
     else
         rc = es_migrate(vdev, src, dev, msg, msglen);
     /* the calling thread's contexts, whatever happened (none while parked) */
-    if (es_memreg_device(vdev) >= 0)
+    if (es_memreg_device(vdev) >= 0) {
         es_vh_rebind();
+        char why[256] = "";
+        int r2 = es_lib_up ? es_lib_up(vdev, why, sizeof(why)) : 0;
+        if (r2 && !rc) {
+            es_msg(msg, msglen, "%s", why);
+            rc = r2;
+        }
+    }
     return rc;
 }
 

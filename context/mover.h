@@ -79,4 +79,16 @@ int es_mover_resume(es_tslice_t *t, int dev, char *msg, size_t msglen);
 void es_mover_set_tslice(es_tslice_t *t, int slot);
 es_tslice_t *es_mover_tslice(int *slot);
 
+/* Objects of the vendor libraries living in a vdev's contexts (cuBLAS,
+ * cuBLASLt, cuDNN handles: intercept/libh.h). A move calls down(vdev)
+ * while vdev is still resident where it was (before anything is drained or
+ * copied: the objects' old contexts exist), and up(vdev) once vdev is
+ * resident again (on the new GPU, or where it was when the move failed),
+ * its contexts bound; not while parked. Each returns 0 or a negative errno
+ * with a reason in msg; a failure of down stops the move (up restores what
+ * it took down), one of up fails the move (vdev stays where it is). NULL:
+ * none. */
+void es_mover_set_lib_hooks(int (*down)(int vdev, char *msg, size_t msglen),
+                            int (*up)(int vdev, char *msg, size_t msglen));
+
 #endif

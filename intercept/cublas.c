@@ -28,6 +28,7 @@
 #include "shim/shim.h"
 #include "kernels/gemm.h"
 #include "context/devmem.h"
+#include "intercept/libh.h"
 
 #include <stdlib.h>
 
@@ -292,7 +293,12 @@ ES_EXPORT cublasStatus_t cublasGetAtomicsMode(cublasHandle_t handle, cublasAtomi
     {                                                                                    \
         if (__builtin_expect(__atomic_load_n(&es_slow[ES_LIB_CUBLAS], __ATOMIC_ACQUIRE), 0)) \
             return es_slow_##sym args;                                                   \
-        return ES_REAL(cublas, sym) args;                                                \
+        /* the handle translated inline (intercept/libh.h): one load */                  \
+        cublasHandle_t const es_real_h_ = (cublasHandle_t)es_libh_real(handle);          \
+        {                                                                                \
+            cublasHandle_t const handle = es_real_h_;                                    \
+            return ES_RAW(cublas, sym) args;                                             \
+        }                                                                                \
     }
 
 ES_GEMM_WRAPPER(cublasSgemm_v2,

@@ -32,9 +32,15 @@
  * across models), and so do the calls cuBLAS itself makes into cuBLASLt
  * (libcublas imports cublasLtMatmul; the shim decided at the cuBLAS call).
  * The shim allocates nothing here (no capture hazard).
+ *
+ * Handles: while ESTs can move the application's cuBLASLt handles are the
+ * shim's (intercept/libh.h); cuBLAS's own handles (libcublas creates and
+ * uses cuBLASLt handles inside its calls) stay cuBLASLt's: a call whose
+ * caller is a vendor library is passed to cuBLASLt as it is.
  */
 #include "shim/shim.h"
 #include "kernels/gemm.h"
+#include "intercept/libh.h"
 
 #include <errno.h>
 #include <string.h>
@@ -45,6 +51,29 @@
 static int es_det(void)
 {
     return es_cfg.determinism != ES_DET_OFF;
+}
+
+/* Whether a call comes from a vendor library (its cuBLASLt handles are
+ * real ones) while the application's are virtual. */
+static int es_vendor_caller(const void *ret)
+{
+    return es_libh_on && es_addr_in_vendor_lib(ret);
+}
+
+ES_EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t *lightHandle)
+{
+    ES_ENTER(cublaslt, cublasLtCreate);
+    if (es_vendor_caller(__builtin_return_address(0)))
+        return ES_RAW(cublaslt, cublasLtCreate)(lightHandle);
+    return ES_REAL(cublaslt, cublasLtCreate)(lightHandle);
+}
+
+ES_EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle)
+{
+    ES_ENTER(cublaslt, cublasLtDestroy);
+    if (es_vendor_caller(__builtin_return_address(0)))
+        return ES_RAW(cublaslt, cublasLtDestroy)(lightHandle);
+    return ES_REAL(cublaslt, cublasLtDestroy)(lightHandle);
 }
 
 /* The largest power of two (up to 256) dividing a pointer. */
@@ -144,6 +173,10 @@ ES_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int *returnAlgoCount)
 {
     ES_ENTER(cublaslt, cublasLtMatmulAlgoGetHeuristic);
+    if (es_vendor_caller(__builtin_return_address(0)))
+        return ES_RAW(cublaslt, cublasLtMatmulAlgoGetHeuristic)(
+            lightHandle, operationDesc, Adesc, Bdesc, Cdesc, Ddesc, preference,
+            requestedAlgoCount, heuristicResultsArray, returnAlgoCount);
     cublasLtMatrixLayout_t l[4] = { Adesc, Bdesc, Cdesc, Ddesc };
     cublasLtMatmulPreference_t own = NULL;
     if (es_det() && preference && (own = es_lt_pref(preference, 0, l, NULL)) == NULL)
@@ -303,8 +336,8 @@ ES_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle,
     cublasStatus_t st;
     /* cuBLAS runs some of its own GEMMs through cuBLASLt: those calls are
      * the vendor's business (the shim decided at the cuBLAS call) */
-    if (es_det() && es_addr_in_vendor_lib(__builtin_return_address(0)))
-        return ES_REAL(cublaslt, cublasLtMatmul)(lightHandle, computeDesc, alpha, A, Adesc, B,
+    if ((es_det() || es_libh_on) && es_addr_in_vendor_lib(__builtin_return_address(0)))
+        return ES_RAW(cublaslt, cublasLtMatmul)(lightHandle, computeDesc, alpha, A, Adesc, B,
                                                  Bdesc, beta, C, Cdesc, D, Ddesc, algo,
                                                  workspace, workspaceSizeInBytes, stream);
     if (es_cfg.determinism == ES_DET_D2 && lightHandle &&

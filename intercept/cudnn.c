@@ -23,6 +23,7 @@
  */
 #include "shim/shim.h"
 #include "kernels/conv.h"
+#include "intercept/vargs.h"
 #include "context/devmem.h"
 
 #include <stdlib.h>
@@ -117,7 +118,7 @@ ES_FILTER(cudnnConvolutionBwdFilterAlgoPerf_t, es_bwd_filter_nondet)
 #define ES_ALGO_QUERY_H(sym, call_params, call_args)
 #define ES_ALGO_QUERY_T(sym, call_params, call_args)
 #define ES_ALGO_QUERY(kind, sym, gp, ver, fl, ret, params, args, err)                          \
-    ES_ALGO_QUERY_##kind(sym, params, args)
+    ES_ALGO_QUERY_##kind(sym, params, ES_VA_NAMES args)
 ES_CUDNN_FUNCS(ES_ALGO_QUERY)
 #undef ES_ALGO_QUERY
 

@@ -767,47 +767,47 @@
 #define ES_CUBLAS_FUNCS(X)                                                                      \
     X(C, cublasCreate_v2, 0, 0, 0, cublasStatus_t, (cublasHandle_t *handle), (handle),          \
       ES_BLERR)                                                                                  \
-    X(C, cublasDestroy_v2, 0, 0, 0, cublasStatus_t, (cublasHandle_t handle), (handle),          \
+    X(C, cublasDestroy_v2, 0, 0, 0, cublasStatus_t, (cublasHandle_t handle), (V_BLAS(handle)),  \
       ES_BLERR)                                                                                  \
     X(P, cublasGetVersion_v2, 0, 0, 0, cublasStatus_t, (cublasHandle_t handle, int *version),   \
-      (handle, version), ES_BLERR)                                                               \
+      (V_BLAS(handle), version), ES_BLERR)                                                      \
     X(C, cublasSetStream_v2, 0, 0, 0, cublasStatus_t,                                           \
-      (cublasHandle_t handle, cudaStream_t streamId), (handle, streamId), ES_BLERR)              \
+      (cublasHandle_t handle, cudaStream_t streamId), (V_BLAS(handle), streamId), ES_BLERR)     \
     X(P, cublasGetStream_v2, 0, 0, 0, cublasStatus_t,                                           \
-      (cublasHandle_t handle, cudaStream_t *streamId), (handle, streamId), ES_BLERR)             \
+      (cublasHandle_t handle, cudaStream_t *streamId), (V_BLAS(handle), streamId), ES_BLERR)    \
     X(C, cublasSetWorkspace_v2, 0, 0, 0, cublasStatus_t,                                        \
       (cublasHandle_t handle, void *workspace, size_t workspaceSizeInBytes),                    \
-      (handle, workspace, workspaceSizeInBytes), ES_BLERR)                                       \
+      (V_BLAS(handle), workspace, workspaceSizeInBytes), ES_BLERR)                              \
     X(C, cublasSetAtomicsMode, 0, 0, 0, cublasStatus_t,                                         \
-      (cublasHandle_t handle, cublasAtomicsMode_t mode), (handle, mode), ES_BLERR)               \
+      (cublasHandle_t handle, cublasAtomicsMode_t mode), (V_BLAS(handle), mode), ES_BLERR)      \
     X(C, cublasGetAtomicsMode, 0, 0, 0, cublasStatus_t,                                         \
-      (cublasHandle_t handle, cublasAtomicsMode_t *mode), (handle, mode), ES_BLERR)              \
-    X(P, cublasSetPointerMode_v2, 0, 0, 0, cublasStatus_t,                                      \
-      (cublasHandle_t handle, cublasPointerMode_t mode), (handle, mode), ES_BLERR)               \
+      (cublasHandle_t handle, cublasAtomicsMode_t *mode), (V_BLAS(handle), mode), ES_BLERR)     \
+    X(T, cublasSetPointerMode_v2, 0, 0, 0, cublasStatus_t,                                      \
+      (cublasHandle_t handle, cublasPointerMode_t mode), (V_BLAS(handle), mode), ES_BLERR)      \
     X(P, cublasGetPointerMode_v2, 0, 0, 0, cublasStatus_t,                                      \
-      (cublasHandle_t handle, cublasPointerMode_t *mode), (handle, mode), ES_BLERR)              \
-    X(P, cublasSetMathMode, 0, 0, 0, cublasStatus_t, (cublasHandle_t handle, cublasMath_t mode),\
-      (handle, mode), ES_BLERR)                                                                  \
+      (cublasHandle_t handle, cublasPointerMode_t *mode), (V_BLAS(handle), mode), ES_BLERR)     \
+    X(T, cublasSetMathMode, 0, 0, 0, cublasStatus_t, (cublasHandle_t handle, cublasMath_t mode),\
+      (V_BLAS(handle), mode), ES_BLERR)                                                         \
     X(P, cublasGetMathMode, 0, 0, 0, cublasStatus_t,                                            \
-      (cublasHandle_t handle, cublasMath_t *mode), (handle, mode), ES_BLERR)                     \
+      (cublasHandle_t handle, cublasMath_t *mode), (V_BLAS(handle), mode), ES_BLERR)            \
     X(C, cublasSgemm_v2, 0, 0, 0, cublasStatus_t,                                               \
       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, \
        int k, const float *alpha, const float *A, int lda, const float *B, int ldb,             \
        const float *beta, float *C, int ldc),                                                    \
-      (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc), ES_BLERR)         \
+      (V_BLAS(handle), transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc), ES_BLERR) \
     X(C, cublasGemmEx, 0, 0, 0, cublasStatus_t,                                                 \
       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, \
        int k, const void *alpha, const void *A, cudaDataType Atype, int lda, const void *B,     \
        cudaDataType Btype, int ldb, const void *beta, void *C, cudaDataType Ctype, int ldc,     \
        cublasComputeType_t computeType, cublasGemmAlgo_t algo),                                  \
-      (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype,    \
+      (V_BLAS(handle), transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, \
        ldc, computeType, algo), ES_BLERR)                                                        \
     X(C, cublasSgemmStridedBatched, 0, 0, 0, cublasStatus_t,                                    \
       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, \
        int k, const float *alpha, const float *A, int lda, long long int strideA,               \
        const float *B, int ldb, long long int strideB, const float *beta, float *C, int ldc,    \
        long long int strideC, int batchCount),                                                   \
-      (handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc,  \
+      (V_BLAS(handle), transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, \
        strideC, batchCount), ES_BLERR)                                                           \
     X(C, cublasGemmStridedBatchedEx, 0, 0, 0, cublasStatus_t,                                 \
       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, \
@@ -816,40 +816,40 @@
        long long int strideB, const void *beta, void *C, cudaDataType Ctype, int ldc,           \
        long long int strideC, int batchCount, cublasComputeType_t computeType,                  \
        cublasGemmAlgo_t algo),                                                                   \
-      (handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB,  \
+      (V_BLAS(handle), transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, \
        beta, C, Ctype, ldc, strideC, batchCount, computeType, algo), ES_BLERR)                  \
     X(P, cublasDgemm_v2, 0, 0, 0, cublasStatus_t,                                               \
       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, \
        int k, const double *alpha, const double *A, int lda, const double *B, int ldb,          \
        const double *beta, double *C, int ldc),                                                  \
-      (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc), ES_BLERR)         \
+      (V_BLAS(handle), transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc), ES_BLERR) \
     X(P, cublasSgemv_v2, 0, 0, 0, cublasStatus_t,                                               \
       (cublasHandle_t handle, cublasOperation_t trans, int m, int n, const float *alpha,        \
        const float *A, int lda, const float *x, int incx, const float *beta, float *y,          \
        int incy),                                                                                \
-      (handle, trans, m, n, alpha, A, lda, x, incx, beta, y, incy), ES_BLERR)                   \
+      (V_BLAS(handle), trans, m, n, alpha, A, lda, x, incx, beta, y, incy), ES_BLERR)           \
     X(P, cublasSsymv_v2, 0, 0, 0, cublasStatus_t,                                               \
       (cublasHandle_t handle, cublasFillMode_t uplo, int n, const float *alpha, const float *A, \
        int lda, const float *x, int incx, const float *beta, float *y, int incy),               \
-      (handle, uplo, n, alpha, A, lda, x, incx, beta, y, incy), ES_BLERR)                       \
+      (V_BLAS(handle), uplo, n, alpha, A, lda, x, incx, beta, y, incy), ES_BLERR)               \
     X(P, cublasSaxpy_v2, 0, 0, 0, cublasStatus_t,                                               \
       (cublasHandle_t handle, int n, const float *alpha, const float *x, int incx, float *y,    \
        int incy),                                                                                \
-      (handle, n, alpha, x, incx, y, incy), ES_BLERR)                                            \
+      (V_BLAS(handle), n, alpha, x, incx, y, incy), ES_BLERR)                                   \
     X(P, cublasSscal_v2, 0, 0, 0, cublasStatus_t,                                               \
       (cublasHandle_t handle, int n, const float *alpha, float *x, int incx),                   \
-      (handle, n, alpha, x, incx), ES_BLERR)                                                     \
+      (V_BLAS(handle), n, alpha, x, incx), ES_BLERR)                                            \
     X(P, cublasSdot_v2, 0, 0, 0, cublasStatus_t,                                                \
       (cublasHandle_t handle, int n, const float *x, int incx, const float *y, int incy,        \
        float *result),                                                                           \
-      (handle, n, x, incx, y, incy, result), ES_BLERR)
+      (V_BLAS(handle), n, x, incx, y, incy, result), ES_BLERR)
 
 /* cuBLASLt (libcublasLt.so.13): what PyTorch's addmm / Linear use. */
 #define ES_CUBLASLT_FUNCS(X)                                                                    \
-    X(P, cublasLtCreate, 0, 0, 0, cublasStatus_t, (cublasLtHandle_t *lightHandle),             \
+    X(C, cublasLtCreate, 0, 0, 0, cublasStatus_t, (cublasLtHandle_t *lightHandle),             \
       (lightHandle), ES_LTERR)                                                                   \
-    X(P, cublasLtDestroy, 0, 0, 0, cublasStatus_t, (cublasLtHandle_t lightHandle),             \
-      (lightHandle), ES_LTERR)                                                                   \
+    X(C, cublasLtDestroy, 0, 0, 0, cublasStatus_t, (cublasLtHandle_t lightHandle),             \
+      (V_LT(lightHandle)), ES_LTERR)                                                            \
     X(P, cublasLtGetVersion, 0, 0, 0, size_t, (void), (), 0)                                    \
     X(P, cublasLtMatmulDescCreate, 0, 0, 0, cublasStatus_t,                                     \
       (cublasLtMatmulDesc_t *matmulDesc, cublasComputeType_t computeType,                       \
@@ -896,7 +896,7 @@
        cublasLtMatrixLayout_t Ddesc, cublasLtMatmulPreference_t preference,                     \
        int requestedAlgoCount, cublasLtMatmulHeuristicResult_t heuristicResultsArray[],         \
        int *returnAlgoCount),                                                                    \
-      (lightHandle, operationDesc, Adesc, Bdesc, Cdesc, Ddesc, preference, requestedAlgoCount,  \
+      (V_LT(lightHandle), operationDesc, Adesc, Bdesc, Cdesc, Ddesc, preference, requestedAlgoCount, \
        heuristicResultsArray, returnAlgoCount), ES_LTERR)                                        \
     X(C, cublasLtMatmul, 0, 0, 0, cublasStatus_t,                                               \
       (cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc, const void *alpha,       \
@@ -904,7 +904,7 @@
        const void *beta, const void *C, cublasLtMatrixLayout_t Cdesc, void *D,                  \
        cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo, void *workspace,         \
        size_t workspaceSizeInBytes, cudaStream_t stream),                                        \
-      (lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo,     \
+      (V_LT(lightHandle), computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, \
        workspace, workspaceSizeInBytes, stream), ES_LTERR)
 
 #define ES_CUDNN_FUNCS(X)                                                                       \
@@ -912,24 +912,24 @@
     X(P, cudnnGetErrorString, 0, 0, 0, const char *, (cudnnStatus_t status), (status),         \
       "CUDNN_STATUS_NOT_INITIALIZED")                                                            \
     X(C, cudnnCreate, 0, 0, 0, cudnnStatus_t, (cudnnHandle_t *handle), (handle), ES_DNERR)     \
-    X(C, cudnnDestroy, 0, 0, 0, cudnnStatus_t, (cudnnHandle_t handle), (handle), ES_DNERR)     \
-    X(P, cudnnSetStream, 0, 0, 0, cudnnStatus_t, (cudnnHandle_t handle, cudaStream_t streamId),\
-      (handle, streamId), ES_DNERR)                                                              \
+    X(C, cudnnDestroy, 0, 0, 0, cudnnStatus_t, (cudnnHandle_t handle), (V_DNN(handle)), ES_DNERR) \
+    X(T, cudnnSetStream, 0, 0, 0, cudnnStatus_t, (cudnnHandle_t handle, cudaStream_t streamId),\
+      (V_DNN(handle), streamId), ES_DNERR)                                                      \
     X(P, cudnnGetStream, 0, 0, 0, cudnnStatus_t,                                                \
-      (cudnnHandle_t handle, cudaStream_t *streamId), (handle, streamId), ES_DNERR)              \
+      (cudnnHandle_t handle, cudaStream_t *streamId), (V_DNN(handle), streamId), ES_DNERR)      \
     X(A, cudnnGetConvolutionForwardAlgorithm_v7, 0, 0, 0, cudnnStatus_t,                        \
       (cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,                             \
        const cudnnFilterDescriptor_t filterDesc, const cudnnConvolutionDescriptor_t convDesc,   \
        const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount,                    \
        int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults),                     \
-      (handle, srcDesc, filterDesc, convDesc, destDesc, requestedAlgoCount, returnedAlgoCount,  \
+      (V_DNN(handle), srcDesc, filterDesc, convDesc, destDesc, requestedAlgoCount, returnedAlgoCount, \
        perfResults), ES_DNERR)                                                                   \
     X(A, cudnnFindConvolutionForwardAlgorithm, 0, 0, 0, cudnnStatus_t,                          \
       (cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,                               \
        const cudnnFilterDescriptor_t wDesc, const cudnnConvolutionDescriptor_t convDesc,        \
        const cudnnTensorDescriptor_t yDesc, const int requestedAlgoCount,                       \
        int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults),                     \
-      (handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount, returnedAlgoCount,            \
+      (V_DNN(handle), xDesc, wDesc, convDesc, yDesc, requestedAlgoCount, returnedAlgoCount,     \
        perfResults), ES_DNERR)                                                                   \
     X(A, cudnnFindConvolutionForwardAlgorithmEx, 0, 0, 0, cudnnStatus_t,                        \
       (cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void *x,                \
@@ -938,21 +938,21 @@
        void *y, const int requestedAlgoCount, int *returnedAlgoCount,                           \
        cudnnConvolutionFwdAlgoPerf_t *perfResults, void *workSpace,                             \
        size_t workSpaceSizeInBytes),                                                             \
-      (handle, xDesc, x, wDesc, w, convDesc, yDesc, y, requestedAlgoCount, returnedAlgoCount,   \
+      (V_DNN(handle), xDesc, x, wDesc, w, convDesc, yDesc, y, requestedAlgoCount, returnedAlgoCount, \
        perfResults, workSpace, workSpaceSizeInBytes), ES_DNERR)                                  \
     X(A, cudnnGetConvolutionBackwardDataAlgorithm_v7, 0, 0, 0, cudnnStatus_t,                   \
       (cudnnHandle_t handle, const cudnnFilterDescriptor_t filterDesc,                          \
        const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,     \
        const cudnnTensorDescriptor_t gradDesc, const int requestedAlgoCount,                    \
        int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults),                 \
-      (handle, filterDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount, returnedAlgoCount, \
+      (V_DNN(handle), filterDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount, returnedAlgoCount, \
        perfResults), ES_DNERR)                                                                   \
     X(A, cudnnFindConvolutionBackwardDataAlgorithm, 0, 0, 0, cudnnStatus_t,                     \
       (cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc,                               \
        const cudnnTensorDescriptor_t dyDesc, const cudnnConvolutionDescriptor_t convDesc,       \
        const cudnnTensorDescriptor_t dxDesc, const int requestedAlgoCount,                      \
        int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults),                 \
-      (handle, wDesc, dyDesc, convDesc, dxDesc, requestedAlgoCount, returnedAlgoCount,          \
+      (V_DNN(handle), wDesc, dyDesc, convDesc, dxDesc, requestedAlgoCount, returnedAlgoCount,   \
        perfResults), ES_DNERR)                                                                   \
     X(A, cudnnFindConvolutionBackwardDataAlgorithmEx, 0, 0, 0, cudnnStatus_t,                   \
       (cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const void *w,                \
@@ -961,21 +961,21 @@
        void *dx, const int requestedAlgoCount, int *returnedAlgoCount,                          \
        cudnnConvolutionBwdDataAlgoPerf_t *perfResults, void *workSpace,                         \
        size_t workSpaceSizeInBytes),                                                             \
-      (handle, wDesc, w, dyDesc, dy, convDesc, dxDesc, dx, requestedAlgoCount,                  \
+      (V_DNN(handle), wDesc, w, dyDesc, dy, convDesc, dxDesc, dx, requestedAlgoCount,           \
        returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes), ES_DNERR)              \
     X(A, cudnnGetConvolutionBackwardFilterAlgorithm_v7, 0, 0, 0, cudnnStatus_t,                 \
       (cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,                             \
        const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,     \
        const cudnnFilterDescriptor_t gradDesc, const int requestedAlgoCount,                    \
        int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults),               \
-      (handle, srcDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount, returnedAlgoCount,    \
+      (V_DNN(handle), srcDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount, returnedAlgoCount, \
        perfResults), ES_DNERR)                                                                   \
     X(A, cudnnFindConvolutionBackwardFilterAlgorithm, 0, 0, 0, cudnnStatus_t,                   \
       (cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,                               \
        const cudnnTensorDescriptor_t dyDesc, const cudnnConvolutionDescriptor_t convDesc,       \
        const cudnnFilterDescriptor_t dwDesc, const int requestedAlgoCount,                      \
        int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults),               \
-      (handle, xDesc, dyDesc, convDesc, dwDesc, requestedAlgoCount, returnedAlgoCount,          \
+      (V_DNN(handle), xDesc, dyDesc, convDesc, dwDesc, requestedAlgoCount, returnedAlgoCount,   \
        perfResults), ES_DNERR)                                                                   \
     X(A, cudnnFindConvolutionBackwardFilterAlgorithmEx, 0, 0, 0, cudnnStatus_t,                 \
       (cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void *x,                \
@@ -984,7 +984,7 @@
        void *dw, const int requestedAlgoCount, int *returnedAlgoCount,                          \
        cudnnConvolutionBwdFilterAlgoPerf_t *perfResults, void *workSpace,                       \
        size_t workSpaceSizeInBytes),                                                             \
-      (handle, xDesc, x, dyDesc, y, convDesc, dwDesc, dw, requestedAlgoCount,                   \
+      (V_DNN(handle), xDesc, x, dyDesc, y, convDesc, dwDesc, dw, requestedAlgoCount,            \
        returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes), ES_DNERR)              \
     X(P, cudnnGetTensor4dDescriptor, 0, 0, 0, cudnnStatus_t,                                   \
       (const cudnnTensorDescriptor_t tensorDesc, cudnnDataType_t *dataType, int *n, int *c,     \
@@ -1008,7 +1008,7 @@
        const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionFwdAlgo_t algo,             \
        void *workSpace, size_t workSpaceSizeInBytes, const void *beta,                          \
        const cudnnTensorDescriptor_t yDesc, void *y),                                            \
-      (handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes,      \
+      (V_DNN(handle), alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes, \
        beta, yDesc, y), ES_DNERR)                                                                \
     X(C, cudnnConvolutionBackwardData, 0, 0, 0, cudnnStatus_t,                                  \
       (cudnnHandle_t handle, const void *alpha, const cudnnFilterDescriptor_t wDesc,            \
@@ -1016,7 +1016,7 @@
        const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionBwdDataAlgo_t algo,         \
        void *workSpace, size_t workSpaceSizeInBytes, const void *beta,                          \
        const cudnnTensorDescriptor_t dxDesc, void *dx),                                          \
-      (handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes,    \
+      (V_DNN(handle), alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, \
        beta, dxDesc, dx), ES_DNERR)                                                              \
     X(C, cudnnConvolutionBackwardFilter, 0, 0, 0, cudnnStatus_t,                                \
       (cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t xDesc,            \
@@ -1024,20 +1024,20 @@
        const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionBwdFilterAlgo_t algo,       \
        void *workSpace, size_t workSpaceSizeInBytes, const void *beta,                          \
        const cudnnFilterDescriptor_t dwDesc, void *dw),                                          \
-      (handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes,    \
+      (V_DNN(handle), alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, \
        beta, dwDesc, dw), ES_DNERR)                                                              \
     X(P, cudnnGetConvolutionBackwardDataWorkspaceSize, 0, 0, 0, cudnnStatus_t,                  \
       (cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc,                               \
        const cudnnTensorDescriptor_t dyDesc, const cudnnConvolutionDescriptor_t convDesc,       \
        const cudnnTensorDescriptor_t dxDesc, cudnnConvolutionBwdDataAlgo_t algo,                \
        size_t *sizeInBytes),                                                                     \
-      (handle, wDesc, dyDesc, convDesc, dxDesc, algo, sizeInBytes), ES_DNERR)                   \
+      (V_DNN(handle), wDesc, dyDesc, convDesc, dxDesc, algo, sizeInBytes), ES_DNERR)            \
     X(P, cudnnGetConvolutionBackwardFilterWorkspaceSize, 0, 0, 0, cudnnStatus_t,                \
       (cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,                               \
        const cudnnTensorDescriptor_t dyDesc, const cudnnConvolutionDescriptor_t convDesc,       \
        const cudnnFilterDescriptor_t gradDesc, cudnnConvolutionBwdFilterAlgo_t algo,            \
        size_t *sizeInBytes),                                                                     \
-      (handle, xDesc, dyDesc, convDesc, gradDesc, algo, sizeInBytes), ES_DNERR)                 \
+      (V_DNN(handle), xDesc, dyDesc, convDesc, gradDesc, algo, sizeInBytes), ES_DNERR)          \
     X(C, cudnnSetPooling2dDescriptor, 0, 0, 0, cudnnStatus_t,                                   \
       (cudnnPoolingDescriptor_t poolingDesc, cudnnPoolingMode_t mode,                           \
        cudnnNanPropagation_t maxpoolingNanOpt, int windowHeight, int windowWidth,               \
@@ -1053,13 +1053,13 @@
       (cudnnHandle_t handle, const cudnnPoolingDescriptor_t poolingDesc, const void *alpha,     \
        const cudnnTensorDescriptor_t xDesc, const void *x, const void *beta,                    \
        const cudnnTensorDescriptor_t yDesc, void *y),                                            \
-      (handle, poolingDesc, alpha, xDesc, x, beta, yDesc, y), ES_DNERR)                         \
+      (V_DNN(handle), poolingDesc, alpha, xDesc, x, beta, yDesc, y), ES_DNERR)                  \
     X(P, cudnnPoolingBackward, 0, 0, 0, cudnnStatus_t,                                          \
       (cudnnHandle_t handle, const cudnnPoolingDescriptor_t poolingDesc, const void *alpha,     \
        const cudnnTensorDescriptor_t yDesc, const void *y, const cudnnTensorDescriptor_t dyDesc,\
        const void *dy, const cudnnTensorDescriptor_t xDesc, const void *x, const void *beta,    \
        const cudnnTensorDescriptor_t dxDesc, void *dx),                                          \
-      (handle, poolingDesc, alpha, yDesc, y, dyDesc, dy, xDesc, x, beta, dxDesc, dx), ES_DNERR) \
+      (V_DNN(handle), poolingDesc, alpha, yDesc, y, dyDesc, dy, xDesc, x, beta, dxDesc, dx), ES_DNERR) \
     X(C, cudnnBackendCreateDescriptor, 0, 0, 0, cudnnStatus_t,                                  \
       (cudnnBackendDescriptorType_t descriptorType, cudnnBackendDescriptor_t *descriptor),      \
       (descriptorType, descriptor), ES_DNERR)                                                    \
@@ -1080,7 +1080,7 @@
       (descriptor), ES_DNERR)                                                                    \
     X(C, cudnnBackendExecute, 0, 0, 0, cudnnStatus_t,                                           \
       (cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,                            \
-       cudnnBackendDescriptor_t variantPack), (handle, executionPlan, variantPack), ES_DNERR)
+       cudnnBackendDescriptor_t variantPack), (V_DNN(handle), executionPlan, variantPack), ES_DNERR)
 
 /* NCCL: every function of nccl.h that takes or makes a communicator or
  * runs a collective (all C, intercept/nccl.c), so that a communicator of the

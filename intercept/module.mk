@@ -6,6 +6,7 @@ INTERCEPT_SRCS := intercept/gen.c intercept/cuda.c intercept/cublas.c intercept/
     intercept/thunks.c intercept/cuda_handles.c intercept/cuda_mem.c intercept/est_move.c \
     intercept/refuse.c intercept/cudnn_backend.c intercept/cublaslt.c
 INTERCEPT_SRCS += intercept/nccl.c
+INTERCEPT_SRCS += intercept/libh.c
 
 # The argument annotations of funcs.h (vargs.h, docs/MOVING.md) and their test.
 $(B)/tests/intercept_vargs_test: $(B)/obj/tests/intercept/vargs_test.o
@@ -49,3 +50,22 @@ $(ES_HANDLE_FNS_H): scripts/cuda-handle-fns $(CUDA_HOME)/include/cuda.h
 	CC=$(CC) scripts/cuda-handle-fns $(CUDA_HOME) > $@.tmp && mv $@.tmp $@
 $(B)/obj/intercept/refuse.o: $(ES_HANDLE_FNS_H)
 $(B)/obj/intercept/refuse.o: CPPFLAGS += -I$(B)/gen
+
+# cuBLAS, cuBLASLt and cuDNN handles across moves (tests/move/lib_test.c,
+# intercept/libh.h): a client written against NVIDIA's headers only.
+$(B)/obj/tests/move/lib_client.o: CFLAGS += -ffp-contract=off
+$(B)/tests/move/lib_client: $(B)/obj/tests/move/lib_client.o $(B)/sim/libcuda.so.1 \
+		$(B)/sim/libcublas.so.13 $(B)/sim/libcublasLt.so.13 $(B)/sim/libcudnn.so.9
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 \
+		-l:libcublasLt.so.13 -l:libcudnn.so.9 -ldl
+
+$(B)/tests/lib_test: $(B)/obj/tests/move/lib_test.o $(TEST_HARNESS_OBJ) \
+		| $(B)/lib/libeasyscale.so $(B)/tests/move/lib_client $(ES_SWAPSUM_FATBIN) \
+		  $(ES_SWAPSUM_TWIN) $(B)/sim/twins/libsimtwin_easyscale.so \
+		  $(B)/sim/twins/libsimtwin_cublas.so $(B)/sim/twins/libsimtwin_cublaslt.so \
+		  $(B)/sim/twins/libsimtwin_cudnn.so
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/lib_test

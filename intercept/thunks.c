@@ -20,9 +20,11 @@
 #define ES_THUNK_CUDA(kind, sym, gp, ver, fl, ret, params, args, err) ES_THUNK(cuda, sym, ret, params, args)
 #define ES_THUNK_CUBLAS(kind, sym, gp, ver, fl, ret, params, args, err) ES_THUNK(cublas, sym, ret, params, args)
 #define ES_THUNK_CUDNN(kind, sym, gp, ver, fl, ret, params, args, err) ES_THUNK(cudnn, sym, ret, params, args)
+#define ES_THUNK_CUBLASLT(kind, sym, gp, ver, fl, ret, params, args, err) ES_THUNK(cublaslt, sym, ret, params, args)
 ES_CUDA_FUNCS(ES_THUNK_CUDA)
 ES_CUBLAS_FUNCS(ES_THUNK_CUBLAS)
 ES_CUDNN_FUNCS(ES_THUNK_CUDNN)
+ES_CUBLASLT_FUNCS(ES_THUNK_CUBLASLT)
 
 /* Only entries with annotated handles get a thunk: the others call the
  * library's function directly. */
@@ -32,6 +34,7 @@ ES_CUDNN_FUNCS(ES_THUNK_CUDNN)
 #define ES_INSTALL_CUDA(kind, sym, gp, ver, fl, ret, params, args, err) ES_INSTALL(cuda, sym, args)
 #define ES_INSTALL_CUBLAS(kind, sym, gp, ver, fl, ret, params, args, err) ES_INSTALL(cublas, sym, args)
 #define ES_INSTALL_CUDNN(kind, sym, gp, ver, fl, ret, params, args, err) ES_INSTALL(cudnn, sym, args)
+#define ES_INSTALL_CUBLASLT(kind, sym, gp, ver, fl, ret, params, args, err) ES_INSTALL(cublaslt, sym, args)
 
 /* A function the library lacks keeps its stub (no thunk over a stub). */
 static void *es_missing_thunk_target(int lib, int idx)
@@ -78,9 +81,15 @@ void es_lib_loaded(int lib, void *handle, void *(*lookup)(void *, const char *))
     }
     case ES_LIB_CUBLAS:
         ES_CUBLAS_FUNCS(ES_INSTALL_CUBLAS)
+        es_libh_install(lib);
         break;
     case ES_LIB_CUDNN:
         ES_CUDNN_FUNCS(ES_INSTALL_CUDNN)
+        es_libh_install(lib);
+        break;
+    case ES_LIB_CUBLASLT:
+        ES_CUBLASLT_FUNCS(ES_INSTALL_CUBLASLT)
+        es_libh_install(lib);
         break;
     default:
         break;

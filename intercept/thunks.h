@@ -14,6 +14,7 @@
 #include "context/memreg.h"
 #include "context/vhandle.h"
 #include "intercept/vargs.h"
+#include "intercept/libh.h"
 
 #define es_va_in_CTX(x) ((CUcontext)es_vh_real(x))
 #define es_va_in_STREAM(x) es_vh_stream(x)
@@ -22,8 +23,9 @@
 #define es_va_in_FN(x) ((CUfunction)es_vh_real(x))
 #define es_va_in_LIB(x) ((CUlibrary)es_vh_real(x))
 #define es_va_in_KERN(x) ((CUkernel)es_vh_real(x))
-#define es_va_in_BLAS(x) ((__typeof__(x))es_vh_real(x))
-#define es_va_in_DNN(x) ((__typeof__(x))es_vh_real(x))
+#define es_va_in_BLAS(x) ((__typeof__(x))es_libh_real(x))
+#define es_va_in_LT(x) ((__typeof__(x))es_libh_real(x))
+#define es_va_in_DNN(x) ((__typeof__(x))es_libh_real(x))
 /* A stand-in allocation handle: its first member is the real handle. */
 static inline CUmemGenericAllocationHandle es_va_in_MEMH(CUmemGenericAllocationHandle h)
 {
@@ -50,8 +52,19 @@ static inline void es_va_out_any(void *p)
 #define es_va_out_FN(p) es_va_out_any(p)
 #define es_va_out_LIB(p) es_va_out_any(p)
 #define es_va_out_KERN(p) es_va_out_any(p)
-#define es_va_out_BLAS(p) es_va_out_any(p)
-#define es_va_out_DNN(p) es_va_out_any(p)
+/* vendor handles: the shim's own registry (intercept/libh.h) */
+static inline void es_va_out_lib(void *p)
+{
+    void **pp = p;
+    if (es_libh_on && pp && *pp) {
+        void *v = es_libh_from_real(*pp);
+        if (v)
+            *pp = v;
+    }
+}
+#define es_va_out_BLAS(p) es_va_out_lib(p)
+#define es_va_out_LT(p) es_va_out_lib(p)
+#define es_va_out_DNN(p) es_va_out_lib(p)
 #define es_va_out_MEMH(p) ((void)(p)) /* the registry answers these itself */
 
 /* A device range past the end of one of the registry's allocations. */

@@ -14,7 +14,8 @@
  *                   cuMemAlloc family and runs past its end, as the driver
  *                   refuses it for its own allocations; passed as is
  * KIND: CTX, STREAM, EVENT, MOD, FN, LIB, KERN, MEMH (a VMM allocation
- * handle: the registry's stand-in), BLAS, DNN (cuBLAS and cuDNN handles).
+ * handle: the registry's stand-in), BLAS, LT, DNN (cuBLAS, cuBLASLt and cuDNN
+ * handles: intercept/libh.h).
  * The annotations are not macros: only the generators below read them, so
  * code that expands an argument list as is fails to compile (instead of
  * silently passing virtual handles).
@@ -88,7 +89,7 @@
 
 /* ---- the annotations ------------------------------------------------------------------ */
 
-#define ES_VA_KINDS(Y) Y(CTX) Y(STREAM) Y(EVENT) Y(MOD) Y(FN) Y(LIB) Y(KERN) Y(MEMH) Y(BLAS) Y(DNN)
+#define ES_VA_KINDS(Y) Y(CTX) Y(STREAM) Y(EVENT) Y(MOD) Y(FN) Y(LIB) Y(KERN) Y(MEMH) Y(BLAS) Y(LT) Y(DNN)
 
 /* probes: V_X(...) and O_X(...) expand to "~, 1" after the ES_VA_PROBE_ prefix */
 #define ES_VA_PROBE_V_CTX(x) ~, 1
@@ -100,6 +101,7 @@
 #define ES_VA_PROBE_V_KERN(x) ~, 1
 #define ES_VA_PROBE_V_MEMH(x) ~, 1
 #define ES_VA_PROBE_V_BLAS(x) ~, 1
+#define ES_VA_PROBE_V_LT(x) ~, 1
 #define ES_VA_PROBE_V_DNN(x) ~, 1
 #define ES_VA_PROBE_O_CTX(x) ~, 1
 #define ES_VA_PROBE_O_STREAM(x) ~, 1
@@ -110,6 +112,7 @@
 #define ES_VA_PROBE_O_KERN(x) ~, 1
 #define ES_VA_PROBE_O_MEMH(x) ~, 1
 #define ES_VA_PROBE_O_BLAS(x) ~, 1
+#define ES_VA_PROBE_O_LT(x) ~, 1
 #define ES_VA_PROBE_O_DNN(x) ~, 1
 #define ES_VA_PROBE_R_DEV(x, n) ~, 1
 
@@ -123,6 +126,7 @@
 #define ES_VA_ARG_V_KERN(x) es_va_in_KERN(x)
 #define ES_VA_ARG_V_MEMH(x) es_va_in_MEMH(x)
 #define ES_VA_ARG_V_BLAS(x) es_va_in_BLAS(x)
+#define ES_VA_ARG_V_LT(x) es_va_in_LT(x)
 #define ES_VA_ARG_V_DNN(x) es_va_in_DNN(x)
 #define ES_VA_ARG_O_CTX(x) x
 #define ES_VA_ARG_O_STREAM(x) x
@@ -133,6 +137,7 @@
 #define ES_VA_ARG_O_KERN(x) x
 #define ES_VA_ARG_O_MEMH(x) x
 #define ES_VA_ARG_O_BLAS(x) x
+#define ES_VA_ARG_O_LT(x) x
 #define ES_VA_ARG_O_DNN(x) x
 #define ES_VA_ARG_R_DEV(x, n) x
 
@@ -146,6 +151,7 @@
 #define ES_VA_AFTER_V_KERN(x)
 #define ES_VA_AFTER_V_MEMH(x)
 #define ES_VA_AFTER_V_BLAS(x)
+#define ES_VA_AFTER_V_LT(x)
 #define ES_VA_AFTER_V_DNN(x)
 #define ES_VA_AFTER_O_CTX(x) es_va_out_CTX(x);
 #define ES_VA_AFTER_O_STREAM(x) es_va_out_STREAM(x);
@@ -156,6 +162,7 @@
 #define ES_VA_AFTER_O_KERN(x) es_va_out_KERN(x);
 #define ES_VA_AFTER_O_MEMH(x) es_va_out_MEMH(x);
 #define ES_VA_AFTER_O_BLAS(x) es_va_out_BLAS(x);
+#define ES_VA_AFTER_O_LT(x) es_va_out_LT(x);
 #define ES_VA_AFTER_O_DNN(x) es_va_out_DNN(x);
 #define ES_VA_AFTER_R_DEV(x, n)
 
@@ -169,6 +176,7 @@
 #define ES_VA_NAME_V_KERN(x) x
 #define ES_VA_NAME_V_MEMH(x) x
 #define ES_VA_NAME_V_BLAS(x) x
+#define ES_VA_NAME_V_LT(x) x
 #define ES_VA_NAME_V_DNN(x) x
 #define ES_VA_NAME_O_CTX(x) x
 #define ES_VA_NAME_O_STREAM(x) x
@@ -179,6 +187,7 @@
 #define ES_VA_NAME_O_KERN(x) x
 #define ES_VA_NAME_O_MEMH(x) x
 #define ES_VA_NAME_O_BLAS(x) x
+#define ES_VA_NAME_O_LT(x) x
 #define ES_VA_NAME_O_DNN(x) x
 #define ES_VA_NAME_R_DEV(x, n) x
 
@@ -202,7 +211,9 @@
 #define ES_VA_BAD_V_MEMH(x)
 #define ES_VA_HANDLE_V_MEMH(x) 1
 #define ES_VA_BAD_V_BLAS(x)
+#define ES_VA_BAD_V_LT(x)
 #define ES_VA_HANDLE_V_BLAS(x) 1
+#define ES_VA_HANDLE_V_LT(x) 1
 #define ES_VA_BAD_V_DNN(x)
 #define ES_VA_HANDLE_V_DNN(x) 1
 #define ES_VA_BAD_O_CTX(x)
@@ -222,7 +233,9 @@
 #define ES_VA_BAD_O_MEMH(x)
 #define ES_VA_HANDLE_O_MEMH(x) 1
 #define ES_VA_BAD_O_BLAS(x)
+#define ES_VA_BAD_O_LT(x)
 #define ES_VA_HANDLE_O_BLAS(x) 1
+#define ES_VA_HANDLE_O_LT(x) 1
 #define ES_VA_BAD_O_DNN(x)
 #define ES_VA_HANDLE_O_DNN(x) 1
 

@@ -9,7 +9,7 @@
  *   EASYSCALE_AUDIT            off | warn | strict      (default warn)
  *   EASYSCALE_CANONICAL_DEVICE comma-separated GPU models (checked by
  *                              context/device.c; used in d2)
- *   EASYSCALE_MOVE             off | on | nomem  (default on at d1/d2, off at off)
+ *   EASYSCALE_MOVE             off | on | nomem | nolib  (default on at d1/d2, off at off)
  *   EASYSCALE_MOVE_TIMEOUT     seconds a move waits for the other threads, 1..3600 (60)
  *   EASYSCALE_MOVE_SIGNAL      off, or the signal that requests a move: SIGUSR1,
  *                              SIGUSR2, SIGRTMIN+n (default off)
@@ -238,7 +238,7 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
     static const char *const dets[] = { "off", "d1", "d2" };
     static const char *const levels[] = { "error", "warn", "info", "debug" };
     static const char *const audits[] = { "off", "warn", "strict" };
-    static const char *const moves[] = { "off", "on", "nomem" };
+    static const char *const moves[] = { "off", "on", "nomem", "nolib" };
     static const char *const onoff[] = { "off", "on" };
     static const char *const colls[] = { "nccl", "virtual" };
     static const char *const tps[] = { "auto", "device", "host" };
@@ -325,7 +325,7 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
     }
     c.move = c.determinism == ES_DET_OFF ? ES_MOVE_OFF : ES_MOVE_ON;
     if ((v = getenv("EASYSCALE_MOVE")) != NULL &&
-        (rc = es_pick("EASYSCALE_MOVE", v, moves, 3, &c.move, msg, msglen)) < 0)
+        (rc = es_pick("EASYSCALE_MOVE", v, moves, 4, &c.move, msg, msglen)) < 0)
         goto out;
     if ((v = getenv("EASYSCALE_MOVE_TIMEOUT")) != NULL &&
         (rc = es_parse_int("EASYSCALE_MOVE_TIMEOUT", v, 1, 3600, &c.move_timeout_s, msg,
@@ -346,7 +346,7 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
         goto out;
     if (c.time_slice && (c.move == ES_MOVE_OFF || c.collectives != ES_COLL_VIRTUAL)) {
         snprintf(msg, msglen, "EASYSCALE_TIME_SLICE=on needs moves (EASYSCALE_MOVE on or "
-                 "nomem) and the virtual collectives (EASYSCALE_COLLECTIVES=virtual)");
+                 "nomem, nolib) and the virtual collectives (EASYSCALE_COLLECTIVES=virtual)");
         rc = -EINVAL;
         goto out;
     }

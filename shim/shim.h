@@ -70,8 +70,9 @@ typedef struct es_config {
 
 /* off: handles real, no moves; on: virtual handles, memory registry, moves;
  * nomem: for negative controls only, moves that leave device memory behind
- * (a run that is moved then breaks). */
-enum es_move_mode { ES_MOVE_OFF = 0, ES_MOVE_ON = 1, ES_MOVE_NOMEM = 2 };
+ * (a run that is moved then breaks); nolib: likewise, moves that leave the
+ * cuBLAS, cuBLASLt and cuDNN handles on the old GPU (intercept/libh.h). */
+enum es_move_mode { ES_MOVE_OFF = 0, ES_MOVE_ON = 1, ES_MOVE_NOMEM = 2, ES_MOVE_NOLIB = 3 };
 
 extern es_config_t es_cfg;
 

@@ -85,3 +85,14 @@ int simdrv_current_device(simdrv_devinfo_t *info)
     info->model[i] = '\0';
     return 0;
 }
+
+int simdrv_bound_here(const CUuuid *uuid)
+{
+    const simdrv_t *d = simdrv_get();
+    CUdevice dev;
+    CUuuid u;
+    if (!d || !uuid || d->cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+        d->cuDeviceGetUuid(&u, dev) != CUDA_SUCCESS)
+        return 0;
+    return memcmp(u.bytes, uuid->bytes, sizeof(u.bytes)) == 0;
+}

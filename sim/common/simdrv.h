@@ -96,4 +96,10 @@ typedef struct simdrv_devinfo {
 } simdrv_devinfo_t;
 int simdrv_current_device(simdrv_devinfo_t *info);
 
+/* Whether the current context's device is the one whose UUID is *uuid: the
+ * libraries' handles are bound to the device current at their creation and
+ * refuse work anywhere else (no current context, a destroyed one, another
+ * device). 1 yes, 0 no. */
+int simdrv_bound_here(const CUuuid *uuid);
+
 #endif

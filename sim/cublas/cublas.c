@@ -54,6 +54,7 @@ struct inflight {
 struct cublasContext {
     uint32_t magic;
     CUcontext ctx;
+    CUuuid uuid;                     /* the device current at cublasCreate */
     sim_gemm_dev_t dev;
     int sm_target;
     CUstream stream;
@@ -194,9 +195,16 @@ static unsigned int grid_for(int64_t n, unsigned int per)
     return g > (1 << 20) ? 1u << 20 : (unsigned int)g;
 }
 
+/* Every kernel of a handle goes through here. The handle is bound to the
+ * device current at cublasCreate ("the cuBLAS library context is tied to
+ * the current CUDA device"): with no current context (its context
+ * destroyed) or another device current, no work is enqueued and the call
+ * fails with CUBLAS_STATUS_NOT_INITIALIZED (README, status codes). */
 static cublasStatus_t launch(struct cublasContext *h, int k, unsigned int gx, unsigned int gy,
                              unsigned int gz, unsigned int bx, void **args)
 {
+    if (!simdrv_bound_here(&h->uuid))
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     CUresult r = drv()->cuLaunchKernel(h->km->fn[k], gx, gy, gz, bx, 1, 1, 0, h->stream, args,
                                        NULL);
     return r == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
@@ -430,6 +438,7 @@ API cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
     }
     h->magic = HANDLE_MAGIC;
     h->ctx = ctx;
+    h->uuid = info.uuid;
     h->dev.cc_major = info.cc_major;
     h->dev.cc_minor = info.cc_minor;
     h->dev.sm_count = info.sm_count;

@@ -30,6 +30,7 @@
 #include "sim/common/simdrv.h"
 
 #include <cublasLt.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,12 @@
 
 struct cublasLtContext {
     uint32_t magic;
+    /* the device current at cublasLtCreate (or, created with no context
+     * current, at the handle's first heuristic or matmul): the handle
+     * refuses work anywhere else (bound_ok) */
+    pthread_mutex_t lock;
+    int bound;
+    CUuuid uuid;
 };
 
 /* What lives inside NVIDIA's semi-opaque structures (their sizes are part
@@ -123,6 +130,22 @@ static int handle_ok(cublasLtHandle_t h)
     return h && sim_live_has(&g_handles, h);
 }
 
+/* Whether a live handle may work in the current context: its device is the
+ * current one. A handle made with no context current binds here. */
+static int bound_ok(cublasLtHandle_t h)
+{
+    simdrv_devinfo_t info;
+    int ok;
+    pthread_mutex_lock(&h->lock);
+    if (!h->bound && simdrv_current_device(&info) == 0) {
+        h->uuid = info.uuid;
+        h->bound = 1;
+    }
+    ok = h->bound && simdrv_bound_here(&h->uuid);
+    pthread_mutex_unlock(&h->lock);
+    return ok;
+}
+
 /* The LT_* data type of a cudaDataType (-1: not supported). */
 static int lt_type(uint32_t t)
 {
@@ -184,7 +207,14 @@ API cublasStatus_t cublasLtCreate(cublasLtHandle_t *lightHandle)
     if (!h)
         return CUBLAS_STATUS_ALLOC_FAILED;
     h->magic = LT_HANDLE_MAGIC;
+    pthread_mutex_init(&h->lock, NULL);
+    simdrv_devinfo_t info;
+    if (simdrv_current_device(&info) == 0) {
+        h->uuid = info.uuid;
+        h->bound = 1;
+    }
     if (sim_live_add(&g_handles, h)) {
+        pthread_mutex_destroy(&h->lock);
         free(h);
         return CUBLAS_STATUS_ALLOC_FAILED;
     }
@@ -197,6 +227,7 @@ API cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle)
     if (!lightHandle || !sim_live_remove(&g_handles, lightHandle))
         return CUBLAS_STATUS_NOT_INITIALIZED;
     lightHandle->magic = 0;
+    pthread_mutex_destroy(&lightHandle->lock);
     free(lightHandle);
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -782,7 +813,7 @@ API cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     cublasLtMatmulPreference_t preference, int requestedAlgoCount,
     cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int *returnAlgoCount)
 {
-    if (!handle_ok(lightHandle))
+    if (!handle_ok(lightHandle) || !bound_ok(lightHandle))
         return CUBLAS_STATUS_NOT_INITIALIZED;
     lt_pref_t *pf = pref_of(preference);
     if (!pf || requestedAlgoCount < 1 || !heuristicResultsArray || !returnAlgoCount)
@@ -955,7 +986,7 @@ API cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDe
                                   void *workspace, size_t workspaceSizeInBytes,
                                   cudaStream_t stream)
 {
-    if (!handle_ok(lightHandle))
+    if (!handle_ok(lightHandle) || !bound_ok(lightHandle))
         return CUBLAS_STATUS_NOT_INITIALIZED;
     const lt_desc_t *d = desc_of(computeDesc);
     lt_args_t a;

@@ -266,6 +266,7 @@ cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
     h->ctx = ctx;
     h->stream = NULL;
     h->ordinal = info.ordinal;
+    h->uuid = info.uuid;
     h->dev.cc_major = info.cc_major;
     h->dev.cc_minor = info.cc_minor;
     h->dev.sm_count = info.sm_count;
@@ -456,9 +457,16 @@ cudnnStatus_t sim_cudnn_enqueue(cudnnHandle_t h, const sim_job_t *job)
     d->cuCtxGetCurrent(&prev);
     if (prev != h->ctx)
         d->cuCtxSetCurrent(h->ctx);
-    CUresult r = launch_job(h, h->stream, job);
+    /* the handle works in its context, on the device it was created on
+     * (its kernels and heuristics are that device's): a destroyed context
+     * or another device behind it is a driver failure (README) */
+    int here = simdrv_bound_here(&h->uuid);
+    CUresult r = here ? launch_job(h, h->stream, job) : CUDA_ERROR_INVALID_CONTEXT;
     if (prev != h->ctx)
         d->cuCtxSetCurrent(prev);
+    if (!here)
+        return FAIL(CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER,
+                    "the handle's context is gone or its device changed");
     if (r != CUDA_SUCCESS)
         return FAIL(CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER, "cuLaunchKernel failed (%d)", (int)r);
     return CUDNN_STATUS_SUCCESS;

@@ -26,6 +26,7 @@ struct cudnnContext {
     CUstream stream;
     sim_heur_dev_t dev;
     int ordinal;
+    CUuuid uuid; /* the device of ctx at cudnnCreate: work runs only there */
 };
 
 struct cudnnTensorStruct {
