@@ -13,7 +13,8 @@
  *           T  a generated wrapper (like P) that calls ES_REAL: while
  *              handles are virtual that is a hand-written thunk of
  *              intercept/cuda_handles.c or intercept/cuda_mem.c (creators,
- *              destroyers, recorded settings, the memory registry)
+ *              destroyers, recorded settings, the memory registry), or of
+ *              intercept/libh.c (the vendor libraries' handles)
  *           (NCCL entries are all C: intercept/nccl.c serves them with the
  *           virtual collectives, or passes them through)
  *   sym     the exact exported (versioned) symbol, e.g. cuMemAlloc_v2
@@ -790,6 +791,10 @@
       (V_BLAS(handle), mode), ES_BLERR)                                                         \
     X(P, cublasGetMathMode, 0, 0, 0, cublasStatus_t,                                            \
       (cublasHandle_t handle, cublasMath_t *mode), (V_BLAS(handle), mode), ES_BLERR)            \
+    X(T, cublasSetSmCountTarget, 0, 0, 0, cublasStatus_t,                                       \
+      (cublasHandle_t handle, int smCountTarget), (V_BLAS(handle), smCountTarget), ES_BLERR)    \
+    X(P, cublasGetSmCountTarget, 0, 0, 0, cublasStatus_t,                                       \
+      (cublasHandle_t handle, int *smCountTarget), (V_BLAS(handle), smCountTarget), ES_BLERR)   \
     X(C, cublasSgemm_v2, 0, 0, 0, cublasStatus_t,                                               \
       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, \
        int k, const float *alpha, const float *A, int lda, const float *B, int ldb,             \

@@ -15,12 +15,11 @@
 #include "shim/shim.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 int es_libh_on;
-
-#define ES_LIBH_MAGIC 0x45534c48u /* "ESLH" */
 
 enum { ES_LH_BLAS = 1, ES_LH_LT, ES_LH_DNN };
 
@@ -42,7 +41,11 @@ typedef struct es_libh {
     int math, has_math;
     int pmode, has_pmode;
     int amode, has_amode;
+    int sms, has_sms;
 } es_libh_t;
+_Static_assert(offsetof(es_libh_t, real) == offsetof(es_libh_head_t, real) &&
+                   offsetof(es_libh_t, magic) == offsetof(es_libh_head_t, magic),
+               "a virtual vendor handle starts with es_libh_head_t");
 
 static pthread_mutex_t es_lh_mu = PTHREAD_MUTEX_INITIALIZER;
 static es_libh_t *es_lh_list;
@@ -117,17 +120,6 @@ void *es_libh_from_real(const void *real)
     return v;
 }
 
-/* The real handle of a live object of kind, or (not one of the shim's
- * live objects) NULL, so the library answers with its own status. */
-static void *es_lh_real_of(const void *h, int kind)
-{
-    pthread_mutex_lock(&es_lh_mu);
-    es_libh_t *o = es_lh_find(h, kind);
-    void *r = o ? o->real : NULL;
-    pthread_mutex_unlock(&es_lh_mu);
-    return r;
-}
-
 /* Forgets a destroyed handle's real object (the object itself stays, see
  * libh.h). Returns the real handle to destroy, or NULL. */
 static void *es_lh_kill(const void *h, int kind)
@@ -144,16 +136,23 @@ static void *es_lh_kill(const void *h, int kind)
     return r;
 }
 
-/* Applies fn to the live object h of kind under the lock (recording a
- * setting the library accepted). */
+/* The live object behind h (the setters' path: no lock, no walk; the
+ * application does not set a handle while a move runs, moves happen with
+ * every application thread outside the libraries). */
+static es_libh_t *es_lh_obj(const void *h, int kind)
+{
+    es_libh_t *o = (es_libh_t *)h;
+    return es_libh_on && o && o->magic == ES_LIBH_MAGIC && o->kind == kind && !o->dead ? o
+                                                                                         : NULL;
+}
+
+/* Records a setting the library accepted on the live object h of kind. */
 #define ES_LH_RECORD(h, kind, stmt)                                                          \
     do {                                                                                     \
-        pthread_mutex_lock(&es_lh_mu);                                                       \
-        es_libh_t *o_ = es_lh_find((h), (kind));                                             \
+        es_libh_t *o_ = es_lh_obj((h), (kind));                                              \
         if (o_) {                                                                            \
             stmt;                                                                            \
         }                                                                                    \
-        pthread_mutex_unlock(&es_lh_mu);                                                     \
     } while (0)
 
 /* ---- cuBLAS --------------------------------------------------------------------------- */
@@ -182,7 +181,7 @@ static cublasStatus_t es_lh_cublasDestroy(cublasHandle_t handle)
 
 static cublasStatus_t es_lh_cublasSetStream(cublasHandle_t handle, cudaStream_t s)
 {
-    cublasStatus_t st = ES_RAW(cublas, cublasSetStream_v2)(es_lh_real_of(handle, ES_LH_BLAS), s);
+    cublasStatus_t st = ES_RAW(cublas, cublasSetStream_v2)(es_libh_real(handle), s);
     if (st == CUBLAS_STATUS_SUCCESS) /* cuBLAS resets the workspace here */
         ES_LH_RECORD(handle, ES_LH_BLAS, (o_->stream = s, o_->has_stream = 1, o_->has_ws = 0));
     return st;
@@ -191,7 +190,7 @@ static cublasStatus_t es_lh_cublasSetStream(cublasHandle_t handle, cudaStream_t 
 static cublasStatus_t es_lh_cublasSetWorkspace(cublasHandle_t handle, void *ws, size_t size)
 {
     cublasStatus_t st =
-        ES_RAW(cublas, cublasSetWorkspace_v2)(es_lh_real_of(handle, ES_LH_BLAS), ws, size);
+        ES_RAW(cublas, cublasSetWorkspace_v2)(es_libh_real(handle), ws, size);
     if (st == CUBLAS_STATUS_SUCCESS)
         ES_LH_RECORD(handle, ES_LH_BLAS, (o_->ws = ws, o_->ws_size = size, o_->has_ws = 1));
     return st;
@@ -199,7 +198,7 @@ static cublasStatus_t es_lh_cublasSetWorkspace(cublasHandle_t handle, void *ws, 
 
 static cublasStatus_t es_lh_cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode)
 {
-    cublasStatus_t st = ES_RAW(cublas, cublasSetMathMode)(es_lh_real_of(handle, ES_LH_BLAS), mode);
+    cublasStatus_t st = ES_RAW(cublas, cublasSetMathMode)(es_libh_real(handle), mode);
     if (st == CUBLAS_STATUS_SUCCESS)
         ES_LH_RECORD(handle, ES_LH_BLAS, (o_->math = (int)mode, o_->has_math = 1));
     return st;
@@ -208,7 +207,7 @@ static cublasStatus_t es_lh_cublasSetMathMode(cublasHandle_t handle, cublasMath_
 static cublasStatus_t es_lh_cublasSetPointerMode(cublasHandle_t handle, cublasPointerMode_t mode)
 {
     cublasStatus_t st =
-        ES_RAW(cublas, cublasSetPointerMode_v2)(es_lh_real_of(handle, ES_LH_BLAS), mode);
+        ES_RAW(cublas, cublasSetPointerMode_v2)(es_libh_real(handle), mode);
     if (st == CUBLAS_STATUS_SUCCESS)
         ES_LH_RECORD(handle, ES_LH_BLAS, (o_->pmode = (int)mode, o_->has_pmode = 1));
     return st;
@@ -217,9 +216,18 @@ static cublasStatus_t es_lh_cublasSetPointerMode(cublasHandle_t handle, cublasPo
 static cublasStatus_t es_lh_cublasSetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t mode)
 {
     cublasStatus_t st =
-        ES_RAW(cublas, cublasSetAtomicsMode)(es_lh_real_of(handle, ES_LH_BLAS), mode);
+        ES_RAW(cublas, cublasSetAtomicsMode)(es_libh_real(handle), mode);
     if (st == CUBLAS_STATUS_SUCCESS)
         ES_LH_RECORD(handle, ES_LH_BLAS, (o_->amode = (int)mode, o_->has_amode = 1));
+    return st;
+}
+
+static cublasStatus_t es_lh_cublasSetSmCountTarget(cublasHandle_t handle, int sms)
+{
+    cublasStatus_t st =
+        ES_RAW(cublas, cublasSetSmCountTarget)(es_libh_real(handle), sms);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        ES_LH_RECORD(handle, ES_LH_BLAS, (o_->sms = sms, o_->has_sms = 1));
     return st;
 }
 
@@ -273,7 +281,7 @@ static cudnnStatus_t es_lh_cudnnDestroy(cudnnHandle_t handle)
 
 static cudnnStatus_t es_lh_cudnnSetStream(cudnnHandle_t handle, cudaStream_t s)
 {
-    cudnnStatus_t st = ES_RAW(cudnn, cudnnSetStream)(es_lh_real_of(handle, ES_LH_DNN), s);
+    cudnnStatus_t st = ES_RAW(cudnn, cudnnSetStream)(es_libh_real(handle), s);
     if (st == CUDNN_STATUS_SUCCESS)
         ES_LH_RECORD(handle, ES_LH_DNN, (o_->stream = s, o_->has_stream = 1));
     return st;
@@ -293,7 +301,7 @@ static cudnnStatus_t es_lh_cudnnBackendSetAttribute(cudnnBackendDescriptor_t d,
         return ES_RAW(cudnn, cudnnBackendSetAttribute)(d, name, type, count, elems);
     cudnnHandle_t real[ES_LH_MAX_ELEMS];
     for (int64_t i = 0; i < count; i++)
-        real[i] = es_lh_real_of(((const cudnnHandle_t *)elems)[i], ES_LH_DNN);
+        real[i] = es_libh_real(((const cudnnHandle_t *)elems)[i]);
     return ES_RAW(cudnn, cudnnBackendSetAttribute)(d, name, type, count, real);
 }
 
@@ -367,6 +375,8 @@ static int es_lh_remake(es_libh_t *o)
             st = (int)ES_RAW(cublas, cublasSetPointerMode_v2)(h, (cublasPointerMode_t)o->pmode);
         if (st == 0 && o->has_amode)
             st = (int)ES_RAW(cublas, cublasSetAtomicsMode)(h, (cublasAtomicsMode_t)o->amode);
+        if (st == 0 && o->has_sms)
+            st = (int)ES_RAW(cublas, cublasSetSmCountTarget)(h, o->sms);
         if (st != 0 && h)
             ES_RAW(cublas, cublasDestroy_v2)(h);
         else
@@ -456,6 +466,7 @@ void es_libh_install(int lib)
         ES_LH_PUT(cublas, cublasSetMathMode, es_lh_cublasSetMathMode)
         ES_LH_PUT(cublas, cublasSetPointerMode_v2, es_lh_cublasSetPointerMode)
         ES_LH_PUT(cublas, cublasSetAtomicsMode, es_lh_cublasSetAtomicsMode)
+        ES_LH_PUT(cublas, cublasSetSmCountTarget, es_lh_cublasSetSmCountTarget)
         break;
     case ES_LIB_CUBLASLT:
         ES_LH_PUT(cublaslt, cublasLtCreate, es_lh_cublasLtCreate)

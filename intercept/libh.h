@@ -9,8 +9,12 @@
  * virtual streams: the libraries receive those and launch on them through
  * the shim, which translates them.
  *
- * Translation (the hot path): es_libh_real(h) is one load and a branch, no
- * lock, no allocation; every parameter of type cublasHandle_t,
+ * Translation (the hot path): es_libh_real(h) reads the object's head (its
+ * real handle and its magic, one cache line) and branches, no lock, no
+ * allocation. A handle without the shim's magic passes unchanged: the
+ * libraries' own handles, which they pass to each other's exported
+ * functions (cuBLAS to cuBLASLt) and which must reach them as they are.
+ * Every parameter of type cublasHandle_t,
  * cublasLtHandle_t or cudnnHandle_t in intercept/funcs.h is annotated
  * V_BLAS / V_LT / V_DNN (checked at compile time in intercept/libh.c), so
  * the generated wrappers and the translating real table translate it.
@@ -29,6 +33,15 @@
 #define ES_INTERCEPT_LIBH_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#define ES_LIBH_MAGIC 0x45534c48u /* "ESLH" */
+
+/* The head of every virtual vendor handle. */
+typedef struct es_libh_head {
+    void *real; /* the library's handle now (NULL: destroyed, or not re-made) */
+    uint32_t magic;
+} es_libh_head_t;
 
 /* Whether the vendor handles are virtual (set once, when the first of the
  * three libraries is loaded, before any handle of theirs exists). */
@@ -36,7 +49,10 @@ extern int es_libh_on;
 
 static inline void *es_libh_real(const void *h)
 {
-    return (__builtin_expect(es_libh_on, 1) && h) ? *(void *const *)h : (void *)h;
+    const es_libh_head_t *o = (const es_libh_head_t *)h;
+    if (__builtin_expect(es_libh_on, 1) && o && __builtin_expect(o->magic == ES_LIBH_MAGIC, 1))
+        return o->real;
+    return (void *)h;
 }
 
 /* Called when library lib (ES_LIB_CUBLAS, ES_LIB_CUBLASLT, ES_LIB_CUDNN)

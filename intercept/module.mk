@@ -6,7 +6,7 @@ INTERCEPT_SRCS := intercept/gen.c intercept/cuda.c intercept/cublas.c intercept/
     intercept/thunks.c intercept/cuda_handles.c intercept/cuda_mem.c intercept/est_move.c \
     intercept/refuse.c intercept/cudnn_backend.c intercept/cublaslt.c
 INTERCEPT_SRCS += intercept/nccl.c
-INTERCEPT_SRCS += intercept/libh.c
+INTERCEPT_SRCS += intercept/libh.c intercept/libh_gen.c
 
 # The argument annotations of funcs.h (vargs.h, docs/MOVING.md) and their test.
 $(B)/tests/intercept_vargs_test: $(B)/obj/tests/intercept/vargs_test.o
@@ -49,6 +49,15 @@ $(ES_HANDLE_FNS_H): scripts/cuda-handle-fns $(CUDA_HOME)/include/cuda.h
 	@mkdir -p $(dir $@)
 	CC=$(CC) scripts/cuda-handle-fns $(CUDA_HOME) > $@.tmp && mv $@.tmp $@
 $(B)/obj/intercept/refuse.o: $(ES_HANDLE_FNS_H)
+# The vendor functions that take a library handle and funcs.h does not wrap
+# (generated from NVIDIA's headers; intercept/libh_gen.c wraps them).
+ES_VENDOR_FNS_H := $(B)/gen/vendor_handle_fns.h
+$(ES_VENDOR_FNS_H): scripts/vendor-handle-fns intercept/funcs.h $(CUDA_HOME)/include/cublas_api.h \
+		$(CUDA_HOME)/include/cublasLt.h $(CUDA_HOME)/include/cudnn.h
+	@mkdir -p $(dir $@)
+	CC=$(CC) scripts/vendor-handle-fns $(CUDA_HOME) intercept/funcs.h > $@.tmp && mv $@.tmp $@
+$(B)/obj/intercept/libh_gen.o: $(ES_VENDOR_FNS_H)
+$(B)/obj/intercept/libh_gen.o: CPPFLAGS += -I$(B)/gen
 $(B)/obj/intercept/refuse.o: CPPFLAGS += -I$(B)/gen
 
 # cuBLAS, cuBLASLt and cuDNN handles across moves (tests/move/lib_test.c,

@@ -30,7 +30,7 @@
  *
  * The expansions call es_va_in_<KIND>(x), es_va_out_<KIND>(p) and
  * es_va_range(x, bytes), which the includer defines (intercept/thunks.c: from context/vhandle.h;
- * tests: their own). At most 32 parameters.
+ * tests: their own). At most 40 parameters.
  */
 #ifndef ES_INTERCEPT_VARGS_H
 #define ES_INTERCEPT_VARGS_H
@@ -47,8 +47,8 @@
 #define ES_PP_IF_1(t, f) t
 #define ES_PP_IF_0(t, f) f
 
-#define ES_PP_NARGS(...) ES_PP_NARGS_(__VA_ARGS__, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-#define ES_PP_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30, a31, a32, n, ...) n
+#define ES_PP_NARGS(...) ES_PP_NARGS_(__VA_ARGS__, 40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define ES_PP_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30, a31, a32, a33, a34, a35, a36, a37, a38, a39, a40, n, ...) n
 /* M(x) for every x, separated by S (ES_PP_COMMA or nothing). An empty list
  * counts as one empty argument: M must accept it. */
 #define ES_PP_EACH(M, S, ...) ES_PP_CAT(ES_PP_EACH_, ES_PP_NARGS(__VA_ARGS__))(M, S, __VA_ARGS__)
@@ -84,6 +84,14 @@
 #define ES_PP_EACH_30(M, S, a, ...) M(a) S() ES_PP_EACH_29(M, S, __VA_ARGS__)
 #define ES_PP_EACH_31(M, S, a, ...) M(a) S() ES_PP_EACH_30(M, S, __VA_ARGS__)
 #define ES_PP_EACH_32(M, S, a, ...) M(a) S() ES_PP_EACH_31(M, S, __VA_ARGS__)
+#define ES_PP_EACH_33(M, S, a, ...) M(a) S() ES_PP_EACH_32(M, S, __VA_ARGS__)
+#define ES_PP_EACH_34(M, S, a, ...) M(a) S() ES_PP_EACH_33(M, S, __VA_ARGS__)
+#define ES_PP_EACH_35(M, S, a, ...) M(a) S() ES_PP_EACH_34(M, S, __VA_ARGS__)
+#define ES_PP_EACH_36(M, S, a, ...) M(a) S() ES_PP_EACH_35(M, S, __VA_ARGS__)
+#define ES_PP_EACH_37(M, S, a, ...) M(a) S() ES_PP_EACH_36(M, S, __VA_ARGS__)
+#define ES_PP_EACH_38(M, S, a, ...) M(a) S() ES_PP_EACH_37(M, S, __VA_ARGS__)
+#define ES_PP_EACH_39(M, S, a, ...) M(a) S() ES_PP_EACH_38(M, S, __VA_ARGS__)
+#define ES_PP_EACH_40(M, S, a, ...) M(a) S() ES_PP_EACH_39(M, S, __VA_ARGS__)
 #define ES_PP_COMMA() ,
 #define ES_PP_NOTHING()
 

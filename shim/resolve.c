@@ -287,6 +287,13 @@ int es_lib_ready(int lib)
     return __atomic_load_n(&es_libs[lib].done, __ATOMIC_ACQUIRE) && es_libs[lib].loaded;
 }
 
+void *es_lib_sym(int lib, const char *name)
+{
+    if (!es_lib_ready(lib) || !es_libs[lib].handle)
+        return NULL;
+    return es_real_dlsym()(es_libs[lib].handle, name);
+}
+
 void *es_wrapper_for_real(int lib, const void *real, int *idx)
 {
     es_lib_t *L = &es_libs[lib];
@@ -453,8 +460,12 @@ __attribute__((used, visibility("hidden"))) ES_EARLY int es_dlsym_decide(void *h
     __asm__("" : "+r"(nm)); /* glibc declares name nonnull; callers may not honour it */
     const es_name_ent_t *e = nm ? es_name_find(nm) : NULL;
     if (!e) {
-        /* not wrapped: refused when it takes a virtual handle */
+        /* not wrapped: refused when it takes a virtual handle; a vendor
+         * function taking a virtual library handle: the shim's translating
+         * wrapper (intercept/libh.h) */
         void *stub = nm ? es_refusal_by_symbol(nm) : NULL;
+        if (!stub && nm && nm[0] == 'c' && nm[1] == 'u' && (nm[2] == 'b' || nm[2] == 'd'))
+            stub = es_libh_wrapper_by_symbol(handle, nm);
         if (!stub)
             return 0;
         *out = stub;

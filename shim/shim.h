@@ -176,6 +176,11 @@ void es_enter_slow(int lib, int idx, int door);
  * takes one and is not wrapped (intercept/refuse.c), by exported symbol
  * (dlsym) or by the name cuGetProcAddress is asked for; NULL otherwise. */
 void *es_refusal_by_symbol(const char *name);
+/* While the vendors' handles are virtual (intercept/libh.h): the shim's
+ * translating wrapper of a cuBLAS / cuBLASLt / cuDNN function that takes
+ * one of their handles and that funcs.h does not list (intercept/libh_gen.c),
+ * when the library has it; NULL otherwise. handle: dlsym's (unused). */
+void *es_libh_wrapper_by_symbol(void *handle, const char *name);
 void *es_refusal_by_base(const char *base);
 
 /* Called once a library is loaded, its tables filled (intercept/thunks.c):
@@ -185,6 +190,9 @@ void es_lib_loaded(int lib, void *handle, void *(*lookup)(void *, const char *))
 /* Makes sure the library is loaded (for the shim's own use of real
  * functions). Returns 1 when the library was found, 0 otherwise. */
 int es_lib_ready(int lib);
+/* A function of library lib by name, looked up in the library itself
+ * (loaded first if needed); NULL when it lacks it. */
+void *es_lib_sym(int lib, const char *name);
 
 /* The wrapper a real function pointer of library lib stands for (the
  * pointer map built when the library was loaded), or NULL. Sets *idx. */

@@ -455,12 +455,11 @@ cudnnStatus_t sim_cudnn_enqueue(cudnnHandle_t h, const sim_job_t *job)
         return FAIL(CUDNN_STATUS_NOT_INITIALIZED, "%s", simdrv_error());
     CUcontext prev = NULL;
     d->cuCtxGetCurrent(&prev);
-    if (prev != h->ctx)
-        d->cuCtxSetCurrent(h->ctx);
     /* the handle works in its context, on the device it was created on
      * (its kernels and heuristics are that device's): a destroyed context
      * or another device behind it is a driver failure (README) */
-    int here = simdrv_bound_here(&h->uuid);
+    int here = (prev == h->ctx || d->cuCtxSetCurrent(h->ctx) == CUDA_SUCCESS) &&
+               simdrv_bound_here(&h->uuid);
     CUresult r = here ? launch_job(h, h->stream, job) : CUDA_ERROR_INVALID_CONTEXT;
     if (prev != h->ctx)
         d->cuCtxSetCurrent(prev);

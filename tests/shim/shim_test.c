@@ -25,6 +25,7 @@
 #include "context/device.h"
 #include "shim/shim.h"
 #include "tests/harness.h"
+#include "vendor_handle_fns.h"
 
 #define TMO 120
 
@@ -196,6 +197,14 @@ static void test_exports(void **state)
     ES_CUDNN_FUNCS(ES_CHECK)
     ES_NCCL_FUNCS(ES_CHECK)
     ES_CUBLASLT_FUNCS(ES_CHECK)
+#undef ES_CHECK
+    /* the translating wrappers of the vendor functions that take a library
+     * handle (generated from NVIDIA's headers, intercept/libh_gen.c) */
+#define ES_CHECK(lib, sym, ret, params, args)                                                   \
+    expected++;                                                                                 \
+    if (!has_line(r.out, #sym))                                                                 \
+        fail_msg("%s is not exported", #sym);
+    ES_VENDOR_HANDLE_FNS(ES_CHECK)
 #undef ES_CHECK
     assert_true(has_line(r.out, "dlsym"));
     assert_true(has_line(r.out, "easyscale_stats"));

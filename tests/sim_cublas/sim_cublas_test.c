@@ -1196,6 +1196,53 @@ static void test_api_plan_follows_device(void **state)
     free(R);
 }
 
+/* A handle is bound to the device current at cublasCreate: with another
+ * device current, or its context destroyed (no context current), no work
+ * is enqueued and the call fails with CUBLAS_STATUS_NOT_INITIALIZED; back
+ * on its device it works again. */
+static void test_api_handle_bound_to_device(void **state)
+{
+    (void)state;
+    int n = 0;
+    assert_int_equal(cuDeviceGetCount(&n), CUDA_SUCCESS);
+    if (n < 2)
+        skip();
+    CUdevice d1;
+    CUcontext other, made, junk;
+    assert_int_equal(cuDeviceGet(&d1, 1), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRetain(&other, d1), CUDA_SUCCESS);
+    float *A = dalloc(16), *C = dalloc(16);
+    fill(A, 16);
+    up(A);
+    const float one = 1, zero = 0;
+    cublasHandle_t h;
+    assert_int_equal(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+#define GEMM(h) cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, D(A), 4, D(A), 4, &zero, D(C), 4)
+    assert_int_equal(GEMM(h), CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(cuCtxSetCurrent(other), CUDA_SUCCESS);
+    assert_int_equal(GEMM(h), CUBLAS_STATUS_NOT_INITIALIZED);
+    assert_int_equal(cuCtxSetCurrent(g_ctx), CUDA_SUCCESS);
+    assert_int_equal(GEMM(h), CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
+    /* a handle of a created context that is then destroyed */
+    CUdevice d0;
+    assert_int_equal(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
+    assert_int_equal(cuCtxCreate(&made, NULL, 0, d0), CUDA_SUCCESS);
+    assert_int_equal(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(cuCtxDestroy(made), CUDA_SUCCESS);
+    cuCtxPopCurrent(&junk);
+    cuCtxSetCurrent(NULL);
+    assert_int_equal(GEMM(h), CUBLAS_STATUS_NOT_INITIALIZED);
+#undef GEMM
+    assert_int_equal(cuCtxSetCurrent(g_ctx), CUDA_SUCCESS);
+    cublasDestroy(h); /* its memory went with its context */
+    assert_int_equal(cuDevicePrimaryCtxRelease(d1), CUDA_SUCCESS);
+    dfree(A);
+    dfree(C);
+}
+
 /* The library's kernels follow the reference order bit for bit (the
  * plan the heuristic picks for the device, every transposition, edge tiles,
  * split-K through the workspace, batches, 16-bit and rounded inputs,
@@ -1713,6 +1760,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_api_level12),
         cmocka_unit_test(test_api_async),
         cmocka_unit_test(test_api_plan_follows_device),
+        cmocka_unit_test(test_api_handle_bound_to_device),
         cmocka_unit_test(test_api_bits_match_reference),
         cmocka_unit_test(test_api_arch_refused),
         cmocka_unit_test(test_api_kernels_in_shim_audit),

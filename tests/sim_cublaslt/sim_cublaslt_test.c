@@ -426,6 +426,50 @@ static void test_models_differ(void **state)
     assert_int_not_equal(r[DEV_T4].hash, r[DEV_H100].hash);
 }
 
+/* A handle is bound to the device current at cublasLtCreate (or, made
+ * with no context current, at its first heuristic or matmul): with another
+ * device current its heuristic and matmul fail with
+ * CUBLAS_STATUS_NOT_INITIALIZED; back on its device they work. */
+static void test_handle_bound_to_device(void **state)
+{
+    (void)state;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t l;
+    cublasLtMatmulPreference_t pref;
+    CK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 8, 8, 8));
+    CK(cublasLtMatmulPreferenceCreate(&pref));
+    CUdeviceptr m = dalloc(8 * 8 * 4);
+    CK(cuMemsetD32(m, 0, 64));
+    const float one = 1, zero = 0;
+    for (int late = 0; late <= 1; late++) {
+        cublasLtHandle_t h;
+        if (late)
+            CK(cuCtxSetCurrent(NULL));
+        CK(cublasLtCreate(&h));
+        CK(cuCtxSetCurrent(g_ctx[DEV_A100]));
+        cublasLtMatmulHeuristicResult_t hr;
+        int got = 0;
+        CK(cublasLtMatmulAlgoGetHeuristic(h, desc, l, l, l, l, pref, 1, &hr, &got));
+        assert_int_equal(got, 1);
+        CK(cuCtxSetCurrent(g_ctx[DEV_T4]));
+        assert_int_equal(cublasLtMatmulAlgoGetHeuristic(h, desc, l, l, l, l, pref, 1, &hr, &got),
+                         CUBLAS_STATUS_NOT_INITIALIZED);
+        assert_int_equal(cublasLtMatmul(h, desc, &one, (void *)m, l, (void *)m, l, &zero,
+                                        (void *)m, l, (void *)m, l, &hr.algo, NULL, 0, NULL),
+                         CUBLAS_STATUS_NOT_INITIALIZED);
+        CK(cuCtxSetCurrent(g_ctx[DEV_A100]));
+        CK(cublasLtMatmul(h, desc, &one, (void *)m, l, (void *)m, l, &zero, (void *)m, l,
+                          (void *)m, l, &hr.algo, NULL, 0, NULL));
+        CK(cuCtxSynchronize());
+        CK(cublasLtDestroy(h));
+    }
+    CK(cuMemFree(m));
+    CK(cublasLtMatmulPreferenceDestroy(pref));
+    CK(cublasLtMatrixLayoutDestroy(l));
+    CK(cublasLtMatmulDescDestroy(desc));
+}
+
 /* The workspace the preference allows and the alignment it promises change
  * the algorithm (split-K and its reduction scheme; vector or scalar
  * kernel) and so the bits. */
@@ -577,6 +621,7 @@ int main(void)
         cmocka_unit_test(test_descriptors),
         cmocka_unit_test(test_matmul_correct),
         cmocka_unit_test(test_models_differ),
+        cmocka_unit_test(test_handle_bound_to_device),
         cmocka_unit_test(test_workspace_and_alignment),
         cmocka_unit_test(test_errors),
     };

@@ -1324,6 +1324,49 @@ static void test_api_two_streams(void **state)
     }
 }
 
+/* A handle works in the context it was made in (whatever context is
+ * current at the call) and on that context's device only: once the
+ * context is destroyed, a convolution on it enqueues nothing and fails
+ * with CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER. */
+static void test_api_handle_bound_to_context(void **state)
+{
+    (void)state;
+    CUdevice d;
+    CUcontext made, junk;
+    CK(cuDeviceGet(&d, DEV_A100));
+    CK(cuCtxCreate(&made, NULL, 0, d));
+    api_conv_t c;
+    api_conv_init(&c, 2, 4, 10, 9, 6, 3, 3, 1, 1, 1, 1, 0);
+    cudnnHandle_t h;
+    DN(cudnnCreate(&h));
+    float one = 1.0f, zero = 0.0f;
+#define FWD(h) cudnnConvolutionForward(h, &one, c.xd, c.x, c.wd, c.w, c.cd,                    \
+                                       CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero, \
+                                       c.yd, c.y)
+    CK(cuCtxSetCurrent(g_ctx[DEV_T4]));
+    DN(FWD(h));
+    CK(cuCtxSetCurrent(made));
+    CK(cuCtxSynchronize());
+    /* the device memory goes with the context (the call below must not
+     * reach it); the descriptors stay */
+    void *const mem[] = { c.x, c.w, c.y, c.dy, c.dx, c.dw };
+    for (int i = 0; i < 6; i++)
+        dev_free(mem[i]);
+    CK(cuCtxDestroy(made));
+    cuCtxPopCurrent(&junk);
+    CK(cuCtxSetCurrent(g_ctx[DEV_A100]));
+    assert_int_equal(FWD(h), CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER);
+#undef FWD
+    DN(cudnnDestroy(h));
+    cudnnDestroyTensorDescriptor(c.xd);
+    cudnnDestroyTensorDescriptor(c.yd);
+    cudnnDestroyFilterDescriptor(c.wd);
+    cudnnDestroyConvolutionDescriptor(c.cd);
+    free(c.hx);
+    free(c.hw);
+    free(c.hdy);
+}
+
 /* Negative control (1): vendor fact "Reproducibility": BWD_FILTER ALGO_0 and
  * ALGO_3, BWD_DATA ALGO_0 and POOLING_MAX backward are not reproducible;
  * ALGO_1 and POOLING_MAX_DETERMINISTIC are. Overlapping windows (3x3 stride
@@ -2139,6 +2182,7 @@ int main(void)
         cmocka_unit_test(test_api_bad_input),
         cmocka_unit_test(test_api_async),
         cmocka_unit_test(test_api_two_streams),
+        cmocka_unit_test(test_api_handle_bound_to_context),
         cmocka_unit_test(test_api_nondeterminism),
         cmocka_unit_test(test_api_heuristics),
         cmocka_unit_test(test_api_find_varies),
