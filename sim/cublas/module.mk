@@ -30,10 +30,13 @@ $(B)/obj/sim/cublas/fatbin_blob.o: $(CUBLAS_FATBIN)
 $(CUBLAS_OBJS) $(CUBLAS_CORE_OBJS) $(B)/obj/sim/cublas/bench_sgemm.o \
     $(B)/obj/tests/sim_cublas/sim_cublas_test.o: CFLAGS += -O3 -ffp-contract=off
 
+# -Bsymbolic-functions: the library's calls to its own exports (cublasSgemm_v2
+# -> cublasSgemm_v2_64) bind inside it, as in NVIDIA's libraries, never to a
+# preloaded interposer's export of the same name (the shim's wrappers).
 $(B)/sim/libcublas.so.13: $(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) \
 		$(SIM_KMOD_OBJ) sim/cublas/libcublas.map
 	@mkdir -p $(dir $@)
-	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcublas.so.13 \
+	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcublas.so.13 -Wl,-Bsymbolic-functions \
 		-Wl,--version-script=sim/cublas/libcublas.map -o $@ \
 		$(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) -ldl -lm
 

@@ -16,10 +16,12 @@ $(LT_OBJS) $(B)/obj/tests/sim_cublaslt/sim_cublaslt_test.o: CFLAGS += -ffp-contr
 $(B)/obj/sim/cublaslt/blob.o: CPPFLAGS += -DSIM_CUBLASLT_FATBIN='"$(LT_FATBIN)"'
 $(B)/obj/sim/cublaslt/blob.o: $(LT_FATBIN)
 
+# -Bsymbolic-functions: calls to its own exports bind inside the library (as
+# simcuda's cuBLAS, sim/cublas/module.mk).
 $(B)/sim/libcublasLt.so.13: $(LT_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) \
 		sim/cublaslt/libcublasLt.map
 	@mkdir -p $(dir $@)
-	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcublasLt.so.13 -Wl,--no-undefined \
+	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcublasLt.so.13 -Wl,--no-undefined -Wl,-Bsymbolic-functions \
 		-Wl,--version-script=sim/cublaslt/libcublasLt.map -o $@ \
 		$(LT_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) -ldl -lm
 

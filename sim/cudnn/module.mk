@@ -24,10 +24,12 @@ $(B)/obj/sim/cudnn/fatbin_blob.o: $(CUDNN_FATBIN)
 $(CUDNN_OBJS) $(CUDNN_CORE_OBJS) $(B)/obj/tests/sim_cudnn/sim_cudnn_test.o: \
     CFLAGS += -ffp-contract=off
 
+# -Bsymbolic-functions: calls to its own exports bind inside the library (as
+# simcuda's cuBLAS, sim/cublas/module.mk).
 $(B)/sim/libcudnn.so.9: $(CUDNN_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) \
 		sim/cudnn/libcudnn.map
 	@mkdir -p $(dir $@)
-	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcudnn.so.9 \
+	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcudnn.so.9 -Wl,-Bsymbolic-functions \
 		-Wl,--version-script=sim/cudnn/libcudnn.map -o $@ \
 		$(CUDNN_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) -ldl -lm
 
