@@ -95,7 +95,7 @@ static int es_lh_new(void **out, void *real, int kind)
     o->magic = ES_LIBH_MAGIC;
     o->kind = kind;
     CUcontext c = NULL;
-    if (ES_REAL(cuda, cuCtxGetCurrent)(&c) != CUDA_SUCCESS)
+    if (!es_lib_ready(ES_LIB_CUDA) || ES_REAL(cuda, cuCtxGetCurrent)(&c) != CUDA_SUCCESS)
         c = NULL;
     o->ctx = c;
     o->vdev = c ? es_vh_vdev_of(c) : -1;
@@ -334,26 +334,37 @@ static void es_lh_msg(char *msg, size_t len, const char *what, const es_libh_t *
                  st);
 }
 
+/* Whether o goes with vdev: made in one of its contexts, or with no
+ * context current (it goes with whichever vdev moves). */
+static int es_lh_of(const es_libh_t *o, int vdev)
+{
+    return !o->dead && (o->vdev == vdev || o->vdev < 0);
+}
+
 int es_libh_down(int vdev, char *msg, size_t msglen)
 {
-    int rc = 0;
+    (void)msg;
+    (void)msglen;
     pthread_mutex_lock(&es_lh_mu);
     for (es_libh_t *o = es_lh_list; o; o = o->next) {
-        if (o->dead || !o->real || o->vdev != vdev)
+        if (!es_lh_of(o, vdev) || !o->real)
             continue;
         /* cuBLAS waits for the handle's work in its own context; the
-         * others hold nothing a queued kernel needs */
+         * others hold nothing a queued kernel needs. A handle that cannot
+         * be destroyed (its context destroyed by the application) is
+         * dropped: it could not be used anyway */
         int st = o->kind == ES_LH_BLAS  ? (int)ES_RAW(cublas, cublasDestroy_v2)(o->real)
                  : o->kind == ES_LH_LT ? (int)ES_RAW(cublaslt, cublasLtDestroy)(o->real)
                                        : (int)ES_RAW(cudnn, cudnnDestroy)(o->real);
         o->real = NULL;
-        if (st != 0 && !rc) {
-            es_lh_msg(msg, msglen, "destroying", o, st);
-            rc = -EIO;
+        if (st != 0) {
+            char why[160];
+            es_lh_msg(why, sizeof(why), "destroying", o, st);
+            ES_WARN("%s (dropped)", why);
         }
     }
     pthread_mutex_unlock(&es_lh_mu);
-    return rc;
+    return 0;
 }
 
 /* Makes o's real handle in the current context and gives it o's
@@ -416,19 +427,21 @@ int es_libh_up(int vdev, char *msg, size_t msglen)
         es_vdev_set_slot(dev);
     pthread_mutex_lock(&es_lh_mu);
     for (es_libh_t *o = es_lh_list; o; o = o->next) {
-        if (o->dead || o->real || o->vdev != vdev)
+        if (!es_lh_of(o, vdev) || o->real)
             continue;
         /* in the context it was made in (virtual: the same one, now on the
-         * new GPU) */
-        if (ES_REAL(cuda, cuCtxPushCurrent_v2)(o->ctx) != CUDA_SUCCESS) {
-            if (!rc)
-                es_lh_msg(msg, msglen, "no context for", o, 0);
-            rc = -EIO;
+         * new GPU); one the application destroyed leaves the handle
+         * without a real one (the library's status on every call) */
+        if (o->ctx && ES_REAL(cuda, cuCtxPushCurrent_v2)(o->ctx) != CUDA_SUCCESS) {
+            char why[160];
+            es_lh_msg(why, sizeof(why), "no context for", o, 0);
+            ES_WARN("%s: not re-made", why);
             continue;
         }
         int st = es_lh_remake(o);
         CUcontext junk;
-        ES_REAL(cuda, cuCtxPopCurrent_v2)(&junk);
+        if (o->ctx)
+            ES_REAL(cuda, cuCtxPopCurrent_v2)(&junk);
         if (st != 0 && !rc) {
             es_lh_msg(msg, msglen, "re-creating", o, st);
             rc = -EIO;

@@ -11,6 +11,7 @@
 #include "intercept/thunks.h"
 #include "vendor_handle_fns.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,12 +69,20 @@ static void es_gx_sort(void)
 
 void *es_libh_wrapper_by_symbol(void *handle, const char *name)
 {
-    (void)handle;
     if (!es_libh_on || !name)
         return NULL;
     pthread_once(&es_gx_once, es_gx_sort);
     es_gx_name_t key = { name, NULL, 0 };
     const es_gx_name_t *e = bsearch(&key, es_gx_names, ES_GX_N, sizeof(key), es_gx_cmp);
     /* answered as without the shim when the library lacks the function */
-    return e && es_lib_sym(e->lib, name) ? e->wrapper : NULL;
+    void *real = e ? es_lib_sym(e->lib, name) : NULL;
+    if (!real)
+        return NULL;
+    /* a specific object's function of that name that is not the one the
+     * wrapper calls (a library's dispatcher asking one of its parts) is
+     * that object's: the wrapper would call the dispatcher, which would
+     * call the wrapper */
+    if (handle != RTLD_DEFAULT && handle != RTLD_NEXT && es_dlsym_real(handle, name) != real)
+        return NULL;
+    return e->wrapper;
 }

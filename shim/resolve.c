@@ -294,6 +294,11 @@ void *es_lib_sym(int lib, const char *name)
     return es_real_dlsym()(es_libs[lib].handle, name);
 }
 
+void *es_dlsym_real(void *handle, const char *name)
+{
+    return es_real_dlsym()(handle, name);
+}
+
 void *es_wrapper_for_real(int lib, const void *real, int *idx)
 {
     es_lib_t *L = &es_libs[lib];

@@ -179,7 +179,8 @@ void *es_refusal_by_symbol(const char *name);
 /* While the vendors' handles are virtual (intercept/libh.h): the shim's
  * translating wrapper of a cuBLAS / cuBLASLt / cuDNN function that takes
  * one of their handles and that funcs.h does not list (intercept/libh_gen.c),
- * when the library has it; NULL otherwise. handle: dlsym's (unused). */
+ * when the library has it (handle: dlsym's; a specific one only when it
+ * answers with the very function the shim calls); NULL otherwise. */
 void *es_libh_wrapper_by_symbol(void *handle, const char *name);
 void *es_refusal_by_base(const char *base);
 
@@ -193,6 +194,8 @@ int es_lib_ready(int lib);
 /* A function of library lib by name, looked up in the library itself
  * (loaded first if needed); NULL when it lacks it. */
 void *es_lib_sym(int lib, const char *name);
+/* The real dlsym (the shim's own lookups). */
+void *es_dlsym_real(void *handle, const char *name);
 
 /* The wrapper a real function pointer of library lib stands for (the
  * pointer map built when the library was loaded), or NULL. Sets *idx. */

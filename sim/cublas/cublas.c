@@ -289,6 +289,9 @@ static cublasStatus_t gemm_enqueue(struct cublasContext *h, const sim_gemm_args_
                                    int64_t batch, long long sa, long long sb, long long sc,
                                    int ptr_array, const float *alpha, const float *beta)
 {
+    /* before any pool or accounting (launch() checks again for the rest) */
+    if (!simdrv_bound_here(&h->uuid))
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     simcublas_gemm_kp_t kp;
     memset(&kp, 0, sizeof(kp));
     kp.A = g->A;
