@@ -5,8 +5,8 @@
  * ES_REAL), the move hooks, and the compile-time check that every handle
  * parameter of intercept/funcs.h is annotated.
  *
- * The registry lock is taken by creators, destroyers, setters and the move
- * hooks, never by a translation. */
+ * The registry lock is taken by creators, destroyers and the move hooks,
+ * never by a translation or a setter. */
 #include "intercept/libh.h"
 #include "intercept/thunks.h"
 #include "context/mover.h"
@@ -121,14 +121,15 @@ void *es_libh_from_real(const void *real)
 }
 
 /* Forgets a destroyed handle's real object (the object itself stays, see
- * libh.h). Returns the real handle to destroy, or NULL. */
+ * libh.h). Returns the real handle to destroy: NULL for one of the shim's
+ * handles already destroyed, h itself for a handle that is not the shim's
+ * (a library's own), like a translation. */
 static void *es_lh_kill(const void *h, int kind)
 {
     pthread_mutex_lock(&es_lh_mu);
     es_libh_t *o = es_lh_find(h, kind);
-    void *r = NULL;
+    void *r = es_libh_real(h);
     if (o) {
-        r = o->real;
         o->real = NULL;
         o->dead = 1;
     }
