@@ -608,6 +608,7 @@ int es_coll_parked_vdev(void)
 /* 1 yielded (parked), 0 not time-sliced, -1 failed (message set). */
 static int es_ts_yield(void)
 {
+    es_mover_ts_apply(); /* a rotation the controller started or ended, from here */
     es_tslice_t *t = es_mover_tslice(NULL);
     if (!t)
         return 0;
