@@ -406,6 +406,7 @@ static pthread_mutex_t es_tsc_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t es_tsc_cv = PTHREAD_COND_INITIALIZER;
 static es_mover_ts_change_t es_tsc;  /* the change pending (op 0: none) */
 static unsigned es_tsc_posted, es_tsc_done;
+static uint64_t es_ts_calls; /* collectives started (es_mover_ts_apply), under es_tsc_mu */
 static int es_tsc_rc;
 static char es_tsc_msg[256];
 
@@ -449,6 +450,10 @@ int es_mover_ts_change(const es_mover_ts_change_t *c, int timeout_ms, int *rc, c
         pthread_mutex_unlock(&es_tsc_mu);
         return -EBUSY;
     }
+    /* a join switches at the collective every member can (tslice.h): this
+     * one's first is the next it starts */
+    if (c->op == ES_MOVER_TS_JOIN)
+        es_tslice_offer(c->t, es_ts_calls);
     es_tsc = *c;
     unsigned me = ++es_tsc_posted;
     struct timespec dl;
@@ -515,8 +520,33 @@ static int es_ts_leave_parked(es_tslice_t *t, int dev, int mine)
 void es_mover_ts_apply(void)
 {
     es_mover_ts_change_t c;
+    pthread_mutex_lock(&es_tsc_mu);
+    uint64_t idx = es_ts_calls++;
+    int join = es_tsc.op == ES_MOVER_TS_JOIN;
+    es_tslice_t *jt = es_tsc.t;
+    pthread_mutex_unlock(&es_tsc_mu);
+    if (join) {
+        /* every member's collectives before the switch point run as before
+         * (the others' streams may wait for them): join at that one only */
+        uint64_t at = 0;
+        int rc;
+        for (int i = 0; (rc = es_tslice_switch_at(jt, &at)) == -EAGAIN && i < 30000; i++)
+            usleep(1000);
+        if (rc == 0 && idx < at)
+            return;
+        if (!es_tsc_take(&c, ES_MOVER_TS_JOIN))
+            return;
+        if (rc != 0 || idx != at) {
+            es_tsc_finish(rc ? -ETIMEDOUT : -EPROTO, rc ? "not every EST of the rotation "
+                          "answered within 30 s" : "collective %llu is past the switch point "
+                          "%llu", (unsigned long long)idx, (unsigned long long)at);
+            return;
+        }
+        goto apply;
+    }
     if (!__atomic_load_n(&es_tsc.op, __ATOMIC_RELAXED) || !es_tsc_take(&c, 0))
         return;
+apply:;
     int slot;
     es_tslice_t *cur = es_mover_tslice(&slot);
     if (c.op == ES_MOVER_TS_JOIN) {

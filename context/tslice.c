@@ -163,6 +163,30 @@ int es_tslice_enter(es_tslice_t *t)
     return 0;
 }
 
+int es_tslice_offer(es_tslice_t *t, uint64_t first)
+{
+    if (!t || !(t->s->flags & ES_TSLICE_DYNAMIC))
+        return -EINVAL;
+    __atomic_store_n(&t->s->at[t->me], first + 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int es_tslice_switch_at(es_tslice_t *t, uint64_t *at)
+{
+    if (!t || !at)
+        return -EINVAL;
+    uint64_t m = 0;
+    for (uint32_t i = 0; i < t->s->nmembers; i++) {
+        uint64_t v = __atomic_load_n(&t->s->at[i], __ATOMIC_ACQUIRE);
+        if (!v)
+            return -EAGAIN;
+        if (v > m)
+            m = v;
+    }
+    *at = m - 1;
+    return 0;
+}
+
 int es_tslice_dynamic(es_tslice_t *t)
 {
     return t && (t->s->flags & ES_TSLICE_DYNAMIC) != 0;

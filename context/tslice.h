@@ -42,9 +42,12 @@ typedef struct es_tslice_shm {
     uint64_t passes;              /* turns passed so far */
     uint32_t flags;               /* ES_TSLICE_DYNAMIC */
     uint32_t reserved;
+    uint64_t at[ES_TSLICE_MAX];   /* dynamic: the collective each member can switch at, + 1
+                                   * (0: not said yet) */
 } es_tslice_shm_t;
 
-_Static_assert(sizeof(es_tslice_shm_t) == 16 + 4 * ES_TSLICE_MAX * 2 + 8 + 8 + 8,
+_Static_assert(sizeof(es_tslice_shm_t) == 16 + 4 * ES_TSLICE_MAX * 2 + 8 + 8 + 8 +
+                                              8 * ES_TSLICE_MAX,
                "es_tslice_shm_t layout");
 
 typedef struct es_tslice es_tslice_t;
@@ -62,6 +65,13 @@ int es_tslice_join(es_tslice_t **out, const char *job, int slot, int rank, const
 int es_tslice_join_dynamic(es_tslice_t **out, const char *job, int slot, int rank,
                            const int *ranks, int n);
 int es_tslice_enter(es_tslice_t *t);
+/* Dynamic rotations switch at one collective for all members (each
+ * counts its collectives the same way): a member says the first one it can
+ * switch at (es_tslice_offer, before its app thread runs that one); the
+ * switch point is the latest offered. es_tslice_switch_at: 0 and *at once
+ * every member offered, -EAGAIN before. */
+int es_tslice_offer(es_tslice_t *t, uint64_t first);
+int es_tslice_switch_at(es_tslice_t *t, uint64_t *at);
 /* 1 for a dynamic rotation. */
 int es_tslice_dynamic(es_tslice_t *t);
 /* Waits until it is this member's turn: 0, or -ETIMEDOUT (timeout_ms >= 0). */

@@ -1270,6 +1270,11 @@ static void handle_ack(int i, const es_proto_msg_t *m)
     }
     e->answered = 1;
     e->result = m->u.ack.result;
+    /* the rotation as the ESTs answer (status shows it at once) */
+    if (e->op == ES_MOVE_TS_JOIN && e->result == 0)
+        e->ts = 1;
+    else if (e->op == ES_MOVE_TS_LEAVE && e->result == 0)
+        e->ts = 0;
     e->total_ns = m->u.ack.total_ns;
     e->bytes = m->u.ack.bytes;
     snprintf(e->reason, sizeof(e->reason), "%s",
