@@ -116,7 +116,10 @@ static int session(int fd, long long end)
         }
         if (in.type != ES_MSG_MOVE || strcmp(opt_move, "hang") == 0)
             continue;
-        static const char *const ops[] = { "?", "place", "migrate", "swap-out", "swap-in" };
+        static const char *const ops[] = { "?",       "place",      "migrate",
+                                           "swap-out", "swap-in",    "time-slice",
+                                           "end time-slicing" };
+        _Static_assert(sizeof(ops) / sizeof(ops[0]) == ES_MOVE_NOPS, "a name per op");
         es_proto_msg_t a = { .type = ES_MSG_ACK };
         a.u.ack.op = in.u.move.op;
         a.u.ack.epoch = in.u.move.epoch;
@@ -131,7 +134,7 @@ static int session(int fd, long long end)
             snprintf(a.u.ack.reason, sizeof(a.u.ack.reason), "fake_est: refused on purpose");
         }
         snprintf(a.u.ack.slot, sizeof(a.u.ack.slot), "%s", slot);
-        printf("fake_est: rank %d: %s -> %s: %s\n", rank, ops[in.u.move.op < 5 ? in.u.move.op : 0],
+        printf("fake_est: rank %d: %s -> %s: %s\n", rank, ops[in.u.move.op < ES_MOVE_NOPS ? in.u.move.op : 0],
                in.u.move.slot[0] ? in.u.move.slot : "host", a.u.ack.result ? "refused" : "ok");
         fflush(stdout);
         if (send_msg(fd, &a) < 0)
