@@ -1206,6 +1206,16 @@ static void handle_register(int i, const es_proto_msg_t *m)
     e->state = strcmp(e->slot, "host") == 0 ? ES_EST_SWAPPED_OUT : ES_EST_RUNNING;
     e->last_ms = es_ctl_now_ms();
     e->unresponsive = 0;
+    /* a rotation re-learned (a restarted daemon): its members say so */
+    e->ts = (m->u.reg.flags & ES_REG_TIME_SLICED) && e->gpu >= 0;
+    if (e->ts && !ts_member(r) && D.ts.n < ES_PROTO_TS_MAX) {
+        int k = D.ts.n++;
+        for (; k > 0 && D.ts.ranks[k - 1] > r; k--)
+            D.ts.ranks[k] = D.ts.ranks[k - 1];
+        D.ts.ranks[k] = r;
+        D.ts.gpu = e->gpu;
+        D.ts.active = 1;
+    }
     if (e->epoch > D.job.epoch) /* a restart before the job file caught up */
         D.job.epoch = e->epoch;
     c->kind = CONN_EST;

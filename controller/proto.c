@@ -305,6 +305,8 @@ int es_proto_decode(const es_proto_hdr_t *h, const uint8_t *payload, es_proto_ms
         m->u.reg.mem_bytes = get_u64(&r);
         get_str(&r, m->u.reg.slot, ES_PROTO_SLOT_MAX);
         get_str(&r, m->u.reg.host, ES_PROTO_HOST_MAX);
+        if (!r.err && (m->u.reg.flags & ~ES_REG_TIME_SLICED))
+            r.err = -EBADMSG;
         break;
     case ES_MSG_HEARTBEAT:
         m->u.hb.step = get_u64(&r);

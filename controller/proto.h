@@ -105,6 +105,11 @@ enum es_proto_verb {
 };
 #define ES_REQ_JSON 1u
 
+/* REGISTER.flags: the EST takes turns on its slot in a rotation the
+ * controller started (a restarted daemon re-learns the rotation from
+ * these). No other bit is defined. */
+#define ES_REG_TIME_SLICED 1u
+
 /* EST states (HEARTBEAT.state, as the shim sees itself). */
 enum es_proto_est_state { ES_EST_RUNNING = 0, ES_EST_MOVING = 1, ES_EST_SWAPPED_OUT = 2 };
 

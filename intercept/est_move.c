@@ -418,6 +418,12 @@ int es_move_request(const es_move_t *m, es_move_result_t *r)
     return rc == 0 ? 0 : rc == -ENOMEM || rc == -EINVAL || rc == -EBUSY ? rc : -EIO;
 }
 
+int es_move_time_sliced(void)
+{
+    es_tslice_t *t = es_mover_tslice(NULL);
+    return t && es_tslice_dynamic(t);
+}
+
 uint64_t es_move_footprint(void)
 {
     return es_memreg_footprint();

@@ -243,6 +243,7 @@ static int es_ctl_session(int fd, int *welcomed)
     m.u.reg.step = es_step_now();
     m.u.reg.epoch = es_ctl.epoch;
     m.u.reg.mem_bytes = es_move_footprint();
+    m.u.reg.flags = es_move_time_sliced() ? ES_REG_TIME_SLICED : 0;
     snprintf(m.u.reg.slot, sizeof(m.u.reg.slot), "%s", es_ctl.slot);
     snprintf(m.u.reg.host, sizeof(m.u.reg.host), "%s", es_ctl.host);
     int rc = es_ctl_send(fd, &m);

@@ -64,4 +64,8 @@ int es_move_request(const es_move_t *m, es_move_result_t *r);
  * application's threads take. */
 uint64_t es_move_footprint(void);
 
+/* 1 while the EST is a member of a rotation the controller started
+ * (ES_MOVE_TS_JOIN; its slot is the rotation's), else 0. Any thread. */
+int es_move_time_sliced(void);
+
 #endif

@@ -1131,7 +1131,8 @@ static void test_scale_refused(void **state)
 
 /* easyscale-ctl timeslice: what it refuses (exit 2 usage and bad input, 1
  * what cannot be done now), then a rotation started and ended with the
- * stand-in ESTs' answers, the job's other moves refused meanwhile. */
+ * stand-in ESTs' answers, re-learned by a controller restarted meanwhile,
+ * the job's other moves refused while it lasts. */
 static void test_timeslice_commands(void **state)
 {
     (void)state;
@@ -1147,7 +1148,8 @@ static void test_timeslice_commands(void **state)
 
     bg_t job;
     start_fake_job(&job, env, sock, 4, (const char *[]){ "--gpus", "0,1", "--est-memory", "5G", NULL },
-                   (const char *[]){ "--run-ms", "15000", "--mem", "5368709120", NULL });
+                   (const char *[]){ "--run-ms", "20000", "--hb-ms", "50", "--mem", "5368709120",
+                                     NULL });
     char *j = wait_registered(sock, 4, 0, 30);
     /* ESTs 0,1 on GPU 0 and 2,3 on GPU 1 */
     assert_int_equal(jint(jest(j, 0), "gpu", -1), 0);
@@ -1210,6 +1212,24 @@ static void test_timeslice_commands(void **state)
     assert_non_null(jstr(jest(j, 2), "state", st, sizeof(st)));
     assert_string_equal(st, "running");
     assert_non_null(strstr(j, "\"rotation\":{\"gpu\":0,\"ranks\":[0,1]}"));
+    long daemon = jint(j, "daemon_pid", -1);
+    free(j);
+    /* the controller killed: the next one re-learns the rotation from the
+     * ESTs' registrations */
+    assert_int_equal(kill((pid_t)daemon, SIGKILL), 0);
+    j = NULL;
+    for (int i = 0; i < 100; i++) {
+        free(j);
+        j = status_json(sock);
+        long d2 = jint(j, "daemon_pid", -1);
+        if (d2 > 0 && d2 != daemon && jint(j, "registered", 0) == 4)
+            break;
+        msleep(100);
+    }
+    assert_int_equal(jint(j, "registered", 0), 4);
+    assert_non_null(strstr(j, "\"rotation\":{\"gpu\":0,\"ranks\":[0,1]}"));
+    assert_non_null(jstr(jest(j, 1), "state", st, sizeof(st)));
+    assert_string_equal(st, "time-sliced");
     free(j);
     /* meanwhile the job's other moves are refused, and a second rotation */
     assert_int_equal(ctl(&r, NULL, "migrate", "2", "--gpu", "0", "--socket", sock, NULL), 1);

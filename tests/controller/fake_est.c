@@ -34,6 +34,7 @@ static const char *opt_move = "ok", *opt_wait_list;
 static int rank, world;
 static char slot[ES_PROTO_SLOT_MAX + 1];
 static uint64_t step, epoch;
+static int time_sliced; /* joined a rotation (told by the controller) */
 
 static long long now_ms(void)
 {
@@ -73,6 +74,7 @@ static int session(int fd, long long end)
     m.u.reg.step = step;
     m.u.reg.epoch = epoch;
     m.u.reg.mem_bytes = opt_mem;
+    m.u.reg.flags = time_sliced ? ES_REG_TIME_SLICED : 0;
     snprintf(m.u.reg.slot, sizeof(m.u.reg.slot), "%s", slot);
     snprintf(m.u.reg.host, sizeof(m.u.reg.host), "fake");
     if (send_msg(fd, &m) < 0)
@@ -127,6 +129,8 @@ static int session(int fd, long long end)
             snprintf(slot, sizeof(slot), "%s",
                      in.u.move.op == ES_MOVE_SWAP_OUT ? "host" : in.u.move.slot);
             epoch = in.u.move.epoch;
+            if (in.u.move.op == ES_MOVE_TS_JOIN || in.u.move.op == ES_MOVE_TS_LEAVE)
+                time_sliced = in.u.move.op == ES_MOVE_TS_JOIN;
             a.u.ack.total_ns = 1000000;
             a.u.ack.bytes = opt_mem;
         } else {

@@ -341,6 +341,16 @@ static void test_move_ranks(void **state)
     assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_EST, &d), -EBADMSG);
     b[ES_PROTO_HDR_SIZE] = ES_MOVE_NOPS; /* an op this build does not know */
     assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_EST, &d), -EBADMSG);
+
+    /* REGISTER's flags: a member of a rotation says so; no other bit */
+    es_proto_msg_t g = { .type = ES_MSG_REGISTER };
+    g.u.reg.world = 4;
+    g.u.reg.flags = ES_REG_TIME_SLICED;
+    n = enc(&g, b, sizeof(b));
+    assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_DAEMON, &d), 0);
+    assert_int_equal(d.u.reg.flags, ES_REG_TIME_SLICED);
+    b[ES_PROTO_HDR_SIZE + 12] |= 2; /* flags: the fourth field */
+    assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_DAEMON, &d), -EBADMSG);
 }
 
 static void test_reader(void **state)
