@@ -985,6 +985,8 @@ static void do_timeslice(int i, uint32_t seq, const char *arg)
     }
     for (int k = 0; k < n; k++) {
         const char *nm = not_movable(ranks[k]);
+        if (!nm[0] && D.ests[ranks[k]].state == ES_EST_SWAPPED_OUT)
+            nm = "is swapped out (swap it in first: a parked EST reaches no collective)";
         if (nm[0]) {
             refuse(i, seq, 1, "timeslice: EST %d %s (the job must be running); nothing moved",
                    ranks[k], nm);

@@ -1190,15 +1190,26 @@ static void test_timeslice_commands(void **state)
     assert_int_equal(ctl(&r, NULL, "timeslice", "--off", "--socket", sock, NULL), 1);
     assert_non_null(strstr(r.out, "the job is not time-sliced"));
     es_proc_result_free(&r);
+    /* a parked EST reaches no collective: swap it in first */
+    assert_int_equal(ctl(&r, NULL, "swap-out", "3", "--socket", sock, NULL), 0);
+    es_proc_result_free(&r);
+    assert_int_equal(ctl(&r, NULL, "timeslice", "1", "--ranks", "2,3", "--socket", sock, NULL), 1);
+    assert_non_null(strstr(r.out, "EST 3 is swapped out (swap it in first"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl(&r, NULL, "swap-in", "3", "--gpu", "1", "--socket", sock, NULL), 0);
+    es_proc_result_free(&r);
     /* memory: the T4 holds no EST of 5 GiB, even one at a time */
     assert_int_equal(ctl(&r, NULL, "grant", "2", "--socket", sock, NULL), 0);
     es_proc_result_free(&r);
+    j = status_json(sock);
+    long epoch0 = jint(j, "epoch", -1);
+    free(j);
     assert_int_equal(ctl(&r, NULL, "timeslice", "2", "--ranks", "2,3", "--socket", sock, NULL), 1);
     assert_non_null(strstr(r.out, "timeslice refused: GPU 2 has 4.00 GiB; one EST of 5.00 GiB at a "
                                   "time beside the 0 others there would not fit; nothing moved"));
     es_proc_result_free(&r);
     j = status_json(sock);
-    assert_int_equal(jint(j, "epoch", -1), 0); /* nothing was sent */
+    assert_int_equal(jint(j, "epoch", -1), epoch0); /* nothing was sent */
     free(j);
     /* a rotation: the ESTs on GPU 0 by default */
     assert_int_equal(ctl(&r, NULL, "timeslice", "0", "--socket", sock, NULL), 0);
@@ -1250,6 +1261,7 @@ static void test_timeslice_commands(void **state)
     assert_int_equal(bg_wait(&job, T_JOB), 0);
     char *out = bg_output(&job);
     assert_int_equal(count(out, ": time-slice -> "), 2);
+    assert_int_equal(count(out, ": swap-out -> host: ok"), 1);
     assert_int_equal(count(out, ": end time-slicing -> "), 2);
     free(out);
 }
