@@ -869,8 +869,9 @@ int es_ctl_run_main(int argc, char **argv)
     int tslice = ts && strcmp(ts, "on") == 0;
     if (tslice && (__builtin_popcountll(job.slots) != 1 || job.ngpus != 1)) {
         es_ctl_err("EASYSCALE_TIME_SLICE=on: the controller runs time-sliced jobs on one GPU "
-                   "that is the only one visible (CUDA_VISIBLE_DEVICES); this job has %d of %d",
-                   __builtin_popcountll(job.slots), job.ngpus);
+                   "that is the only one visible (CUDA_VISIBLE_DEVICES); this job has %d of %d "
+                   "(on several GPUs: 'easyscale-ctl timeslice' while it runs, or a timeslice "
+                   "event of --schedule)", __builtin_popcountll(job.slots), job.ngpus);
         return ES_CTL_EXIT_USAGE;
     }
     job.nests = R.n;
