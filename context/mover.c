@@ -522,10 +522,12 @@ void es_mover_ts_apply(void)
     es_mover_ts_change_t c;
     pthread_mutex_lock(&es_tsc_mu);
     uint64_t idx = es_ts_calls++;
-    int join = es_tsc.op == ES_MOVER_TS_JOIN;
+    int op = es_tsc.op;
     es_tslice_t *jt = es_tsc.t;
     pthread_mutex_unlock(&es_tsc_mu);
-    if (join) {
+    if (!op)
+        return;
+    if (op == ES_MOVER_TS_JOIN) {
         /* every member's collectives before the switch point run as before
          * (the others' streams may wait for them): join at that one only */
         uint64_t at = 0;
@@ -535,18 +537,16 @@ void es_mover_ts_apply(void)
         if (rc == 0 && idx < at)
             return;
         if (!es_tsc_take(&c, ES_MOVER_TS_JOIN))
-            return;
+            return; /* withdrawn meanwhile */
         if (rc != 0 || idx != at) {
             es_tsc_finish(rc ? -ETIMEDOUT : -EPROTO, rc ? "not every EST of the rotation "
                           "answered within 30 s" : "collective %llu is past the switch point "
                           "%llu", (unsigned long long)idx, (unsigned long long)at);
             return;
         }
-        goto apply;
-    }
-    if (!__atomic_load_n(&es_tsc.op, __ATOMIC_RELAXED) || !es_tsc_take(&c, 0))
+    } else if (!es_tsc_take(&c, op)) {
         return;
-apply:;
+    }
     int slot;
     es_tslice_t *cur = es_mover_tslice(&slot);
     if (c.op == ES_MOVER_TS_JOIN) {

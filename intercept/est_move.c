@@ -268,6 +268,12 @@ static int es_slot_device(const char *slot)
 
 /* ---- time-slicing a running job (the controller's _TS_JOIN / _TS_LEAVE) ------------------ */
 
+int es_move_time_sliced(void)
+{
+    es_tslice_t *t = es_mover_tslice(NULL);
+    return t && es_tslice_dynamic(t);
+}
+
 static pthread_once_t es_ts_exit_once = PTHREAD_ONCE_INIT;
 
 static void es_ts_exit_register(void)
@@ -277,7 +283,7 @@ static void es_ts_exit_register(void)
 
 static int es_move_ts(const es_move_t *m, es_move_result_t *r, const char *name, int dev)
 {
-    int slot, rc = 0, res = 0, rank = es_env_int("RANK", -1);
+    int slot, rc = 0, res = 0, rank = es_cfg.rank;
     char msg[256] = "";
     es_tslice_t *cur = es_mover_tslice(&slot);
     es_mover_ts_change_t c = { .op = m->op == ES_MOVE_TS_JOIN ? ES_MOVER_TS_JOIN
@@ -370,7 +376,7 @@ int es_move_request(const es_move_t *m, es_move_result_t *r)
         return rc;
     }
     int ts_slot;
-    if (es_mover_tslice(&ts_slot)) {
+    if (es_mover_tslice(&ts_slot) && es_move_time_sliced()) {
         snprintf(r->reason, sizeof(r->reason), "%s: the EST is time-sliced on device %d (the "
                  "controller ends that first)", names[op], ts_slot);
         return -EBUSY;
@@ -416,12 +422,6 @@ int es_move_request(const es_move_t *m, es_move_result_t *r)
     r->sync_ns = (uint64_t)(st.ms_sync * 1e6);
     r->total_ns = es_ns() - t0;
     return rc == 0 ? 0 : rc == -ENOMEM || rc == -EINVAL || rc == -EBUSY ? rc : -EIO;
-}
-
-int es_move_time_sliced(void)
-{
-    es_tslice_t *t = es_mover_tslice(NULL);
-    return t && es_tslice_dynamic(t);
 }
 
 uint64_t es_move_footprint(void)
