@@ -223,6 +223,11 @@ static void bench_swap(void)
         }
         if (rc || (rc = es_swap_in(0, 0, &st, msg, sizeof(msg))) != 0)
             die("swap", rc, msg);
+        if (k == 0) {
+            es_phys_t *ph = es_memreg_first(0);
+            printf("host copies: %s\n", ph && ph->park_h ? "VMM host memory (pinned once)"
+                                                          : "memfd, registered at each swap-in");
+        }
         printf("swap of %zu MiB, %d stream(s), no checksums:\n"
                "  out %6.2f GB/s (%.2fx memcpy), its copies %6.2f GB/s (%.2fx)\n"
                "  in  %6.2f GB/s (%.2fx memcpy), its copies %6.2f GB/s (%.2fx)   target >= 0.8x\n",
