@@ -60,10 +60,12 @@
 /* Written into every ordering word to release the waits of a failed
  * communicator: every target is far below it (cyclic >= of 64 bits). */
 #define ES_DEV_ABORT_VALUE (1ull << 62)
-/* The watchdog's period. */
+/* The watchdog's period, and how often it checks that the peers live
+ * while a stream waits (as the host waits do). */
 #define ES_DEV_WATCH_MS 5
+#define ES_DEV_LIVENESS_MS 50
 /* Stream memory operations per cuStreamBatchMemOp call (the API takes up to 255). */
-#define ES_DEV_BATCH 128
+#define ES_DEV_BATCH 64
 
 typedef struct es_dev_tp {
     size_t size;                          /* one rank's buffer */
@@ -281,7 +283,7 @@ static void es_dev_watch_one(es_dev_tp_t *t, uint64_t now)
                 t->wait_pos = pos;
                 t->wait_since = now;
             }
-            if (now - t->live_at >= 50) {
+            if (now - t->live_at >= ES_DEV_LIVENESS_MS) {
                 t->live_at = now;
                 if (es_seg_check_peers(c) < 0)
                     es_comm_fail(c, ES_FAIL_DEAD, ncclRemoteError);
@@ -411,9 +413,8 @@ static void es_memops_wait(es_memops_t *m, _Atomic uint64_t *w, uint64_t v)
 static CUresult es_dev_order(es_comm_t *c, const es_step_t *st, CUstream s)
 {
     es_dev_tp_t *t = c->tpd;
-    es_memops_t *m = malloc(sizeof(*m));
-    if (!m)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    es_memops_t ops;
+    es_memops_t *m = &ops;
     m->n = 0;
     m->s = s;
     m->r = CUDA_SUCCESS;
@@ -449,9 +450,7 @@ static CUresult es_dev_order(es_comm_t *c, const es_step_t *st, CUstream s)
     }
     es_memops_write(m, &me->ddone, pos);
     es_memops_flush(m);
-    CUresult r = m->r;
-    free(m);
-    return r;
+    return m->r;
 }
 
 /* Registers the segment's ordering words (ranks and pairs: whole pages)
