@@ -494,7 +494,7 @@ CUresult cuInit(unsigned int flags)
         g_seed_base = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     sim_trace_on();
     if (g_trace_bad || parse_time_scale() != 0 || parse_isolation() != 0 ||
-        sim_chaos_init() != 0) {
+        sim_phys_pool_parse() != 0 || sim_chaos_init() != 0) {
         r = g_init_result = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }

@@ -322,6 +322,8 @@ void sim_va_free(uintptr_t va, size_t len);
 /* Space in a backing file: device dev's, or the host file (dev -1). */
 int sim_file_alloc(int dev, size_t len, int *backing, uint64_t *off);
 void sim_file_free(int dev, uint64_t off, size_t len);
+/* SIMCUDA_PHYS_POOL_MIB (memory.c): 0, or -1 after logging a bad value. */
+int sim_phys_pool_parse(void);
 int sim_backing_fd(int id);
 /* Another file a server may map (a VMM allocation, a registered file):
  * its id (the fd is duplicated), or -errno; dropped with put. */
