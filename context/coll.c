@@ -1,7 +1,8 @@
 /* The virtual collectives' engine (see coll.h): communicators (unique ids,
  * rendezvous, transport choice, split, shrink, finalize, destroy, abort),
- * groups, the checks and dispatch of operations, the host-function steps
- * that order the ranks on their streams, errors and progress. */
+ * groups, the checks and dispatch of operations, the steps that order the
+ * ranks on their streams (host functions, or the transport's stream memory
+ * operations), errors and progress. */
 #include "context/coll_int.h"
 #include "context/digest.h"
 #include "context/vdev.h"
@@ -72,7 +73,7 @@ void es_coll_progress(es_coll_progress_t *out)
 
 /* A gradient all-reduce completed: the progress counters here and the
  * control channel's step (shim/step.h). */
-static void es_progress_add(void)
+void es_coll_progress_add(void)
 {
     es_step_tick();
     struct timespec ts;
@@ -142,7 +143,7 @@ static void es_ctx_leave(int pushed)
     }
 }
 
-/* ---- steps (host functions) ----------------------------------------------------------- */
+/* ---- steps --------------------------------------------------------------------------- */
 
 es_step_t *es_step_new(es_comm_t *c)
 {
@@ -194,7 +195,7 @@ static void CUDA_CB es_step_run(void *p)
             es_seg_pair_set(c, a->from, a->peer, a->field, a->a);
             break;
         case ES_A_DONE_ALLREDUCE:
-            es_progress_add();
+            es_coll_progress_add();
             break;
         default:
             break;
@@ -208,6 +209,11 @@ CUresult es_step_launch(es_step_t *st, CUstream s)
     if (st->n == 0) {
         es_step_free(st);
         return CUDA_SUCCESS;
+    }
+    if (st->c->tp && st->c->tp->order) { /* ordered on the device: no host function */
+        CUresult r = st->c->tp->order(st->c, st, s);
+        es_step_free(st);
+        return r;
     }
     if (es_coll_parked_vdev() >= 0) { /* time-sliced, parked: run it here */
         es_comm_t *c = st->c;
@@ -608,6 +614,7 @@ int es_coll_parked_vdev(void)
 /* 1 yielded (parked), 0 not time-sliced, -1 failed (message set). */
 static int es_ts_yield(void)
 {
+    es_mover_ts_apply(); /* a rotation the controller started or ended, from here */
     es_tslice_t *t = es_mover_tslice(NULL);
     if (!t)
         return 0;

@@ -15,16 +15,20 @@
  *  - host: staging in the shared segment (registered with the driver); the
  *    CPU work is split across the ranks by shard.
  *  Ordering with the application's stream stays on the stream: copies and
- *  kernels are enqueued, waits for the other ranks are host functions
- *  enqueued on the stream (cuLaunchHostFunc), never a wait in the calling
- *  thread. Operations of one communicator run in issue order (an event joins
- *  a stream switch).
+ *  kernels are enqueued, never a wait in the calling thread. Waits for the
+ *  other ranks: device transport, stream memory operations on words of the
+ *  shared segment (on the device: no host function, no host thread held);
+ *  host transport, host functions enqueued on the stream (cuLaunchHostFunc,
+ *  which also do its CPU reduction). Operations of one communicator run in
+ *  issue order (an event joins a stream switch).
  *
  * Faults: a rank that dies, leaves, or aborts makes the others' pending and
  * later operations fail at once (ncclRemoteError from
  * ncclCommGetAsyncError; pending operations complete on their streams
  * without data, later calls return the error); a live rank that does not
  * arrive fails them after EASYSCALE_COLL_TIMEOUT seconds (ncclSystemError).
+ * (Device transport: a watchdog thread of the engine notices, and releases
+ * the waits on the device by writing the segment's words.)
  * The segment's name is removed once every rank has joined (its memory goes
  * with the last mapping, crash or not); descriptors are closed once passed.
  *

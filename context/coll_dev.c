@@ -4,7 +4,30 @@
  * datagram socket (SCM_RIGHTS), imported and mapped there with access for
  * that rank's GPU (the same GPU, or a peer with peer access). Copies and
  * the fixed-order reduction kernel (kernels/reduce.cu) run on the
- * application's stream; the ranks meet in host functions (coll.c).
+ * application's stream.
+ *
+ * Ordering between the ranks stays on the device: a step (coll.c: a
+ * barrier, point-to-point waits and posts) becomes stream memory operations
+ * (cuStreamBatchMemOp) on words of the communicator's shared segment, which
+ * every rank registers with its driver (page-locked, mapped for its GPU at
+ * the same address): a barrier writes my arrival count and waits until each
+ * peer's is at least as large (cyclic >=); the copies and kernels after it
+ * follow in stream order. No host function runs on the application's
+ * streams, and no host thread blocks for a peer.
+ *
+ * Faults: a stream waiting for a peer that never comes would wait for
+ * ever, so a watchdog thread of the engine (one per process, while device
+ * communicators exist) looks at each communicator every few milliseconds:
+ * a step its stream has begun and not ended (dpos > ddone in its slot) for
+ * longer than EASYSCALE_COLL_TIMEOUT, a dead or departed peer, an abort, or
+ * a failure another rank recorded in the segment fails the communicator
+ * (ncclRemoteError, or ncclSystemError for a timeout, through
+ * ncclCommGetAsyncError) and releases every wait by writing an abort value
+ * (far above any count) into the segment's arrival and pair words, again at
+ * every look while the communicator lives. The released operations then run
+ * on (their outputs are not meaningful, as after any fault) and later ones
+ * are refused. The same thread turns the progress word the streams write
+ * into the engine's progress counters (shim/step.h).
  *
  * A rank's buffer: two sets of { in (C bytes), out (C bytes) }, then
  * p2p[to][2] slots of Cp bytes.
@@ -20,21 +43,43 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Chunks up to this many bytes times ranks are reduced whole by every rank. */
 #define ES_DEV_REPLICATE_BYTES (1u << 20)
 
+/* Written into every ordering word to release the waits of a failed
+ * communicator: every target is far below it (cyclic >= of 64 bits). */
+#define ES_DEV_ABORT_VALUE (1ull << 62)
+/* The watchdog's period, and how often it checks that the peers live
+ * while a stream waits (as the host waits do). */
+#define ES_DEV_WATCH_MS 5
+#define ES_DEV_LIVENESS_MS 50
+/* Stream memory operations per cuStreamBatchMemOp call (the API takes up to 255). */
+#define ES_DEV_BATCH 64
+
 typedef struct es_dev_tp {
     size_t size;                          /* one rank's buffer */
     CUmemGenericAllocationHandle h[ES_COLL_MAX_RANKS];  /* mine and the imported ones */
     CUdeviceptr base[ES_COLL_MAX_RANKS];  /* mapped here */
+    void *words;                          /* the segment's ranks and pairs, registered */
+    size_t words_len;
+    int words_registered;
+    uint64_t pos, prog;                   /* steps and progress marks issued (under c->mu) */
+    /* watchdog's (under es_watch_mu) */
+    int watched;
+    uint64_t prog_seen, wait_pos, wait_since, live_at;
+    es_comm_t *c;
+    struct es_dev_tp *wnext;
 } es_dev_tp_t;
 
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
@@ -175,6 +220,265 @@ static int es_exchange_fds(es_comm_t *c, int sock, int myfd, size_t size, int *f
     return rc;
 }
 
+/* ---- the watchdog ------------------------------------------------------------------ */
+
+static pthread_mutex_t es_watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static es_dev_tp_t *es_watch_list;
+static int es_watch_running;
+static pthread_once_t es_watch_once = PTHREAD_ONCE_INIT;
+
+static void es_watch_atfork_child(void)
+{
+    /* no thread in the child; the parent's communicators are not the child's */
+    pthread_mutex_init(&es_watch_mu, NULL);
+    es_watch_list = NULL;
+    es_watch_running = 0;
+}
+
+static void es_watch_init(void)
+{
+    pthread_atfork(NULL, NULL, es_watch_atfork_child);
+}
+
+/* The gradient all-reduces the streams completed since the last look. */
+static void es_dev_progress(es_dev_tp_t *t)
+{
+    es_comm_t *c = t->c;
+    uint64_t prog = atomic_load(&es_seg_rank(&c->seg, c->rank)->dprog);
+    int ok = !atomic_load(&c->failed);
+    for (; t->prog_seen < prog && prog < ES_DEV_ABORT_VALUE; t->prog_seen++)
+        if (ok)
+            es_coll_progress_add();
+}
+
+/* Releases every wait on the segment's ordering words. */
+static void es_dev_release(es_comm_t *c)
+{
+    int n = c->nranks;
+    for (int r = 0; r < n; r++)
+        atomic_store(&es_seg_rank(&c->seg, r)->arrive, ES_DEV_ABORT_VALUE);
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++) {
+            es_seg_pair_t *p = es_seg_pair(&c->seg, a, b);
+            atomic_store(&p->sent, ES_DEV_ABORT_VALUE);
+            atomic_store(&p->consumed, ES_DEV_ABORT_VALUE);
+        }
+}
+
+/* One look at a communicator (es_watch_mu held). */
+static void es_dev_watch_one(es_dev_tp_t *t, uint64_t now)
+{
+    es_comm_t *c = t->c;
+    es_seg_rank_t *me = es_seg_rank(&c->seg, c->rank);
+    es_dev_progress(t);
+    if (!atomic_load(&c->failed)) {
+        uint64_t pos = atomic_load(&me->dpos), done = atomic_load(&me->ddone);
+        int fr;
+        int why = es_seg_failed(&c->seg, &fr);
+        if (why != ES_FAIL_NONE || atomic_load(&c->aborted)) {
+            es_comm_fail(c, why != ES_FAIL_NONE ? why : ES_FAIL_ABORT,
+                         why == ES_FAIL_TIMEOUT ? ncclSystemError : ncclRemoteError);
+        } else if (pos != done) { /* the stream waits in step pos */
+            if (pos != t->wait_pos) {
+                t->wait_pos = pos;
+                t->wait_since = now;
+            }
+            if (now - t->live_at >= ES_DEV_LIVENESS_MS) {
+                t->live_at = now;
+                if (es_seg_check_peers(c) < 0)
+                    es_comm_fail(c, ES_FAIL_DEAD, ncclRemoteError);
+            }
+            if (!atomic_load(&c->failed) && now - t->wait_since >= (uint64_t)c->timeout_ms &&
+                atomic_load(&me->dpos) == pos && atomic_load(&me->ddone) != pos)
+                es_comm_fail(c, ES_FAIL_TIMEOUT, ncclSystemError);
+        }
+    }
+    if (atomic_load(&c->failed))
+        es_dev_release(c);
+}
+
+static void *es_watch_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&es_watch_mu);
+    while (es_watch_list) {
+        uint64_t now = es_coll_now_ms();
+        for (es_dev_tp_t *t = es_watch_list; t; t = t->wnext)
+            es_dev_watch_one(t, now);
+        pthread_mutex_unlock(&es_watch_mu);
+        struct timespec ts = { 0, ES_DEV_WATCH_MS * 1000000L };
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&es_watch_mu);
+    }
+    es_watch_running = 0;
+    pthread_mutex_unlock(&es_watch_mu);
+    return NULL;
+}
+
+/* Starts watching c (its transport set up). 0 or -errno. */
+static int es_dev_watch_add(es_comm_t *c)
+{
+    es_dev_tp_t *t = c->tpd;
+    int rc = 0;
+    pthread_once(&es_watch_once, es_watch_init);
+    pthread_mutex_lock(&es_watch_mu);
+    t->c = c;
+    t->live_at = t->wait_since = es_coll_now_ms();
+    t->wnext = es_watch_list;
+    es_watch_list = t;
+    t->watched = 1;
+    if (!es_watch_running) {
+        pthread_t th;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        rc = -pthread_create(&th, &at, es_watch_main, NULL);
+        pthread_attr_destroy(&at);
+        if (rc == 0) {
+            es_watch_running = 1;
+        } else {
+            es_watch_list = t->wnext;
+            t->watched = 0;
+        }
+    }
+    pthread_mutex_unlock(&es_watch_mu);
+    if (rc < 0)
+        es_coll_error("cannot start the collectives' watchdog thread: %s", strerror(-rc));
+    return rc;
+}
+
+/* Stops watching (the last progress is counted). */
+static void es_dev_watch_del(es_dev_tp_t *t)
+{
+    pthread_mutex_lock(&es_watch_mu);
+    if (t->watched) {
+        for (es_dev_tp_t **pp = &es_watch_list; *pp; pp = &(*pp)->wnext)
+            if (*pp == t) {
+                *pp = t->wnext;
+                break;
+            }
+        t->watched = 0;
+        es_dev_progress(t);
+    }
+    pthread_mutex_unlock(&es_watch_mu);
+}
+
+/* ---- ordering on the device ------------------------------------------------------------ */
+
+typedef struct es_memops {
+    CUstreamBatchMemOpParams p[ES_DEV_BATCH];
+    int n;
+    CUstream s;
+    CUresult r;
+} es_memops_t;
+
+static void es_memops_flush(es_memops_t *m)
+{
+    if (m->n && m->r == CUDA_SUCCESS)
+        m->r = ES_REAL(cuda, cuStreamBatchMemOp_v2)(m->s, (unsigned)m->n, m->p, 0);
+    m->n = 0;
+}
+
+static CUstreamBatchMemOpParams *es_memops_next(es_memops_t *m)
+{
+    if (m->n == ES_DEV_BATCH)
+        es_memops_flush(m);
+    CUstreamBatchMemOpParams *p = &m->p[m->n++];
+    memset(p, 0, sizeof(*p));
+    return p;
+}
+
+/* The words are registered host memory the GPU reaches at the same address
+ * (checked at set-up: CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM). */
+static void es_memops_write(es_memops_t *m, _Atomic uint64_t *w, uint64_t v)
+{
+    CUstreamBatchMemOpParams *p = es_memops_next(m);
+    p->writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    p->writeValue.address = DPTR(w);
+    p->writeValue.value64 = v;
+    p->writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+}
+
+static void es_memops_wait(es_memops_t *m, _Atomic uint64_t *w, uint64_t v)
+{
+    CUstreamBatchMemOpParams *p = es_memops_next(m);
+    p->waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
+    p->waitValue.address = DPTR(w);
+    p->waitValue.value64 = v;
+    p->waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+}
+
+/* The transport's order hook (coll.c, es_step_launch): a step's actions as
+ * stream memory operations, between "step begun" and "step ended" marks. */
+static CUresult es_dev_order(es_comm_t *c, const es_step_t *st, CUstream s)
+{
+    es_dev_tp_t *t = c->tpd;
+    es_memops_t ops;
+    es_memops_t *m = &ops;
+    m->n = 0;
+    m->s = s;
+    m->r = CUDA_SUCCESS;
+    es_seg_rank_t *me = es_seg_rank(&c->seg, c->rank);
+    uint64_t pos = ++t->pos;
+    es_memops_write(m, &me->dpos, pos);
+    for (int i = 0; i < st->n && m->r == CUDA_SUCCESS; i++) {
+        const es_action_t *a = &st->act[i];
+        switch (a->kind) {
+        case ES_A_BARRIER:
+            es_memops_write(m, &me->arrive, a->a);
+            for (int q = 0; q < c->nranks; q++)
+                if (q != c->rank)
+                    es_memops_wait(m, &es_seg_rank(&c->seg, q)->arrive, a->a);
+            break;
+        case ES_A_PAIR_WAIT:
+        case ES_A_PAIR_SET: {
+            es_seg_pair_t *p = es_seg_pair(&c->seg, a->from, a->peer);
+            _Atomic uint64_t *w = a->field ? &p->consumed : &p->sent;
+            if (a->kind == ES_A_PAIR_WAIT)
+                es_memops_wait(m, w, a->a);
+            else
+                es_memops_write(m, w, a->a);
+            break;
+        }
+        case ES_A_DONE_ALLREDUCE:
+            es_memops_write(m, &me->dprog, ++t->prog);
+            break;
+        default: /* the host transport's CPU work has no place here */
+            m->r = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+    }
+    es_memops_write(m, &me->ddone, pos);
+    es_memops_flush(m);
+    return m->r;
+}
+
+/* Registers the segment's ordering words (ranks and pairs: whole pages)
+ * for this rank's GPU. 0, or -ENOTSUP when the GPU cannot reach them at
+ * their host address. */
+static int es_dev_words(es_comm_t *c, es_dev_tp_t *t)
+{
+    int same = 0;
+    CUresult cr = ES_REAL(cuda, cuDeviceGetAttribute)(
+        &same, CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, c->dev);
+    if (cr != CUDA_SUCCESS || !same) {
+        es_coll_error("the GPU cannot use registered host memory at its host address");
+        return -ENOTSUP;
+    }
+    t->words = (char *)c->seg.h + c->seg.h->off_ranks;
+    t->words_len = c->seg.h->off_data - c->seg.h->off_ranks;
+    cr = ES_REAL(cuda, cuMemHostRegister_v2)(t->words, t->words_len,
+                                             CU_MEMHOSTREGISTER_PORTABLE |
+                                                 CU_MEMHOSTREGISTER_DEVICEMAP);
+    if (cr != CUDA_SUCCESS) {
+        es_coll_error("cannot register the communicator's ordering words with the driver "
+                      "(CUresult %d)", (int)cr);
+        return -ENOTSUP;
+    }
+    t->words_registered = 1;
+    return 0;
+}
+
 /* ---- set-up ------------------------------------------------------------------------ */
 
 static CUresult es_map(es_comm_t *c, CUmemGenericAllocationHandle h, size_t size,
@@ -209,6 +513,9 @@ static void es_dev_teardown(es_comm_t *c)
     es_dev_tp_t *t = c->tpd;
     if (!t)
         return;
+    es_dev_watch_del(t);
+    if (t->words_registered)
+        ES_REAL(cuda, cuMemHostUnregister)(t->words);
     for (int r = 0; r < c->nranks; r++) {
         if (t->base[r]) {
             ES_REAL(cuda, cuMemUnmap)(t->base[r], t->size);
@@ -256,6 +563,8 @@ static int es_dev_setup(es_comm_t *c)
         es_coll_error("device staging of %zu bytes not available (CUresult %d)", t->size, (int)cr);
         ok = 0;
     }
+    if (ok && es_dev_words(c, t) < 0)
+        ok = 0;
     sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (sock >= 0) {
         struct sockaddr_un a;
@@ -299,6 +608,8 @@ static int es_dev_setup(es_comm_t *c)
         ok &= es_seg_rank(&c->seg, r)->setup_ok != 0;
     if (!ok)
         rc = -EAGAIN;
+    else
+        rc = es_dev_watch_add(c);
 out:
     for (int r = 0; r < n; r++)
         if (fds[r] >= 0)
@@ -507,4 +818,5 @@ const es_tp_t es_tp_device = {
     .teardown = es_dev_teardown,
     .coll = es_dev_coll,
     .p2p = es_dev_p2p,
+    .order = es_dev_order,
 };

@@ -1,6 +1,7 @@
 /* Internals of the virtual collectives (context/coll*.c): the shared
- * segment of a communicator, the communicator, the host-function steps that
- * order the ranks on their streams, and the transport interface.
+ * segment of a communicator, the communicator, the steps that order the
+ * ranks on their streams (host functions; the device transport's are
+ * stream memory operations), and the transport interface.
  *
  * Segment layout (one per communicator, POSIX shared memory, page-aligned
  * sections): header, ranks[N], pairs[N][N] (point-to-point counters), then
@@ -11,7 +12,8 @@
  * Orders on a stream: every rank issues the same collectives in the same
  * order, so the k-th data barrier of every rank belongs to the same chunk of
  * the same operation. A barrier is "my counter := k, wait until every
- * rank's counter >= k" run in a host function. Staging comes in two sets
+ * rank's counter >= k" run in a host function (host transport) or as
+ * stream memory operations (device transport). Staging comes in two sets
  * used alternately by consecutive chunks: a rank writes a set only after it
  * passed a barrier that every rank reaches after it finished reading that
  * set (two chunks back), so no extra barrier guards reuse.
@@ -86,7 +88,11 @@ typedef struct es_seg_rank {
     int32_t tp_pref;              /* its EASYSCALE_COLL_TRANSPORT (rank 0's decides) */
     int32_t pad2a;
     uint64_t dev_chunk;           /* its device staging chunk (rank 0's is used) */
-    char pad1[40];
+    /* device transport, written by this rank's streams (stream memory
+     * operations), read by its watchdog: steps begun and ended (a step
+     * waits between the two), gradient all-reduces completed */
+    _Atomic uint64_t dpos, ddone, dprog;
+    char pad1[16];
     _Atomic uint64_t arrive;      /* data barriers passed (stream side) */
     char pad2[56];
     _Atomic uint64_t ctrl;        /* control barriers (host threads) */
@@ -94,6 +100,7 @@ typedef struct es_seg_rank {
 } es_seg_rank_t;
 _Static_assert(sizeof(es_seg_rank_t) == 256, "es_seg_rank_t layout");
 _Static_assert(offsetof(es_seg_rank_t, arrive) == 128, "es_seg_rank_t layout");
+_Static_assert(offsetof(es_seg_rank_t, dpos) == 88, "es_seg_rank_t layout");
 
 typedef struct es_seg_pair {
     _Atomic uint64_t sent;        /* chunks posted by `from` for `to` */
@@ -206,6 +213,10 @@ int es_seg_barrier(es_comm_t *c, uint64_t target, int data);
 int es_seg_pair_wait(es_comm_t *c, int from, int to, int field, uint64_t v);
 void es_seg_pair_set(es_comm_t *c, int from, int to, int field, uint64_t v);
 
+/* Looks at the peers: a dead or departed one marks the segment failed
+ * and gives -EPIPE; else 0. */
+int es_seg_check_peers(es_comm_t *c);
+
 /* Wakes every rank of the segment (after a change every rank may wait
  * for), or one. */
 void es_seg_ring(es_seg_t *s);
@@ -214,8 +225,10 @@ void es_seg_ring_rank(es_seg_t *s, int r);
 /* The failure reason recorded in the segment (ES_FAIL_*) and its rank. */
 int es_seg_failed(const es_seg_t *s, int *rank);
 
-/* ---- host-function steps (coll.c) ------------------------------------------------------
- * A step is a short program run by one host function on the stream. */
+/* ---- steps (coll.c) ---------------------------------------------------------------------
+ * A step is a short program of ordering actions on the stream: run by one
+ * host function, or turned into stream memory operations by the
+ * transport's order hook (device transport). */
 
 enum { ES_A_BARRIER = 0,      /* a: target */
        ES_A_HOST_REDUCE,      /* the host transport's CPU reduction (red) */
@@ -255,7 +268,8 @@ int es_coll_parked_vdev(void);
 es_step_t *es_step_new(es_comm_t *c);
 /* Appends an action; 0 or -ENOSPC (full: flush first). */
 int es_step_add(es_step_t *st, const es_action_t *a);
-/* Enqueues the step as a host function on s (frees it on failure). */
+/* Enqueues the step on s: through the transport's order hook when it has
+ * one, else as a host function. Frees it. */
 CUresult es_step_launch(es_step_t *st, CUstream s);
 
 /* The CPU reduction of the host transport (same arithmetic as the kernel). */
@@ -280,6 +294,10 @@ typedef struct es_tp {
                      CUstream s);
     /* Enqueues one batch of point-to-point operations (a group's). */
     CUresult (*p2p)(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s);
+    /* When set: keeps a step's ordering actions (barriers, pair waits and
+     * sets, progress) in stream order on the device instead of running the
+     * step in a host function (es_step_launch). */
+    CUresult (*order)(es_comm_t *c, const es_step_t *st, CUstream s);
 } es_tp_t;
 
 extern const es_tp_t es_tp_host;
@@ -300,6 +318,9 @@ typedef CUresult (*es_p2p_copy_fn)(es_comm_t *c, const es_p2p_t *op, uint64_t ch
                                    size_t off, size_t bytes, CUstream s);
 CUresult es_p2p_rounds(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s,
                        es_p2p_copy_fn copy_in, es_p2p_copy_fn copy_out);
+
+/* A gradient all-reduce completed (progress counters, shim/step.h). */
+void es_coll_progress_add(void);
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 uint64_t es_coll_now_ms(void);

@@ -171,8 +171,7 @@ void es_comm_fail(es_comm_t *c, int reason, ncclResult_t status)
 
 typedef int (*es_cond_fn)(es_comm_t *c, const void *arg);
 
-/* Looks at the peers: a dead or departed one fails the communicator. */
-static int es_seg_check_peers(es_comm_t *c)
+int es_seg_check_peers(es_comm_t *c)
 {
     for (int r = 0; r < c->nranks; r++) {
         if (r == c->rank)

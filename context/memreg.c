@@ -302,6 +302,28 @@ void es_phys_release_real(es_phys_t *ph)
     ph->real = 0;
 }
 
+void es_phys_park_free(es_phys_t *ph)
+{
+    if (ph->park && ph->park_h) {
+        es_drv.cuMemUnmap((CUdeviceptr)(uintptr_t)ph->park, ph->size);
+        es_drv.cuMemAddressFree((CUdeviceptr)(uintptr_t)ph->park, ph->size);
+        es_drv.cuMemRelease((CUmemGenericAllocationHandle)ph->park_h);
+    } else if (ph->park) {
+        if (ph->park_registered)
+            es_drv.cuMemHostUnregister(ph->park);
+        munmap(ph->park, ph->size);
+    }
+    if (ph->park_fd >= 0)
+        close(ph->park_fd);
+    ph->park = NULL;
+    ph->park_fd = -1;
+    ph->park_h = 0;
+    ph->park_devs = 0;
+    ph->park_registered = 0;
+    ph->park_valid = 0;
+    ph->sums_valid = 0;
+}
+
 /* Frees the object: mappings, real memory, reservation, park. Lock held. */
 static void es_phys_destroy(es_phys_t *ph)
 {
@@ -310,13 +332,7 @@ static void es_phys_destroy(es_phys_t *ph)
     es_phys_release_real(ph);
     if (ph->resv)
         es_drv.cuMemAddressFree((CUdeviceptr)ph->resv, ph->size);
-    if (ph->park) {
-        if (ph->park_registered)
-            es_drv.cuMemHostUnregister(ph->park);
-        munmap(ph->park, ph->size);
-    }
-    if (ph->park_fd >= 0)
-        close(ph->park_fd);
+    es_phys_park_free(ph);
     if (ph->fd >= 0)
         close(ph->fd);
     if (ph->owner == ES_OWN_APP || ph->owner == ES_OWN_IMPORT)

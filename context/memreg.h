@@ -85,6 +85,8 @@ typedef struct es_phys {
     int park_fd;                       /* the memfd behind park, or -1 */
     int park_valid;                    /* park holds the device content */
     int park_registered;               /* registered with the current context */
+    unsigned long long park_h;         /* park is VMM host memory: its handle (else 0) */
+    uint64_t park_devs;                /* ... and the devices granted access to it */
     uint64_t *sums;                    /* per-chunk hashes of the park content */
     size_t nsums;
     int sums_valid;
@@ -243,6 +245,9 @@ CUresult es_memreg_apply_access(es_phys_t *ph, const es_map_t *m);
  * memory (real becomes 0). */
 CUresult es_phys_create_real(es_phys_t *ph, int dev);
 CUresult es_phys_map_real(es_phys_t *ph);
+/* Frees ph's host copy (context/swap.c made it): unregistered or unmapped,
+ * released. Lock held. */
+void es_phys_park_free(es_phys_t *ph);
 CUresult es_phys_unmap_real(es_phys_t *ph);
 void es_phys_release_real(es_phys_t *ph);
 

@@ -78,8 +78,9 @@ CONTEXT_SHIM_SRCS += context/vdev.c context/coll.c context/coll_seg.c context/co
 CONTEXT_SHIM_SRCS += context/digest.c
 
 # The host transport computes the kernel's element arithmetic on the CPU:
-# no contraction into FMA.
-$(B)/obj/context/coll_host.o: CFLAGS += -ffp-contract=off
+# no contraction into FMA. Its reduction loops are vectorized across
+# elements (each element's additions stay in rank order: the same bits).
+$(B)/obj/context/coll_host.o: CFLAGS += -ffp-contract=off -ftree-vectorize -fvect-cost-model=dynamic
 
 # ---- tests -------------------------------------------------------------------
 # Clients run under the shim by the tests, written against NVIDIA's headers

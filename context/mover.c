@@ -9,6 +9,7 @@
 #include "context/vhandle.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -387,21 +388,31 @@ int es_mover_yield(es_tslice_t *t, char *msg, size_t msglen)
 {
     es_door_safe_begin();
     int rc = es_mover_door_move(ES_MOVER_PARK, msg, msglen);
-    if (rc == 0 && (rc = es_tslice_pass(t)) != 0 && msg && msglen)
+    /* in a dynamic rotation a member that just joined may not hold the turn */
+    if (rc == 0 && (es_tslice_mine(t) || !es_tslice_dynamic(t)) &&
+        (rc = es_tslice_pass(t)) != 0 && msg && msglen)
         snprintf(msg, msglen, "parked, but the turn could not be passed (%s)", strerror(-rc));
     if (rc != 0 && es_mover_where_est() != ES_MOVER_PARK)
         es_door_safe_end();
     return rc;
 }
 
+static int es_ts_leave_parked(es_tslice_t *t, int dev, int mine);
+
 int es_mover_resume(es_tslice_t *t, int dev, char *msg, size_t msglen)
 {
-    int rc = es_tslice_wait(t, -1);
+    int rc;
+    /* a dynamic rotation's member may be told to leave while it waits */
+    while ((rc = es_tslice_wait(t, es_tslice_dynamic(t) ? 100 : -1)) == -ETIMEDOUT)
+        if (es_ts_leave_parked(t, dev, 0))
+            return 0;
     if (rc != 0) {
         if (msg && msglen)
             snprintf(msg, msglen, "no turn (%s)", strerror(-rc));
         return rc;
     }
+    if (es_tslice_dynamic(t) && es_ts_leave_parked(t, dev, 1))
+        return 0;
     rc = es_mover_door_move(dev, msg, msglen);
     if (rc == 0)
         es_door_safe_end();
@@ -410,6 +421,194 @@ int es_mover_resume(es_tslice_t *t, int dev, char *msg, size_t msglen)
 
 static es_tslice_t *es_ts_rot;
 static int es_ts_slot = -1;
+
+/* ---- rotations the controller starts and ends (dynamic) --------------------------- */
+
+static pthread_mutex_t es_tsc_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t es_tsc_cv = PTHREAD_COND_INITIALIZER;
+static es_mover_ts_change_t es_tsc;  /* the change pending (op 0: none) */
+static unsigned es_tsc_posted, es_tsc_done;
+static uint64_t es_ts_calls; /* collectives started (es_mover_ts_apply), under es_tsc_mu */
+static int es_tsc_rc;
+static char es_tsc_msg[256];
+
+/* Takes the pending change (of op want_op, any when 0): 1 and *c. */
+static int es_tsc_take(es_mover_ts_change_t *c, int want_op)
+{
+    int got = 0;
+    pthread_mutex_lock(&es_tsc_mu);
+    if (es_tsc.op && (!want_op || es_tsc.op == want_op)) {
+        *c = es_tsc;
+        es_tsc.op = 0;
+        got = 1;
+    }
+    pthread_mutex_unlock(&es_tsc_mu);
+    return got;
+}
+
+static void es_tsc_finish(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void es_tsc_finish(int rc, const char *fmt, ...)
+{
+    pthread_mutex_lock(&es_tsc_mu);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(es_tsc_msg, sizeof(es_tsc_msg), fmt, ap);
+    va_end(ap);
+    es_tsc_rc = rc;
+    es_tsc_done = es_tsc_posted;
+    pthread_cond_broadcast(&es_tsc_cv);
+    pthread_mutex_unlock(&es_tsc_mu);
+}
+
+int es_mover_ts_change(const es_mover_ts_change_t *c, int timeout_ms, int *rc, char *msg,
+                       size_t msglen)
+{
+    if (!c || !rc || (c->op != ES_MOVER_TS_JOIN && c->op != ES_MOVER_TS_LEAVE) ||
+        (c->op == ES_MOVER_TS_JOIN && !c->t) || c->slot < 0)
+        return -EINVAL;
+    int ret = 0;
+    pthread_mutex_lock(&es_tsc_mu);
+    if (es_tsc.op) {
+        pthread_mutex_unlock(&es_tsc_mu);
+        return -EBUSY;
+    }
+    /* a join switches at the collective every member can (tslice.h): this
+     * one's first is the next it starts */
+    if (c->op == ES_MOVER_TS_JOIN)
+        es_tslice_offer(c->t, es_ts_calls);
+    es_tsc = *c;
+    unsigned me = ++es_tsc_posted;
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    while (es_tsc_done != me) {
+        if (!es_tsc.op) { /* taken up: being applied, wait for the outcome */
+            pthread_cond_wait(&es_tsc_cv, &es_tsc_mu);
+            continue;
+        }
+        if (pthread_cond_timedwait(&es_tsc_cv, &es_tsc_mu, &dl) == ETIMEDOUT && es_tsc.op) {
+            es_tsc.op = 0; /* not taken up: withdrawn */
+            ret = -ETIMEDOUT;
+            break;
+        }
+    }
+    if (ret == 0) {
+        *rc = es_tsc_rc;
+        if (msg && msglen)
+            snprintf(msg, msglen, "%s", es_tsc_msg);
+    }
+    pthread_mutex_unlock(&es_tsc_mu);
+    return ret;
+}
+
+/* Leaves the rotation (after the EST reached its slot). */
+static void es_ts_drop(es_tslice_t *t)
+{
+    es_mover_set_tslice(NULL, -1);
+    es_tslice_leave(t);
+}
+
+/* A LEAVE for a parked member waiting for its turn (mine: it has the
+ * turn now). It goes to its slot at once, unless that is the shared slot
+ * and the turn is not its (the holder is there). 1 when it left (resident,
+ * safe section ended), 0 when it stays (nothing pending, or the move
+ * failed: reported). */
+static int es_ts_leave_parked(es_tslice_t *t, int dev, int mine)
+{
+    es_mover_ts_change_t c;
+    pthread_mutex_lock(&es_tsc_mu);
+    int ok = es_tsc.op == ES_MOVER_TS_LEAVE && (mine || es_tsc.slot != dev);
+    pthread_mutex_unlock(&es_tsc_mu);
+    if (!ok || !es_tsc_take(&c, ES_MOVER_TS_LEAVE))
+        return 0;
+    char msg[256] = "";
+    int rc = es_mover_door_move(c.slot, msg, sizeof(msg));
+    if (rc != 0) {
+        es_tsc_finish(rc, "cannot leave the rotation for device %d: %s; still time-sliced on "
+                      "device %d", c.slot, msg, dev);
+        return 0;
+    }
+    es_door_safe_end();
+    es_ts_drop(t);
+    es_tsc_finish(0, "left the rotation of device %d: resident on device %d", dev, c.slot);
+    return 1;
+}
+
+void es_mover_ts_apply(void)
+{
+    es_mover_ts_change_t c;
+    pthread_mutex_lock(&es_tsc_mu);
+    uint64_t idx = es_ts_calls++;
+    int op = es_tsc.op;
+    es_tslice_t *jt = es_tsc.t;
+    pthread_mutex_unlock(&es_tsc_mu);
+    if (!op)
+        return;
+    if (op == ES_MOVER_TS_JOIN) {
+        /* every member's collectives before the switch point run as before
+         * (the others' streams may wait for them): join at that one only */
+        uint64_t at = 0;
+        int rc;
+        for (int i = 0; (rc = es_tslice_switch_at(jt, &at)) == -EAGAIN && i < 30000; i++)
+            usleep(1000);
+        if (rc == 0 && idx < at)
+            return;
+        if (!es_tsc_take(&c, ES_MOVER_TS_JOIN))
+            return; /* withdrawn meanwhile */
+        if (rc != 0 || idx != at) {
+            es_tsc_finish(rc ? -ETIMEDOUT : -EPROTO, rc ? "not every EST of the rotation "
+                          "answered within 30 s" : "collective %llu is past the switch point "
+                          "%llu", (unsigned long long)idx, (unsigned long long)at);
+            return;
+        }
+    } else if (!es_tsc_take(&c, op)) {
+        return;
+    }
+    int slot;
+    es_tslice_t *cur = es_mover_tslice(&slot);
+    if (c.op == ES_MOVER_TS_JOIN) {
+        if (cur) {
+            es_tsc_finish(-EBUSY, "already time-sliced on device %d", slot);
+            return;
+        }
+        int rc = es_tslice_enter(c.t);
+        if (rc != 0) {
+            es_tsc_finish(rc, "cannot enter the rotation (%s)", strerror(-rc));
+            return;
+        }
+        es_mover_set_tslice(c.t, c.slot);
+        es_tsc_finish(0, "time-sliced on device %d", c.slot);
+        return; /* the collective yields from here on */
+    }
+    if (!cur) { /* not time-sliced: a plain move */
+        char msg[256] = "";
+        es_door_safe_begin();
+        int rc = es_mover_door_move(c.slot, msg, sizeof(msg));
+        es_door_safe_end();
+        es_tsc_finish(rc, "%s", rc ? msg : "not time-sliced; resident there");
+        return;
+    }
+    /* running, so resident on the shared slot with the turn: go, then leave */
+    char msg[256] = "";
+    int rc = 0;
+    if (c.slot != es_mover_where_est()) {
+        es_door_safe_begin();
+        rc = es_mover_door_move(c.slot, msg, sizeof(msg));
+        es_door_safe_end();
+    }
+    if (rc != 0) {
+        es_tsc_finish(rc, "cannot leave the rotation for device %d: %s; still time-sliced on "
+                      "device %d", c.slot, msg, slot);
+        return;
+    }
+    es_ts_drop(cur);
+    es_tsc_finish(0, "left the rotation of device %d: resident on device %d", slot, c.slot);
+}
 
 void es_mover_set_tslice(es_tslice_t *t, int slot)
 {

@@ -91,4 +91,33 @@ es_tslice_t *es_mover_tslice(int *slot);
 void es_mover_set_lib_hooks(int (*down)(int vdev, char *msg, size_t msglen),
                             int (*up)(int vdev, char *msg, size_t msglen));
 
+/* Rotations a running job enters and leaves (the controller's time-slice
+ * command, docs/MOVING.md section 6). A change is applied by the thread
+ * that runs the EST's next collective, at its start (es_mover_ts_apply,
+ * context/coll.c), or, for a LEAVE, by a parked member while it waits for
+ * its turn:
+ * - JOIN: t, a dynamic rotation joined (es_tslice_join_dynamic, not
+ *   entered) for slot; the EST enters it, and the collective yields as in
+ *   any rotation: it parks (passing the turn if it holds it), takes part
+ *   parked, waits for its turn and comes back onto slot.
+ * - LEAVE: be resident on slot and out of the rotation. A running member
+ *   (resident on the shared slot, holding the turn) moves there first,
+ *   then leaves, passing the turn; a parked one moves there at once unless
+ *   slot is the shared one (then in its turn). A failed move leaves the EST
+ *   where it was, still in the rotation. An EST in no rotation just moves.
+ * es_mover_ts_change posts a change and waits up to timeout_ms for it to
+ * be applied: 0 with *rc (0 or a negative errno) and a one-line msg, or
+ * -ETIMEDOUT (no collective came: withdrawn, nothing changed), -EBUSY
+ * (another change is pending), -EINVAL. */
+#define ES_MOVER_TS_JOIN 1
+#define ES_MOVER_TS_LEAVE 2
+typedef struct es_mover_ts_change {
+    int op;
+    es_tslice_t *t; /* JOIN */
+    int slot;       /* JOIN: the shared slot; LEAVE: where to go */
+} es_mover_ts_change_t;
+int es_mover_ts_change(const es_mover_ts_change_t *c, int timeout_ms, int *rc, char *msg,
+                       size_t msglen);
+void es_mover_ts_apply(void);
+
 #endif

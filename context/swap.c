@@ -281,9 +281,67 @@ static int es_run_sums(es_run_t *R, int dev)
  * are: a driver that must make registered memory reachable from elsewhere
  * (simcuda's device servers map the same file) shares the file instead of
  * moving private pages into one and back at every registration. */
+/* The host copy in VMM memory located on the host: pinned once, readable
+ * and writable by the host and, once granted (es_park_pin), by each device
+ * that copies to or from it, across contexts, so that no swap pays for
+ * pinning again. Memory registered with cuMemHostRegister belongs to the
+ * context that registered it: after a move it would be registered anew,
+ * which costs about as much as copying it. 0, or -1 where the driver has no
+ * such memory (the caller then takes a memfd). */
+static int es_park_vmm(es_phys_t *ph)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof(p));
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    size_t g = 0;
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr va = 0;
+    int reserved = 0, mapped = 0;
+    if (es_drv.cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
+            CUDA_SUCCESS || g == 0 || ph->size % g)
+        return -1;
+    if (es_drv.cuMemCreate(&h, ph->size, &p, 0) != CUDA_SUCCESS) {
+        h = 0;
+        goto fail;
+    }
+    if (es_drv.cuMemAddressReserve(&va, ph->size, g, 0, 0) != CUDA_SUCCESS)
+        goto fail;
+    reserved = 1;
+    if (es_drv.cuMemMap(va, ph->size, 0, h, 0) != CUDA_SUCCESS)
+        goto fail;
+    mapped = 1;
+    CUmemAccessDesc d;
+    memset(&d, 0, sizeof(d));
+    d.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (es_drv.cuMemSetAccess(va, ph->size, &d, 1) != CUDA_SUCCESS)
+        goto fail;
+    ph->park = (void *)(uintptr_t)va;
+    ph->park_h = (unsigned long long)h;
+    ph->park_devs = 0;
+    ph->park_fd = -1;
+    /* the EST's own: a child the application forks (data-loader workers)
+     * neither shares nor inherits it */
+    madvise(ph->park, ph->size, MADV_DONTFORK);
+    return 0;
+fail:
+    if (mapped)
+        es_drv.cuMemUnmap(va, ph->size);
+    if (reserved)
+        es_drv.cuMemAddressFree(va, ph->size);
+    if (h)
+        es_drv.cuMemRelease(h);
+    return -1;
+}
+
 static int es_park_ensure(es_phys_t *ph)
 {
     if (ph->park)
+        return 0;
+    ph->park_valid = 0;
+    ph->sums_valid = 0;
+    if (es_park_vmm(ph) == 0)
         return 0;
     int fd = memfd_create("easyscale-park", MFD_CLOEXEC);
     if (fd < 0)
@@ -300,34 +358,35 @@ static int es_park_ensure(es_phys_t *ph)
     /* large pages where shared memory may have them: a host copy is
      * written whole, and pinned */
     madvise(p, ph->size, MADV_HUGEPAGE);
-    /* the EST's own: a child the application forks (data-loader workers)
-     * neither shares nor inherits it */
     madvise(p, ph->size, MADV_DONTFORK);
     ph->park = p;
     ph->park_fd = fd;
-    ph->park_valid = 0;
-    ph->sums_valid = 0;
     return 0;
 }
 
 static void es_park_drop(es_phys_t *ph)
 {
-    if (!ph->park)
-        return;
-    if (ph->park_registered)
-        es_drv.cuMemHostUnregister(ph->park);
-    munmap(ph->park, ph->size);
-    if (ph->park_fd >= 0)
-        close(ph->park_fd);
-    ph->park = NULL;
-    ph->park_fd = -1;
-    ph->park_registered = 0;
-    ph->park_valid = 0;
-    ph->sums_valid = 0;
+    es_phys_park_free(ph);
 }
 
-static CUresult es_park_register(es_phys_t *ph)
+/* Makes the host copy usable by copies on device dev: VMM host memory is
+ * granted to dev once; a memfd is registered (portable) until
+ * es_park_unpin. */
+static CUresult es_park_pin(es_phys_t *ph, int dev)
 {
+    if (ph->park_h) {
+        if (dev < 0 || dev >= 64 || (ph->park_devs >> dev & 1))
+            return dev < 0 || dev >= 64 ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+        CUmemAccessDesc d;
+        memset(&d, 0, sizeof(d));
+        d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        d.location.id = dev;
+        d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        CUresult r = es_drv.cuMemSetAccess((CUdeviceptr)(uintptr_t)ph->park, ph->size, &d, 1);
+        if (r == CUDA_SUCCESS)
+            ph->park_devs |= 1ULL << dev;
+        return r;
+    }
     if (ph->park_registered)
         return CUDA_SUCCESS;
     CUresult r = es_drv.cuMemHostRegister_v2(ph->park, ph->size, CU_MEMHOSTREGISTER_PORTABLE);
@@ -336,7 +395,9 @@ static CUresult es_park_register(es_phys_t *ph)
     return r;
 }
 
-static void es_park_unregister(es_phys_t *ph)
+/* Before the contexts that registered a memfd copy go: unregistered. (VMM
+ * host memory stays pinned and granted.) */
+static void es_park_unpin(es_phys_t *ph)
 {
     if (ph->park_registered)
         es_drv.cuMemHostUnregister(ph->park);
@@ -523,9 +584,10 @@ static int es_out_copies(es_run_t *R, int dev, char *msg, size_t msglen)
         /* a park without valid content must be copied whole */
         if (!o->ph->park_valid)
             memset(o->dirty, 1, es_nchunks(o->ph));
-        r = es_park_register(o->ph);
+        r = es_park_pin(o->ph, dev);
         if (r != CUDA_SUCCESS) {
-            es_msg(msg, msglen, "cuMemHostRegister of a host copy: %s", es_drv_errname(r));
+            es_msg(msg, msglen, "cannot pin a host copy for device %d: %s", dev,
+                   es_drv_errname(r));
             return -EIO;
         }
         r = es_copy_obj(R, o, ES_D2H, 0, NULL, NULL, &next);
@@ -611,13 +673,13 @@ int es_swap_out(int vdev, es_swap_stats_t *st, char *msg, size_t msglen)
     rc = es_out_copies(&R, dev, msg, msglen);
     if (rc) {
         for (size_t i = 0; i < R.n; i++)
-            es_park_unregister(R.o[i].ph);
+            es_park_unpin(R.o[i].ph);
         free(imports);
         goto out; /* still resident, nothing released */
     }
     for (size_t i = 0; i < R.n; i++) {
         es_phys_t *ph = R.o[i].ph;
-        es_park_unregister(ph);
+        es_park_unpin(ph);
         es_obj_unview(&R.o[i]);
         es_phys_unmap_real(ph);
         es_phys_release_real(ph);
@@ -707,7 +769,7 @@ int es_swap_in(int vdev, int dev, es_swap_stats_t *st, char *msg, size_t msglen)
             continue;
         r = es_obj_view(o, dev);
         if (r == CUDA_SUCCESS)
-            r = es_park_register(o->ph);
+            r = es_park_pin(o->ph, dev);
         if (r == CUDA_SUCCESS)
             r = es_copy_obj(&R, o, ES_H2D, o->view, NULL, NULL, &next);
     }
@@ -734,7 +796,7 @@ int es_swap_in(int vdev, int dev, es_swap_stats_t *st, char *msg, size_t msglen)
 undo:
     for (size_t i = 0; i < R.n; i++) {
         es_obj_unview(&R.o[i]);
-        es_park_unregister(R.o[i].ph);
+        es_park_unpin(R.o[i].ph);
     }
     es_run_free_streams(&R);
     for (int i = 0; i < mapped; i++)
@@ -836,7 +898,7 @@ int es_swap_migrate(int vdev, int dev, CUcontext from_ctx, CUcontext to_ctx,
     }
     /* the host copies were registered in contexts of the old device */
     for (size_t i = 0; i < R.n; i++)
-        es_park_unregister(R.o[i].ph);
+        es_park_unpin(R.o[i].ph);
     r = es_mig_fresh(&R, dev, &made);
     if (r != CUDA_SUCCESS) {
         es_msg(msg, msglen, "cannot get %zu bytes on device %d (%s): vdev %d stays on device %d",

@@ -18,9 +18,10 @@
  *
  * Host copies are kept while the EST is resident (host memory: the size of
  * the EST; es_swap_drop_parks gives it back), so that the next swap-out
- * writes into memory that is already there; a swap-in leaves them
- * registered (pinned, in the new device's contexts) until the next
- * swap-out or migration, which unregisters them before the contexts go. Checksums: with opts.sums on,
+ * writes into memory that is already there. A host copy is VMM memory
+ * located on the host, pinned once and granted to each device that copies
+ * with it, across contexts; where the driver has none, a memfd registered
+ * for the copies and unregistered before the contexts go. Checksums: with opts.sums on,
  * every chunk (ES_SWAPSUM_CHUNK bytes) of an object is hashed on the device
  * before a swap-out; a chunk whose hash equals that of its host copy from
  * the previous swap-out is not copied again (st->bytes_skipped).

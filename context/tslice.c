@@ -61,8 +61,8 @@ static int es_job_ok(const char *job)
     return n > 0 && n <= 64;
 }
 
-int es_tslice_join(es_tslice_t **out, const char *job, int slot, int rank, const int *ranks,
-                   int n)
+static int es_tslice_join_flags(es_tslice_t **out, const char *job, int slot, int rank,
+                                const int *ranks, int n, uint32_t flags)
 {
     int rc = 0, fd = -1;
     es_tslice_t *t = NULL;
@@ -111,18 +111,21 @@ int es_tslice_join(es_tslice_t **out, const char *job, int slot, int rank, const
         s->nmembers = (uint32_t)n;
         memcpy(s->ranks, sorted, (size_t)n * sizeof(int));
         s->turn = 0;
+        s->flags = flags;
         __atomic_store_n(&s->magic, ES_TSLICE_MAGIC, __ATOMIC_RELEASE);
     }
     for (int i = 0; i < 10000 && __atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) == 1u; i++)
         usleep(100);
     if (s->magic != ES_TSLICE_MAGIC || s->version != ES_TSLICE_VERSION ||
-        s->size != sizeof(*s) || s->nmembers != (uint32_t)n ||
+        s->size != sizeof(*s) || s->nmembers != (uint32_t)n || s->flags != flags ||
         memcmp(s->ranks, sorted, (size_t)n * sizeof(int)) != 0) {
         rc = -EPROTO; /* another job's segment, or another set of members */
         goto out;
     }
-    __atomic_store_n(&s->pids[me], (int32_t)getpid(), __ATOMIC_RELEASE);
-    __atomic_add_fetch(&s->joined, 1, __ATOMIC_ACQ_REL);
+    if (!(flags & ES_TSLICE_DYNAMIC)) {
+        __atomic_store_n(&s->pids[me], (int32_t)getpid(), __ATOMIC_RELEASE);
+        __atomic_add_fetch(&s->joined, 1, __ATOMIC_ACQ_REL);
+    }
 out:
     if (fd >= 0)
         close(fd);
@@ -136,17 +139,78 @@ out:
     return 0;
 }
 
+int es_tslice_join(es_tslice_t **out, const char *job, int slot, int rank, const int *ranks,
+                   int n)
+{
+    return es_tslice_join_flags(out, job, slot, rank, ranks, n, 0);
+}
+
+int es_tslice_join_dynamic(es_tslice_t **out, const char *job, int slot, int rank,
+                           const int *ranks, int n)
+{
+    return es_tslice_join_flags(out, job, slot, rank, ranks, n, ES_TSLICE_DYNAMIC);
+}
+
+int es_tslice_enter(es_tslice_t *t)
+{
+    if (!t || !(t->s->flags & ES_TSLICE_DYNAMIC))
+        return -EINVAL;
+    int32_t zero = 0;
+    if (!__atomic_compare_exchange_n(&t->s->pids[t->me], &zero, (int32_t)getpid(), 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return -EALREADY;
+    __atomic_add_fetch(&t->s->joined, 1, __ATOMIC_ACQ_REL);
+    return 0;
+}
+
+int es_tslice_offer(es_tslice_t *t, uint64_t first)
+{
+    if (!t || !(t->s->flags & ES_TSLICE_DYNAMIC))
+        return -EINVAL;
+    __atomic_store_n(&t->s->at[t->me], first + 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int es_tslice_switch_at(es_tslice_t *t, uint64_t *at)
+{
+    if (!t || !at)
+        return -EINVAL;
+    uint64_t m = 0;
+    for (uint32_t i = 0; i < t->s->nmembers; i++) {
+        uint64_t v = __atomic_load_n(&t->s->at[i], __ATOMIC_ACQUIRE);
+        if (!v)
+            return -EAGAIN;
+        if (v > m)
+            m = v;
+    }
+    *at = m - 1;
+    return 0;
+}
+
+int es_tslice_dynamic(es_tslice_t *t)
+{
+    return t && (t->s->flags & ES_TSLICE_DYNAMIC) != 0;
+}
+
 int es_tslice_mine(es_tslice_t *t)
 {
     return t && __atomic_load_n(&t->s->turn, __ATOMIC_ACQUIRE) == (uint32_t)t->me;
 }
 
-/* The member after index i that has not left. */
+/* Whether member j can take a turn: it has not left (and, in a dynamic
+ * rotation, it has joined). */
+static int es_takes_turns(const es_tslice_shm_t *s, uint32_t j)
+{
+    int32_t pid = __atomic_load_n(&s->pids[j], __ATOMIC_ACQUIRE);
+    return pid != -1 && (pid != 0 || !(s->flags & ES_TSLICE_DYNAMIC));
+}
+
+/* The member after index i that takes turns (i itself when none does). */
 static uint32_t es_next(const es_tslice_shm_t *s, uint32_t i)
 {
     for (uint32_t k = 1; k <= s->nmembers; k++) {
         uint32_t j = (i + k) % s->nmembers;
-        if (__atomic_load_n(&s->pids[j], __ATOMIC_ACQUIRE) != -1)
+        if (es_takes_turns(s, j))
             return j;
     }
     return i;
@@ -171,9 +235,10 @@ int es_tslice_wait(es_tslice_t *t, int timeout_ms)
         uint32_t cur = __atomic_load_n(&s->turn, __ATOMIC_ACQUIRE);
         if (cur == (uint32_t)t->me)
             return 0;
-        /* the holder died, or left: skip it */
+        /* the holder died, or left (or, dynamic, has not joined): skip it */
         int32_t pid = __atomic_load_n(&s->pids[cur % s->nmembers], __ATOMIC_ACQUIRE);
-        if (pid == -1 || (pid > 0 && es_pid_dead(pid))) {
+        if (pid == -1 || (pid > 0 && es_pid_dead(pid)) ||
+            (pid == 0 && (s->flags & ES_TSLICE_DYNAMIC))) {
             if (pid > 0)
                 __atomic_store_n(&s->pids[cur % s->nmembers], -1, __ATOMIC_RELEASE);
             es_set_turn(s, cur, es_next(s, cur));

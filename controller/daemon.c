@@ -1,7 +1,7 @@
 /* easyscale-ctl daemon: serves one job. It owns the job's lock, listens on
  * the job's unix socket (and TCP when the job says so), takes the ESTs'
  * registrations and heartbeats, answers the CLI (status, scale, preempt,
- * grant, swap-out, swap-in, migrate), computes placements with
+ * grant, swap-out, swap-in, migrate, timeslice), computes placements with
  * controller/sched.h and sends MOVE commands, one operation at a time.
  *
  * It is never in the training's data path: ESTs train whether it runs or
@@ -72,7 +72,16 @@ typedef struct est {
     int32_t result;
     char reason[ES_PROTO_REASON_MAX + 1];
     uint64_t total_ns, bytes;
+    int ts; /* a member of the job's rotation (time-sliced on D.ts.gpu) */
 } est_t;
+
+/* The job's rotation: ESTs that take turns on one GPU (one at a time). */
+typedef struct ts_state {
+    int active; /* started (some members may have failed to join) */
+    int gpu;    /* index in job.gpus */
+    int n;
+    int ranks[ES_PROTO_TS_MAX];
+} ts_state_t;
 
 typedef struct op {
     int active;
@@ -104,6 +113,7 @@ static struct {
         uint64_t ns;
     } measured[ES_CTL_MAX_GPUS];
     int nmeasured;
+    ts_state_t ts;
 } D;
 
 static volatile sig_atomic_t g_stop;
@@ -114,7 +124,10 @@ static void on_signal(int sig)
     g_stop = 1;
 }
 
-static const char *const op_names[] = { "?", "place", "migrate", "swap-out", "swap-in" };
+static const char *const op_names[] = { "?",        "place",     "migrate",
+                                        "swap-out", "swap-in",   "time-slice",
+                                        "end time-slicing" };
+_Static_assert(sizeof(op_names) / sizeof(op_names[0]) == ES_MOVE_NOPS, "a name per move op");
 
 static double sec(uint64_t ns)
 {
@@ -381,6 +394,8 @@ static const char *est_state(const est_t *e)
         return "moving";
     if (e->unresponsive)
         return "unresponsive";
+    if (e->ts)
+        return "time-sliced";
     return e->state == ES_EST_SWAPPED_OUT ? "swapped-out" : "running";
 }
 
@@ -410,8 +425,17 @@ static void status_text(es_ctl_buf_t *b, int json)
                           (unsigned long long)D.job.est_mem, D.job.time_slicing ? "true" : "false",
                           D.job.hb_timeout_ms);
         es_ctl_buf_json_str(b, D.tcp_bound);
-        es_ctl_buf_printf(b, ",\"speed_source\":\"%s\",\"busy\":%s},\"ests\":[", source,
+        es_ctl_buf_printf(b, ",\"speed_source\":\"%s\",\"busy\":%s,\"rotation\":", source,
                           D.op.active ? "true" : "false");
+        if (D.ts.active) {
+            es_ctl_buf_printf(b, "{\"gpu\":%d,\"ranks\":[", D.job.gpus[D.ts.gpu].ordinal);
+            for (int k = 0; k < D.ts.n; k++)
+                es_ctl_buf_printf(b, "%s%d", k ? "," : "", D.ts.ranks[k]);
+            es_ctl_buf_printf(b, "]}");
+        } else {
+            es_ctl_buf_printf(b, "null");
+        }
+        es_ctl_buf_printf(b, "},\"ests\":[");
     } else {
         es_ctl_buf_printf(b, "job %s: %d ESTs (%d registered), %s%s%s, GPUs %s, epoch %llu, "
                           "controller pid %d\n", D.sock, D.job.nests, reg,
@@ -591,7 +615,17 @@ static void op_check(int64_t now)
             es_ctl_buf_printf(&b, "  rank %d: %s %s -> %s: failed: %s\n", r, op_names[e->op],
                               from, to, e->reason);
         }
+        if (e->op == ES_MOVE_TS_JOIN)
+            e->ts = e->result == 0;
+        else if (e->op == ES_MOVE_TS_LEAVE && e->result == 0)
+            e->ts = 0;
         e->pending = e->answered = 0;
+    }
+    if (D.op.verb == ES_VERB_TIMESLICE) {
+        int members = 0;
+        for (int r = 0; r < D.job.nests; r++)
+            members += D.ests[r].ts;
+        D.ts.active = members > 0; /* ended when every member left */
     }
     for (int r = 0; r < D.job.nests; r++)
         if (D.ests[r].gpu >= 0)
@@ -661,6 +695,11 @@ static void op_start(int cli, uint32_t seq, uint32_t verb, uint64_t new_slots, c
         m.u.move.epoch = D.op.epoch;
         if (targets[r] >= 0)
             snprintf(m.u.move.slot, sizeof(m.u.move.slot), "%s", D.job.gpus[targets[r]].uuid);
+        if (ops[r] == ES_MOVE_TS_JOIN) {
+            m.u.move.nranks = (uint32_t)D.ts.n;
+            for (int k = 0; k < D.ts.n; k++)
+                m.u.move.ranks[k] = (uint32_t)D.ts.ranks[k];
+        }
         conn_send(e->conn, &m);
     }
     op_check(now);
@@ -791,6 +830,204 @@ static void do_scale(int cli, uint32_t seq, uint32_t verb, uint64_t mask, const 
     op_start(cli, seq, verb, mask, targets, ops, what);
 }
 
+/* "2,3", "0-3", "1,4-6": ascending, no repeats, each < nests. Returns the
+ * count, or -1 with err. */
+static int parse_ranks(const char *s, int *out, int max, char *err, size_t errlen)
+{
+    int n = 0, last = -1;
+    char buf[ES_PROTO_ARG_MAX + 1], *save = NULL;
+    snprintf(buf, sizeof(buf), "%s", s);
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        long lo, hi;
+        char *dash = strchr(t, '-');
+        if (dash)
+            *dash = '\0';
+        if (es_ctl_parse_long(t, 0, ES_CTL_MAX_ESTS - 1, &lo) < 0 ||
+            (dash && es_ctl_parse_long(dash + 1, 0, ES_CTL_MAX_ESTS - 1, &hi) < 0)) {
+            snprintf(err, errlen, "bad rank list \"%s\" (e.g. 2,3 or 0-3)", s);
+            return -1;
+        }
+        if (!dash)
+            hi = lo;
+        if (lo > hi || lo <= last) {
+            snprintf(err, errlen, "rank list \"%s\": ranks in ascending order, each once", s);
+            return -1;
+        }
+        for (long r = lo; r <= hi; r++) {
+            if (r >= D.job.nests) {
+                snprintf(err, errlen, "no EST %ld (the job has %d)", r, D.job.nests);
+                return -1;
+            }
+            if (n == max) {
+                snprintf(err, errlen, "more than %d ranks in one rotation", max);
+                return -1;
+            }
+            out[n++] = (int)r;
+        }
+        last = (int)hi;
+    }
+    if (n == 0)
+        snprintf(err, errlen, "empty rank list");
+    return n ? n : -1;
+}
+
+static int ts_member(int r)
+{
+    for (int k = 0; k < D.ts.n; k++)
+        if (D.ts.ranks[k] == r)
+            return 1;
+    return 0;
+}
+
+/* timeslice GPU [RANKS] | off */
+static void do_timeslice(int i, uint32_t seq, const char *arg)
+{
+    char err[512], what[400], gpu_tok[ES_PROTO_ARG_MAX + 1] = "", ranks_tok[ES_PROTO_ARG_MAX + 1] = "";
+    int targets[ES_CTL_MAX_ESTS];
+    uint32_t ops[ES_CTL_MAX_ESTS];
+    for (int r = 0; r < D.job.nests; r++)
+        targets[r] = -2;
+    if (strcmp(arg, "off") == 0) {
+        if (!D.ts.active) {
+            refuse(i, seq, 1, "timeslice off: the job is not time-sliced");
+            return;
+        }
+        /* the members' slots without time-slicing; the others stay */
+        es_sched_slot_t slots[ES_CTL_MAX_GPUS];
+        int idx[ES_CTL_MAX_GPUS], ns_ = 0, place[ES_CTL_MAX_ESTS], cur[ES_CTL_MAX_ESTS], moves;
+        uint64_t ns[ES_CTL_MAX_GPUS], maxl, est_mem = D.job.est_mem;
+        const char *source;
+        speeds(D.job.slots, ns, &source);
+        for (int g = 0; g < D.job.ngpus; g++)
+            if (D.job.slots & (1ull << g)) {
+                idx[ns_] = g;
+                slots[ns_].est_ns = ns[g];
+                slots[ns_].mem = D.job.gpus[g].mem;
+                ns_++;
+            }
+        for (int r = 0; r < D.job.nests; r++) {
+            if (D.ests[r].mem > est_mem)
+                est_mem = D.ests[r].mem;
+            cur[r] = -1;
+            for (int s = 0; s < ns_ && !ts_member(r); s++)
+                if (D.ests[r].gpu == idx[s] && D.ests[r].state != ES_EST_SWAPPED_OUT)
+                    cur[r] = s;
+        }
+        es_sched_in_t in = { .nslots = ns_, .slots = slots, .nests = D.job.nests, .cur = cur,
+                             .est_mem = est_mem, .time_slicing = 0 };
+        if (es_sched_place(&in, place, &maxl, &moves, err, sizeof(err)) < 0) {
+            refuse(i, seq, 1, "timeslice off refused: %s (grant a GPU first); the ESTs stay "
+                   "time-sliced", err);
+            return;
+        }
+        for (int r = 0; r < D.job.nests; r++) {
+            int member = ts_member(r);
+            if (!member && idx[place[r]] == D.ests[r].gpu && D.ests[r].state != ES_EST_SWAPPED_OUT)
+                continue;
+            const char *nm = not_movable(r);
+            if (nm[0]) {
+                refuse(i, seq, 1, "timeslice off refused: EST %d %s; nothing moved", r, nm);
+                return;
+            }
+            targets[r] = idx[place[r]];
+            ops[r] = member ? ES_MOVE_TS_LEAVE : ES_MOVE_PLACE;
+        }
+        char g[16];
+        gpu_label(D.ts.gpu, g, sizeof(g));
+        snprintf(what, sizeof(what), "end time-slicing on GPU %s", g);
+        op_start(i, seq, ES_VERB_TIMESLICE, D.job.slots, targets, ops, what);
+        return;
+    }
+    if (sscanf(arg, "%255s %255s", gpu_tok, ranks_tok) < 1 ||
+        strlen(arg) != strlen(gpu_tok) + (ranks_tok[0] ? 1 + strlen(ranks_tok) : 0)) {
+        refuse(i, seq, 2, "timeslice: bad argument \"%s\" (GPU [RANKS], or off)", arg);
+        return;
+    }
+    if (D.ts.active) {
+        char g[16];
+        gpu_label(D.ts.gpu, g, sizeof(g));
+        refuse(i, seq, 1, "timeslice: the job is time-sliced on GPU %s already (end it first: "
+               "easyscale-ctl timeslice --off)", g);
+        return;
+    }
+    int g = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, gpu_tok);
+    if (g < 0) {
+        refuse(i, seq, g == -EINVAL ? 2 : 1, "timeslice: %s GPU \"%s\"",
+               g == -EINVAL ? "bad" : "no such", gpu_tok);
+        return;
+    }
+    if (!(D.job.slots & (1ull << g))) {
+        refuse(i, seq, 1, "timeslice: GPU %s is not one of the job's (grant it first)", gpu_tok);
+        return;
+    }
+    if (outside_canonical(1ull << g) >= 0) {
+        refuse(i, seq, 1, "timeslice: GPU %s is not a model of this d2 job's canonical device "
+               "(%s)", gpu_tok, D.job.canonical);
+        return;
+    }
+    int ranks[ES_PROTO_TS_MAX], n = 0;
+    if (ranks_tok[0]) {
+        n = parse_ranks(ranks_tok, ranks, ES_PROTO_TS_MAX, err, sizeof(err));
+        if (n < 0) {
+            refuse(i, seq, 2, "timeslice: %s", err);
+            return;
+        }
+    } else {
+        for (int r = 0; r < D.job.nests && n < ES_PROTO_TS_MAX; r++)
+            if (D.ests[r].gpu == g && D.ests[r].state != ES_EST_SWAPPED_OUT)
+                ranks[n++] = r;
+    }
+    if (n < 2) {
+        refuse(i, seq, 1, "timeslice: %s (a rotation takes 2 to %d ESTs)",
+               ranks_tok[0] ? "one EST takes no turns" : "fewer than two ESTs on that GPU; name "
+               "the ranks", ES_PROTO_TS_MAX);
+        return;
+    }
+    for (int k = 0; k < n; k++) {
+        const char *nm = not_movable(ranks[k]);
+        if (!nm[0] && D.ests[ranks[k]].state == ES_EST_SWAPPED_OUT)
+            nm = "is swapped out (swap it in first: a parked EST reaches no collective)";
+        if (nm[0]) {
+            refuse(i, seq, 1, "timeslice: EST %d %s (the job must be running); nothing moved",
+                   ranks[k], nm);
+            return;
+        }
+    }
+    /* memory: one member at a time beside the other ESTs resident there */
+    uint64_t est_mem = D.job.est_mem;
+    int there = 0;
+    for (int r = 0; r < D.job.nests; r++) {
+        int member = 0;
+        for (int k = 0; k < n; k++)
+            member |= ranks[k] == r;
+        if (D.ests[r].mem > est_mem)
+            est_mem = D.ests[r].mem;
+        there += !member && D.ests[r].gpu == g && D.ests[r].state != ES_EST_SWAPPED_OUT;
+    }
+    const es_ctl_gpu_t *G = &D.job.gpus[g];
+    if (est_mem && (uint64_t)(there + 1) * est_mem > G->mem) {
+        refuse(i, seq, 1, "timeslice refused: GPU %s has %.2f GiB; one EST of %.2f GiB at a time "
+               "beside the %d other%s there would not fit; nothing moved", gpu_tok, gib(G->mem),
+               gib(est_mem), there, there == 1 ? "" : "s");
+        return;
+    }
+    D.ts.gpu = g;
+    D.ts.n = n;
+    memcpy(D.ts.ranks, ranks, sizeof(int) * (size_t)n);
+    D.ts.active = 0; /* set when the members answered (op_check) */
+    size_t o = 0;
+    char list[300] = "";
+    for (int k = 0; k < n && o < sizeof(list); k++) {
+        int w = snprintf(list + o, sizeof(list) - o, "%s%d", k ? "," : "", ranks[k]);
+        if (w > 0)
+            o += (size_t)w;
+        targets[ranks[k]] = g;
+        ops[ranks[k]] = ES_MOVE_TS_JOIN;
+    }
+    snprintf(what, sizeof(what), "time-slice ESTs %s on GPU %s", list, gpu_tok);
+    op_start(i, seq, ES_VERB_TIMESLICE, D.job.slots, targets, ops, what);
+}
+
 static void handle_request(int i, const es_proto_msg_t *m)
 {
     conn_t *c = D.conns[i];
@@ -816,6 +1053,17 @@ static void handle_request(int i, const es_proto_msg_t *m)
         return;
     }
     const char *arg = m->u.req.arg;
+    if (v == ES_VERB_TIMESLICE) {
+        do_timeslice(i, seq, arg);
+        return;
+    }
+    if (D.ts.active) {
+        char g[16];
+        gpu_label(D.ts.gpu, g, sizeof(g));
+        refuse(i, seq, 1, "busy: the job is time-sliced on GPU %s; end it first (easyscale-ctl "
+               "timeslice --off)", g);
+        return;
+    }
     if (v == ES_VERB_SCALE) {
         uint64_t mask;
         int rc = es_ctl_gpus_parse(arg, D.job.gpus, D.job.ngpus, &mask, err, sizeof(err));
@@ -960,6 +1208,16 @@ static void handle_register(int i, const es_proto_msg_t *m)
     e->state = strcmp(e->slot, "host") == 0 ? ES_EST_SWAPPED_OUT : ES_EST_RUNNING;
     e->last_ms = es_ctl_now_ms();
     e->unresponsive = 0;
+    /* a rotation re-learned (a restarted daemon): its members say so */
+    e->ts = (m->u.reg.flags & ES_REG_TIME_SLICED) && e->gpu >= 0;
+    if (e->ts && !ts_member(r) && D.ts.n < ES_PROTO_TS_MAX) {
+        int k = D.ts.n++;
+        for (; k > 0 && D.ts.ranks[k - 1] > r; k--)
+            D.ts.ranks[k] = D.ts.ranks[k - 1];
+        D.ts.ranks[k] = r;
+        D.ts.gpu = e->gpu;
+        D.ts.active = 1;
+    }
     if (e->epoch > D.job.epoch) /* a restart before the job file caught up */
         D.job.epoch = e->epoch;
     c->kind = CONN_EST;
@@ -1024,6 +1282,11 @@ static void handle_ack(int i, const es_proto_msg_t *m)
     }
     e->answered = 1;
     e->result = m->u.ack.result;
+    /* the rotation as the ESTs answer (status shows it at once) */
+    if (e->op == ES_MOVE_TS_JOIN && e->result == 0)
+        e->ts = 1;
+    else if (e->op == ES_MOVE_TS_LEAVE && e->result == 0)
+        e->ts = 0;
     e->total_ns = m->u.ack.total_ns;
     e->bytes = m->u.ack.bytes;
     snprintf(e->reason, sizeof(e->reason), "%s",
@@ -1105,6 +1368,14 @@ static void conn_input(int i)
             if (poll(&p, 1, 0) != 1)
                 return;
             continue;
+        }
+        if (rc == -EPROTONOSUPPORT) {
+            char why[200];
+            snprintf(why, sizeof(why), "refused: it speaks control protocol version %u, this "
+                     "controller %u (%s)", (unsigned)c->rd.h.version, ES_PROTO_VERSION,
+                     es_proto_strerror(rc));
+            conn_close(i, why);
+            return;
         }
         if (rc < 0) {
             conn_close(i, rc == -ECONNRESET ? NULL : es_proto_strerror(rc));

@@ -1,6 +1,6 @@
 /* easyscale-ctl: the controller of an EasyScale job, one binary with
  * subcommands (run, daemon, status, scale, preempt, grant, swap-out,
- * swap-in, migrate, gpus, verify, diff). This file: dispatch and the CLI verbs that send
+ * swap-in, migrate, timeslice, gpus, verify, diff). This file: dispatch and the CLI verbs that send
  * one request to a job's daemon.
  * Exit status: 0 ok, 1 the job or command failed, 2 usage. */
 #include "controller/ctl.h"
@@ -35,6 +35,7 @@ static const char *const usage_main =
     "  swap-out RANK                   park an EST in host memory\n"
     "  swap-in RANK --gpu G            bring a parked EST back onto a GPU\n"
     "  migrate RANK --gpu G            move an EST to another GPU\n"
+    "  timeslice GPU [--ranks LIST] | --off   ESTs take turns on a GPU / stop\n"
     "  gpus [--json]                   the GPUs the controller sees\n"
     "  daemon --socket PATH            serve a job (run starts it; also to restart one)\n"
     "  verify [OPTIONS] [-- CMD ARGS...]  run a job on many placements, compare checksums\n"
@@ -88,6 +89,20 @@ static const verb_info_t verbs[] = {
     { "migrate", ES_VERB_MIGRATE, 1, 0, 1, 0, 0, 600,
       "usage: easyscale-ctl migrate RANK --gpu G [--socket PATH] [--timeout SECONDS]\n"
       "Moves EST RANK to GPU G (one of the job's).\n" },
+    { "timeslice", ES_VERB_TIMESLICE, 0, 1, 0, 0, 0, 600,
+      "usage: easyscale-ctl timeslice GPU [--ranks LIST] [--socket PATH] [--timeout SECONDS]\n"
+      "       easyscale-ctl timeslice --off [--socket PATH] [--timeout SECONDS]\n"
+      "Time-slices the running job on GPU (one of the job's): the ESTs of LIST\n"
+      "(e.g. 2,3 or 0-3; default: the ESTs on GPU now, at least two) take turns on\n"
+      "it, one resident at a time: at its next collective each parks in host memory,\n"
+      "and comes back onto GPU in its turn (rank order); each then yields the GPU at\n"
+      "every collective. Refused before anything moves when one EST beside the other\n"
+      "ESTs on GPU would not fit in its memory, when the job is time-sliced already,\n"
+      "or when an EST is not running. The job's other commands (scale, preempt,\n"
+      "grant, migrate, swap-out, swap-in) are refused while it is time-sliced.\n"
+      "--off: the ESTs leave their turns and are placed on the job's GPUs without\n"
+      "time-slicing (refused when they would not fit). Returns when every EST\n"
+      "answered.\n" },
 };
 
 static const char *const usage_gpus =
@@ -126,10 +141,13 @@ static int verb_main(const verb_info_t *v, int argc, char **argv)
         { "socket", required_argument, NULL, 's' }, { "json", no_argument, NULL, 'j' },
         { "gpu", required_argument, NULL, 'g' },    { "gpus", required_argument, NULL, 'G' },
         { "timeout", required_argument, NULL, 't' }, { "help", no_argument, NULL, 'h' },
+        { "ranks", required_argument, NULL, 'r' },  { "off", no_argument, NULL, 'o' },
         { NULL, 0, NULL, 0 }
     };
-    const char *sock = NULL, *gpu = NULL, *gpus = NULL;
-    int json = 0, c, rc = ES_CTL_EXIT_FAIL, reply_rc = 0;
+    const char *sock = NULL, *gpu = NULL, *gpus = NULL, *ranks = NULL;
+    int json = 0, off = 0, c, rc = ES_CTL_EXIT_FAIL, reply_rc = 0;
+    int ts = v->verb == ES_VERB_TIMESLICE;
+    char tsarg[ES_PROTO_ARG_MAX + 2];
     double timeout = v->timeout_s;
     long rank = -1;
     char *text = NULL;
@@ -157,6 +175,16 @@ static int verb_main(const verb_info_t *v, int argc, char **argv)
             if (es_ctl_parse_seconds(optarg, 0.1, 86400, &timeout) < 0)
                 return usage_error(v->help, "bad --timeout \"%s\" (seconds, 0.1 to 86400)", optarg);
             break;
+        case 'r':
+            if (!ts)
+                return usage_error(v->help, "%s takes no --ranks", v->name);
+            ranks = optarg;
+            break;
+        case 'o':
+            if (!ts)
+                return usage_error(v->help, "%s takes no --off", v->name);
+            off = 1;
+            break;
         case 'h': fputs(v->help, stdout); return ES_CTL_EXIT_OK;
         default:
             return usage_error(v->help, "unknown or incomplete option \"%s\"", argv[optind - 1]);
@@ -169,12 +197,24 @@ static int verb_main(const verb_info_t *v, int argc, char **argv)
             return usage_error(v->help, "%s takes one RANK", v->name);
         if (es_ctl_parse_long(argv[optind], 0, ES_CTL_MAX_ESTS - 1, &rank) < 0)
             return usage_error(v->help, "bad RANK \"%s\"", argv[optind]);
+    } else if (ts && off) {
+        if (npos != 0 || ranks)
+            return usage_error(v->help, "--off takes no GPU and no --ranks", NULL);
+        arg = "off";
     } else if (v->gpu_pos) {
         if (npos != 1)
             return usage_error(v->help, "%s takes one GPU", v->name);
         arg = argv[optind];
     } else if (npos != 0) {
         return usage_error(v->help, "unexpected argument \"%s\"", argv[optind]);
+    }
+    if (ts && !off) {
+        if (ranks && (!ranks[0] || strchr(ranks, ' ')))
+            return usage_error(v->help, "bad --ranks \"%s\"", ranks);
+        if (snprintf(tsarg, sizeof(tsarg), "%s%s%s", arg, ranks ? " " : "", ranks ? ranks : "") >
+            ES_PROTO_ARG_MAX)
+            return usage_error(v->help, "argument too long", NULL);
+        arg = tsarg;
     }
     if (v->gpu_opt) {
         if (!gpu)

@@ -16,7 +16,7 @@ uint32_t es_proto_max_len(unsigned type)
     switch (type) {
     case ES_MSG_REGISTER: return 4 * 4 + 3 * 8 + 2 * (2 + ES_PROTO_SLOT_MAX);
     case ES_MSG_HEARTBEAT: return 5 * 8 + 4;
-    case ES_MSG_MOVE: return 4 + 8 + 2 + ES_PROTO_SLOT_MAX;
+    case ES_MSG_MOVE: return 4 + 8 + 2 + ES_PROTO_SLOT_MAX + 4 + 4 * ES_PROTO_TS_MAX;
     case ES_MSG_ACK:
         return 4 + 4 + 5 * 8 + 2 + ES_PROTO_SLOT_MAX + 2 + ES_PROTO_REASON_MAX;
     case ES_MSG_ERROR: return 4 + 2 + ES_PROTO_REASON_MAX;
@@ -25,6 +25,20 @@ uint32_t es_proto_max_len(unsigned type)
     case ES_MSG_REPLY: return 4 + 4 + ES_PROTO_TEXT_MAX;
     default: return 0;
     }
+}
+
+/* A MOVE's rank list: 2..ES_PROTO_TS_MAX ranks, strictly ascending, for a
+ * join; none for any other op. */
+static int move_ranks_ok(uint32_t op, uint32_t n, const uint32_t *ranks)
+{
+    if (op != ES_MOVE_TS_JOIN)
+        return n == 0;
+    if (n < 2 || n > ES_PROTO_TS_MAX)
+        return 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (ranks[i] <= ranks[i - 1])
+            return 0;
+    return 1;
 }
 
 /* ---- writer ---------------------------------------------------------------- */
@@ -128,9 +142,14 @@ int es_proto_encode(const es_proto_msg_t *m, uint8_t *buf, size_t cap, size_t *l
     case ES_MSG_MOVE:
         if (m->u.move.op == 0 || m->u.move.op >= ES_MOVE_NOPS)
             return -EINVAL;
+        if (!move_ranks_ok(m->u.move.op, m->u.move.nranks, m->u.move.ranks))
+            return -EINVAL;
         put_u32(&w, m->u.move.op);
         put_u64(&w, m->u.move.epoch);
         put_str(&w, m->u.move.slot, ES_PROTO_SLOT_MAX);
+        put_u32(&w, m->u.move.nranks);
+        for (uint32_t i = 0; i < m->u.move.nranks; i++)
+            put_u32(&w, m->u.move.ranks[i]);
         break;
     case ES_MSG_ACK:
         put_u32(&w, m->u.ack.op);
@@ -286,6 +305,8 @@ int es_proto_decode(const es_proto_hdr_t *h, const uint8_t *payload, es_proto_ms
         m->u.reg.mem_bytes = get_u64(&r);
         get_str(&r, m->u.reg.slot, ES_PROTO_SLOT_MAX);
         get_str(&r, m->u.reg.host, ES_PROTO_HOST_MAX);
+        if (!r.err && (m->u.reg.flags & ~ES_REG_TIME_SLICED))
+            r.err = -EBADMSG;
         break;
     case ES_MSG_HEARTBEAT:
         m->u.hb.step = get_u64(&r);
@@ -301,7 +322,13 @@ int es_proto_decode(const es_proto_hdr_t *h, const uint8_t *payload, es_proto_ms
         m->u.move.op = get_u32(&r);
         m->u.move.epoch = get_u64(&r);
         get_str(&r, m->u.move.slot, ES_PROTO_SLOT_MAX);
-        if (!r.err && (m->u.move.op == 0 || m->u.move.op >= ES_MOVE_NOPS))
+        m->u.move.nranks = get_u32(&r);
+        if (!r.err && m->u.move.nranks > ES_PROTO_TS_MAX)
+            r.err = -EBADMSG;
+        for (uint32_t i = 0; !r.err && i < m->u.move.nranks; i++)
+            m->u.move.ranks[i] = get_u32(&r);
+        if (!r.err && (m->u.move.op == 0 || m->u.move.op >= ES_MOVE_NOPS ||
+                       !move_ranks_ok(m->u.move.op, m->u.move.nranks, m->u.move.ranks)))
             r.err = -EBADMSG;
         break;
     case ES_MSG_ACK:
@@ -358,7 +385,9 @@ const char *es_proto_strerror(int rc)
 {
     switch (rc) {
     case -EPROTO: return "bad magic (not an easyscale control frame)";
-    case -EPROTONOSUPPORT: return "unsupported protocol version";
+    case -EPROTONOSUPPORT:
+        return "unsupported protocol version (the peer is another EasyScale release: the shim "
+               "and easyscale-ctl must come from one build)";
     case -EBADMSG: return "unknown, unexpected or malformed message";
     case -EMSGSIZE: return "frame over the size limit";
     case -ECONNRESET: return "connection closed";

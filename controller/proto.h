@@ -33,7 +33,10 @@
 #include <stdint.h>
 
 #define ES_PROTO_MAGIC 0x31435345u /* bytes 'E' 'S' 'C' '1' */
-#define ES_PROTO_VERSION 1u
+/* Version 2: MOVE carries a rank list (time-slicing a running job). A peer
+ * of another version is refused at its first frame (-EPROTONOSUPPORT: the
+ * receiver logs the version it got and closes). */
+#define ES_PROTO_VERSION 2u
 #define ES_PROTO_HDR_SIZE 16u
 
 /* The frame header, as it is on the wire (little-endian fields). */
@@ -77,8 +80,14 @@ enum es_proto_move_op {
     ES_MOVE_MIGRATE = 2,  /* resident EST: move to slot `slot` */
     ES_MOVE_SWAP_OUT = 3, /* park the EST's device state in host memory */
     ES_MOVE_SWAP_IN = 4,  /* swapped-out EST: back onto slot `slot` */
+    ES_MOVE_TS_JOIN = 5,  /* take turns on slot `slot` with the ESTs `ranks` (this one among
+                           * them): at its next collective the EST parks, joins their rotation
+                           * for (job, slot, epoch), and comes back onto slot in its turns */
+    ES_MOVE_TS_LEAVE = 6, /* leave the rotation, be resident on slot `slot` */
     ES_MOVE_NOPS
 };
+/* Most ranks in one rotation (ES_MSG_MOVE.ranks). */
+#define ES_PROTO_TS_MAX 64
 
 /* CLI verbs (ES_MSG_REQUEST.verb). */
 enum es_proto_verb {
@@ -90,9 +99,16 @@ enum es_proto_verb {
     ES_VERB_SWAP_IN = 6,  /* rank, arg: GPU */
     ES_VERB_MIGRATE = 7,  /* rank, arg: GPU */
     ES_VERB_PROGRESS = 8, /* one line for `run`'s progress display */
+    ES_VERB_TIMESLICE = 9, /* arg: "GPU" (the ESTs on it), "GPU RANKS" (RANKS: "2,3", "0-3"),
+                            * or "off" */
     ES_VERB_NVERBS
 };
 #define ES_REQ_JSON 1u
+
+/* REGISTER.flags: the EST takes turns on its slot in a rotation the
+ * controller started (a restarted daemon re-learns the rotation from
+ * these). No other bit is defined. */
+#define ES_REG_TIME_SLICED 1u
 
 /* EST states (HEARTBEAT.state, as the shim sees itself). */
 enum es_proto_est_state { ES_EST_RUNNING = 0, ES_EST_MOVING = 1, ES_EST_SWAPPED_OUT = 2 };
@@ -134,6 +150,10 @@ typedef struct es_proto_msg {
             uint32_t op; /* enum es_proto_move_op */
             uint64_t epoch;
             char slot[ES_PROTO_SLOT_MAX + 1];
+            /* ES_MOVE_TS_JOIN: the rotation's ranks, 2..ES_PROTO_TS_MAX of them,
+             * strictly ascending; every other op: none */
+            uint32_t nranks;
+            uint32_t ranks[ES_PROTO_TS_MAX];
         } move;
         struct {
             uint32_t op;

@@ -55,7 +55,8 @@ static const char *const usage =
     "  --determinism        d1 (default), d2, or off (the shim passes calls through)\n"
     "  --schedule FILE      scale events, one a line: 'step N|time SECONDS VERB ARGS'\n"
     "                       with VERB scale SPEC, preempt GPU, grant GPU, migrate RANK\n"
-    "                       GPU, swap-out RANK, swap-in RANK GPU; in order, each once its\n"
+    "                       GPU, swap-out RANK, swap-in RANK GPU, timeslice GPU [RANKS]\n"
+    "                       (RANKS: 2,3 or 0-3), timeslice off; in order, each once its\n"
     "                       step (the least step of the ESTs) or time (since launch)\n"
     "                       is reached; '#' starts a comment\n"
     "  --est-memory SIZE    GPU memory one EST needs (e.g. 256M, 2G), for placement\n"
@@ -228,12 +229,22 @@ static int parse_schedule(const char *path, char *err, size_t errlen)
         } else if (strcmp(verb, "migrate") == 0) {
             e->verb = ES_VERB_MIGRATE;
             want = 5;
+        } else if (strcmp(verb, "timeslice") == 0) {
+            e->verb = ES_VERB_TIMESLICE;
+            want = nt == 5 && strcmp(tok[3], "off") != 0 ? 5 : 4;
         } else {
             goto bad;
         }
         if (nt != want)
             goto bad;
-        if (e->verb == ES_VERB_SWAP_OUT || e->verb == ES_VERB_SWAP_IN || e->verb == ES_VERB_MIGRATE) {
+        if (e->verb == ES_VERB_TIMESLICE) {
+            /* "GPU", "GPU RANKS" or "off": the daemon checks GPU and RANKS */
+            if (strlen(tok[3]) + (nt == 5 ? 1 + strlen(tok[4]) : 0) > ES_PROTO_ARG_MAX)
+                goto bad;
+            snprintf(e->arg, sizeof(e->arg), "%s%s%s", tok[3], nt == 5 ? " " : "",
+                     nt == 5 ? tok[4] : "");
+        } else if (e->verb == ES_VERB_SWAP_OUT || e->verb == ES_VERB_SWAP_IN ||
+                   e->verb == ES_VERB_MIGRATE) {
             if (es_ctl_parse_long(tok[3], 0, R.n - 1, &v) < 0)
                 goto bad;
             e->rank = (int32_t)v;
@@ -254,7 +265,8 @@ static int parse_schedule(const char *path, char *err, size_t errlen)
         continue;
     bad:
         snprintf(err, errlen, "%s:%d: expected 'step N|time SECONDS' then scale SPEC, preempt "
-                 "GPU, grant GPU, swap-out RANK, swap-in RANK GPU or migrate RANK GPU (RANK < %d)",
+                 "GPU, grant GPU, swap-out RANK, swap-in RANK GPU, migrate RANK GPU, timeslice "
+                 "GPU [RANKS] or timeslice off (RANK < %d)",
                  path, lineno, R.n);
         rc = -EINVAL;
         goto out;
@@ -857,8 +869,9 @@ int es_ctl_run_main(int argc, char **argv)
     int tslice = ts && strcmp(ts, "on") == 0;
     if (tslice && (__builtin_popcountll(job.slots) != 1 || job.ngpus != 1)) {
         es_ctl_err("EASYSCALE_TIME_SLICE=on: the controller runs time-sliced jobs on one GPU "
-                   "that is the only one visible (CUDA_VISIBLE_DEVICES); this job has %d of %d",
-                   __builtin_popcountll(job.slots), job.ngpus);
+                   "that is the only one visible (CUDA_VISIBLE_DEVICES); this job has %d of %d "
+                   "(on several GPUs: 'easyscale-ctl timeslice' while it runs, or a timeslice "
+                   "event of --schedule)", __builtin_popcountll(job.slots), job.ngpus);
         return ES_CTL_EXIT_USAGE;
     }
     job.nests = R.n;

@@ -266,9 +266,82 @@ static int es_slot_device(const char *slot)
     return -1;
 }
 
+/* ---- time-slicing a running job (the controller's _TS_JOIN / _TS_LEAVE) ------------------ */
+
+int es_move_time_sliced(void)
+{
+    es_tslice_t *t = es_mover_tslice(NULL);
+    return t && es_tslice_dynamic(t);
+}
+
+static pthread_once_t es_ts_exit_once = PTHREAD_ONCE_INIT;
+
+static void es_ts_exit_register(void)
+{
+    atexit(es_ts_exit);
+}
+
+static int es_move_ts(const es_move_t *m, es_move_result_t *r, const char *name, int dev)
+{
+    int slot, rc = 0, res = 0, rank = es_cfg.rank;
+    char msg[256] = "";
+    es_tslice_t *cur = es_mover_tslice(&slot);
+    es_mover_ts_change_t c = { .op = m->op == ES_MOVE_TS_JOIN ? ES_MOVER_TS_JOIN
+                                                              : ES_MOVER_TS_LEAVE,
+                               .slot = dev };
+    if (c.op == ES_MOVER_TS_JOIN) {
+        int in = 0;
+        for (int i = 0; i < m->nranks; i++)
+            in |= m->ranks[i] == rank;
+        if (rank < 0 || !in) {
+            snprintf(r->reason, sizeof(r->reason), "%s: this EST (RANK %d) is not one of the "
+                     "rotation's ranks", name, rank);
+            return -EINVAL;
+        }
+        if (cur) {
+            snprintf(r->reason, sizeof(r->reason), "%s: already time-sliced on device %d", name,
+                     slot);
+            return -EBUSY;
+        }
+        char job[64], base[32];
+        es_ts_job(base, sizeof(base));
+        snprintf(job, sizeof(job), "%s-e%llu", base, (unsigned long long)m->epoch);
+        rc = es_tslice_join_dynamic(&c.t, job, dev, rank, m->ranks, m->nranks);
+        if (rc != 0) {
+            snprintf(r->reason, sizeof(r->reason), "%s: cannot join the rotation of device %d "
+                     "(%s)", name, dev, strerror(-rc));
+            return -EINVAL;
+        }
+        pthread_once(&es_ts_exit_once, es_ts_exit_register);
+    }
+    int wait_s = es_cfg.move_timeout_s + 5;
+    rc = es_mover_ts_change(&c, wait_s * 1000, &res, msg, sizeof(msg));
+    if (rc != 0 || res != 0) {
+        if (c.t)
+            es_tslice_leave(c.t); /* never entered */
+        if (rc == -ETIMEDOUT)
+            snprintf(r->reason, sizeof(r->reason), "%s: the EST reached no collective in %d s: "
+                     "nothing changed", name, wait_s);
+        else if (rc != 0)
+            snprintf(r->reason, sizeof(r->reason), "%s: %s", name,
+                     rc == -EBUSY ? "another change is pending" : strerror(-rc));
+        else
+            snprintf(r->reason, sizeof(r->reason), "%s: %s", name, msg);
+        rc = rc == -ETIMEDOUT ? -EBUSY : rc ? rc : res;
+        return rc == -ENOMEM || rc == -EINVAL || rc == -EBUSY ? rc : -EIO;
+    }
+    ES_INFO("control: %s: %s", name, msg);
+    es_last_epoch = m->epoch;
+    snprintf(r->slot, sizeof(r->slot), "%s", m->slot);
+    return 0;
+}
+
 int es_move_request(const es_move_t *m, es_move_result_t *r)
 {
-    static const char *const names[] = { "?", "place", "migrate", "swap-out", "swap-in" };
+    static const char *const names[] = { "?",       "place",   "migrate",
+                                         "swap-out", "swap-in", "time-slice",
+                                         "end time-slicing" };
+    _Static_assert(sizeof(names) / sizeof(names[0]) == ES_MOVE_NOPS, "a name per move op");
     uint64_t t0 = es_ns();
     int op = m && m->op > 0 && m->op < ES_MOVE_NOPS ? m->op : 0;
     int rc = 0, dev = ES_MOVER_PARK;
@@ -296,6 +369,17 @@ int es_move_request(const es_move_t *m, es_move_result_t *r)
             snprintf(r->reason, sizeof(r->reason), "%s: no device \"%s\"", names[op], m->slot);
             return -EINVAL;
         }
+    }
+    if (op == ES_MOVE_TS_JOIN || op == ES_MOVE_TS_LEAVE) {
+        rc = es_move_ts(m, r, names[op], dev);
+        r->total_ns = es_ns() - t0;
+        return rc;
+    }
+    int ts_slot;
+    if (es_mover_tslice(&ts_slot) && es_move_time_sliced()) {
+        snprintf(r->reason, sizeof(r->reason), "%s: the EST is time-sliced on device %d (the "
+                 "controller ends that first)", names[op], ts_slot);
+        return -EBUSY;
     }
     if ((op == ES_MOVE_MIGRATE && where == ES_MOVER_PARK) ||
         (op == ES_MOVE_SWAP_IN && where != ES_MOVER_PARK)) {

@@ -232,6 +232,37 @@
     X(P, cuLaunchHostFunc, "cuLaunchHostFunc", 10000, 0, CUresult,                              \
       (CUstream hStream, CUhostFn fn, void *userData), (V_STREAM(hStream), fn, userData),       \
       ES_CUERR)                                                                                 \
+    /* Stream memory operations (the v2 API). */                                              \
+    X(P, cuStreamWaitValue32_v2, "cuStreamWaitValue32", 11070, 0, CUresult,              \
+      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),            \
+      (V_STREAM(stream), addr, value, flags), ES_CUERR)                                   \
+    X(P, cuStreamWaitValue64_v2, "cuStreamWaitValue64", 11070, 0, CUresult,              \
+      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),            \
+      (V_STREAM(stream), addr, value, flags), ES_CUERR)                                   \
+    X(P, cuStreamWriteValue32_v2, "cuStreamWriteValue32", 11070, 0, CUresult,              \
+      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),            \
+      (V_STREAM(stream), addr, value, flags), ES_CUERR)                                   \
+    X(P, cuStreamWriteValue64_v2, "cuStreamWriteValue64", 11070, 0, CUresult,              \
+      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),            \
+      (V_STREAM(stream), addr, value, flags), ES_CUERR)                                   \
+    X(P, cuStreamBatchMemOp_v2, "cuStreamBatchMemOp", 11070, 0, CUresult,                \
+      (CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,           \
+       unsigned int flags), (V_STREAM(stream), count, paramArray, flags), ES_CUERR)         \
+    X(P, cuStreamWaitValue32_v2_ptsz, "cuStreamWaitValue32", 11070, 1, CUresult,              \
+      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),            \
+      (V_STREAM(stream), addr, value, flags), ES_CUERR)                                   \
+    X(P, cuStreamWaitValue64_v2_ptsz, "cuStreamWaitValue64", 11070, 1, CUresult,              \
+      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),            \
+      (V_STREAM(stream), addr, value, flags), ES_CUERR)                                   \
+    X(P, cuStreamWriteValue32_v2_ptsz, "cuStreamWriteValue32", 11070, 1, CUresult,              \
+      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),            \
+      (V_STREAM(stream), addr, value, flags), ES_CUERR)                                   \
+    X(P, cuStreamWriteValue64_v2_ptsz, "cuStreamWriteValue64", 11070, 1, CUresult,              \
+      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),            \
+      (V_STREAM(stream), addr, value, flags), ES_CUERR)                                   \
+    X(P, cuStreamBatchMemOp_v2_ptsz, "cuStreamBatchMemOp", 11070, 1, CUresult,                \
+      (CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,           \
+       unsigned int flags), (V_STREAM(stream), count, paramArray, flags), ES_CUERR)         \
     X(P, cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 10010, 0,       \
       CUresult, (CUstreamCaptureMode *mode), (mode), ES_CUERR)                                   \
     X(T, cuStreamCreate, "cuStreamCreate", 2000, 0, CUresult,                                   \

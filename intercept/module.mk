@@ -42,6 +42,15 @@ $(B)/tests/ests_test: $(B)/obj/tests/move/ests_test.o $(TEST_HARNESS_OBJ) \
 
 TESTS += $(B)/tests/ests_test
 
+# A running job time-sliced by the controller (tests/move/tsdyn_test.c).
+$(B)/tests/tsdyn_test: $(B)/obj/tests/move/tsdyn_test.o $(TEST_HARNESS_OBJ) \
+		| $(B)/lib/libeasyscale.so $(B)/bin/easyscale-ctl $(ES_SWAPSUM_TWIN) \
+		  $(EX_FATBIN) $(EX_TWINS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/tsdyn_test
+
 # The driver functions of cuda.h that take a virtual handle (generated from
 # cuda.h; intercept/refuse.c refuses those funcs.h does not wrap).
 ES_HANDLE_FNS_H := $(B)/gen/cuda_handle_fns.h

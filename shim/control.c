@@ -182,10 +182,14 @@ static int es_ctl_move(int fd, const es_proto_msg_t *in)
     es_move_result_t res;
     memset(&res, 0, sizeof(res));
     snprintf(mv.slot, sizeof(mv.slot), "%s", in->u.move.slot);
+    mv.nranks = (int)in->u.move.nranks; /* the decoder checked the list */
+    for (int i = 0; i < mv.nranks; i++)
+        mv.ranks[i] = (int)in->u.move.ranks[i];
     snprintf(res.slot, sizeof(res.slot), "%s", es_ctl.slot);
     ES_INFO("control: %s to \"%s\" (epoch %llu)",
             mv.op == ES_MOVE_SWAP_OUT ? "swap-out" : mv.op == ES_MOVE_SWAP_IN ? "swap-in"
-            : mv.op == ES_MOVE_MIGRATE ? "migrate" : "place",
+            : mv.op == ES_MOVE_MIGRATE ? "migrate" : mv.op == ES_MOVE_TS_JOIN ? "time-slice"
+            : mv.op == ES_MOVE_TS_LEAVE ? "end time-slicing" : "place",
             mv.slot, (unsigned long long)mv.epoch);
     int prev = es_ctl.state;
     es_ctl.state = ES_EST_MOVING;
@@ -239,6 +243,7 @@ static int es_ctl_session(int fd, int *welcomed)
     m.u.reg.step = es_step_now();
     m.u.reg.epoch = es_ctl.epoch;
     m.u.reg.mem_bytes = es_move_footprint();
+    m.u.reg.flags = es_move_time_sliced() ? ES_REG_TIME_SLICED : 0;
     snprintf(m.u.reg.slot, sizeof(m.u.reg.slot), "%s", es_ctl.slot);
     snprintf(m.u.reg.host, sizeof(m.u.reg.host), "%s", es_ctl.host);
     int rc = es_ctl_send(fd, &m);

@@ -23,6 +23,12 @@
  *   half-way: r->slot says where the EST is).
  * - The epoch is the controller's placement epoch: a request whose epoch
  *   is lower than the last one applied may be refused with -ESTALE.
+ * - _TS_JOIN / _TS_LEAVE (time-slicing, docs/MOVING.md section 6) are
+ *   applied at the EST's next collective; the call returns once the EST
+ *   joined (it then parks and takes turns on r->slot) or left (resident on
+ *   r->slot), or -EBUSY when no collective came within the move timeout
+ *   (nothing changed). While the EST is time-sliced, the other ops are
+ *   refused with -EBUSY.
  */
 #ifndef ES_SHIM_MOVE_H
 #define ES_SHIM_MOVE_H
@@ -32,10 +38,15 @@
 #define ES_MOVE_SLOT_LEN 64
 #define ES_MOVE_REASON_LEN 256
 
+#define ES_MOVE_TS_MAX 64
+
 typedef struct es_move {
-    int op;         /* enum es_proto_move_op: ES_MOVE_PLACE, _MIGRATE, _SWAP_OUT, _SWAP_IN */
+    int op;         /* enum es_proto_move_op: ES_MOVE_PLACE, _MIGRATE, _SWAP_OUT, _SWAP_IN,
+                     * _TS_JOIN, _TS_LEAVE */
     uint64_t epoch; /* the controller's placement epoch */
     char slot[ES_MOVE_SLOT_LEN]; /* target: a GPU ordinal or UUID ("" for swap-out) */
+    int nranks;                  /* _TS_JOIN: the rotation's ranks, ascending */
+    int ranks[ES_MOVE_TS_MAX];
 } es_move_t;
 
 typedef struct es_move_result {
@@ -52,5 +63,9 @@ int es_move_request(const es_move_t *m, es_move_result_t *r);
  * uses it for memory limits. Safe from any thread, takes no lock the
  * application's threads take. */
 uint64_t es_move_footprint(void);
+
+/* 1 while the EST is a member of a rotation the controller started
+ * (ES_MOVE_TS_JOIN; its slot is the rotation's), else 0. Any thread. */
+int es_move_time_sliced(void);
 
 #endif

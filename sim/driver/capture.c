@@ -208,7 +208,8 @@ static sim_gnode_t *graph_add(sim_graph_t *g, sim_op_t *op, sim_gnode_t **deps, 
         free(nd);
         return NULL;
     }
-    memcpy(nd->deps, deps, (size_t)ndeps * sizeof(*deps));
+    if (ndeps)
+        memcpy(nd->deps, deps, (size_t)ndeps * sizeof(*deps));
     nd->ndeps = ndeps;
     g->nodes[g->n++] = nd;
     return nd;

@@ -214,7 +214,7 @@ int sim_win_init(void)
     }
     sim_win_base = ROUND_UP((uintptr_t)p, 2u << 20);
     memset(&g_va, 0, sizeof(g_va));
-    g_va.limit = SIM_WIN_SIZE;
+    g_va.limit = SIM_WIN_SIZE - SIM_WIN_PARK; /* the top is the servers' parking zone */
     g_va.cursor = 2u << 20; /* keep the first granule unused */
     g_hostfile.limit = SIM_BACKING_FILE_SIZE;
     for (int d = 0; d < SIM_MAX_DEVICES; d++) {

@@ -556,8 +556,9 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: v = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; break;
     case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: v = cc >= 90; break;
     case CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR: v = 0; break;
+    /* the v2 stream memory operations, on every platform (sim/driver/memop.c) */
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT: v = cc >= 90 ? 4 : 1; break;

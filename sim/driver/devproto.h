@@ -25,6 +25,9 @@
 
 /* ---- the address window ----------------------------------------------------------- */
 #define SIM_WIN_SIZE (1ULL << 44) /* 16 TiB of addresses, nothing committed */
+/* Its top: a device server's parking zone (devserver.c), never handed out
+ * by the client. */
+#define SIM_WIN_PARK (1ULL << 40)
 /* Candidate bases, tried in order with MAP_FIXED_NOREPLACE. All lie above
  * AddressSanitizer's shadow (which ends below 0x10007fff8000) and away from
  * its allocator (0x600000000000 + 4 TiB), PIE executables (0x55..), the

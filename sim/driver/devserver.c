@@ -361,6 +361,155 @@ static int in_window(uint64_t va, uint64_t len)
     return len && va >= g_win && va - g_win <= SIM_WIN_SIZE && len <= SIM_WIN_SIZE - (va - g_win);
 }
 
+/* ---- the window's mappings, and parked ones -------------------------------------------
+ * A GPU's page tables are filled when memory is mapped, and its memory is
+ * there before: a copy into memory just mapped runs at full speed. Here a
+ * page of a backing file is mapped at first touch (a fault per page, and a
+ * page allocated and cleared when the file never had it). So that memory
+ * unmapped and mapped again -- a swap that gives physical memory back and
+ * takes it again (the client recycles files, memory.c), a range unmapped
+ * and mapped elsewhere -- does not pay that again, an unmapped range of the
+ * window is parked, its page tables kept: moved (mremap) to the parking
+ * zone at the window's top, which the client never hands out
+ * (SIM_WIN_PARK, devproto.h), and moved back when the same file range is
+ * mapped again, at any address. A parked range keeps its rights (changing
+ * them would cost a fault per page on the next write), at addresses no
+ * pointer of the client reaches; it is forgotten (unmapped) when its
+ * backing is dropped or re-bound, the oldest first beyond PARK_MAX_*. */
+#define LIVE_MAX 65536
+#define PARK_MAX_N 256
+#define PARK_MAX_BYTES (16ULL << 30)
+
+typedef struct win_map {
+    uint64_t va, len, off;
+    uint32_t id;
+    int prot;
+} win_map_t;
+
+typedef struct park {
+    uint64_t at, len, off;
+    uint32_t id;
+    int prot;
+} park_t;
+
+static win_map_t *g_live;      /* live mappings of backings in the window, unsorted */
+static size_t g_nlive, g_clive;
+static park_t g_park[PARK_MAX_N];
+static int g_npark;
+static uint64_t g_park_bytes, g_park_cursor; /* bump allocation in the zone, reset when empty */
+
+static void reserve(uint64_t va, uint64_t len)
+{
+    mmap((void *)(uintptr_t)va, len, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+}
+
+static void park_drop(int i) /* unmaps parked entry i (back to a reservation) */
+{
+    reserve(g_park[i].at, g_park[i].len);
+    g_park_bytes -= g_park[i].len;
+    g_park[i] = g_park[--g_npark];
+    if (g_npark == 0)
+        g_park_cursor = 0;
+}
+
+static void park_forget_backing(uint32_t id)
+{
+    for (int i = g_npark - 1; i >= 0; i--)
+        if (g_park[i].id == id)
+            park_drop(i);
+    for (size_t i = 0; i < g_nlive;)
+        if (g_live[i].id == id)
+            g_live[i] = g_live[--g_nlive]; /* its pages stay mapped until unmapped */
+        else
+            i++;
+}
+
+/* Moves live mapping w out of the way into the zone; 0, or -1 (then the
+ * caller just unmaps it). */
+static int park_put(const win_map_t *w)
+{
+    uint64_t zone = g_win + SIM_WIN_SIZE - SIM_WIN_PARK;
+    while (g_npark && (g_npark == PARK_MAX_N || g_park_bytes + w->len > PARK_MAX_BYTES))
+        park_drop(0); /* the oldest: entries are appended */
+    if (w->len > PARK_MAX_BYTES || g_park_cursor + w->len > SIM_WIN_PARK)
+        return -1;
+    uint64_t at = zone + g_park_cursor;
+    void *p = mremap((void *)(uintptr_t)w->va, w->len, w->len, MREMAP_MAYMOVE | MREMAP_FIXED,
+                     (void *)(uintptr_t)at);
+    if (p == MAP_FAILED)
+        return -1;
+    g_park_cursor += (w->len + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
+    g_park[g_npark++] = (park_t){at, w->len, w->off, w->id, w->prot};
+    g_park_bytes += w->len;
+    return 0;
+}
+
+/* Maps a parked (id, off, len) at va with prot, if there is one: 1, or 0. */
+static int park_take(uint32_t id, uint64_t off, uint64_t va, uint64_t len, int prot)
+{
+    for (int i = 0; i < g_npark; i++) {
+        park_t *k = &g_park[i];
+        if (k->id != id || k->off != off || k->len != len)
+            continue;
+        void *p = mremap((void *)(uintptr_t)k->at, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+                         (void *)(uintptr_t)va);
+        if (p == MAP_FAILED)
+            return 0;
+        if (k->prot != prot && mprotect(p, len, prot) != 0) {
+            reserve(va, len);
+            park_drop(i);
+            return 0;
+        }
+        reserve(k->at, len); /* the zone stays reserved */
+        g_park_bytes -= len;
+        g_park[i] = g_park[--g_npark];
+        if (g_npark == 0)
+            g_park_cursor = 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* Forgets the live mappings overlapping [va, va+len); with park, parks the
+ * ones inside it first. */
+static void live_remove(uint64_t va, uint64_t len, int park)
+{
+    for (size_t i = 0; i < g_nlive;) {
+        win_map_t *w = &g_live[i];
+        if (w->va < va + len && va < w->va + w->len) {
+            if (park && w->va >= va && w->va + w->len <= va + len)
+                park_put(w);
+            g_live[i] = g_live[--g_nlive];
+        } else {
+            i++;
+        }
+    }
+}
+
+static void live_add(uint64_t va, uint64_t len, uint64_t off, uint32_t id, int prot)
+{
+    if (g_nlive == g_clive) {
+        size_t n = g_clive ? g_clive * 2 : 256;
+        win_map_t *a = n <= LIVE_MAX ? realloc(g_live, n * sizeof(*a)) : NULL;
+        if (!a)
+            return; /* not parked when unmapped: only slower */
+        g_live = a;
+        g_clive = n;
+    }
+    g_live[g_nlive++] = (win_map_t){va, len, off, id, prot};
+}
+
+/* The live mapping that is exactly (va, len, id, off), or NULL. */
+static win_map_t *live_find(uint64_t va, uint64_t len, uint64_t off, uint32_t id)
+{
+    for (size_t i = 0; i < g_nlive; i++)
+        if (g_live[i].va == va && g_live[i].len == len && g_live[i].off == off &&
+            g_live[i].id == id)
+            return &g_live[i];
+    return NULL;
+}
+
 static int handle(const sim_ctl_t *m, int fd)
 {
     switch (m->op) {
@@ -370,12 +519,14 @@ static int handle(const sim_ctl_t *m, int fd)
         if (g_backing[m->id])
             close(g_backing[m->id] - 1);
         g_backing[m->id] = fd + 1;
+        park_forget_backing(m->id);
         return 0;
     case SIM_CTL_BACKING_DROP:
         if (m->id >= MAX_BACKINGS || !g_backing[m->id])
             return -EINVAL;
         close(g_backing[m->id] - 1);
         g_backing[m->id] = 0;
+        park_forget_backing(m->id);
         return 0;
     case SIM_CTL_MAP: {
         if (m->id >= MAX_BACKINGS || !g_backing[m->id] || !m->len || m->va % 4096 || m->len % 4096)
@@ -388,6 +539,20 @@ static int handle(const sim_ctl_t *m, int fd)
          * page by page at first touch instead, a copy into memory just
          * registered (a swap's host copy) would cost a page fault per page. */
         int populate = fixed == MAP_FIXED_NOREPLACE ? MAP_POPULATE : 0;
+        if (fixed == MAP_FIXED) {
+            win_map_t *w = live_find(m->va, m->len, m->off, m->id);
+            if (w) { /* the same pages: new rights */
+                if (mprotect((void *)(uintptr_t)m->va, m->len, (int)m->prot) != 0)
+                    return -errno;
+                w->prot = (int)m->prot;
+                return 0;
+            }
+            live_remove(m->va, m->len, 0);
+            if (park_take(m->id, m->off, m->va, m->len, (int)m->prot)) {
+                live_add(m->va, m->len, m->off, m->id, (int)m->prot);
+                return 0;
+            }
+        }
         void *p = mmap((void *)(uintptr_t)m->va, m->len, (int)m->prot,
                        MAP_SHARED | fixed | populate, g_backing[m->id] - 1, (off_t)m->off);
         if (p == MAP_FAILED)
@@ -396,12 +561,15 @@ static int handle(const sim_ctl_t *m, int fd)
             munmap(p, m->len);
             return -EEXIST;
         }
+        if (fixed == MAP_FIXED)
+            live_add(m->va, m->len, m->off, m->id, (int)m->prot);
         return 0;
     }
     case SIM_CTL_UNMAP: {
         if (!m->len || m->va % 4096 || m->len % 4096)
             return -EINVAL;
         if (in_window(m->va, m->len)) {
+            live_remove(m->va, m->len, 1);
             void *p = mmap((void *)(uintptr_t)m->va, m->len, PROT_NONE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
             return p == MAP_FAILED ? -errno : 0;

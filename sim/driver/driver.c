@@ -122,8 +122,13 @@
  * - SIMCUDA_TRACE ("0" default, or "1"; anything else makes cuInit fail with
  *   CUDA_ERROR_INVALID_VALUE) logs to stderr every cuGetProcAddress lookup
  *   and its answer, every cuGetExportTable request, cuInit, each device
- *   server started, the sticky error, and every call of an unsupported
- *   function: how to see what a vendor library asks for.
+ *   server started, the sticky error, every call of an unsupported
+ *   function (how to see what a vendor library asks for), and every host
+ *   function enqueued (cuLaunchHostFunc: "host function enqueued on stream
+ *   ID", the id cuStreamGetId gives).
+ * - Stream memory operations (memop.c): cuStreamWaitValue32/64,
+ *   cuStreamWriteValue32/64, cuStreamBatchMemOp (v2), run by the stream's
+ *   worker: a wait blocks its stream only.
  * - SIMCUDA_TIME_SCALE (float >= 0, default 0): after each device operation a
  *   worker sleeps scale x (the operation's CPU time, in the server with
  *   isolation) x the model's slowness (b200 0.35, h200 0.5, h100 0.6,
@@ -489,7 +494,7 @@ CUresult cuInit(unsigned int flags)
         g_seed_base = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     sim_trace_on();
     if (g_trace_bad || parse_time_scale() != 0 || parse_isolation() != 0 ||
-        sim_chaos_init() != 0) {
+        sim_phys_pool_parse() != 0 || sim_chaos_init() != 0) {
         r = g_init_result = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }

@@ -130,10 +130,20 @@ enum sim_op_type {
     SIM_OP_WAIT_STREAM,
     SIM_OP_FREE,
     SIM_OP_NOP,
+    SIM_OP_MEMOP, /* a stream memory operation (sim/driver/memop.c) */
 };
 
 struct sim_event;
 struct sim_func;
+
+/* A stream memory operation: kind is a CUstreamBatchMemOpType, flags its
+ * flags; host: the word is host memory the process reaches. */
+typedef struct sim_memop {
+    uint64_t addr, value;
+    unsigned flags;
+    int kind;
+    int host;
+} sim_memop_t;
 
 #define SIM_INLINE_PARAMS 512
 #define SIM_INLINE_NPARAMS 32
@@ -157,6 +167,7 @@ typedef struct sim_op {
         struct { struct sim_event *ev; uint64_t gen; } ev;
         struct { struct sim_stream *s; uint64_t seq; } ws;
         struct { CUdeviceptr p; } fr;
+        sim_memop_t mo;
     } u;
     void *pptr[SIM_INLINE_NPARAMS];
     _Alignas(16) unsigned char pbuf[SIM_INLINE_PARAMS];
@@ -200,6 +211,9 @@ sim_stream_t *sim_stream_new(sim_ctx_t *c, int kind, unsigned flags, int prio);
 void sim_stream_release(sim_stream_t *s);
 void sim_stream_fork_reset(void);
 CUresult sim_ctx_sync(sim_ctx_t *c);
+/* Runs a SIM_OP_MEMOP on the stream's worker (sim/driver/memop.c): its
+ * CUresult (a fault: CUDA_ERROR_ILLEGAL_ADDRESS). */
+CUresult sim_memop_run(sim_stream_t *s, sim_op_t *op);
 /* Runs op synchronously via stream s: enqueue then wait for it. */
 CUresult sim_run_sync(sim_stream_t *s, sim_op_t *op);
 
@@ -308,6 +322,8 @@ void sim_va_free(uintptr_t va, size_t len);
 /* Space in a backing file: device dev's, or the host file (dev -1). */
 int sim_file_alloc(int dev, size_t len, int *backing, uint64_t *off);
 void sim_file_free(int dev, uint64_t off, size_t len);
+/* SIMCUDA_PHYS_POOL_MIB (memory.c): 0, or -1 after logging a bad value. */
+int sim_phys_pool_parse(void);
 int sim_backing_fd(int id);
 /* Another file a server may map (a VMM allocation, a registered file):
  * its id (the fd is duplicated), or -errno; dropped with put. */

@@ -38,6 +38,7 @@ typedef struct sim_phys {
     unsigned long long accounted;
     int handles;           /* cuMemCreate/Retain/Import references */
     int maps;              /* live mappings */
+    int shared;            /* exported or imported: another process may hold its file */
     CUmemAllocationProp prop;
 } sim_phys_t;
 
@@ -75,9 +76,92 @@ static sim_map_t *g_maps;
 static size_t g_nmaps, g_cmaps;
 static unsigned long long g_next_id = 1;
 
+/* ---- recycled physical memory ---------------------------------------------------------
+ * A GPU's memory exists before cuMemCreate and is recycled after
+ * cuMemRelease; here physical memory is a file whose pages are allocated
+ * and cleared at first touch, one fault per page, several times slower than
+ * a copy. So the files of released device allocations are kept, up to
+ * SIMCUDA_PHYS_POOL_MIB (default 1024, 0 keeps none), and handed to the next
+ * cuMemCreate of the same size on the same GPU, with their device servers'
+ * page tables (devserver.c parks them). The device's capacity is given back
+ * at the release as before, and the contents are what the last user left
+ * (a GPU's new allocation holds garbage too). A file that was exported or
+ * imported is never kept: another process may still map it. */
+#define POOL_MAX 64
+
+typedef struct pool_ent {
+    int fd, backing;
+    size_t size;
+    int phys_dev;
+} pool_ent_t;
+
+static pool_ent_t g_pool[POOL_MAX]; /* the oldest first */
+static int g_npool;
+static size_t g_pool_bytes;
+static size_t g_pool_cap = 1024ULL << 20;
+
+int sim_phys_pool_parse(void)
+{
+    const char *s = getenv("SIMCUDA_PHYS_POOL_MIB");
+    g_pool_cap = 1024ULL << 20;
+    if (!s || !*s)
+        return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (s[0] < '0' || s[0] > '9' || errno || *end || v < 0 || v > (1LL << 24)) {
+        sim_log("SIMCUDA_PHYS_POOL_MIB='%s' is not a number of MiB in [0, 16777216]", s);
+        return -1;
+    }
+    g_pool_cap = (size_t)v << 20;
+    return 0;
+}
+
+static void pool_evict_oldest(void) /* lock held */
+{
+    sim_dc_backing_put(g_pool[0].backing);
+    close(g_pool[0].fd);
+    g_pool_bytes -= g_pool[0].size;
+    memmove(&g_pool[0], &g_pool[1], (size_t)(--g_npool) * sizeof(g_pool[0]));
+}
+
+/* Keeps ph's file for a later cuMemCreate: 1, or 0 (not kept). Lock held. */
+static int pool_put(const sim_phys_t *ph)
+{
+    if (ph->dev < 0 || ph->shared || ph->size > g_pool_cap)
+        return 0;
+    while (g_npool && (g_npool == POOL_MAX || g_pool_bytes + ph->size > g_pool_cap))
+        pool_evict_oldest();
+    g_pool[g_npool++] = (pool_ent_t){ph->fd, ph->backing, ph->size, ph->phys_dev};
+    g_pool_bytes += ph->size;
+    return 1;
+}
+
+/* A kept file of size bytes of physical GPU phys_dev: 1 (fd and backing
+ * set), or 0. Lock held. */
+static int pool_take(int phys_dev, size_t size, int *fd, int *backing)
+{
+    for (int i = g_npool - 1; i >= 0; i--) { /* the newest: its pages are likeliest parked */
+        if (g_pool[i].phys_dev != phys_dev || g_pool[i].size != size)
+            continue;
+        *fd = g_pool[i].fd;
+        *backing = g_pool[i].backing;
+        g_pool_bytes -= size;
+        memmove(&g_pool[i], &g_pool[i + 1], (size_t)(g_npool - i - 1) * sizeof(g_pool[0]));
+        g_npool--;
+        return 1;
+    }
+    return 0;
+}
+
 void sim_mem_fork_reset(void)
 {
     pthread_mutex_init(&g_mem_mu, NULL);
+    /* the parent's files: the child must not hand them out again */
+    for (int i = 0; i < g_npool; i++)
+        close(g_pool[i].fd);
+    g_npool = 0;
+    g_pool_bytes = 0;
     /* The child keeps the parent's mappings (copy-on-write or shared) but
      * owns no allocation: its tables start empty. */
     g_ranges = NULL;
@@ -887,8 +971,10 @@ static void phys_maybe_free(sim_phys_t *ph) /* lock held */
 {
     if (ph->handles > 0 || ph->maps > 0)
         return;
-    sim_dc_backing_put(ph->backing);
-    close(ph->fd);
+    if (!pool_put(ph)) {
+        sim_dc_backing_put(ph->backing);
+        close(ph->fd);
+    }
     if (ph->accounted)
         sim_cap_give(ph->phys_dev, ph->accounted);
     free(ph);
@@ -1010,9 +1096,14 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     else
         snprintf(name, sizeof(name), "simcuda:host");
     sim_phys_t *ph = calloc(1, sizeof(*ph));
-    int fd = memfd_create(name, MFD_CLOEXEC);
-    int b = -1;
-    if (ph && fd >= 0 && ftruncate(fd, (off_t)size) == 0)
+    int fd = -1, b = -1, kept = 0;
+    if (ph && d) {
+        pthread_mutex_lock(&g_mem_mu);
+        kept = pool_take(d->phys, size, &fd, &b);
+        pthread_mutex_unlock(&g_mem_mu);
+    }
+    if (ph && !kept && (fd = memfd_create(name, MFD_CLOEXEC)) >= 0 &&
+        ftruncate(fd, (off_t)size) == 0)
         b = sim_dc_backing_add(fd);
     if (b < 0) {
         free(ph);
@@ -1316,6 +1407,7 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
         goto out;
     }
     *(int *)shareableHandle = fd;
+    ph->shared = 1;
 out:
     pthread_mutex_unlock(&g_mem_mu);
     return res;
@@ -1377,6 +1469,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     ph->dev = host ? -1 : dev;
     ph->phys_dev = host ? -1 : phys;
     ph->handles = 1;
+    ph->shared = 1;
     ph->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     ph->prop.location.type = host ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_DEVICE;
     ph->prop.location.id = host ? 0 : dev;

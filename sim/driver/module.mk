@@ -3,7 +3,7 @@
 # (tests/clients/cuda_client.c) and the es-devices demo (examples/devices.c).
 
 SIMDRV_SRCS := driver device context stream capacity memory module procs legacy unsupported \
-    devclient chaos arch capture
+    devclient chaos arch capture memop
 SIMDRV_OBJS := $(patsubst %,$(B)/obj/sim/driver/%.o,$(SIMDRV_SRCS))
 SIMCUDA_LIB := $(B)/sim/libcuda.so.1
 # The device server (SIMCUDA_ISOLATION=1), found beside libcuda.so.1.
@@ -13,7 +13,7 @@ ALL += $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(SIMCUDA_GPU) $(B)/sim/twins/libsimtw
     $(B)/tests/sim_driver/kernels.fatbin $(B)/bin/es-devices
 TESTS += $(B)/tests/sim_driver_test $(B)/tests/sim_vmm_test $(B)/tests/sim_kernel_test \
     $(B)/tests/sim_iso_test $(B)/tests/sim_chaos_test $(B)/tests/cuda_client_test \
-    $(B)/tests/sim_cudart_test $(B)/tests/sim_capture_test
+    $(B)/tests/sim_cudart_test $(B)/tests/sim_capture_test $(B)/tests/sim_memop_test
 
 # -Bsymbolic-functions: calls and function addresses inside the library (the
 # cuGetProcAddress table, _ptsz wrappers) bind to its own definitions, never
@@ -113,6 +113,11 @@ $(B)/tests/sim_chaos_test: $(B)/obj/tests/sim_driver/chaos_test.o $(B)/obj/tests
 $(B)/tests/sim_capture_test: $(B)/obj/tests/sim_driver/capture_test.o $(B)/obj/tests/sim_driver/common.o \
     $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/sim/twins/libsimtwin_simtest.so \
     $(B)/tests/sim_driver/kernels.fatbin
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
+
+$(B)/tests/sim_memop_test: $(B)/obj/tests/sim_driver/memop_test.o $(B)/obj/tests/sim_driver/common.o \
+    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(SIMCUDA_GPU)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
 

@@ -139,6 +139,11 @@
     X(cuStreamGetDevice, 12080, cuStreamGetDevice, cuStreamGetDevice_ptsz)               \
     X(cuStreamAddCallback, 5000, cuStreamAddCallback, cuStreamAddCallback_ptsz)          \
     X(cuLaunchHostFunc, 10000, cuLaunchHostFunc, cuLaunchHostFunc_ptsz)                  \
+    X(cuStreamWaitValue32, 11070, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2_ptsz)    \
+    X(cuStreamWaitValue64, 11070, cuStreamWaitValue64_v2, cuStreamWaitValue64_v2_ptsz)    \
+    X(cuStreamWriteValue32, 11070, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz) \
+    X(cuStreamWriteValue64, 11070, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2_ptsz) \
+    X(cuStreamBatchMemOp, 11070, cuStreamBatchMemOp_v2, cuStreamBatchMemOp_v2_ptsz)      \
     SIM_CAPTURE_PROCS(X)                                                                 \
     X(cuEventCreate, 2000, cuEventCreate, NOPT)                                          \
     X(cuEventRecord, 2000, cuEventRecord, cuEventRecord_ptsz)                            \

@@ -272,6 +272,13 @@ static void exec_op(sim_stream_t *s, sim_op_t *op, int held)
     case SIM_OP_FREE:
         sim_mem_free_now(op->u.fr.p);
         break;
+    case SIM_OP_MEMOP: {
+        /* After a sticky error no device work runs any more. */
+        CUresult r = sticky ? CUDA_SUCCESS : sim_memop_run(s, op);
+        if (r != CUDA_SUCCESS)
+            sim_set_sticky(r);
+        break;
+    }
     default:
         break;
     }
@@ -896,6 +903,8 @@ CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
         return r;
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_trace_on())
+        sim_trace("host function enqueued on stream %llu", s->id);
     sim_op_t *op = sim_op_alloc(s);
     op->type = SIM_OP_HOST;
     op->u.host.fn = fn;

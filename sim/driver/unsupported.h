@@ -87,11 +87,6 @@
     U(cuGraphAddNode, 12030,                                                            \
       cuGraphAddNode_v2)                                                                \
     UP(cuGraphUpload, 11010, cuGraphUpload, cuGraphUpload_ptsz)                         \
-    UP(cuStreamWriteValue32, 11070, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz) \
-    UP(cuStreamWaitValue32, 11070, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2_ptsz) \
-    UP(cuStreamWriteValue64, 11070, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2_ptsz) \
-    UP(cuStreamWaitValue64, 11070, cuStreamWaitValue64_v2, cuStreamWaitValue64_v2_ptsz) \
-    UP(cuStreamBatchMemOp, 11070, cuStreamBatchMemOp_v2, cuStreamBatchMemOp_v2_ptsz)   \
     UP(cuStreamAttachMemAsync, 6000, cuStreamAttachMemAsync, cuStreamAttachMemAsync_ptsz) \
     UP(cuStreamCopyAttributes, 11000, cuStreamCopyAttributes, cuStreamCopyAttributes_ptsz) \
     UP(cuStreamGetAttribute, 11000, cuStreamGetAttribute, cuStreamGetAttribute_ptsz)   \

@@ -39,6 +39,9 @@
  *            Every rank then synchronises its stream and compares its
  *            pinned result bit for bit with the sum folded in rank order
  *            here
+ *            While its stream waits, rank 0 runs a host function on
+ *            another stream of its context and synchronises that stream: it
+ *            completes (host callbacks are not held up by the collective)
  *   order-blocking  the same with rank 0 synchronising its stream right
  *            after the all-reduce, as a collective that blocked would
  *            (the test's own negative control: it must fail, the peers
@@ -657,6 +660,11 @@ static int mode_fault(ncclComm_t comm, CUstream st)
 
 /* ---- stream order --------------------------------------------------------------- */
 
+static void CUDA_CB host_mark(void *p)
+{
+    __atomic_store_n((volatile int *)p, 1, __ATOMIC_RELEASE);
+}
+
 static int mode_order(ncclComm_t comm, CUstream st, int blocking)
 {
     const size_t C = 3 * 65536 + 7; /* floats: several staging chunks */
@@ -697,10 +705,31 @@ static int mode_order(ncclComm_t comm, CUstream st, int blocking)
         /* no peer has called: the all-reduce, and the copy after it,
          * cannot be done */
         CUresult q = cuStreamQuery(st);
+        /* while it waits for its peers, host functions of the process
+         * still run: one on another stream of the context completes */
+        CUresult h = CUDA_SUCCESS, q2 = CUDA_SUCCESS;
+        volatile int ran = 0;
+        CUstream other;
+        if (!blocking) {
+            h = cuStreamCreate(&other, CU_STREAM_NON_BLOCKING);
+            if (h == CUDA_SUCCESS)
+                h = cuLaunchHostFunc(other, host_mark, (void *)&ran);
+            if (h == CUDA_SUCCESS)
+                h = cuStreamSynchronize(other);
+            q2 = cuStreamQuery(st);
+            if (h == CUDA_SUCCESS)
+                h = cuStreamDestroy(other);
+        }
         __atomic_store_n(&g_sh->called, 1, __ATOMIC_RELEASE);
         if (q != CUDA_ERROR_NOT_READY)
             FAILF("rank 0's stream is %d, not CUDA_ERROR_NOT_READY, before the peers called",
                   (int)q);
+        if (!blocking && (h != CUDA_SUCCESS || !ran))
+            FAILF("a host function on another stream did not run while the all-reduce waited "
+                  "(CUresult %d)", (int)h);
+        if (!blocking && q2 != CUDA_ERROR_NOT_READY)
+            FAILF("rank 0's stream is %d, not CUDA_ERROR_NOT_READY, after the other stream's "
+                  "host function", (int)q2);
     }
     CU(cuStreamSynchronize(st));
     for (size_t i = 0; i < C; i++) {

@@ -50,7 +50,11 @@
  *    before any peer has called (the peers call only after it returned;
  *    a blocking call would leave them waiting until they give up), its
  *    stream is then not done, and a later async copy on that stream
- *    sees the rank-ordered sum. Negative controls: "order-blocking"
+ *    sees the rank-ordered sum; while it waits, a host function rank 0
+ *    launches on another stream runs. Under simcuda's trace, the device
+ *    transport's runs enqueue no host function but that one (ordering
+ *    between ranks is stream memory operations), the host transport's
+ *    many. Negative controls: "order-blocking"
  *    (rank 0 blocks on its stream after the call) fails on the peers'
  *    wait; without the shim (4 GPUs) the sums are not rank-ordered.
  */
@@ -710,8 +714,11 @@ static void test_fault_abort(void **state)
 static void test_fault_timeout(void **state)
 {
     (void)state;
-    /* rank 1 alive but away for 5 s; EASYSCALE_COLL_TIMEOUT=1 */
+    /* rank 1 alive but away for 5 s; EASYSCALE_COLL_TIMEOUT=1 (the device
+     * transport: its watchdog ends the waits on the device) */
     fault_run("timeout", "second allreduce: unhandled system error", 3, NULL);
+    fault_run("timeout", "second allreduce: unhandled system error", 3,
+              "EASYSCALE_COLL_TRANSPORT=device");
 }
 
 /* A rank that dies before the others joined leaves the rendezvous
@@ -796,7 +803,7 @@ static void test_stream_order(void **state)
         char *env[] = { "SIMCUDA_DEVICES=" TWO, "CUDA_VISIBLE_DEVICES=", "LOCAL_WORLD_SIZE=",
                         "LOCAL_RANK=", g_pre, "EASYSCALE_LOG=info", "EASYSCALE_COLL_CHUNK=65536",
                         (char *)runs[i].tp, dev ? "EASYSCALE_MOVE=off" : "EASYSCALE_MOVE=",
-                        (char *)runs[i].x, NULL };
+                        "SIMCUDA_TRACE=1", (char *)runs[i].x, NULL };
         es_proc_result_t r;
         assert_int_equal(es_run(argv, env, TIMEOUT, &r), 0);
         expect_client(&r, 4, runs[i].tp);
@@ -805,6 +812,18 @@ static void test_stream_order(void **state)
             fprintf(stderr, "---- %s: not 4 \"%s\" ----\n%s\n", runs[i].tp, runs[i].said,
                     r.out);
         assert_int_equal(count_of(r.out, runs[i].said), 4);
+        /* Ordering on the device: with the device transport the only host
+         * function of the run is the one rank 0 launches itself (on
+         * another stream, while its all-reduce waits); the host
+         * transport's steps are host functions on the collective's stream
+         * (the check's negative control). simcuda's trace logs each. */
+        int hostfns = count_of(r.out, "simcuda trace: host function enqueued on stream");
+        if (dev ? hostfns != 1 : hostfns <= 4)
+            fprintf(stderr, "---- %s: %d host functions ----\n%s\n", runs[i].tp, hostfns, r.out);
+        if (dev)
+            assert_int_equal(hostfns, 1);
+        else
+            assert_true(hostfns > 4);
         es_proc_result_free(&r);
     }
     /* Negative control: rank 0 blocks on its stream after the call (what a

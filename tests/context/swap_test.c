@@ -186,6 +186,18 @@ static void test_out_and_back_same_device(void **state)
     assert_int_equal(ct_used(0) - base, bytes);
     assert_int_equal(es_swap_in(0, 0, &st, msg, sizeof(msg)), -EALREADY);
     est_check(&e, 0);
+    /* the host copies are pinned VMM host memory granted to device 0, never
+     * registered (a registration is the context's, redone after each move) */
+    int n = 0;
+    for (es_phys_t *ph = es_memreg_first(0); ph; ph = ph->next, n++) {
+        assert_true(ph->park_h != 0);
+        assert_int_equal(ph->park_registered, 0);
+        assert_int_equal(ph->park_devs, 1);
+        CUmemAllocationProp pr;
+        CK(cuMemGetAllocationPropertiesFromHandle(&pr, (CUmemGenericAllocationHandle)ph->park_h));
+        assert_int_equal(pr.location.type, CU_MEM_LOCATION_TYPE_HOST);
+    }
+    assert_true(n > 0);
 }
 
 static void test_out_and_in_on_another_device(void **state)

@@ -6,7 +6,8 @@
  * they are parked (each yields at the collective, takes part from its host
  * copies, and comes back at its next turn with the sum, folded in rank
  * order, on the device). The negative control keeps the ESTs resident: the
- * second one finds no memory. */
+ * second one finds no memory. A dynamic rotation (a running job's) skips
+ * the turn of a member that has not entered and agrees on a switch point. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -121,6 +122,54 @@ static void run_rotation(int die_at)
             _exit(rotate_child(ranks[i], die_at));
     }
     assert_int_equal(wait_all(pids, N), 0);
+}
+
+/* A dynamic rotation (a running job's, started by the controller): a
+ * member that has not entered holds no turn, the switch point is the
+ * latest collective offered, and a fixed rotation of the same name is
+ * another kind. (In a fixed rotation the holder that has not joined is
+ * waited for: test_join_checks.) */
+static void test_dynamic_rotation(void **state)
+{
+    (void)state;
+    new_job("dyn");
+    const int three[3] = { 2, 0, 1 };
+    es_tslice_t *t0, *t1, *t2, *f;
+    uint64_t at = 0;
+    assert_int_equal(es_tslice_join_dynamic(&t0, job, 0, 0, three, 3), 0);
+    assert_int_equal(es_tslice_join_dynamic(&t1, job, 0, 1, three, 3), 0);
+    assert_int_equal(es_tslice_join_dynamic(&t2, job, 0, 2, three, 3), 0);
+    assert_true(es_tslice_dynamic(t0));
+    assert_int_equal(es_tslice_join(&f, job, 0, 1, three, 3), -EPROTO);
+    /* the switch point: once every member offered, the latest */
+    assert_int_equal(es_tslice_switch_at(t0, &at), -EAGAIN);
+    assert_int_equal(es_tslice_offer(t0, 5), 0);
+    assert_int_equal(es_tslice_offer(t1, 7), 0);
+    assert_int_equal(es_tslice_switch_at(t2, &at), -EAGAIN);
+    assert_int_equal(es_tslice_offer(t2, 6), 0);
+    assert_int_equal(es_tslice_switch_at(t2, &at), 0);
+    assert_int_equal(at, 7);
+    /* rank 1 enters first: rank 0's turn is skipped, not waited for */
+    assert_int_equal(es_tslice_enter(t1), 0);
+    assert_int_equal(es_tslice_enter(t1), -EALREADY);
+    assert_false(es_tslice_mine(t1));
+    assert_int_equal(es_tslice_wait(t1, 1000), 0);
+    assert_true(es_tslice_mine(t1));
+    /* alone: the turn stays */
+    assert_int_equal(es_tslice_pass(t1), 0);
+    assert_true(es_tslice_mine(t1));
+    /* rank 0 enters: the next pass is its (rank 2 has not entered) */
+    assert_int_equal(es_tslice_enter(t0), 0);
+    assert_int_equal(es_tslice_pass(t1), 0);
+    assert_true(es_tslice_mine(t0));
+    assert_int_equal(es_tslice_wait(t0, 0), 0);
+    es_tslice_leave(t2); /* never entered */
+    es_tslice_leave(t0); /* passes to rank 1 */
+    assert_true(es_tslice_mine(t1));
+    es_tslice_leave(t1); /* the last: the segment goes */
+    char path[160];
+    snprintf(path, sizeof(path), "/dev/shm/easyscale-ts-%u-%s-0", (unsigned)getuid(), job);
+    assert_int_equal(access(path, F_OK), -1);
 }
 
 static void test_turns_in_rank_order(void **state)
@@ -393,6 +442,7 @@ int main(void)
     cl = mmap(NULL, sizeof(*cl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_join_checks),
+        cmocka_unit_test(test_dynamic_rotation),
         cmocka_unit_test(test_turns_in_rank_order),
         cmocka_unit_test(test_dead_holder_is_skipped),
         cmocka_unit_test(test_four_ests_on_one_gpu),

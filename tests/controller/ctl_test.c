@@ -838,10 +838,12 @@ static void test_bad_frames(void **state)
     b[0] = 'X';
     expect_closed(sock, b, n);
     b[0] = 'E';
-    /* another version */
+    /* another version: a newer one, and an older release's (1) */
     b[4] = 9;
     expect_closed(sock, b, n);
     b[4] = 1;
+    expect_closed(sock, b, n);
+    b[4] = (uint8_t)ES_PROTO_VERSION;
     /* an unknown type */
     b[6] = 42;
     expect_closed(sock, b, n);
@@ -920,6 +922,10 @@ static void test_bad_frames(void **state)
     char *out = bg_output(&job);
     assert_non_null(strstr(out, "bad magic (not an easyscale control frame)"));
     assert_non_null(strstr(out, "unsupported protocol version"));
+    char vline[160];
+    snprintf(vline, sizeof(vline), "refused: it speaks control protocol version 1, this "
+             "controller %u", ES_PROTO_VERSION);
+    assert_non_null(strstr(out, vline));
     assert_non_null(strstr(out, "frame over the size limit"));
     assert_true(count(out, "unknown, unexpected or malformed message") >= 3);
     assert_non_null(strstr(out, "refusing a registration: rank 5 of 1"));
@@ -1120,6 +1126,143 @@ static void test_scale_refused(void **state)
     assert_int_equal(bg_wait(&job, T_JOB), 0);
     char *out = bg_output(&job);
     assert_int_equal(count(out, "fake_est: rank"), 3); /* 1 move + 2 "done" lines */
+    free(out);
+}
+
+/* easyscale-ctl timeslice: what it refuses (exit 2 usage and bad input, 1
+ * what cannot be done now), then a rotation started and ended with the
+ * stand-in ESTs' answers, re-learned by a controller restarted meanwhile,
+ * the job's other moves refused while it lasts. */
+static void test_timeslice_commands(void **state)
+{
+    (void)state;
+    char sock[300], missing[320];
+    sock_path(sock, sizeof(sock), "tslice");
+    snprintf(missing, sizeof(missing), "%s/none.sock", g_tmp);
+    char *env[] = { "SIMCUDA_DEVICES=a100:16G,a100:16G,t4:4G", NULL };
+    es_proc_result_t r;
+    /* no job */
+    assert_int_equal(ctl(&r, NULL, "timeslice", "0", "--socket", missing, NULL), 1);
+    assert_non_null(strstr(r.out, "easyscale-ctl: "));
+    es_proc_result_free(&r);
+
+    bg_t job;
+    start_fake_job(&job, env, sock, 4, (const char *[]){ "--gpus", "0,1", "--est-memory", "5G", NULL },
+                   (const char *[]){ "--run-ms", "20000", "--hb-ms", "50", "--mem", "5368709120",
+                                     NULL });
+    char *j = wait_registered(sock, 4, 0, 30);
+    /* ESTs 0,1 on GPU 0 and 2,3 on GPU 1 */
+    assert_int_equal(jint(jest(j, 0), "gpu", -1), 0);
+    assert_int_equal(jint(jest(j, 1), "gpu", -1), 0);
+    assert_int_equal(jint(jest(j, 3), "gpu", -1), 1);
+    free(j);
+    /* usage */
+    assert_int_equal(ctl(&r, NULL, "timeslice", "--socket", sock, NULL), 2);
+    es_proc_result_free(&r);
+    assert_int_equal(ctl(&r, NULL, "timeslice", "0", "--off", "--socket", sock, NULL), 2);
+    assert_non_null(strstr(r.out, "--off takes no GPU and no --ranks"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl(&r, NULL, "timeslice", "--help", NULL), 0);
+    assert_non_null(strstr(r.out, "usage: easyscale-ctl timeslice GPU [--ranks LIST]"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl(&r, NULL, "migrate", "1", "--gpu", "0", "--ranks", "1", NULL), 2);
+    es_proc_result_free(&r);
+    /* bad ranks: not in the job, out of order, malformed */
+    assert_int_equal(ctl(&r, NULL, "timeslice", "0", "--ranks", "0,9", "--socket", sock, NULL), 2);
+    assert_non_null(strstr(r.out, "no EST 9 (the job has 4)"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl(&r, NULL, "timeslice", "0", "--ranks", "1,0", "--socket", sock, NULL), 2);
+    assert_non_null(strstr(r.out, "ascending order"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl(&r, NULL, "timeslice", "0", "--ranks", "1,x", "--socket", sock, NULL), 2);
+    assert_non_null(strstr(r.out, "bad rank list"));
+    es_proc_result_free(&r);
+    /* unknown GPU, a GPU not the job's, one EST, nothing to end */
+    assert_int_equal(ctl(&r, NULL, "timeslice", "7", "--socket", sock, NULL), 1);
+    assert_non_null(strstr(r.out, "no such GPU \"7\""));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl(&r, NULL, "timeslice", "2", "--socket", sock, NULL), 1);
+    assert_non_null(strstr(r.out, "GPU 2 is not one of the job's (grant it first)"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl(&r, NULL, "timeslice", "0", "--ranks", "3", "--socket", sock, NULL), 1);
+    assert_non_null(strstr(r.out, "one EST takes no turns"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl(&r, NULL, "timeslice", "--off", "--socket", sock, NULL), 1);
+    assert_non_null(strstr(r.out, "the job is not time-sliced"));
+    es_proc_result_free(&r);
+    /* a parked EST reaches no collective: swap it in first */
+    assert_int_equal(ctl(&r, NULL, "swap-out", "3", "--socket", sock, NULL), 0);
+    es_proc_result_free(&r);
+    assert_int_equal(ctl(&r, NULL, "timeslice", "1", "--ranks", "2,3", "--socket", sock, NULL), 1);
+    assert_non_null(strstr(r.out, "EST 3 is swapped out (swap it in first"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl(&r, NULL, "swap-in", "3", "--gpu", "1", "--socket", sock, NULL), 0);
+    es_proc_result_free(&r);
+    /* memory: the T4 holds no EST of 5 GiB, even one at a time */
+    assert_int_equal(ctl(&r, NULL, "grant", "2", "--socket", sock, NULL), 0);
+    es_proc_result_free(&r);
+    j = status_json(sock);
+    long epoch0 = jint(j, "epoch", -1);
+    free(j);
+    assert_int_equal(ctl(&r, NULL, "timeslice", "2", "--ranks", "2,3", "--socket", sock, NULL), 1);
+    assert_non_null(strstr(r.out, "timeslice refused: GPU 2 has 4.00 GiB; one EST of 5.00 GiB at a "
+                                  "time beside the 0 others there would not fit; nothing moved"));
+    es_proc_result_free(&r);
+    j = status_json(sock);
+    assert_int_equal(jint(j, "epoch", -1), epoch0); /* nothing was sent */
+    free(j);
+    /* a rotation: the ESTs on GPU 0 by default */
+    assert_int_equal(ctl(&r, NULL, "timeslice", "0", "--socket", sock, NULL), 0);
+    assert_non_null(strstr(r.out, "time-slice ESTs 0,1 on GPU 0: done"));
+    assert_non_null(strstr(r.out, "rank 1: time-slice 0 -> 0: ok"));
+    es_proc_result_free(&r);
+    j = status_json(sock);
+    char st[32];
+    assert_non_null(jstr(jest(j, 0), "state", st, sizeof(st)));
+    assert_string_equal(st, "time-sliced");
+    assert_non_null(jstr(jest(j, 2), "state", st, sizeof(st)));
+    assert_string_equal(st, "running");
+    assert_non_null(strstr(j, "\"rotation\":{\"gpu\":0,\"ranks\":[0,1]}"));
+    long daemon = jint(j, "daemon_pid", -1);
+    free(j);
+    /* the controller killed: the next one re-learns the rotation from the
+     * ESTs' registrations */
+    assert_int_equal(kill((pid_t)daemon, SIGKILL), 0);
+    j = NULL;
+    for (int i = 0; i < 100; i++) {
+        free(j);
+        j = status_json(sock);
+        long d2 = jint(j, "daemon_pid", -1);
+        if (d2 > 0 && d2 != daemon && jint(j, "registered", 0) == 4)
+            break;
+        msleep(100);
+    }
+    assert_int_equal(jint(j, "registered", 0), 4);
+    assert_non_null(strstr(j, "\"rotation\":{\"gpu\":0,\"ranks\":[0,1]}"));
+    assert_non_null(jstr(jest(j, 1), "state", st, sizeof(st)));
+    assert_string_equal(st, "time-sliced");
+    free(j);
+    /* meanwhile the job's other moves are refused, and a second rotation */
+    assert_int_equal(ctl(&r, NULL, "migrate", "2", "--gpu", "0", "--socket", sock, NULL), 1);
+    assert_non_null(strstr(r.out, "busy: the job is time-sliced on GPU 0"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl(&r, NULL, "timeslice", "1", "--socket", sock, NULL), 1);
+    assert_non_null(strstr(r.out, "time-sliced on GPU 0 already"));
+    es_proc_result_free(&r);
+    /* ended: 0 and 1 placed without turns (both on GPU 0 again: 2 and 3 stay) */
+    assert_int_equal(ctl(&r, NULL, "timeslice", "--off", "--socket", sock, NULL), 0);
+    assert_non_null(strstr(r.out, "end time-slicing on GPU 0: done"));
+    es_proc_result_free(&r);
+    j = status_json(sock);
+    assert_non_null(jstr(jest(j, 0), "state", st, sizeof(st)));
+    assert_string_equal(st, "running");
+    assert_non_null(strstr(j, "\"rotation\":null"));
+    free(j);
+    assert_int_equal(bg_wait(&job, T_JOB), 0);
+    char *out = bg_output(&job);
+    assert_int_equal(count(out, ": time-slice -> "), 2);
+    assert_int_equal(count(out, ": swap-out -> host: ok"), 1);
+    assert_int_equal(count(out, ": end time-slicing -> "), 2);
     free(out);
 }
 
@@ -1687,6 +1830,7 @@ int main(void)
         cmocka_unit_test(test_other_uid),
         cmocka_unit_test(test_scale_refused),
         cmocka_unit_test(test_scale_moves),
+        cmocka_unit_test(test_timeslice_commands),
         cmocka_unit_test(test_placement_by_speed),
         cmocka_unit_test(test_moves_of_ests_without_gpu_state),
         cmocka_unit_test(test_unresponsive),

@@ -34,6 +34,7 @@ static const char *opt_move = "ok", *opt_wait_list;
 static int rank, world;
 static char slot[ES_PROTO_SLOT_MAX + 1];
 static uint64_t step, epoch;
+static int time_sliced; /* joined a rotation (told by the controller) */
 
 static long long now_ms(void)
 {
@@ -73,6 +74,7 @@ static int session(int fd, long long end)
     m.u.reg.step = step;
     m.u.reg.epoch = epoch;
     m.u.reg.mem_bytes = opt_mem;
+    m.u.reg.flags = time_sliced ? ES_REG_TIME_SLICED : 0;
     snprintf(m.u.reg.slot, sizeof(m.u.reg.slot), "%s", slot);
     snprintf(m.u.reg.host, sizeof(m.u.reg.host), "fake");
     if (send_msg(fd, &m) < 0)
@@ -116,7 +118,10 @@ static int session(int fd, long long end)
         }
         if (in.type != ES_MSG_MOVE || strcmp(opt_move, "hang") == 0)
             continue;
-        static const char *const ops[] = { "?", "place", "migrate", "swap-out", "swap-in" };
+        static const char *const ops[] = { "?",       "place",      "migrate",
+                                           "swap-out", "swap-in",    "time-slice",
+                                           "end time-slicing" };
+        _Static_assert(sizeof(ops) / sizeof(ops[0]) == ES_MOVE_NOPS, "a name per op");
         es_proto_msg_t a = { .type = ES_MSG_ACK };
         a.u.ack.op = in.u.move.op;
         a.u.ack.epoch = in.u.move.epoch;
@@ -124,6 +129,8 @@ static int session(int fd, long long end)
             snprintf(slot, sizeof(slot), "%s",
                      in.u.move.op == ES_MOVE_SWAP_OUT ? "host" : in.u.move.slot);
             epoch = in.u.move.epoch;
+            if (in.u.move.op == ES_MOVE_TS_JOIN || in.u.move.op == ES_MOVE_TS_LEAVE)
+                time_sliced = in.u.move.op == ES_MOVE_TS_JOIN;
             a.u.ack.total_ns = 1000000;
             a.u.ack.bytes = opt_mem;
         } else {
@@ -131,7 +138,7 @@ static int session(int fd, long long end)
             snprintf(a.u.ack.reason, sizeof(a.u.ack.reason), "fake_est: refused on purpose");
         }
         snprintf(a.u.ack.slot, sizeof(a.u.ack.slot), "%s", slot);
-        printf("fake_est: rank %d: %s -> %s: %s\n", rank, ops[in.u.move.op < 5 ? in.u.move.op : 0],
+        printf("fake_est: rank %d: %s -> %s: %s\n", rank, ops[in.u.move.op < ES_MOVE_NOPS ? in.u.move.op : 0],
                in.u.move.slot[0] ? in.u.move.slot : "host", a.u.ack.result ? "refused" : "ok");
         fflush(stdout);
         if (send_msg(fd, &a) < 0)

@@ -70,6 +70,13 @@ int main(int argc, char **argv)
     strcpy(m.u.move.slot, "GPU-a9a57be3-4a8a-4caa-9893-de3201f72ae9");
     rc |= es_proto_encode(&m, b + n1, sizeof(b) - n1, &n);
     rc |= put(argv[1], "welcome-move", 1, b, n1 + n);
+    m.u.move.op = ES_MOVE_TS_JOIN; /* a time-slice join: the rank list */
+    m.u.move.nranks = 3;
+    m.u.move.ranks[0] = 0;
+    m.u.move.ranks[1] = 2;
+    m.u.move.ranks[2] = 3;
+    rc |= es_proto_encode(&m, b, sizeof(b), &n);
+    rc |= put(argv[1], "move-tslice", 1, b, n);
     memset(&m, 0, sizeof(m));
     m.type = ES_MSG_REPLY;
     m.u.reply.text = "{\"job\":1}\n";

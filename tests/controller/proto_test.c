@@ -161,18 +161,28 @@ static void test_wire_layout(void **state)
     m.u.move.epoch = 0x1122334455667788ull;
     strcpy(m.u.move.slot, "ab");
     size_t n = enc(&m, b, sizeof(b));
-    /* header: "ESC1", version 1, type 3, length, seq; all little-endian */
-    static const uint8_t hdr[16] = { 'E', 'S', 'C', '1', 1, 0, 3, 0, 4 + 8 + 2 + 2, 0, 0, 0,
+    /* header: "ESC1", version 2, type 3, length, seq; all little-endian */
+    static const uint8_t hdr[16] = { 'E', 'S', 'C', '1', 2, 0, 3, 0, 4 + 8 + 2 + 2 + 4, 0, 0, 0,
                                      4, 3, 2, 1 };
     assert_memory_equal(b, hdr, 16);
-    static const uint8_t body[16] = { 1, 0, 0, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
-                                      2, 0, 'a', 'b' };
-    assert_int_equal(n, 32);
-    assert_memory_equal(b + 16, body, 16);
+    static const uint8_t body[20] = { 1, 0, 0, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
+                                      2, 0, 'a', 'b', 0, 0, 0, 0 };
+    assert_int_equal(n, 36);
+    assert_memory_equal(b + 16, body, 20);
+    /* a time-slice join: the rank list after the slot (count, then each) */
+    m.u.move.op = ES_MOVE_TS_JOIN;
+    m.u.move.nranks = 2;
+    m.u.move.ranks[0] = 2;
+    m.u.move.ranks[1] = 0x0103;
+    n = enc(&m, b, sizeof(b));
+    static const uint8_t tail[12] = { 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 0, 0 };
+    assert_int_equal(n, 44);
+    assert_int_equal(b[16], ES_MOVE_TS_JOIN);
+    assert_memory_equal(b + 32, tail, 12);
     /* the auth block: "ESA1", version, length, zero-padded token */
     uint8_t a[ES_PROTO_AUTH_SIZE];
     assert_int_equal(es_proto_auth_encode("0123456789abcdef", a), 0);
-    assert_memory_equal(a, "ESA1\x01\x00\x10\x00" "0123456789abcdef", 24);
+    assert_memory_equal(a, "ESA1\x02\x00\x10\x00" "0123456789abcdef", 24);
     for (size_t i = 24; i < sizeof(a); i++)
         assert_int_equal(a[i], 0);
 }
@@ -189,7 +199,11 @@ static void test_bad_frames(void **state)
     c[0] = 'X'; /* magic */
     assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTO);
     memcpy(c, b, n);
-    c[4] = 2; /* version */
+    c[4] = 1; /* version 1: a peer of an older release */
+    assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTONOSUPPORT);
+    assert_int_equal(h.version, 1);
+    assert_non_null(strstr(es_proto_strerror(-EPROTONOSUPPORT), "one build"));
+    c[4] = 3;
     assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTONOSUPPORT);
     memcpy(c, b, n);
     c[6] = 99; /* unknown type */
@@ -266,6 +280,77 @@ static void test_bad_frames(void **state)
     assert_int_equal(es_proto_encode(&m, b, sizeof(b), &len), -EINVAL);
     m = (es_proto_msg_t){ .type = ES_MSG_MOVE };
     assert_int_equal(es_proto_encode(&m, b, sizeof(b), &len), -EINVAL); /* op 0 */
+}
+
+/* MOVE's rank list: a join names 2..ES_PROTO_TS_MAX ascending ranks, every
+ * other op none; anything else is refused both ways. */
+static void test_move_ranks(void **state)
+{
+    (void)state;
+    uint8_t b[2048];
+    size_t len;
+    es_proto_msg_t m = { .type = ES_MSG_MOVE, .seq = 9 }, d;
+    m.u.move.op = ES_MOVE_TS_JOIN;
+    m.u.move.epoch = 7;
+    strcpy(m.u.move.slot, "GPU-a9a57be3-4a8a-4caa-9893-de3201f72ae9");
+    m.u.move.nranks = ES_PROTO_TS_MAX;
+    for (uint32_t i = 0; i < ES_PROTO_TS_MAX; i++)
+        m.u.move.ranks[i] = 3 * i;
+    size_t n = enc(&m, b, sizeof(b));
+    assert_int_equal(n, ES_PROTO_HDR_SIZE + es_proto_max_len(ES_MSG_MOVE) -
+                            (ES_PROTO_SLOT_MAX - strlen(m.u.move.slot)));
+    assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_EST, &d), 0);
+    assert_int_equal(d.u.move.op, ES_MOVE_TS_JOIN);
+    assert_int_equal(d.u.move.nranks, ES_PROTO_TS_MAX);
+    assert_int_equal(d.u.move.ranks[ES_PROTO_TS_MAX - 1], 3 * (ES_PROTO_TS_MAX - 1));
+    /* the encoder refuses: one rank, a repeat, descending, too many, a
+     * list on another op */
+    m.u.move.nranks = 1;
+    assert_int_equal(es_proto_encode(&m, b, sizeof(b), &len), -EINVAL);
+    m.u.move.nranks = 2;
+    m.u.move.ranks[1] = 0;
+    assert_int_equal(es_proto_encode(&m, b, sizeof(b), &len), -EINVAL);
+    m.u.move.ranks[0] = 5;
+    m.u.move.ranks[1] = 4;
+    assert_int_equal(es_proto_encode(&m, b, sizeof(b), &len), -EINVAL);
+    m.u.move.nranks = ES_PROTO_TS_MAX + 1;
+    assert_int_equal(es_proto_encode(&m, b, sizeof(b), &len), -EINVAL);
+    m.u.move.op = ES_MOVE_TS_LEAVE;
+    m.u.move.nranks = 2;
+    m.u.move.ranks[0] = 1;
+    m.u.move.ranks[1] = 2;
+    assert_int_equal(es_proto_encode(&m, b, sizeof(b), &len), -EINVAL);
+    m.u.move.nranks = 0;
+    n = enc(&m, b, sizeof(b));
+    assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_EST, &d), 0);
+    assert_int_equal(d.u.move.op, ES_MOVE_TS_LEAVE);
+    /* the decoder too: a valid join, then its list made descending on the
+     * wire; then a count over the limit; then a leave with a list */
+    m.u.move.op = ES_MOVE_TS_JOIN;
+    m.u.move.nranks = 2;
+    n = enc(&m, b, sizeof(b));
+    assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_EST, &d), 0);
+    b[n - 8] = 9; /* ranks 9, 2 */
+    assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_EST, &d), -EBADMSG);
+    b[n - 8] = 1;
+    size_t cnt = n - 12; /* the count's offset */
+    b[cnt] = ES_PROTO_TS_MAX + 1;
+    assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_EST, &d), -EBADMSG);
+    b[cnt] = 2;
+    b[ES_PROTO_HDR_SIZE] = ES_MOVE_TS_LEAVE;
+    assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_EST, &d), -EBADMSG);
+    b[ES_PROTO_HDR_SIZE] = ES_MOVE_NOPS; /* an op this build does not know */
+    assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_EST, &d), -EBADMSG);
+
+    /* REGISTER's flags: a member of a rotation says so; no other bit */
+    es_proto_msg_t g = { .type = ES_MSG_REGISTER };
+    g.u.reg.world = 4;
+    g.u.reg.flags = ES_REG_TIME_SLICED;
+    n = enc(&g, b, sizeof(b));
+    assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_DAEMON, &d), 0);
+    assert_int_equal(d.u.reg.flags, ES_REG_TIME_SLICED);
+    b[ES_PROTO_HDR_SIZE + 12] |= 2; /* flags: the fourth field */
+    assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_DAEMON, &d), -EBADMSG);
 }
 
 static void test_reader(void **state)
@@ -508,6 +593,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),   cmocka_unit_test(test_wire_layout),
         cmocka_unit_test(test_bad_frames),  cmocka_unit_test(test_reader),
+        cmocka_unit_test(test_move_ranks),
         cmocka_unit_test(test_token),       cmocka_unit_test(test_peer_check),
         cmocka_unit_test(test_shim_config),
     };

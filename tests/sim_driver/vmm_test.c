@@ -479,6 +479,179 @@ static void test_host_location(void **state)
     CK(cuMemAddressFree(va, 2 * GRAN));
 }
 
+/* ---- recycled physical memory (sim/driver/README.md) -------------------------- */
+
+#define RSZ (4 * GRAN)
+
+/* Creates RSZ on dev, maps it at a fresh reservation with read-write access
+ * for dev. */
+static CUdeviceptr make_mapped(int dev, int shareable, CUmemGenericAllocationHandle *h)
+{
+    CUmemAllocationProp p = prop_for(dev, shareable);
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, RSZ, 0, 0, 0));
+    CK(cuMemCreate(h, RSZ, &p, 0));
+    CK(cuMemMap(va, RSZ, 0, *h, 0));
+    grant(va, RSZ, dev, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    return va;
+}
+
+static void fill_words(CUdeviceptr va, unsigned v)
+{
+    CK(cuMemsetD32(va, v, RSZ / 4));
+}
+
+/* Every word of [va, +RSZ) is v (read back through the host). */
+static int all_words(CUdeviceptr va, unsigned v)
+{
+    static unsigned buf[RSZ / 4];
+    CK(cuMemcpyDtoH(buf, va, RSZ));
+    for (size_t i = 0; i < RSZ / 4; i++)
+        if (buf[i] != v)
+            return 0;
+    return 1;
+}
+
+static void unmap_free(CUdeviceptr va, CUmemGenericAllocationHandle h)
+{
+    CK(cuMemUnmap(va, RSZ));
+    CK(cuMemAddressFree(va, RSZ));
+    CK(cuMemRelease(h));
+}
+
+/* Memory released and created again on the same GPU with the same size
+ * works like fresh memory wherever it is mapped; the capacity comes back at
+ * the release; the range it was mapped at before is unreachable. With the
+ * pool on (the default) the new allocation is the old file (it still holds
+ * the old words: proof that the files are recycled at all); with
+ * SIMCUDA_PHYS_POOL_MIB=0 it is new (zeroed by the kernel). */
+static int recycle_child(void *arg)
+{
+    int pool = arg != NULL;
+    if (!pool)
+        setenv("SIMCUDA_PHYS_POOL_MIB", "0", 1);
+    if (cuInit(0) != CUDA_SUCCESS)
+        return 10;
+    st_primary(0);
+    size_t free0, free1, total;
+    CUmemGenericAllocationHandle a, b;
+    if (cuMemGetInfo(&free0, &total))
+        return 11;
+    CUdeviceptr va = make_mapped(0, 0, &a);
+    fill_words(va, 0x11111111u);
+    CK(cuMemUnmap(va, RSZ));
+    CK(cuMemRelease(a));
+    if (cuMemGetInfo(&free1, &total) || free1 != free0)
+        return 12; /* a kept file holds no device capacity */
+    CUdeviceptr vb = make_mapped(0, 0, &b); /* another reservation */
+    if (vb == va)
+        return 13;
+    int old = all_words(vb, 0x11111111u), zero = all_words(vb, 0);
+    if (pool ? !old : !zero)
+        return 14;
+    fill_words(vb, 0x22222222u);
+    if (!all_words(vb, 0x22222222u))
+        return 15;
+    /* the old range is a bare reservation again: no copy reaches it, and
+     * new memory mapped there (a fresh file: the pool is empty) shows its
+     * own zeros, not the pages that were there */
+    unsigned w = 0;
+    if (cuMemcpyDtoH(&w, va, sizeof(w)) == CUDA_SUCCESS)
+        return 16;
+    CUmemAllocationProp p = prop_for(0, 0);
+    CUmemGenericAllocationHandle c;
+    CK(cuMemCreate(&c, RSZ, &p, 0));
+    CK(cuMemMap(va, RSZ, 0, c, 0));
+    grant(va, RSZ, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    if (!all_words(va, 0) || !all_words(vb, 0x22222222u))
+        return 17;
+    return 0;
+}
+
+static void test_recycled_memory(void **state)
+{
+    (void)state;
+    assert_int_equal(st_wait(st_fork(recycle_child, (void *)1)), 0);
+    assert_int_equal(st_wait(st_fork(recycle_child, NULL)), 0);
+}
+
+/* The same handle unmapped and mapped again at another address keeps its
+ * content (its parked pages come back). */
+static void test_remap_elsewhere_keeps_content(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va = make_mapped(0, 0, &h);
+    fill_words(va, 0x5eed5eedu);
+    CK(cuMemUnmap(va, RSZ));
+    CUdeviceptr vb;
+    CK(cuMemAddressReserve(&vb, RSZ, 0, 0, 0));
+    CK(cuMemMap(vb, RSZ, 0, h, 0));
+    grant(vb, RSZ, 0, CU_MEM_ACCESS_FLAGS_PROT_READ); /* read-only now */
+    assert_true(all_words(vb, 0x5eed5eedu));
+    grant(vb, RSZ, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    fill_words(vb, 0x600d600du);
+    assert_true(all_words(vb, 0x600d600du));
+    /* and back at the first address */
+    CK(cuMemUnmap(vb, RSZ));
+    CK(cuMemAddressFree(vb, RSZ));
+    CK(cuMemMap(va, RSZ, 0, h, 0));
+    grant(va, RSZ, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    assert_true(all_words(va, 0x600d600du));
+    unmap_free(va, h);
+}
+
+/* An exported allocation is never handed to a later cuMemCreate: the
+ * process that imported it still sees its own words. */
+static int g_exp_fd;
+static int exported_reader(void *arg)
+{
+    (void)arg;
+    if (cuInit(0) != CUDA_SUCCESS)
+        return 10;
+    st_primary(0);
+    CUmemGenericAllocationHandle h;
+    if (cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)g_exp_fd,
+                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != CUDA_SUCCESS)
+        return 11;
+    CUdeviceptr va;
+    if (cuMemAddressReserve(&va, RSZ, 0, 0, 0) || cuMemMap(va, RSZ, 0, h, 0))
+        return 12;
+    grant(va, RSZ, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    return all_words(va, 0xe4e4e4e4u) ? 0 : 13;
+}
+
+static void test_exported_not_recycled(void **state)
+{
+    (void)state;
+    st_primary(0);
+    CUmemGenericAllocationHandle a, b;
+    CUdeviceptr va = make_mapped(0, 1, &a);
+    fill_words(va, 0xe4e4e4e4u);
+    CK(cuMemExportToShareableHandle(&g_exp_fd, a, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    unmap_free(va, a);
+    CUdeviceptr vb = make_mapped(0, 0, &b); /* same size, same GPU */
+    fill_words(vb, 0x0b0b0b0bu);
+    assert_int_equal(st_wait(st_fork(exported_reader, NULL)), 0);
+    close(g_exp_fd);
+    unmap_free(vb, b);
+}
+
+static int bad_pool_child(void *arg)
+{
+    setenv("SIMCUDA_PHYS_POOL_MIB", (const char *)arg, 1);
+    return cuInit(0) == CUDA_ERROR_INVALID_VALUE ? 0 : 1;
+}
+
+static void test_pool_env_strict(void **state)
+{
+    (void)state;
+    const char *bad[] = {"", "-1", "12x", "0x10", "99999999999", " 5"};
+    for (size_t i = 1; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(st_wait(st_fork(bad_pool_child, (void *)bad[i])), 0);
+}
+
 int main(void)
 {
     st_private_shm("vmm");
@@ -492,6 +665,10 @@ int main(void)
         cmocka_unit_test(test_export_import_between_processes),
         cmocka_unit_test(test_vmm_capacity),
         cmocka_unit_test(test_host_location),
+        cmocka_unit_test(test_recycled_memory),
+        cmocka_unit_test(test_remap_elsewhere_keeps_content),
+        cmocka_unit_test(test_exported_not_recycled),
+        cmocka_unit_test(test_pool_env_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
