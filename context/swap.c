@@ -435,7 +435,8 @@ static unsigned char *es_park_at(int vdev, uintptr_t va, size_t len, size_t *run
     return NULL;
 }
 
-static int es_park_copy(int vdev, uintptr_t va, void *host, size_t len, int write)
+/* Reads into out (in NULL) or writes from in (out NULL). */
+static int es_park_copy(int vdev, uintptr_t va, void *out, const void *in, size_t len)
 {
     int rc = 0;
     es_memreg_lock();
@@ -451,13 +452,14 @@ static int es_park_copy(int vdev, uintptr_t va, void *host, size_t len, int writ
             rc = -EFAULT;
             goto out;
         }
-        if (write) {
-            memcpy(p, host, run);
+        if (in) {
+            memcpy(p, in, run);
             ph->sums_valid = 0; /* the next swap-out copies it whole */
+            in = (const unsigned char *)in + run;
         } else {
-            memcpy(host, p, run);
+            memcpy(out, p, run);
+            out = (unsigned char *)out + run;
         }
-        host = (unsigned char *)host + run;
         va += run;
         len -= run;
     }
@@ -468,12 +470,12 @@ out:
 
 int es_swap_park_read(int vdev, void *dst, CUdeviceptr src, size_t len)
 {
-    return es_park_copy(vdev, (uintptr_t)src, dst, len, 0);
+    return es_park_copy(vdev, (uintptr_t)src, dst, NULL, len);
 }
 
 int es_swap_park_write(int vdev, CUdeviceptr dst, const void *src, size_t len)
 {
-    return es_park_copy(vdev, (uintptr_t)dst, (void *)(uintptr_t)src, len, 1);
+    return es_park_copy(vdev, (uintptr_t)dst, NULL, src, len);
 }
 
 /* ---- copies -------------------------------------------------------------------------- */

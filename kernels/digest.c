@@ -69,9 +69,9 @@ CUresult es_digest_kernel_launch(CUdeviceptr p, size_t nbytes, CUdeviceptr out, 
     unsigned long long words = ((unsigned long long)nbytes + 7) / 8;
     unsigned long long blocks = (words + ES_DG_BLOCK - 1) / ES_DG_BLOCK;
     unsigned grid = blocks == 0 ? 1 : blocks > ES_DG_MAX_GRID ? ES_DG_MAX_GRID : (unsigned)blocks;
-    const unsigned char *pp = (const unsigned char *)(uintptr_t)p;
+    /* the kernel's pointer parameters are device addresses: passed as
+     * such (8 bytes each), never as host pointers */
     unsigned long long nb = nbytes;
-    unsigned long long *po = (unsigned long long *)(uintptr_t)out;
-    void *params[] = { &pp, &nb, &po };
+    void *params[] = { &p, &nb, &out };
     return ES_REAL(cuda, cuLaunchKernel)(fn, grid, 1, 1, ES_DG_BLOCK, 1, 1, 0, s, params, NULL);
 }

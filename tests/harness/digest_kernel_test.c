@@ -96,10 +96,9 @@ static uint64_t dev_hash(const unsigned char *data, size_t n, size_t off, unsign
     if (n)
         CK(cuMemcpyHtoD(buf + off, data, n));
     CK(cuMemcpyHtoD(out, &zero, 8));
-    const unsigned char *p = (const unsigned char *)(uintptr_t)(buf + off);
+    CUdeviceptr p = buf + off;
     unsigned long long nb = n;
-    unsigned long long *po = (unsigned long long *)(uintptr_t)out;
-    void *args[] = { &p, &nb, &po };
+    void *args[] = { &p, &nb, &out };
     CK(cuLaunchKernel(g_fn, grid, 1, 1, block, 1, 1, 0, g_s, args, NULL));
     CK(cuStreamSynchronize(g_s));
     CK(cuMemcpyDtoH(&h, out, 8));
