@@ -17,7 +17,7 @@ CONTEXT_SHIM_SRCS := context/device.c context/devmem.c
 # orchestrator (mover.c), time-slicing of a slot (tslice.c), memory pools
 # (mempool.c); built and tested
 # on simcuda's driver directly (tests/context/), and linked into the shim.
-CONTEXT_MOVE_SRCS := context/drv.c context/hmap.c context/memreg.c context/swap.c \
+CONTEXT_MOVE_SRCS := context/drv.c context/hmap.c context/harena.c context/memreg.c context/swap.c \
     context/vhandle.c context/door.c context/mover.c context/tslice.c context/mempool.c
 CONTEXT_MOVE_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CONTEXT_MOVE_SRCS)) $(KERNELS_SWAPSUM_OBJ) \
     $(FATBIN_OBJ)

@@ -95,6 +95,16 @@ typedef struct es_vforeign {
     void *rec;
 } es_vforeign_t;
 
+/* Every object fits one slot of the handle arena. */
+_Static_assert(sizeof(es_vctx_t) <= ES_HARENA_MAX_OBJ && sizeof(es_vstream_t) <= ES_HARENA_MAX_OBJ &&
+                   sizeof(es_vevent_t) <= ES_HARENA_MAX_OBJ &&
+                   sizeof(es_vmodule_t) <= ES_HARENA_MAX_OBJ &&
+                   sizeof(es_vfunc_t) <= ES_HARENA_MAX_OBJ &&
+                   sizeof(es_vlibrary_t) <= ES_HARENA_MAX_OBJ &&
+                   sizeof(es_vkernel_t) <= ES_HARENA_MAX_OBJ &&
+                   sizeof(es_vforeign_t) <= ES_HARENA_MAX_OBJ,
+               "a virtual handle object larger than an arena slot");
+
 static pthread_mutex_t es_vh_mu = PTHREAD_MUTEX_INITIALIZER;
 static es_vobj_t *es_first, *es_last;
 static es_hmap_t es_by_real = ES_HMAP_INIT; /* real -> object */
@@ -128,16 +138,18 @@ static int es_vdev_ok(int v) { return v >= 0 && v < ES_VH_MAX_VDEV; }
 
 static void *es_obj_new(size_t size, int kind, int vdev, es_vobj_t *parent) /* lock held */
 {
-    es_vobj_t *o = calloc(1, size);
+    es_vobj_t *o = es_harena_alloc(size);
     if (!o)
         return NULL;
+    o->size = (uint32_t)size;
     o->magic = ES_VOBJ_MAGIC;
     o->kind = kind;
     o->vdev = vdev;
     o->parent = parent;
     o->id = es_ids++;
     if (es_hmap_put(&es_live, (uint64_t)(uintptr_t)o, o) != 0) {
-        free(o);
+        o->real = o;
+        es_harena_free(o, size);
         return NULL;
     }
     o->prev = es_last;
@@ -210,7 +222,8 @@ static void es_obj_free(es_vobj_t *o) /* lock held */
         es_last = o->prev;
     es_free_record(o);
     o->magic = 0;
-    free(o);
+    o->real = o; /* a stale handle: an address no driver handed out */
+    es_harena_free(o, o->size);
 }
 
 static es_vobj_t *es_obj_of(const void *h, int kind) /* lock held */

@@ -10,9 +10,14 @@
  * Every object belongs to a virtual device (vdev): the device ordinal the
  * application uses; es_vh_recreate puts a vdev's objects on a real device.
  *
- * Translation (the hot path): es_vh_real(h) is one load. Streams have three
- * special values that are not objects (NULL, CU_STREAM_LEGACY,
- * CU_STREAM_PER_THREAD): es_vh_stream(h) passes them through.
+ * Translation (the hot path): es_vh_real(h) is two compares and one load.
+ * Objects live in the handle arena (context/harena.h): a value outside it
+ * (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, a value the shim never
+ * handed out) passes through unchanged, and the driver judges it. A
+ * destroyed object's real handle is its own address, which no driver
+ * handed out: a call on a stale handle gets the driver's invalid-handle
+ * status, never a read of freed memory and never the NULL (default)
+ * stream or context.
  *
  * Current contexts: the driver's current context is per thread; so is the
  * shim's record of it (a stack of virtual contexts per thread). After a move
@@ -25,10 +30,13 @@
  * one registry lock (never on a translation). es_vh_drain, es_vh_teardown
  * and es_vh_recreate run at a safe point (no other thread uses the vdev's
  * handles) and return 0 or a negative errno with a one-line reason in msg.
- * A handle used after its destruction is undefined, as with the driver.
+ * A handle used after its destruction reaches the driver as an invalid
+ * handle (see Translation) until its slot is reused by a new object.
  */
 #ifndef ES_CONTEXT_VHANDLE_H
 #define ES_CONTEXT_VHANDLE_H
+
+#include "context/harena.h"
 
 #include <cuda.h>
 #include <stddef.h>
@@ -55,6 +63,7 @@ typedef struct es_vobj {
     uint32_t magic;
     int kind;
     int vdev;
+    uint32_t size;               /* bytes of the whole object (its arena slot) */
     struct es_vobj *parent;      /* context of a stream/event/module, module
                                     of a function, library of a kernel,
                                     kernel of a function got from it */
@@ -79,12 +88,17 @@ extern int es_vh_on;
 
 static inline void *es_vh_real(const void *h)
 {
-    return (__builtin_expect(es_vh_on, 1) && h) ? *(void *const *)h : (void *)h;
+    return (__builtin_expect(es_vh_on, 1) && __builtin_expect(es_harena_has(h), 1))
+               ? es_harena_word(h)
+               : (void *)h;
 }
 
+/* (NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are never in the arena.) */
 static inline CUstream es_vh_stream(CUstream s)
 {
-    return (__builtin_expect(es_vh_on, 1) && (uintptr_t)s > 2) ? *(CUstream *)s : s;
+    return (__builtin_expect(es_vh_on, 1) && __builtin_expect(es_harena_has(s), 1))
+               ? (CUstream)es_harena_word(s)
+               : s;
 }
 
 /* The vdev of a live virtual object, or -1. */

@@ -88,7 +88,7 @@ static es_libh_t *es_lh_find(const void *h, int kind)
 
 static int es_lh_new(void **out, void *real, int kind)
 {
-    es_libh_t *o = calloc(1, sizeof(*o));
+    es_libh_t *o = es_harena_alloc(sizeof(*o)); /* never given back (see libh.h) */
     if (!o)
         return -ENOMEM;
     o->real = real;

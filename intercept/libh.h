@@ -9,9 +9,11 @@
  * virtual streams: the libraries receive those and launch on them through
  * the shim, which translates them.
  *
- * Translation (the hot path): es_libh_real(h) reads the object's head (its
- * real handle and its magic, one cache line) and branches, no lock, no
- * allocation. A handle without the shim's magic passes unchanged: the
+ * Translation (the hot path): es_libh_real(h) checks that h lies in the
+ * handle arena (context/harena.h: the objects live there), reads the
+ * object's head (its real handle and its magic, one cache line) and
+ * branches, no lock, no allocation. A value outside the arena is never
+ * read. A handle without the shim's magic passes unchanged: the
  * libraries' own handles, which they pass to each other's exported
  * functions (cuBLAS to cuBLASLt) and which must reach them as they are.
  * Every parameter of type cublasHandle_t,
@@ -32,6 +34,8 @@
 #ifndef ES_INTERCEPT_LIBH_H
 #define ES_INTERCEPT_LIBH_H
 
+#include "context/harena.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,7 +54,9 @@ extern int es_libh_on;
 static inline void *es_libh_real(const void *h)
 {
     const es_libh_head_t *o = (const es_libh_head_t *)h;
-    if (__builtin_expect(es_libh_on, 1) && o && __builtin_expect(o->magic == ES_LIBH_MAGIC, 1))
+    __asm__("" : "+r"(o)); /* see es_harena_word */
+    if (__builtin_expect(es_libh_on, 1) && __builtin_expect(es_harena_has(o), 1) &&
+        __builtin_expect(o->magic == ES_LIBH_MAGIC, 1))
         return o->real;
     return (void *)h;
 }

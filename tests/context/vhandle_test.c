@@ -66,17 +66,27 @@ static void test_translation(void **state)
 {
     (void)state;
     void *real = (void *)0x1234;
-    void *obj[1] = { real };
+    void **obj = es_harena_alloc(64); /* where the shim's objects live */
+    assert_non_null(obj);
+    obj[0] = real;
     assert_ptr_equal(es_vh_real(obj), real);
     assert_null(es_vh_real(NULL));
     assert_ptr_equal(es_vh_stream((CUstream)obj), (CUstream)real);
     assert_ptr_equal(es_vh_stream(CU_STREAM_LEGACY), CU_STREAM_LEGACY);
     assert_ptr_equal(es_vh_stream(CU_STREAM_PER_THREAD), CU_STREAM_PER_THREAD);
     assert_null(es_vh_stream(NULL));
+    /* A value the shim never handed out is passed on unread (the driver
+     * judges it): the address of a 4-byte variable, a heap block. */
+    int small = 7;
+    void *heap[1] = { real };
+    assert_ptr_equal(es_vh_stream((CUstream)&small), (CUstream)&small);
+    assert_ptr_equal(es_vh_real(&small), (void *)&small);
+    assert_ptr_equal(es_vh_real(heap), (void *)heap);
     es_vh_on = 0; /* handles are real: nothing translated */
     assert_ptr_equal(es_vh_real(obj), (void *)obj);
     assert_ptr_equal(es_vh_stream((CUstream)obj), (CUstream)obj);
     es_vh_on = 1;
+    es_harena_free(obj, 64);
 }
 
 static void test_primary_is_one_value(void **state)
@@ -366,6 +376,14 @@ static void test_destroy_and_bad_handles(void **state)
     assert_int_equal(es_vh_module_unload(A.m_embedded), CUDA_ERROR_INVALID_HANDLE);
     CK(es_vh_stream_destroy(A.s_prio));
     assert_int_equal(es_vh_stream_destroy(A.s_prio), CUDA_ERROR_INVALID_HANDLE);
+    /* A stale stream reaches the driver as an invalid handle: never the
+     * NULL (default) stream, never a read of freed memory. */
+    CUstream stale = es_vh_stream(A.s_prio);
+    assert_ptr_not_equal(stale, NULL);
+    assert_int_equal(cuStreamSynchronize(stale), CUDA_ERROR_INVALID_HANDLE);
+    int small = 0;
+    assert_int_equal(cuStreamSynchronize(es_vh_stream((CUstream)&small)),
+                     CUDA_ERROR_INVALID_HANDLE);
     CK(es_vh_event_destroy(A.ev));
     assert_int_equal(es_vh_event_destroy((CUevent)0x42), CUDA_ERROR_INVALID_HANDLE);
     CUfunction f;
