@@ -11,7 +11,11 @@
  * inputs made from the step number; the EST is moved through the control
  * hook (easyscale_move) before the steps named on the command line.
  *
- *   lib_client STEPS [STEP:SLOT]...
+ *   lib_client STEPS [STEP:SLOT]... [lost]
+ *
+ * lost: a second plan is made of a graph given a second cuDNN handle, which
+ * is destroyed at once; each step executes it too and prints "lost plan
+ * STATUS" (a move cannot re-make that graph: its handle is gone).
  *
  * Prints "move to SLOT: RC", "step I gpu G", "plan engine E cfg engine F
  * ws W" (the engine and workspace size read back each step through the
@@ -267,6 +271,32 @@ int main(int argc, char **argv)
         bk_set(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &wsp);
         CK(cudnnBackendFinalize(vp));
     }
+    cudnnBackendDescriptor_t lgraph = NULL, lcfg = NULL, lplan = NULL;
+    int lost = 0;
+    for (int k = 2; k < argc; k++)
+        lost |= strcmp(argv[k], "lost") == 0;
+    if (lost) {
+        cudnnHandle_t dh2;
+        CK(cudnnCreate(&dh2));
+        lgraph = bk_make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+        bk_set(lgraph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &dh2);
+        bk_set(lgraph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
+        CK(cudnnBackendFinalize(lgraph));
+        cudnnBackendDescriptor_t lh = bk_make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+        cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_INSTANT;
+        bk_set(lh, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &lgraph);
+        bk_set(lh, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm);
+        CK(cudnnBackendFinalize(lh));
+        lcfg = bk_make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+        CK(cudnnBackendGetAttribute(lh, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got, &lcfg));
+        lplan = bk_make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+        bk_set(lplan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+               &lcfg);
+        CK(cudnnBackendFinalize(lplan));
+        CK(cudnnBackendDestroyDescriptor(lh));
+        CK(cudnnDestroy(dh2));
+    }
     /* the frontend's temporaries: cuDNN keeps its own copies */
     CK(cudnnBackendDestroyDescriptor(heur));
     CK(cudnnBackendDestroyDescriptor(op));
@@ -328,6 +358,10 @@ int main(int argc, char **argv)
                (long long)bk_cfg_engine(cfgs[0]), (long long)wsz);
         hash_in(hb1, sizeof(hb1));
         hash_in(hb2, sizeof(hb2));
+        if (lost) {
+            printf("lost plan %d\n", (int)cudnnBackendExecute(dh, lplan, vp));
+            CK(cuStreamSynchronize(s));
+        }
         /* alpha and beta are device pointers (the pointer mode) */
         CK(cublasSgemm(bh, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, (const float *)sc,
                        (const float *)a, M, (const float *)b, K, (const float *)(sc + 4),
@@ -357,6 +391,11 @@ int main(int argc, char **argv)
     CK(cudnnBackendDestroyDescriptor(plan));
     CK(cudnnBackendDestroyDescriptor(cfgs[0]));
     CK(cudnnBackendDestroyDescriptor(graph));
+    if (lost) {
+        CK(cudnnBackendDestroyDescriptor(lplan));
+        CK(cudnnBackendDestroyDescriptor(lcfg));
+        CK(cudnnBackendDestroyDescriptor(lgraph));
+    }
     if (kept)
         printf("settings kept\n");
     printf("checksum %016llx\n", (unsigned long long)g_chain);

@@ -127,6 +127,29 @@ static void test_d2_a100_to_h100(void **state)
     es_proc_result_free(&r);
 }
 
+/* A plan whose graph names a cuDNN handle the application destroyed
+ * cannot be re-made at a move: the move goes on, and the plan's next
+ * execute returns the status cuDNN gave when the shim tried (the graph's
+ * handle NULL: CUDNN_STATUS_BAD_PARAM_NULL_POINTER), not a crash nor a
+ * plan bound to the old GPU; the other plan is unaffected. */
+static void test_d1_plan_not_remade(void **state)
+{
+    (void)state;
+    char ref[64];
+    reference("EASYSCALE_DETERMINISM=d1", NULL, ref, sizeof(ref));
+    char *argv[] = { (char *)client(), "5", "1:1", "3:0", "lost", NULL };
+    es_proc_result_t r;
+    run(argv, &r, "EASYSCALE_DETERMINISM=d1", NULL, NULL);
+    check_moved(&r, ref, 1);
+    const char *before = strstr(r.out, "lost plan 0\n"), *moved = strstr(r.out, "move to 1: 0\n");
+    assert_non_null(before);
+    assert_non_null(moved);
+    assert_true(before < moved);
+    assert_non_null(strstr(moved, "lost plan 2002\n"));
+    assert_null(strstr(moved, "lost plan 0\n"));
+    es_proc_result_free(&r);
+}
+
 /* The same move with the vendors' handles left behind: the strict
  * libraries refuse them on the new GPU. */
 static void test_negative_control_nolib(void **state)
@@ -150,6 +173,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_d1_a100_to_a100),
         cmocka_unit_test(test_d2_a100_to_h100),
+        cmocka_unit_test(test_d1_plan_not_remade),
         cmocka_unit_test(test_negative_control_nolib),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
