@@ -1116,7 +1116,18 @@
       (descriptor), ES_DNERR)                                                                    \
     X(C, cudnnBackendExecute, 0, 0, 0, cudnnStatus_t,                                           \
       (cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,                            \
-       cudnnBackendDescriptor_t variantPack), (V_DNN(handle), executionPlan, variantPack), ES_DNERR)
+       cudnnBackendDescriptor_t variantPack), (V_DNN(handle), executionPlan, variantPack), ES_DNERR) \
+    /* every other backend function that takes a descriptor (virtual while ESTs can move) */    \
+    X(C, cudnnBackendInitialize, 0, 0, 0, cudnnStatus_t, (cudnnBackendDescriptor_t descriptor), \
+      (descriptor), ES_DNERR)                                                                    \
+    X(C, cudnnBackendPopulateCudaGraph, 0, 0, 0, cudnnStatus_t,                                 \
+      (cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,                            \
+       cudnnBackendDescriptor_t variantPack, cudaGraph_t graph),                                 \
+      (V_DNN(handle), executionPlan, variantPack, graph), ES_DNERR)                              \
+    X(C, cudnnBackendUpdateCudaGraph, 0, 0, 0, cudnnStatus_t,                                   \
+      (cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,                            \
+       cudnnBackendDescriptor_t variantPack, cudaGraph_t graph),                                 \
+      (V_DNN(handle), executionPlan, variantPack, graph), ES_DNERR)
 
 /* NCCL: every function of nccl.h that takes or makes a communicator or
  * runs a collective (all C, intercept/nccl.c), so that a communicator of the

@@ -8,6 +8,7 @@
  * The registry lock is taken by creators, destroyers and the move hooks,
  * never by a translation or a setter. */
 #include "intercept/libh.h"
+#include "intercept/cudnn_vdesc.h"
 #include "intercept/thunks.h"
 #include "context/mover.h"
 #include "context/vhandle.h"
@@ -344,8 +345,8 @@ static int es_lh_of(const es_libh_t *o, int vdev)
 
 int es_libh_down(int vdev, char *msg, size_t msglen)
 {
-    (void)msg;
-    (void)msglen;
+    /* cuDNN's backend descriptors first: they name the handles */
+    es_dnnd_down(vdev, msg, msglen);
     pthread_mutex_lock(&es_lh_mu);
     for (es_libh_t *o = es_lh_list; o; o = o->next) {
         if (!es_lh_of(o, vdev) || !o->real)
@@ -449,6 +450,8 @@ int es_libh_up(int vdev, char *msg, size_t msglen)
         }
     }
     pthread_mutex_unlock(&es_lh_mu);
+    /* then the backend descriptors, given the new handles */
+    es_dnnd_up(vdev, NULL, 0);
     return rc;
 }
 
@@ -459,6 +462,7 @@ void es_libh_install(int lib)
     static int once;
     if (!__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL)) {
         es_libh_on = es_vh_on && es_cfg.move != ES_MOVE_NOLIB;
+        es_dnnd_setup(es_libh_on);
         if (es_libh_on)
             es_mover_set_lib_hooks(es_libh_down, es_libh_up);
     }

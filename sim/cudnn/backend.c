@@ -81,6 +81,12 @@ struct bd {
     /* operation graph: the operations; after finalize, the convolution and
      * the pointwise chain after it, in order */
     cudnnHandle_t handle;
+    uint64_t hserial;     /* the handle's serial when it was set */
+    CUcontext hctx;       /* its context and device then */
+    CUuuid huuid;
+    /* execution plan, once finalized: the context and device it is for */
+    CUcontext pctx;
+    CUuuid puuid;
     bd_t *ops[BD_MAX_OPS];
     int nops;
     int conv_op, chain[BD_MAX_OPS], nchain;
@@ -595,6 +601,9 @@ cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor,
             if ((st = sim_cudnn_check_handle(h)))
                 return st;
             b->handle = h;
+            b->hserial = h->serial;
+            b->hctx = h->ctx;
+            b->huuid = h->uuid;
             return CUDNN_STATUS_SUCCESS;
         }
         if (name == CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED) {
@@ -670,6 +679,9 @@ cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor,
             if ((st = sim_cudnn_check_handle(h)))
                 return st;
             b->handle = h;
+            b->hserial = h->serial;
+            b->hctx = h->ctx;
+            b->huuid = h->uuid;
             return CUDNN_STATUS_SUCCESS;
         }
         if (name == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)
@@ -863,10 +875,26 @@ static cudnnStatus_t finalize_graph(bd_t *g)
 
 /* The device facts the heuristics use: the graph's handle's device, else
  * the current context's. */
+/* A graph given a handle works where that handle works: the handle
+ * destroyed, its context destroyed or its device changed (README) is a
+ * driver failure, as the handle's own work would be. */
+static cudnnStatus_t graph_live(const bd_t *g)
+{
+    if (!g->handle)
+        return CUDNN_STATUS_SUCCESS;
+    if (!sim_cudnn_handle_is(g->handle, g->hserial))
+        return FAIL(CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER,
+                    "the operation graph's handle was destroyed");
+    if (!sim_cudnn_ctx_on(g->hctx, &g->huuid))
+        return FAIL(CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER,
+                    "the operation graph's handle: its context is gone or its device changed");
+    return CUDNN_STATUS_SUCCESS;
+}
+
 static cudnnStatus_t graph_dev(const bd_t *g, sim_heur_dev_t *dev)
 {
     if (g->handle) {
-        cudnnStatus_t st = sim_cudnn_check_handle(g->handle);
+        cudnnStatus_t st = graph_live(g);
         if (st)
             return st;
         *dev = g->handle->dev;
@@ -1003,6 +1031,8 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor)
     case CUDNN_BACKEND_ENGINE_DESCRIPTOR: {
         if (!b->graph || b->gidx < 0)
             return FAIL(CUDNN_STATUS_BAD_PARAM, "engine needs an operation graph and an index");
+        if ((st = graph_live(b->graph)))
+            return st;
         const bd_t *op = graph_conv(b->graph);
         if (b->gidx >= sim_conv_algo_count(op->dir))
             return FAIL(CUDNN_STATUS_BAD_PARAM_OUT_OF_BOUND, "engine index %lld out of range",
@@ -1023,9 +1053,25 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor)
     case CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR:
         break;
     case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:
-        /* the handle is optional (deprecated): execution uses the one given */
+        /* the handle is optional (deprecated): execution uses the one given,
+         * which must be on the device the plan is finalized for: the plan
+         * handle's, else the current context's */
         if (!b->cfg)
             return FAIL(CUDNN_STATUS_BAD_PARAM, "execution plan needs an engine config");
+        if (b->handle) {
+            if (!sim_cudnn_handle_is(b->handle, b->hserial))
+                return FAIL(CUDNN_STATUS_BAD_PARAM, "the plan's handle was destroyed");
+            b->pctx = b->hctx;
+            b->puuid = b->huuid;
+        } else {
+            const simdrv_t *d = simdrv_get();
+            simdrv_devinfo_t info;
+            if (!d || d->cuCtxGetCurrent(&b->pctx) != CUDA_SUCCESS || !b->pctx ||
+                simdrv_current_device(&info) != 0)
+                return FAIL(CUDNN_STATUS_NOT_INITIALIZED,
+                            "no handle on the plan and no CUDA context current");
+            b->puuid = info.uuid;
+        }
         break;
     case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR:
         if (b->nuids != b->nptrs)
@@ -1424,6 +1470,11 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t
         return FAIL(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "wrong descriptor types");
     if (!plan->finalized || !vp->finalized)
         return FAIL(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "plan or variant pack not finalized");
+    /* the plan's engine is loaded for the device it was finalized for */
+    if (memcmp(plan->puuid.bytes, handle->uuid.bytes, sizeof(plan->puuid.bytes)) != 0 ||
+        !sim_cudnn_ctx_on(plan->pctx, &plan->puuid))
+        return FAIL(CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER,
+                    "the plan was finalized for another device, or its context is gone");
     const bd_t *engine = plan->cfg->engine, *g = engine->graph, *op = graph_conv(g);
     bk_layout_t l;
     size_t ws = engine_workspace(engine, &l);

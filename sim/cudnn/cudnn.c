@@ -219,6 +219,23 @@ cudnnStatus_t sim_cudnn_check_handle(cudnnHandle_t h)
     return CUDNN_STATUS_SUCCESS;
 }
 
+int sim_cudnn_handle_is(cudnnHandle_t h, uint64_t serial)
+{
+    return h && sim_live_has(&g_handles, h) && h->serial == serial;
+}
+
+int sim_cudnn_ctx_on(CUcontext ctx, const CUuuid *uuid)
+{
+    const simdrv_t *d = simdrv_get();
+    CUcontext prev = NULL;
+    if (!d || !ctx || d->cuCtxGetCurrent(&prev) != CUDA_SUCCESS)
+        return 0;
+    int on = (prev == ctx || d->cuCtxSetCurrent(ctx) == CUDA_SUCCESS) && simdrv_bound_here(uuid);
+    if (prev != ctx)
+        d->cuCtxSetCurrent(prev);
+    return on;
+}
+
 /* The module of each context (defined with the jobs, below). */
 static sim_kmods_t g_kmods;
 
@@ -267,6 +284,8 @@ cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
     h->stream = NULL;
     h->ordinal = info.ordinal;
     h->uuid = info.uuid;
+    static uint64_t serials;
+    h->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     h->dev.cc_major = info.cc_major;
     h->dev.cc_minor = info.cc_minor;
     h->dev.sm_count = info.sm_count;

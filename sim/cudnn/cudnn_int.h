@@ -27,6 +27,7 @@ struct cudnnContext {
     sim_heur_dev_t dev;
     int ordinal;
     CUuuid uuid; /* the device of ctx at cudnnCreate: work runs only there */
+    uint64_t serial; /* unique per handle ever made (a freed address may be reused) */
 };
 
 struct cudnnTensorStruct {
@@ -81,6 +82,14 @@ cudnnStatus_t sim_cudnn_fail(cudnnStatus_t st, const char *fmt, ...)
 /* SUCCESS if h is a live handle (NULL: BAD_PARAM_NULL_POINTER, unknown:
  * BAD_PARAM). */
 cudnnStatus_t sim_cudnn_check_handle(cudnnHandle_t h);
+
+/* Whether h is a live handle with that serial (never reads a dead one). */
+int sim_cudnn_handle_is(cudnnHandle_t h, uint64_t serial);
+
+/* Whether context ctx still exists and its device is the one of *uuid (a
+ * context the shim re-made on another GPU fails this, as a destroyed one).
+ * Leaves the caller's current context as it was. 1 yes, 0 no. */
+int sim_cudnn_ctx_on(CUcontext ctx, const CUuuid *uuid);
 
 /* Converts descriptors to a validated convolution problem. */
 cudnnStatus_t sim_cudnn_conv_problem(const cudnnTensorDescriptor_t xd,

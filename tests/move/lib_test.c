@@ -5,10 +5,16 @@
  * moved between simulated GPUs (d1: A100 -> the other A100 -> back; d2: A100
  * -> H100 -> back), runs its GEMM, matmul and convolution after each move
  * with the checksum of the run without moves, reads back every setting it
- * gave, and a destroyed handle gets the library's status. Negative
- * control: with the handles left the vendors' (EASYSCALE_MOVE=nolib) the
- * same move makes the strict simcuda libraries refuse the handles (their
- * device is gone), so the run fails. */
+ * gave, and a destroyed handle gets the library's status. The client's
+ * cuDNN backend plan and variant pack, made before the first move, are
+ * executed after each one (with a handle made then and with the first
+ * one) with the unmoved run's bits: the shim re-made and re-finalized them
+ * on the new GPU (d2: on the H100 the plan reads back the H100's canonical
+ * engine, on the A100 again the A100's). Negative control: with the
+ * handles and descriptors left the vendors' (EASYSCALE_MOVE=nolib) the
+ * same move makes the strict simcuda cuDNN refuse the plan (finalized for
+ * the old device) even with a handle made on the new one, so the run
+ * fails. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -57,6 +63,19 @@ static void reference(const char *det, const char *canon, char *sum, size_t len)
     es_proc_result_free(&r);
 }
 
+/* The engine the plan reads back on the last step (and that every step
+ * read the same through the plan and through its engine config). */
+static long last_engine(es_proc_result_t *r)
+{
+    long e = -1, f = -1, last = -1;
+    for (const char *p = r->out; (p = strstr(p, "plan engine ")) != NULL; p++) {
+        if (sscanf(p, "plan engine %ld cfg engine %ld", &e, &f) != 2 || e != f)
+            fail_msg("plan and engine config disagree: %.60s", p);
+        last = e;
+    }
+    return last;
+}
+
 static void check_moved(es_proc_result_t *r, const char *ref, int there)
 {
     char v[64], line[64];
@@ -85,6 +104,9 @@ static void test_d1_a100_to_a100(void **state)
     es_proc_result_t r;
     run(argv, &r, "EASYSCALE_DETERMINISM=d1", NULL, NULL);
     check_moved(&r, ref, 1);
+    /* one model: the same engine everywhere */
+    assert_int_equal(last_engine(&r), 1); /* IMPLICIT_PRECOMP_GEMM, sim/cudnn/README.md */
+    assert_null(strstr(r.out, "plan engine 7"));
     es_proc_result_free(&r);
 }
 
@@ -98,6 +120,33 @@ static void test_d2_a100_to_h100(void **state)
     es_proc_result_t r;
     run(argv, &r, "EASYSCALE_DETERMINISM=d2", "EASYSCALE_CANONICAL_DEVICE=a100,h100", NULL);
     check_moved(&r, ref, 2);
+    /* re-finalized on the H100 with its heuristics (unit 3x3 forward:
+     * WINOGRAD_NONFUSED, 7), and on the A100 again (1) */
+    assert_non_null(strstr(r.out, "plan engine 7 cfg engine 7"));
+    assert_int_equal(last_engine(&r), 1);
+    es_proc_result_free(&r);
+}
+
+/* A plan whose graph names a cuDNN handle the application destroyed
+ * cannot be re-made at a move: the move goes on, and the plan's next
+ * execute returns the status cuDNN gave when the shim tried (the graph's
+ * handle NULL: CUDNN_STATUS_BAD_PARAM_NULL_POINTER), not a crash nor a
+ * plan bound to the old GPU; the other plan is unaffected. */
+static void test_d1_plan_not_remade(void **state)
+{
+    (void)state;
+    char ref[64];
+    reference("EASYSCALE_DETERMINISM=d1", NULL, ref, sizeof(ref));
+    char *argv[] = { (char *)client(), "5", "1:1", "3:0", "lost", NULL };
+    es_proc_result_t r;
+    run(argv, &r, "EASYSCALE_DETERMINISM=d1", NULL, NULL);
+    check_moved(&r, ref, 1);
+    const char *before = strstr(r.out, "lost plan 0\n"), *moved = strstr(r.out, "move to 1: 0\n");
+    assert_non_null(before);
+    assert_non_null(moved);
+    assert_true(before < moved);
+    assert_non_null(strstr(moved, "lost plan 2002\n"));
+    assert_null(strstr(moved, "lost plan 0\n"));
     es_proc_result_free(&r);
 }
 
@@ -112,7 +161,9 @@ static void test_negative_control_nolib(void **state)
     if (r.status == 0)
         fail_msg("the run survived a move with the vendors' handles left behind:\n%s", r.out);
     assert_non_null(strstr(r.out, "move to 1: 0\n")); /* the move itself worked */
-    assert_non_null(strstr(r.out, "FAIL "));          /* then a library call failed */
+    /* then the plan, even with a handle made on the new GPU:
+     * CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER */
+    assert_non_null(strstr(r.out, "FAIL cudnnBackendExecute(fh, plan, vp) = 5001"));
     es_proc_result_free(&r);
 }
 
@@ -122,6 +173,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_d1_a100_to_a100),
         cmocka_unit_test(test_d2_a100_to_h100),
+        cmocka_unit_test(test_d1_plan_not_remade),
         cmocka_unit_test(test_negative_control_nolib),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

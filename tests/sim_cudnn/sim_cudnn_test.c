@@ -2114,6 +2114,119 @@ static void test_backend_fwd_data(void **state)
     DN(cudnnDestroy(h));
 }
 
+/* A plan, and a graph given a handle, work where they were made (README,
+ * "Status codes"): a plan finalized on one device, executed with a handle
+ * of another, or after the context it was finalized in is destroyed,
+ * enqueues nothing and fails with EXECUTION_FAILED_CUDA_DRIVER; so do the
+ * heuristics and an engine of a graph whose handle's context is gone or
+ * whose handle was destroyed. */
+static void bk_plan_vp(cudnnBackendDescriptor_t cfg, cudnnHandle_t ph, void *x, void *w, void *y,
+                       void *ws, cudnnBackendDescriptor_t *plan, cudnnBackendDescriptor_t *vp)
+{
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan));
+    if (ph)
+        BK(cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                                    &ph));
+    BK(cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg));
+    BK(cudnnBackendFinalize(*plan));
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, vp));
+    int64_t uids[3] = {1, 2, 3};
+    void *ptrs[3] = {x, w, y};
+    BK(cudnnBackendSetAttribute(*vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids));
+    BK(cudnnBackendSetAttribute(*vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3,
+                                ptrs));
+    BK(cudnnBackendSetAttribute(*vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws));
+    BK(cudnnBackendFinalize(*vp));
+}
+
+static cudnnStatus_t bk_heur_status(cudnnBackendDescriptor_t g)
+{
+    cudnnBackendDescriptor_t heur;
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
+    cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_INSTANT;
+    BK(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g));
+    BK(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+    cudnnStatus_t st = cudnnBackendFinalize(heur);
+    cudnnBackendDestroyDescriptor(heur);
+    return st;
+}
+
+static cudnnStatus_t bk_engine_status(cudnnBackendDescriptor_t g)
+{
+    cudnnBackendDescriptor_t e;
+    int64_t idx = 0;
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &e));
+    BK(cudnnBackendSetAttribute(e, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                1, &g));
+    BK(cudnnBackendSetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &idx));
+    cudnnStatus_t st = cudnnBackendFinalize(e);
+    cudnnBackendDestroyDescriptor(e);
+    return st;
+}
+
+static void test_backend_plan_bound_to_device(void **state)
+{
+    (void)state;
+    CK(cuCtxSetCurrent(g_ctx[DEV_A100]));
+    cudnnHandle_t h = handle_on(DEV_A100), ht = handle_on(DEV_T4);
+    CK(cuCtxSetCurrent(g_ctx[DEV_A100]));
+    api_conv_t c;
+    api_conv_init(&c, 2, 4, 8, 8, 4, 3, 3, 1, 1, 1, 1, 0);
+    void *ws = dev_alloc(1 << 20);
+    cudnnBackendDescriptor_t g = bk_graph(h, SIM_DIR_FWD, &c.p), cfgs[8], plan, vp;
+    int n = bk_heur(g, cfgs, 8);
+    /* finalized in the A100's context, no plan handle */
+    bk_plan_vp(cfgs[0], NULL, c.x, c.w, c.y, ws, &plan, &vp);
+    DN(cudnnBackendExecute(h, plan, vp));
+    CK(cuCtxSynchronize());
+    /* a handle of another device: refused, nothing enqueued */
+    assert_int_equal(cudnnBackendExecute(ht, plan, vp), CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER);
+    cudnnBackendDestroyDescriptor(plan);
+    cudnnBackendDestroyDescriptor(vp);
+    /* a plan handle decides the device, whatever context is current */
+    bk_plan_vp(cfgs[0], ht, c.x, c.w, c.y, ws, &plan, &vp);
+    assert_int_equal(cudnnBackendExecute(h, plan, vp), CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER);
+    cudnnBackendDestroyDescriptor(plan);
+    cudnnBackendDestroyDescriptor(vp);
+    /* finalized in a context destroyed since: refused on the same device */
+    CUdevice d;
+    CUcontext made, junk;
+    CK(cuDeviceGet(&d, DEV_A100));
+    CK(cuCtxCreate(&made, NULL, 0, d));
+    cudnnHandle_t hm;
+    DN(cudnnCreate(&hm));
+    bk_plan_vp(cfgs[0], NULL, c.x, c.w, c.y, ws, &plan, &vp);
+    cudnnBackendDescriptor_t gm = bk_graph(hm, SIM_DIR_FWD, &c.p), gd = bk_graph(hm, SIM_DIR_FWD, &c.p);
+    DN(bk_heur_status(gm)); /* alive: fine */
+    CK(cuCtxDestroy(made));
+    cuCtxPopCurrent(&junk);
+    CK(cuCtxSetCurrent(g_ctx[DEV_A100]));
+    assert_int_equal(cudnnBackendExecute(h, plan, vp), CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER);
+    /* the graph's handle's context is gone: heuristics and engines fail */
+    assert_int_equal(bk_heur_status(gm), CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER);
+    assert_int_equal(bk_engine_status(gm), CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER);
+    /* ... and so they do when the graph's handle was destroyed */
+    DN(cudnnDestroy(hm));
+    assert_int_equal(bk_heur_status(gd), CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER);
+    cudnnBackendDestroyDescriptor(plan);
+    cudnnBackendDestroyDescriptor(vp);
+    cudnnBackendDestroyDescriptor(gm);
+    cudnnBackendDestroyDescriptor(gd);
+    /* the live graph of a live handle is unaffected */
+    DN(bk_heur_status(g));
+    DN(bk_engine_status(g));
+    for (int i = 0; i < n; i++)
+        cudnnBackendDestroyDescriptor(cfgs[i]);
+    cudnnBackendDestroyDescriptor(g);
+    dev_free(ws);
+    DN(cudnnDestroy(ht));
+    DN(cudnnDestroy(h));
+    CK(cuCtxSetCurrent(g_ctx[DEV_A100]));
+    api_conv_free(&c);
+}
+
 static void test_backend_bad_input(void **state)
 {
     (void)state;
@@ -2193,6 +2306,7 @@ int main(void)
         cmocka_unit_test(test_backend_bwd_filter),
         cmocka_unit_test(test_backend_fwd_data),
         cmocka_unit_test(test_backend_bad_input),
+        cmocka_unit_test(test_backend_plan_bound_to_device),
     };
     int rc = cmocka_run_group_tests_name("sim_cudnn_core", core, NULL, NULL);
     rc |= cmocka_run_group_tests_name("sim_cudnn_api", api, setup_driver, NULL);
