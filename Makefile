@@ -96,8 +96,12 @@ $(B)/obj/%.o: %.c
 test: all $(TESTS)
 	@ES_BUILD=$(B) scripts/run-tests $(TESTS)
 
-# test-NAME runs the test programs whose file name contains NAME.
-test-%: all
+# test-NAME builds and runs the test programs whose file name ends in NAME
+# or NAME_test.
+# (ES_PCT: a % that the pattern rule does not replace by the stem)
+ES_PCT := %
+.SECONDEXPANSION:
+test-%: all $$(filter $$(ES_PCT)$$*,$$(TESTS)) $$(filter $$(ES_PCT)$$*_test,$$(TESTS))
 	@ES_BUILD=$(B) scripts/run-tests $(filter %$*,$(TESTS)) $(filter %$*_test,$(TESTS))
 
 demo: all

@@ -550,6 +550,8 @@ _Static_assert(offsetof(es_bkv_t, real) == offsetof(es_dnnd_head_t, real) &&
                    offsetof(es_bkv_t, magic) == offsetof(es_dnnd_head_t, magic),
                "a virtual backend descriptor starts with es_dnnd_head_t");
 
+_Static_assert(sizeof(es_bkv_t) <= ES_HARENA_MAX_OBJ, "es_bkv_t fits an arena slot");
+
 static pthread_mutex_t es_bkv_mu = PTHREAD_MUTEX_INITIALIZER;
 static es_bkv_t *es_bkv_head, *es_bkv_tail;
 static uint64_t es_bkv_seq;
@@ -559,7 +561,7 @@ static uint64_t es_bkv_seq;
 static es_bkv_t *es_bkv_of(const void *d)
 {
     es_bkv_t *o = (es_bkv_t *)d;
-    return es_dnnd_on && o && o->magic == ES_DNND_MAGIC ? o : NULL;
+    return es_dnnd_on && es_harena_has(o) && o->magic == ES_DNND_MAGIC ? o : NULL;
 }
 
 /* Bytes per element of an attribute type (0: a type the shim does not know). */
@@ -621,7 +623,8 @@ static void es_bkv_unref(es_bkv_t *o)
     else
         es_bkv_tail = o->prev;
     o->magic = 0;
-    free(o);
+    o->real = NULL; /* a stale descriptor reaches cuDNN as NULL */
+    es_harena_free(o, sizeof(*o));
 }
 
 /* The vdev of the current context (-1: none). */
@@ -638,7 +641,7 @@ static int es_bkv_vdev_now(CUcontext *ctx)
 /* A new object over real descriptor r; NULL on no memory. */
 static es_bkv_t *es_bkv_new(void *r, int type)
 {
-    es_bkv_t *o = calloc(1, sizeof(*o));
+    es_bkv_t *o = es_harena_alloc(sizeof(*o));
     if (!o)
         return NULL;
     o->real = r;

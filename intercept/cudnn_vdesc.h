@@ -10,10 +10,16 @@
  * GPU, finalized there (implemented in intercept/cudnn_backend.c).
  *
  * Translation (every backend entry point, cudnnBackendExecute included):
- * es_dnnd_real(d) reads the object's head, no lock, no allocation; a
- * descriptor without the shim's magic passes unchanged. */
+ * es_dnnd_real(d) reads the object's head, no lock, no allocation. The
+ * objects live in the handle arena (context/harena.h): a value outside it
+ * passes unchanged and unread (cuDNN judges it); an arena address without
+ * the descriptor magic (a destroyed descriptor, whose slot is given back,
+ * or another kind of shim object) becomes NULL, which cuDNN refuses with
+ * its null-pointer status. */
 #ifndef ES_INTERCEPT_CUDNN_VDESC_H
 #define ES_INTERCEPT_CUDNN_VDESC_H
+
+#include "context/harena.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -33,8 +39,9 @@ extern int es_dnnd_on;
 static inline void *es_dnnd_real(const void *d)
 {
     const es_dnnd_head_t *o = (const es_dnnd_head_t *)d;
-    if (__builtin_expect(es_dnnd_on, 1) && o && __builtin_expect(o->magic == ES_DNND_MAGIC, 1))
-        return o->real;
+    __asm__("" : "+r"(o)); /* see es_harena_word */
+    if (__builtin_expect(es_dnnd_on, 1) && __builtin_expect(es_harena_has(o), 1))
+        return __builtin_expect(o->magic == ES_DNND_MAGIC, 1) ? o->real : NULL;
     return (void *)d;
 }
 
