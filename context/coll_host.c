@@ -256,7 +256,16 @@ static CUresult es_host_coll(es_comm_t *c, const es_coll_op_t *op, int rop, cons
     for (size_t off = 0; off < total && r == CUDA_SUCCESS; off += per) {
         size_t m = total - off < per ? total - off : per;
         size_t bytes = m * es;
-        int set = (int)(c->nchunks++ & 1);
+        /* The staging set: an all-reduce or reduce chunk reads its set's
+         * inputs only between its two barriers, and its outputs are read
+         * (copied out) before the next chunk's first barrier, so the chunk
+         * after it may use the same set (fewer bytes in the caches); after
+         * a broadcast, all-gather or reduce-scatter chunk, whose readers
+         * may still be reading when their rank passed its one barrier,
+         * the next chunk takes the other set. */
+        int set = (int)(c->nchunks & 1);
+        if (kind != ES_OP_ALLREDUCE && kind != ES_OP_REDUCE)
+            c->nchunks++;
         uint64_t b = c->bar;
         int last = off + m >= total;
         es_step_t *st = es_step_new(c);

@@ -13,10 +13,13 @@
  * order, so the k-th data barrier of every rank belongs to the same chunk of
  * the same operation. A barrier is "my counter := k, wait until every
  * rank's counter >= k" run in a host function (host transport) or as
- * stream memory operations (device transport). Staging comes in two sets
- * used alternately by consecutive chunks: a rank writes a set only after it
- * passed a barrier that every rank reaches after it finished reading that
- * set (two chunks back), so no extra barrier guards reuse.
+ * stream memory operations (device transport). Staging comes in two sets:
+ * a rank writes a set only after it passed a barrier that every rank
+ * reaches after it finished reading that set, so no extra barrier guards
+ * reuse. Consecutive chunks alternate sets, except that the host
+ * transport's all-reduce and reduce chunks (two barriers, every read of the
+ * set done before the next chunk's first one) leave the next chunk on the
+ * same set.
  */
 #ifndef ES_CONTEXT_COLL_INT_H
 #define ES_CONTEXT_COLL_INT_H
