@@ -12,7 +12,7 @@
  * algbw = bytes per rank / time; busbw = algbw * 2 (N - 1) / N (NCCL's
  * convention: what each rank's link carries in a ring all-reduce). Time:
  * the slowest rank's, per operation, over a back-to-back batch after a
- * warm-up.
+ * warm-up; the best of REPS runs of each configuration.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -137,8 +137,29 @@ static int worker(int n)
 
 /* ---- the table ------------------------------------------------------------------ */
 
-/* Runs cmd (a shell line), parses "result BYTES SECONDS" lines into t[]. */
+/* Runs of each configuration: the table keeps each size's best (the
+ * machine's scheduling noise is large against one run). */
+#define REPS 3
+
+static int collect_once(const char *cmd, double t[NSIZES]);
+
+/* Runs cmd REPS times; t[] gets each size's shortest time. -1 when a run
+ * failed. */
 static int collect(const char *cmd, double t[NSIZES])
+{
+    double one[NSIZES];
+    for (int rep = 0; rep < REPS; rep++) {
+        if (collect_once(cmd, one) < 0)
+            return -1;
+        for (int k = 0; k < NSIZES; k++)
+            if (rep == 0 || one[k] < t[k])
+                t[k] = one[k];
+    }
+    return 0;
+}
+
+/* Runs cmd (a shell line), parses "result BYTES SECONDS" lines into t[]. */
+static int collect_once(const char *cmd, double t[NSIZES])
 {
     for (int k = 0; k < NSIZES; k++)
         t[k] = 0;
@@ -242,7 +263,8 @@ int main(int argc, char **argv)
     snprintf(mpi, sizeof mpi, "%s/bench/coll_mpi_bench", b);
     int have_mpi = access(mpi, X_OK) == 0 && system("command -v mpirun >/dev/null 2>&1") == 0;
     const char *pre = getenv("LD_PRELOAD");
-    printf("all-reduce, float sum in place; time per operation (slowest rank); GB/s\n");
+    printf("all-reduce, float sum in place; time per operation (slowest rank, best of %d runs); "
+           "GB/s\n", REPS);
     double mc = memcpy_gbs();
     g_have_mpi = have_mpi;
     printf("memcpy bandwidth (one thread, 256 MiB): %.2f GB/s\n", mc);
