@@ -206,13 +206,16 @@ static void test_moves_without_registry_break(void **state)
 
 /* d2 on two A100s, an H100 and a T4. */
 #define SCALE_DEVICES "a100:2G,a100:2G,h100:2G,t4:2G"
-#define SCALE_STEPS "100"
+#define SCALE_STEPS "160"
 /* Controller steps (3 all-reduces a training step): 4 -> 2 (an A100 and
  * the H100), -> 1 (the T4), -> 3 (both A100s and the T4). The controller
  * is killed once the second has been done; the third comes 40 training
  * steps later, time for the restart and the ESTs' re-registration (the
  * schedule would wait for them anyway: `run` sends no event before every
- * EST has registered with the daemon now running). */
+ * EST has registered with the daemon now running), and 90 training steps
+ * before the end (at 30, a fast machine ended the job before the restarted
+ * controller had sent it, and `run` fails a job whose scheduled event did
+ * not happen). */
 static const char *const scale_events[] = { "step 45 scale 0,2", "step 90 scale 3",
                                             "step 210 scale 0,1,3" };
 
