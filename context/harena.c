@@ -29,9 +29,12 @@ static void es_ha_reserve(void)
     if (p == MAP_FAILED)
         return;
     es_ha_base = p;
-    /* published before any object exists (the first allocation follows) */
-    __atomic_store_n(&es_harena_len, ES_HARENA_SIZE, __ATOMIC_RELEASE);
+    /* published before any object exists (the first allocation follows);
+     * the base first: while the length is 0 no value is in the arena, and
+     * a base of 0 with the length set would take NULL and the special
+     * stream values for objects */
     __atomic_store_n(&es_harena_lo, (uintptr_t)p, __ATOMIC_RELEASE);
+    __atomic_store_n(&es_harena_len, ES_HARENA_SIZE, __ATOMIC_RELEASE);
 }
 
 static size_t es_ha_class(size_t size)

@@ -33,7 +33,11 @@ extern size_t es_harena_len;
 /* Whether p points into the arena (an object of the shim's, live or not). */
 static inline int es_harena_has(const void *p)
 {
-    return (uintptr_t)p - es_harena_lo < es_harena_len;
+    /* Set once, before the first object exists: the base, then the length
+     * (release). The length first (acquire): a length seen set comes with
+     * its base; a length of 0 holds no value. (Plain loads on x86-64.) */
+    size_t len = __atomic_load_n(&es_harena_len, __ATOMIC_ACQUIRE);
+    return (uintptr_t)p - __atomic_load_n(&es_harena_lo, __ATOMIC_RELAXED) < len;
 }
 
 /* The first pointer-sized word of the object at p (es_harena_has(p) true).
