@@ -267,7 +267,8 @@ static es_img_t *es_audit_new(const void *image, size_t size, uint64_t h, const 
         ES_WARN("audit: %s: %d entr%s of the module compressed in a form not read: "
                 "their kernels are not audited", api, c.unreadable,
                 c.unreadable == 1 ? "y" : "ies");
-    qsort(c.k, c.n, sizeof(c.k[0]), es_krec_cmp);
+    if (c.n > 1) /* (c.k is NULL when no kernel was read) */
+        qsort(c.k, c.n, sizeof(c.k[0]), es_krec_cmp);
     /* merge the entries of each name (one per architecture / PTX) */
     size_t m = 0;
     for (size_t i = 0; i < c.n; i++) {
@@ -318,7 +319,8 @@ static es_img_t *es_audit_new(const void *image, size_t size, uint64_t h, const 
                     "not audited there", api, k->name);
         }
     }
-    qsort(img->flag, (size_t)img->nflag, sizeof(img->flag[0]), es_kinfo_cmp);
+    if (img->nflag > 1) /* (flag is NULL when nothing was flagged) */
+        qsort(img->flag, (size_t)img->nflag, sizeof(img->flag[0]), es_kinfo_cmp);
     ES_DEBUG("audit: %s: %zu kernels, %d flagged", api, c.n, img->nflag);
 out:
     for (size_t i = 0; i < c.n; i++)

@@ -99,7 +99,8 @@ static int load_one(const char *path, es_digest_est_t *e, char *err, size_t errl
         e->torn = got != 0;
         break;
     }
-    qsort(e->rec, e->n, sizeof(*e->rec), cmp_rec);
+    if (e->n > 1) /* (rec may be NULL when empty) */
+        qsort(e->rec, e->n, sizeof(*e->rec), cmp_rec);
     rc = 0;
 out:
     fclose(f);

@@ -232,7 +232,8 @@ static void es_load(int lib)
             es_map_add(L, q, i, cap);
         }
     }
-    qsort(L->map, (size_t)L->nmap, sizeof(L->map[0]), es_map_cmp);
+    if (L->nmap > 1) /* (map may be NULL when empty) */
+        qsort(L->map, (size_t)L->nmap, sizeof(L->map[0]), es_map_cmp);
     L->loaded = 1;
     es_lib_loaded(lib, h, rd);
     ES_DEBUG("%s loaded: %d of %d wrapped functions found, %d pointers mapped%s%s%s",
