@@ -34,14 +34,7 @@
 #undef cuGetProcAddress
 #undef cuLaunchKernelEx
 
-#define CK(x)                                                                                 \
-    do {                                                                                      \
-        long long _r = (long long)(x);                                                        \
-        if (_r != 0) {                                                                        \
-            printf("FAIL %s = %lld (line %d)\n", #x, _r, __LINE__);                          \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
+#include "../clients/ck.h"
 
 #define ROWS 64
 #define COLS 8

@@ -16,14 +16,7 @@
 
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* cuDeviceComputeCapability */
 
-#define CK(x)                                                                                 \
-    do {                                                                                      \
-        long long _r = (long long)(x);                                                        \
-        if (_r != 0) {                                                                        \
-            printf("FAIL %s = %lld (line %d)\n", #x, _r, __LINE__);                          \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
+#include "../clients/ck.h"
 
 typedef int (*attr_fn)(int, int, int *);
 typedef int (*cc_fn)(int, int *, int *);

@@ -24,14 +24,7 @@
 
 #include "kernels/portable_kernels.h"
 
-#define CK(x)                                                                                 \
-    do {                                                                                      \
-        long long _r = (long long)(x);                                                        \
-        if (_r != 0) {                                                                        \
-            printf("FAIL %s = %lld (line %d)\n", #x, _r, __LINE__);                          \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
+#include "../clients/ck.h"
 
 #define WS (1u << 20)
 
