@@ -157,24 +157,31 @@ static es_libh_t *es_lh_obj(const void *h, int kind)
         }                                                                                    \
     } while (0)
 
+/* The creators: the library's handle made, then wrapped (the library's
+ * own status for a NULL output; out of memory: the real handle destroyed
+ * and the library's allocation status). */
+#define ES_LH_CREATOR(name, lib, create, destroy, htype, stype, ok, nomem, kind)              \
+    static stype name(htype *handle)                                                         \
+    {                                                                                        \
+        htype real = NULL;                                                                   \
+        if (!handle)                                                                         \
+            return ES_RAW(lib, create)(handle);                                              \
+        stype st = ES_RAW(lib, create)(&real);                                               \
+        if (st != ok)                                                                        \
+            return st;                                                                       \
+        void *v;                                                                             \
+        if (es_lh_new(&v, real, kind) != 0) {                                                \
+            ES_RAW(lib, destroy)(real);                                                      \
+            return nomem;                                                                    \
+        }                                                                                    \
+        *handle = v;                                                                         \
+        return st;                                                                           \
+    }
+
 /* ---- cuBLAS --------------------------------------------------------------------------- */
 
-static cublasStatus_t es_lh_cublasCreate(cublasHandle_t *handle)
-{
-    cublasHandle_t real = NULL;
-    if (!handle)
-        return ES_RAW(cublas, cublasCreate_v2)(handle);
-    cublasStatus_t st = ES_RAW(cublas, cublasCreate_v2)(&real);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return st;
-    void *v;
-    if (es_lh_new(&v, real, ES_LH_BLAS) != 0) {
-        ES_RAW(cublas, cublasDestroy_v2)(real);
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    }
-    *handle = v;
-    return st;
-}
+ES_LH_CREATOR(es_lh_cublasCreate, cublas, cublasCreate_v2, cublasDestroy_v2, cublasHandle_t,
+              cublasStatus_t, CUBLAS_STATUS_SUCCESS, CUBLAS_STATUS_ALLOC_FAILED, ES_LH_BLAS)
 
 static cublasStatus_t es_lh_cublasDestroy(cublasHandle_t handle)
 {
@@ -235,22 +242,8 @@ static cublasStatus_t es_lh_cublasSetSmCountTarget(cublasHandle_t handle, int sm
 
 /* ---- cuBLASLt ------------------------------------------------------------------------- */
 
-static cublasStatus_t es_lh_cublasLtCreate(cublasLtHandle_t *handle)
-{
-    cublasLtHandle_t real = NULL;
-    if (!handle)
-        return ES_RAW(cublaslt, cublasLtCreate)(handle);
-    cublasStatus_t st = ES_RAW(cublaslt, cublasLtCreate)(&real);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return st;
-    void *v;
-    if (es_lh_new(&v, real, ES_LH_LT) != 0) {
-        ES_RAW(cublaslt, cublasLtDestroy)(real);
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    }
-    *handle = v;
-    return st;
-}
+ES_LH_CREATOR(es_lh_cublasLtCreate, cublaslt, cublasLtCreate, cublasLtDestroy, cublasLtHandle_t,
+              cublasStatus_t, CUBLAS_STATUS_SUCCESS, CUBLAS_STATUS_ALLOC_FAILED, ES_LH_LT)
 
 static cublasStatus_t es_lh_cublasLtDestroy(cublasLtHandle_t handle)
 {
@@ -259,22 +252,8 @@ static cublasStatus_t es_lh_cublasLtDestroy(cublasLtHandle_t handle)
 
 /* ---- cuDNN ------------------------------------------------------------------------------ */
 
-static cudnnStatus_t es_lh_cudnnCreate(cudnnHandle_t *handle)
-{
-    cudnnHandle_t real = NULL;
-    if (!handle)
-        return ES_RAW(cudnn, cudnnCreate)(handle);
-    cudnnStatus_t st = ES_RAW(cudnn, cudnnCreate)(&real);
-    if (st != CUDNN_STATUS_SUCCESS)
-        return st;
-    void *v;
-    if (es_lh_new(&v, real, ES_LH_DNN) != 0) {
-        ES_RAW(cudnn, cudnnDestroy)(real);
-        return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-    }
-    *handle = v;
-    return st;
-}
+ES_LH_CREATOR(es_lh_cudnnCreate, cudnn, cudnnCreate, cudnnDestroy, cudnnHandle_t, cudnnStatus_t,
+              CUDNN_STATUS_SUCCESS, CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, ES_LH_DNN)
 
 static cudnnStatus_t es_lh_cudnnDestroy(cudnnHandle_t handle)
 {

@@ -1930,8 +1930,8 @@ static cudnnBackendDescriptor_t bk_graph(cudnnHandle_t h, int dir, const sim_con
     return g;
 }
 
-/* Engine configs from the heuristics (mode INSTANT); returns how many. */
-static int bk_heur(cudnnBackendDescriptor_t g, cudnnBackendDescriptor_t *cfgs, int max)
+/* A heuristics descriptor (mode INSTANT) on graph g, not finalized. */
+static cudnnBackendDescriptor_t bk_heur_new(cudnnBackendDescriptor_t g)
 {
     cudnnBackendDescriptor_t heur;
     BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
@@ -1939,6 +1939,13 @@ static int bk_heur(cudnnBackendDescriptor_t g, cudnnBackendDescriptor_t *cfgs, i
     BK(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g));
     BK(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+    return heur;
+}
+
+/* Engine configs from the heuristics (mode INSTANT); returns how many. */
+static int bk_heur(cudnnBackendDescriptor_t g, cudnnBackendDescriptor_t *cfgs, int max)
+{
+    cudnnBackendDescriptor_t heur = bk_heur_new(g);
     BK(cudnnBackendFinalize(heur));
     int64_t n = 0;
     BK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
@@ -2142,12 +2149,7 @@ static void bk_plan_vp(cudnnBackendDescriptor_t cfg, cudnnHandle_t ph, void *x, 
 
 static cudnnStatus_t bk_heur_status(cudnnBackendDescriptor_t g)
 {
-    cudnnBackendDescriptor_t heur;
-    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
-    cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_INSTANT;
-    BK(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g));
-    BK(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+    cudnnBackendDescriptor_t heur = bk_heur_new(g);
     cudnnStatus_t st = cudnnBackendFinalize(heur);
     cudnnBackendDestroyDescriptor(heur);
     return st;
