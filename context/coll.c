@@ -5,6 +5,7 @@
  * operations), errors and progress. */
 #include "context/coll_int.h"
 #include "context/digest.h"
+#include "context/door.h"
 #include "context/vdev.h"
 #include "context/vhandle.h"
 #include "context/mover.h"
@@ -81,6 +82,29 @@ void es_coll_progress_add(void)
     __atomic_store_n(&es_prog_ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
                      __ATOMIC_RELEASE);
     __atomic_fetch_add(&es_prog_count, 1, __ATOMIC_ACQ_REL);
+}
+
+/* ---- scheduled holds (shim/step.h) ---------------------------------------------- */
+
+/* While held: a safe point for moves (the controller's event is one); a
+ * time-slicing change for this EST ends the wait, since it is applied at
+ * the start of this very collective (es_mover_ts_apply), where every member
+ * of the rotation is held too. */
+static int es_hold_poll(void *arg)
+{
+    (void)arg;
+    es_door_safe_point();
+    return es_mover_ts_pending();
+}
+
+void es_coll_step_start(int in_group)
+{
+    uint64_t step;
+    if (!es_step_hold_due(es_step_issue(), &step) || in_group)
+        return; /* inside a group: the group's operations would not run; the next one waits */
+    es_door_safe_begin();
+    es_step_hold_wait(step, es_hold_poll, NULL);
+    es_door_safe_end();
 }
 
 int es_coll_valid(const void *p)
@@ -1641,6 +1665,8 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
             es_grp.err = res;
         return res;
     }
+    if (q.op.count && es_coll_counts_step(q.op.kind, q.op.dtype))
+        es_coll_step_start(es_grp.depth > 0);
     if (es_grp.depth > 0) {
         if (es_grow((void **)&es_grp.ops, &es_grp.capops, es_grp.nops + 1, sizeof(es_qop_t)) < 0)
             return ncclSystemError;

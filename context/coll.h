@@ -130,4 +130,12 @@ typedef struct es_coll_progress {
 } es_coll_progress_t;
 void es_coll_progress(es_coll_progress_t *out);
 
+/* A step-counting collective is about to be enqueued (the engine's
+ * all-reduces of floating-point data, or with NCCL's own collectives every
+ * ncclAllReduce): takes its index and, when a scheduled hold is due there
+ * (shim/step.h), waits for the controller in a safe section of the door
+ * (moves are performed meanwhile). in_group: inside ncclGroupStart/End,
+ * where it never waits (the group's earlier operations would not run). */
+void es_coll_step_start(int in_group);
+
 #endif

@@ -687,11 +687,6 @@ static CUresult es_barrier_step(es_comm_t *c, uint64_t target, int done, CUstrea
     return es_step_launch(st, s);
 }
 
-static int es_is_float(int dt)
-{
-    return dt == ES_RT_F16 || dt == ES_RT_F32 || dt == ES_RT_F64 || dt == ES_RT_BF16;
-}
-
 static CUresult es_dev_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const es_premul_t *pm,
                             CUstream s)
 {
@@ -710,7 +705,7 @@ static CUresult es_dev_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const
         int set = (int)(c->nchunks++ & 1);
         uint64_t b = c->bar;
         int last = off + m >= total;
-        int done = last && op->kind == ES_OP_ALLREDUCE && es_is_float(op->dtype);
+        int done = last && es_coll_counts_step(op->kind, op->dtype);
         switch (op->kind) {
         case ES_OP_ALLREDUCE:
         case ES_OP_REDUCE: {

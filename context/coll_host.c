@@ -286,9 +286,7 @@ static CUresult es_host_coll(es_comm_t *c, const es_coll_op_t *op, int rop, cons
                 r = CUDA_ERROR_OUT_OF_MEMORY;
             es_step_add(st, &b2);
             c->bar += 2;
-            if (last && kind == ES_OP_ALLREDUCE &&
-                (op->dtype == ES_RT_F16 || op->dtype == ES_RT_F32 || op->dtype == ES_RT_F64 ||
-                 op->dtype == ES_RT_BF16)) {
+            if (last && es_coll_counts_step(kind, op->dtype)) {
                 es_action_t d = { .kind = ES_A_DONE_ALLREDUCE };
                 es_step_add(st, &d);
             }

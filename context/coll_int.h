@@ -325,6 +325,15 @@ CUresult es_p2p_rounds(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s,
 /* A gradient all-reduce completed (progress counters, shim/step.h). */
 void es_coll_progress_add(void);
 
+/* Whether an operation counts as a step (shim/step.h): an all-reduce of
+ * floating-point data. Its last chunk completes the step; one of count 0
+ * is not run and does not count. */
+static inline int es_coll_counts_step(int kind, int dtype)
+{
+    return kind == ES_OP_ALLREDUCE && (dtype == ES_RT_F16 || dtype == ES_RT_F32 ||
+                                       dtype == ES_RT_F64 || dtype == ES_RT_BF16);
+}
+
 /* Milliseconds on CLOCK_MONOTONIC. */
 uint64_t es_coll_now_ms(void);
 

@@ -539,6 +539,14 @@ static int es_ts_leave_parked(es_tslice_t *t, int dev, int mine)
     return 1;
 }
 
+int es_mover_ts_pending(void)
+{
+    pthread_mutex_lock(&es_tsc_mu);
+    int op = es_tsc.op;
+    pthread_mutex_unlock(&es_tsc_mu);
+    return op != 0;
+}
+
 void es_mover_ts_apply(void)
 {
     es_mover_ts_change_t c;

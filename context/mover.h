@@ -119,5 +119,7 @@ typedef struct es_mover_ts_change {
 int es_mover_ts_change(const es_mover_ts_change_t *c, int timeout_ms, int *rc, char *msg,
                        size_t msglen);
 void es_mover_ts_apply(void);
+/* 1 when a change is waiting for es_mover_ts_apply (any thread). */
+int es_mover_ts_pending(void);
 
 #endif

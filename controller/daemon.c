@@ -13,6 +13,7 @@
 #include "controller/sched.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
@@ -73,6 +74,7 @@ typedef struct est {
     char reason[ES_PROTO_REASON_MAX + 1];
     uint64_t total_ns, bytes;
     int ts; /* a member of the job's rotation (time-sliced on D.ts.gpu) */
+    uint64_t held; /* waiting at a scheduled step: that step + 1 (heartbeat); 0 not */
 } est_t;
 
 /* The job's rotation: ESTs that take turns on one GPU (one at a time). */
@@ -114,6 +116,9 @@ static struct {
     } measured[ES_CTL_MAX_GPUS];
     int nmeasured;
     ts_state_t ts;
+    /* `run`'s releases of scheduled holds: the step + 1 released (0 none),
+     * told to every EST that registers */
+    uint64_t released;
 } D;
 
 static volatile sig_atomic_t g_stop;
@@ -396,7 +401,9 @@ static const char *est_state(const est_t *e)
         return "unresponsive";
     if (e->ts)
         return "time-sliced";
-    return e->state == ES_EST_SWAPPED_OUT ? "swapped-out" : "running";
+    if (e->state == ES_EST_SWAPPED_OUT)
+        return "swapped-out";
+    return e->held ? "held" : "running";
 }
 
 /* ---- status --------------------------------------------------------------------- */
@@ -464,10 +471,14 @@ static void status_text(es_ctl_buf_t *b, int json)
             es_ctl_buf_printf(b, ",\"host\":");
             es_ctl_buf_json_str(b, e->host);
             es_ctl_buf_printf(b, ",\"step\":%llu,\"state\":\"%s\",\"step_time_ms\":%.3f,"
-                              "\"memory\":%llu,\"epoch\":%llu,\"last_heard_s\":%.3f}",
-                              (unsigned long long)e->step, est_state(e),
+                              "\"memory\":%llu,\"epoch\":%llu,\"last_heard_s\":%.3f,"
+                              "\"held_at\":", (unsigned long long)e->step, est_state(e),
                               e->step_time_ns / 1e6, (unsigned long long)e->mem,
                               (unsigned long long)e->epoch, ago);
+            if (e->held)
+                es_ctl_buf_printf(b, "%llu}", (unsigned long long)(e->held - 1));
+            else
+                es_ctl_buf_printf(b, "null}");
         } else {
             char last[32] = "-", st[32] = "-";
             if (e->seen)
@@ -536,12 +547,13 @@ static void status_text(es_ctl_buf_t *b, int json)
 static void progress_text(es_ctl_buf_t *b)
 {
     uint64_t mn = UINT64_MAX, mx = 0;
-    int reg = 0, unresp = 0;
+    int reg = 0, unresp = 0, held = 0;
     for (int r = 0; r < D.job.nests; r++) {
         const est_t *e = &D.ests[r];
         if (!e->seen || e->conn < 0)
             continue;
         reg++;
+        held += e->held != 0;
         if (strcmp(est_state(e), "unresponsive") == 0)
             unresp++;
         if (e->step < mn)
@@ -551,8 +563,8 @@ static void progress_text(es_ctl_buf_t *b)
     }
     if (!reg)
         mn = 0;
-    es_ctl_buf_printf(b, "steps %llu %llu %d %d %d\nplacement", (unsigned long long)mn,
-                      (unsigned long long)mx, reg, D.job.nests, unresp);
+    es_ctl_buf_printf(b, "steps %llu %llu %d %d %d %d\nplacement", (unsigned long long)mn,
+                      (unsigned long long)mx, reg, D.job.nests, unresp, held);
     for (int g = -1; g < D.job.ngpus; g++) {
         int any = 0;
         for (int r = 0; r < D.job.nests; r++) {
@@ -879,8 +891,10 @@ static int ts_member(int r)
     return 0;
 }
 
+static void already(int i, uint32_t seq, const char *what);
+
 /* timeslice GPU [RANKS] | off */
-static void do_timeslice(int i, uint32_t seq, const char *arg)
+static void do_timeslice(int i, uint32_t seq, const char *arg, int again)
 {
     char err[512], what[400], gpu_tok[ES_PROTO_ARG_MAX + 1] = "", ranks_tok[ES_PROTO_ARG_MAX + 1] = "";
     int targets[ES_CTL_MAX_ESTS];
@@ -888,6 +902,10 @@ static void do_timeslice(int i, uint32_t seq, const char *arg)
     for (int r = 0; r < D.job.nests; r++)
         targets[r] = -2;
     if (strcmp(arg, "off") == 0) {
+        if (!D.ts.active && again) {
+            already(i, seq, "timeslice off");
+            return;
+        }
         if (!D.ts.active) {
             refuse(i, seq, 1, "timeslice off: the job is not time-sliced");
             return;
@@ -943,14 +961,19 @@ static void do_timeslice(int i, uint32_t seq, const char *arg)
         refuse(i, seq, 2, "timeslice: bad argument \"%s\" (GPU [RANKS], or off)", arg);
         return;
     }
-    if (D.ts.active) {
-        char g[16];
-        gpu_label(D.ts.gpu, g, sizeof(g));
-        refuse(i, seq, 1, "timeslice: the job is time-sliced on GPU %s already (end it first: "
-               "easyscale-ctl timeslice --off)", g);
+    int g = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, gpu_tok);
+    if (D.ts.active && again && g == D.ts.gpu) {
+        snprintf(what, sizeof(what), "timeslice %s", arg);
+        already(i, seq, what);
         return;
     }
-    int g = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, gpu_tok);
+    if (D.ts.active) {
+        char gl[16];
+        gpu_label(D.ts.gpu, gl, sizeof(gl));
+        refuse(i, seq, 1, "timeslice: the job is time-sliced on GPU %s already (end it first: "
+               "easyscale-ctl timeslice --off)", gl);
+        return;
+    }
     if (g < 0) {
         refuse(i, seq, g == -EINVAL ? 2 : 1, "timeslice: %s GPU \"%s\"",
                g == -EINVAL ? "bad" : "no such", gpu_tok);
@@ -1028,6 +1051,43 @@ static void do_timeslice(int i, uint32_t seq, const char *arg)
     op_start(i, seq, ES_VERB_TIMESLICE, D.job.slots, targets, ops, what);
 }
 
+/* release STEP: `run` did the scheduled events through STEP; the ESTs held
+ * at or before it go on (now, and any that registers later). */
+static void do_release(int i, uint32_t seq, const char *arg)
+{
+    long v;
+    if (es_ctl_parse_long(arg, 0, LONG_MAX - 1, &v) < 0) {
+        refuse(i, seq, 2, "release: bad step \"%s\"", arg);
+        return;
+    }
+    if ((uint64_t)v + 1 > D.released)
+        D.released = (uint64_t)v + 1;
+    es_proto_msg_t rel = { .type = ES_MSG_RELEASE };
+    rel.u.release.step = D.released - 1;
+    int told = 0;
+    for (int r = 0; r < D.job.nests; r++)
+        if (D.ests[r].seen && D.ests[r].conn >= 0) {
+            conn_send(D.ests[r].conn, &rel);
+            told++;
+        }
+    es_ctl_buf_t b = { 0 };
+    es_ctl_buf_printf(&b, "released step %ld (%d EST%s told)\n", v, told, told == 1 ? "" : "s");
+    es_ctl_log("%s", b.p);
+    reply_text(i, seq, 0, &b);
+    es_ctl_buf_free(&b);
+}
+
+/* A request sent again (ES_REQ_AGAIN) whose state is reached already: done. */
+static void already(int i, uint32_t seq, const char *what)
+{
+    es_ctl_buf_t b = { 0 };
+    es_ctl_buf_printf(&b, "%s: done already (sent again after a controller restart; nothing "
+                      "moved)\n", what);
+    es_ctl_log("%s", b.p);
+    reply_text(i, seq, 0, &b);
+    es_ctl_buf_free(&b);
+}
+
 static void handle_request(int i, const es_proto_msg_t *m)
 {
     conn_t *c = D.conns[i];
@@ -1037,6 +1097,7 @@ static void handle_request(int i, const es_proto_msg_t *m)
     c->deadline = 0;
     check_unresponsive(es_ctl_now_ms());
     uint32_t v = m->u.req.verb;
+    int again = !!(m->u.req.flags & ES_REQ_AGAIN);
     if (v == ES_VERB_STATUS || v == ES_VERB_PROGRESS) {
         es_ctl_buf_t b = { 0 };
         if (v == ES_VERB_STATUS)
@@ -1047,6 +1108,10 @@ static void handle_request(int i, const es_proto_msg_t *m)
         es_ctl_buf_free(&b);
         return;
     }
+    if (v == ES_VERB_RELEASE) {
+        do_release(i, seq, m->u.req.arg);
+        return;
+    }
     if (D.op.active) {
         refuse(i, seq, 1, "busy: %s is in progress (%.1f s); try again when it is done",
                D.op.what, (es_ctl_now_ms() - D.op.start_ms) / 1000.0);
@@ -1054,7 +1119,7 @@ static void handle_request(int i, const es_proto_msg_t *m)
     }
     const char *arg = m->u.req.arg;
     if (v == ES_VERB_TIMESLICE) {
-        do_timeslice(i, seq, arg);
+        do_timeslice(i, seq, arg, again);
         return;
     }
     if (D.ts.active) {
@@ -1084,6 +1149,11 @@ static void handle_request(int i, const es_proto_msg_t *m)
             return;
         }
         uint64_t bit = 1ull << g, mask = D.job.slots;
+        snprintf(what, sizeof(what), "%s GPU %s", name, arg);
+        if (again && !(mask & bit) == (v == ES_VERB_PREEMPT)) {
+            already(i, seq, what);
+            return;
+        }
         if (v == ES_VERB_PREEMPT) {
             if (!(mask & bit)) {
                 refuse(i, seq, 1, "preempt: GPU %s is not one of the job's", arg);
@@ -1102,7 +1172,6 @@ static void handle_request(int i, const es_proto_msg_t *m)
             }
             mask |= bit;
         }
-        snprintf(what, sizeof(what), "%s GPU %s", name, arg);
         do_scale(i, seq, v, mask, what);
         return;
     }
@@ -1123,6 +1192,11 @@ static void handle_request(int i, const es_proto_msg_t *m)
     uint32_t ops[ES_CTL_MAX_ESTS];
     for (int k = 0; k < D.job.nests; k++)
         targets[k] = -2;
+    if (v == ES_VERB_SWAP_OUT && again && D.ests[r].state == ES_EST_SWAPPED_OUT) {
+        snprintf(what, sizeof(what), "swap-out EST %d", r);
+        already(i, seq, what);
+        return;
+    }
     if (v == ES_VERB_SWAP_OUT) {
         targets[r] = -1;
         ops[r] = ES_MOVE_SWAP_OUT;
@@ -1132,6 +1206,11 @@ static void handle_request(int i, const es_proto_msg_t *m)
         if (g < 0) {
             refuse(i, seq, g == -EINVAL ? 2 : 1, "%s: %s GPU \"%s\"", name,
                    g == -EINVAL ? "bad" : "no such", arg);
+            return;
+        }
+        snprintf(what, sizeof(what), "%s EST %d to GPU %s", name, r, arg);
+        if (again && D.ests[r].gpu == g && D.ests[r].state != ES_EST_SWAPPED_OUT) {
+            already(i, seq, what);
             return;
         }
         if (!(D.job.slots & (1ull << g))) {
@@ -1155,7 +1234,6 @@ static void handle_request(int i, const es_proto_msg_t *m)
         }
         targets[r] = g;
         ops[r] = v == ES_VERB_SWAP_IN ? ES_MOVE_SWAP_IN : ES_MOVE_MIGRATE;
-        snprintf(what, sizeof(what), "%s EST %d to GPU %s", name, r, arg);
     }
     op_start(i, seq, v, D.job.slots, targets, ops, what);
 }
@@ -1227,6 +1305,12 @@ static void handle_register(int i, const es_proto_msg_t *m)
     w.u.welcome.epoch = D.job.epoch;
     w.u.welcome.daemon_pid = (uint32_t)getpid();
     conn_send(i, &w);
+    e->held = 0; /* heartbeats say again */
+    if (D.released) { /* a release it may have missed while it reconnected */
+        es_proto_msg_t rel = { .type = ES_MSG_RELEASE };
+        rel.u.release.step = D.released - 1;
+        conn_send(i, &rel);
+    }
     int reg = 0;
     for (int k = 0; k < D.job.nests; k++)
         reg += D.ests[k].conn >= 0;
@@ -1251,6 +1335,7 @@ static void handle_heartbeat(int i, const es_proto_msg_t *m)
     e->mem = m->u.hb.mem_bytes;
     e->epoch = m->u.hb.epoch;
     e->state = m->u.hb.state;
+    e->held = m->u.hb.held;
     e->last_ms = now;
     /* Per-EST compute time on this model: the step less the time waited
      * in collectives, shared by the ESTs of the GPU. Only when the shim

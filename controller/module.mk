@@ -31,7 +31,8 @@ $(B)/tests/ctl_sched_test: $(B)/obj/tests/controller/sched_test.o $(B)/obj/contr
 TESTS += $(B)/tests/ctl_sched_test
 
 $(B)/tests/ctl_proto_test: $(B)/obj/tests/controller/proto_test.o $(B)/obj/controller/proto.o \
-		$(B)/obj/controller/sock.o $(B)/obj/controller/util.o $(B)/obj/shim/config.o
+		$(B)/obj/controller/sock.o $(B)/obj/controller/util.o $(B)/obj/shim/config.o \
+		$(B)/obj/shim/step.o $(B)/obj/shim/log.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) -lm
 

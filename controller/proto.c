@@ -15,12 +15,13 @@ uint32_t es_proto_max_len(unsigned type)
      * anything longer is malformed anyway. */
     switch (type) {
     case ES_MSG_REGISTER: return 4 * 4 + 3 * 8 + 2 * (2 + ES_PROTO_SLOT_MAX);
-    case ES_MSG_HEARTBEAT: return 5 * 8 + 4;
+    case ES_MSG_HEARTBEAT: return 6 * 8 + 4;
     case ES_MSG_MOVE: return 4 + 8 + 2 + ES_PROTO_SLOT_MAX + 4 + 4 * ES_PROTO_TS_MAX;
     case ES_MSG_ACK:
         return 4 + 4 + 5 * 8 + 2 + ES_PROTO_SLOT_MAX + 2 + ES_PROTO_REASON_MAX;
     case ES_MSG_ERROR: return 4 + 2 + ES_PROTO_REASON_MAX;
     case ES_MSG_WELCOME: return 8 + 4;
+    case ES_MSG_RELEASE: return 8;
     case ES_MSG_REQUEST: return 3 * 4 + 2 + ES_PROTO_ARG_MAX;
     case ES_MSG_REPLY: return 4 + 4 + ES_PROTO_TEXT_MAX;
     default: return 0;
@@ -138,6 +139,7 @@ int es_proto_encode(const es_proto_msg_t *m, uint8_t *buf, size_t cap, size_t *l
         put_u64(&w, m->u.hb.mem_bytes);
         put_u64(&w, m->u.hb.epoch);
         put_u32(&w, m->u.hb.state);
+        put_u64(&w, m->u.hb.held);
         break;
     case ES_MSG_MOVE:
         if (m->u.move.op == 0 || m->u.move.op >= ES_MOVE_NOPS)
@@ -169,6 +171,9 @@ int es_proto_encode(const es_proto_msg_t *m, uint8_t *buf, size_t cap, size_t *l
     case ES_MSG_WELCOME:
         put_u64(&w, m->u.welcome.epoch);
         put_u32(&w, m->u.welcome.daemon_pid);
+        break;
+    case ES_MSG_RELEASE:
+        put_u64(&w, m->u.release.step);
         break;
     case ES_MSG_REQUEST:
         if (m->u.req.verb == 0 || m->u.req.verb >= ES_VERB_NVERBS)
@@ -315,6 +320,7 @@ int es_proto_decode(const es_proto_hdr_t *h, const uint8_t *payload, es_proto_ms
         m->u.hb.mem_bytes = get_u64(&r);
         m->u.hb.epoch = get_u64(&r);
         m->u.hb.state = get_u32(&r);
+        m->u.hb.held = get_u64(&r);
         if (!r.err && m->u.hb.state > ES_EST_SWAPPED_OUT)
             r.err = -EBADMSG;
         break;
@@ -352,13 +358,16 @@ int es_proto_decode(const es_proto_hdr_t *h, const uint8_t *payload, es_proto_ms
         m->u.welcome.epoch = get_u64(&r);
         m->u.welcome.daemon_pid = get_u32(&r);
         break;
+    case ES_MSG_RELEASE:
+        m->u.release.step = get_u64(&r);
+        break;
     case ES_MSG_REQUEST:
         m->u.req.verb = get_u32(&r);
         m->u.req.flags = get_u32(&r);
         m->u.req.rank = (int32_t)get_u32(&r);
         get_str(&r, m->u.req.arg, ES_PROTO_ARG_MAX);
         if (!r.err && (m->u.req.verb == 0 || m->u.req.verb >= ES_VERB_NVERBS ||
-                       (m->u.req.flags & ~ES_REQ_JSON) || m->u.req.rank < -1))
+                       (m->u.req.flags & ~ES_REQ_FLAGS) || m->u.req.rank < -1))
             r.err = -EBADMSG;
         break;
     case ES_MSG_REPLY: {

@@ -20,7 +20,8 @@
  * Conversation:
  *   EST  -> daemon  REGISTER, then HEARTBEAT every EASYSCALE_HEARTBEAT_MS,
  *                   ACK for each MOVE, ERROR
- *   daemon -> EST   WELCOME (registration accepted), MOVE, ERROR (then
+ *   daemon -> EST   WELCOME (registration accepted), MOVE, RELEASE (the
+ *                   scheduled events through a step are done), ERROR (then
  *                   closes: e.g. the rank is already held by another pid)
  *   CLI  -> daemon  REQUEST (one per connection)
  *   daemon -> CLI   REPLY (rc and text), then closes
@@ -33,10 +34,12 @@
 #include <stdint.h>
 
 #define ES_PROTO_MAGIC 0x31435345u /* bytes 'E' 'S' 'C' '1' */
-/* Version 2: MOVE carries a rank list (time-slicing a running job). A peer
- * of another version is refused at its first frame (-EPROTONOSUPPORT: the
- * receiver logs the version it got and closes). */
-#define ES_PROTO_VERSION 2u
+/* Version 2: MOVE carries a rank list (time-slicing a running job).
+ * Version 3: scheduled holds (RELEASE, the RELEASE verb, HEARTBEAT.held,
+ * REQUEST flag ES_REQ_AGAIN). A peer of another version is refused at its
+ * first frame (-EPROTONOSUPPORT: the receiver logs the version it got and
+ * closes). */
+#define ES_PROTO_VERSION 3u
 #define ES_PROTO_HDR_SIZE 16u
 
 /* The frame header, as it is on the wire (little-endian fields). */
@@ -62,6 +65,7 @@ enum es_proto_type {
     ES_MSG_WELCOME = 6,   /* daemon -> EST: registration accepted */
     ES_MSG_REQUEST = 7,   /* CLI -> daemon */
     ES_MSG_REPLY = 8,     /* daemon -> CLI */
+    ES_MSG_RELEASE = 9,   /* daemon -> EST: ESTs held at a step <= release.step go on */
     ES_MSG_NTYPES
 };
 
@@ -71,7 +75,8 @@ enum es_proto_type {
     (ES_PROTO_BIT(ES_MSG_REGISTER) | ES_PROTO_BIT(ES_MSG_HEARTBEAT) |                    \
      ES_PROTO_BIT(ES_MSG_ACK) | ES_PROTO_BIT(ES_MSG_ERROR) | ES_PROTO_BIT(ES_MSG_REQUEST))
 #define ES_PROTO_ACCEPT_EST                                                               \
-    (ES_PROTO_BIT(ES_MSG_WELCOME) | ES_PROTO_BIT(ES_MSG_MOVE) | ES_PROTO_BIT(ES_MSG_ERROR))
+    (ES_PROTO_BIT(ES_MSG_WELCOME) | ES_PROTO_BIT(ES_MSG_MOVE) | ES_PROTO_BIT(ES_MSG_ERROR) |   \
+     ES_PROTO_BIT(ES_MSG_RELEASE))
 #define ES_PROTO_ACCEPT_CLI (ES_PROTO_BIT(ES_MSG_REPLY) | ES_PROTO_BIT(ES_MSG_ERROR))
 
 /* Moves (ES_MSG_MOVE.op; also shim/move.h). */
@@ -101,9 +106,16 @@ enum es_proto_verb {
     ES_VERB_PROGRESS = 8, /* one line for `run`'s progress display */
     ES_VERB_TIMESLICE = 9, /* arg: "GPU" (the ESTs on it), "GPU RANKS" (RANKS: "2,3", "0-3"),
                             * or "off" */
+    ES_VERB_RELEASE = 10,  /* arg: STEP (decimal): the scheduled events through STEP are done;
+                            * the ESTs held there go on (`run` sends it) */
     ES_VERB_NVERBS
 };
 #define ES_REQ_JSON 1u
+/* A request sent again (its answer was lost with a daemon that died): a
+ * desired state, so one already reached is done, not refused (an EST
+ * already where the event wants it is not moved). */
+#define ES_REQ_AGAIN 2u
+#define ES_REQ_FLAGS (ES_REQ_JSON | ES_REQ_AGAIN)
 
 /* REGISTER.flags: the EST takes turns on its slot in a rotation the
  * controller started (a restarted daemon re-learns the rotation from
@@ -145,6 +157,7 @@ typedef struct es_proto_msg {
             uint64_t mem_bytes;    /* device memory the EST holds (0: unknown) */
             uint64_t epoch;        /* last placement epoch applied */
             uint32_t state;        /* enum es_proto_est_state */
+            uint64_t held;         /* waiting at a scheduled step: that step + 1; 0 not */
         } hb;
         struct {
             uint32_t op; /* enum es_proto_move_op */
@@ -171,6 +184,9 @@ typedef struct es_proto_msg {
             uint64_t epoch;
             uint32_t daemon_pid;
         } welcome;
+        struct {
+            uint64_t step; /* the scheduled events through this step are done */
+        } release;
         struct {
             uint32_t verb, flags;
             int32_t rank; /* -1: none */

@@ -31,7 +31,7 @@
 
 #define LINE_MAX_BYTES 65536
 #define MAX_EVENTS 256
-#define DAEMON_RESTARTS 5        /* at most this many ... */
+#define DAEMON_RESTARTS 5        /* at most this many deaths before serving ... */
 #define DAEMON_RESTART_WINDOW_MS 60000 /* ... within this window */
 #define STOP_GRACE_MS 5000
 
@@ -41,6 +41,7 @@ static const char *const usage =
     "usage: easyscale-ctl run --ests N [--gpus SPEC] [--determinism d1|d2|off]\n"
     "           [--schedule FILE] [--socket PATH] [--est-memory SIZE] [--no-time-slicing]\n"
     "           [--tcp HOST:PORT] [--heartbeat-timeout S] [--move-timeout S]\n"
+    "           [--hold-timeout S]\n"
     "           [--shim PATH|none] [--progress auto|off|SECONDS] -- CMD ARGS...\n"
     "Starts a job of N ESTs: N processes of CMD with libeasyscale.so preloaded\n"
     "(--shim, default ../lib/libeasyscale.so beside this program; none: not\n"
@@ -58,12 +59,16 @@ static const char *const usage =
     "                       GPU, swap-out RANK, swap-in RANK GPU, timeslice GPU [RANKS]\n"
     "                       (RANKS: 2,3 or 0-3), timeslice off; in order, each once its\n"
     "                       step (the least step of the ESTs) or time (since launch)\n"
-    "                       is reached; '#' starts a comment\n"
+    "                       is reached; the ESTs wait at a step event's step until its\n"
+    "                       events are done; step events in ascending order; '#' starts\n"
+    "                       a comment\n"
     "  --est-memory SIZE    GPU memory one EST needs (e.g. 256M, 2G), for placement\n"
     "  --no-time-slicing    never place more ESTs on a GPU than fit in its memory\n"
     "  --tcp HOST:PORT      also listen on TCP (ESTs on other hosts; EASYSCALE_TOKEN)\n"
     "  --heartbeat-timeout  seconds without heartbeat before an EST is unresponsive (10)\n"
     "  --move-timeout       seconds a move may take before it counts as failed (300)\n"
+    "  --hold-timeout       seconds the ESTs wait at a scheduled step for its events\n"
+    "                       before they go on without them (the move timeout + 60)\n"
     "  --progress           auto (default: one updating line on a terminal, else a\n"
     "                       line every 30 s and on placement changes), off, or SECONDS\n"
     "Exit status: 0 every EST exited 0 (and every scheduled event succeeded), 1 an\n"
@@ -77,7 +82,11 @@ typedef struct event {
     int32_t rank;
     char arg[ES_PROTO_ARG_MAX + 1];
     char text[300]; /* the line, for messages */
+    int tries;      /* sent again after its answer was lost with a daemon */
 } event_t;
+
+/* Sends of one event whose answer a dying daemon took with it. */
+#define EVENT_TRIES 20
 
 typedef struct outpipe {
     int fd;     /* read end, -1 at EOF */
@@ -127,12 +136,24 @@ static struct {
      * an answer of one that has died since is not taken for the next. */
     int all_registered;
     unsigned daemon_gen, prog_gen;
+    /* The daemon now running answered a request: its death does not count
+     * toward the restart limit (only a daemon that dies before it serves
+     * does, a crash loop). */
+    int daemon_served;
     char placement[1024];
     int64_t last_plain_ms;
     /* schedule */
     event_t ev[MAX_EVENTS];
     int nev, next_ev, ev_failed;
     int64_t start_ms;
+    uint64_t step_max; /* the greatest step of the ESTs (progress) */
+    /* the steps the ESTs wait at (EASYSCALE_HOLD_STEPS), and the release:
+     * the last step whose events are done (rel_step + 1; 0 none), and
+     * whether the daemon now running took it */
+    char hold_steps[4096];
+    double hold_timeout_s;
+    uint64_t rel_step;
+    int rel_sent;
 } R;
 
 static volatile sig_atomic_t g_sig, g_chld;
@@ -161,6 +182,36 @@ static int bad_usage(const char *fmt, const char *a)
 }
 
 /* ---- schedule ---------------------------------------------------------------------- */
+
+/* The steps the ESTs wait at: each step event's, ascending (a step event
+ * before one of a smaller step could never be done at its step). */
+static int schedule_holds(const char *path, char *err, size_t errlen)
+{
+    size_t o = 0;
+    const event_t *last = NULL;
+    R.hold_steps[0] = '\0';
+    for (int i = 0; i < R.nev; i++) {
+        const event_t *e = &R.ev[i];
+        if (!e->by_step)
+            continue;
+        if (last && e->step < last->step) {
+            snprintf(err, errlen, "%s: step events must be in ascending order (\"%s\" comes "
+                     "after \"%s\")", path, e->text, last->text);
+            return -EINVAL;
+        }
+        if (!last || e->step != last->step) {
+            int w = snprintf(R.hold_steps + o, sizeof(R.hold_steps) - o, "%s%llu", o ? "," : "",
+                             (unsigned long long)e->step);
+            if (w < 0 || (size_t)w >= sizeof(R.hold_steps) - o) {
+                snprintf(err, errlen, "%s: too many distinct steps", path);
+                return -EINVAL;
+            }
+            o += (size_t)w;
+        }
+        last = e;
+    }
+    return 0;
+}
 
 static int parse_schedule(const char *path, char *err, size_t errlen)
 {
@@ -271,6 +322,7 @@ static int parse_schedule(const char *path, char *err, size_t errlen)
         rc = -EINVAL;
         goto out;
     }
+    rc = schedule_holds(path, err, errlen);
 out:
     fclose(f);
     return rc;
@@ -440,19 +492,23 @@ static void daemon_ended(int status)
     R.daemon = 0;
     if (R.stopping_daemon)
         return;
+    /* only daemons that died before serving a request count (a crash loop) */
     int recent = 0;
     for (int i = 0; i < R.nrestarts; i++)
         if (now - R.restarts[i] < DAEMON_RESTART_WINDOW_MS)
             recent++;
-    if (recent >= DAEMON_RESTARTS) {
-        say("the controller (pid %d) %s; not restarting it again (%d restarts within %d s): "
-            "training goes on without a controller", (int)old, how, recent,
+    if (!R.daemon_served && recent >= DAEMON_RESTARTS) {
+        say("the controller (pid %d) %s; not restarting it again (%d died within %d s before "
+            "serving a request): training goes on without a controller", (int)old, how, recent,
             DAEMON_RESTART_WINDOW_MS / 1000);
         return;
     }
-    R.restarts[R.nrestarts++ % DAEMON_RESTARTS] = now;
-    if (R.nrestarts > DAEMON_RESTARTS)
-        R.nrestarts = DAEMON_RESTARTS;
+    if (!R.daemon_served) {
+        R.restarts[R.nrestarts++ % DAEMON_RESTARTS] = now;
+        if (R.nrestarts > DAEMON_RESTARTS)
+            R.nrestarts = DAEMON_RESTARTS;
+    }
+    R.daemon_served = 0;
     pid_t p = start_daemon(err, sizeof(err));
     if (p < 0) {
         say("the controller (pid %d) %s, and a new one did not start (%s): training goes on "
@@ -462,6 +518,7 @@ static void daemon_ended(int status)
     R.daemon = p;
     R.daemon_gen++;
     R.all_registered = 0;
+    R.rel_sent = 0; /* the new daemon has released nothing */
     say("the controller (pid %d) %s; started a new one (pid %d), which re-learns the job from "
         "the ESTs (training went on)", (int)old, how, (int)p);
 }
@@ -476,13 +533,15 @@ static void ac_close(aclient_t *a)
     es_proto_reader_reset(&a->rd);
 }
 
-static int ac_start(aclient_t *a, uint32_t verb, int32_t rank, const char *arg, int timeout_ms)
+static int ac_start(aclient_t *a, uint32_t verb, int32_t rank, const char *arg, uint32_t flags,
+                    int timeout_ms)
 {
     uint8_t out[1024];
     size_t len;
     es_proto_msg_t m = { .type = ES_MSG_REQUEST, .seq = 1 };
     m.u.req.verb = verb;
     m.u.req.rank = rank;
+    m.u.req.flags = flags;
     snprintf(m.u.req.arg, sizeof(m.u.req.arg), "%s", arg ? arg : "");
     if (!a->buf && !(a->buf = malloc(es_proto_max_len(ES_MSG_REPLY))))
         return -ENOMEM;
@@ -531,17 +590,20 @@ static void progress_update(const char *t, size_t len)
 {
     char buf[2048];
     unsigned long long mn, mx;
-    int reg, n, unresp;
+    int reg, n, unresp, held;
     if (len >= sizeof(buf))
         len = sizeof(buf) - 1;
     memcpy(buf, t, len);
     buf[len] = '\0';
     char *pl = strstr(buf, "\nplacement");
     if (R.prog_gen != R.daemon_gen ||
-        sscanf(buf, "steps %llu %llu %d %d %d", &mn, &mx, &reg, &n, &unresp) != 5 || !pl)
+        sscanf(buf, "steps %llu %llu %d %d %d %d", &mn, &mx, &reg, &n, &unresp, &held) != 6 ||
+        !pl)
         return;
+    R.daemon_served = 1;
     if (reg == n)
         R.all_registered = 1;
+    R.step_max = mx;
     char *nl = strchr(pl + 1, '\n');
     if (nl)
         *nl = '\0';
@@ -581,6 +643,110 @@ static int event_due(const event_t *e, int64_t now)
     if (e->by_step)
         return R.have_progress && R.step_min >= e->step;
     return now - R.start_ms >= (int64_t)(e->time_s * 1000);
+}
+
+/* What the schedule's request in flight is. */
+enum { SCHED_NONE = 0, SCHED_EVENT, SCHED_RELEASE };
+static int g_sched_kind;
+static unsigned g_sched_gen; /* the daemon generation it went to */
+
+/* An event's answer, or none: the next event, and the release of its step
+ * when it was the step's last event. */
+static void event_done(event_t *e, int r, int rrc, const char *t, size_t tl)
+{
+    if (r == 1) {
+        char txt[4096];
+        size_t l = tl < sizeof(txt) - 1 ? tl : sizeof(txt) - 1;
+        memcpy(txt, t, l);
+        txt[l] = '\0';
+        while (l && txt[l - 1] == '\n')
+            txt[--l] = '\0';
+        say("schedule: %s: %s", e->text, txt);
+        if (rrc != 0) {
+            R.ev_failed++;
+        } else if (e->by_step && R.step_max > e->step) {
+            say("schedule: %s: not at its step: an EST was at step %llu (its wait at step %llu "
+                "timed out, see --hold-timeout)", e->text, (unsigned long long)R.step_max,
+                (unsigned long long)e->step);
+            R.ev_failed++;
+        }
+    } else {
+        say("schedule: %s: no answer from the controller (%s)", e->text, es_proto_strerror(r));
+        R.ev_failed++;
+    }
+    R.next_ev++;
+    const event_t *n = R.next_ev < R.nev ? &R.ev[R.next_ev] : NULL;
+    if (e->by_step && !(n && n->by_step && n->step == e->step)) {
+        R.rel_step = e->step + 1;
+        R.rel_sent = 0;
+    }
+}
+
+/* The answer to the request in flight. Returns 1 when an event ended. */
+static int schedule_answer(aclient_t *a)
+{
+    int rrc = 0;
+    const char *t = NULL;
+    size_t tl = 0;
+    int r = ac_poll(a, &rrc, &t, &tl);
+    if (r == 0)
+        return 0;
+    ac_close(a);
+    if (g_sched_kind == SCHED_RELEASE) {
+        if (r == 1 && rrc == 0)
+            R.rel_sent = g_sched_gen == R.daemon_gen;
+        else if (r == 1)
+            say("schedule: release of step %llu refused (%.*s)",
+                (unsigned long long)(R.rel_step - 1), (int)tl, t); /* again next round */
+        g_sched_kind = SCHED_NONE;
+        return 0;
+    }
+    g_sched_kind = SCHED_NONE;
+    event_t *e = &R.ev[R.next_ev];
+    if (r < 0 && r != -ETIMEDOUT && e->tries < EVENT_TRIES) {
+        /* the daemon died with it: the restarted one gets it as a desired state */
+        e->tries++;
+        say("schedule: %s: no answer from the controller (%s); sending it again once the "
+            "ESTs have registered with the next one", e->text, es_proto_strerror(r));
+        if (R.daemon_gen == g_sched_gen)
+            R.all_registered = 0; /* the daemon may not be reaped yet: wait for its successor */
+        return 0;
+    }
+    event_done(e, r, rrc, t, tl);
+    return 1;
+}
+
+/* One round of the schedule: the answer in flight, else the release of a
+ * step whose events are done, else the next event when it is due. Returns
+ * 1 when an event ended. */
+static int schedule_round(aclient_t *a, int running, int move_timeout_ms)
+{
+    if (a->fd >= 0)
+        return schedule_answer(a);
+    if (!running || R.daemon <= 0 || !R.all_registered)
+        return 0;
+    char arg[32];
+    if (R.rel_step && !R.rel_sent) {
+        snprintf(arg, sizeof(arg), "%llu", (unsigned long long)(R.rel_step - 1));
+        if (ac_start(a, ES_VERB_RELEASE, -1, arg, 0, 10000) < 0) {
+            ac_close(a); /* the daemon restarting: again next round */
+            return 0;
+        }
+        g_sched_kind = SCHED_RELEASE;
+        g_sched_gen = R.daemon_gen;
+        return 0;
+    }
+    if (R.next_ev >= R.nev || !event_due(&R.ev[R.next_ev], es_ctl_now_ms()))
+        return 0;
+    event_t *e = &R.ev[R.next_ev];
+    if (ac_start(a, e->verb, e->rank, e->arg, e->tries ? ES_REQ_AGAIN : 0,
+                 move_timeout_ms + 30000) < 0) {
+        ac_close(a);
+        return 0;
+    }
+    g_sched_kind = SCHED_EVENT;
+    g_sched_gen = R.daemon_gen;
+    return 0;
 }
 
 /* nftw callback: the rendezvous directory's files, then the directory. */
@@ -654,6 +820,13 @@ static void est_env(int r, const es_ctl_job_t *job, const char *shim, const char
     setenv("MASTER_PORT", b, 1);
     setenv("ES_RDZV_DIR", rdzv, 1);
     setenv("EASYSCALE_CONTROL", R.sock, 1);
+    if (R.hold_steps[0]) { /* the ESTs wait at these steps for the schedule's events */
+        setenv("EASYSCALE_HOLD_STEPS", R.hold_steps, 1);
+        snprintf(b, sizeof(b), "%d", (int)(R.hold_timeout_s + 0.999));
+        setenv("EASYSCALE_HOLD_TIMEOUT", b, 1);
+    } else {
+        unsetenv("EASYSCALE_HOLD_STEPS");
+    }
     const char *ts = getenv("EASYSCALE_TIME_SLICE");
     if (ts && strcmp(ts, "on") == 0) /* one GPU (checked): the shim's rotation */
         unsetenv("EASYSCALE_SLOT");
@@ -729,6 +902,7 @@ int es_ctl_run_main(int argc, char **argv)
         { "tcp", required_argument, NULL, 't' },
         { "heartbeat-timeout", required_argument, NULL, 'H' },
         { "move-timeout", required_argument, NULL, 'M' },
+        { "hold-timeout", required_argument, NULL, 'W' },
         { "shim", required_argument, NULL, 'L' },
         { "progress", required_argument, NULL, 'p' },
         { "help", no_argument, NULL, 'h' },
@@ -738,7 +912,7 @@ int es_ctl_run_main(int argc, char **argv)
     const char *spec = "all", *schedule = NULL, *sock = NULL, *shim_opt = NULL, *tcp = NULL;
     const char *progress = "auto";
     long n = 0;
-    double hb = 10, mv = 300;
+    double hb = 10, mv = 300, hold = -1;
     int c, rc = ES_CTL_EXIT_FAIL, lockfd = -1, go[2] = { -1, -1 };
     char err[2300], shim[PATH_MAX], rdzv[64] = "", canonical[128] = "";
     int made_files = 0;
@@ -776,6 +950,10 @@ int es_ctl_run_main(int argc, char **argv)
             if (es_ctl_parse_seconds(optarg, 0.1, 86400, &mv) < 0)
                 return bad_usage("bad --move-timeout \"%s\" (0.1 to 86400 s)", optarg);
             break;
+        case 'W':
+            if (es_ctl_parse_seconds(optarg, 1, 86400, &hold) < 0)
+                return bad_usage("bad --hold-timeout \"%s\" (1 to 86400 s)", optarg);
+            break;
         case 'L': shim_opt = optarg; break;
         case 'p': progress = optarg; break;
         case 'h': fputs(usage, stdout); return ES_CTL_EXIT_OK;
@@ -784,6 +962,7 @@ int es_ctl_run_main(int argc, char **argv)
     }
     if (!n)
         return bad_usage("run needs --ests N%s", NULL);
+    R.hold_timeout_s = hold > 0 ? hold : (mv + 60 < 86400 ? mv + 60 : 86400);
     if (optind >= argc)
         return bad_usage("run needs a command: -- CMD ARGS...%s", NULL);
     R.n = (int)n;
@@ -1127,41 +1306,11 @@ int es_ctl_run_main(int argc, char **argv)
             /* a pending scheduled step is watched more closely */
             next_progress = now + (R.next_ev < R.nev ? 100 : 1000);
             R.prog_gen = R.daemon_gen;
-            ac_start(&prog, ES_VERB_PROGRESS, -1, NULL, 5000);
+            ac_start(&prog, ES_VERB_PROGRESS, -1, NULL, 0, 5000);
         }
         /* schedule */
-        if (sched.fd >= 0) {
-            int rrc;
-            const char *t;
-            size_t tl;
-            int r = ac_poll(&sched, &rrc, &t, &tl);
-            if (r != 0) {
-                event_t *e = &R.ev[R.next_ev];
-                if (r == 1) {
-                    char txt[4096];
-                    size_t l = tl < sizeof(txt) - 1 ? tl : sizeof(txt) - 1;
-                    memcpy(txt, t, l);
-                    txt[l] = '\0';
-                    while (l && txt[l - 1] == '\n')
-                        txt[--l] = '\0';
-                    say("schedule: %s: %s", e->text, txt);
-                    if (rrc != 0)
-                        R.ev_failed++;
-                } else {
-                    say("schedule: %s: no answer from the controller (%s)", e->text,
-                        es_proto_strerror(r));
-                    R.ev_failed++;
-                }
-                ac_close(&sched);
-                R.next_ev++;
-                next_progress = 0; /* show the new placement soon */
-            }
-        } else if (R.next_ev < R.nev && live > 0 && !stopping && R.daemon > 0 &&
-                   event_due(&R.ev[R.next_ev], now)) {
-            event_t *e = &R.ev[R.next_ev];
-            if (ac_start(&sched, e->verb, e->rank, e->arg, job.move_timeout_ms + 30000) < 0)
-                ac_close(&sched); /* the daemon restarting: try again next round */
-        }
+        if (schedule_round(&sched, live > 0 && !stopping, job.move_timeout_ms))
+            next_progress = 0; /* show the new placement soon */
     }
     free(pf);
     free(who);

@@ -42,8 +42,10 @@ ES_NCCL_FUNCS(ES_V_PROTO)
         if (__builtin_expect(es_cfg.collectives == ES_COLL_VIRTUAL, 1) &&                        \
             es_real_present(ES_LIB_NCCL, ES_IDX_##sym))                                          \
             return es_v_##sym args;                                                              \
-        if (ES_IDX_##sym == ES_IDX_ncclAllReduce)                                                \
-            es_step_tick(); /* NCCL's own: a call counts when enqueued */                        \
+        if (ES_IDX_##sym == ES_IDX_ncclAllReduce) { /* NCCL's own: counts when enqueued */     \
+            es_coll_step_start(0);                                                               \
+            es_step_tick();                                                                      \
+        }                                                                                        \
         if (__builtin_expect(es_digest_enabled(), 0)) {                                          \
             if (es_digest_nccl_digested(ES_IDX_##sym))                                           \
                 return (ret)(intptr_t)es_digest_nccl_pass(ES_IDX_##sym ES_DIGEST_ARGS args);      \

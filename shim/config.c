@@ -31,6 +31,12 @@
  *                              are required, EASYSCALE_TOKEN with tcp
  *   EASYSCALE_TOKEN            16-64 printable characters, no spaces
  *   EASYSCALE_HEARTBEAT_MS     10..60000                (default 1000)
+ *   EASYSCALE_HOLD_STEPS       steps at which the EST waits at its collective for
+ *                              the controller's scheduled events: decimal,
+ *                              comma-separated, strictly ascending, at most
+ *                              ES_CFG_HOLD_MAX (needs EASYSCALE_CONTROL; set by
+ *                              easyscale-ctl run)    (default: none)
+ *   EASYSCALE_HOLD_TIMEOUT     seconds one such wait lasts at most, 1..86400 (600)
  *   EASYSCALE_DIGEST           a directory: collective digests, one file per
  *                              EST (context/digest.h)   (default: none)
  */
@@ -208,6 +214,56 @@ out:
     return rc;
 }
 
+/* EASYSCALE_HOLD_STEPS and EASYSCALE_HOLD_TIMEOUT (after the control
+ * channel's variables: holds need it). */
+static int es_config_hold(es_config_t *c, char *msg, size_t msglen)
+{
+    const char *v = getenv("EASYSCALE_HOLD_STEPS"), *t;
+    int rc = 0;
+    c->hold_timeout_s = 600;
+    if ((t = getenv("EASYSCALE_HOLD_TIMEOUT")) != NULL &&
+        (rc = es_parse_int("EASYSCALE_HOLD_TIMEOUT", t, 1, 86400, &c->hold_timeout_s, msg,
+                           msglen)) < 0)
+        goto out;
+    if (!v)
+        goto out;
+    rc = -EINVAL;
+    if (!c->control[0]) {
+        snprintf(msg, msglen, "EASYSCALE_HOLD_STEPS is set but EASYSCALE_CONTROL is not: only "
+                 "a controller releases the ESTs held at those steps");
+        goto out;
+    }
+    const char *p = v;
+    for (;;) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long x = (*p >= '0' && *p <= '9') ? strtoull(p, &end, 10) : 0;
+        if (!end || end == p || errno || x >= UINT64_MAX / 2 || (*end && *end != ',')) {
+            snprintf(msg, msglen, "EASYSCALE_HOLD_STEPS=\"%.64s\" is not valid: expected "
+                     "comma-separated step numbers", v);
+            goto out;
+        }
+        if (c->nhold == ES_CFG_HOLD_MAX) {
+            snprintf(msg, msglen, "EASYSCALE_HOLD_STEPS lists more than %d steps",
+                     ES_CFG_HOLD_MAX);
+            goto out;
+        }
+        if (c->nhold && x <= c->hold[c->nhold - 1]) {
+            snprintf(msg, msglen, "EASYSCALE_HOLD_STEPS=\"%.64s\" is not valid: the steps must "
+                     "be strictly ascending (%llu after %llu)", v, x,
+                     (unsigned long long)c->hold[c->nhold - 1]);
+            goto out;
+        }
+        c->hold[c->nhold++] = x;
+        if (!*end)
+            break;
+        p = end + 1;
+    }
+    rc = 0;
+out:
+    return rc;
+}
+
 /* EASYSCALE_DIGEST: a directory path (created at the first collective). */
 static int es_config_digest(es_config_t *c, char *msg, size_t msglen)
 {
@@ -306,6 +362,8 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
         strcpy(c.slot, v);
     }
     if ((rc = es_config_control(&c, msg, msglen)) < 0)
+        goto out;
+    if ((rc = es_config_hold(&c, msg, msglen)) < 0)
         goto out;
     if ((rc = es_config_digest(&c, msg, msglen)) < 0)
         goto out;

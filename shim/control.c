@@ -1,6 +1,8 @@
 /* The control thread (shim/control.h): connect, register, heartbeat, answer
- * MOVE commands, reconnect with backoff. Everything happens on this thread;
- * the application's threads only bump the step counter (shim/step.c). */
+ * MOVE commands and RELEASE messages, reconnect with backoff. Everything
+ * happens on this thread; the application's threads only bump the step
+ * counter and, at a scheduled hold (shim/step.h), wake this thread so that
+ * the controller hears of the hold at once. */
 #include "shim/control.h"
 
 #include "controller/proto.h"
@@ -37,11 +39,25 @@ static struct {
     uint32_t seq;
     /* step time over the last heartbeat interval */
     uint64_t last_step, last_step_ns, step_time_ns;
+    uint64_t sent_step, sent_held; /* in the last heartbeat */
     uint8_t rxbuf[1024];
 } es_ctl;
 
 /* The connection's fd (-1 none), for the fork handler. */
 static int es_ctl_fd = -1;
+/* Wakes the control thread (es_control_kick): non-blocking pipe. */
+static int es_ctl_wake[2] = { -1, -1 };
+/* While an application thread waits at a hold, the heartbeat follows the
+ * step this often (the step settles as the earlier collectives end). */
+#define ES_CTL_HELD_POLL_MS 10
+
+void es_control_kick(void)
+{
+    int fd = __atomic_load_n(&es_ctl_wake[1], __ATOMIC_ACQUIRE);
+    char c = 1;
+    if (fd >= 0 && write(fd, &c, 1) < 0) { /* full: a wake-up is pending anyway */
+    }
+}
 
 /* A forked child has no control thread: it must not keep the parent's
  * connection open either (the daemon would not see the parent go). */
@@ -50,6 +66,14 @@ static void es_ctl_atfork_child(void)
     int fd = __atomic_exchange_n(&es_ctl_fd, -1, __ATOMIC_ACQ_REL);
     if (fd >= 0)
         close(fd);
+    /* nobody reads the wake-up pipe here, and no controller would release
+     * a hold: the child has none (it registers with no controller) */
+    for (int i = 1; i >= 0; i--) {
+        int w = __atomic_exchange_n(&es_ctl_wake[i], -1, __ATOMIC_ACQ_REL);
+        if (w >= 0)
+            close(w);
+    }
+    es_cfg.nhold = 0;
 }
 
 static uint64_t es_now_ns(void)
@@ -172,6 +196,9 @@ static int es_ctl_heartbeat(int fd)
     m.u.hb.mem_bytes = es_move_footprint();
     m.u.hb.epoch = es_ctl.epoch;
     m.u.hb.state = (uint32_t)es_ctl.state;
+    m.u.hb.held = es_step_held();
+    es_ctl.sent_step = step;
+    es_ctl.sent_held = m.u.hb.held;
     return es_ctl_send(fd, &m);
 }
 
@@ -253,19 +280,31 @@ static int es_ctl_session(int fd, int *welcomed)
     uint64_t next = es_now_ns() + period;
     for (;;) {
         uint64_t now = es_now_ns();
-        if (now >= next) {
+        /* a hold begun or ended, or the step of a held EST settled: now */
+        uint64_t held = es_step_held();
+        if (now >= next || held != es_ctl.sent_held || (held && es_step_now() != es_ctl.sent_step)) {
             if (es_ctl_heartbeat(fd) < 0)
                 return ES_CTL_RETRY;
-            next += period;
+            if (now >= next)
+                next += period;
             if (next <= now)
                 next = now + period;
             continue;
         }
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        int n = poll(&p, 1, (int)((next - now + 999999) / 1000000));
+        int wait_ms = (int)((next - now + 999999) / 1000000);
+        if (held && wait_ms > ES_CTL_HELD_POLL_MS)
+            wait_ms = ES_CTL_HELD_POLL_MS;
+        struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+                               { .fd = es_ctl_wake[0], .events = POLLIN } };
+        int n = poll(p, es_ctl_wake[0] >= 0 ? 2 : 1, wait_ms);
         if (n < 0 && errno != EINTR)
             return ES_CTL_RETRY;
-        if (n <= 0)
+        if (n > 0 && (p[1].revents & POLLIN)) {
+            char sink[64];
+            while (read(es_ctl_wake[0], sink, sizeof(sink)) > 0)
+                ;
+        }
+        if (n <= 0 || !(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
         rc = es_proto_reader_fill(&rd, fd);
         if (rc == 0)
@@ -298,6 +337,11 @@ static int es_ctl_session(int fd, int *welcomed)
             es_ctl.last_step = es_step_now();
             es_ctl.last_step_ns = es_now_ns();
             break;
+        case ES_MSG_RELEASE:
+            ES_INFO("control: the scheduled events through step %llu are done",
+                    (unsigned long long)in.u.release.step);
+            es_step_release(in.u.release.step);
+            break;
         case ES_MSG_ERROR:
             /* Refused registrations are final: another process holds this
              * rank, or the job is another one. */
@@ -328,8 +372,11 @@ static void *es_ctl_main(void *arg)
             int rc = es_ctl_session(fd, &welcomed);
             __atomic_store_n(&es_ctl_fd, -1, __ATOMIC_RELEASE);
             close(fd);
-            if (rc == ES_CTL_STOP)
+            if (rc == ES_CTL_STOP) {
+                if (es_cfg.nhold) /* nobody would release them */
+                    es_step_release(UINT64_MAX / 2);
                 break;
+            }
             if (welcomed) {
                 backoff = ES_CTL_BACKOFF_MIN_MS;
                 had = 1;
@@ -365,6 +412,7 @@ int es_control_start(void)
         }
         if ((pid_t)v != es_ctl.pid) {
             ES_DEBUG("control: a descendant of EST pid %ld: no control channel", v);
+            es_cfg.nhold = 0; /* nor holds: no controller would release them */
             goto out;
         }
     } else {
@@ -385,6 +433,8 @@ int es_control_start(void)
         if (*p <= 0x20 || *p >= 0x7f)
             *p = '?';
     es_ctl.last_step_ns = es_now_ns();
+    if (pipe2(es_ctl_wake, O_CLOEXEC | O_NONBLOCK) < 0) /* then held steps wait for a heartbeat */
+        es_ctl_wake[0] = es_ctl_wake[1] = -1;
     pthread_atfork(NULL, NULL, es_ctl_atfork_child);
 
     /* The thread takes no signal of the application's. */

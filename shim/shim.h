@@ -38,6 +38,8 @@ enum es_coll_mode { ES_COLL_NCCL = 0, ES_COLL_VIRTUAL = 1 };
 /* EASYSCALE_COLL_TRANSPORT: how the ESTs of a communicator move data. */
 enum es_coll_transport { ES_COLL_TP_AUTO = 0, ES_COLL_TP_DEVICE = 1, ES_COLL_TP_HOST = 2 };
 
+#define ES_CFG_HOLD_MAX 256 /* steps in EASYSCALE_HOLD_STEPS */
+
 typedef struct es_config {
     int determinism;         /* enum es_determinism */
     int log_level;           /* enum es_log_level */
@@ -65,6 +67,11 @@ typedef struct es_config {
     char token[72];          /* EASYSCALE_TOKEN (required with tcp) */
     int heartbeat_ms;        /* EASYSCALE_HEARTBEAT_MS */
     int rank, world;         /* RANK, WORLD_SIZE (required with a control channel) */
+    /* Scheduled holds (shim/step.h): the steps at which the ESTs wait for
+     * the controller's scheduled events (easyscale-ctl run sets them). */
+    uint64_t hold[ES_CFG_HOLD_MAX]; /* EASYSCALE_HOLD_STEPS, strictly ascending */
+    int nhold;
+    int hold_timeout_s;      /* EASYSCALE_HOLD_TIMEOUT (default 600) */
     char digest[512];        /* EASYSCALE_DIGEST: collective digests' directory ("" off) */
 } es_config_t;
 

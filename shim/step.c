@@ -1,16 +1,24 @@
-/* The step source of shim/step.h, and the ncclAllReduce wrapper that feeds
- * it until the collective engine does (kind C in intercept/funcs.h). The
- * count is one relaxed atomic increment, the only thing the control channel
- * adds to a training call.
- *
- * The wrapper is weak: when the collective engine's ncclAllReduce is linked
- * in, that one is exported instead, and must call es_step_tick itself
- * (tests/controller checks that the step advances, so a forgotten call
- * shows). */
+/* The step source and the scheduled holds of shim/step.h. Without holds
+ * the count is one relaxed atomic increment and the issue index another,
+ * all the control channel adds to a training call. The callers are
+ * intercept/nccl.c (NCCL's own collectives) and the virtual collectives'
+ * engine (tests/controller checks that the step advances, so a forgotten
+ * call shows). */
 #include "shim/shim.h"
 #include "shim/step.h"
 
-static uint64_t es_steps;
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+
+static uint64_t es_steps, es_issued;
+
+/* Holds: the next hold not yet over (index into es_cfg.hold), the release
+ * (the controller's step + 1; 0 none) and the step + 1 waited at. */
+static pthread_mutex_t es_hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t es_hold_cv = PTHREAD_COND_INITIALIZER;
+static int es_hold_next;
+static uint64_t es_released, es_holding;
 
 void es_step_tick(void)
 {
@@ -22,12 +30,100 @@ uint64_t es_step_now(void)
     return __atomic_load_n(&es_steps, __ATOMIC_RELAXED);
 }
 
-__attribute__((weak)) ES_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff,
-                                                           size_t count, ncclDataType_t datatype,
-                                                           ncclRedOp_t op, ncclComm_t comm,
-                                                           cudaStream_t stream)
+uint64_t es_step_issue(void)
 {
-    ES_ENTER(nccl, ncclAllReduce);
-    es_step_tick();
-    return ES_REAL(nccl, ncclAllReduce)(sendbuff, recvbuff, count, datatype, op, comm, stream);
+    return __atomic_fetch_add(&es_issued, 1, __ATOMIC_RELAXED);
+}
+
+/* Under es_hold_mu: skips the holds the controller released already. */
+static void es_hold_skip_released(void)
+{
+    while (es_hold_next < es_cfg.nhold && es_cfg.hold[es_hold_next] < es_released)
+        es_hold_next++;
+}
+
+int es_step_hold_due(uint64_t idx, uint64_t *step)
+{
+    int due = 0;
+    if (__builtin_expect(es_cfg.nhold == 0, 1))
+        return 0;
+    pthread_mutex_lock(&es_hold_mu);
+    es_hold_skip_released();
+    if (es_hold_next < es_cfg.nhold && idx >= es_cfg.hold[es_hold_next]) {
+        *step = es_cfg.hold[es_hold_next];
+        due = 1;
+    }
+    pthread_mutex_unlock(&es_hold_mu);
+    return due;
+}
+
+static uint64_t es_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int es_step_hold_wait(uint64_t step, int (*poll)(void *), void *arg)
+{
+    uint64_t t0 = es_mono_ns(), limit = (uint64_t)es_cfg.hold_timeout_s * 1000000000ull;
+    int rc = -ETIMEDOUT;
+    ES_INFO("schedule: waiting at step %llu for the controller's scheduled event",
+            (unsigned long long)step);
+    pthread_mutex_lock(&es_hold_mu);
+    __atomic_store_n(&es_holding, step + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&es_hold_mu);
+    es_control_kick();
+    pthread_mutex_lock(&es_hold_mu);
+    for (;;) {
+        if (es_released > step) {
+            rc = 0;
+            break;
+        }
+        if (es_mono_ns() - t0 >= limit)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 10000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&es_hold_cv, &es_hold_mu, &ts);
+        if (!poll || es_released > step)
+            continue;
+        pthread_mutex_unlock(&es_hold_mu);
+        int stop = poll(arg);
+        pthread_mutex_lock(&es_hold_mu);
+        if (stop && es_released <= step) {
+            rc = 1;
+            break;
+        }
+    }
+    /* over: this hold and any other at or before it */
+    while (es_hold_next < es_cfg.nhold && es_cfg.hold[es_hold_next] <= step)
+        es_hold_next++;
+    __atomic_store_n(&es_holding, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&es_hold_mu);
+    es_control_kick();
+    if (rc == -ETIMEDOUT)
+        ES_WARN("schedule: rank %d waited %d s at step %llu for the controller's scheduled "
+                "event (EASYSCALE_HOLD_TIMEOUT) and goes on without it: the event will not "
+                "happen at its step", es_cfg.rank, es_cfg.hold_timeout_s,
+                (unsigned long long)step);
+    return rc;
+}
+
+void es_step_release(uint64_t step)
+{
+    pthread_mutex_lock(&es_hold_mu);
+    if (step + 1 > es_released)
+        es_released = step + 1;
+    pthread_cond_broadcast(&es_hold_cv);
+    pthread_mutex_unlock(&es_hold_mu);
+}
+
+uint64_t es_step_held(void)
+{
+    return __atomic_load_n(&es_holding, __ATOMIC_ACQUIRE);
 }

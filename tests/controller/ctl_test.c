@@ -1543,6 +1543,152 @@ static void test_schedule(void **state)
     free(out);
 }
 
+/* ---- scheduled holds: exact schedules ---------------------------------------------- */
+
+/* The ESTs wait at a step event's step until its events are done, so an
+ * event at the job's last steps happens there, whatever the speed. The
+ * fake ESTs jump 5 steps a heartbeat (0, 5, ..., 35, 40 and out): without
+ * the hold none is ever at step 37. */
+static void test_schedule_holds(void **state)
+{
+    (void)state;
+    char sock[300], sched[300];
+    sock_path(sock, sizeof(sock), "hold");
+    snprintf(sched, sizeof(sched), "%s/hold.sched", g_tmp);
+    write_file(sched, "step 37 preempt 1\nstep 37 grant 1\n");
+    char *env[] = { "SIMCUDA_DEVICES=a100:8G,a100:8G", NULL };
+    const char *fake[] = { "--hb-ms", "10", "--steps-per-hb", "5", "--end-step", "40",
+                           "--run-ms", "60000", NULL };
+    bg_t job;
+    start_fake_job(&job, env, sock, 4,
+                   (const char *[]){ "--gpus", "0,1", "--schedule", sched, NULL }, fake);
+    int st = bg_wait(&job, T_JOB);
+    char *out = bg_output(&job);
+    if (st != 0)
+        fail_msg("status %d:\n%s", st, out);
+    for (int r = 0; r < 4; r++) {
+        char l[96];
+        snprintf(l, sizeof(l), "fake_est: rank %d: held at step 37", r);
+        if (!strstr(out, l))
+            fail_msg("rank %d did not wait at step 37:\n%s", r, out);
+        snprintf(l, sizeof(l), "fake_est: rank %d: done at step 42", r); /* 37 + 5 */
+        assert_non_null(strstr(out, l));
+    }
+    const char *p = strstr(out, "schedule: step 37 preempt 1: preempt GPU 1: done in");
+    const char *g = strstr(out, "schedule: step 37 grant 1: grant GPU 1: done in");
+    const char *rel = strstr(out, "released step 37 (4 ESTs told)");
+    if (!p || !g || !rel || !(p < g && g < rel))
+        fail_msg("not both events, then the release:\n%s", out);
+    free(out);
+
+    /* negative control: ESTs that do not wait; the events miss the step */
+    const char *fake_nohold[] = { "--hb-ms", "10", "--steps-per-hb", "5", "--end-step", "40",
+                                  "--run-ms", "60000", "--ignore-holds", "1", NULL };
+    start_fake_job(&job, env, sock, 4,
+                   (const char *[]){ "--gpus", "0,1", "--schedule", sched, NULL }, fake_nohold);
+    st = bg_wait(&job, T_JOB);
+    out = bg_output(&job);
+    if (st != 1 || (!strstr(out, "events did not happen (the job ended first)") &&
+                    !strstr(out, "not at its step")))
+        fail_msg("ESTs that do not wait: status %d:\n%s", st, out);
+    free(out);
+
+    /* step events out of order: a usage error before anything starts */
+    write_file(sched, "step 30 preempt 1\nstep 20 grant 1\n");
+    es_proc_result_t r;
+    ctl(&r, env, "run", "--ests", "2", "--schedule", sched, "--shim", "none", "--", "true", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.out, "step events must be in ascending order"));
+    es_proc_result_free(&r);
+}
+
+/* An event in flight when the daemon dies is sent again to the next one,
+ * which takes it as a desired state: the EST moved already, so nothing
+ * moves, and the event counts as done. */
+static void test_schedule_event_survives_daemon(void **state)
+{
+    (void)state;
+    char sock[300], sched[300];
+    sock_path(sock, sizeof(sock), "again");
+    snprintf(sched, sizeof(sched), "%s/again.sched", g_tmp);
+    write_file(sched, "step 10 migrate 1 0\n");
+    char *env[] = { "SIMCUDA_DEVICES=a100:8G,a100:8G", NULL };
+    const char *fake[] = { "--hb-ms", "20", "--end-step", "20", "--ack-delay-ms", "1500",
+                           "--run-ms", "60000", NULL };
+    bg_t job;
+    start_fake_job(&job, env, sock, 2,
+                   (const char *[]){ "--gpus", "0,1", "--schedule", sched, NULL }, fake);
+    long daemon = -1;
+    int killed = 0;
+    for (int i = 0; i < 600 && !killed && !bg_ended(&job); i++) {
+        char *j = status_json(sock);
+        if (j && strstr(j, "\"busy\":true")) {
+            daemon = jint(j, "daemon_pid", -1);
+            killed = daemon > 0 && kill((pid_t)daemon, SIGKILL) == 0;
+        }
+        free(j);
+        if (!killed)
+            msleep(20);
+    }
+    int st = bg_wait(&job, T_JOB);
+    char *out = bg_output(&job);
+    if (!killed || st != 0)
+        fail_msg("killed %d, status %d:\n%s", killed, st, out);
+    const char *lost = strstr(out, "schedule: step 10 migrate 1 0: no answer from the controller");
+    const char *again = strstr(out, "sending it again");
+    const char *done = strstr(out, "schedule: step 10 migrate 1 0: migrate EST 1 to GPU 0: done "
+                                   "already");
+    if (!lost || !again || !done || done < again)
+        fail_msg("the event was not sent again and found done:\n%s", out);
+    assert_non_null(strstr(out, "fake_est: rank 1: done at step 20"));
+    free(out);
+}
+
+/* Daemons that served a request do not count toward the restart limit:
+ * killed six times within a minute, each after it re-learned the job. */
+static void test_restarts_counted_only_before_serving(void **state)
+{
+    (void)state;
+    char sock[300];
+    sock_path(sock, sizeof(sock), "restarts");
+    char *env[] = { "SIMCUDA_DEVICES=a100:8G", NULL };
+    const char *fake[] = { "--hb-ms", "20", "--run-ms", "60000", "--end-step", "1000000", NULL };
+    bg_t job;
+    start_fake_job(&job, env, sock, 2, (const char *[]){ "--gpus", "0", NULL }, fake);
+    long last = -1;
+    int kills = 0;
+    for (int i = 0; i < 3000 && kills < 6; i++) {
+        char *j = status_json(sock);
+        long d = jint(j, "daemon_pid", -1);
+        /* a new daemon that re-learned both ESTs (and so served `status`) */
+        if (j && d > 0 && d != last && jint(j, "registered", 0) == 2) {
+            assert_int_equal(kill((pid_t)d, SIGKILL), 0);
+            last = d;
+            kills++;
+        }
+        free(j);
+        msleep(10);
+    }
+    assert_int_equal(kills, 6);
+    char *j = NULL;
+    long d = -1;
+    for (int i = 0; i < 500 && (d <= 0 || d == last); i++) {
+        free(j);
+        j = status_json(sock);
+        d = jint(j, "daemon_pid", -1);
+        msleep(20);
+    }
+    free(j);
+    kill(job.pid, SIGTERM); /* run stops the ESTs and the daemon */
+    bg_wait(&job, T_JOB);
+    char *out = bg_output(&job);
+    if (d <= 0 || d == last || count(out, "started a new one") != 6 ||
+        strstr(out, "not restarting it again"))
+        fail_msg("after 6 kills of serving daemons: daemon %ld (last killed %ld):\n%s", d, last,
+                 out);
+    free(out);
+}
+
 static void test_progress_tty(void **state)
 {
     (void)state;
@@ -1835,6 +1981,9 @@ int main(void)
         cmocka_unit_test(test_moves_of_ests_without_gpu_state),
         cmocka_unit_test(test_unresponsive),
         cmocka_unit_test(test_schedule),
+        cmocka_unit_test(test_schedule_holds),
+        cmocka_unit_test(test_schedule_event_survives_daemon),
+        cmocka_unit_test(test_restarts_counted_only_before_serving),
         cmocka_unit_test(test_progress_tty),
         cmocka_unit_test(test_tcp),
         cmocka_unit_test(test_default_socket),

@@ -7,6 +7,7 @@
  *   fake_est [--move ok|fail|hang] [--hb-ms N] [--step-ns N] [--wait-ns N]
  *            [--wait-ns-by-rank N0,N1,...] [--mem BYTES] [--steps-per-hb N]
  *            [--run-ms N] [--fail-rank R] [--rejoin-rank R --rejoin-ms N]
+ *            [--end-step N] [--ack-delay-ms N] [--ignore-holds 1]
  *
  * Registers (reconnecting with backoff when the controller goes away),
  * heartbeats every --hb-ms with the step advanced by --steps-per-hb, and
@@ -14,6 +15,13 @@
  * waits --rejoin-ms before it reconnects to a controller that went away
  * (a late re-registration). Prints one line per
  * move it answers: "fake_est: rank R: OP -> SLOT: ok|refused".
+ *
+ * Scheduled holds as the shim keeps them (shim/step.h): at each step of
+ * EASYSCALE_HOLD_STEPS the step stops advancing (heartbeats say `held`)
+ * until a RELEASE of that step ("fake_est: rank R: held at step S" once);
+ * --ignore-holds 1 runs past them (a negative control). --end-step N: exits
+ * once the step reaches N (before --run-ms). --ack-delay-ms N: answers a
+ * MOVE N ms late (a controller can be killed while it waits).
  */
 #include "controller/proto.h"
 
@@ -29,6 +37,9 @@
 
 static long opt_hb = 100, opt_step_ns = 1000000, opt_wait_ns = 0, opt_steps = 1, opt_run = 5000;
 static long opt_fail_rank = -1, opt_rejoin_rank = -1, opt_rejoin_ms = 0;
+static long opt_end_step = 0, opt_ack_delay = 0, opt_ignore_holds = 0;
+static uint64_t holds[256], released; /* released: step + 1 */
+static int nholds, hold_next, hold_said = -1;
 static unsigned long long opt_mem = 0;
 static const char *opt_move = "ok", *opt_wait_list;
 static int rank, world;
@@ -63,6 +74,32 @@ static int send_msg(int fd, es_proto_msg_t *m)
     return es_proto_send_all(fd, b, len, NULL);
 }
 
+/* The hold the step waits at (step + 1), or 0. */
+static uint64_t held_at(void)
+{
+    while (hold_next < nholds && holds[hold_next] < released)
+        hold_next++;
+    if (opt_ignore_holds || hold_next >= nholds || step != holds[hold_next])
+        return 0;
+    if (hold_said != hold_next) {
+        hold_said = hold_next;
+        printf("fake_est: rank %d: held at step %llu\n", rank, (unsigned long long)step);
+        fflush(stdout);
+    }
+    return step + 1;
+}
+
+/* The next step: at most up to the next hold. */
+static void advance(void)
+{
+    if (held_at())
+        return;
+    uint64_t to = step + (uint64_t)opt_steps;
+    if (!opt_ignore_holds && hold_next < nholds && step < holds[hold_next] && to > holds[hold_next])
+        to = holds[hold_next];
+    step = to;
+}
+
 static int session(int fd, long long end)
 {
     uint8_t rx[1024];
@@ -84,9 +121,12 @@ static int session(int fd, long long end)
         long long t = now_ms();
         if (t >= end)
             return 1;
+        if (opt_end_step && step >= (uint64_t)opt_end_step)
+            return 1;
         if (t >= next) {
-            step += (uint64_t)opt_steps;
+            advance();
             es_proto_msg_t h = { .type = ES_MSG_HEARTBEAT };
+            h.u.hb.held = held_at();
             h.u.hb.step = step;
             h.u.hb.step_time_ns = (uint64_t)opt_step_ns;
             h.u.hb.wait_ns = (uint64_t)opt_wait_ns;
@@ -116,8 +156,17 @@ static int session(int fd, long long end)
             fflush(stdout);
             return 1;
         }
+        if (in.type == ES_MSG_RELEASE) {
+            if (in.u.release.step + 1 > released)
+                released = in.u.release.step + 1;
+            continue;
+        }
         if (in.type != ES_MSG_MOVE || strcmp(opt_move, "hang") == 0)
             continue;
+        if (opt_ack_delay) {
+            struct timespec d = { opt_ack_delay / 1000, (opt_ack_delay % 1000) * 1000000L };
+            nanosleep(&d, NULL);
+        }
         static const char *const ops[] = { "?",       "place",      "migrate",
                                            "swap-out", "swap-in",    "time-slice",
                                            "end time-slicing" };
@@ -176,6 +225,12 @@ int main(int argc, char **argv)
             opt_rejoin_rank = num(v);
         else if (strcmp(a, "--rejoin-ms") == 0)
             opt_rejoin_ms = num(v);
+        else if (strcmp(a, "--end-step") == 0)
+            opt_end_step = num(v);
+        else if (strcmp(a, "--ack-delay-ms") == 0)
+            opt_ack_delay = num(v);
+        else if (strcmp(a, "--ignore-holds") == 0)
+            opt_ignore_holds = num(v);
         else {
             fprintf(stderr, "fake_est: unknown option %s\n", a);
             return 2;
@@ -190,6 +245,13 @@ int main(int argc, char **argv)
     }
     rank = (int)num(r);
     world = (int)num(w);
+    const char *hs = getenv("EASYSCALE_HOLD_STEPS");
+    if (hs && *hs) {
+        char list[4096], *save = NULL;
+        snprintf(list, sizeof(list), "%s", hs);
+        for (char *t = strtok_r(list, ",", &save); t && nholds < 256; t = strtok_r(NULL, ",", &save))
+            holds[nholds++] = (uint64_t)num(t);
+    }
     snprintf(slot, sizeof(slot), "%s", s ? s : "");
     if (opt_wait_list) { /* this rank's entry of the list */
         char list[512], *save = NULL;
@@ -211,6 +273,8 @@ int main(int argc, char **argv)
             close(fd);
             if (done)
                 break;
+            if (opt_end_step && step >= (uint64_t)opt_end_step)
+                break;
             if (rank == opt_rejoin_rank && opt_rejoin_ms > 0) {
                 struct timespec rj = { opt_rejoin_ms / 1000, (opt_rejoin_ms % 1000) * 1000000L };
                 nanosleep(&rj, NULL);
@@ -222,9 +286,9 @@ int main(int argc, char **argv)
         nanosleep(&ts, NULL);
         backoff = backoff * 2 > 500 ? 500 : backoff * 2;
     }
-    /* stay alive until the end even when refused */
+    /* stay alive until the end even when refused (not when at --end-step) */
     long long left = end - now_ms();
-    if (left > 0) {
+    if (left > 0 && !(opt_end_step && step >= (uint64_t)opt_end_step)) {
         struct timespec ts = { left / 1000, (left % 1000) * 1000000L };
         nanosleep(&ts, NULL);
     }

@@ -21,6 +21,16 @@
 #include "controller/ctl.h"
 #include "controller/proto.h"
 #include "shim/shim.h"
+#include "shim/step.h"
+
+#include <pthread.h>
+#include <time.h>
+
+static void msleep_(int ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
 
 static size_t enc(es_proto_msg_t *m, uint8_t *b, size_t cap)
 {
@@ -79,11 +89,24 @@ static void test_roundtrip(void **state)
     m.u.hb.wait_ns = 55;
     m.u.hb.epoch = 2;
     m.u.hb.state = ES_EST_SWAPPED_OUT;
+    m.u.hb.held = 41;
     n = enc(&m, b, sizeof(b));
     assert_int_equal(n, ES_PROTO_HDR_SIZE + es_proto_max_len(ES_MSG_HEARTBEAT));
     assert_int_equal(dec(b, n, ALL, &d), 0);
     assert_true(d.u.hb.step == 99 && d.u.hb.step_time_ns == 12345678 && d.u.hb.wait_ns == 55);
     assert_int_equal(d.u.hb.state, ES_EST_SWAPPED_OUT);
+    assert_true(d.u.hb.held == 41);
+
+    /* a release: the ESTs take it, the daemon does not */
+    memset(&m, 0, sizeof(m));
+    m.type = ES_MSG_RELEASE;
+    m.u.release.step = 0x0102030405060708ull;
+    n = enc(&m, b, sizeof(b));
+    assert_int_equal(n, ES_PROTO_HDR_SIZE + 8);
+    assert_int_equal(b[ES_PROTO_HDR_SIZE], 0x08); /* little-endian */
+    assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_EST, &d), 0);
+    assert_true(d.u.release.step == 0x0102030405060708ull);
+    assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_DAEMON, &d), -EBADMSG);
 
     memset(&m, 0, sizeof(m));
     m.type = ES_MSG_MOVE;
@@ -116,11 +139,12 @@ static void test_roundtrip(void **state)
     m.type = ES_MSG_REQUEST;
     m.u.req.verb = ES_VERB_MIGRATE;
     m.u.req.rank = 2;
-    m.u.req.flags = ES_REQ_JSON;
+    m.u.req.flags = ES_REQ_JSON | ES_REQ_AGAIN;
     strcpy(m.u.req.arg, "GPU-x");
     n = enc(&m, b, sizeof(b));
     assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_DAEMON, &d), 0);
     assert_int_equal(d.u.req.rank, 2);
+    assert_int_equal(d.u.req.flags, ES_REQ_JSON | ES_REQ_AGAIN);
     assert_string_equal(d.u.req.arg, "GPU-x");
 
     const char *text = "line one\n\tline two\n";
@@ -161,8 +185,8 @@ static void test_wire_layout(void **state)
     m.u.move.epoch = 0x1122334455667788ull;
     strcpy(m.u.move.slot, "ab");
     size_t n = enc(&m, b, sizeof(b));
-    /* header: "ESC1", version 2, type 3, length, seq; all little-endian */
-    static const uint8_t hdr[16] = { 'E', 'S', 'C', '1', 2, 0, 3, 0, 4 + 8 + 2 + 2 + 4, 0, 0, 0,
+    /* header: "ESC1", version 3, type 3, length, seq; all little-endian */
+    static const uint8_t hdr[16] = { 'E', 'S', 'C', '1', 3, 0, 3, 0, 4 + 8 + 2 + 2 + 4, 0, 0, 0,
                                      4, 3, 2, 1 };
     assert_memory_equal(b, hdr, 16);
     static const uint8_t body[20] = { 1, 0, 0, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
@@ -182,7 +206,7 @@ static void test_wire_layout(void **state)
     /* the auth block: "ESA1", version, length, zero-padded token */
     uint8_t a[ES_PROTO_AUTH_SIZE];
     assert_int_equal(es_proto_auth_encode("0123456789abcdef", a), 0);
-    assert_memory_equal(a, "ESA1\x02\x00\x10\x00" "0123456789abcdef", 24);
+    assert_memory_equal(a, "ESA1\x03\x00\x10\x00" "0123456789abcdef", 24);
     for (size_t i = 24; i < sizeof(a); i++)
         assert_int_equal(a[i], 0);
 }
@@ -203,7 +227,9 @@ static void test_bad_frames(void **state)
     assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTONOSUPPORT);
     assert_int_equal(h.version, 1);
     assert_non_null(strstr(es_proto_strerror(-EPROTONOSUPPORT), "one build"));
-    c[4] = 3;
+    c[4] = 2; /* version 2: no scheduled holds */
+    assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTONOSUPPORT);
+    c[4] = 4;
     assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTONOSUPPORT);
     memcpy(c, b, n);
     c[6] = 99; /* unknown type */
@@ -588,6 +614,132 @@ static void test_shim_config(void **state)
     parse_with((const char *[]){ NULL, NULL, NULL, NULL, NULL }, &c, msg, sizeof(msg));
 }
 
+/* ---- scheduled holds: the shim's side (shim/step.h) --------------------------------- */
+
+static void test_hold_config(void **state)
+{
+    (void)state;
+    es_config_t c;
+    char msg[512];
+    unsetenv("EASYSCALE_HOLD_TIMEOUT");
+    setenv("EASYSCALE_HOLD_STEPS", "0,7,30", 1);
+    assert_int_equal(parse_with((const char *[]){ "/x.sock", NULL, NULL, "0", "2" }, &c, msg,
+                                sizeof(msg)), 0);
+    assert_int_equal(c.nhold, 3);
+    assert_true(c.hold[0] == 0 && c.hold[1] == 7 && c.hold[2] == 30);
+    assert_int_equal(c.hold_timeout_s, 600);
+    setenv("EASYSCALE_HOLD_TIMEOUT", "5", 1);
+    assert_int_equal(parse_with((const char *[]){ "/x.sock", NULL, NULL, "0", "2" }, &c, msg,
+                                sizeof(msg)), 0);
+    assert_int_equal(c.hold_timeout_s, 5);
+    struct {
+        const char *steps, *timeout, *ctl, *needle;
+    } bad[] = {
+        { "7,7", NULL, "/x.sock", "strictly ascending" },
+        { "9,3", NULL, "/x.sock", "strictly ascending" },
+        { "", NULL, "/x.sock", "EASYSCALE_HOLD_STEPS" },
+        { "3,", NULL, "/x.sock", "EASYSCALE_HOLD_STEPS" },
+        { "-1", NULL, "/x.sock", "EASYSCALE_HOLD_STEPS" },
+        { "1;2", NULL, "/x.sock", "EASYSCALE_HOLD_STEPS" },
+        { "5", NULL, NULL, "EASYSCALE_CONTROL is not" },
+        { "5", "0", "/x.sock", "EASYSCALE_HOLD_TIMEOUT" },
+        { "5", "1s", "/x.sock", "EASYSCALE_HOLD_TIMEOUT" },
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        setenv("EASYSCALE_HOLD_STEPS", bad[i].steps, 1);
+        if (bad[i].timeout)
+            setenv("EASYSCALE_HOLD_TIMEOUT", bad[i].timeout, 1);
+        else
+            unsetenv("EASYSCALE_HOLD_TIMEOUT");
+        assert_int_equal(parse_with((const char *[]){ bad[i].ctl, NULL, NULL,
+                                                       bad[i].ctl ? "0" : NULL,
+                                                       bad[i].ctl ? "2" : NULL },
+                                    &c, msg, sizeof(msg)), -EINVAL);
+        if (!strstr(msg, bad[i].needle))
+            fail_msg("case %zu: \"%s\" does not name %s", i, msg, bad[i].needle);
+    }
+    /* more steps than a schedule has events */
+    char many[4096];
+    size_t o = 0;
+    for (int i = 0; i <= ES_CFG_HOLD_MAX; i++)
+        o += (size_t)snprintf(many + o, sizeof(many) - o, "%s%d", i ? "," : "", i);
+    setenv("EASYSCALE_HOLD_STEPS", many, 1);
+    assert_int_equal(parse_with((const char *[]){ "/x.sock", NULL, NULL, "0", "2" }, &c, msg,
+                                sizeof(msg)), -EINVAL);
+    unsetenv("EASYSCALE_HOLD_STEPS");
+    unsetenv("EASYSCALE_HOLD_TIMEOUT");
+}
+
+/* The control thread's wake-up (shim/control.c), here counted. */
+static int g_kicks;
+void es_control_kick(void)
+{
+    g_kicks++;
+}
+
+static void *release_later(void *arg)
+{
+    msleep_(200);
+    es_step_release(*(uint64_t *)arg);
+    return NULL;
+}
+
+static int g_polls;
+static int poll_stop_after_3(void *arg)
+{
+    (void)arg;
+    return ++g_polls >= 3;
+}
+
+static void test_hold_wait(void **state)
+{
+    (void)state;
+    es_config_t saved = es_cfg;
+    es_cfg.nhold = 3;
+    es_cfg.hold[0] = 2;
+    es_cfg.hold[1] = 5;
+    es_cfg.hold[2] = 9;
+    es_cfg.hold_timeout_s = 1;
+    es_cfg.log_level = ES_LOG_ERROR; /* the timeout's warning is expected */
+    uint64_t s = 0;
+    /* collectives 0 and 1 go on; 2 waits for the release of step 2 */
+    assert_int_equal(es_step_hold_due(0, &s), 0);
+    assert_int_equal(es_step_hold_due(1, &s), 0);
+    assert_int_equal(es_step_hold_due(2, &s), 1);
+    assert_true(s == 2);
+    uint64_t rel = 2;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, release_later, &rel), 0);
+    g_kicks = 0;
+    assert_int_equal(es_step_hold_wait(2, NULL, NULL), 0);
+    pthread_join(th, NULL);
+    assert_true(g_kicks >= 2);          /* at the start and the end */
+    assert_true(es_step_held() == 0);   /* not waiting any more */
+    assert_int_equal(es_step_hold_due(3, &s), 0);
+    /* step 5: nobody releases it, the wait times out and the hold is over */
+    assert_int_equal(es_step_hold_due(6, &s), 1); /* at or after: a collective inside a group */
+    assert_true(s == 5);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(es_step_hold_wait(5, NULL, NULL), -ETIMEDOUT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_true((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 990);
+    assert_int_equal(es_step_hold_due(6, &s), 0);
+    /* step 9: the poll ends it (a time-slicing change for this EST) */
+    assert_int_equal(es_step_hold_due(9, &s), 1);
+    g_polls = 0;
+    assert_int_equal(es_step_hold_wait(9, poll_stop_after_3, NULL), 1);
+    assert_int_equal(g_polls, 3);
+    assert_int_equal(es_step_hold_due(100, &s), 0);
+    /* a release of a later step covers the earlier ones too */
+    es_cfg.hold[0] = 20;
+    es_cfg.hold[1] = 21;
+    es_cfg.nhold = 2;
+    es_step_release(21);
+    assert_int_equal(es_step_hold_due(25, &s), 0);
+    es_cfg = saved;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -596,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_move_ranks),
         cmocka_unit_test(test_token),       cmocka_unit_test(test_peer_check),
         cmocka_unit_test(test_shim_config),
+        cmocka_unit_test(test_hold_config), cmocka_unit_test(test_hold_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
