@@ -27,11 +27,11 @@
 #include <unistd.h>
 
 #define TMO 280
-/* 360 of the controller's steps: the last event (150) comes some 70
- * training steps before the end. At 60 training steps a fast machine
- * ended the job before the controller heard of step 150, and `run` fails a
- * job whose scheduled event did not happen. */
-#define STEPS "120"
+/* 60 of the controller's steps (3 all-reduces a training step). The
+ * ESTs wait at each scheduled step until its events are done (controller
+ * README, run 6.), so the events happen at their steps however fast the
+ * machine is, and the job can be short. */
+#define STEPS "20"
 #define DEVICES "a100:2G,a100:2G,a100:24M"
 
 /* The four ranks' checksums, all equal: that checksum in ck. */
@@ -90,14 +90,14 @@ static void ctl_run(const char *gpus, const char *sched, const char *more, es_pr
 
 /* The schedule (the controller's steps: 3 all-reduces a training step):
  * the small GPU granted (nobody moves: it holds one EST, the A100s hold
- * the four already), ESTs 2 and 3 time-sliced on it for about 35 training
+ * the four already), ESTs 2 and 3 time-sliced on it for 10 training
  * steps, then placed without time-slicing again. */
 static void write_schedule(char *path, size_t len, const char *rotation)
 {
     snprintf(path, len, "/tmp/es-tsdyn-sched-%d", (int)getpid());
     FILE *f = fopen(path, "w");
     assert_non_null(f);
-    fprintf(f, "step 30 grant 2\n%s", rotation);
+    fprintf(f, "step 6 grant 2\n%s", rotation);
     fclose(f);
 }
 
@@ -138,26 +138,42 @@ static int parks_of(const char *out, int r)
     return n;
 }
 
-static const char *const ROTATION = "step 45 timeslice 2 2,3\nstep 150 timeslice off\n";
+static const char *const ROTATION = "step 15 timeslice 2 2,3\nstep 45 timeslice off\n";
+
+/* The fixed placement's checksum (two ESTs on each A100, no moves): one
+ * run for the three tests. */
+static char g_want[128];
+
+static int run_reference(void **state)
+{
+    (void)state;
+    es_proc_result_t ref;
+    ctl_run("0,1", NULL, NULL, &ref);
+    if (ref.status != 0) {
+        fprintf(stderr, "the job without moves failed (%d):\n%s", ref.status, ref.out);
+        es_proc_result_free(&ref);
+        return -1;
+    }
+    checksum4(&ref, g_want, sizeof(g_want));
+    es_proc_result_free(&ref);
+    return 0;
+}
 
 static void test_timeslice_running_job(void **state)
 {
     (void)state;
-    es_proc_result_t ref, ts;
-    char want[128], got[128], sched[128];
-    ctl_run("0,1", NULL, NULL, &ref); /* two ESTs on each A100, no moves */
-    if (ref.status != 0)
-        fail_msg("the job without moves failed (%d):\n%s", ref.status, ref.out);
-    checksum4(&ref, want, sizeof(want));
+    es_proc_result_t ts;
+    char got[128], sched[128];
+    const char *want = g_want;
     write_schedule(sched, sizeof(sched), ROTATION);
     ctl_run("0,1", sched, NULL, &ts);
     unlink(sched);
     if (ts.status != 0)
         fail_msg("the time-sliced job failed (%d; output: %s)", ts.status, keep(&ts, "run"));
     /* both events done, by the ESTs' answers */
-    if (!strstr(ts.out, "schedule: step 45 timeslice 2 2,3: time-slice ESTs 2,3 on GPU 2: done"))
+    if (!strstr(ts.out, "schedule: step 15 timeslice 2 2,3: time-slice ESTs 2,3 on GPU 2: done"))
         fail_msg("the rotation did not start (output: %s)", keep(&ts, "run"));
-    if (!strstr(ts.out, "schedule: step 150 timeslice off: end time-slicing on GPU 2: done"))
+    if (!strstr(ts.out, "schedule: step 45 timeslice off: end time-slicing on GPU 2: done"))
         fail_msg("the rotation did not end (output: %s)", keep(&ts, "run"));
     int p2 = parks_of(ts.out, 2), p3 = parks_of(ts.out, 3);
     print_message("time-sliced phase: EST 2 parked %d times, EST 3 %d times\n", p2, p3);
@@ -169,7 +185,6 @@ static void test_timeslice_running_job(void **state)
     if (strcmp(got, want) != 0)
         fail_msg("checksum %s, not the fixed placement's %s (output: %s)", got, want,
                  keep(&ts, "run"));
-    es_proc_result_free(&ref);
     es_proc_result_free(&ts);
 }
 
@@ -177,10 +192,9 @@ static void test_timeslice_running_job(void **state)
 static void test_timeslice_without_registry_breaks(void **state)
 {
     (void)state;
-    es_proc_result_t ref, ts;
-    char want[128], sched[128];
-    ctl_run("0,1", NULL, NULL, &ref);
-    checksum4(&ref, want, sizeof(want));
+    es_proc_result_t ts;
+    char sched[128];
+    const char *want = g_want;
     write_schedule(sched, sizeof(sched), ROTATION);
     ctl_run("0,1", sched, "EASYSCALE_MOVE=nomem", &ts);
     unlink(sched);
@@ -192,7 +206,6 @@ static void test_timeslice_without_registry_breaks(void **state)
     }
     if (same)
         fail_msg("the rotation survived without the memory registry:\n%s", ts.out);
-    es_proc_result_free(&ref);
     es_proc_result_free(&ts);
 }
 
@@ -201,11 +214,10 @@ static void test_timeslice_without_registry_breaks(void **state)
 static void test_timeslice_refused_when_it_cannot_fit(void **state)
 {
     (void)state;
-    es_proc_result_t ref, r;
-    char want[128], got[128], sched[128];
-    ctl_run("0,1", NULL, NULL, &ref);
-    checksum4(&ref, want, sizeof(want));
-    write_schedule(sched, sizeof(sched), "step 45 migrate 1 2\nstep 60 timeslice 2 2,3\n");
+    es_proc_result_t r;
+    char got[128], sched[128];
+    const char *want = g_want;
+    write_schedule(sched, sizeof(sched), "step 15 migrate 1 2\nstep 21 timeslice 2 2,3\n");
     ctl_run("0,1", sched, NULL, &r);
     unlink(sched);
     /* the event failed (exit 1), with the reason; the job itself finished */
@@ -217,7 +229,6 @@ static void test_timeslice_refused_when_it_cannot_fit(void **state)
     checksum4(&r, got, sizeof(got));
     assert_string_equal(got, want);
     assert_int_equal(count(r.out, "] checksum"), 4);
-    es_proc_result_free(&ref);
     es_proc_result_free(&r);
 }
 
@@ -229,5 +240,5 @@ int main(void)
         cmocka_unit_test(test_timeslice_without_registry_breaks),
         cmocka_unit_test(test_timeslice_refused_when_it_cannot_fit),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, run_reference, NULL);
 }
