@@ -6,6 +6,7 @@
 #   make demo       the main job on simcuda
 #   make bench      benchmarks (figures, never pass/fail on time)
 #   make determinism  the checksum harness: one job on many placements
+#   make soak       exact schedules with the controller killed every 6 s
 #   make SAN=address test / make SAN=undefined test   sanitizer builds (build-<san>/)
 
 CUDA_HOME ?= /usr/local/cuda
@@ -62,7 +63,7 @@ ALL :=
 TESTS :=
 BENCHES :=
 
-.PHONY: all test demo bench determinism clean
+.PHONY: all test demo bench determinism soak clean
 all:
 
 # In dependency order: a module.mk may use the variables of those above it.
@@ -112,6 +113,11 @@ bench: all $(BENCHES)
 
 determinism: all
 	@ES_BUILD=$(B) scripts/determinism-matrix $(DETERMINISM_ARGS)
+
+# Exact schedules under fire: 100 live events, the controller killed every
+# 6 s (scripts/soak-schedule --help); minutes, never part of `make test`.
+soak: all
+	@ES_BUILD=$(B) scripts/soak-schedule $(SOAK_ARGS)
 
 clean:
 	rm -rf build build-*
