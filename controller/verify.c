@@ -404,22 +404,21 @@ int es_vmatrix_builtin(const es_ctl_gpu_t *g, int ngpus, const es_vmatrix_opts_t
                           spec, S / 6, hh - 1, S / 3, S / 2, N, K, ma, hh, K);
     }
     if (S > 0 && !o->reduced) {
-        /* a parked EST holds the others at the next collective: the job's
-         * step stops until it is back, so it comes back by time (at once) */
+        /* a parked EST holds the others at the next collective: it comes
+         * back at the same step (the ESTs wait there for both events) */
         es_ctl_buf_printf(b,
-                          "check   d1-swap level=d1 gpus=%s schedule=\"step %ld swap-out %d; time 1 "
+                          "check   d1-swap level=d1 gpus=%s schedule=\"step %ld swap-out %d; step %ld "
                           "swap-in %d 0\" moves desc=\"%d ESTs on 1 %s, EST %d swapped out to host "
                           "memory and back\"\n",
-                          one, S / 3, N - 1, N - 1, N, ma, N - 1);
+                          one, S / 3, N - 1, S / 3, N - 1, N, ma, N - 1);
     }
     if (S > 0 && K > 1) {
         int two[2] = { a[0], a[1] };
         ordinals(spec2, sizeof(spec2), g, two, 2);
         es_ctl_buf_printf(b, "check   d1-migrate level=d1 gpus=%s schedule=\"", spec2);
-        /* three, a sixth of the job apart, all in its first half: a move
-         * takes a few tenths of a second and the controller sees steps at
-         * heartbeats, so a short job (the reduced matrix's) must leave
-         * room after the last one or it ends before the event is sent */
+        /* three, a sixth of the job apart, all in its first half (the
+         * ESTs wait at each event's step until it is done, so they happen
+         * there however short the job) */
         for (int e = 1; e <= 3; e++)
             es_ctl_buf_printf(b, "%sstep %ld migrate %d %d", e > 1 ? "; " : "", S * e / 6,
                               (e - 1) % N, e % 2);

@@ -214,7 +214,7 @@ static void test_builtin(void **state)
     const es_vcfg_t *c = find(m, "d1-scale");
     assert_true(c->moves);
     assert_string_equal(c->schedule, "step 100 scale 0-1; step 200 scale 0; step 300 scale all");
-    assert_string_equal(find(m, "d1-swap")->schedule, "step 200 swap-out 3; time 1 swap-in 3 0");
+    assert_string_equal(find(m, "d1-swap")->schedule, "step 200 swap-out 3; step 200 swap-in 3 0");
     assert_string_equal(find(m, "d1-migrate")->schedule,
                         "step 100 migrate 0 1; step 200 migrate 1 0; step 300 migrate 2 1");
     c = find(m, "d1-tslice");
