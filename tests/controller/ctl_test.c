@@ -752,8 +752,9 @@ static void test_restart_relearns(void **state)
 }
 
 /* The schedule across a restart: `run` sends no event to a new daemon
- * before every EST has registered with it. Rank 1 comes back 2.5 s after
- * the kill; the event's step is reached before that (rank 0 goes on): sent
+ * before every EST has registered with it. Rank 1 comes back 6 s after
+ * the kill; the event's step is reached before that (rank 0 waits there
+ * from 4.5 s on): sent
  * at once, the new daemon would refuse it ("EST 1 has not registered"). */
 static void write_file(const char *path, const char *text);
 
@@ -763,10 +764,10 @@ static void test_schedule_waits_for_reregistration(void **state)
     char sock[300], sched[300];
     sock_path(sock, sizeof(sock), "rejoin");
     snprintf(sched, sizeof(sched), "%s/rejoin.sched", g_tmp);
-    write_file(sched, "step 60 preempt 1\n");
+    write_file(sched, "step 150 preempt 1\n");
     char *env[] = { "SIMCUDA_DEVICES=a100:8G,a100:8G", NULL };
-    const char *fake[] = { "--hb-ms", "30", "--run-ms", "9000", "--rejoin-rank", "1",
-                           "--rejoin-ms", "2500", NULL };
+    const char *fake[] = { "--hb-ms", "30", "--run-ms", "14000", "--rejoin-rank", "1",
+                           "--rejoin-ms", "6000", NULL };
     bg_t job;
     start_fake_job(&job, env, sock, 2,
                    (const char *[]){ "--gpus", "0,1", "--schedule", sched, NULL }, fake);
@@ -775,7 +776,7 @@ static void test_schedule_waits_for_reregistration(void **state)
     long step = jint(jest(j, 0), "step", 0);
     free(j);
     assert_true(daemon > 0);
-    if (step >= 60)
+    if (step >= 150)
         skip(); /* too slow to kill it before the event */
     assert_int_equal(kill((pid_t)daemon, SIGKILL), 0);
     int st = bg_wait(&job, T_JOB);
@@ -783,7 +784,7 @@ static void test_schedule_waits_for_reregistration(void **state)
     if (st != 0)
         fail_msg("status %d:\n%s", st, out);
     const char *rs = strstr(out, "started a new one");
-    const char *ev = strstr(out, "schedule: step 60 preempt 1: preempt GPU 1: done in");
+    const char *ev = strstr(out, "schedule: step 150 preempt 1: preempt GPU 1: done in");
     if (!rs || !ev || ev < rs)
         fail_msg("the preempt was not done by the new daemon:\n%s", out);
     free(out);
