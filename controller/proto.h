@@ -1,7 +1,7 @@
 /* The control protocol between libeasyscale.so (its control thread) and
- * easyscale-ctl (the daemon and the CLI): the only code the shim and the
- * controller share. controller/proto.c (encoder, decoder, frame reader) is
- * compiled into both.
+ * easyscale-ctl (the daemon and the CLI). controller/proto.c (encoder,
+ * decoder, frame reader) is compiled into both; the only other code they
+ * share is the collective digests' record format (controller/digest.h).
  *
  * Transport: a byte stream, a unix socket (same host; the daemon checks the
  * peer's uid with SO_PEERCRED) or TCP (several hosts; the client first sends
