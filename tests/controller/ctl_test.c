@@ -111,6 +111,7 @@ static int ctl(es_proc_result_t *r, char *const env[], ...)
 typedef struct bg {
     pid_t pid;
     char out[300];
+    char until[300]; /* fake ESTs end when this file exists (bg_finish) */
     int status;
     int done;
 } bg_t;
@@ -179,6 +180,16 @@ static int bg_wait(bg_t *b, int timeout_s)
     b->done = 1;
     b->status = -1;
     return -1;
+}
+
+/* Ends a job of fake ESTs now (each exits 0 at its next heartbeat: the
+ * test, not the clock, says when it is done) and waits for it. */
+static int bg_finish(bg_t *b, int timeout_s)
+{
+    int fd = open(b->until, O_WRONLY | O_CREAT, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    return bg_wait(b, timeout_s);
 }
 
 static char *bg_output(const bg_t *b)
@@ -286,8 +297,15 @@ static void start_fake_job(bg_t *b, char *const env[], const char *sock, int n,
     argv[k++] = (char *)fake_bin();
     for (int i = 0; fake_args && fake_args[i]; i++)
         argv[k++] = (char *)fake_args[i];
+    static int useq;
+    char until[300];
+    snprintf(until, sizeof(until), "%s/until-%d", g_tmp, ++useq);
+    unlink(until);
+    argv[k++] = "--until";
+    argv[k++] = until;
     argv[k] = NULL;
     bg_start(b, env, argv);
+    snprintf(b->until, sizeof(b->until), "%s", until);
 }
 
 static int count(const char *s, const char *needle)
@@ -707,7 +725,7 @@ static void test_restart_relearns(void **state)
     char sock[300];
     sock_path(sock, sizeof(sock), "relearn");
     char *env[] = { "SIMCUDA_DEVICES=a100:8G,a100:8G,a100:8G", NULL };
-    const char *fake[] = { "--hb-ms", "50", "--run-ms", "9000", NULL };
+    const char *fake[] = { "--hb-ms", "50", "--run-ms", "60000", NULL };
     bg_t job;
     start_fake_job(&job, env, sock, 3, (const char *[]){ "--gpus", "0-2", NULL }, fake);
     char *j = wait_registered(sock, 3, 1, 30);
@@ -745,7 +763,7 @@ static void test_restart_relearns(void **state)
     for (int k = 0; k < 3; k++)
         assert_int_equal(jint(jest(j, k), "pid", -1), pids[k]);
     free(j);
-    assert_int_equal(bg_wait(&job, T_JOB), 0);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
     char *out = bg_output(&job);
     assert_non_null(strstr(out, "started a new one"));
     free(out);
@@ -825,7 +843,7 @@ static void test_bad_frames(void **state)
     char sock[300];
     sock_path(sock, sizeof(sock), "frames");
     bg_t job;
-    start_fake_job(&job, NULL, sock, 1, NULL, (const char *[]){ "--run-ms", "8000", NULL });
+    start_fake_job(&job, NULL, sock, 1, NULL, (const char *[]){ "--run-ms", "60000", NULL });
     char *j = wait_registered(sock, 1, 0, 30);
     long daemon = jint(j, "daemon_pid", -1);
     free(j);
@@ -919,7 +937,7 @@ static void test_bad_frames(void **state)
     assert_int_equal(jint(j, "daemon_pid", -1), daemon);
     assert_int_equal(jint(j, "registered", -1), 1);
     free(j);
-    assert_int_equal(bg_wait(&job, T_JOB), 0);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
     char *out = bg_output(&job);
     assert_non_null(strstr(out, "bad magic (not an easyscale control frame)"));
     assert_non_null(strstr(out, "unsupported protocol version"));
@@ -1057,7 +1075,7 @@ static void test_two_controllers(void **state)
     char sock[300];
     sock_path(sock, sizeof(sock), "two");
     bg_t job;
-    start_fake_job(&job, NULL, sock, 1, NULL, (const char *[]){ "--run-ms", "5000", NULL });
+    start_fake_job(&job, NULL, sock, 1, NULL, (const char *[]){ "--run-ms", "60000", NULL });
     char *j = wait_registered(sock, 1, 0, 30);
     long daemon = jint(j, "daemon_pid", -1);
     free(j);
@@ -1077,7 +1095,7 @@ static void test_two_controllers(void **state)
     j = status_json(sock);
     assert_int_equal(jint(j, "daemon_pid", -1), daemon);
     free(j);
-    assert_int_equal(bg_wait(&job, T_JOB), 0);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
 }
 
 /* ---- placement, scale, moves ----------------------------------------------------------- */
@@ -1100,7 +1118,7 @@ static void test_scale_refused(void **state)
 
     bg_t job;
     start_fake_job(&job, env, sock, 2, (const char *[]){ "--gpus", "0,1", "--est-memory", "6G", NULL },
-                   (const char *[]){ "--run-ms", "6000", "--mem", "6442450944", NULL });
+                   (const char *[]){ "--run-ms", "60000", "--mem", "6442450944", NULL });
     free(wait_registered(sock, 2, 0, 30));
     /* the T4 has 4 GiB: not even time-slicing helps */
     assert_int_equal(ctl(&r, NULL, "scale", "--gpus", "2", "--socket", sock, NULL), 1);
@@ -1124,7 +1142,7 @@ static void test_scale_refused(void **state)
     assert_int_equal(ctl(&r, NULL, "scale", "--gpus", "0", "--socket", sock, NULL), 0);
     assert_non_null(strstr(r.out, "(1 EST moved); the job runs on GPUs 0"));
     es_proc_result_free(&r);
-    assert_int_equal(bg_wait(&job, T_JOB), 0);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
     char *out = bg_output(&job);
     assert_int_equal(count(out, "fake_est: rank"), 3); /* 1 move + 2 "done" lines */
     free(out);
@@ -1149,7 +1167,7 @@ static void test_timeslice_commands(void **state)
 
     bg_t job;
     start_fake_job(&job, env, sock, 4, (const char *[]){ "--gpus", "0,1", "--est-memory", "5G", NULL },
-                   (const char *[]){ "--run-ms", "20000", "--hb-ms", "50", "--mem", "5368709120",
+                   (const char *[]){ "--run-ms", "60000", "--hb-ms", "50", "--mem", "5368709120",
                                      NULL });
     char *j = wait_registered(sock, 4, 0, 30);
     /* ESTs 0,1 on GPU 0 and 2,3 on GPU 1 */
@@ -1259,7 +1277,7 @@ static void test_timeslice_commands(void **state)
     assert_string_equal(st, "running");
     assert_non_null(strstr(j, "\"rotation\":null"));
     free(j);
-    assert_int_equal(bg_wait(&job, T_JOB), 0);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
     char *out = bg_output(&job);
     assert_int_equal(count(out, ": time-slice -> "), 2);
     assert_int_equal(count(out, ": swap-out -> host: ok"), 1);
@@ -1276,7 +1294,7 @@ static void test_scale_moves(void **state)
     char *env[] = { "SIMCUDA_DEVICES=a100:8G,a100:8G,a100:8G,a100:8G", NULL };
     bg_t job;
     start_fake_job(&job, env, sock, 4, (const char *[]){ "--gpus", "all", NULL },
-                   (const char *[]){ "--run-ms", "10000", NULL });
+                   (const char *[]){ "--run-ms", "60000", NULL });
     char *j = wait_registered(sock, 4, 0, 30);
     for (int r = 0; r < 4; r++)
         assert_int_equal(jint(jest(j, r), "gpu", -1), r);
@@ -1332,7 +1350,7 @@ static void test_scale_moves(void **state)
     assert_int_equal(ctl(&r, NULL, "migrate", "0", "--gpu", "3", "--socket", sock, NULL), 1);
     assert_non_null(strstr(r.out, "not one of the job's (grant it first)"));
     es_proc_result_free(&r);
-    assert_int_equal(bg_wait(&job, T_JOB), 0);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
     char *out = bg_output(&job);
     char line[200];
     snprintf(line, sizeof(line), "[3] fake_est: rank 3: place -> %s: ok", uuids[0]);
@@ -1342,7 +1360,7 @@ static void test_scale_moves(void **state)
     /* ESTs that refuse: the command fails with their reason, the job stays
      * where it is, consistent */
     start_fake_job(&job, env, sock, 2, (const char *[]){ "--gpus", "0,1", NULL },
-                   (const char *[]){ "--run-ms", "5000", "--move", "fail", NULL });
+                   (const char *[]){ "--run-ms", "60000", "--move", "fail", NULL });
     free(wait_registered(sock, 2, 0, 30));
     assert_int_equal(ctl(&r, NULL, "preempt", "1", "--socket", sock, NULL), 1);
     assert_non_null(strstr(r.out, "preempt GPU 1: failed after"));
@@ -1353,17 +1371,17 @@ static void test_scale_moves(void **state)
     assert_int_equal(jint(jest(j, 1), "gpu", -1), 1);
     assert_non_null(strstr(j, "\"gpus\":\"0,1\""));
     free(j);
-    assert_int_equal(bg_wait(&job, T_JOB), 0);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
 
     /* an EST that never answers: the move times out */
     start_fake_job(&job, env, sock, 2, (const char *[]){ "--gpus", "0,1", "--move-timeout", "0.5",
                                                          NULL },
-                   (const char *[]){ "--run-ms", "5000", "--move", "hang", NULL });
+                   (const char *[]){ "--run-ms", "60000", "--move", "hang", NULL });
     free(wait_registered(sock, 2, 0, 30));
     assert_int_equal(ctl(&r, NULL, "migrate", "0", "--gpu", "1", "--socket", sock, NULL), 1);
     assert_non_null(strstr(r.out, "failed: no answer within"));
     es_proc_result_free(&r);
-    assert_int_equal(bg_wait(&job, T_JOB), 0);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
 }
 
 static void test_placement_by_speed(void **state)
@@ -1377,7 +1395,7 @@ static void test_placement_by_speed(void **state)
      * Measured: step 15 ms, of which waited 3 ms on the A100 (12 / 3 ESTs
      * = 4 ms each) and 11 ms on the T4 (4 ms): as fast -> 2 + 2. */
     start_fake_job(&job, env, sock, 4, NULL,
-                   (const char *[]){ "--run-ms", "8000", "--hb-ms", "50", "--step-ns", "15000000",
+                   (const char *[]){ "--run-ms", "60000", "--hb-ms", "50", "--step-ns", "15000000",
                                      "--wait-ns-by-rank", "3000000,3000000,3000000,11000000",
                                      NULL });
     char *j = wait_registered(sock, 4, 3, 30);
@@ -1402,15 +1420,15 @@ static void test_placement_by_speed(void **state)
     j = status_json(sock);
     assert_non_null(strstr(j, "\"speed_source\":\"measured\""));
     free(j);
-    assert_int_equal(bg_wait(&job, T_JOB), 0);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
 
     /* the same job without measurements keeps the prior's 3 + 1 */
-    start_fake_job(&job, env, sock, 4, NULL, (const char *[]){ "--run-ms", "4000", NULL });
+    start_fake_job(&job, env, sock, 4, NULL, (const char *[]){ "--run-ms", "60000", NULL });
     free(wait_registered(sock, 4, 0, 30));
     assert_int_equal(ctl(&r, NULL, "scale", "--gpus", "0,1", "--socket", sock, NULL), 0);
     assert_non_null(strstr(r.out, "no EST needs to move"));
     es_proc_result_free(&r);
-    assert_int_equal(bg_wait(&job, T_JOB), 0);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
 }
 
 static void test_moves_of_ests_without_gpu_state(void **state)
@@ -1456,7 +1474,7 @@ static void test_unresponsive(void **state)
     sock_path(sock, sizeof(sock), "stall");
     bg_t job;
     start_fake_job(&job, NULL, sock, 2, (const char *[]){ "--heartbeat-timeout", "0.5", NULL },
-                   (const char *[]){ "--run-ms", "8000", "--hb-ms", "50", NULL });
+                   (const char *[]){ "--run-ms", "60000", "--hb-ms", "50", NULL });
     char *j = wait_registered(sock, 2, 1, 30);
     pid_t p1 = (pid_t)jint(jest(j, 1), "pid", -1);
     free(j);
@@ -1485,7 +1503,7 @@ static void test_unresponsive(void **state)
         free(j);
     }
     assert_true(back);
-    assert_int_equal(bg_wait(&job, T_JOB), 0);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
     char *out = bg_output(&job);
     char want[96];
     snprintf(want, sizeof(want), "EST 1 (pid %d) is unresponsive", (int)p1);
@@ -1718,7 +1736,7 @@ static void test_tcp(void **state)
     char *env[] = { "EASYSCALE_TOKEN=0123456789abcdef-token", NULL };
     bg_t job;
     start_fake_job(&job, env, sock, 1, (const char *[]){ "--tcp", "127.0.0.1:0", NULL },
-                   (const char *[]){ "--run-ms", "5000", NULL });
+                   (const char *[]){ "--run-ms", "60000", NULL });
     char *j = wait_registered(sock, 1, 0, 30);
     char st[32];
     (void)st;
@@ -1740,7 +1758,7 @@ static void test_tcp(void **state)
     assert_int_equal(ctl(&r, none, "status", "--socket", target, NULL), 1);
     assert_non_null(strstr(r.out, "needs EASYSCALE_TOKEN"));
     es_proc_result_free(&r);
-    assert_int_equal(bg_wait(&job, T_JOB), 0);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
     char *out = bg_output(&job);
     assert_non_null(strstr(out, "bad token"));
     free(out);

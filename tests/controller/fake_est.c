@@ -7,7 +7,7 @@
  *   fake_est [--move ok|fail|hang] [--hb-ms N] [--step-ns N] [--wait-ns N]
  *            [--wait-ns-by-rank N0,N1,...] [--mem BYTES] [--steps-per-hb N]
  *            [--run-ms N] [--fail-rank R] [--rejoin-rank R --rejoin-ms N]
- *            [--end-step N] [--ack-delay-ms N] [--ignore-holds 1]
+ *            [--end-step N] [--ack-delay-ms N] [--ignore-holds 1] [--until FILE]
  *
  * Registers (reconnecting with backoff when the controller goes away),
  * heartbeats every --hb-ms with the step advanced by --steps-per-hb, and
@@ -21,7 +21,10 @@
  * until a RELEASE of that step ("fake_est: rank R: held at step S" once);
  * --ignore-holds 1 runs past them (a negative control). --end-step N: exits
  * once the step reaches N (before --run-ms). --ack-delay-ms N: answers a
- * MOVE N ms late (a controller can be killed while it waits).
+ * MOVE N ms late (a controller can be killed while it waits). --until FILE:
+ * exits 0 once FILE exists (looked for at every heartbeat), so a test ends
+ * the job when it is done rather than after a time that a loaded machine
+ * may not leave it.
  */
 #include "controller/proto.h"
 
@@ -41,7 +44,7 @@ static long opt_end_step = 0, opt_ack_delay = 0, opt_ignore_holds = 0;
 static uint64_t holds[256], released; /* released: step + 1 */
 static int nholds, hold_next, hold_said = -1;
 static unsigned long long opt_mem = 0;
-static const char *opt_move = "ok", *opt_wait_list;
+static const char *opt_move = "ok", *opt_wait_list, *opt_until;
 static int rank, world;
 static char slot[ES_PROTO_SLOT_MAX + 1];
 static uint64_t step, epoch;
@@ -100,6 +103,12 @@ static void advance(void)
     step = to;
 }
 
+/* Told to finish (--until FILE exists). */
+static int finished(void)
+{
+    return opt_until && access(opt_until, F_OK) == 0;
+}
+
 static int session(int fd, long long end)
 {
     uint8_t rx[1024];
@@ -121,7 +130,7 @@ static int session(int fd, long long end)
         long long t = now_ms();
         if (t >= end)
             return 1;
-        if (opt_end_step && step >= (uint64_t)opt_end_step)
+        if ((opt_end_step && step >= (uint64_t)opt_end_step) || finished())
             return 1;
         if (t >= next) {
             advance();
@@ -231,6 +240,8 @@ int main(int argc, char **argv)
             opt_ack_delay = num(v);
         else if (strcmp(a, "--ignore-holds") == 0)
             opt_ignore_holds = num(v);
+        else if (strcmp(a, "--until") == 0)
+            opt_until = v;
         else {
             fprintf(stderr, "fake_est: unknown option %s\n", a);
             return 2;
@@ -263,7 +274,7 @@ int main(int argc, char **argv)
     }
     long long end = now_ms() + opt_run;
     int backoff = 20;
-    while (now_ms() < end) {
+    while (now_ms() < end && !finished()) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ctl);
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -273,7 +284,7 @@ int main(int argc, char **argv)
             close(fd);
             if (done)
                 break;
-            if (opt_end_step && step >= (uint64_t)opt_end_step)
+            if ((opt_end_step && step >= (uint64_t)opt_end_step) || finished())
                 break;
             if (rank == opt_rejoin_rank && opt_rejoin_ms > 0) {
                 struct timespec rj = { opt_rejoin_ms / 1000, (opt_rejoin_ms % 1000) * 1000000L };
@@ -288,9 +299,10 @@ int main(int argc, char **argv)
     }
     /* stay alive until the end even when refused (not when at --end-step) */
     long long left = end - now_ms();
-    if (left > 0 && !(opt_end_step && step >= (uint64_t)opt_end_step)) {
-        struct timespec ts = { left / 1000, (left % 1000) * 1000000L };
+    while (left > 0 && !(opt_end_step && step >= (uint64_t)opt_end_step) && !finished()) {
+        struct timespec ts = { 0, 50000000L };
         nanosleep(&ts, NULL);
+        left = end - now_ms();
     }
     printf("fake_est: rank %d: done at step %llu\n", rank, (unsigned long long)step);
     return rank == opt_fail_rank ? 3 : 0;
