@@ -293,6 +293,10 @@ int sim_module_runs_on(const sim_module_t *m, int dev);
 /* Drops a reference; the last one frees the module. */
 void sim_module_unref(sim_module_t *m);
 void sim_kernel_fork_reset(void);
+/* The twin libraries, colon-separated: SIMCUDA_KERNELS when set and not
+ * empty, else every libsimtwin_*.so in twins/ beside libcuda.so.1. Resolved
+ * once; NULL when out of memory. */
+const char *sim_twin_list(void);
 
 /* fault guard for device work on workers: returns CUDA_SUCCESS, or
  * CUDA_ERROR_ILLEGAL_ADDRESS if fn faulted. */
@@ -315,6 +319,8 @@ void sim_set_sticky(CUresult r);
 extern int sim_isolation;      /* SIMCUDA_ISOLATION: 1 device memory lives in servers */
 extern uintptr_t sim_win_base; /* the address window (devproto.h) */
 int sim_win_init(void);
+/* The directory of the running libcuda.so.1 (dladdr). 0 or -ENOENT. */
+int sim_lib_dir(char *out, size_t len);
 int sim_win_contains(uintptr_t p, size_t n);
 /* Addresses in the window; hint taken when free and aligned. 0 or -ENOMEM. */
 int sim_va_alloc(size_t len, size_t align, uintptr_t hint, uintptr_t *out);
