@@ -80,9 +80,10 @@
  *   new and retained contexts), and no more device work runs. Calls that
  *   need no context (device queries, error strings) still answer.
  * - SIMCUDA_CHAOS=SEED (chaos.c): adversarial scheduling. Stream work is
- *   held for a seeded delay and independent streams run newest first, so a
- *   missing synchronisation between streams gives a wrong result in nearly
- *   every run; ordering a program asked for is never broken.
+ *   held for a seeded delay from its enqueue (cut short while the host
+ *   waits for it) and independent streams run newest first, so a missing
+ *   synchronisation between streams gives a wrong result in nearly every
+ *   run; ordering a program asked for is never broken.
  * - Kernels (module.c, arch.c): module images are read with fatbin/fatbin.h.
  *   A module loads only with code its device runs, by NVIDIA's rules: SASS
  *   of the same major version and a minor not above the device's

@@ -226,6 +226,7 @@ typedef struct sim_event {
     uint64_t rec_gen;    /* generation of the last record (0: never) */
     uint64_t done_gen;   /* last completed generation */
     struct timespec ts;  /* when done_gen completed */
+    const void *rec_stream; /* the stream of the last record, for SIMCUDA_CHAOS */
     _Atomic int refs;
 } sim_event_t;
 void sim_event_unref(sim_event_t *e);
@@ -380,8 +381,12 @@ void sim_chaos_done(uint64_t seq);
 uint64_t sim_chaos_ticket(void);
 /* Work with ticket seq was enqueued on stream (at enqueue time). */
 void sim_chaos_enqueued(uint64_t seq, const void *stream);
-/* stream's worker starts (on 1) or ends (0) waiting for an event or stream. */
-void sim_chaos_waiting(const void *stream, int on);
+/* stream's worker starts (on 1) or ends (0) waiting for an event or stream,
+ * that is for work of stream target (NULL: unknown, or a memory word). */
+void sim_chaos_waiting(const void *stream, const void *target, int on);
+/* A host thread starts (on 1) or ends (0) blocking until work of stream is
+ * done (stream, context or event synchronisation, a synchronous call). */
+void sim_chaos_awaited(const void *stream, int on);
 void sim_chaos_fork_reset(void);
 
 /* ---- architectures (arch.c) ---------------------------------------------------------- */
