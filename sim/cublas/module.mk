@@ -58,10 +58,12 @@ $(B)/tests/lib_child: tests/sim_cublas/lib_child.c | $(B)/sim/libcublas.so $(B)/
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< -L$(B)/sim -lcublas -lcudnn $(LDFLAGS) -ldl
 
 # Unit + API test: links the math core statically (its symbols are local in
-# the library) and the library and driver dynamically.
+# the library) and the library and driver dynamically. It runs the client
+# test on the bare build/sim directory (kernel twins found beside the driver).
 $(B)/tests/sim_cublas_test: $(B)/obj/tests/sim_cublas/sim_cublas_test.o $(CUBLAS_CORE_OBJS) \
 		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) | $(B)/sim/libcublas.so $(B)/sim/libcuda.so \
-		$(SIM_ARCH_TEST)
+		$(SIM_ARCH_TEST) $(B)/tests/cublas_client_test $(SIMCUDA_GPU) $(CUBLAS_TWIN) \
+		$(B)/sim/twins/libsimtwin_simtest.so
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(B)/obj/tests/sim_cublas/sim_cublas_test.o $(CUBLAS_CORE_OBJS) \
 		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) -L$(B)/sim -lcublas -lcuda $(CMOCKA_LIBS) -lm

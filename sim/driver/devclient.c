@@ -31,6 +31,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
@@ -516,38 +517,70 @@ static int sync_rec(rec_t *r, int dev)
     return rc;
 }
 
-static void server_path(char *out, size_t len)
+/* The directory of the libcuda.so.1 that is running: dladdr on one of our
+ * functions gives the file the dynamic loader opened, as it named it (a
+ * directory of the library path: a symbolic link libcuda.so.1 itself is not
+ * followed, its directory is). Made absolute, so that a relative library
+ * path still names it after a chdir. The device server and the default
+ * kernel twins (module.c) lie there. 0 or -ENOENT. */
+int sim_lib_dir(char *out, size_t len)
 {
     Dl_info info;
-    const char *dir = NULL;
-    char buf[4096];
-    if (dladdr((void *)&cuInit, &info) && info.dli_fname) {
-        snprintf(buf, sizeof(buf), "%s", info.dli_fname);
-        char *slash = strrchr(buf, '/');
-        if (slash) {
-            *slash = '\0';
-            dir = buf;
-        }
-    }
-    snprintf(out, len, "%s/simcuda-gpu", dir ? dir : ".");
+    char dir[PATH_MAX], abs[PATH_MAX];
+    if (!dladdr((void *)&cuInit, &info) || !info.dli_fname)
+        return -ENOENT;
+    const char *slash = strrchr(info.dli_fname, '/');
+    int n = slash ? (int)(slash - info.dli_fname) : 0;
+    if (!slash) /* never so for a library the loader found on a path */
+        snprintf(dir, sizeof(dir), ".");
+    else if (snprintf(dir, sizeof(dir), "%.*s", n ? n : 1, info.dli_fname) >= (int)sizeof(dir))
+        return -ENOENT;
+    const char *d = realpath(dir, abs) ? abs : dir;
+    return snprintf(out, len, "%s", d) >= (int)len ? -ENOENT : 0;
+}
+
+static void server_path(char *out, size_t len)
+{
+    char dir[4096];
+    if (sim_lib_dir(dir, sizeof(dir)) != 0)
+        snprintf(dir, sizeof(dir), ".");
+    snprintf(out, len, "%s/simcuda-gpu", dir);
 }
 
 /* The server's environment: ours without LD_PRELOAD (a preloaded shim has
- * no business in a device). */
+ * no business in a device), and SIMCUDA_KERNELS the list of twin libraries
+ * this process resolved (module.c), so that the server runs the same twins
+ * whether or not SIMCUDA_KERNELS was set. Free with free_server_env. */
 static char **server_env(void)
 {
+    const char *twins = sim_twin_list();
+    if (!twins)
+        return NULL;
     size_t n = 0;
     while (environ && environ[n])
         n++;
-    char **env = calloc(n + 1, sizeof(char *));
+    char **env = calloc(n + 2, sizeof(char *));
     if (!env)
         return NULL;
     size_t j = 0;
+    if (asprintf(&env[j], "SIMCUDA_KERNELS=%s", twins) < 0) {
+        free(env);
+        return NULL;
+    }
+    j++;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0)
+        if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0 &&
+            strncmp(environ[i], "SIMCUDA_KERNELS=", 16) != 0)
             env[j++] = environ[i];
     env[j] = NULL;
     return env;
+}
+
+static void free_server_env(char **env)
+{
+    if (env)
+        free(env[0]);
+    free(env);
 }
 
 /* Starts dev's server (g_dc_mu held). Returns CUresult. */
@@ -616,7 +649,7 @@ static CUresult server_start(int dev)
     }
     res = s->state == SRV_UP ? CUDA_SUCCESS : CUDA_ERROR_DEVICE_UNAVAILABLE;
 out:
-    free(env);
+    free_server_env(env);
     if (sv[0] >= 0)
         close(sv[0]);
     if (sv[1] >= 0)

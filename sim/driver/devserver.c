@@ -4,7 +4,8 @@
  * peer or VMM access granted, mapped at the client's addresses inside the
  * shared address window (sim/driver/devproto.h), and nothing else of the
  * client. It runs the GPU's copies, memsets and kernels (the kernel twins of
- * SIMCUDA_KERNELS, dlopen'ed here), one thread per client channel, so
+ * SIMCUDA_KERNELS, dlopen'ed here: the client always sets it to the list it
+ * resolved, its default included), one thread per client channel, so
  * streams run concurrently as on a GPU. A fault inside an operation is
  * reported, never fatal. The server exits when its control socket reaches
  * end of file (the client is gone); started by the client, it detaches (a
@@ -86,7 +87,11 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
     signal(sig, SIG_DFL); /* a fault outside an operation: the server's own bug */
 }
 
-/* ---- kernel twins ----------------------------------------------------------------- */
+/* ---- kernel twins -----------------------------------------------------------------
+ * SIMCUDA_KERNELS as the client resolved it (module.c, sim_twin_list): the
+ * user's list, or the libraries in twins/ beside libcuda.so.1 (and us) when
+ * the user set none. We never look for a default of our own, so the server
+ * and its client always run the same twins. */
 static void load_twins(void)
 {
     const char *env = getenv("SIMCUDA_KERNELS");
@@ -210,7 +215,7 @@ static int run_kernel(sim_slot_t *c)
         return SIM_CHRES_BAD;
     simcuda_twin_fn fn = find_twin((const char *)c->data);
     if (!fn) {
-        slog("kernel '%s' has no twin: no %s%s in SIMCUDA_KERNELS", (const char *)c->data,
+        slog("kernel '%s' has no twin: no %s%s in the twin libraries", (const char *)c->data,
              SIMCUDA_TWIN_PREFIX, (const char *)c->data);
         return SIM_CHRES_NO_TWIN;
     }

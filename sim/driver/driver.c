@@ -47,10 +47,10 @@
  *   reserved PROT_NONE: a host access faults (SIGSEGV); host-located VMM
  *   memory is mapped in the process only with access granted to the host.
  *   The server runs the device's copies, memsets and kernels (the kernel
- *   twins, dlopen'ed from SIMCUDA_KERNELS by the server), one thread per
- *   client stream: a kernel touching memory its GPU cannot reach (another
- *   device's without peer access, malloc memory, freed memory) faults in the
- *   server and becomes CUDA_ERROR_ILLEGAL_ADDRESS. Stream workers hand device
+ *   twins of the list the process resolved, dlopen'ed by the server), one
+ *   thread per client stream: a kernel touching memory its GPU cannot
+ *   reach (another device's without peer access, malloc memory, freed
+ *   memory) faults in the server and becomes CUDA_ERROR_ILLEGAL_ADDRESS. Stream workers hand device
  *   work to the server over shared-memory rings (futex wake-ups, spinning
  *   briefly first) and keep stream order, events, waits and host functions;
  *   a worker posts up to a ring of work its device does by itself before it
@@ -80,9 +80,10 @@
  *   new and retained contexts), and no more device work runs. Calls that
  *   need no context (device queries, error strings) still answer.
  * - SIMCUDA_CHAOS=SEED (chaos.c): adversarial scheduling. Stream work is
- *   held for a seeded delay and independent streams run newest first, so a
- *   missing synchronisation between streams gives a wrong result in nearly
- *   every run; ordering a program asked for is never broken.
+ *   held for a seeded delay from its enqueue (cut short while the host
+ *   waits for it) and independent streams run newest first, so a missing
+ *   synchronisation between streams gives a wrong result in nearly every
+ *   run; ordering a program asked for is never broken.
  * - Kernels (module.c, arch.c): module images are read with fatbin/fatbin.h.
  *   A module loads only with code its device runs, by NVIDIA's rules: SASS
  *   of the same major version and a minor not above the device's
@@ -94,8 +95,9 @@
  *   CUDA_ERROR_UNSUPPORTED_PTX_VERSION). A library loaded without a context
  *   takes any image some device runs; a device without code for it refuses
  *   its kernels with the same error. Each kernel NAME of the image chosen
- *   runs as simcuda_twin_NAME from the libraries listed in SIMCUDA_KERNELS
- *   (sim/include/simcuda_twin.h). Parameter sizes come from the cubin's
+ *   runs as simcuda_twin_NAME from the libraries listed in SIMCUDA_KERNELS,
+ *   else those in twins/ beside libcuda.so.1 (module.c;
+ *   sim/include/simcuda_twin.h). Parameter sizes come from the cubin's
  *   .nv.info (or the PTX signature) so launch arguments are copied at launch
  *   time, as on a GPU.
  * - Copies follow the real driver's rules: an asynchronous copy from

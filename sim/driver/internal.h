@@ -226,6 +226,7 @@ typedef struct sim_event {
     uint64_t rec_gen;    /* generation of the last record (0: never) */
     uint64_t done_gen;   /* last completed generation */
     struct timespec ts;  /* when done_gen completed */
+    const void *rec_stream; /* the stream of the last record, for SIMCUDA_CHAOS */
     _Atomic int refs;
 } sim_event_t;
 void sim_event_unref(sim_event_t *e);
@@ -293,6 +294,10 @@ int sim_module_runs_on(const sim_module_t *m, int dev);
 /* Drops a reference; the last one frees the module. */
 void sim_module_unref(sim_module_t *m);
 void sim_kernel_fork_reset(void);
+/* The twin libraries, colon-separated: SIMCUDA_KERNELS when set and not
+ * empty, else every libsimtwin_*.so in twins/ beside libcuda.so.1. Resolved
+ * once; NULL when out of memory. */
+const char *sim_twin_list(void);
 
 /* fault guard for device work on workers: returns CUDA_SUCCESS, or
  * CUDA_ERROR_ILLEGAL_ADDRESS if fn faulted. */
@@ -315,6 +320,8 @@ void sim_set_sticky(CUresult r);
 extern int sim_isolation;      /* SIMCUDA_ISOLATION: 1 device memory lives in servers */
 extern uintptr_t sim_win_base; /* the address window (devproto.h) */
 int sim_win_init(void);
+/* The directory of the running libcuda.so.1 (dladdr). 0 or -ENOENT. */
+int sim_lib_dir(char *out, size_t len);
 int sim_win_contains(uintptr_t p, size_t n);
 /* Addresses in the window; hint taken when free and aligned. 0 or -ENOMEM. */
 int sim_va_alloc(size_t len, size_t align, uintptr_t hint, uintptr_t *out);
@@ -374,8 +381,12 @@ void sim_chaos_done(uint64_t seq);
 uint64_t sim_chaos_ticket(void);
 /* Work with ticket seq was enqueued on stream (at enqueue time). */
 void sim_chaos_enqueued(uint64_t seq, const void *stream);
-/* stream's worker starts (on 1) or ends (0) waiting for an event or stream. */
-void sim_chaos_waiting(const void *stream, int on);
+/* stream's worker starts (on 1) or ends (0) waiting for an event or stream,
+ * that is for work of stream target (NULL: unknown, or a memory word). */
+void sim_chaos_waiting(const void *stream, const void *target, int on);
+/* A host thread starts (on 1) or ends (0) blocking until work of stream is
+ * done (stream, context or event synchronisation, a synchronous call). */
+void sim_chaos_awaited(const void *stream, int on);
 void sim_chaos_fork_reset(void);
 
 /* ---- architectures (arch.c) ---------------------------------------------------------- */

@@ -247,14 +247,14 @@ CUresult sim_memop_run(sim_stream_t *s, sim_op_t *op)
     }
     int wait = is_wait(op->u.mo.kind);
     if (wait && sim_chaos_on)
-        sim_chaos_waiting(s, 1);
+        sim_chaos_waiting(s, NULL, 1);
     CUresult r;
     if (op->u.mo.host || !sim_isolation)
         r = sim_guarded(host_run, op);
     else
         r = dev_run(s, op);
     if (wait && sim_chaos_on)
-        sim_chaos_waiting(s, 0);
+        sim_chaos_waiting(s, NULL, 0);
     return r;
 }
 

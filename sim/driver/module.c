@@ -1,14 +1,16 @@
 /* simcuda modules, libraries and kernel launches. A module image (fatbin,
  * cubin or PTX from nvcc) is read with fatbin/fatbin.h for its kernel names
  * and parameter layout (cubin .nv.info, else the PTX signature); each kernel
- * NAME runs as simcuda_twin_NAME from the libraries in SIMCUDA_KERNELS. A
- * launch copies the argument values (as a GPU does) and is enqueued on its
- * stream; the stream's worker calls the twin. */
+ * NAME runs as simcuda_twin_NAME from the twin libraries (SIMCUDA_KERNELS,
+ * else those beside libcuda.so.1: below). A launch copies the argument
+ * values (as a GPU does) and is enqueued on its stream; the stream's worker
+ * calls the twin. */
 #include "sim/driver/internal.h"
 
 #include "fatbin/fatbin.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,11 +22,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- twin libraries ---------------------------------------------------------------- */
+/* ---- twin libraries ----------------------------------------------------------------
+ * The twin libraries are SIMCUDA_KERNELS's colon-separated list when it is
+ * set and not empty. Otherwise they are every libsimtwin_*.so in the twins/
+ * directory beside the libcuda.so.1 that is running (simcuda's own libraries
+ * and the project's, as the build lays them out), in name order. The list
+ * is resolved once; the device servers are given it (devclient.c), so a
+ * kernel has the same twin in the process and in its servers. */
 #define MAX_TWIN_LIBS 64
+#define TWIN_DIR "twins"
+#define TWIN_PREFIX "libsimtwin_"
+#define TWIN_SUFFIX ".so"
 static void *g_twin_libs[MAX_TWIN_LIBS];
 static int g_ntwin_libs;
 static int g_twins_loaded;
+static char *g_twin_list; /* resolved list, NULL: could not be made */
+static char g_twin_source[4400]; /* where the list came from, for messages */
+static pthread_once_t g_twin_list_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t g_mod_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void sim_kernel_fork_reset(void)
@@ -32,21 +46,109 @@ void sim_kernel_fork_reset(void)
     pthread_mutex_init(&g_mod_mu, NULL);
 }
 
+static int is_twin_name(const char *n)
+{
+    size_t len = strlen(n), pl = strlen(TWIN_PREFIX), sl = strlen(TWIN_SUFFIX);
+    return len > pl + sl && strncmp(n, TWIN_PREFIX, pl) == 0 &&
+           strcmp(n + len - sl, TWIN_SUFFIX) == 0;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "DIR/twins/libsimtwin_A.so:DIR/twins/libsimtwin_B.so:..." for the
+ * directory PATH (DIR/twins): "" when it has no such library or cannot be
+ * read; NULL when out of memory. */
+static char *default_twin_list(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return strdup("");
+    char **names = NULL;
+    size_t n = 0, cap = 0, total = 1;
+    int oom = 0;
+    struct dirent *e;
+    while (!oom && (e = readdir(d)) != NULL) {
+        if (!is_twin_name(e->d_name))
+            continue;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            char **a = realloc(names, nc * sizeof(*a));
+            if (!a) {
+                oom = 1;
+                break;
+            }
+            names = a;
+            cap = nc;
+        }
+        if (!(names[n] = strdup(e->d_name))) {
+            oom = 1;
+            break;
+        }
+        total += strlen(path) + 1 + strlen(names[n]) + 1;
+        n++;
+    }
+    closedir(d);
+    char *list = oom ? NULL : malloc(total);
+    if (list) {
+        if (n > 1)
+            qsort(names, n, sizeof(*names), cmp_names);
+        size_t off = 0;
+        list[0] = '\0';
+        for (size_t i = 0; i < n; i++)
+            off += (size_t)sprintf(list + off, "%s%s/%s", i ? ":" : "", path, names[i]);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return list;
+}
+
+static void resolve_twin_list(void)
+{
+    const char *env = getenv("SIMCUDA_KERNELS");
+    char dir[4096], path[4200];
+    if (env && *env) {
+        g_twin_list = strdup(env);
+        snprintf(g_twin_source, sizeof(g_twin_source), "SIMCUDA_KERNELS");
+    } else if (sim_lib_dir(dir, sizeof(dir)) == 0 &&
+               snprintf(path, sizeof(path), "%s/" TWIN_DIR, dir) < (int)sizeof(path)) {
+        g_twin_list = default_twin_list(path);
+        snprintf(g_twin_source, sizeof(g_twin_source),
+                 "%s/" TWIN_PREFIX "*" TWIN_SUFFIX " (SIMCUDA_KERNELS not set)", path);
+    } else {
+        g_twin_list = strdup("");
+        snprintf(g_twin_source, sizeof(g_twin_source),
+                 "any library (SIMCUDA_KERNELS not set, libcuda.so.1's directory unknown)");
+    }
+    if (!g_twin_list)
+        sim_log("out of memory listing the kernel twin libraries");
+}
+
+const char *sim_twin_list(void)
+{
+    pthread_once(&g_twin_list_once, resolve_twin_list);
+    return g_twin_list;
+}
+
 static void load_twins(void) /* g_mod_mu held */
 {
     if (g_twins_loaded)
         return;
     g_twins_loaded = 1;
-    const char *env = getenv("SIMCUDA_KERNELS");
-    if (!env || !*env)
+    const char *all = sim_twin_list();
+    if (!all || !*all)
         return;
-    char *list = strdup(env);
+    char *list = strdup(all);
     if (!list)
         return;
     char *save = NULL;
     for (char *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
         if (g_ntwin_libs == MAX_TWIN_LIBS) {
-            sim_log("SIMCUDA_KERNELS lists more than %d libraries; ignoring '%s'", MAX_TWIN_LIBS, p);
+            sim_log("%s lists more than %d libraries; ignoring '%s'", g_twin_source,
+                    MAX_TWIN_LIBS, p);
             continue;
         }
         void *h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
@@ -586,8 +688,8 @@ static CUresult load_image(const void *image, size_t avail, int is_library, sim_
     for (int i = 0; i < s.n; i++) {
         simcuda_twin_fn twin = find_twin(s.k[i].name);
         if (!twin) {
-            sim_log("kernel '%s' has no twin: no %s%s in SIMCUDA_KERNELS", s.k[i].name,
-                    SIMCUDA_TWIN_PREFIX, s.k[i].name);
+            sim_log("kernel '%s' has no twin: no %s%s in %s", s.k[i].name, SIMCUDA_TWIN_PREFIX,
+                    s.k[i].name, g_twin_source);
             r = CUDA_ERROR_NOT_FOUND;
             continue;
         }

@@ -246,27 +246,32 @@ static void exec_op(sim_stream_t *s, sim_op_t *op, int held)
         break;
     case SIM_OP_WAIT_EVENT: {
         sim_event_t *e = op->u.ev.ev;
-        if (sim_chaos_on)
-            sim_chaos_waiting(s, 1);
+        const void *from = NULL; /* the stream that records it, for chaos */
+        if (sim_chaos_on) {
+            pthread_mutex_lock(&e->mu);
+            from = e->rec_stream;
+            pthread_mutex_unlock(&e->mu);
+            sim_chaos_waiting(s, from, 1);
+        }
         pthread_mutex_lock(&e->mu);
         while (e->done_gen < op->u.ev.gen)
             pthread_cond_wait(&e->cv, &e->mu);
         pthread_mutex_unlock(&e->mu);
         if (sim_chaos_on)
-            sim_chaos_waiting(s, 0);
+            sim_chaos_waiting(s, from, 0);
         sim_event_unref(e);
         break;
     }
     case SIM_OP_WAIT_STREAM: {
         sim_stream_t *t = op->u.ws.s;
         if (sim_chaos_on)
-            sim_chaos_waiting(s, 1);
+            sim_chaos_waiting(s, t, 1);
         pthread_mutex_lock(&t->mu);
         while (atomic_load(&t->done) < op->u.ws.seq)
             pthread_cond_wait(&t->cv_done, &t->mu);
         pthread_mutex_unlock(&t->mu);
         if (sim_chaos_on)
-            sim_chaos_waiting(s, 0);
+            sim_chaos_waiting(s, t, 0);
         break;
     }
     case SIM_OP_FREE:
@@ -600,12 +605,17 @@ CUresult sim_enqueue(sim_stream_t *s, sim_op_t *op)
     return CUDA_SUCCESS;
 }
 
+/* The host waits until s has done seq operations. */
 static void wait_seq(sim_stream_t *s, uint64_t seq)
 {
+    if (sim_chaos_on)
+        sim_chaos_awaited(s, 1);
     pthread_mutex_lock(&s->mu);
     while (atomic_load(&s->done) < seq && s->worker_running)
         pthread_cond_wait(&s->cv_done, &s->mu);
     pthread_mutex_unlock(&s->mu);
+    if (sim_chaos_on)
+        sim_chaos_awaited(s, 0);
 }
 
 CUresult sim_run_sync(sim_stream_t *s, sim_op_t *op)
@@ -1009,6 +1019,7 @@ static CUresult event_record(CUevent hEvent, CUstream hStream)
     pthread_mutex_lock(&e->mu);
     uint64_t gen = (e->rec_gen > e->done_gen ? e->rec_gen : e->done_gen) + 1;
     e->rec_gen = gen;
+    e->rec_stream = s;
     pthread_mutex_unlock(&e->mu);
     op->u.ev.ev = e;
     op->u.ev.gen = gen;
@@ -1052,9 +1063,14 @@ CUresult cuEventSynchronize(CUevent hEvent)
         return r;
     pthread_mutex_lock(&e->mu);
     uint64_t target = e->rec_gen;
+    const void *from = e->done_gen < target && sim_chaos_on ? e->rec_stream : NULL;
+    pthread_mutex_unlock(&e->mu);
+    sim_chaos_awaited(from, 1); /* outside e->mu: chaos's lock is never taken under it */
+    pthread_mutex_lock(&e->mu);
     while (e->done_gen < target)
         pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
+    sim_chaos_awaited(from, 0);
     return SIM_STICKY();
 }
 

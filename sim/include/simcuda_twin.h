@@ -4,7 +4,8 @@
  * A kernel named NAME (the exact symbol in the cubin's `.text.NAME`, mangled
  * if the kernel is C++) runs on simcuda as the function `simcuda_twin_NAME`
  * exported by one of the shared objects listed in SIMCUDA_KERNELS
- * (colon-separated paths). cuLaunchKernel enqueues the launch on its stream;
+ * (colon-separated paths; unset or empty: every libsimtwin_*.so in the
+ * twins/ directory beside simcuda's libcuda.so.1). cuLaunchKernel enqueues the launch on its stream;
  * the stream's worker calls the twin once per launch with the whole launch
  * configuration, so the twin can reproduce the kernel's exact arithmetic
  * order for that grid and block (a reduction sized from the SM count, a

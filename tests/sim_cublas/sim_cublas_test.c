@@ -1350,6 +1350,19 @@ static void test_api_bits_match_reference(void **state)
     assert_int_equal(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
 }
 
+/* The build directory: build/tests/sim_cublas_test -> build. */
+static void build_dir(char *b, size_t len)
+{
+    const char *exe = self_exe();
+    assert_non_null(exe);
+    snprintf(b, len, "%s", exe);
+    for (int up = 0; up < 2; up++) {
+        char *sl = strrchr(b, '/');
+        assert_non_null(sl);
+        *sl = '\0';
+    }
+}
+
 /* Vendor fact (the CUDA 13 libraries have code for sm_75 and later only):
  * cublasCreate on an older GPU returns CUBLAS_STATUS_ARCH_MISMATCH.
  * simcuda has no such model, so the child (lib_child.c) runs behind a
@@ -1359,14 +1372,7 @@ static void test_api_bits_match_reference(void **state)
 static void run_lib_child(const char *lib, int old_gpu, char *out, size_t len)
 {
     char b[4096], child[4200], ldp[8500], real[4200];
-    const char *exe = self_exe();
-    assert_non_null(exe);
-    snprintf(b, sizeof(b), "%s", exe);
-    for (int up = 0; up < 2; up++) { /* build/tests/sim_cublas_test -> build */
-        char *sl = strrchr(b, '/');
-        assert_non_null(sl);
-        *sl = '\0';
-    }
+    build_dir(b, sizeof(b));
     snprintf(child, sizeof(child), "%s/tests/lib_child", b);
     if (old_gpu)
         snprintf(ldp, sizeof(ldp), "LD_LIBRARY_PATH=%s/tests/old_gpu:%s/sim", b, b);
@@ -1405,14 +1411,7 @@ static void test_api_arch_refused(void **state)
 static void run_shim_child(const char *audit, const char *atomics, char **out)
 {
     char b[4096], child[4200], simenv[4200], eb[4200], ea[64];
-    const char *exe = self_exe();
-    assert_non_null(exe);
-    snprintf(b, sizeof(b), "%s", exe);
-    for (int up = 0; up < 2; up++) {
-        char *sl = strrchr(b, '/');
-        assert_non_null(sl);
-        *sl = '\0';
-    }
+    build_dir(b, sizeof(b));
     const char *root = getenv("ES_ROOT");
     snprintf(child, sizeof(child), "%s/tests/lib_child", b);
     if (root)
@@ -1453,6 +1452,50 @@ static void test_api_kernels_in_shim_audit(void **state)
     assert_null(strstr(out, "simcublas_symv_atomic"));
     assert_non_null(strstr(out, "symv 0 sync 0\n"));
     free(out);
+}
+
+/* A cuBLAS client run with nothing but simcuda's directory on the library
+ * path (LD_LIBRARY_PATH=build/sim, SIMCUDA_KERNELS unset, as a user would
+ * run it) finds the library's kernel twins beside libcuda.so.1
+ * (build/sim/twins): cublasCreate and its GEMMs succeed, on the device
+ * server too. Negative control: SIMCUDA_KERNELS naming a twin library
+ * without cuBLAS's kernels is obeyed, and cublasCreate fails saying which
+ * kernel has no twin. */
+static void run_client_on_sim_dir(const char *kernels, es_proc_result_t *r)
+{
+    char b[4096], client[4200], ldp[4200], kern[4300];
+    build_dir(b, sizeof(b));
+    snprintf(client, sizeof(client), "%s/tests/cublas_client_test", b);
+    snprintf(ldp, sizeof(ldp), "LD_LIBRARY_PATH=%s/sim", b);
+    snprintf(kern, sizeof(kern), "SIMCUDA_KERNELS=%s", kernels); /* "": unset */
+    char *env[] = {ldp, kern, (char *)"SIMCUDA_DEVICES=a100:1G", (char *)"SIMCUDA_ISOLATION=1",
+                   NULL};
+    char *argv[] = {client, NULL};
+    assert_int_equal(es_run(argv, env, 120, r), 0);
+}
+
+static void test_api_twins_beside_driver(void **state)
+{
+    (void)state;
+    es_proc_result_t r;
+    run_client_on_sim_dir("", &r);
+    if (r.status != 0)
+        fprintf(stderr, "%s\n", r.out);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "[       OK ] sgemm_shapes\n"));
+    assert_non_null(strstr(r.out, "[  PASSED  ] "));
+    assert_null(strstr(r.out, "has no twin"));
+    es_proc_result_free(&r);
+
+    char b[4096], other[4300];
+    build_dir(b, sizeof(b));
+    snprintf(other, sizeof(other), "%s/sim/twins/libsimtwin_simtest.so", b);
+    run_client_on_sim_dir(other, &r);
+    assert_int_not_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "kernel 'simcublas_gemm' has no twin: no "
+                                  "simcuda_twin_simcublas_gemm in SIMCUDA_KERNELS"));
+    assert_null(strstr(r.out, "[  PASSED  ] "));
+    es_proc_result_free(&r);
 }
 
 /* Vendor notes: NVIDIA's libcublas.so.13 dlopens libcuda.so.1 (no NEEDED
@@ -1756,6 +1799,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_api_bits_match_reference),
         cmocka_unit_test(test_api_arch_refused),
         cmocka_unit_test(test_api_kernels_in_shim_audit),
+        cmocka_unit_test(test_api_twins_beside_driver),
         cmocka_unit_test(test_api_copies),
         cmocka_unit_test(test_nc_models),
         cmocka_unit_test(test_nc_streams),

@@ -553,18 +553,36 @@ static void test_architectures(void **state)
     st_primary(0);
 }
 
-static void test_kernel_without_twin(void **state)
+/* The child's load (cuModuleLoadData of kernels.fatbin) with the shell
+ * assignment ENV in front ("" for the test's own environment). */
+static char *child_load_with(const char *env)
 {
-    (void)state;
-    /* Without the twin library, loading fails with NOT_FOUND and says why. */
     char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "SIMCUDA_KERNELS= exec '%s' --child-load", es_build_path("tests/sim_kernel_test"));
+    snprintf(cmd, sizeof(cmd), "%s exec '%s' --child-load", env, es_build_path("tests/sim_kernel_test"));
     es_proc_result_t r;
     assert_int_equal(es_run_sh(cmd, NULL, 60, &r), 0);
     assert_int_equal(r.status, 0);
-    assert_non_null(strstr(r.out, "load 500\n"));
-    assert_non_null(strstr(r.out, "simcuda_twin_sim_add"));
-    es_proc_result_free(&r);
+    return r.out;
+}
+
+static void test_kernel_without_twin(void **state)
+{
+    (void)state;
+    /* Twin libraries that lack the kernel's twin (here: one that does not
+     * exist): loading fails with NOT_FOUND and says why. */
+    char *out = child_load_with("SIMCUDA_KERNELS=/nonexistent/libsimtwin_none.so");
+    assert_non_null(strstr(out, "load 500\n"));
+    assert_non_null(strstr(out, "has no twin: no simcuda_twin_sim_add in SIMCUDA_KERNELS"));
+    free(out);
+    /* SIMCUDA_KERNELS unset or empty: the twins beside libcuda.so.1
+     * (build/sim/twins/libsimtwin_simtest.so among them) are found. */
+    out = child_load_with("unset SIMCUDA_KERNELS;");
+    assert_non_null(strstr(out, "load 0\n"));
+    assert_null(strstr(out, "has no twin"));
+    free(out);
+    out = child_load_with("SIMCUDA_KERNELS=");
+    assert_non_null(strstr(out, "load 0\n"));
+    free(out);
 }
 
 static int child_load(void)
