@@ -94,6 +94,8 @@ $(B)/obj/%.o: %.c
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
 
 # Every test program is run even when one fails; the target fails at the end.
+# scripts/run-tests runs 2 programs at a time, the longest first
+# (ES_TEST_JOBS=1 make test: one at a time, the output as it comes).
 test: all $(TESTS)
 	@ES_BUILD=$(B) scripts/run-tests $(TESTS)
 

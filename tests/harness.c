@@ -1,4 +1,5 @@
-/* Test harness: run a process with a time limit, capture its output. */
+/* Test harness: run a process with a time limit, capture its output; the
+ * build outputs a test needs. */
 #include "tests/harness.h"
 
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,11 +40,37 @@ static void apply_env(char *const env[])
     }
 }
 
+/* The runner's time limit for this program (ES_TEST_TIMEOUT, seconds), or 0
+ * when not run by scripts/run-tests. */
+static int runner_limit(void)
+{
+    const char *v = getenv("ES_TEST_TIMEOUT");
+    char *end;
+    long n = v && *v ? strtol(v, &end, 10) : 0;
+    return n > 0 && *end == '\0' && n <= 86400 ? (int)n : 0;
+}
+
 int es_run(char *const argv[], char *const env[], int timeout_s, es_proc_result_t *r)
 {
     int pfd[2];
     int ret = 0;
     memset(r, 0, sizeof(*r));
+    int limit = runner_limit();
+    if (limit && timeout_s > limit) {
+        /* es_run_sh: name the command line, not the shell */
+        const char *what = strcmp(argv[0], "bash") == 0 && argv[1] && argv[2] ? argv[2] : argv[0];
+        fprintf(stderr, "es_run: a timeout of %d s is above the runner's limit of %d s for the whole "
+                "program (ES_TEST_TIMEOUT), which would end the program first: lower the test's "
+                "timeout (%.120s)\n", timeout_s, limit, what);
+        return -ERANGE;
+    }
+    /* A program named by its path that is not there is a build output that
+     * is missing: say which, rather than leave an exit status of 127. */
+    if (strchr(argv[0], '/') && access(argv[0], X_OK) != 0) {
+        ret = -errno;
+        fprintf(stderr, "es_run: %s: %s (not built?)\n", argv[0], strerror(errno));
+        return ret;
+    }
     if (pipe2(pfd, O_CLOEXEC) < 0)
         return -errno;
     fflush(NULL);
@@ -186,4 +214,10 @@ void *es_read_file(const char *path, size_t *len)
 out:
     fclose(f);
     return p;
+}
+
+int es_file_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
 }

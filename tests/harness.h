@@ -1,5 +1,6 @@
 /* Test harness shared by the integration tests: runs a whole process with a
- * time limit and captures what it printed. */
+ * time limit and captures what it printed; skips a test with its reason;
+ * fails a test whose build output is missing. */
 #ifndef ES_TEST_HARNESS_H
 #define ES_TEST_HARNESS_H
 
@@ -15,7 +16,13 @@ typedef struct es_proc_result {
 /* Runs argv (argv[0] searched in PATH) with extra environment assignments
  * "NAME=VALUE" (NULL-terminated list, may be NULL; "NAME=" with nothing after
  * '=' unsets NAME), killing the process group after timeout_s seconds.
- * Returns 0 and fills *r, or a negative errno if it could not start. */
+ * Returns 0 and fills *r, or a negative errno if it could not start (a
+ * program named by a path that does not exist is said on stderr: a build
+ * output that is missing).
+ * Under scripts/run-tests (which exports its limit per program as
+ * ES_TEST_TIMEOUT) a timeout_s above that limit is refused: it prints why
+ * and returns -ERANGE, since the runner would kill the whole program before
+ * this timeout could fire. */
 int es_run(char *const argv[], char *const env[], int timeout_s, es_proc_result_t *r);
 
 /* Like es_run with a shell command line (bash -c). */
@@ -40,5 +47,30 @@ void *es_read_file(const char *path, size_t *len);
 /* Returns the value following "key " on the last line that starts with it
  * in text (e.g. "checksum "), copied into buf; NULL if none. */
 const char *es_find_last(const char *text, const char *key, char *buf, size_t len);
+
+/* Skips the current cmocka test (needs cmocka.h; nothing of harness.c) with
+ * its reason, printed first as one line "SKIP-REASON: <reason>" that
+ * scripts/run-tests lists with the test's name; fmt is a string literal.
+ * Only for what the machine may lack and no package install provides (a
+ * second GPU, another version of a vendor library); a missing build output
+ * is a failure (es_need_built). */
+#define es_test_skip(fmt, ...)                                          \
+    do {                                                                \
+        print_message("SKIP-REASON: " fmt "\n", ##__VA_ARGS__);         \
+        skip();                                                         \
+    } while (0)
+
+/* es_build_path(rel), failing the current cmocka test (needs cmocka.h) with
+ * a message naming the file when that build output does not exist: make
+ * builds everything a test needs before running it, so a missing one is a
+ * broken build, never a reason to skip. */
+#define es_need_built(rel)                                                              \
+    __extension__({                                                                     \
+        const char *es_nb_ = es_build_path(rel);                                        \
+        if (!es_file_exists(es_nb_))                                                    \
+            fail_msg("%s is not built (make builds it before the tests run)", es_nb_);  \
+        es_nb_;                                                                         \
+    })
+int es_file_exists(const char *path);
 
 #endif

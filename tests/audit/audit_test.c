@@ -1102,7 +1102,9 @@ static void test_nvidia_libraries(void **state)
     snprintf(p1, sizeof p1, "%s/lib64/libcublas.so.13", cuda && *cuda ? cuda : "/usr/local/cuda");
     snprintf(p2, sizeof p2, "%s/lib64/libcudnn_ops.so.9", cuda && *cuda ? cuda : "/usr/local/cuda");
     if (access(p1, R_OK) != 0 || access(p2, R_OK) != 0)
-        skip();
+        es_test_skip("%s or %s is not installed: NVIDIA's own cuBLAS and cuDNN are not part of "
+                     "what the build needs (it runs on simcuda's), so their audit runs only "
+                     "where they are", p1, p2);
     /* cuBLAS docs, cublasSetAtomicsMode: symv and hemv use atomics. The
      * shared syhemv templates take a "hermitian" flag: true (Lb1E) is hemv. */
     static const char *const blas[] = { "symv", "syhemv", "hemv", NULL };
@@ -1152,13 +1154,15 @@ static void test_nvidia_cublaslt_same_verdict_across_archs(void **state)
     char p[512];
     snprintf(p, sizeof p, "%s/lib64/libcublasLt.so.13", cuda && *cuda ? cuda : "/usr/local/cuda");
     if (access(p, R_OK) != 0)
-        skip();
+        es_test_skip("%s is not installed: NVIDIA's own cuBLASLt is not part of what the build "
+                     "needs (it runs on simcuda's), so its audit runs only where it is", p);
     blob_t b = load_path(p);
     arch_verdicts_t a = { "cutlass_80_tensorop_z884gemm", 0, 0, 0 };
     assert_int_equal(es_audit_host_elf(b.p, b.n, arch_cb, &a), 0);
     free(b.p);
     if (a.n == 0)
-        skip();   /* another cuBLAS version */
+        es_test_skip("%s has no %s kernel: another cuBLAS version than the 13.0 this test "
+                     "knows", p, a.kernel);
     assert_int_equal(a.archs_seen, 7u);
     assert_int_equal(a.nfloat, a.n);
 }

@@ -381,13 +381,12 @@ static void test_steps(void **state)
 
 static char g_pre[1200];
 
-static int shim_built(void)
+/* The shim's LD_PRELOAD entry into g_pre. A shim that is not built fails
+ * the test: the loader only warns about a preload that does not exist, and
+ * the run would go on without it. */
+static void need_shim(void)
 {
-    struct stat sb;
-    if (stat(es_build_path("lib/libeasyscale.so"), &sb) != 0)
-        return 0;
-    es_preload_env(es_build_path("lib/libeasyscale.so"), g_pre, sizeof g_pre);
-    return 1;
+    es_preload_env(es_need_built("lib/libeasyscale.so"), g_pre, sizeof g_pre);
 }
 
 /* Runs a program (shim: preloaded) with SIMCUDA_DEVICES=devs and up to
@@ -455,8 +454,7 @@ static void digest_of(const es_proc_result_t *r, char *buf, size_t len)
 static void test_types(void **state)
 {
     (void)state;
-    if (!shim_built())
-        skip();
+    need_shim();
     /* With simcuda's isolated device memory (a host access to device memory
      * faults) and adversarial stream scheduling: the engine never touches
      * device memory from the host and orders its copies on the streams. */
@@ -511,8 +509,7 @@ static void test_types_control(void **state)
 static void test_coll(void **state)
 {
     (void)state;
-    if (!shim_built())
-        skip();
+    need_shim();
     static const struct {
         int n;
         const char *devs, *x1, *x2;
@@ -538,8 +535,7 @@ static void test_coll(void **state)
 static void test_initall(void **state)
 {
     (void)state;
-    if (!shim_built())
-        skip();
+    need_shim();
     es_proc_result_t r = run_client(1, "initall", 4, TWO, NULL, NULL, NULL);
     expect_client(&r, 4, "initall");
     es_proc_result_free(&r);
@@ -554,15 +550,15 @@ static void test_initall(void **state)
 static void test_unprivileged(void **state)
 {
     (void)state;
-    if (!shim_built())
-        skip();
+    need_shim();
     const char *setpriv = "/usr/bin/setpriv";
     char nb[] = "4";
     char *plain[] = { (char *)es_build_path("tests/coll/coll_client"), (char *)"coll", nb, NULL };
     char *dropped[] = { (char *)setpriv, (char *)"--inh-caps=-all", (char *)"--ambient-caps=-all",
                         (char *)"--bounding-set=-all", plain[0], plain[1], plain[2], NULL };
     if (geteuid() == 0 && access(setpriv, X_OK) != 0)
-        skip();
+        fail_msg("run as root, the test drops every capability with %s (util-linux), which is "
+                 "missing", setpriv);
     es_proc_result_t r = run_prog(1, TWO, geteuid() == 0 ? dropped : plain,
                                   "EASYSCALE_COLL_TRANSPORT=host", "SIMCUDA_ISOLATION=1",
                                   "EASYSCALE_COLL_CHUNK=65536");
@@ -587,8 +583,7 @@ static es_proc_result_t run_vclient_iso(const char *devs)
 static void test_vclient(void **state)
 {
     (void)state;
-    if (!shim_built())
-        skip();
+    need_shim();
     char a[40], b[40];
     es_proc_result_t r = run_vclient(1, TWO, NULL);
     if (r.status != 0)
@@ -672,8 +667,7 @@ static int new_segments(char before[][300], int nb, char out[][300], int max)
 
 static void fault_run(const char *mode, const char *want, int survivors, const char *tp)
 {
-    if (!shim_built())
-        skip();
+    need_shim();
     char before[64][300], extra[8][300];
     int nb = list_segments(before, 64);
     int dev = tp && strcmp(tp, "EASYSCALE_COLL_TRANSPORT=device") == 0;
@@ -726,8 +720,7 @@ static void test_fault_timeout(void **state)
 static void test_stale_segment(void **state)
 {
     (void)state;
-    if (!shim_built())
-        skip();
+    need_shim();
     char before[64][300], extra[8][300];
     int nb = list_segments(before, 64);
     es_proc_result_t r = run_client(1, "stale", 2, TWO, NULL, NULL, NULL);
@@ -760,8 +753,7 @@ static int count_of(const char *hay, const char *needle)
 static void test_capture(void **state)
 {
     (void)state;
-    if (!shim_built())
-        skip();
+    need_shim();
     static const char *const tps[] = { "EASYSCALE_COLL_TRANSPORT=device",
                                        "EASYSCALE_COLL_TRANSPORT=host" };
     for (size_t t = 0; t < 2; t++) {
@@ -788,8 +780,7 @@ static void test_capture(void **state)
 static void test_stream_order(void **state)
 {
     (void)state;
-    if (!shim_built())
-        skip();
+    need_shim();
     static const struct {
         const char *tp, *x, *said;
     } runs[] = {

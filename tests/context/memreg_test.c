@@ -11,6 +11,7 @@
 #include "context/drv.h"
 #include "context/memreg.h"
 #include "tests/context/ctxtest.h"
+#include "tests/harness.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -281,7 +282,7 @@ static void test_peer_access(void **state)
     int n = 0;
     CK(cuDeviceGetCount(&n));
     if (n < 2)
-        skip();
+        es_test_skip("needs 2 GPUs, the machine has %d (SIMCUDA_DEVICES under simcuda)", n);
     size_t g = es_memreg_granularity();
     CUdeviceptr p;
     CK(es_mem_alloc(0, g, ES_ALLOC_PLAIN, &p));
@@ -311,7 +312,7 @@ static void test_vdev_mapping(void **state)
     int n = 0;
     CK(cuDeviceGetCount(&n));
     if (n < 2)
-        skip();
+        es_test_skip("needs 2 GPUs, the machine has %d (SIMCUDA_DEVICES under simcuda)", n);
     /* vdev 3 lives on device 1 */
     assert_int_equal(es_memreg_set_device(3, 1), 0);
     CUdeviceptr p;

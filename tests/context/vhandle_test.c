@@ -15,6 +15,7 @@
 #include "fatbin/fatbin.h"
 #include "kernels/swapsum.h"
 #include "tests/context/ctxtest.h"
+#include "tests/harness.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -408,7 +409,8 @@ static void test_library_module(void **state)
     CUmodule lm, lm2;
     CUresult r = es_vh_library_get_module(&lm, A.lib);
     if (r == CUDA_ERROR_NOT_SUPPORTED)
-        skip(); /* a driver without cuLibraryGetModule */
+        es_test_skip("the driver does not support cuLibraryGetModule (simcuda's returns "
+                     "CUDA_ERROR_NOT_SUPPORTED: sim/driver/module.c)");
     CK(r);
     CK(es_vh_library_get_module(&lm2, A.lib));
     assert_ptr_equal(lm2, lm);

@@ -40,10 +40,11 @@ void es_log_write(int level, const char *fmt, ...)
 
 static char g_preload[4096];
 
-/* LD_PRELOAD for a child: what simenv set (a sanitizer runtime) first. */
+/* LD_PRELOAD for a child: what simenv set (a sanitizer runtime) first. A
+ * shim that is not built fails the test (the loader would only warn). */
 static const char *preload_env(void)
 {
-    return es_preload_env(es_build_path("lib/libeasyscale.so"), g_preload, sizeof(g_preload));
+    return es_preload_env(es_need_built("lib/libeasyscale.so"), g_preload, sizeof(g_preload));
 }
 
 /* Runs argv with the shim (shim != 0) and up to 6 extra env settings. */
@@ -537,22 +538,22 @@ static void test_python_ctypes(void **state)
     es_proc_result_free(&r);
 }
 
-/* NVIDIA's CUDA runtime (when installed) gets its driver entry points by
- * dlsym("cuGetProcAddress_v2") + cuGetProcAddress: caught without the shim
- * exporting cudaGetDriverEntryPoint. Runs on simcuda's driver. */
+/* NVIDIA's CUDA runtime (the toolkit's, which the build needs) gets its
+ * driver entry points by dlsym("cuGetProcAddress_v2") + cuGetProcAddress:
+ * caught without the shim exporting cudaGetDriverEntryPoint. Runs on
+ * simcuda's driver. */
 static void test_cuda_runtime(void **state)
 {
     (void)state;
-    void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_LOCAL);
-    if (!h) {
-        print_message("libcudart.so.13 not installed: skipped\n");
-        skip();
-    }
-    dlclose(h);
+    const char *cuda = getenv("CUDA_HOME");
+    char rt[512];
+    snprintf(rt, sizeof rt, "%s/lib64/libcudart.so.13", cuda && *cuda ? cuda : "/usr/local/cuda");
+    if (access(rt, R_OK) != 0)
+        fail_msg("%s is missing: the CUDA 13 toolkit the build needs has it (set CUDA_HOME)", rt);
     char *argv[] = {
         "python3", "-c",
-        "import ctypes\n"
-        "rt = ctypes.CDLL('libcudart.so.13')\n"
+        "import ctypes, sys\n"
+        "rt = ctypes.CDLL(sys.argv[1])\n"
         "n = ctypes.c_int()\n"
         "rt.cudaGetDeviceCount(ctypes.byref(n))\n"
         "st = (ctypes.c_uint64 * 3)()\n"
@@ -560,7 +561,7 @@ static void test_cuda_runtime(void **state)
         "for s in (b'cuGetProcAddress_v2', b'cuInit'):\n"
         "    f(s, st)\n"
         "    print('stat', s.decode(), 0, st[0], st[1], st[2])\n",
-        NULL
+        rt, NULL
     };
     es_proc_result_t r;
     run(1, argv, &r, "EASYSCALE_LOG=debug", "EASYSCALE_LOG_FILE=/dev/null", NULL, NULL);

@@ -1206,7 +1206,7 @@ static void test_api_handle_bound_to_device(void **state)
     int n = 0;
     assert_int_equal(cuDeviceGetCount(&n), CUDA_SUCCESS);
     if (n < 2)
-        skip();
+        es_test_skip("needs 2 GPUs, the machine has %d (SIMCUDA_DEVICES under simcuda)", n);
     CUdevice d1;
     CUcontext other;
     assert_int_equal(cuDeviceGet(&d1, 1), CUDA_SUCCESS);
