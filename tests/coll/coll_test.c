@@ -654,13 +654,65 @@ static int in_list(char names[][300], int n, const char *s)
     return 0;
 }
 
-/* Segments present now that were not in before[]. */
+/* Whether the process pid is alive and the one that started at start
+ * (/proc/<pid>/stat field 22; not a zombie). */
+static int proc_alive(int32_t pid, uint64_t start)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    if (!p || p[1] != ' ' || p[2] == 'Z')
+        return 0;
+    p += 2;
+    for (int field = 3; field < 22 && p; field++) { /* state is field 3 */
+        p = strchr(p, ' ');
+        if (p)
+            p++;
+    }
+    return p && strtoull(p, NULL, 10) == start;
+}
+
+/* Whether the segment /dev/shm/<name> was left by a job that is over: set
+ * up, and no rank that joined is alive. The segments of jobs still running
+ * (other test programs of this user beside this one, other checkouts' test
+ * runs) are not, nor one being set up. */
+static int segment_left(const char *name)
+{
+    char path[320];
+    snprintf(path, sizeof path, "/dev/shm/%.299s", name);
+    size_t len;
+    char *m = es_read_file(path, &len);
+    int left = 0;
+    if (m && len >= sizeof(es_seg_hdr_t)) {
+        const es_seg_hdr_t *h = (const es_seg_hdr_t *)m;
+        if (atomic_load(&h->magic) == ES_SEG_MAGIC && h->nranks <= ES_COLL_MAX_RANKS &&
+            len >= h->off_ranks + h->nranks * sizeof(es_seg_rank_t)) {
+            left = 1;
+            for (uint32_t r = 0; r < h->nranks; r++) {
+                const es_seg_rank_t *sr = (const es_seg_rank_t *)(m + h->off_ranks) + r;
+                if (atomic_load(&sr->state) != 0 && proc_alive(sr->pid, sr->starttime))
+                    left = 0;
+            }
+        }
+    }
+    free(m);
+    return left;
+}
+
+/* Segments left by jobs that are over (segment_left) present now that were
+ * not in before[]. */
 static int new_segments(char before[][300], int nb, char out[][300], int max)
 {
     char now[64][300];
     int nn = list_segments(now, 64), k = 0;
     for (int i = 0; i < nn && k < max; i++)
-        if (!in_list(before, nb, now[i]))
+        if (!in_list(before, nb, now[i]) && segment_left(now[i]))
             memcpy(out[k++], now[i], sizeof(now[i]));
     return k;
 }
