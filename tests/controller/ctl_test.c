@@ -795,7 +795,8 @@ static void test_schedule_waits_for_reregistration(void **state)
     free(j);
     assert_true(daemon > 0);
     if (step >= 150)
-        skip(); /* too slow to kill it before the event */
+        es_test_skip("the fake ESTs reached step 150 before the daemon could be killed (a "
+                     "machine too loaded for this test's timing)");
     assert_int_equal(kill((pid_t)daemon, SIGKILL), 0);
     int st = bg_wait(&job, T_JOB);
     char *out = bg_output(&job);
@@ -983,7 +984,7 @@ static void test_other_uid(void **state)
     (void)state;
     if (geteuid() != 0) {
         /* the check itself is unit-tested through its seam (ctl_proto_test) */
-        skip();
+        es_test_skip("needs root, to run a daemon as another user");
     }
     /* a daemon running as nobody, on a job file of its own */
     const uid_t nobody = 65534;
@@ -1713,7 +1714,7 @@ static void test_progress_tty(void **state)
     (void)state;
     /* on a terminal (a pty from script(1)): one line, redrawn in place */
     if (access("/usr/bin/script", X_OK) != 0)
-        skip();
+        fail_msg("/usr/bin/script (bsdutils) is missing: it gives this test a terminal");
     char sock[300], cmd[10000];
     sock_path(sock, sizeof(sock), "tty");
     snprintf(cmd, sizeof(cmd),
