@@ -983,14 +983,31 @@ int main(void)
         cmocka_unit_test(test_world_sizes_same_update),
         cmocka_unit_test(test_shim_d2_across_models),
         cmocka_unit_test(test_shim_d1_repeat),
+    };
+    /* the placements: two programs of their own (train_place1_test and
+     * train_place2_test, this file built with ES_TRAIN_PLACEMENT 1 and 2),
+     * so that each stays well within the runner's time limit, also on a
+     * loaded machine, and they can run side by side */
+    const struct CMUnitTest placement[] = {
         cmocka_unit_test(test_placement_d1_4ests),
         cmocka_unit_test(test_placement_d1_8ests),
         cmocka_unit_test(test_placement_d2_mixes),
+    };
+    const struct CMUnitTest placement2[] = {
         cmocka_unit_test(test_placement_transports),
         cmocka_unit_test(test_placement_chaos),
         cmocka_unit_test(test_placement_controls),
     };
     if (getenv("TRAIN_TEST")) /* one test by name, when debugging */
         cmocka_set_test_filter(getenv("TRAIN_TEST"));
+    (void)tests;
+    (void)placement;
+    (void)placement2;
+#if ES_TRAIN_PLACEMENT == 1
+    return cmocka_run_group_tests_name("train placement", placement, NULL, teardown);
+#elif ES_TRAIN_PLACEMENT == 2
+    return cmocka_run_group_tests_name("train placement 2", placement2, NULL, teardown);
+#else
     return cmocka_run_group_tests_name("train", tests, NULL, teardown);
+#endif
 }
