@@ -70,9 +70,7 @@ int es_step_hold_wait(uint64_t step, int (*poll)(void *), void *arg)
     int rc = -ETIMEDOUT;
     ES_INFO("schedule: waiting at step %llu for the controller's scheduled event",
             (unsigned long long)step);
-    pthread_mutex_lock(&es_hold_mu);
     __atomic_store_n(&es_holding, step + 1, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&es_hold_mu);
     es_control_kick();
     pthread_mutex_lock(&es_hold_mu);
     for (;;) {

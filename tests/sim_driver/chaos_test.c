@@ -35,6 +35,16 @@
 
 static const char *g_self;
 
+/* The primary context, two non-blocking streams, an event and two buffers
+ * of N floats: non-zero when one of them could not be made. */
+static int probe_setup(CUstream *a, CUstream *b, CUevent *e, CUdeviceptr *x, CUdeviceptr *y)
+{
+    st_primary(0);
+    return cuStreamCreate(a, CU_STREAM_NON_BLOCKING) || cuStreamCreate(b, CU_STREAM_NON_BLOCKING) ||
+           cuEventCreate(e, CU_EVENT_DISABLE_TIMING) || cuMemAlloc(x, N * 4) ||
+           cuMemAlloc(y, N * 4);
+}
+
 static int child(int wait)
 {
     CUresult r = cuInit(0);
@@ -42,12 +52,10 @@ static int child(int wait)
         printf("init %d\n", (int)r);
         return 0;
     }
-    st_primary(0);
     CUstream a, b;
     CUevent e;
     CUdeviceptr x, y;
-    if (cuStreamCreate(&a, CU_STREAM_NON_BLOCKING) || cuStreamCreate(&b, CU_STREAM_NON_BLOCKING) ||
-        cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) || cuMemAlloc(&x, N * 4) || cuMemAlloc(&y, N * 4))
+    if (probe_setup(&a, &b, &e, &x, &y))
         return 10;
     int wrong = 0;
     for (int i = 0; i < RUNS; i++) {
@@ -148,12 +156,10 @@ static int child_probe(int sync_a_first)
         printf("init %d\n", (int)r);
         return 10;
     }
-    st_primary(0);
     CUstream a, b;
     CUevent e;
     CUdeviceptr x, y;
-    if (cuStreamCreate(&a, CU_STREAM_NON_BLOCKING) || cuStreamCreate(&b, CU_STREAM_NON_BLOCKING) ||
-        cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) || cuMemAlloc(&x, N * 4) || cuMemAlloc(&y, N * 4))
+    if (probe_setup(&a, &b, &e, &x, &y))
         return 11;
     for (int g = 0; g < NGAPS; g++) {
         int omit = probe(a, b, e, x, y, g_gap_ns[g], 0, sync_a_first);
