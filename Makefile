@@ -68,11 +68,12 @@ all:
 
 # In dependency order: a module.mk may use the variables of those above it.
 # simcuda (sim/) depends on nothing of ours but the neutral fatbin reader;
-# the shim's folders point one way: intercept/ -> context/, kernels/,
-# audit/ -> shim/'s utilities.
+# the shim's folders point one way (docs/ARCHITECTURE.md, checked by
+# scripts/check-deps): intercept/ -> coll/ -> move/ -> device/ -> kernels/,
+# audit/ -> shim/, wire/, lib/.
 MODULES := fatbin \
     sim/driver sim/cucpu sim/cublas sim/cublaslt sim/cudnn sim/nccl \
-    audit kernels context intercept \
+    lib wire audit kernels device move coll intercept \
     examples controller \
     shim \
     tests tests/harness
@@ -98,6 +99,10 @@ $(B)/obj/%.o: %.c
 # (ES_TEST_JOBS=1 make test: one at a time, the output as it comes).
 test: all $(TESTS)
 	@ES_BUILD=$(B) scripts/run-tests $(TESTS)
+
+# Builds every test program and bench without running them.
+.PHONY: build-tests
+build-tests: all $(TESTS) $(BENCHES)
 
 # test-NAME builds and runs the test programs whose file name ends in NAME
 # or NAME_test.

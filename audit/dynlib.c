@@ -18,7 +18,8 @@
  * undefined symbol of libeasyscale.so: tests/shim/shim_test.c
  * (test_exports) fails on it.
  */
-#include "shim/shim.h"
+#include "shim/log.h"
+#include "shim/real.h"
 
 #include <dlfcn.h>
 #include <gelf.h>

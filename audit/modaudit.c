@@ -9,7 +9,9 @@
 
 #include "audit/audit.h"
 #include "fatbin/fatbin.h"
-#include "shim/shim.h"
+#include "shim/config.h"
+#include "shim/log.h"
+#include "shim/real.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 /* Live entries of the flagged-handle set (read with an acquire load); each
- * is also counted in es_launch_gate (shim/shim.h), the launch path's flag. */
+ * is also counted in es_launch_gate (shim/real.h), the launch path's flag. */
 extern unsigned es_modaudit_live;
 
 /* The flagged-handle set: open addressing, keys written last with release

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "controller/proto.h"
+#include "wire/proto.h"
 
 #define ES_CTL_EXIT_OK 0
 #define ES_CTL_EXIT_FAIL 1

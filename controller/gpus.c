@@ -229,7 +229,7 @@ out:
 
 int es_ctl_d2_model_known(const char *model)
 {
-    /* the models of the shim's canonical device table (context/device.c) */
+    /* the models of the shim's canonical device table (device/device.c) */
     static const char *const known[] = { "t4", "a100", "a10", "l4", "h100", "h200", "b200" };
     if (!model)
         return 0;

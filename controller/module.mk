@@ -1,11 +1,11 @@
 # controller/: easyscale-ctl (one binary: CLI, daemon, launcher, scheduler),
-# the control protocol shared with the shim (controller/proto.c is also
+# the control protocol shared with the shim (wire/proto.c is also
 # compiled into libeasyscale.so by shim/module.mk), its tests, the
 # scheduler benchmark and the protocol fuzzer.
 # Variables local to this file are prefixed CTL_.
 
 CTL_SRCS := controller/main.c controller/util.c controller/run.c controller/daemon.c controller/client.c \
-    controller/gpus.c controller/sock.c controller/job.c controller/sched.c controller/proto.c \
+    controller/gpus.c controller/sock.c controller/job.c controller/sched.c wire/proto.c \
     controller/verify.c controller/digest.c
 CTL_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CTL_SRCS))
 # Everything of easyscale-ctl but main(), for the unit tests.
@@ -20,7 +20,7 @@ ALL += $(B)/bin/easyscale-ctl
 # ---- tests -----------------------------------------------------------------
 # ctl_fake_est: a stand-in EST speaking the protocol itself (answers moves as
 # told), so the controller's scale paths are tested before ESTs can move.
-$(B)/tests/controller/fake_est: $(B)/obj/tests/controller/fake_est.o $(B)/obj/controller/proto.o
+$(B)/tests/controller/fake_est: $(B)/obj/tests/controller/fake_est.o $(B)/obj/wire/proto.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^
 
@@ -30,7 +30,7 @@ $(B)/tests/ctl_sched_test: $(B)/obj/tests/controller/sched_test.o $(B)/obj/contr
 
 TESTS += $(B)/tests/ctl_sched_test
 
-$(B)/tests/ctl_proto_test: $(B)/obj/tests/controller/proto_test.o $(B)/obj/controller/proto.o \
+$(B)/tests/ctl_proto_test: $(B)/obj/tests/controller/proto_test.o $(B)/obj/wire/proto.o \
 		$(B)/obj/controller/sock.o $(B)/obj/controller/util.o $(B)/obj/shim/config.o \
 		$(B)/obj/shim/step.o $(B)/obj/shim/log.o
 	@mkdir -p $(dir $@)
@@ -44,14 +44,14 @@ TESTS += $(B)/tests/ctl_proto_test
 # message type; a crash stops it with the input saved under $(B)/fuzz/.
 CTL_FUZZ_CC ?= clang
 CTL_FUZZ := $(B)/fuzz/proto_fuzz
-CTL_FUZZ_SRC := tests/controller/proto_fuzz.c controller/proto.c
+CTL_FUZZ_SRC := tests/controller/proto_fuzz.c wire/proto.c
 
-$(CTL_FUZZ): $(CTL_FUZZ_SRC) controller/proto.h
+$(CTL_FUZZ): $(CTL_FUZZ_SRC) wire/proto.h
 	@mkdir -p $(dir $@)
 	$(CTL_FUZZ_CC) $(CPPFLAGS) -std=gnu11 -Wall -Wextra -g -O1 -fno-omit-frame-pointer \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $(CTL_FUZZ_SRC)
 
-$(B)/fuzz/proto_fuzz_seeds: $(B)/obj/tests/controller/fuzz_seeds.o $(B)/obj/controller/proto.o
+$(B)/fuzz/proto_fuzz_seeds: $(B)/obj/tests/controller/fuzz_seeds.o $(B)/obj/wire/proto.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^
 

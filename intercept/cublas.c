@@ -9,7 +9,7 @@
  *   cublasCreate and after every cublasSetStream (cuBLAS resets the
  *   workspace there); a workspace the application sets is replaced by the
  *   shim's for the current stream. No allocation ever happens in a call on
- *   a capturing stream (context/devmem.h): cublasCreate makes the default
+ *   a capturing stream (device/devmem.h): cublasCreate makes the default
  *   stream's workspace and one spare; a stream first met while it captures
  *   (a framework setting its graph-capture stream) gets the spare, and the
  *   next call outside capture makes a new spare. A capturing stream met
@@ -25,10 +25,13 @@
  *
  * The registry of handles is taken under es_state_lock, never on a GEMM.
  */
-#include "shim/shim.h"
+#include "intercept/enter.h"
+#include "shim/config.h"
+#include "shim/log.h"
+#include "shim/real.h"
 #include "kernels/gemm.h"
-#include "context/devmem.h"
-#include "intercept/libh.h"
+#include "device/devmem.h"
+#include "intercept/virtual/libh.h"
 
 #include <stdlib.h>
 
@@ -293,7 +296,7 @@ ES_EXPORT cublasStatus_t cublasGetAtomicsMode(cublasHandle_t handle, cublasAtomi
     {                                                                                    \
         if (__builtin_expect(__atomic_load_n(&es_slow[ES_LIB_CUBLAS], __ATOMIC_ACQUIRE), 0)) \
             return es_slow_##sym args;                                                   \
-        /* the handle translated inline (intercept/libh.h): one load */                  \
+        /* the handle translated inline (intercept/virtual/libh.h): one load */                  \
         cublasHandle_t const es_real_h_ = (cublasHandle_t)es_libh_real(handle);          \
         {                                                                                \
             cublasHandle_t const handle = es_real_h_;                                    \

@@ -34,13 +34,16 @@
  * The shim allocates nothing here (no capture hazard).
  *
  * Handles: while ESTs can move the application's cuBLASLt handles are the
- * shim's (intercept/libh.h); cuBLAS's own handles (libcublas creates and
+ * shim's (intercept/virtual/libh.h); cuBLAS's own handles (libcublas creates and
  * uses cuBLASLt handles inside its calls) stay cuBLASLt's: a call whose
  * caller is a vendor library is passed to cuBLASLt as it is.
  */
-#include "shim/shim.h"
+#include "intercept/enter.h"
+#include "shim/config.h"
+#include "shim/log.h"
+#include "shim/real.h"
 #include "kernels/gemm.h"
-#include "intercept/libh.h"
+#include "intercept/virtual/libh.h"
 
 #include <errno.h>
 #include <string.h>

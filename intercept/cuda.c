@@ -3,7 +3,7 @@
  * wraps (routing by the exact pointer the real resolver returned, so the
  * requested version and per-thread-stream variant are kept), and in d2 the
  * device identity (SM count, compute capability, limits) is lowered to the
- * job's canonical device (context/device.c): the compute capability kept
+ * job's canonical device (device/device.c): the compute capability kept
  * real for code generators and loaders, every value real for the vendor
  * libraries. In d2, cuInit also checks that the shim's portable kernels
  * run on every GPU (kernels/portable.h).
@@ -16,17 +16,21 @@
  * Module loads, kernel handles and launches feed the run-time kernel audit
  * (EASYSCALE_AUDIT, audit/modaudit.h).
  *
- * Virtual devices (context/vdev.h, while the collectives are virtual): the
+ * Virtual devices (device/vdev.h, while the collectives are virtual): the
  * device count, cuDeviceGet, every call naming a device (translated to the
  * EST's slot) and the calls returning one (translated back), and
  * cuMemGetInfo (the EST's share of the slot).
  */
-#include "shim/shim.h"
-#include "context/device.h"
-#include "context/vdev.h"
+#include "intercept/enter.h"
+#include "intercept/virtual/refuse.h"
+#include "shim/config.h"
+#include "shim/log.h"
+#include "shim/real.h"
+#include "device/device.h"
+#include "device/vdev.h"
 #include "kernels/portable.h"
 #include "audit/modaudit.h"
-#include "context/vhandle.h"
+#include "move/vhandle.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -82,7 +86,7 @@ ES_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     return r;
 }
 
-/* d2's identity (context/device.h): values lowered to the canonical
+/* d2's identity (device/device.h): values lowered to the canonical
  * device's, the compute capability kept real for code generators and
  * loaders (decided by the caller's address). The real value is always the
  * physical device's: dev is the application's (virtual) ordinal, read on
@@ -127,13 +131,13 @@ static CUresult es_vendor_cuDeviceComputeCapability(int *major, int *minor, CUde
     return ES_REAL(cuda, cuDeviceComputeCapability)(major, minor, es_vdev_phys(dev));
 }
 
-/* ---- virtual devices (context/vdev.h) ----------------------------------------
+/* ---- virtual devices (device/vdev.h) ----------------------------------------
  * Inactive (EASYSCALE_COLLECTIVES=nccl, or off): each of these is the real
  * call (es_vdev_* are the identity). */
 
 /* After the first successful cuInit (the devices are known):
  * - virtual devices: the physical devices read and EASYSCALE_SLOT resolved
- *   (context/vdev.h);
+ *   (device/vdev.h);
  * - d2: the portable kernels must run on every device, checked once
  *   (kernels/portable.h): a GPU they cannot serve fails cuInit, loudly, at
  *   start-up. */
@@ -219,7 +223,7 @@ ES_EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdev
 /* The device a call that makes or names a context passes on: while handles
  * are virtual (docs/MOVING.md) the application's ordinal, which the
  * thunks map to the real device through the memory registry (whose
- * resolver for an EST that never moved is es_vdev_phys: intercept/est_move.c);
+ * resolver for an EST that never moved is es_vdev_phys: move/est.c);
  * otherwise the physical device. */
 static inline CUdevice es_ctx_dev(CUdevice dev)
 {
@@ -298,7 +302,7 @@ ES_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
 }
 
 /* The EST's share of its slot: total and free divided by the ESTs placed
- * on the slot (context/vdev.h). */
+ * on the slot (device/vdev.h). */
 ES_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     ES_ENTER(cuda, cuMemGetInfo_v2);

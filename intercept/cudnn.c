@@ -11,7 +11,7 @@
  *   cudnnConvolutionBackwardData with ALGO_0 run ALGO_1 instead, with a
  *   workspace of the shim's own when the caller's is too small (per
  *   handle: ES_DNN_WS made at cudnnCreate, grown on demand, but never in a
- *   call whose stream is capturing: context/devmem.h);
+ *   call whose stream is capturing: device/devmem.h);
  * - CUDNN_POOLING_MAX becomes CUDNN_POOLING_MAX_DETERMINISTIC when a pooling
  *   descriptor is set (same forward results; cudnnGetPooling*Descriptor then
  *   reports the deterministic mode).
@@ -21,10 +21,13 @@
  *   whatever algorithm was named; a half compute type stays cuDNN's.
  * The backend (graph) API is in intercept/cudnn_backend.c.
  */
-#include "shim/shim.h"
+#include "intercept/enter.h"
+#include "shim/config.h"
+#include "shim/log.h"
+#include "shim/real.h"
 #include "kernels/conv.h"
 #include "intercept/vargs.h"
-#include "context/devmem.h"
+#include "device/devmem.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +84,7 @@ ES_FILTER(cudnnConvolutionFwdAlgoPerf_t, es_fwd_nondet)
 ES_FILTER(cudnnConvolutionBwdDataAlgoPerf_t, es_bwd_data_nondet)
 ES_FILTER(cudnnConvolutionBwdFilterAlgoPerf_t, es_bwd_filter_nondet)
 
-/* The kind-A functions of intercept/funcs.h: the real query for all
+/* The kind-A functions of shim/funcs.h: the real query for all
  * algorithms into a local list, then the filter of the perf struct's type
  * (Find: ranked). */
 #define ES_FILTER_OF(p)                                                                        \

@@ -39,9 +39,12 @@
  * shadows live in a hash table under es_state_lock; d2's execute takes the
  * lock once to find the plan's snapshot.
  */
-#include "shim/shim.h"
-#include "intercept/cudnn_vdesc.h"
-#include "context/vhandle.h"
+#include "intercept/enter.h"
+#include "shim/config.h"
+#include "shim/log.h"
+#include "shim/real.h"
+#include "intercept/virtual/cudnn_vdesc.h"
+#include "move/vhandle.h"
 #include "kernels/conv.h"
 
 #include <stdlib.h>
@@ -505,7 +508,7 @@ static cudnnStatus_t es_heur_fill(cudnnBackendDescriptor_t heur, int pick,
     return st;
 }
 
-/* ---- virtual descriptors (intercept/cudnn_vdesc.h) ------------------------------------ */
+/* ---- virtual descriptors (intercept/virtual/cudnn_vdesc.h) ------------------------------------ */
 
 int es_dnnd_on;
 

@@ -1,12 +1,16 @@
 # intercept/: one file per intercepted library (the generated pass-through
-# wrappers of intercept/funcs.h in gen.c, hand-written decisions in cuda.c,
-# cublas.c, cublaslt.c, cudnn.c, cudnn_backend.c, nccl.c). The shim compiles $(INTERCEPT_SRCS).
+# wrappers of shim/funcs.h in gen.c, hand-written decisions in cuda.c,
+# cublas.c, cublaslt.c, cudnn.c, cudnn_backend.c, nccl.c), the entry path
+# (enter.c), and virtual/: the virtual handles and memory that let an EST
+# move under the application (the translating real table of thunks.c,
+# cuda_handles.c, cuda_mem.c, the vendor handles of libh*.c, refuse.c).
+# The shim compiles $(INTERCEPT_SRCS).
 
-INTERCEPT_SRCS := intercept/gen.c intercept/cuda.c intercept/cublas.c intercept/cudnn.c \
-    intercept/thunks.c intercept/cuda_handles.c intercept/cuda_mem.c intercept/est_move.c \
-    intercept/refuse.c intercept/cudnn_backend.c intercept/cublaslt.c
-INTERCEPT_SRCS += intercept/nccl.c
-INTERCEPT_SRCS += intercept/libh.c intercept/libh_gen.c
+INTERCEPT_SRCS := intercept/enter.c intercept/gen.c intercept/cuda.c intercept/cublas.c \
+    intercept/cudnn.c intercept/cudnn_backend.c intercept/cublaslt.c intercept/nccl.c
+INTERCEPT_SRCS += intercept/virtual/thunks.c intercept/virtual/cuda_handles.c \
+    intercept/virtual/cuda_mem.c intercept/virtual/refuse.c intercept/virtual/libh.c \
+    intercept/virtual/libh_gen.c
 
 # The argument annotations of funcs.h (vargs.h, docs/MOVING.md) and their test.
 $(B)/tests/intercept_vargs_test: $(B)/obj/tests/intercept/vargs_test.o
@@ -52,25 +56,25 @@ $(B)/tests/tsdyn_test: $(B)/obj/tests/move/tsdyn_test.o $(TEST_HARNESS_OBJ) \
 TESTS += $(B)/tests/tsdyn_test
 
 # The driver functions of cuda.h that take a virtual handle (generated from
-# cuda.h; intercept/refuse.c refuses those funcs.h does not wrap).
+# cuda.h; intercept/virtual/refuse.c refuses those funcs.h does not wrap).
 ES_HANDLE_FNS_H := $(B)/gen/cuda_handle_fns.h
 $(ES_HANDLE_FNS_H): scripts/cuda-handle-fns $(CUDA_HOME)/include/cuda.h
 	@mkdir -p $(dir $@)
 	CC=$(CC) scripts/cuda-handle-fns $(CUDA_HOME) > $@.tmp && mv $@.tmp $@
-$(B)/obj/intercept/refuse.o: $(ES_HANDLE_FNS_H)
+$(B)/obj/intercept/virtual/refuse.o: $(ES_HANDLE_FNS_H)
 # The vendor functions that take a library handle and funcs.h does not wrap
-# (generated from NVIDIA's headers; intercept/libh_gen.c wraps them).
+# (generated from NVIDIA's headers; intercept/virtual/libh_gen.c wraps them).
 ES_VENDOR_FNS_H := $(B)/gen/vendor_handle_fns.h
-$(ES_VENDOR_FNS_H): scripts/vendor-handle-fns intercept/funcs.h $(CUDA_HOME)/include/cublas_api.h \
+$(ES_VENDOR_FNS_H): scripts/vendor-handle-fns shim/funcs.h $(CUDA_HOME)/include/cublas_api.h \
 		$(CUDA_HOME)/include/cublasLt.h $(CUDA_HOME)/include/cudnn.h
 	@mkdir -p $(dir $@)
-	CC=$(CC) scripts/vendor-handle-fns $(CUDA_HOME) intercept/funcs.h > $@.tmp && mv $@.tmp $@
-$(B)/obj/intercept/libh_gen.o: $(ES_VENDOR_FNS_H)
-$(B)/obj/intercept/libh_gen.o: CPPFLAGS += -I$(B)/gen
-$(B)/obj/intercept/refuse.o: CPPFLAGS += -I$(B)/gen
+	CC=$(CC) scripts/vendor-handle-fns $(CUDA_HOME) shim/funcs.h > $@.tmp && mv $@.tmp $@
+$(B)/obj/intercept/virtual/libh_gen.o: $(ES_VENDOR_FNS_H)
+$(B)/obj/intercept/virtual/libh_gen.o: CPPFLAGS += -I$(B)/gen
+$(B)/obj/intercept/virtual/refuse.o: CPPFLAGS += -I$(B)/gen
 
 # cuBLAS, cuBLASLt and cuDNN handles across moves (tests/move/lib_test.c,
-# intercept/libh.h): a client written against NVIDIA's headers only.
+# intercept/virtual/libh.h): a client written against NVIDIA's headers only.
 $(B)/obj/tests/move/lib_client.o: CFLAGS += -ffp-contract=off
 $(B)/tests/move/lib_client: $(B)/obj/tests/move/lib_client.o $(B)/sim/libcuda.so.1 \
 		$(B)/sim/libcublas.so.13 $(B)/sim/libcublasLt.so.13 $(B)/sim/libcudnn.so.9

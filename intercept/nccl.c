@@ -1,9 +1,9 @@
 /* NCCL wrappers: with the virtual collectives on (EASYSCALE_COLLECTIVES,
- * default at d1/d2) every call is served by the engine (context/coll.h) and
+ * default at d1/d2) every call is served by the engine (coll/coll.h) and
  * the real libnccl is never asked to reduce (nor to do anything else with a
  * communicator); otherwise each call is passed through to the real library.
  *
- * Generated from intercept/funcs.h: ES_NCCL_FUNCS lists every function of
+ * Generated from shim/funcs.h: ES_NCCL_FUNCS lists every function of
  * nccl.h that touches a communicator; each dispatches to es_v_<name> below.
  * The control channel's step (shim/step.h): the engine ticks it when a
  * gradient all-reduce completes; on plain NCCL, this file's ncclAllReduce
@@ -15,11 +15,13 @@
  * collectives stand in for the library the application has, they add no
  * API to it.
  */
-#include "shim/shim.h"
+#include "intercept/enter.h"
+#include "shim/config.h"
+#include "shim/real.h"
 #include "shim/step.h"
-#include "context/coll.h"
-#include "context/digest.h"
-#include "context/vdev.h"
+#include "coll/coll.h"
+#include "coll/digest.h"
+#include "device/vdev.h"
 #include "kernels/reduce_kernels.h"
 
 #include <stdio.h>

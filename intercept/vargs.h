@@ -1,6 +1,6 @@
-/* Per-parameter annotations of the argument lists of intercept/funcs.h
+/* Per-parameter annotations of the argument lists of shim/funcs.h
  * (docs/MOVING.md, section 4): which arguments are handles the application
- * holds as virtual handles (context/vhandle.h), and how a generated call
+ * holds as virtual handles (move/vhandle.h), and how a generated call
  * translates them.
  *
  * In an entry's argument list a parameter is written plain (`ByteCount`) or
@@ -15,7 +15,7 @@
  *                   refuses it for its own allocations; passed as is
  * KIND: CTX, STREAM, EVENT, MOD, FN, LIB, KERN, MEMH (a VMM allocation
  * handle: the registry's stand-in), BLAS, LT, DNN (cuBLAS, cuBLASLt and cuDNN
- * handles: intercept/libh.h).
+ * handles: intercept/virtual/libh.h).
  * The annotations are not macros: only the generators below read them, so
  * code that expands an argument list as is fails to compile (instead of
  * silently passing virtual handles).
@@ -29,7 +29,7 @@
  *                   wrapper's own parameters on, untranslated)
  *
  * The expansions call es_va_in_<KIND>(x), es_va_out_<KIND>(p) and
- * es_va_range(x, bytes), which the includer defines (intercept/thunks.c: from context/vhandle.h;
+ * es_va_range(x, bytes), which the includer defines (intercept/virtual/thunks.c: from move/vhandle.h;
  * tests: their own). At most 40 parameters.
  */
 #ifndef ES_INTERCEPT_VARGS_H

@@ -1,7 +1,7 @@
 /* d2's portable convolutions (see conv.h). */
 #include "kernels/conv.h"
 #include "kernels/portable.h"
-#include "shim/shim.h"
+#include "shim/real.h"
 
 #include <errno.h>
 

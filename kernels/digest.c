@@ -2,7 +2,8 @@
  * of contexts is append-only and read without a lock. */
 #include "kernels/digest.h"
 #include "kernels/digest_kernel.h"
-#include "shim/shim.h"
+#include "shim/log.h"
+#include "shim/real.h"
 
 #include <errno.h>
 

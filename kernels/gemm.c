@@ -2,7 +2,7 @@
  * then launches of the tiled kernels on the caller's stream. */
 #include "kernels/gemm.h"
 #include "kernels/portable.h"
-#include "shim/shim.h"
+#include "shim/real.h"
 
 #include <errno.h>
 

@@ -35,7 +35,7 @@ $(B)/obj/kernels/portable_blob.o: $(ES_PORTABLE_FATBIN)
 
 ALL += $(ES_PORTABLE_TWIN)
 
-# The swap engine's chunk checksum (context/swap.c): swapsum.cu, single
+# The swap engine's chunk checksum (move/swap.c): swapsum.cu, single
 # source (sim/cucpu): a fatbin embedded by swapsum_blob.c, and its twin
 # library for simcuda.
 ES_SWAPSUM_FATBIN := $(B)/gen/es_swapsum.fatbin

@@ -1,7 +1,8 @@
 /* Loading of d2's portable kernels, once per context (see portable.h). */
 #include "kernels/portable.h"
 #include "kernels/archcheck.h"
-#include "shim/shim.h"
+#include "shim/log.h"
+#include "shim/real.h"
 
 #include <stdint.h>
 

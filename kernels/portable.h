@@ -12,8 +12,8 @@
  * message), and a module that does not load in a context fails the call
  * that needed it (CUDA_ERROR_NO_BINARY_FOR_GPU from the launchers, the
  * library's execution-failed status to the application). */
-#ifndef ES_CONTEXT_PORTABLE_H
-#define ES_CONTEXT_PORTABLE_H
+#ifndef ES_KERNELS_PORTABLE_H
+#define ES_KERNELS_PORTABLE_H
 
 #include <cuda.h>
 

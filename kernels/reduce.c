@@ -1,7 +1,8 @@
 /* Loading and launching the collectives' reduction kernel (see reduce.h).
  * The table of contexts is append-only and read without a lock. */
 #include "kernels/reduce.h"
-#include "shim/shim.h"
+#include "shim/log.h"
+#include "shim/real.h"
 
 #include <errno.h>
 

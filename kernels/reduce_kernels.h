@@ -1,6 +1,6 @@
 /* The virtual collectives' element arithmetic, one source for the kernel
  * (kernels/reduce.cu: nvcc for the GPU, the host compiler through sim/cucpu
- * for simcuda) and the host transport's CPU loop (context/coll_host.c), all
+ * for simcuda) and the host transport's CPU loop (coll/transport/host.c), all
  * without contraction into FMA: every function below spells out its operations
  * (correctly rounded add/multiply/divide, integer conversions written out
  * bit by bit), so both compilers give the same bits.

@@ -1,4 +1,4 @@
-/* The swap engine's chunk checksum (context/swap.c), one source for the GPU
+/* The swap engine's chunk checksum (move/swap.c), one source for the GPU
  * (kernels/swapsum.cu, nvcc), simcuda's twin (kernels/swapsum_twin.c) and
  * the host (tests): a 64-bit hash of every ES_SWAPSUM_CHUNK bytes of device
  * memory, computed on the device so that the host never reads device

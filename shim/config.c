@@ -8,7 +8,7 @@
  *   EASYSCALE_LOG_FILE         path, opened for append  (default stderr)
  *   EASYSCALE_AUDIT            off | warn | strict      (default warn)
  *   EASYSCALE_CANONICAL_DEVICE comma-separated GPU models (checked by
- *                              context/device.c; used in d2)
+ *                              device/device.c; used in d2)
  *   EASYSCALE_MOVE             off | on | nomem | nolib  (default on at d1/d2, off at off)
  *   EASYSCALE_MOVE_TIMEOUT     seconds a move waits for the other threads, 1..3600 (60)
  *   EASYSCALE_MOVE_SIGNAL      off, or the signal that requests a move: SIGUSR1,
@@ -24,7 +24,7 @@
  *                              [4096, 1 GiB] (default: the engine's)
  *   EASYSCALE_SLOT             physical device ordinal (0..1023) or "GPU-" UUID
  *                              (8-4-4-4-12 hex digits); which device exists is
- *                              checked after cuInit (context/vdev.c)
+ *                              checked after cuInit (device/vdev.c)
  *   EASYSCALE_CONTROL          the controller's socket: an absolute path,
  *                              unix:PATH or tcp:HOST:PORT (default: none,
  *                              no control thread); then RANK and WORLD_SIZE
@@ -38,10 +38,10 @@
  *                              easyscale-ctl run)    (default: none)
  *   EASYSCALE_HOLD_TIMEOUT     seconds one such wait lasts at most, 1..86400 (600)
  *   EASYSCALE_DIGEST           a directory: collective digests, one file per
- *                              EST (context/digest.h)   (default: none)
+ *                              EST (coll/digest.h)   (default: none)
  */
-#include "shim/shim.h"
-#include "controller/proto.h"
+#include "shim/config.h"
+#include "wire/proto.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,12 +5,14 @@
  * the controller hears of the hold at once. */
 #include "shim/control.h"
 
-#include "controller/proto.h"
+#include "wire/proto.h"
 #include "shim/move.h"
-#include "shim/shim.h"
+#include "shim/config.h"
+#include "shim/log.h"
 #include "shim/step.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-/* The shim's side of the control channel (controller/proto.h): a thread of
+/* The shim's side of the control channel (wire/proto.h): a thread of
  * its own that registers this EST with easyscale-ctl, sends heartbeats
  * (step, step time) and answers the controller's MOVE commands through
  * shim/move.h. Started by the constructor only when EASYSCALE_CONTROL is

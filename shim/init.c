@@ -3,9 +3,15 @@
  * environment the vendor libraries read for determinism, installs the
  * fork handlers, and starts the control thread when EASYSCALE_CONTROL is
  * set. Loads no CUDA library: those are loaded on first use. */
-#include "shim/shim.h"
-#include "context/device.h"
+#include "shim/config.h"
 #include "shim/control.h"
+#include "shim/hooks.h"
+#include "shim/internal.h"
+#include "shim/log.h"
+#include "shim/move.h"
+#include "shim/real.h"
+
+#include <pthread.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +20,6 @@
 
 pthread_mutex_t es_state_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void es_move_setup(void); /* intercept/est_move.c */
 
 /* Equal NCCL_MIN_CTAS / NCCL_MAX_CTAS: a fixed channel count. */
 #define ES_NCCL_CTAS "2"
@@ -84,7 +89,7 @@ __attribute__((constructor)) static void es_init(void)
 {
     char msg[512] = "";
     if (es_config_parse(&es_cfg, msg, sizeof(msg)) < 0 ||
-        es_device_init(es_cfg.canonical, msg, sizeof(msg)) < 0) {
+        es_intercept_start(msg, sizeof(msg)) < 0) {
         char line[600];
         int n = snprintf(line, sizeof(line), "easyscale: %s\n", msg);
         if (n > 0) {

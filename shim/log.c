@@ -1,7 +1,8 @@
 /* The shim's log: one line per message, written with a single write(2) to
  * stderr or EASYSCALE_LOG_FILE. No allocation, no lock (safe after fork and
- * from any thread). ES_LOG (shim.h) evaluates nothing when the level is off. */
-#include "shim/shim.h"
+ * from any thread). ES_LOG (shim/log.h) evaluates nothing when the level is off. */
+#include "shim/config.h"
+#include "shim/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
-# libeasyscale.so: the spine (shim/) linked with the sources that intercept/,
-# context/, kernels/ and audit/ contribute (their module.mk files set
-# INTERCEPT_SRCS, CONTEXT_SHIM_SRCS, KERNELS_SHIM_SRCS/_OBJS and
+# libeasyscale.so: the spine (shim/) linked with the sources the folders above
+# it contribute (their module.mk files set LIB_SRCS, WIRE_SRCS, DEVICE_SRCS,
+# MOVE_SHIM_SRCS, COLL_SRCS, INTERCEPT_SRCS, KERNELS_SHIM_SRCS/_OBJS and
 # AUDIT_SHIM_SRCS), the shim's tests and its pass-through bench.
 #
 # No CUDA library is linked: everything is dlopen'ed by soname at first use.
@@ -18,9 +18,9 @@
 # definitions interpose NVIDIA's versioned exports).
 
 SHIM_SRCS := shim/init.c shim/config.c shim/log.c shim/resolve.c \
-    shim/control.c shim/step.c controller/proto.c
-ES_SHIM_SRCS := $(SHIM_SRCS) $(INTERCEPT_SRCS) $(CONTEXT_SHIM_SRCS) $(KERNELS_SHIM_SRCS) \
-    $(AUDIT_SHIM_SRCS)
+    shim/control.c shim/step.c
+ES_SHIM_SRCS := $(SHIM_SRCS) $(WIRE_SRCS) $(LIB_SRCS) $(DEVICE_SRCS) $(MOVE_SHIM_SRCS) \
+    $(COLL_SRCS) $(INTERCEPT_SRCS) $(KERNELS_SHIM_SRCS) $(AUDIT_SHIM_SRCS)
 ES_SHIM_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(ES_SHIM_SRCS)) $(KERNELS_SHIM_OBJS)
 ES_SHIM_LINK_OBJS := $(ES_SHIM_OBJS) $(AUDIT_OBJS) $(FATBIN_OBJ)
 
@@ -42,7 +42,7 @@ $(B)/tests/shim/es_client: $(B)/obj/tests/shim/es_client.o $(ES_SIMLIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9 \
 		-ldl -lm
-# Every entry of intercept/funcs.h through every path (linked with the
+# Every entry of shim/funcs.h through every path (linked with the
 # simcuda libraries: without the shim direct references are theirs).
 $(B)/tests/shim/es_allpaths: $(B)/obj/tests/shim/es_allpaths.o $(ES_SIMLIBS) $(B)/sim/libnccl.so.2 \
 		$(B)/sim/libcublasLt.so.13
@@ -96,8 +96,8 @@ $(ES_FAKELIBS): tests/shim/es_empty.c
 	$(CC) $(CFLAGS) $(SO_LDFLAGS) -Wl,-soname,$(notdir $@) -o $@ $<
 
 $(B)/tests/shim_test: $(B)/obj/tests/shim/shim_test.o $(B)/obj/shim/config.o \
-		$(B)/obj/controller/proto.o \
-		$(B)/obj/context/device.o $(TEST_HARNESS_OBJ) \
+		$(B)/obj/wire/proto.o \
+		$(B)/obj/device/device.o $(TEST_HARNESS_OBJ) \
 		| $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_easyscale.so \
 		  $(B)/tests/shim/es_client $(B)/tests/shim/es_nocuda $(ES_FAKELIBS) \
 		  $(B)/tests/shim/es_allpaths
@@ -133,7 +133,7 @@ $(B)/tests/shim_tile_test: $(B)/obj/tests/shim/tile_test.o $(TEST_HARNESS_OBJ) \
 TESTS += $(B)/tests/shim_tile_test
 
 # d2's device identity: the canonical device, lowering only, callers.
-$(B)/tests/shim_identity_test: $(B)/obj/tests/shim/identity_test.o $(B)/obj/context/device.o \
+$(B)/tests/shim_identity_test: $(B)/obj/tests/shim/identity_test.o $(B)/obj/device/device.o \
 		$(TEST_HARNESS_OBJ) | $(B)/lib/libeasyscale.so $(B)/tests/shim/id_client $(ES_IDLIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -ldl

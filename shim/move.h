@@ -1,8 +1,9 @@
 /* Moving an EST: the interface the control thread (shim/control.c) calls
- * for each MOVE command of the controller (controller/proto.h): place,
+ * for each MOVE command of the controller (wire/proto.h): place,
  * migrate, swap-out, swap-in. This file is the seam between the control
  * channel and the code that actually moves an EST's device state
- * (implemented in intercept/est_move.c with context/mover.h).
+ * (implemented in move/est.c with move/mover.h). The spine declares it
+ * here and calls nothing else of move/ (scripts/check-deps).
  *
  * Contract of es_move_request (for whoever implements it):
  * - Called on the control thread only, one request at a time, never on a
@@ -57,6 +58,11 @@ typedef struct es_move_result {
 } es_move_result_t;
 
 int es_move_request(const es_move_t *m, es_move_result_t *r);
+
+/* Start-up, from the constructor after the configuration is parsed:
+ * applies EASYSCALE_MOVE (virtual handles, the memory registry) and
+ * installs EASYSCALE_MOVE_SIGNAL's handler. Loads no library. */
+void es_move_setup(void);
 
 /* Device memory the EST holds, in bytes, as the allocation registry knows
  * it (0: not known). Reported in heartbeats; the controller's placement

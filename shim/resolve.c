@@ -12,7 +12,11 @@
  * Until then, and forever when a symbol is missing, a table entry is a stub
  * returning the library's "not initialized" status.
  */
-#include "shim/shim.h"
+#include "shim/config.h"
+#include "shim/hooks.h"
+#include "shim/internal.h"
+#include "shim/log.h"
+#include "shim/real.h"
 #include "shim/easyscale.h"
 
 #include <dlfcn.h>
@@ -274,14 +278,6 @@ void es_slowpath(int lib, int idx)
         __atomic_fetch_add(&es_libs[lib].cnt[idx].calls, 1, __ATOMIC_RELAXED);
 }
 
-void es_enter_slow(int lib, int idx, int door)
-{
-    if (__atomic_load_n(&es_slow[lib], __ATOMIC_ACQUIRE))
-        es_slowpath(lib, idx);
-    if (door)
-        es_door_slow();
-}
-
 int es_lib_ready(int lib)
 {
     es_ensure(lib);
@@ -468,7 +464,7 @@ __attribute__((used, visibility("hidden"))) ES_EARLY int es_dlsym_decide(void *h
     if (!e) {
         /* not wrapped: refused when it takes a virtual handle; a vendor
          * function taking a virtual library handle: the shim's translating
-         * wrapper (intercept/libh.h) */
+         * wrapper (intercept/virtual/libh.h) */
         void *stub = nm ? es_refusal_by_symbol(nm) : NULL;
         if (!stub && nm && nm[0] == 'c' && nm[1] == 'u' && (nm[2] == 'b' || nm[2] == 'd'))
             stub = es_libh_wrapper_by_symbol(handle, nm);

@@ -4,7 +4,8 @@
  * intercept/nccl.c (NCCL's own collectives) and the virtual collectives'
  * engine (tests/controller checks that the step advances, so a forgotten
  * call shows). */
-#include "shim/shim.h"
+#include "shim/config.h"
+#include "shim/log.h"
 #include "shim/step.h"
 
 #include <errno.h>

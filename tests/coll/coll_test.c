@@ -9,7 +9,7 @@
  * decoded, every rounding boundary of those formats encoded, and every
  * datatype x operation step on random and special operands.
  *
- * Unit: the host transport's set-up (context/coll_host.o, its driver
+ * Unit: the host transport's set-up (coll/transport/host.o, its driver
  * table filled by the test): a refused registration of the staging fails
  * it (copies from pageable staging could carry stale data).
  *
@@ -73,16 +73,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "context/coll_int.h"
-#include "context/vdev.h"
+#include "coll/coll_int.h"
+#include "device/vdev.h"
 #include "kernels/reduce_kernels.h"
-#include "shim/shim.h"
+#include "shim/config.h"
+#include "shim/log.h"
+#include "shim/real.h"
 #include "tests/coll/refarith.h"
 #include "tests/harness.h"
 
 #define TIMEOUT 240
 
-/* context/vdev.o's shim dependencies (its pure rules need none of them). */
+/* device/vdev.o's shim dependencies (its pure rules need none of them). */
 es_real_cuda_t es_real_cuda;
 void es_log_write(int level, const char *fmt, ...)
 {
@@ -90,7 +92,7 @@ void es_log_write(int level, const char *fmt, ...)
 }
 
 /* ---- the host transport's staging registration ------------------------------------
- * context/coll_host.o is linked in: its set-up reaches the driver only
+ * coll/transport/host.o is linked in: its set-up reaches the driver only
  * through es_real_cuda (above), which the test fills; what the data path
  * needs from the rest of the engine is stubbed and must not be called. */
 #define ES_UNCALLED(ret, name, ...)                                                       \
@@ -269,7 +271,7 @@ static void test_config(void **state)
     }
 }
 
-/* The placement rules (context/vdev.h). */
+/* The placement rules (device/vdev.h). */
 static void test_vdev_rules(void **state)
 {
     (void)state;

@@ -1,4 +1,4 @@
-/* Tests of placement and virtual devices (context/vdev.c and the device
+/* Tests of placement and virtual devices (device/vdev.c and the device
  * calls of intercept/cuda.c): tests/coll/vdev_probe, a program written
  * against cuda.h only, run under libeasyscale.so on simcuda.
  *

@@ -29,12 +29,12 @@
  *
  * Besides the human lines, one line per figure:
  *   BENCH <id> <value> <unit> [vs <other-id>] [# what it is] */
-#include "context/drv.h"
-#include "context/memreg.h"
-#include "context/mover.h"
-#include "context/swap.h"
-#include "context/tslice.h"
-#include "context/vhandle.h"
+#include "move/drv.h"
+#include "move/memreg.h"
+#include "move/mover.h"
+#include "move/swap.h"
+#include "move/tslice.h"
+#include "move/vhandle.h"
 #include "kernels/swapsum.h"
 
 #include <cuda.h>

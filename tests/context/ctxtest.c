@@ -1,8 +1,8 @@
 /* Helpers of the context/ tests (see ctxtest.h). */
 #include "tests/context/ctxtest.h"
-#include "context/drv.h"
-#include "context/memreg.h"
-#include "context/vhandle.h"
+#include "move/drv.h"
+#include "move/memreg.h"
+#include "move/vhandle.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* Helpers shared by the tests of context/ (memory registry, swap engine,
  * virtual handles): they drive simcuda's real driver directly, with the
- * engine's table (context/drv.h) loaded from the same library. */
+ * engine's table (move/drv.h) loaded from the same library. */
 #ifndef ES_TESTS_CONTEXT_CTXTEST_H
 #define ES_TESTS_CONTEXT_CTXTEST_H
 

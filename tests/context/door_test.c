@@ -1,4 +1,4 @@
-/* Tests of the door (context/door.h): a move runs at the next outermost
+/* Tests of the door (move/door.h): a move runs at the next outermost
  * call of any thread, only once every other thread is out of its calls;
  * threads arriving meanwhile wait; nested calls never wait; requests made
  * during a stream capture wait for its end; safe sections let a thread
@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "context/door.h"
+#include "move/door.h"
 
 #include <errno.h>
 #include <pthread.h>

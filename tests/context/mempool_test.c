@@ -1,12 +1,12 @@
-/* Tests of the shim's memory pools (context/mempool.h) over the registry's
+/* Tests of the shim's memory pools (move/mempool.h) over the registry's
  * allocator on simcuda's driver (which has no pools of its own). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "context/mempool.h"
-#include "context/memreg.h"
+#include "move/mempool.h"
+#include "move/memreg.h"
 #include "tests/context/ctxtest.h"
 
 #include <string.h>

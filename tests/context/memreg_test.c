@@ -1,4 +1,4 @@
-/* Tests of the device-memory registry (context/memreg.h) on simcuda's real
+/* Tests of the device-memory registry (move/memreg.h) on simcuda's real
  * driver: VMM-backed cuMemAlloc memory (slabs and own reservations), the
  * stand-in handles of the application's VMM allocations, stream-ordered
  * frees, peers, pinned host memory that outlives its context, the span
@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "context/drv.h"
-#include "context/memreg.h"
+#include "move/drv.h"
+#include "move/memreg.h"
 #include "tests/context/ctxtest.h"
 #include "tests/harness.h"
 

@@ -1,4 +1,4 @@
-/* Test of the move orchestrator (context/mover.h) with the door: an
+/* Test of the move orchestrator (move/mover.h) with the door: an
  * "application" of two threads works through virtual handles and passes the
  * door on every driver call, as the shim's wrappers will make it; moves
  * requested from outside (device to device, park, unpark, by a signal) run
@@ -9,12 +9,12 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "context/door.h"
-#include "context/drv.h"
-#include "context/memreg.h"
-#include "context/mover.h"
-#include "context/swap.h"
-#include "context/vhandle.h"
+#include "move/door.h"
+#include "move/drv.h"
+#include "move/memreg.h"
+#include "move/mover.h"
+#include "move/swap.h"
+#include "move/vhandle.h"
 #include "kernels/swapsum.h"
 #include "tests/context/ctxtest.h"
 

@@ -1,4 +1,4 @@
-/* Tests of the swap engine (context/swap.h) on simcuda's real driver: an
+/* Tests of the swap engine (move/swap.h) on simcuda's real driver: an
  * EST's memory (slab and large cuMemAlloc-family allocations, the
  * application's own VMM objects mapped or only held, imported memory)
  * swapped out to host memory and back in on the same or another device,
@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "context/drv.h"
-#include "context/memreg.h"
-#include "context/swap.h"
+#include "move/drv.h"
+#include "move/memreg.h"
+#include "move/swap.h"
 #include "kernels/swapsum.h"
 #include "tests/context/ctxtest.h"
 

@@ -1,4 +1,4 @@
-/* Tests of time-slicing (context/tslice.h): the members of a slot take
+/* Tests of time-slicing (move/tslice.h): the members of a slot take
  * turns in rank order; a dead holder is skipped; and four ESTs (separate
  * processes) share one simulated GPU that holds only one of them at a
  * time, parking and coming back at each turn with their memory whole; and
@@ -13,11 +13,11 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "context/drv.h"
-#include "context/memreg.h"
-#include "context/mover.h"
-#include "context/tslice.h"
-#include "context/vhandle.h"
+#include "move/drv.h"
+#include "move/memreg.h"
+#include "move/mover.h"
+#include "move/tslice.h"
+#include "move/vhandle.h"
 #include "kernels/swapsum.h"
 #include "tests/context/ctxtest.h"
 

@@ -1,4 +1,4 @@
-/* Tests of the virtual handles (context/vhandle.h) on simcuda's real
+/* Tests of the virtual handles (move/vhandle.h) on simcuda's real
  * driver: the application's handle values survive a teardown on one device
  * and a re-creation on another, with every recorded setting; kernels launched
  * through the same handles compute the same results there; threads re-bind
@@ -8,10 +8,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "context/drv.h"
-#include "context/memreg.h"
-#include "context/swap.h"
-#include "context/vhandle.h"
+#include "move/drv.h"
+#include "move/memreg.h"
+#include "move/swap.h"
+#include "move/vhandle.h"
 #include "fatbin/fatbin.h"
 #include "kernels/swapsum.h"
 #include "tests/context/ctxtest.h"

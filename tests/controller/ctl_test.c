@@ -49,7 +49,7 @@
 #include <unistd.h>
 
 #include "controller/ctl.h"
-#include "controller/proto.h"
+#include "wire/proto.h"
 #include "tests/harness.h"
 
 #define T_CMD 30  /* a CLI command */

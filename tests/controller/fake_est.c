@@ -1,5 +1,5 @@
 /* A stand-in EST for the controller's tests: speaks the control protocol
- * itself (controller/proto.h) from the environment `easyscale-ctl run` sets
+ * itself (wire/proto.h) from the environment `easyscale-ctl run` sets
  * (EASYSCALE_CONTROL, RANK, WORLD_SIZE, EASYSCALE_SLOT), and answers MOVE
  * commands as told, so the controller's scale paths can be tested before
  * ESTs can really move.
@@ -26,7 +26,7 @@
  * the job when it is done rather than after a time that a loaded machine
  * may not leave it.
  */
-#include "controller/proto.h"
+#include "wire/proto.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "controller/proto.h"
+#include "wire/proto.h"
 
 static int put(const char *dir, const char *name, unsigned side, const uint8_t *b, size_t n)
 {

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the control protocol's decoder (controller/proto.c):
+/* libFuzzer harness for the control protocol's decoder (wire/proto.c):
  * every input is a byte stream as a daemon, an EST or a CLI would receive
  * it, pushed through the frame reader in pieces whose sizes come from the
  * input, each whole frame decoded from an exactly-sized heap copy (the
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller/proto.h"
+#include "wire/proto.h"
 
 static void check_rc(int rc)
 {

@@ -1,4 +1,4 @@
-/* Unit tests of the control protocol (controller/proto.h) and of what sits
+/* Unit tests of the control protocol (wire/proto.h) and of what sits
  * around it on both sides: every message encoded and decoded back, the wire
  * layout byte by byte, every class of bad frame refused with its error, the
  * frame reader fed byte by byte and with frames back to back, the TCP
@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "controller/ctl.h"
-#include "controller/proto.h"
-#include "shim/shim.h"
+#include "wire/proto.h"
+#include "shim/config.h"
 #include "shim/step.h"
 
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* Tests of the collective digests written by the shim (EASYSCALE_DIGEST,
- * context/digest.c) and of the first-divergence finder on them
+ * coll/digest.c) and of the first-divergence finder on them
  * (`easyscale-ctl diff`, controller/digest.c), with examples/train.py and 4
  * ESTs under easyscale-ctl run on simcuda:
  *  - a digest file per EST, one record per collective call of the trainer

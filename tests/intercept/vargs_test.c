@@ -1,4 +1,4 @@
-/* Tests of the argument annotations of intercept/funcs.h
+/* Tests of the argument annotations of shim/funcs.h
  * (intercept/vargs.h): a generated call passes real handles for annotated
  * inputs, leaves plain arguments alone, post-processes annotated outputs
  * only on success, counts handle annotations at compile time, and refuses
@@ -41,7 +41,7 @@ static int real_getctx(long s, obj_t **pctx, int fail)
 }
 static int real_none(void) { return 5; }
 
-/* a generated wrapper, as intercept/thunks.c makes them */
+/* a generated wrapper, as intercept/virtual/thunks.c makes them */
 #define GEN(name, real, params, args)                                                          \
     static int name params                                                                     \
     {                                                                                          \

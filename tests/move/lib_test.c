@@ -1,5 +1,5 @@
 /* Whole-process tests of the vendor libraries' handles across moves
- * (intercept/libh.h, docs/MOVING.md) with tests/move/lib_client.c: a
+ * (intercept/virtual/libh.h, docs/MOVING.md) with tests/move/lib_client.c: a
  * client holding a cuBLAS handle (stream, workspace, TF32 math, device
  * pointer mode, atomics allowed), a cuBLASLt handle and a cuDNN handle,
  * moved between simulated GPUs (d1: A100 -> the other A100 -> back; d2: A100

@@ -1,5 +1,5 @@
 /* Client run by tests/shim/shim_test.c (test_every_wrapped_function), with
- * and without libeasyscale.so: for EVERY entry of intercept/funcs.h, how
+ * and without libeasyscale.so: for EVERY entry of shim/funcs.h, how
  * each lookup path answers:
  *   direct   the address the dynamic linker bound for a direct reference
  *            (weak references; the client is linked with the simcuda
@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "intercept/funcs.h"
+#include "shim/funcs.h"
 
 /* Weak: a symbol simcuda lacks leaves the reference NULL. */
 #define ES_WEAK(kind, sym, gp, ver, fl, ret, params, args, err)                                \

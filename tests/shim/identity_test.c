@@ -1,4 +1,4 @@
-/* d2's device identity (context/device.c): the canonical device is the
+/* d2's device identity (device/device.c): the canonical device is the
  * least capable model of EASYSCALE_CANONICAL_DEVICE's list (default: the
  * device itself), attributes are only ever lowered (never above the real
  * GPU's), and the compute capability stays real for code generators and
@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "context/device.h"
+#include "device/device.h"
 #include "tests/harness.h"
 
 #define TMO 120

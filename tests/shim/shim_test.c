@@ -22,8 +22,10 @@
 
 #include <cmocka.h>
 
-#include "context/device.h"
-#include "shim/shim.h"
+#include "device/device.h"
+#include "shim/config.h"
+#include "shim/log.h"
+#include "shim/real.h"
 #include "tests/harness.h"
 #include "vendor_handle_fns.h"
 
@@ -200,7 +202,7 @@ static void test_exports(void **state)
     ES_CUBLASLT_FUNCS(ES_CHECK)
 #undef ES_CHECK
     /* the translating wrappers of the vendor functions that take a library
-     * handle (generated from NVIDIA's headers, intercept/libh_gen.c) */
+     * handle (generated from NVIDIA's headers, intercept/virtual/libh_gen.c) */
 #define ES_CHECK(lib, sym, ret, params, args)                                                   \
     expected++;                                                                                 \
     if (!has_line(r.out, #sym))                                                                 \
@@ -408,7 +410,7 @@ static void test_paths(void **state)
     es_proc_result_free(&r);
 }
 
-/* Every entry of intercept/funcs.h, through every path (tests/shim/
+/* Every entry of shim/funcs.h, through every path (tests/shim/
  * es_allpaths.c): with the shim, each answer that is the real library's
  * without it is the shim's wrapper of exactly that symbol (CUDA: also
  * cuGetProcAddress_v2 and v1 at the entry's version and stream flavor, and

@@ -1,0 +1,125 @@
+/* The move orchestrator, "mover" (docs/MOVING.md): what runs at a safe point to move
+ * a virtual device (an EST) to another real device or park it in host
+ * memory, from the pieces of context/: drain the streams (vhandle), move
+ * the memory (swap), tear the real handles down and re-create them
+ * (vhandle), re-register pinned host memory (memreg).
+ *
+ * Outcomes: 0 and the EST where it was asked to be; or a negative errno
+ * with a one-line reason, and the EST either where it was or parked (never
+ * half-moved). A parked EST keeps its host copies and comes back with a
+ * later move to a device.
+ *
+ * es_mover_run runs a move on the calling thread, which must be at a safe
+ * point (the door's mover, a time-slice turn, a test). es_mover_post asks
+ * the door (move/door.h) to run one at the next safe point.
+ */
+#ifndef ES_MOVE_MOVER_H
+#define ES_MOVE_MOVER_H
+
+#include <stddef.h>
+
+#define ES_MOVER_PARK (-1)   /* target device: host memory only */
+#define ES_MOVER_TOGGLE (-3) /* park when resident, back where it was when parked */
+
+/* Installs the door's hooks (re-binding after a move, the signal target).
+ * Idempotent. */
+void es_mover_init(void);
+
+int es_mover_run(int vdev, int dev, char *msg, size_t msglen);
+
+/* A ticket for es_door_result, or a negative errno (-EBUSY: a request is
+ * pending; -ENOSYS: moves unavailable). */
+long es_mover_post(int vdev, int dev);
+
+/* For a signal handler: the target is taken from an int (a device, or
+ * ES_MOVER_PARK) stored before es_door_request_from_signal. */
+void es_mover_signal_target(int vdev, int dev);
+
+/* Where vdev is: a real device, or ES_MOVER_PARK. */
+int es_mover_where(int vdev);
+
+/* The whole EST: every vdev of the process that holds objects or memory,
+ * moved to dev (their common slot) or parked; in vdev order, each whole or
+ * not at all. es_mover_post_est / es_mover_signal_est are the door's
+ * request and the signal target for it. */
+int es_mover_run_est(int dev, char *msg, size_t msglen);
+long es_mover_post_est(int dev);
+void es_mover_signal_est(int dev);
+/* The figures of the last es_mover_run / es_mover_run_est (summed over the
+ * vdevs moved): bytes copied, copy time, drain time, wall time. */
+#include "move/swap.h"
+void es_mover_last_stats(es_swap_stats_t *st);
+
+/* Called after every es_mover_run_est with its outcome (the shim logs it):
+ * rc, the target (ES_MOVER_PARK: host memory), the message, the figures. */
+void es_mover_set_report(void (*report)(int rc, int dev, const char *msg,
+                                        const es_swap_stats_t *st));
+
+/* Where the EST is (its first vdev in use), ES_MOVER_PARK, or -2 when it
+ * holds nothing yet. */
+int es_mover_where_est(void);
+
+/* Time-slicing at a collective (docs/MOVING.md, section 6), from a thread
+ * inside a call (the collective's): es_mover_yield parks the whole EST
+ * through the door (the application's other threads wait at the door while
+ * it is parked; this one is in a safe section) and passes t's turn;
+ * es_mover_resume waits for the turn to come back and brings the EST back
+ * onto dev, then ends the safe section. In between the caller touches the
+ * EST's memory only through es_swap_park_read/write (move/swap.h) and
+ * makes no driver call. Both return 0 or a negative errno with a reason:
+ * a failed yield leaves the EST resident and the turn held; a failed
+ * resume leaves it parked (and the safe section open: call it again). */
+#include "move/tslice.h"
+int es_mover_yield(es_tslice_t *t, char *msg, size_t msglen);
+int es_mover_resume(es_tslice_t *t, int dev, char *msg, size_t msglen);
+
+/* The rotation this EST takes part in (set once it joined its slot's), and
+ * its slot; NULL / -1 when it is not time-sliced. Whoever runs a
+ * collective asks (the virtual collectives' engine). */
+void es_mover_set_tslice(es_tslice_t *t, int slot);
+es_tslice_t *es_mover_tslice(int *slot);
+
+/* Objects of the vendor libraries living in a vdev's contexts (cuBLAS,
+ * cuBLASLt, cuDNN handles: intercept/virtual/libh.h). A move calls down(vdev)
+ * while vdev is still resident where it was (before anything is drained or
+ * copied: the objects' old contexts exist), and up(vdev) once vdev is
+ * resident again (on the new GPU, or where it was when the move failed),
+ * its contexts bound; not while parked. Each returns 0 or a negative errno
+ * with a reason in msg; a failure of down stops the move (up restores what
+ * it took down), one of up fails the move (vdev stays where it is). NULL:
+ * none. */
+void es_mover_set_lib_hooks(int (*down)(int vdev, char *msg, size_t msglen),
+                            int (*up)(int vdev, char *msg, size_t msglen));
+
+/* Rotations a running job enters and leaves (the controller's time-slice
+ * command, docs/MOVING.md section 6). A change is applied by the thread
+ * that runs the EST's next collective, at its start (es_mover_ts_apply,
+ * coll/coll.c), or, for a LEAVE, by a parked member while it waits for
+ * its turn:
+ * - JOIN: t, a dynamic rotation joined (es_tslice_join_dynamic, not
+ *   entered) for slot; the EST enters it, and the collective yields as in
+ *   any rotation: it parks (passing the turn if it holds it), takes part
+ *   parked, waits for its turn and comes back onto slot.
+ * - LEAVE: be resident on slot and out of the rotation. A running member
+ *   (resident on the shared slot, holding the turn) moves there first,
+ *   then leaves, passing the turn; a parked one moves there at once unless
+ *   slot is the shared one (then in its turn). A failed move leaves the EST
+ *   where it was, still in the rotation. An EST in no rotation just moves.
+ * es_mover_ts_change posts a change and waits up to timeout_ms for it to
+ * be applied: 0 with *rc (0 or a negative errno) and a one-line msg, or
+ * -ETIMEDOUT (no collective came: withdrawn, nothing changed), -EBUSY
+ * (another change is pending), -EINVAL. */
+#define ES_MOVER_TS_JOIN 1
+#define ES_MOVER_TS_LEAVE 2
+typedef struct es_mover_ts_change {
+    int op;
+    es_tslice_t *t; /* JOIN */
+    int slot;       /* JOIN: the shared slot; LEAVE: where to go */
+} es_mover_ts_change_t;
+int es_mover_ts_change(const es_mover_ts_change_t *c, int timeout_ms, int *rc, char *msg,
+                       size_t msglen);
+void es_mover_ts_apply(void);
+/* 1 when a change is waiting for es_mover_ts_apply (any thread). */
+int es_mover_ts_pending(void);
+
+#endif
