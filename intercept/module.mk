@@ -3,14 +3,16 @@
 # cublas.c, cublaslt.c, cudnn.c, cudnn_backend.c, nccl.c), the entry path
 # (enter.c), and virtual/: the virtual handles and memory that let an EST
 # move under the application (the translating real table of thunks.c,
-# cuda_handles.c, cuda_mem.c, the vendor handles of libh*.c, refuse.c).
+# cuda_handles.c, cuda_mem.c, the vendor handles of libh*.c, the cuDNN
+# descriptor journal of cudnn_journal.c, refuse.c).
 # The shim compiles $(INTERCEPT_SRCS).
 
 INTERCEPT_SRCS := intercept/enter.c intercept/gen.c intercept/cuda.c intercept/cublas.c \
-    intercept/cudnn.c intercept/cudnn_backend.c intercept/cublaslt.c intercept/nccl.c
+    intercept/cudnn.c intercept/cudnn_backend.c intercept/cudnn_heur.c intercept/cublaslt.c \
+    intercept/nccl.c
 INTERCEPT_SRCS += intercept/virtual/thunks.c intercept/virtual/cuda_handles.c \
     intercept/virtual/cuda_mem.c intercept/virtual/refuse.c intercept/virtual/libh.c \
-    intercept/virtual/libh_gen.c
+    intercept/virtual/libh_gen.c intercept/virtual/cudnn_journal.c
 
 # The argument annotations of funcs.h (vargs.h, docs/MOVING.md) and their test.
 $(B)/tests/intercept_vargs_test: $(B)/obj/tests/intercept/vargs_test.o
