@@ -408,15 +408,13 @@ static const char *est_state(const est_t *e)
 
 /* ---- status --------------------------------------------------------------------- */
 
-static void status_text(es_ctl_buf_t *b, int json)
+/* status: the job's line(s) (JSON: the "job" object), then the ESTs'
+ * table's header. */
+static void status_job(es_ctl_buf_t *b, int json, int64_t now, const char *source)
 {
-    int64_t now = es_ctl_now_ms();
-    uint64_t ns[ES_CTL_MAX_GPUS];
-    const char *source;
     char slots[512];
-    speeds(D.job.slots, ns, &source);
-    mask_label(D.job.slots, slots, sizeof(slots));
     int reg = 0;
+    mask_label(D.job.slots, slots, sizeof(slots));
     for (int r = 0; r < D.job.nests; r++)
         reg += D.ests[r].seen && D.ests[r].conn >= 0;
     if (json) {
@@ -455,6 +453,11 @@ static void status_text(es_ctl_buf_t *b, int json)
         es_ctl_buf_printf(b, "%-5s %-8s %-5s %-10s %-15s %-12s %s\n", "rank", "pid", "gpu",
                           "step", "state", "step time", "last heard");
     }
+}
+
+/* status: one line (JSON: object) per EST. */
+static void status_ests(es_ctl_buf_t *b, int json, int64_t now)
+{
     for (int r = 0; r < D.job.nests; r++) {
         const est_t *e = &D.ests[r];
         char g[16];
@@ -489,6 +492,12 @@ static void status_text(es_ctl_buf_t *b, int json)
                               (unsigned long long)e->step, est_state(e), st, last);
         }
     }
+}
+
+/* status: one line (JSON: object) per GPU of the job or with ESTs on it,
+ * with its measured speed and the per-EST step time placement uses (ns). */
+static void status_gpus(es_ctl_buf_t *b, int json, const uint64_t *ns, const char *source)
+{
     if (json)
         es_ctl_buf_printf(b, "],\"slots\":[");
     else
@@ -539,6 +548,17 @@ static void status_text(es_ctl_buf_t *b, int json)
         }
         first = 0;
     }
+}
+
+static void status_text(es_ctl_buf_t *b, int json)
+{
+    int64_t now = es_ctl_now_ms();
+    uint64_t ns[ES_CTL_MAX_GPUS];
+    const char *source;
+    speeds(D.job.slots, ns, &source);
+    status_job(b, json, now, source);
+    status_ests(b, json, now);
+    status_gpus(b, json, ns, source);
     if (json)
         es_ctl_buf_printf(b, "]}\n");
 }

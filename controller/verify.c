@@ -8,18 +8,9 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
-#include <getopt.h>
-#include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 /* ---- the matrix text ----------------------------------------------------------------- */
 
