@@ -90,6 +90,108 @@ static char *next_token(const char **pp, int *bad)
 }
 
 /* One line into c. Returns 0, 1 (blank or comment) or -EINVAL with err. */
+/* A flag of a configuration line. Returns 0 or -EINVAL with err. */
+static int parse_flag(es_vcfg_t *c, const char *flag, char *err, size_t errlen)
+{
+    if (strcmp(flag, "no-time-slicing") == 0)
+        c->no_tslice = 1;
+    else if (strcmp(flag, "shim-none") == 0)
+        c->shim_none = 1;
+    else if (strcmp(flag, "shim-off") == 0)
+        c->shim_off = 1;
+    else if (strcmp(flag, "moves") == 0)
+        c->moves = 1;
+    else {
+        snprintf(err, errlen, "unknown flag \"%s\"", flag);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* A string value of key: not empty, copied into *slot, no control
+ * characters. Returns 0, or -EINVAL / -ENOMEM with err. */
+static int set_value(char **slot, const char *key, const char *v, char *err, size_t errlen)
+{
+    if (!*v) {
+        snprintf(err, errlen, "%s= needs a value", key);
+        return -EINVAL;
+    }
+    free(*slot);
+    if (!(*slot = strdup(v))) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    for (const char *q = v; *q; q++)
+        if ((unsigned char)*q < 0x20 || *q == 0x7f) {
+            snprintf(err, errlen, "%s= has a control character", key);
+            return -EINVAL;
+        }
+    return 0;
+}
+
+/* env=VAR=VALUE. Returns 0, or -EINVAL / -ENOMEM with err. */
+static int add_env(es_vcfg_t *c, const char *v, char *err, size_t errlen)
+{
+    const char *e = strchr(v, '=');
+    if (!e || !var_ok(v, (size_t)(e - v))) {
+        snprintf(err, errlen, "env=%s: VAR=VALUE", v);
+        return -EINVAL;
+    }
+    if (c->nenv == ES_VCFG_MAX_ENV) {
+        snprintf(err, errlen, "more than %d env=", ES_VCFG_MAX_ENV);
+        return -EINVAL;
+    }
+    if (!(c->env[c->nenv] = strdup(v))) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    c->nenv++;
+    return 0;
+}
+
+/* A flag (v NULL) or KEY=VALUE of a configuration line. Returns 0, or
+ * -EINVAL / -ENOMEM with err. */
+static int parse_item(es_vcfg_t *c, const char *key, const char *v, char *err, size_t errlen)
+{
+    uint64_t sz;
+    long n;
+    if (!v)
+        return parse_flag(c, key, err, errlen);
+    if (strcmp(key, "level") == 0) {
+        if (strcmp(v, "d1") != 0 && strcmp(v, "d2") != 0) {
+            snprintf(err, errlen, "level=%s: d1 or d2", v);
+            return -EINVAL;
+        }
+        c->level = v[1] - '0';
+        return 0;
+    }
+    if (strcmp(key, "env") == 0)
+        return add_env(c, v, err, errlen);
+    if (strcmp(key, "gpus") == 0)
+        return set_value(&c->gpus, key, v, err, errlen);
+    if (strcmp(key, "schedule") == 0)
+        return set_value(&c->schedule, key, v, err, errlen);
+    if (strcmp(key, "est-memory") == 0) {
+        if (es_ctl_parse_size(v, &sz) < 0 || sz == 0) {
+            snprintf(err, errlen, "est-memory=%s: a size (256M, 8G)", v);
+            return -EINVAL;
+        }
+        return set_value(&c->est_mem, key, v, err, errlen);
+    }
+    if (strcmp(key, "ests") == 0) {
+        if (es_ctl_parse_long(v, 1, ES_CTL_MAX_ESTS, &n) < 0) {
+            snprintf(err, errlen, "ests=%s: 1 to %d", v, ES_CTL_MAX_ESTS);
+            return -EINVAL;
+        }
+        c->ests = (int)n;
+        return 0;
+    }
+    if (strcmp(key, "desc") == 0)
+        return set_value(&c->desc, key, v, err, errlen);
+    snprintf(err, errlen, "unknown key \"%s\"", key);
+    return -EINVAL;
+}
+
 static int parse_line(const char *line, es_vcfg_t *c, char *err, size_t errlen)
 {
     const char *p = line;
@@ -122,83 +224,10 @@ static int parse_line(const char *line, es_vcfg_t *c, char *err, size_t errlen)
     free(tok);
     while ((tok = next_token(&p, &bad))) {
         char *eq = strchr(tok, '=');
-        const char *v = eq ? eq + 1 : NULL;
         if (eq)
             *eq = '\0';
-        char **slot = NULL;
-        if (!v) {
-            if (strcmp(tok, "no-time-slicing") == 0)
-                c->no_tslice = 1;
-            else if (strcmp(tok, "shim-none") == 0)
-                c->shim_none = 1;
-            else if (strcmp(tok, "shim-off") == 0)
-                c->shim_off = 1;
-            else if (strcmp(tok, "moves") == 0)
-                c->moves = 1;
-            else {
-                snprintf(err, errlen, "unknown flag \"%s\"", tok);
-                goto out;
-            }
-        } else if (strcmp(tok, "level") == 0) {
-            if (strcmp(v, "d1") == 0)
-                c->level = 1;
-            else if (strcmp(v, "d2") == 0)
-                c->level = 2;
-            else {
-                snprintf(err, errlen, "level=%s: d1 or d2", v);
-                goto out;
-            }
-        } else if (strcmp(tok, "env") == 0) {
-            const char *e = strchr(v, '=');
-            if (!e || !var_ok(v, (size_t)(e - v))) {
-                snprintf(err, errlen, "env=%s: VAR=VALUE", v);
-                goto out;
-            }
-            if (c->nenv == ES_VCFG_MAX_ENV) {
-                snprintf(err, errlen, "more than %d env=", ES_VCFG_MAX_ENV);
-                goto out;
-            }
-            if (!(c->env[c->nenv] = strdup(v)))
-                goto oom;
-            c->nenv++;
-        } else if (strcmp(tok, "gpus") == 0) {
-            slot = &c->gpus;
-        } else if (strcmp(tok, "schedule") == 0) {
-            slot = &c->schedule;
-        } else if (strcmp(tok, "est-memory") == 0) {
-            uint64_t sz;
-            if (es_ctl_parse_size(v, &sz) < 0 || sz == 0) {
-                snprintf(err, errlen, "est-memory=%s: a size (256M, 8G)", v);
-                goto out;
-            }
-            slot = &c->est_mem;
-        } else if (strcmp(tok, "ests") == 0) {
-            long n;
-            if (es_ctl_parse_long(v, 1, ES_CTL_MAX_ESTS, &n) < 0) {
-                snprintf(err, errlen, "ests=%s: 1 to %d", v, ES_CTL_MAX_ESTS);
-                goto out;
-            }
-            c->ests = (int)n;
-        } else if (strcmp(tok, "desc") == 0) {
-            slot = &c->desc;
-        } else {
-            snprintf(err, errlen, "unknown key \"%s\"", tok);
+        if (parse_item(c, tok, eq ? eq + 1 : NULL, err, errlen) < 0)
             goto out;
-        }
-        if (slot) {
-            if (!*v) {
-                snprintf(err, errlen, "%s= needs a value", tok);
-                goto out;
-            }
-            free(*slot);
-            if (!(*slot = strdup(v)))
-                goto oom;
-            for (const char *q = v; *q; q++)
-                if ((unsigned char)*q < 0x20 || *q == 0x7f) {
-                    snprintf(err, errlen, "%s= has a control character", tok);
-                    goto out;
-                }
-        }
         free(tok);
         tok = NULL;
     }
@@ -211,9 +240,6 @@ static int parse_line(const char *line, es_vcfg_t *c, char *err, size_t errlen)
         goto out;
     }
     rc = 0;
-    goto out;
-oom:
-    snprintf(err, errlen, "out of memory");
 out:
     free(kind);
     free(tok);
