@@ -1,11 +1,14 @@
-/* easyscale-ctl's internal modules (one binary: controller/main.c
- * dispatches the subcommands):
+/* easyscale-ctl's internal modules (one binary: controller/main.c holds
+ * the table of subcommands, each a *_main(argc, argv) with argv[0] its
+ * name, and calls the one named):
  *   gpus.c    the machine's GPUs (a probe through the driver API) and GPU specs
  *   sock.c    socket paths, the job lock, listening, connecting, the peer check
  *   job.c     the job file beside the socket (what a restarted daemon reads)
  *   client.c  one request to the daemon and its reply
  *   daemon.c  the daemon: registrations, heartbeats, status, scale, moves
  *   run.c     the launcher: ESTs, output, progress, schedule, the daemon
+ *   verify.c, verify_run.c  the checksum harness (controller/verify.h)
+ *   digest.c  collective digests and diff (controller/digest.h)
  * Exit statuses of every subcommand: 0 ok, 1 the job or command failed,
  * 2 usage. */
 #ifndef ES_CONTROLLER_CTL_H

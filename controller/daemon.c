@@ -408,15 +408,13 @@ static const char *est_state(const est_t *e)
 
 /* ---- status --------------------------------------------------------------------- */
 
-static void status_text(es_ctl_buf_t *b, int json)
+/* status: the job's line(s) (JSON: the "job" object), then the ESTs'
+ * table's header. */
+static void status_job(es_ctl_buf_t *b, int json, int64_t now, const char *source)
 {
-    int64_t now = es_ctl_now_ms();
-    uint64_t ns[ES_CTL_MAX_GPUS];
-    const char *source;
     char slots[512];
-    speeds(D.job.slots, ns, &source);
-    mask_label(D.job.slots, slots, sizeof(slots));
     int reg = 0;
+    mask_label(D.job.slots, slots, sizeof(slots));
     for (int r = 0; r < D.job.nests; r++)
         reg += D.ests[r].seen && D.ests[r].conn >= 0;
     if (json) {
@@ -455,6 +453,11 @@ static void status_text(es_ctl_buf_t *b, int json)
         es_ctl_buf_printf(b, "%-5s %-8s %-5s %-10s %-15s %-12s %s\n", "rank", "pid", "gpu",
                           "step", "state", "step time", "last heard");
     }
+}
+
+/* status: one line (JSON: object) per EST. */
+static void status_ests(es_ctl_buf_t *b, int json, int64_t now)
+{
     for (int r = 0; r < D.job.nests; r++) {
         const est_t *e = &D.ests[r];
         char g[16];
@@ -489,6 +492,12 @@ static void status_text(es_ctl_buf_t *b, int json)
                               (unsigned long long)e->step, est_state(e), st, last);
         }
     }
+}
+
+/* status: one line (JSON: object) per GPU of the job or with ESTs on it,
+ * with its measured speed and the per-EST step time placement uses (ns). */
+static void status_gpus(es_ctl_buf_t *b, int json, const uint64_t *ns, const char *source)
+{
     if (json)
         es_ctl_buf_printf(b, "],\"slots\":[");
     else
@@ -539,6 +548,17 @@ static void status_text(es_ctl_buf_t *b, int json)
         }
         first = 0;
     }
+}
+
+static void status_text(es_ctl_buf_t *b, int json)
+{
+    int64_t now = es_ctl_now_ms();
+    uint64_t ns[ES_CTL_MAX_GPUS];
+    const char *source;
+    speeds(D.job.slots, ns, &source);
+    status_job(b, json, now, source);
+    status_ests(b, json, now);
+    status_gpus(b, json, ns, source);
     if (json)
         es_ctl_buf_printf(b, "]}\n");
 }
@@ -893,107 +913,100 @@ static int ts_member(int r)
 
 static void already(int i, uint32_t seq, const char *what);
 
-/* timeslice GPU [RANKS] | off */
-static void do_timeslice(int i, uint32_t seq, const char *arg, int again)
+/* timeslice off: the members placed on the job's GPUs without
+ * time-slicing (the scheduler, the other ESTs kept where they are). */
+static void timeslice_off(int i, uint32_t seq, int again)
 {
-    char err[512], what[400], gpu_tok[ES_PROTO_ARG_MAX + 1] = "", ranks_tok[ES_PROTO_ARG_MAX + 1] = "";
+    char err[512], what[400], g[16];
     int targets[ES_CTL_MAX_ESTS];
     uint32_t ops[ES_CTL_MAX_ESTS];
-    for (int r = 0; r < D.job.nests; r++)
+    es_sched_slot_t slots[ES_CTL_MAX_GPUS];
+    int idx[ES_CTL_MAX_GPUS], ns_ = 0, place[ES_CTL_MAX_ESTS], cur[ES_CTL_MAX_ESTS], moves;
+    uint64_t ns[ES_CTL_MAX_GPUS], maxl, est_mem = D.job.est_mem;
+    const char *source;
+    if (!D.ts.active && again) {
+        already(i, seq, "timeslice off");
+        return;
+    }
+    if (!D.ts.active) {
+        refuse(i, seq, 1, "timeslice off: the job is not time-sliced");
+        return;
+    }
+    speeds(D.job.slots, ns, &source);
+    for (int gi = 0; gi < D.job.ngpus; gi++)
+        if (D.job.slots & (1ull << gi)) {
+            idx[ns_] = gi;
+            slots[ns_].est_ns = ns[gi];
+            slots[ns_].mem = D.job.gpus[gi].mem;
+            ns_++;
+        }
+    for (int r = 0; r < D.job.nests; r++) {
         targets[r] = -2;
-    if (strcmp(arg, "off") == 0) {
-        if (!D.ts.active && again) {
-            already(i, seq, "timeslice off");
-            return;
-        }
-        if (!D.ts.active) {
-            refuse(i, seq, 1, "timeslice off: the job is not time-sliced");
-            return;
-        }
-        /* the members' slots without time-slicing; the others stay */
-        es_sched_slot_t slots[ES_CTL_MAX_GPUS];
-        int idx[ES_CTL_MAX_GPUS], ns_ = 0, place[ES_CTL_MAX_ESTS], cur[ES_CTL_MAX_ESTS], moves;
-        uint64_t ns[ES_CTL_MAX_GPUS], maxl, est_mem = D.job.est_mem;
-        const char *source;
-        speeds(D.job.slots, ns, &source);
-        for (int g = 0; g < D.job.ngpus; g++)
-            if (D.job.slots & (1ull << g)) {
-                idx[ns_] = g;
-                slots[ns_].est_ns = ns[g];
-                slots[ns_].mem = D.job.gpus[g].mem;
-                ns_++;
-            }
-        for (int r = 0; r < D.job.nests; r++) {
-            if (D.ests[r].mem > est_mem)
-                est_mem = D.ests[r].mem;
-            cur[r] = -1;
-            for (int s = 0; s < ns_ && !ts_member(r); s++)
-                if (D.ests[r].gpu == idx[s] && D.ests[r].state != ES_EST_SWAPPED_OUT)
-                    cur[r] = s;
-        }
-        es_sched_in_t in = { .nslots = ns_, .slots = slots, .nests = D.job.nests, .cur = cur,
-                             .est_mem = est_mem, .time_slicing = 0 };
-        if (es_sched_place(&in, place, &maxl, &moves, err, sizeof(err)) < 0) {
-            refuse(i, seq, 1, "timeslice off refused: %s (grant a GPU first); the ESTs stay "
-                   "time-sliced", err);
-            return;
-        }
-        for (int r = 0; r < D.job.nests; r++) {
-            int member = ts_member(r);
-            if (!member && idx[place[r]] == D.ests[r].gpu && D.ests[r].state != ES_EST_SWAPPED_OUT)
-                continue;
-            const char *nm = not_movable(r);
-            if (nm[0]) {
-                refuse(i, seq, 1, "timeslice off refused: EST %d %s; nothing moved", r, nm);
-                return;
-            }
-            targets[r] = idx[place[r]];
-            ops[r] = member ? ES_MOVE_TS_LEAVE : ES_MOVE_PLACE;
-        }
-        char g[16];
-        gpu_label(D.ts.gpu, g, sizeof(g));
-        snprintf(what, sizeof(what), "end time-slicing on GPU %s", g);
-        op_start(i, seq, ES_VERB_TIMESLICE, D.job.slots, targets, ops, what);
+        if (D.ests[r].mem > est_mem)
+            est_mem = D.ests[r].mem;
+        cur[r] = -1;
+        for (int s = 0; s < ns_ && !ts_member(r); s++)
+            if (D.ests[r].gpu == idx[s] && D.ests[r].state != ES_EST_SWAPPED_OUT)
+                cur[r] = s;
+    }
+    es_sched_in_t in = { .nslots = ns_, .slots = slots, .nests = D.job.nests, .cur = cur,
+                         .est_mem = est_mem, .time_slicing = 0 };
+    if (es_sched_place(&in, place, &maxl, &moves, err, sizeof(err)) < 0) {
+        refuse(i, seq, 1, "timeslice off refused: %s (grant a GPU first); the ESTs stay "
+               "time-sliced", err);
         return;
     }
-    if (sscanf(arg, "%255s %255s", gpu_tok, ranks_tok) < 1 ||
-        strlen(arg) != strlen(gpu_tok) + (ranks_tok[0] ? 1 + strlen(ranks_tok) : 0)) {
-        refuse(i, seq, 2, "timeslice: bad argument \"%s\" (GPU [RANKS], or off)", arg);
-        return;
+    for (int r = 0; r < D.job.nests; r++) {
+        int member = ts_member(r);
+        if (!member && idx[place[r]] == D.ests[r].gpu && D.ests[r].state != ES_EST_SWAPPED_OUT)
+            continue;
+        const char *nm = not_movable(r);
+        if (nm[0]) {
+            refuse(i, seq, 1, "timeslice off refused: EST %d %s; nothing moved", r, nm);
+            return;
+        }
+        targets[r] = idx[place[r]];
+        ops[r] = member ? ES_MOVE_TS_LEAVE : ES_MOVE_PLACE;
     }
+    gpu_label(D.ts.gpu, g, sizeof(g));
+    snprintf(what, sizeof(what), "end time-slicing on GPU %s", g);
+    op_start(i, seq, ES_VERB_TIMESLICE, D.job.slots, targets, ops, what);
+}
+
+/* The GPU of "timeslice GPU": one of the job's (of its canonical device in
+ * d2). Returns its index, or -1 when refused (the reply sent). */
+static int timeslice_gpu(int i, uint32_t seq, const char *gpu_tok)
+{
     int g = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, gpu_tok);
-    if (D.ts.active && again && g == D.ts.gpu) {
-        snprintf(what, sizeof(what), "timeslice %s", arg);
-        already(i, seq, what);
-        return;
-    }
-    if (D.ts.active) {
-        char gl[16];
-        gpu_label(D.ts.gpu, gl, sizeof(gl));
-        refuse(i, seq, 1, "timeslice: the job is time-sliced on GPU %s already (end it first: "
-               "easyscale-ctl timeslice --off)", gl);
-        return;
-    }
     if (g < 0) {
         refuse(i, seq, g == -EINVAL ? 2 : 1, "timeslice: %s GPU \"%s\"",
                g == -EINVAL ? "bad" : "no such", gpu_tok);
-        return;
+        return -1;
     }
     if (!(D.job.slots & (1ull << g))) {
         refuse(i, seq, 1, "timeslice: GPU %s is not one of the job's (grant it first)", gpu_tok);
-        return;
+        return -1;
     }
     if (outside_canonical(1ull << g) >= 0) {
         refuse(i, seq, 1, "timeslice: GPU %s is not a model of this d2 job's canonical device "
                "(%s)", gpu_tok, D.job.canonical);
-        return;
+        return -1;
     }
-    int ranks[ES_PROTO_TS_MAX], n = 0;
+    return g;
+}
+
+/* The members of a rotation on GPU g: RANKS, else the ESTs on g now; 2 or
+ * more, each running. Returns how many, or -1 when refused (the reply
+ * sent). */
+static int timeslice_members(int i, uint32_t seq, int g, const char *ranks_tok, int *ranks)
+{
+    char err[512];
+    int n = 0;
     if (ranks_tok[0]) {
         n = parse_ranks(ranks_tok, ranks, ES_PROTO_TS_MAX, err, sizeof(err));
         if (n < 0) {
             refuse(i, seq, 2, "timeslice: %s", err);
-            return;
+            return -1;
         }
     } else {
         for (int r = 0; r < D.job.nests && n < ES_PROTO_TS_MAX; r++)
@@ -1004,7 +1017,7 @@ static void do_timeslice(int i, uint32_t seq, const char *arg, int again)
         refuse(i, seq, 1, "timeslice: %s (a rotation takes 2 to %d ESTs)",
                ranks_tok[0] ? "one EST takes no turns" : "fewer than two ESTs on that GPU; name "
                "the ranks", ES_PROTO_TS_MAX);
-        return;
+        return -1;
     }
     for (int k = 0; k < n; k++) {
         const char *nm = not_movable(ranks[k]);
@@ -1013,10 +1026,17 @@ static void do_timeslice(int i, uint32_t seq, const char *arg, int again)
         if (nm[0]) {
             refuse(i, seq, 1, "timeslice: EST %d %s (the job must be running); nothing moved",
                    ranks[k], nm);
-            return;
+            return -1;
         }
     }
-    /* memory: one member at a time beside the other ESTs resident there */
+    return n;
+}
+
+/* Memory: one member at a time beside the other ESTs resident on g.
+ * Returns 0, or -1 when refused (the reply sent). */
+static int timeslice_fits(int i, uint32_t seq, int g, const char *gpu_tok, const int *ranks,
+                          int n)
+{
     uint64_t est_mem = D.job.est_mem;
     int there = 0;
     for (int r = 0; r < D.job.nests; r++) {
@@ -1032,12 +1052,49 @@ static void do_timeslice(int i, uint32_t seq, const char *arg, int again)
         refuse(i, seq, 1, "timeslice refused: GPU %s has %.2f GiB; one EST of %.2f GiB at a time "
                "beside the %d other%s there would not fit; nothing moved", gpu_tok, gib(G->mem),
                gib(est_mem), there, there == 1 ? "" : "s");
+        return -1;
+    }
+    return 0;
+}
+
+/* timeslice GPU [RANKS] | off */
+static void do_timeslice(int i, uint32_t seq, const char *arg, int again)
+{
+    char what[400], gpu_tok[ES_PROTO_ARG_MAX + 1] = "", ranks_tok[ES_PROTO_ARG_MAX + 1] = "";
+    int targets[ES_CTL_MAX_ESTS], ranks[ES_PROTO_TS_MAX], n;
+    uint32_t ops[ES_CTL_MAX_ESTS];
+    if (strcmp(arg, "off") == 0) {
+        timeslice_off(i, seq, again);
         return;
     }
+    if (sscanf(arg, "%255s %255s", gpu_tok, ranks_tok) < 1 ||
+        strlen(arg) != strlen(gpu_tok) + (ranks_tok[0] ? 1 + strlen(ranks_tok) : 0)) {
+        refuse(i, seq, 2, "timeslice: bad argument \"%s\" (GPU [RANKS], or off)", arg);
+        return;
+    }
+    if (D.ts.active && again &&
+        es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, gpu_tok) == D.ts.gpu) {
+        snprintf(what, sizeof(what), "timeslice %s", arg);
+        already(i, seq, what);
+        return;
+    }
+    if (D.ts.active) {
+        char gl[16];
+        gpu_label(D.ts.gpu, gl, sizeof(gl));
+        refuse(i, seq, 1, "timeslice: the job is time-sliced on GPU %s already (end it first: "
+               "easyscale-ctl timeslice --off)", gl);
+        return;
+    }
+    int g = timeslice_gpu(i, seq, gpu_tok);
+    if (g < 0 || (n = timeslice_members(i, seq, g, ranks_tok, ranks)) < 0 ||
+        timeslice_fits(i, seq, g, gpu_tok, ranks, n) < 0)
+        return;
     D.ts.gpu = g;
     D.ts.n = n;
     memcpy(D.ts.ranks, ranks, sizeof(int) * (size_t)n);
     D.ts.active = 0; /* set when the members answered (op_check) */
+    for (int r = 0; r < D.job.nests; r++)
+        targets[r] = -2;
     size_t o = 0;
     char list[300] = "";
     for (int k = 0; k < n && o < sizeof(list); k++) {
@@ -1088,11 +1145,138 @@ static void already(int i, uint32_t seq, const char *what)
     es_ctl_buf_free(&b);
 }
 
+/* scale SPEC, preempt GPU, grant GPU: the job's new GPU set, then
+ * do_scale. */
+static void do_gpu_verb(int i, uint32_t seq, uint32_t v, const char *arg, int again)
+{
+    char err[512], what[400];
+    if (v == ES_VERB_SCALE) {
+        uint64_t mask;
+        int rc = es_ctl_gpus_parse(arg, D.job.gpus, D.job.ngpus, &mask, err, sizeof(err));
+        if (rc < 0) {
+            refuse(i, seq, rc == -EINVAL ? 2 : 1, "scale: %s", err);
+            return;
+        }
+        snprintf(what, sizeof(what), "scale to GPUs %s", arg);
+        do_scale(i, seq, v, mask, what);
+        return;
+    }
+    const char *name = v == ES_VERB_PREEMPT ? "preempt" : "grant";
+    int g = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, arg);
+    if (g < 0) {
+        refuse(i, seq, g == -EINVAL ? 2 : 1, "%s: %s GPU \"%s\"", name,
+               g == -EINVAL ? "bad" : "no such", arg);
+        return;
+    }
+    uint64_t bit = 1ull << g, mask = D.job.slots;
+    snprintf(what, sizeof(what), "%s GPU %s", name, arg);
+    if (again && !(mask & bit) == (v == ES_VERB_PREEMPT)) {
+        already(i, seq, what);
+        return;
+    }
+    if (v == ES_VERB_PREEMPT) {
+        if (!(mask & bit)) {
+            refuse(i, seq, 1, "preempt: GPU %s is not one of the job's", arg);
+            return;
+        }
+        if (!(mask & ~bit)) {
+            refuse(i, seq, 1, "preempt: GPU %s is the job's last GPU; the ESTs would have "
+                   "nowhere to run (swap-out parks them)", arg);
+            return;
+        }
+        mask &= ~bit;
+    } else {
+        if (mask & bit) {
+            refuse(i, seq, 1, "grant: GPU %s is already the job's", arg);
+            return;
+        }
+        mask |= bit;
+    }
+    do_scale(i, seq, v, mask, what);
+}
+
+/* The GPU of swap-in and migrate of EST r (name): one of the job's (of
+ * its canonical device in d2) where the EST fits. Returns its index, -2
+ * when the EST is there already and the request was sent again (answered
+ * done), or -1 when refused (the reply sent). */
+static int est_target(int i, uint32_t seq, const char *name, int r, const char *arg, int again,
+                      char *what, size_t wlen)
+{
+    int g = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, arg);
+    if (g < 0) {
+        refuse(i, seq, g == -EINVAL ? 2 : 1, "%s: %s GPU \"%s\"", name,
+               g == -EINVAL ? "bad" : "no such", arg);
+        return -1;
+    }
+    snprintf(what, wlen, "%s EST %d to GPU %s", name, r, arg);
+    if (again && D.ests[r].gpu == g && D.ests[r].state != ES_EST_SWAPPED_OUT) {
+        already(i, seq, what);
+        return -2;
+    }
+    if (!(D.job.slots & (1ull << g))) {
+        refuse(i, seq, 1, "%s: GPU %s is not one of the job's (grant it first)", name, arg);
+        return -1;
+    }
+    if (outside_canonical(1ull << g) >= 0) {
+        refuse(i, seq, 1, "%s: GPU %s is not a model of this d2 job's canonical device (%s)",
+               name, arg, D.job.canonical);
+        return -1;
+    }
+    uint64_t est_mem = D.job.est_mem > D.ests[r].mem ? D.job.est_mem : D.ests[r].mem;
+    const es_ctl_gpu_t *G = &D.job.gpus[g];
+    int there = on_gpu(g) - (D.ests[r].gpu == g);
+    if (est_mem && (est_mem > G->mem ||
+                    (!D.job.time_slicing && (uint64_t)(there + 1) * est_mem > G->mem))) {
+        refuse(i, seq, 1, "%s refused: GPU %s has %.2f GiB; %d EST%s of %.2f GiB would not "
+               "fit%s; nothing moved", name, arg, gib(G->mem), there + 1, there ? "s" : "",
+               gib(est_mem), D.job.time_slicing ? "" : " without time-slicing");
+        return -1;
+    }
+    return g;
+}
+
+/* swap-out RANK, swap-in RANK GPU, migrate RANK GPU. */
+static void do_est_move(int i, uint32_t seq, uint32_t v, int r, const char *arg, int again)
+{
+    char what[400];
+    const char *name = v == ES_VERB_SWAP_OUT ? "swap-out" : v == ES_VERB_SWAP_IN ? "swap-in"
+                                                                                : "migrate";
+    if (r < 0 || r >= D.job.nests) {
+        refuse(i, seq, 2, "%s: no EST %d (the job has %d)", name, r, D.job.nests);
+        return;
+    }
+    const char *nm = not_movable(r);
+    if (nm[0]) {
+        refuse(i, seq, 1, "%s: EST %d %s", name, r, nm);
+        return;
+    }
+    int targets[ES_CTL_MAX_ESTS];
+    uint32_t ops[ES_CTL_MAX_ESTS];
+    for (int k = 0; k < D.job.nests; k++)
+        targets[k] = -2;
+    if (v == ES_VERB_SWAP_OUT && again && D.ests[r].state == ES_EST_SWAPPED_OUT) {
+        snprintf(what, sizeof(what), "swap-out EST %d", r);
+        already(i, seq, what);
+        return;
+    }
+    if (v == ES_VERB_SWAP_OUT) {
+        targets[r] = -1;
+        ops[r] = ES_MOVE_SWAP_OUT;
+        snprintf(what, sizeof(what), "swap-out EST %d", r);
+    } else {
+        int g = est_target(i, seq, name, r, arg, again, what, sizeof(what));
+        if (g < 0)
+            return;
+        targets[r] = g;
+        ops[r] = v == ES_VERB_SWAP_IN ? ES_MOVE_SWAP_IN : ES_MOVE_MIGRATE;
+    }
+    op_start(i, seq, v, D.job.slots, targets, ops, what);
+}
+
 static void handle_request(int i, const es_proto_msg_t *m)
 {
     conn_t *c = D.conns[i];
     uint32_t seq = m->seq;
-    char err[512], what[400];
     c->kind = CONN_CLI;
     c->deadline = 0;
     check_unresponsive(es_ctl_now_ms());
@@ -1129,113 +1313,10 @@ static void handle_request(int i, const es_proto_msg_t *m)
                "timeslice --off)", g);
         return;
     }
-    if (v == ES_VERB_SCALE) {
-        uint64_t mask;
-        int rc = es_ctl_gpus_parse(arg, D.job.gpus, D.job.ngpus, &mask, err, sizeof(err));
-        if (rc < 0) {
-            refuse(i, seq, rc == -EINVAL ? 2 : 1, "scale: %s", err);
-            return;
-        }
-        snprintf(what, sizeof(what), "scale to GPUs %s", arg);
-        do_scale(i, seq, v, mask, what);
-        return;
-    }
-    if (v == ES_VERB_PREEMPT || v == ES_VERB_GRANT) {
-        const char *name = v == ES_VERB_PREEMPT ? "preempt" : "grant";
-        int g = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, arg);
-        if (g < 0) {
-            refuse(i, seq, g == -EINVAL ? 2 : 1, "%s: %s GPU \"%s\"", name,
-                   g == -EINVAL ? "bad" : "no such", arg);
-            return;
-        }
-        uint64_t bit = 1ull << g, mask = D.job.slots;
-        snprintf(what, sizeof(what), "%s GPU %s", name, arg);
-        if (again && !(mask & bit) == (v == ES_VERB_PREEMPT)) {
-            already(i, seq, what);
-            return;
-        }
-        if (v == ES_VERB_PREEMPT) {
-            if (!(mask & bit)) {
-                refuse(i, seq, 1, "preempt: GPU %s is not one of the job's", arg);
-                return;
-            }
-            if (!(mask & ~bit)) {
-                refuse(i, seq, 1, "preempt: GPU %s is the job's last GPU; the ESTs would have "
-                       "nowhere to run (swap-out parks them)", arg);
-                return;
-            }
-            mask &= ~bit;
-        } else {
-            if (mask & bit) {
-                refuse(i, seq, 1, "grant: GPU %s is already the job's", arg);
-                return;
-            }
-            mask |= bit;
-        }
-        do_scale(i, seq, v, mask, what);
-        return;
-    }
-    /* swap-out / swap-in / migrate */
-    int r = m->u.req.rank;
-    const char *name = v == ES_VERB_SWAP_OUT ? "swap-out" : v == ES_VERB_SWAP_IN ? "swap-in"
-                                                                                : "migrate";
-    if (r < 0 || r >= D.job.nests) {
-        refuse(i, seq, 2, "%s: no EST %d (the job has %d)", name, r, D.job.nests);
-        return;
-    }
-    const char *nm = not_movable(r);
-    if (nm[0]) {
-        refuse(i, seq, 1, "%s: EST %d %s", name, r, nm);
-        return;
-    }
-    int targets[ES_CTL_MAX_ESTS];
-    uint32_t ops[ES_CTL_MAX_ESTS];
-    for (int k = 0; k < D.job.nests; k++)
-        targets[k] = -2;
-    if (v == ES_VERB_SWAP_OUT && again && D.ests[r].state == ES_EST_SWAPPED_OUT) {
-        snprintf(what, sizeof(what), "swap-out EST %d", r);
-        already(i, seq, what);
-        return;
-    }
-    if (v == ES_VERB_SWAP_OUT) {
-        targets[r] = -1;
-        ops[r] = ES_MOVE_SWAP_OUT;
-        snprintf(what, sizeof(what), "swap-out EST %d", r);
-    } else {
-        int g = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, arg);
-        if (g < 0) {
-            refuse(i, seq, g == -EINVAL ? 2 : 1, "%s: %s GPU \"%s\"", name,
-                   g == -EINVAL ? "bad" : "no such", arg);
-            return;
-        }
-        snprintf(what, sizeof(what), "%s EST %d to GPU %s", name, r, arg);
-        if (again && D.ests[r].gpu == g && D.ests[r].state != ES_EST_SWAPPED_OUT) {
-            already(i, seq, what);
-            return;
-        }
-        if (!(D.job.slots & (1ull << g))) {
-            refuse(i, seq, 1, "%s: GPU %s is not one of the job's (grant it first)", name, arg);
-            return;
-        }
-        if (outside_canonical(1ull << g) >= 0) {
-            refuse(i, seq, 1, "%s: GPU %s is not a model of this d2 job's canonical device (%s)",
-                   name, arg, D.job.canonical);
-            return;
-        }
-        uint64_t est_mem = D.job.est_mem > D.ests[r].mem ? D.job.est_mem : D.ests[r].mem;
-        const es_ctl_gpu_t *G = &D.job.gpus[g];
-        int there = on_gpu(g) - (D.ests[r].gpu == g);
-        if (est_mem && (est_mem > G->mem ||
-                        (!D.job.time_slicing && (uint64_t)(there + 1) * est_mem > G->mem))) {
-            refuse(i, seq, 1, "%s refused: GPU %s has %.2f GiB; %d EST%s of %.2f GiB would not "
-                   "fit%s; nothing moved", name, arg, gib(G->mem), there + 1, there ? "s" : "",
-                   gib(est_mem), D.job.time_slicing ? "" : " without time-slicing");
-            return;
-        }
-        targets[r] = g;
-        ops[r] = v == ES_VERB_SWAP_IN ? ES_MOVE_SWAP_IN : ES_MOVE_MIGRATE;
-    }
-    op_start(i, seq, v, D.job.slots, targets, ops, what);
+    if (v == ES_VERB_SCALE || v == ES_VERB_PREEMPT || v == ES_VERB_GRANT)
+        do_gpu_verb(i, seq, v, arg, again);
+    else /* swap-out / swap-in / migrate */
+        do_est_move(i, seq, v, m->u.req.rank, arg, again);
 }
 
 /* ---- ESTs ------------------------------------------------------------------------- */
@@ -1522,91 +1603,101 @@ static const char *const usage =
     "ESTs' registrations). --managed: started by run (SIGINT ignored, ends with\n"
     "its parent); --ready-fd: write one byte there once listening.\n";
 
-int es_ctl_daemon_main(int argc, char **argv)
+/* The daemon's options: --socket into D.sock. Returns 0, -EINVAL (usage,
+ * *rc 2) or -ECANCELED (--help shown, *rc 0). */
+static int daemon_getopt(int argc, char **argv, int *managed, long *ready, int *rc)
 {
     static const struct option opts[] = {
         { "socket", required_argument, NULL, 's' }, { "managed", no_argument, NULL, 'm' },
         { "ready-fd", required_argument, NULL, 'r' }, { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
-    int c, managed = 0, lockfd = -1, rc = ES_CTL_EXIT_FAIL;
-    long ready = -1;
-    char err[1024];
+    int c;
     optind = 1;
     opterr = 0;
-    memset(&D, 0, sizeof(D));
-    D.lfd = D.tfd = -1;
-    D.op.cli = -1;
+    *rc = ES_CTL_EXIT_USAGE;
     while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
         switch (c) {
         case 's': D.sock = optarg; break;
-        case 'm': managed = 1; break;
+        case 'm': *managed = 1; break;
         case 'r':
-            if (es_ctl_parse_long(optarg, 3, 1 << 20, &ready) < 0) {
+            if (es_ctl_parse_long(optarg, 3, 1 << 20, ready) < 0) {
                 es_ctl_err("bad --ready-fd \"%s\"", optarg);
                 fputs(usage, stderr);
-                return ES_CTL_EXIT_USAGE;
+                return -EINVAL;
             }
             break;
-        case 'h': fputs(usage, stdout); return ES_CTL_EXIT_OK;
+        case 'h':
+            fputs(usage, stdout);
+            *rc = ES_CTL_EXIT_OK;
+            return -ECANCELED;
         default:
             es_ctl_err("unknown or incomplete option \"%s\"", argv[optind - 1]);
             fputs(usage, stderr);
-            return ES_CTL_EXIT_USAGE;
+            return -EINVAL;
         }
     }
     if (!D.sock || optind != argc) {
         es_ctl_err(D.sock ? "unexpected argument \"%s\"" : "daemon needs --socket PATH%s",
                    D.sock ? argv[optind] : "");
         fputs(usage, stderr);
-        return ES_CTL_EXIT_USAGE;
+        return -EINVAL;
     }
-    if (managed) {
-        /* Ends with run (no orphan controller), ignores the terminal's ^C. */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() == 1)
-            return ES_CTL_EXIT_FAIL;
-        signal(SIGINT, SIG_IGN);
-    }
+    return 0;
+}
+
+/* The job's lock (into *lockfd) and file, and the listening sockets.
+ * Returns 0 or a negative errno (the reason on stderr). */
+static int daemon_open(int *lockfd)
+{
+    char err[1024];
     pid_t holder = 0;
-    lockfd = es_ctl_lock(D.sock, &holder);
-    if (lockfd < 0) {
-        if (lockfd == -EBUSY)
+    int rc;
+    *lockfd = es_ctl_lock(D.sock, &holder);
+    if (*lockfd < 0) {
+        if (*lockfd == -EBUSY)
             es_ctl_err("another controller (pid %d) owns the job at %s", (int)holder, D.sock);
         else
-            es_ctl_err("cannot lock the job at %s: %s", D.sock, strerror(-lockfd));
-        goto out;
+            es_ctl_err("cannot lock the job at %s: %s", D.sock, strerror(-*lockfd));
+        return *lockfd;
     }
-    if (es_ctl_job_read(D.sock, &D.job, err, sizeof(err)) < 0) {
+    if ((rc = es_ctl_job_read(D.sock, &D.job, err, sizeof(err))) < 0) {
         es_ctl_err("%s", err);
-        goto out;
+        return rc;
     }
     for (int r = 0; r < ES_CTL_MAX_ESTS; r++)
         D.ests[r].conn = D.ests[r].gpu = -1;
     D.lfd = es_ctl_listen_unix(D.sock);
     if (D.lfd < 0) {
         es_ctl_err("cannot listen on %s: %s", D.sock, strerror(-D.lfd));
-        goto out;
+        return D.lfd;
     }
-    if (D.job.tcp[0]) {
-        D.token = getenv("EASYSCALE_TOKEN");
-        if (!D.token || es_proto_token_valid(D.token) < 0) {
-            es_ctl_err("the job listens on TCP: EASYSCALE_TOKEN must be set (%d to %d printable "
-                       "characters, no spaces)", ES_PROTO_TOKEN_MIN, ES_PROTO_TOKEN_MAX);
-            goto out;
-        }
-        D.tfd = es_ctl_listen_tcp(D.job.tcp, D.tcp_bound, sizeof(D.tcp_bound));
-        if (D.tfd < 0) {
-            es_ctl_err("cannot listen on %s: %s", D.job.tcp, strerror(-D.tfd));
-            goto out;
-        }
-        /* A restart binds the same port. */
-        if (strcmp(D.tcp_bound, D.job.tcp) != 0) {
-            snprintf(D.job.tcp, sizeof(D.job.tcp), "%s", D.tcp_bound);
-            persist();
-        }
+    if (!D.job.tcp[0])
+        return 0;
+    D.token = getenv("EASYSCALE_TOKEN");
+    if (!D.token || es_proto_token_valid(D.token) < 0) {
+        es_ctl_err("the job listens on TCP: EASYSCALE_TOKEN must be set (%d to %d printable "
+                   "characters, no spaces)", ES_PROTO_TOKEN_MIN, ES_PROTO_TOKEN_MAX);
+        return -EINVAL;
     }
+    D.tfd = es_ctl_listen_tcp(D.job.tcp, D.tcp_bound, sizeof(D.tcp_bound));
+    if (D.tfd < 0) {
+        es_ctl_err("cannot listen on %s: %s", D.job.tcp, strerror(-D.tfd));
+        return D.tfd;
+    }
+    /* A restart binds the same port. */
+    if (strcmp(D.tcp_bound, D.job.tcp) != 0) {
+        snprintf(D.job.tcp, sizeof(D.job.tcp), "%s", D.tcp_bound);
+        persist();
+    }
+    return 0;
+}
+
+/* Signals, the readiness byte for run (--ready-fd), the first log line. */
+static void daemon_ready(int managed, long ready)
+{
     struct sigaction sa = { .sa_handler = on_signal };
+    char slots[512];
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     if (!managed)
@@ -1619,68 +1710,82 @@ int es_ctl_daemon_main(int argc, char **argv)
             es_ctl_log("cannot signal readiness: %s", strerror(errno));
         close((int)ready);
     }
-    {
-        char slots[512];
-        mask_label(D.job.slots, slots, sizeof(slots));
-        es_ctl_log("serving %s: %d ESTs on GPUs %s, epoch %llu%s%s", D.sock, D.job.nests, slots,
-                   (unsigned long long)D.job.epoch, D.tcp_bound[0] ? ", tcp " : "", D.tcp_bound);
-    }
+    mask_label(D.job.slots, slots, sizeof(slots));
+    es_ctl_log("serving %s: %d ESTs on GPUs %s, epoch %llu%s%s", D.sock, D.job.nests, slots,
+               (unsigned long long)D.job.epoch, D.tcp_bound[0] ? ", tcp " : "", D.tcp_bound);
+}
 
+/* The listening sockets and every connection into pf (map: -1 unix, -2
+ * TCP, else the connection); a closing connection whose output is all
+ * written is closed. Returns how many. */
+static int daemon_pollfds(struct pollfd *pf, int *map)
+{
+    int n = 0;
+    pf[n] = (struct pollfd){ .fd = D.lfd, .events = POLLIN };
+    map[n++] = -1;
+    if (D.tfd >= 0) {
+        pf[n] = (struct pollfd){ .fd = D.tfd, .events = POLLIN };
+        map[n++] = -2;
+    }
+    for (int i = 0; i < MAX_CONNS; i++) {
+        conn_t *cn = D.conns[i];
+        if (!cn)
+            continue;
+        if (cn->closing && cn->out_off >= cn->out_len) {
+            conn_close(i, NULL);
+            continue;
+        }
+        pf[n] = (struct pollfd){ .fd = cn->fd,
+                                 .events = (short)(POLLIN | (cn->out_off < cn->out_len ? POLLOUT : 0)) };
+        map[n++] = i;
+    }
+    return n;
+}
+
+/* Connection i is ready (revents): its output goes on, its input is read. */
+static void conn_ready(int i, short revents)
+{
+    conn_t *cn = D.conns[i];
+    if (!cn)
+        return;
+    if (revents & POLLOUT) {
+        size_t done = 0;
+        int r = es_proto_send_all(cn->fd, cn->out + cn->out_off, cn->out_len - cn->out_off,
+                                  &done);
+        cn->out_off += done;
+        if (r < 0 && r != -EAGAIN) {
+            conn_close(i, NULL);
+            return;
+        }
+    }
+    if (revents & (POLLIN | POLLHUP | POLLERR))
+        conn_input(i);
+}
+
+/* The poll loop, until SIGTERM (or SIGINT unmanaged). Returns 0, or -errno
+ * when poll failed. */
+static int daemon_loop(void)
+{
     static struct pollfd pf[MAX_CONNS + 2];
     static int map[MAX_CONNS + 2];
     int64_t last_tick = 0;
     while (!g_stop) {
-        int n = 0;
-        pf[n] = (struct pollfd){ .fd = D.lfd, .events = POLLIN };
-        map[n++] = -1;
-        if (D.tfd >= 0) {
-            pf[n] = (struct pollfd){ .fd = D.tfd, .events = POLLIN };
-            map[n++] = -2;
-        }
-        for (int i = 0; i < MAX_CONNS; i++) {
-            conn_t *cn = D.conns[i];
-            if (!cn)
-                continue;
-            if (cn->closing && cn->out_off >= cn->out_len) {
-                conn_close(i, NULL);
-                continue;
-            }
-            pf[n] = (struct pollfd){ .fd = cn->fd,
-                                     .events = (short)(POLLIN | (cn->out_off < cn->out_len ? POLLOUT : 0)) };
-            map[n++] = i;
-        }
+        int n = daemon_pollfds(pf, map);
         int k = poll(pf, (nfds_t)n, TICK_MS);
         if (k < 0 && errno != EINTR) {
-            es_ctl_log("poll: %s", strerror(errno));
-            break;
+            int e = errno;
+            es_ctl_log("poll: %s", strerror(e));
+            return -e;
         }
         for (int j = 0; k > 0 && j < n; j++) {
             if (!pf[j].revents)
                 continue;
-            if (map[j] == -1) {
+            if (map[j] == -1)
                 accept_on(D.lfd, 0);
-                continue;
-            }
-            if (map[j] == -2) {
+            else if (map[j] == -2)
                 accept_on(D.tfd, 1);
-                continue;
-            }
-            int i = map[j];
-            conn_t *cn = D.conns[i];
-            if (!cn)
-                continue;
-            if (pf[j].revents & POLLOUT) {
-                size_t done = 0;
-                int r = es_proto_send_all(cn->fd, cn->out + cn->out_off,
-                                          cn->out_len - cn->out_off, &done);
-                cn->out_off += done;
-                if (r < 0 && r != -EAGAIN) {
-                    conn_close(i, NULL);
-                    continue;
-                }
-            }
-            if (pf[j].revents & (POLLIN | POLLHUP | POLLERR))
-                conn_input(i);
+            else
+                conn_ready(map[j], pf[j].revents);
         }
         int64_t now = es_ctl_now_ms();
         if (now - last_tick >= TICK_MS) {
@@ -1688,6 +1793,30 @@ int es_ctl_daemon_main(int argc, char **argv)
             last_tick = now;
         }
     }
+    return 0;
+}
+
+int es_ctl_daemon_main(int argc, char **argv)
+{
+    int managed = 0, lockfd = -1, rc = ES_CTL_EXIT_FAIL;
+    long ready = -1;
+    memset(&D, 0, sizeof(D));
+    D.lfd = D.tfd = -1;
+    D.op.cli = -1;
+    if (daemon_getopt(argc, argv, &managed, &ready, &rc) < 0)
+        return rc;
+    rc = ES_CTL_EXIT_FAIL;
+    if (managed) {
+        /* Ends with run (no orphan controller), ignores the terminal's ^C. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() == 1)
+            return ES_CTL_EXIT_FAIL;
+        signal(SIGINT, SIG_IGN);
+    }
+    if (daemon_open(&lockfd) < 0)
+        goto out;
+    daemon_ready(managed, ready);
+    daemon_loop(); /* poll failing ends it like SIGTERM (logged) */
     es_ctl_log("stopping");
     rc = ES_CTL_EXIT_OK;
 out:

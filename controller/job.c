@@ -91,6 +91,135 @@ static int word_ok(const char *s, size_t max)
     return 1;
 }
 
+/* A word value: "-" none, else copied. Returns 0 or -EINVAL. */
+static int word_value(const char *v, char *out, size_t max)
+{
+    if (!word_ok(v, max))
+        return -EINVAL;
+    if (strcmp(v, "-") != 0)
+        strcpy(out, v);
+    return 0;
+}
+
+/* A decimal in [lo, hi]. Returns 0 or -EINVAL. */
+static int int_value(const char *v, long lo, long hi, int *out)
+{
+    long x;
+    if (es_ctl_parse_long(v, lo, hi, &x) < 0)
+        return -EINVAL;
+    *out = (int)x;
+    return 0;
+}
+
+/* A non-negative decimal, 64 bits. Returns 0 or -EINVAL. */
+static int u64_value(const char *v, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long u = strtoull(v, &end, 10);
+    if (!*v || *end || errno || *v == '-')
+        return -EINVAL;
+    *out = u;
+    return 0;
+}
+
+static int level_value(const char *v, int *out)
+{
+    if (strcmp(v, "d1") == 0)
+        *out = 1;
+    else if (strcmp(v, "d2") == 0)
+        *out = 2;
+    else if (strcmp(v, "off") == 0)
+        *out = 0;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+/* The keys every job file has, each once (bit k of seen: keys[k]). */
+enum { K_ESTS, K_LEVEL, K_CANON, K_ESTMEM, K_TSLICE, K_HB, K_MOVE, K_TCP, K_EPOCH, K_SLOTS, K_N };
+static const char *const keys[K_N] = { "ests", "determinism", "canonical", "est_memory",
+                                       "time_slicing", "heartbeat_timeout_ms", "move_timeout_ms",
+                                       "tcp", "epoch", "slots" };
+#define JOB_KEYS_ALL ((1u << K_N) - 1)
+
+/* One of the keys. Returns 0, -ENOENT (not one of them) or -EINVAL. */
+static int job_key(es_ctl_job_t *j, const char *key, const char *v, unsigned *seen)
+{
+    int k = 0;
+    while (k < K_N && strcmp(key, keys[k]) != 0)
+        k++;
+    if (k == K_N)
+        return -ENOENT;
+    if (*seen & (1u << k))
+        return -EINVAL;
+    *seen |= 1u << k;
+    switch (k) {
+    case K_ESTS: return int_value(v, 1, ES_CTL_MAX_ESTS, &j->nests);
+    case K_LEVEL: return level_value(v, &j->determinism);
+    case K_CANON: return word_value(v, j->canonical, sizeof(j->canonical));
+    case K_ESTMEM:
+        return es_ctl_parse_size(v, &j->est_mem) < 0 && strcmp(v, "0") != 0 ? -EINVAL : 0;
+    case K_TSLICE: return int_value(v, 0, 1, &j->time_slicing);
+    case K_HB: return int_value(v, 100, 3600000, &j->hb_timeout_ms);
+    case K_MOVE: return int_value(v, 100, 86400000, &j->move_timeout_ms);
+    case K_TCP: return word_value(v, j->tcp, sizeof(j->tcp));
+    case K_EPOCH: return u64_value(v, &j->epoch);
+    default: return u64_value(v, &j->slots);
+    }
+}
+
+/* "gpu ORDINAL UUID MEMORY SMS CLOCK CC_MAJOR CC_MINOR MODEL NAME...".
+ * Returns 0 or -EINVAL. */
+static int job_gpu(es_ctl_job_t *j, const char *v)
+{
+    es_ctl_gpu_t *g;
+    char model[16];
+    unsigned long long u;
+    int m = 0;
+    if (j->ngpus >= ES_CTL_MAX_GPUS)
+        return -EINVAL;
+    g = &j->gpus[j->ngpus];
+    if (sscanf(v, "%d %47s %llu %d %d %d %d %15s %n", &g->ordinal, g->uuid, &u, &g->sms,
+               &g->clock_khz, &g->cc_major, &g->cc_minor, model, &m) != 8 || !v[m] ||
+        g->ordinal < 0 || strncmp(g->uuid, "GPU-", 4) != 0 || !u)
+        return -EINVAL;
+    g->mem = u;
+    snprintf(g->model, sizeof(g->model), "%s", strcmp(model, "-") ? model : "");
+    snprintf(g->name, sizeof(g->name), "%s", v + m);
+    j->ngpus++;
+    return 0;
+}
+
+/* "est RANK SLOT PID", ranks in order from 0 (*nest read so far).
+ * Returns 0 or -EINVAL. */
+static int job_est(es_ctl_job_t *j, const char *v, int *nest)
+{
+    int a, b, c, m = 0;
+    if (sscanf(v, "%d %d %d%n", &a, &b, &c, &m) != 3 || v[m] || a != *nest ||
+        a >= ES_CTL_MAX_ESTS || b < -1 || b >= ES_CTL_MAX_GPUS || c < 0)
+        return -EINVAL;
+    j->place[a] = b;
+    j->pids[a] = c;
+    (*nest)++;
+    return 0;
+}
+
+/* One "key value..." line. Returns 0 or -EINVAL. */
+static int job_line(es_ctl_job_t *j, const char *line, unsigned *seen, int *nest)
+{
+    char key[32];
+    int n = 0;
+    if (sscanf(line, "%31s %n", key, &n) != 1)
+        return -EINVAL;
+    const char *v = line + n;
+    if (strcmp(key, "gpu") == 0)
+        return job_gpu(j, v);
+    if (strcmp(key, "est") == 0)
+        return job_est(j, v, nest);
+    return job_key(j, key, v, seen) < 0 ? -EINVAL : 0;
+}
+
 int es_ctl_job_read(const char *sock, es_ctl_job_t *j, char *err, size_t errlen)
 {
     char path[4200], line[512];
@@ -109,128 +238,20 @@ int es_ctl_job_read(const char *sock, es_ctl_job_t *j, char *err, size_t errlen)
     while (fgets(line, sizeof(line), f)) {
         lineno++;
         size_t ll = strlen(line);
-        if (!ll || line[ll - 1] != '\n')
+        if (!ll || line[ll - 1] != '\n' || ended)
             goto bad;
         line[--ll] = '\0';
-        if (ended)
-            goto bad;
         if (lineno == 1) {
             if (strcmp(line, JOB_MAGIC) != 0)
                 goto bad;
             continue;
         }
-        char key[32], w[256];
-        unsigned long long u;
-        int n = 0, a, b2, c;
-        if (strcmp(line, "end") == 0) {
+        if (strcmp(line, "end") == 0)
             ended = 1;
-            continue;
-        }
-        if (sscanf(line, "%31s %n", key, &n) != 1)
+        else if (job_line(j, line, &seen, &nest) < 0)
             goto bad;
-        const char *v = line + n;
-#define ONCE(bit)                                                                           \
-    do {                                                                                    \
-        if (seen & (1u << (bit)))                                                           \
-            goto bad;                                                                       \
-        seen |= 1u << (bit);                                                                \
-    } while (0)
-        if (strcmp(key, "ests") == 0) {
-            long x;
-            ONCE(0);
-            if (es_ctl_parse_long(v, 1, ES_CTL_MAX_ESTS, &x) < 0)
-                goto bad;
-            j->nests = (int)x;
-        } else if (strcmp(key, "determinism") == 0) {
-            ONCE(1);
-            if (strcmp(v, "d1") == 0)
-                j->determinism = 1;
-            else if (strcmp(v, "d2") == 0)
-                j->determinism = 2;
-            else if (strcmp(v, "off") == 0)
-                j->determinism = 0;
-            else
-                goto bad;
-        } else if (strcmp(key, "canonical") == 0) {
-            ONCE(2);
-            if (!word_ok(v, sizeof(j->canonical)))
-                goto bad;
-            if (strcmp(v, "-") != 0)
-                strcpy(j->canonical, v);
-        } else if (strcmp(key, "est_memory") == 0) {
-            ONCE(3);
-            if (es_ctl_parse_size(v, &j->est_mem) < 0 && strcmp(v, "0") != 0)
-                goto bad;
-        } else if (strcmp(key, "time_slicing") == 0) {
-            long x;
-            ONCE(4);
-            if (es_ctl_parse_long(v, 0, 1, &x) < 0)
-                goto bad;
-            j->time_slicing = (int)x;
-        } else if (strcmp(key, "heartbeat_timeout_ms") == 0) {
-            long x;
-            ONCE(5);
-            if (es_ctl_parse_long(v, 100, 3600000, &x) < 0)
-                goto bad;
-            j->hb_timeout_ms = (int)x;
-        } else if (strcmp(key, "move_timeout_ms") == 0) {
-            long x;
-            ONCE(6);
-            if (es_ctl_parse_long(v, 100, 86400000, &x) < 0)
-                goto bad;
-            j->move_timeout_ms = (int)x;
-        } else if (strcmp(key, "tcp") == 0) {
-            ONCE(7);
-            if (!word_ok(v, sizeof(j->tcp)))
-                goto bad;
-            if (strcmp(v, "-") != 0)
-                strcpy(j->tcp, v);
-        } else if (strcmp(key, "epoch") == 0) {
-            ONCE(8);
-            char *end;
-            errno = 0;
-            u = strtoull(v, &end, 10);
-            if (!*v || *end || errno || *v == '-')
-                goto bad;
-            j->epoch = u;
-        } else if (strcmp(key, "slots") == 0) {
-            ONCE(9);
-            char *end;
-            errno = 0;
-            u = strtoull(v, &end, 10);
-            if (!*v || *end || errno || *v == '-')
-                goto bad;
-            j->slots = u;
-        } else if (strcmp(key, "gpu") == 0) {
-            es_ctl_gpu_t *g;
-            char model[16];
-            int m = 0;
-            if (j->ngpus >= ES_CTL_MAX_GPUS)
-                goto bad;
-            g = &j->gpus[j->ngpus];
-            if (sscanf(v, "%d %47s %llu %d %d %d %d %15s %n", &g->ordinal, g->uuid, &u, &g->sms,
-                       &g->clock_khz, &g->cc_major, &g->cc_minor, model, &m) != 8 || !v[m] ||
-                g->ordinal < 0 || strncmp(g->uuid, "GPU-", 4) != 0 || !u)
-                goto bad;
-            g->mem = u;
-            snprintf(g->model, sizeof(g->model), "%s", strcmp(model, "-") ? model : "");
-            snprintf(g->name, sizeof(g->name), "%s", v + m);
-            j->ngpus++;
-        } else if (strcmp(key, "est") == 0) {
-            int m = 0;
-            if (sscanf(v, "%d %d %d%n", &a, &b2, &c, &m) != 3 || v[m] || a != nest ||
-                a >= ES_CTL_MAX_ESTS || b2 < -1 || b2 >= ES_CTL_MAX_GPUS || c < 0)
-                goto bad;
-            j->place[a] = b2;
-            j->pids[a] = c;
-            nest++;
-        } else {
-            goto bad;
-        }
-        (void)w;
-#undef ONCE
     }
-    if (!ended || seen != 0x3ffu || nest != j->nests || j->ngpus == 0) {
+    if (!ended || seen != JOB_KEYS_ALL || nest != j->nests || j->ngpus == 0) {
         snprintf(err, errlen, "the job file %s is incomplete", path);
         goto out;
     }

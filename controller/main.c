@@ -1,7 +1,8 @@
 /* easyscale-ctl: the controller of an EasyScale job, one binary with
  * subcommands (run, daemon, status, scale, preempt, grant, swap-out,
- * swap-in, migrate, timeslice, gpus, verify, diff). This file: dispatch and the CLI verbs that send
- * one request to a job's daemon.
+ * swap-in, migrate, timeslice, gpus, verify, diff). This file: the table
+ * of subcommands and main(), which looks the command up and calls its
+ * *_main, the CLI verbs that send one request to a job's daemon, and gpus.
  * Exit status: 0 ok, 1 the job or command failed, 2 usage. */
 #include "controller/ctl.h"
 #include "controller/digest.h"
@@ -19,27 +20,17 @@
 
 /* ---- usage ----------------------------------------------------------------------- */
 
-static const char *const usage_main =
+/* The usage: this head, the table's lines, the foot. */
+static const char *const usage_head =
     "usage: easyscale-ctl COMMAND [OPTIONS]\n"
     "\n"
     "The controller of an EasyScale job: launches its ESTs with libeasyscale.so,\n"
     "serves their control channel, places them on GPUs, shows and changes where\n"
     "they run.\n"
     "\n"
-    "commands:\n"
-    "  run --ests N [--gpus SPEC] ... -- CMD ARGS...   start a job and wait for it\n"
-    "  status [--json]                 the job, its ESTs and its GPUs\n"
-    "  scale --gpus SPEC               run the job on these GPUs\n"
-    "  preempt GPU                     take a GPU from the job\n"
-    "  grant GPU                       give a GPU to the job\n"
-    "  swap-out RANK                   park an EST in host memory\n"
-    "  swap-in RANK --gpu G            bring a parked EST back onto a GPU\n"
-    "  migrate RANK --gpu G            move an EST to another GPU\n"
-    "  timeslice GPU [--ranks LIST] | --off   ESTs take turns on a GPU / stop\n"
-    "  gpus [--json]                   the GPUs the controller sees\n"
-    "  daemon --socket PATH            serve a job (run starts it; also to restart one)\n"
-    "  verify [OPTIONS] [-- CMD ARGS...]  run a job on many placements, compare checksums\n"
-    "  diff RUN_A RUN_B                the first collective where two runs' digests differ\n"
+    "commands:\n";
+
+static const char *const usage_foot =
     "\n"
     "Every command that talks to a job takes --socket PATH (a unix socket path, or\n"
     "tcp:HOST:PORT with EASYSCALE_TOKEN set); the default is the one job's socket in\n"
@@ -60,36 +51,39 @@ typedef struct verb_info {
     const char *help;
 } verb_info_t;
 
+/* The verbs' places in verbs[]. */
+enum { V_STATUS, V_SCALE, V_PREEMPT, V_GRANT, V_SWAP_OUT, V_SWAP_IN, V_MIGRATE, V_TIMESLICE };
+
 static const verb_info_t verbs[] = {
-    { "status", ES_VERB_STATUS, 0, 0, 0, 0, 1, 10,
+    [V_STATUS] = { "status", ES_VERB_STATUS, 0, 0, 0, 0, 1, 10,
       "usage: easyscale-ctl status [--json] [--socket PATH] [--timeout SECONDS]\n"
       "The job (ESTs, determinism, placement epoch, controller pid), each EST (rank,\n"
       "pid, GPU, step, state, step time) and each GPU (model, memory, ESTs placed,\n"
       "measured speed). An EST without heartbeat for longer than the job's bound is\n"
       "shown 'unresponsive'. --json: one JSON object.\n" },
-    { "scale", ES_VERB_SCALE, 0, 0, 0, 1, 0, 600,
+    [V_SCALE] = { "scale", ES_VERB_SCALE, 0, 0, 0, 1, 0, 600,
       "usage: easyscale-ctl scale --gpus SPEC [--socket PATH] [--timeout SECONDS]\n"
       "Runs the job on the GPUs of SPEC: computes the new placement (ESTs in\n"
       "proportion to GPU speed, fewest moves), refuses it before anything moves when\n"
       "it cannot be met (memory), then moves the ESTs and returns when every EST has\n"
       "reached its place, printing how long it took and each EST's answer.\n" },
-    { "preempt", ES_VERB_PREEMPT, 0, 1, 0, 0, 0, 600,
+    [V_PREEMPT] = { "preempt", ES_VERB_PREEMPT, 0, 1, 0, 0, 0, 600,
       "usage: easyscale-ctl preempt GPU [--socket PATH] [--timeout SECONDS]\n"
       "Takes GPU (an ordinal or UUID) from the job: its ESTs move to the others.\n" },
-    { "grant", ES_VERB_GRANT, 0, 1, 0, 0, 0, 600,
+    [V_GRANT] = { "grant", ES_VERB_GRANT, 0, 1, 0, 0, 0, 600,
       "usage: easyscale-ctl grant GPU [--socket PATH] [--timeout SECONDS]\n"
       "Gives GPU (an ordinal or UUID) to the job: ESTs move onto it if that makes\n"
       "steps faster.\n" },
-    { "swap-out", ES_VERB_SWAP_OUT, 1, 0, 0, 0, 0, 600,
+    [V_SWAP_OUT] = { "swap-out", ES_VERB_SWAP_OUT, 1, 0, 0, 0, 0, 600,
       "usage: easyscale-ctl swap-out RANK [--socket PATH] [--timeout SECONDS]\n"
       "Parks EST RANK's device state in host memory.\n" },
-    { "swap-in", ES_VERB_SWAP_IN, 1, 0, 1, 0, 0, 600,
+    [V_SWAP_IN] = { "swap-in", ES_VERB_SWAP_IN, 1, 0, 1, 0, 0, 600,
       "usage: easyscale-ctl swap-in RANK --gpu G [--socket PATH] [--timeout SECONDS]\n"
       "Brings swapped-out EST RANK back onto GPU G (one of the job's).\n" },
-    { "migrate", ES_VERB_MIGRATE, 1, 0, 1, 0, 0, 600,
+    [V_MIGRATE] = { "migrate", ES_VERB_MIGRATE, 1, 0, 1, 0, 0, 600,
       "usage: easyscale-ctl migrate RANK --gpu G [--socket PATH] [--timeout SECONDS]\n"
       "Moves EST RANK to GPU G (one of the job's).\n" },
-    { "timeslice", ES_VERB_TIMESLICE, 0, 1, 0, 0, 0, 600,
+    [V_TIMESLICE] = { "timeslice", ES_VERB_TIMESLICE, 0, 1, 0, 0, 0, 600,
       "usage: easyscale-ctl timeslice GPU [--ranks LIST] [--socket PATH] [--timeout SECONDS]\n"
       "       easyscale-ctl timeslice --off [--socket PATH] [--timeout SECONDS]\n"
       "Time-slices the running job on GPU (one of the job's): the ESTs of LIST\n"
@@ -306,17 +300,96 @@ static int gpus_main(int argc, char **argv)
     return ES_CTL_EXIT_OK;
 }
 
+/* ---- the subcommands ------------------------------------------------------------------ */
+
+/* The verbs' mains: one request to the job's daemon each. */
+static int status_main(int argc, char **argv)
+{
+    return verb_main(&verbs[V_STATUS], argc, argv);
+}
+static int scale_main(int argc, char **argv)
+{
+    return verb_main(&verbs[V_SCALE], argc, argv);
+}
+static int preempt_main(int argc, char **argv)
+{
+    return verb_main(&verbs[V_PREEMPT], argc, argv);
+}
+static int grant_main(int argc, char **argv)
+{
+    return verb_main(&verbs[V_GRANT], argc, argv);
+}
+static int swap_out_main(int argc, char **argv)
+{
+    return verb_main(&verbs[V_SWAP_OUT], argc, argv);
+}
+static int swap_in_main(int argc, char **argv)
+{
+    return verb_main(&verbs[V_SWAP_IN], argc, argv);
+}
+static int migrate_main(int argc, char **argv)
+{
+    return verb_main(&verbs[V_MIGRATE], argc, argv);
+}
+static int timeslice_main(int argc, char **argv)
+{
+    return verb_main(&verbs[V_TIMESLICE], argc, argv);
+}
+
+/* Each subcommand: its name, its main (argv[0] is the name), and its line
+ * in the usage (synopsis and what it does), in the usage's order. */
+static const struct {
+    const char *name;
+    int (*main)(int argc, char **argv);
+    const char *help;
+} subcommands[] = {
+    { "run", es_ctl_run_main,
+      "run --ests N [--gpus SPEC] ... -- CMD ARGS...   start a job and wait for it" },
+    { "status", status_main,
+      "status [--json]                 the job, its ESTs and its GPUs" },
+    { "scale", scale_main,
+      "scale --gpus SPEC               run the job on these GPUs" },
+    { "preempt", preempt_main,
+      "preempt GPU                     take a GPU from the job" },
+    { "grant", grant_main,
+      "grant GPU                       give a GPU to the job" },
+    { "swap-out", swap_out_main,
+      "swap-out RANK                   park an EST in host memory" },
+    { "swap-in", swap_in_main,
+      "swap-in RANK --gpu G            bring a parked EST back onto a GPU" },
+    { "migrate", migrate_main,
+      "migrate RANK --gpu G            move an EST to another GPU" },
+    { "timeslice", timeslice_main,
+      "timeslice GPU [--ranks LIST] | --off   ESTs take turns on a GPU / stop" },
+    { "gpus", gpus_main,
+      "gpus [--json]                   the GPUs the controller sees" },
+    { "daemon", es_ctl_daemon_main,
+      "daemon --socket PATH            serve a job (run starts it; also to restart one)" },
+    { "verify", es_ctl_verify_main,
+      "verify [OPTIONS] [-- CMD ARGS...]  run a job on many placements, compare checksums" },
+    { "diff", es_ctl_diff_main,
+      "diff RUN_A RUN_B                the first collective where two runs' digests differ" },
+};
+
+static void show_usage(FILE *f)
+{
+    fputs(usage_head, f);
+    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+        fprintf(f, "  %s\n", subcommands[i].help);
+    fputs(usage_foot, f);
+}
+
 int main(int argc, char **argv)
 {
+    static char *hargv[3];
     if (argc < 2) {
-        fputs(usage_main, stderr);
+        show_usage(stderr);
         return ES_CTL_EXIT_USAGE;
     }
     const char *cmd = argv[1];
-    static char *hargv[3];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         if (argc <= 2 || strcmp(cmd, "help") != 0) {
-            fputs(usage_main, stdout);
+            show_usage(stdout);
             return ES_CTL_EXIT_OK;
         }
         /* help COMMAND: COMMAND --help */
@@ -329,20 +402,10 @@ int main(int argc, char **argv)
         argv++;
         argc--;
     }
-    if (strcmp(cmd, "run") == 0)
-        return es_ctl_run_main(argc, argv);
-    if (strcmp(cmd, "daemon") == 0)
-        return es_ctl_daemon_main(argc, argv);
-    if (strcmp(cmd, "gpus") == 0)
-        return gpus_main(argc, argv);
-    if (strcmp(cmd, "verify") == 0)
-        return es_ctl_verify_main(argc, argv);
-    if (strcmp(cmd, "diff") == 0)
-        return es_ctl_diff_main(argc, argv);
-    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-        if (strcmp(cmd, verbs[i].name) == 0)
-            return verb_main(&verbs[i], argc, argv);
+    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+        if (strcmp(cmd, subcommands[i].name) == 0)
+            return subcommands[i].main(argc, argv);
     es_ctl_err("unknown command \"%s\"", cmd);
-    fputs(usage_main, stderr);
+    show_usage(stderr);
     return ES_CTL_EXIT_USAGE;
 }

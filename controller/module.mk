@@ -6,7 +6,7 @@
 
 CTL_SRCS := controller/main.c controller/util.c controller/run.c controller/daemon.c controller/client.c \
     controller/gpus.c controller/sock.c controller/job.c controller/sched.c wire/proto.c \
-    controller/verify.c controller/digest.c
+    controller/verify.c controller/verify_run.c controller/digest.c
 CTL_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CTL_SRCS))
 # Everything of easyscale-ctl but main(), for the unit tests.
 CTL_LIB_OBJS := $(filter-out $(B)/obj/controller/main.o,$(CTL_OBJS))

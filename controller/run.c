@@ -6,7 +6,13 @@
  * job's status when every EST has ended.
  *
  * The ESTs are forked first and held on a pipe until the job file names
- * their pids and the daemon listens, so no registration races the start. */
+ * their pids and the daemon listens, so no registration races the start.
+ *
+ * es_ctl_run_main takes its steps in order, each a short function on one
+ * run_ctx_t: the options, the GPUs and the first placement, the socket,
+ * the held ESTs, the job's files and the daemon, the event loop (output,
+ * children, progress, schedule: run_loop_t), the report; run_teardown
+ * releases whatever the steps took. */
 #include "controller/ctl.h"
 #include "controller/sched.h"
 
@@ -213,6 +219,80 @@ static int schedule_holds(const char *path, char *err, size_t errlen)
     return 0;
 }
 
+/* A verb of the schedule: its protocol verb and how many tokens its line
+ * has. Returns 0 or -EINVAL. */
+static int schedule_verb(char **tok, int nt, uint32_t *verb, int *want)
+{
+    static const struct {
+        const char *name;
+        uint32_t verb;
+        int want;
+    } verbs[] = {
+        { "scale", ES_VERB_SCALE, 4 },       { "preempt", ES_VERB_PREEMPT, 4 },
+        { "grant", ES_VERB_GRANT, 4 },       { "swap-out", ES_VERB_SWAP_OUT, 4 },
+        { "swap-in", ES_VERB_SWAP_IN, 5 },   { "migrate", ES_VERB_MIGRATE, 5 },
+    };
+    if (strcmp(tok[2], "timeslice") == 0) {
+        *verb = ES_VERB_TIMESLICE;
+        *want = nt == 5 && strcmp(tok[3], "off") != 0 ? 5 : 4;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        if (strcmp(tok[2], verbs[i].name) == 0) {
+            *verb = verbs[i].verb;
+            *want = verbs[i].want;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+/* One event from a line's tokens ('step N|time SECONDS VERB ARGS').
+ * Returns 0 or -EINVAL. */
+static int schedule_event(char **tok, int nt, event_t *e)
+{
+    int want;
+    long v;
+    memset(e, 0, sizeof(*e));
+    e->rank = -1;
+    if (nt < 3)
+        return -EINVAL;
+    if (strcmp(tok[0], "step") == 0) {
+        e->by_step = 1;
+        if (es_ctl_parse_long(tok[1], 0, LONG_MAX, &v) < 0)
+            return -EINVAL;
+        e->step = (uint64_t)v;
+    } else if (strcmp(tok[0], "time") != 0 || es_ctl_parse_seconds(tok[1], 0, 1e7, &e->time_s) < 0) {
+        return -EINVAL;
+    }
+    if (schedule_verb(tok, nt, &e->verb, &want) < 0 || nt != want)
+        return -EINVAL;
+    if (e->verb == ES_VERB_TIMESLICE) {
+        /* "GPU", "GPU RANKS" or "off": the daemon checks GPU and RANKS */
+        if (strlen(tok[3]) + (nt == 5 ? 1 + strlen(tok[4]) : 0) > ES_PROTO_ARG_MAX)
+            return -EINVAL;
+        snprintf(e->arg, sizeof(e->arg), "%s%s%s", tok[3], nt == 5 ? " " : "",
+                 nt == 5 ? tok[4] : "");
+    } else if (e->verb == ES_VERB_SWAP_OUT || e->verb == ES_VERB_SWAP_IN ||
+               e->verb == ES_VERB_MIGRATE) {
+        if (es_ctl_parse_long(tok[3], 0, R.n - 1, &v) < 0)
+            return -EINVAL;
+        e->rank = (int32_t)v;
+        if (want == 5)
+            snprintf(e->arg, sizeof(e->arg), "%s", tok[4]);
+    } else {
+        if (strlen(tok[3]) > ES_PROTO_ARG_MAX)
+            return -EINVAL;
+        snprintf(e->arg, sizeof(e->arg), "%s", tok[3]);
+    }
+    size_t o = 0;
+    for (int k = 0; k < nt && o < sizeof(e->text); k++) {
+        int w = snprintf(e->text + o, sizeof(e->text) - o, "%s%s", k ? " " : "", tok[k]);
+        if (w > 0)
+            o += (size_t)w;
+    }
+    return 0;
+}
+
 static int parse_schedule(const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "re");
@@ -243,84 +323,15 @@ static int parse_schedule(const char *path, char *err, size_t errlen)
             rc = -EINVAL;
             goto out;
         }
-        event_t *e = &R.ev[R.nev];
-        memset(e, 0, sizeof(*e));
-        e->rank = -1;
-        int want = -1;
-        long v;
-        if (nt < 3)
-            goto bad;
-        if (strcmp(tok[0], "step") == 0) {
-            e->by_step = 1;
-            if (es_ctl_parse_long(tok[1], 0, LONG_MAX, &v) < 0)
-                goto bad;
-            e->step = (uint64_t)v;
-        } else if (strcmp(tok[0], "time") == 0) {
-            if (es_ctl_parse_seconds(tok[1], 0, 1e7, &e->time_s) < 0)
-                goto bad;
-        } else {
-            goto bad;
-        }
-        const char *verb = tok[2];
-        if (strcmp(verb, "scale") == 0) {
-            e->verb = ES_VERB_SCALE;
-            want = 4;
-        } else if (strcmp(verb, "preempt") == 0) {
-            e->verb = ES_VERB_PREEMPT;
-            want = 4;
-        } else if (strcmp(verb, "grant") == 0) {
-            e->verb = ES_VERB_GRANT;
-            want = 4;
-        } else if (strcmp(verb, "swap-out") == 0) {
-            e->verb = ES_VERB_SWAP_OUT;
-            want = 4;
-        } else if (strcmp(verb, "swap-in") == 0) {
-            e->verb = ES_VERB_SWAP_IN;
-            want = 5;
-        } else if (strcmp(verb, "migrate") == 0) {
-            e->verb = ES_VERB_MIGRATE;
-            want = 5;
-        } else if (strcmp(verb, "timeslice") == 0) {
-            e->verb = ES_VERB_TIMESLICE;
-            want = nt == 5 && strcmp(tok[3], "off") != 0 ? 5 : 4;
-        } else {
-            goto bad;
-        }
-        if (nt != want)
-            goto bad;
-        if (e->verb == ES_VERB_TIMESLICE) {
-            /* "GPU", "GPU RANKS" or "off": the daemon checks GPU and RANKS */
-            if (strlen(tok[3]) + (nt == 5 ? 1 + strlen(tok[4]) : 0) > ES_PROTO_ARG_MAX)
-                goto bad;
-            snprintf(e->arg, sizeof(e->arg), "%s%s%s", tok[3], nt == 5 ? " " : "",
-                     nt == 5 ? tok[4] : "");
-        } else if (e->verb == ES_VERB_SWAP_OUT || e->verb == ES_VERB_SWAP_IN ||
-                   e->verb == ES_VERB_MIGRATE) {
-            if (es_ctl_parse_long(tok[3], 0, R.n - 1, &v) < 0)
-                goto bad;
-            e->rank = (int32_t)v;
-            if (want == 5)
-                snprintf(e->arg, sizeof(e->arg), "%s", tok[4]);
-        } else {
-            if (strlen(tok[3]) > ES_PROTO_ARG_MAX)
-                goto bad;
-            snprintf(e->arg, sizeof(e->arg), "%s", tok[3]);
-        }
-        size_t o = 0;
-        for (int k = 0; k < nt && o < sizeof(e->text); k++) {
-            int w = snprintf(e->text + o, sizeof(e->text) - o, "%s%s", k ? " " : "", tok[k]);
-            if (w > 0)
-                o += (size_t)w;
+        if (schedule_event(tok, nt, &R.ev[R.nev]) < 0) {
+            snprintf(err, errlen, "%s:%d: expected 'step N|time SECONDS' then scale SPEC, "
+                     "preempt GPU, grant GPU, swap-out RANK, swap-in RANK GPU, migrate RANK GPU, "
+                     "timeslice GPU [RANKS] or timeslice off (RANK < %d)",
+                     path, lineno, R.n);
+            rc = -EINVAL;
+            goto out;
         }
         R.nev++;
-        continue;
-    bad:
-        snprintf(err, errlen, "%s:%d: expected 'step N|time SECONDS' then scale SPEC, preempt "
-                 "GPU, grant GPU, swap-out RANK, swap-in RANK GPU, migrate RANK GPU, timeslice "
-                 "GPU [RANKS] or timeslice off (RANK < %d)",
-                 path, lineno, R.n);
-        rc = -EINVAL;
-        goto out;
     }
     rc = schedule_holds(path, err, errlen);
 out:
@@ -889,231 +900,340 @@ static void reap(int *live, int *failed_rank, int *first_fail_status)
     }
 }
 
-int es_ctl_run_main(int argc, char **argv)
+/* ---- run's steps ------------------------------------------------------------------------ */
+
+/* What es_ctl_run_main works with: the options, the job it plans, and what
+ * it holds until run_teardown releases it. The ESTs, the daemon, progress
+ * and the schedule are in R. */
+typedef struct run_ctx {
+    /* the command line */
+    const char *spec, *schedule, *sock, *shim_opt, *tcp, *progress;
+    long n;
+    double hb, mv, hold;
+    char **cmd;          /* CMD ARGS... (NULL: none given) */
+    /* the plan */
+    es_ctl_job_t job;
+    char canonical[128]; /* d2: EASYSCALE_CANONICAL_DEVICE of the ESTs */
+    char shim[PATH_MAX]; /* "" not preloaded */
+    /* what the run holds */
+    char rdzv[64];       /* the rendezvous directory ("" none) */
+    int port;            /* MASTER_PORT */
+    int lockfd;          /* the job's lock until the daemon takes it */
+    int go[2];           /* the held ESTs exec when it closes */
+    int made_files;      /* the socket, job file and lock file are to be removed */
+    char err[2300];
+    int rc;              /* the exit status */
+} run_ctx_t;
+
+/* The event loop's state. */
+typedef struct run_loop {
+    aclient_t prog, sched; /* the progress request and the schedule's, in flight */
+    int live;              /* ESTs not reaped yet */
+    int failed_rank;       /* the first EST that failed; -1 none, -2 stopped by a signal */
+    int fail_status;       /* its wait status */
+    int stopping;          /* the ESTs were told to stop */
+    int64_t stop_at;       /* then SIGKILL (0: sent) */
+    int64_t next_progress; /* the next progress request */
+    int64_t drain_until;   /* every EST ended: their pipes are cut off then */
+    struct pollfd *pf;
+    int *who;              /* per pf: rank * 2 + stream, -1 self-pipe, -2 progress, -3 schedule */
+} run_loop_t;
+
+static void run_ctx_init(run_ctx_t *x)
 {
-    static const struct option opts[] = {
-        { "ests", required_argument, NULL, 'n' },
-        { "gpus", required_argument, NULL, 'g' },
-        { "determinism", required_argument, NULL, 'd' },
-        { "schedule", required_argument, NULL, 'S' },
-        { "socket", required_argument, NULL, 's' },
-        { "est-memory", required_argument, NULL, 'm' },
-        { "no-time-slicing", no_argument, NULL, 'T' },
-        { "tcp", required_argument, NULL, 't' },
-        { "heartbeat-timeout", required_argument, NULL, 'H' },
-        { "move-timeout", required_argument, NULL, 'M' },
-        { "hold-timeout", required_argument, NULL, 'W' },
-        { "shim", required_argument, NULL, 'L' },
-        { "progress", required_argument, NULL, 'p' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 }
-    };
-    static es_ctl_job_t job;
-    const char *spec = "all", *schedule = NULL, *sock = NULL, *shim_opt = NULL, *tcp = NULL;
-    const char *progress = "auto";
-    long n = 0;
-    double hb = 10, mv = 300, hold = -1;
-    int c, rc = ES_CTL_EXIT_FAIL, lockfd = -1, go[2] = { -1, -1 };
-    char err[2300], shim[PATH_MAX], rdzv[64] = "", canonical[128] = "";
-    int made_files = 0;
     memset(&R, 0, sizeof(R));
-    memset(&job, 0, sizeof(job));
-    job.determinism = 1;
-    job.time_slicing = 1;
+    memset(x, 0, sizeof(*x));
+    x->spec = "all";
+    x->progress = "auto";
+    x->hb = 10;
+    x->mv = 300;
+    x->hold = -1;
+    x->job.determinism = 1;
+    x->job.time_slicing = 1;
+    x->lockfd = x->go[0] = x->go[1] = -1;
+    x->rc = ES_CTL_EXIT_FAIL;
+}
+
+/* A usage error: the message and the usage on stderr, exit status 2. */
+static int usage_fail(run_ctx_t *x, const char *fmt, const char *a)
+{
+    x->rc = bad_usage(fmt, a);
+    return -EINVAL;
+}
+
+/* An error that ends the run with exit status rc. */
+static int run_fail(run_ctx_t *x, int rc, int err)
+{
+    x->rc = rc;
+    return err;
+}
+
+static const struct option run_opts[] = {
+    { "ests", required_argument, NULL, 'n' },
+    { "gpus", required_argument, NULL, 'g' },
+    { "determinism", required_argument, NULL, 'd' },
+    { "schedule", required_argument, NULL, 'S' },
+    { "socket", required_argument, NULL, 's' },
+    { "est-memory", required_argument, NULL, 'm' },
+    { "no-time-slicing", no_argument, NULL, 'T' },
+    { "tcp", required_argument, NULL, 't' },
+    { "heartbeat-timeout", required_argument, NULL, 'H' },
+    { "move-timeout", required_argument, NULL, 'M' },
+    { "hold-timeout", required_argument, NULL, 'W' },
+    { "shim", required_argument, NULL, 'L' },
+    { "progress", required_argument, NULL, 'p' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 }
+};
+
+/* The options into x. Returns 0, -EINVAL (usage) or -ECANCELED (--help
+ * shown: exit 0). */
+static int run_getopt(run_ctx_t *x, int argc, char **argv)
+{
+    int c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+h", run_opts, NULL)) != -1) {
         switch (c) {
         case 'n':
-            if (es_ctl_parse_long(optarg, 1, ES_CTL_MAX_ESTS, &n) < 0)
-                return bad_usage("bad --ests \"%s\" (1 to 1024)", optarg);
+            if (es_ctl_parse_long(optarg, 1, ES_CTL_MAX_ESTS, &x->n) < 0)
+                return usage_fail(x, "bad --ests \"%s\" (1 to 1024)", optarg);
             break;
-        case 'g': spec = optarg; break;
+        case 'g': x->spec = optarg; break;
         case 'd':
             if (strcmp(optarg, "d1") && strcmp(optarg, "d2") && strcmp(optarg, "off"))
-                return bad_usage("bad --determinism \"%s\" (d1, d2 or off)", optarg);
-            job.determinism = strcmp(optarg, "off") == 0 ? 0 : optarg[1] - '0';
+                return usage_fail(x, "bad --determinism \"%s\" (d1, d2 or off)", optarg);
+            x->job.determinism = strcmp(optarg, "off") == 0 ? 0 : optarg[1] - '0';
             break;
-        case 'S': schedule = optarg; break;
-        case 's': sock = optarg; break;
+        case 'S': x->schedule = optarg; break;
+        case 's': x->sock = optarg; break;
         case 'm':
-            if (es_ctl_parse_size(optarg, &job.est_mem) < 0)
-                return bad_usage("bad --est-memory \"%s\" (e.g. 256M, 2G)", optarg);
+            if (es_ctl_parse_size(optarg, &x->job.est_mem) < 0)
+                return usage_fail(x, "bad --est-memory \"%s\" (e.g. 256M, 2G)", optarg);
             break;
-        case 'T': job.time_slicing = 0; break;
-        case 't': tcp = optarg; break;
+        case 'T': x->job.time_slicing = 0; break;
+        case 't': x->tcp = optarg; break;
         case 'H':
-            if (es_ctl_parse_seconds(optarg, 0.1, 3600, &hb) < 0)
-                return bad_usage("bad --heartbeat-timeout \"%s\" (0.1 to 3600 s)", optarg);
+            if (es_ctl_parse_seconds(optarg, 0.1, 3600, &x->hb) < 0)
+                return usage_fail(x, "bad --heartbeat-timeout \"%s\" (0.1 to 3600 s)", optarg);
             break;
         case 'M':
-            if (es_ctl_parse_seconds(optarg, 0.1, 86400, &mv) < 0)
-                return bad_usage("bad --move-timeout \"%s\" (0.1 to 86400 s)", optarg);
+            if (es_ctl_parse_seconds(optarg, 0.1, 86400, &x->mv) < 0)
+                return usage_fail(x, "bad --move-timeout \"%s\" (0.1 to 86400 s)", optarg);
             break;
         case 'W':
-            if (es_ctl_parse_seconds(optarg, 1, 86400, &hold) < 0)
-                return bad_usage("bad --hold-timeout \"%s\" (1 to 86400 s)", optarg);
+            if (es_ctl_parse_seconds(optarg, 1, 86400, &x->hold) < 0)
+                return usage_fail(x, "bad --hold-timeout \"%s\" (1 to 86400 s)", optarg);
             break;
-        case 'L': shim_opt = optarg; break;
-        case 'p': progress = optarg; break;
-        case 'h': fputs(usage, stdout); return ES_CTL_EXIT_OK;
-        default: return bad_usage("unknown or incomplete option \"%s\"", argv[optind - 1]);
+        case 'L': x->shim_opt = optarg; break;
+        case 'p': x->progress = optarg; break;
+        case 'h': fputs(usage, stdout); return run_fail(x, ES_CTL_EXIT_OK, -ECANCELED);
+        default: return usage_fail(x, "unknown or incomplete option \"%s\"", argv[optind - 1]);
         }
     }
-    if (!n)
-        return bad_usage("run needs --ests N%s", NULL);
-    R.hold_timeout_s = hold > 0 ? hold : (mv + 60 < 86400 ? mv + 60 : 86400);
-    if (optind >= argc)
-        return bad_usage("run needs a command: -- CMD ARGS...%s", NULL);
-    R.n = (int)n;
+    x->cmd = optind < argc ? argv + optind : NULL;
+    return 0;
+}
+
+/* What the options mean together: the job's size, the hold timeout,
+ * progress, TCP. Returns 0 or -EINVAL (usage). */
+static int run_check_opts(run_ctx_t *x)
+{
+    if (!x->n)
+        return usage_fail(x, "run needs --ests N%s", NULL);
+    R.hold_timeout_s = x->hold > 0 ? x->hold : (x->mv + 60 < 86400 ? x->mv + 60 : 86400);
+    if (!x->cmd)
+        return usage_fail(x, "run needs a command: -- CMD ARGS...%s", NULL);
+    R.n = (int)x->n;
     R.tty = isatty(2);
-    if (strcmp(progress, "auto") == 0) {
+    if (strcmp(x->progress, "auto") == 0) {
         R.progress_mode = R.tty ? 1 : 2;
         R.progress_every = R.tty ? 0 : 30;
-    } else if (strcmp(progress, "off") == 0) {
+    } else if (strcmp(x->progress, "off") == 0) {
         R.progress_mode = 0;
-    } else if (es_ctl_parse_seconds(progress, 0.1, 86400, &R.progress_every) == 0) {
+    } else if (es_ctl_parse_seconds(x->progress, 0.1, 86400, &R.progress_every) == 0) {
         R.progress_mode = 2;
     } else {
-        return bad_usage("bad --progress \"%s\" (auto, off or seconds)", progress);
+        return usage_fail(x, "bad --progress \"%s\" (auto, off or seconds)", x->progress);
     }
-    if (tcp) {
+    if (x->tcp) {
         const char *tok = getenv("EASYSCALE_TOKEN");
-        if (strlen(tcp) >= sizeof(job.tcp) || !strchr(tcp, ':'))
-            return bad_usage("bad --tcp \"%s\" (HOST:PORT)", tcp);
+        if (strlen(x->tcp) >= sizeof(x->job.tcp) || !strchr(x->tcp, ':'))
+            return usage_fail(x, "bad --tcp \"%s\" (HOST:PORT)", x->tcp);
         if (!tok || es_proto_token_valid(tok) < 0)
-            return bad_usage("--tcp needs EASYSCALE_TOKEN (16 to 64 printable characters, no "
-                             "spaces)%s", NULL);
-        snprintf(job.tcp, sizeof(job.tcp), "%s", tcp);
+            return usage_fail(x, "--tcp needs EASYSCALE_TOKEN (16 to 64 printable characters, "
+                              "no spaces)%s", NULL);
+        snprintf(x->job.tcp, sizeof(x->job.tcp), "%s", x->tcp);
     }
-    if (schedule && parse_schedule(schedule, err, sizeof(err)) < 0) {
-        es_ctl_err("%s", err);
-        return ES_CTL_EXIT_USAGE;
+    return 0;
+}
+
+/* The schedule (parsed before anything starts), this program and the
+ * shim. Returns 0 or a negative errno (x->rc set). */
+static int run_locate(run_ctx_t *x)
+{
+    if (x->schedule && parse_schedule(x->schedule, x->err, sizeof(x->err)) < 0) {
+        es_ctl_err("%s", x->err);
+        return run_fail(x, ES_CTL_EXIT_USAGE, -EINVAL);
     }
     ssize_t sl = readlink("/proc/self/exe", R.self, sizeof(R.self) - 1);
     if (sl <= 0) {
         es_ctl_err("cannot find this program (/proc/self/exe): %s", strerror(errno));
-        return ES_CTL_EXIT_FAIL;
+        return -ENOENT;
     }
     R.self[sl] = '\0';
-    if (find_shim(shim_opt, shim, sizeof(shim), err, sizeof(err)) < 0) {
-        es_ctl_err("%s", err);
-        return ES_CTL_EXIT_FAIL;
+    if (find_shim(x->shim_opt, x->shim, sizeof(x->shim), x->err, sizeof(x->err)) < 0) {
+        es_ctl_err("%s", x->err);
+        return -ENOENT;
     }
+    return 0;
+}
 
-    /* GPUs, the job's set, the canonical device, the first placement. */
-    if (es_ctl_gpus_probe(job.gpus, ES_CTL_MAX_GPUS, &job.ngpus, err, sizeof(err)) < 0) {
-        es_ctl_err("%s", err);
-        return ES_CTL_EXIT_FAIL;
+/* d2's canonical device: EASYSCALE_CANONICAL_DEVICE, else the models of
+ * the job's GPUs, each once. Returns 0 or -ENOTSUP (a model d2 does not
+ * know). */
+static int d2_canonical(run_ctx_t *x)
+{
+    es_ctl_job_t *job = &x->job;
+    const char *env = getenv("EASYSCALE_CANONICAL_DEVICE");
+    if (env && *env) {
+        snprintf(x->canonical, sizeof(x->canonical), "%s", env);
+        goto out;
     }
-    int prc = es_ctl_gpus_parse(spec, job.gpus, job.ngpus, &job.slots, err, sizeof(err));
-    if (prc < 0) {
-        es_ctl_err("--gpus: %s", err);
-        return prc == -EINVAL ? ES_CTL_EXIT_USAGE : ES_CTL_EXIT_FAIL;
-    }
-    if (job.determinism == 2) {
-        const char *env = getenv("EASYSCALE_CANONICAL_DEVICE");
-        if (env && *env) {
-            snprintf(canonical, sizeof(canonical), "%s", env);
-        } else {
-            size_t o = 0;
-            for (int g = 0; g < job.ngpus; g++) {
-                if (!(job.slots & (1ull << g)))
-                    continue;
-                if (!es_ctl_d2_model_known(job.gpus[g].model)) {
-                    es_ctl_err("GPU %d (%s) is of a model d2 does not know (t4 a100 a10 l4 h100 "
-                               "h200 b200); set EASYSCALE_CANONICAL_DEVICE", job.gpus[g].ordinal,
-                               job.gpus[g].name);
-                    return ES_CTL_EXIT_FAIL;
-                }
-                char key[20];
-                snprintf(key, sizeof(key), ",%s,", job.gpus[g].model);
-                char have[140];
-                snprintf(have, sizeof(have), ",%s,", canonical);
-                if (strstr(have, key))
-                    continue;
-                int w = snprintf(canonical + o, sizeof(canonical) - o, "%s%s", o ? "," : "",
-                                 job.gpus[g].model);
-                if (w > 0)
-                    o += (size_t)w;
-            }
+    size_t o = 0;
+    for (int g = 0; g < job->ngpus; g++) {
+        if (!(job->slots & (1ull << g)))
+            continue;
+        if (!es_ctl_d2_model_known(job->gpus[g].model)) {
+            es_ctl_err("GPU %d (%s) is of a model d2 does not know (t4 a100 a10 l4 h100 h200 "
+                       "b200); set EASYSCALE_CANONICAL_DEVICE", job->gpus[g].ordinal,
+                       job->gpus[g].name);
+            return -ENOTSUP;
         }
-        snprintf(job.canonical, sizeof(job.canonical), "%s", canonical);
+        char key[20], have[140];
+        snprintf(key, sizeof(key), ",%s,", job->gpus[g].model);
+        snprintf(have, sizeof(have), ",%s,", x->canonical);
+        if (strstr(have, key))
+            continue;
+        int w = snprintf(x->canonical + o, sizeof(x->canonical) - o, "%s%s", o ? "," : "",
+                         job->gpus[g].model);
+        if (w > 0)
+            o += (size_t)w;
     }
+out:
+    snprintf(job->canonical, sizeof(job->canonical), "%s", x->canonical);
+    return 0;
+}
+
+/* The machine's GPUs, the job's (--gpus), d2's canonical device, and the
+ * shim's own time-slicing's limits. Returns 0 or a negative errno (x->rc
+ * set). */
+static int run_gpus(run_ctx_t *x)
+{
+    es_ctl_job_t *job = &x->job;
+    if (es_ctl_gpus_probe(job->gpus, ES_CTL_MAX_GPUS, &job->ngpus, x->err, sizeof(x->err)) < 0) {
+        es_ctl_err("%s", x->err);
+        return -ENODEV;
+    }
+    int prc = es_ctl_gpus_parse(x->spec, job->gpus, job->ngpus, &job->slots, x->err,
+                                sizeof(x->err));
+    if (prc < 0) {
+        es_ctl_err("--gpus: %s", x->err);
+        return run_fail(x, prc == -EINVAL ? ES_CTL_EXIT_USAGE : ES_CTL_EXIT_FAIL, prc);
+    }
+    if (job->determinism == 2 && d2_canonical(x) < 0)
+        return -ENOTSUP;
     /* The shim's time-slicing (EASYSCALE_TIME_SLICE=on, docs/MOVING.md) groups
      * the ESTs of a GPU by local rank modulo the GPUs it sees, without
      * EASYSCALE_SLOT: under the controller that is the same placement only
      * when the job has one GPU and sees only it. */
     const char *ts = getenv("EASYSCALE_TIME_SLICE");
     int tslice = ts && strcmp(ts, "on") == 0;
-    if (tslice && (__builtin_popcountll(job.slots) != 1 || job.ngpus != 1)) {
+    if (tslice && (__builtin_popcountll(job->slots) != 1 || job->ngpus != 1)) {
         es_ctl_err("EASYSCALE_TIME_SLICE=on: the controller runs time-sliced jobs on one GPU "
                    "that is the only one visible (CUDA_VISIBLE_DEVICES); this job has %d of %d "
                    "(on several GPUs: 'easyscale-ctl timeslice' while it runs, or a timeslice "
-                   "event of --schedule)", __builtin_popcountll(job.slots), job.ngpus);
-        return ES_CTL_EXIT_USAGE;
+                   "event of --schedule)", __builtin_popcountll(job->slots), job->ngpus);
+        return run_fail(x, ES_CTL_EXIT_USAGE, -EINVAL);
     }
-    job.nests = R.n;
-    job.hb_timeout_ms = (int)(hb * 1000);
-    job.move_timeout_ms = (int)(mv * 1000);
-    {
-        es_sched_slot_t slots[ES_CTL_MAX_GPUS];
-        int idx[ES_CTL_MAX_GPUS], ns = 0, place[ES_CTL_MAX_ESTS], moves;
-        uint64_t maxl;
-        for (int g = 0; g < job.ngpus; g++)
-            if (job.slots & (1ull << g)) {
-                idx[ns] = g;
-                slots[ns].est_ns = es_ctl_gpu_prior_ns(&job.gpus[g]);
-                slots[ns].mem = job.gpus[g].mem;
-                ns++;
-            }
-        es_sched_in_t in = { .nslots = ns, .slots = slots, .nests = R.n, .est_mem = job.est_mem,
-                             .time_slicing = job.time_slicing, .swap_ns = job.est_mem / 5 };
-        if (es_sched_place(&in, place, &maxl, &moves, err, sizeof(err)) < 0) {
-            es_ctl_err("cannot place the job: %s", err);
-            return ES_CTL_EXIT_FAIL;
-        }
-        for (int r = 0; r < R.n; r++)
-            job.place[r] = idx[place[r]];
-    }
+    return 0;
+}
 
-    /* The socket and the lock. */
-    if (sock) {
-        if (sock[0] == '/') {
-            snprintf(R.sock, sizeof(R.sock), "%s", sock);
-        } else {
-            char cwd[PATH_MAX];
-            if (!getcwd(cwd, sizeof(cwd))) {
-                es_ctl_err("getcwd: %s", strerror(errno));
-                return ES_CTL_EXIT_FAIL;
-            }
-            if (snprintf(R.sock, sizeof(R.sock), "%s/%s", cwd, sock) >= (int)sizeof(R.sock)) {
-                es_ctl_err("socket path too long");
-                return ES_CTL_EXIT_USAGE;
-            }
+/* The job's timeouts and first placement (the scheduler, with the prior
+ * speeds). Returns 0 or a negative errno. */
+static int run_plan(run_ctx_t *x)
+{
+    es_ctl_job_t *job = &x->job;
+    es_sched_slot_t slots[ES_CTL_MAX_GPUS];
+    int idx[ES_CTL_MAX_GPUS], ns = 0, place[ES_CTL_MAX_ESTS], moves, rc;
+    uint64_t maxl;
+    job->nests = R.n;
+    job->hb_timeout_ms = (int)(x->hb * 1000);
+    job->move_timeout_ms = (int)(x->mv * 1000);
+    for (int g = 0; g < job->ngpus; g++)
+        if (job->slots & (1ull << g)) {
+            idx[ns] = g;
+            slots[ns].est_ns = es_ctl_gpu_prior_ns(&job->gpus[g]);
+            slots[ns].mem = job->gpus[g].mem;
+            ns++;
+        }
+    es_sched_in_t in = { .nslots = ns, .slots = slots, .nests = R.n, .est_mem = job->est_mem,
+                         .time_slicing = job->time_slicing, .swap_ns = job->est_mem / 5 };
+    if ((rc = es_sched_place(&in, place, &maxl, &moves, x->err, sizeof(x->err))) < 0) {
+        es_ctl_err("cannot place the job: %s", x->err);
+        return rc;
+    }
+    for (int r = 0; r < R.n; r++)
+        job->place[r] = idx[place[r]];
+    return 0;
+}
+
+/* The job's socket: --socket (made absolute), else job-PID.sock in the
+ * default directory (its stale jobs' files removed). Returns 0 or a
+ * negative errno (x->rc set). */
+static int run_socket_path(run_ctx_t *x)
+{
+    if (x->sock && x->sock[0] == '/') {
+        snprintf(R.sock, sizeof(R.sock), "%s", x->sock);
+    } else if (x->sock) {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof(cwd))) {
+            es_ctl_err("getcwd: %s", strerror(errno));
+            return -ENOENT;
+        }
+        if (snprintf(R.sock, sizeof(R.sock), "%s/%s", cwd, x->sock) >= (int)sizeof(R.sock)) {
+            es_ctl_err("socket path too long");
+            return run_fail(x, ES_CTL_EXIT_USAGE, -ENAMETOOLONG);
         }
     } else {
         char dir[4096];
-        if (es_ctl_default_dir(dir, sizeof(dir), err, sizeof(err)) < 0) {
-            es_ctl_err("%s", err);
-            return ES_CTL_EXIT_FAIL;
+        if (es_ctl_default_dir(dir, sizeof(dir), x->err, sizeof(x->err)) < 0) {
+            es_ctl_err("%s", x->err);
+            return -ENOENT;
         }
         es_ctl_clean_stale(dir);
         if (snprintf(R.sock, sizeof(R.sock), "%s/job-%d.sock", dir, (int)getpid()) >=
             (int)sizeof(R.sock)) {
             es_ctl_err("socket path too long");
-            return ES_CTL_EXIT_FAIL;
+            return -ENAMETOOLONG;
         }
     }
     if (strlen(R.sock) >= 108) {
         es_ctl_err("socket path too long (over 107 bytes): %s", R.sock);
-        return ES_CTL_EXIT_USAGE;
+        return run_fail(x, ES_CTL_EXIT_USAGE, -ENAMETOOLONG);
     }
-    /* Self-pipe for signals; the ESTs held until the daemon listens. */
+    return 0;
+}
+
+/* What the ESTs need before they fork: their table, the self-pipe and
+ * the signal handlers, the go pipe, the rendezvous directory and port.
+ * Returns 0 or a negative errno. */
+static int run_prepare(run_ctx_t *x)
+{
     R.e = calloc((size_t)R.n, sizeof(*R.e));
-    if (!R.e || pipe2(g_selfpipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(go, O_CLOEXEC) < 0) {
+    if (!R.e || pipe2(g_selfpipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(x->go, O_CLOEXEC) < 0) {
         es_ctl_err("out of resources");
-        goto out;
+        return -ENOMEM;
     }
     struct sigaction sa = { .sa_handler = on_sig };
     sigemptyset(&sa.sa_mask);
@@ -1121,236 +1241,334 @@ int es_ctl_run_main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    snprintf(rdzv, sizeof(rdzv), "/tmp/es-rdzv-XXXXXX");
-    if (!mkdtemp(rdzv)) {
+    snprintf(x->rdzv, sizeof(x->rdzv), "/tmp/es-rdzv-XXXXXX");
+    if (!mkdtemp(x->rdzv)) {
         es_ctl_err("cannot create a rendezvous directory: %s", strerror(errno));
-        rdzv[0] = '\0';
-        goto out;
+        x->rdzv[0] = '\0';
+        return -EIO;
     }
-    int port = free_port();
-    if (port < 0) {
+    x->port = free_port();
+    if (x->port < 0) {
         es_ctl_err("no free local port for MASTER_PORT");
-        goto out;
+        return -EADDRNOTAVAIL;
     }
-    char **cmd = argv + optind;
+    return 0;
+}
+
+/* The forked EST r: waits for the go, then execs CMD with its
+ * environment, stdin /dev/null, stdout and stderr into po and pe. */
+static void est_child(run_ctx_t *x, int r, int po, int pe) __attribute__((noreturn));
+static void est_child(run_ctx_t *x, int r, int po, int pe)
+{
+    char c;
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    close(x->go[1]);
+    /* wait for the go: the pipe closing (or run dying) */
+    while (read(x->go[0], &c, 1) < 0 && errno == EINTR)
+        ;
+    if (getppid() == 1)
+        _exit(127);
+    est_env(r, &x->job, x->shim, x->rdzv, x->port, x->canonical);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) {
+        dup2(devnull, 0);
+        close(devnull);
+    }
+    dup2(po, 1);
+    dup2(pe, 2);
+    execvp(x->cmd[0], x->cmd);
+    fprintf(stderr, "cannot run %s: %s\n", x->cmd[0], strerror(errno));
+    _exit(127);
+}
+
+/* Forks the N ESTs, held until the go pipe closes. Returns 0 or a
+ * negative errno. */
+static int spawn_ests(run_ctx_t *x)
+{
     for (int r = 0; r < R.n; r++) {
-        int po[2], pe[2];
+        int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, e;
         if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
-            es_ctl_err("pipe: %s", strerror(errno));
-            goto out;
+            e = errno;
+            es_ctl_err("pipe: %s", strerror(e));
+            goto fail;
         }
         pid_t p = fork();
         if (p < 0) {
-            es_ctl_err("fork: %s", strerror(errno));
-            goto out;
+            e = errno;
+            es_ctl_err("fork: %s", strerror(e));
+            goto fail;
         }
-        if (p == 0) {
-            char x;
-            signal(SIGCHLD, SIG_DFL);
-            signal(SIGINT, SIG_DFL);
-            signal(SIGTERM, SIG_DFL);
-            signal(SIGPIPE, SIG_DFL);
-            close(go[1]);
-            /* wait for the go: the pipe closing (or run dying) */
-            while (read(go[0], &x, 1) < 0 && errno == EINTR)
-                ;
-            if (getppid() == 1)
-                _exit(127);
-            est_env(r, &job, shim, rdzv, port, canonical);
-            int devnull = open("/dev/null", O_RDONLY);
-            if (devnull >= 0) {
-                dup2(devnull, 0);
-                close(devnull);
-            }
-            dup2(po[1], 1);
-            dup2(pe[1], 2);
-            execvp(cmd[0], cmd);
-            fprintf(stderr, "cannot run %s: %s\n", cmd[0], strerror(errno));
-            _exit(127);
-        }
+        if (p == 0)
+            est_child(x, r, po[1], pe[1]);
         close(po[1]);
         close(pe[1]);
         R.e[r].pid = p;
         R.e[r].out[0] = (outpipe_t){ .fd = po[0], .to = 1 };
         R.e[r].out[1] = (outpipe_t){ .fd = pe[0], .to = 2 };
-        job.pids[r] = p;
+        x->job.pids[r] = p;
+        continue;
+    fail:
+        for (int k = 0; k < 2; k++) {
+            if (po[k] >= 0)
+                close(po[k]);
+            if (pe[k] >= 0)
+                close(pe[k]);
+        }
+        return -e;
     }
-    close(go[0]);
-    go[0] = -1;
+    close(x->go[0]);
+    x->go[0] = -1;
+    return 0;
+}
+
+/* The job's lock and file, the daemon, then the go for the held ESTs.
+ * Returns 0 or a negative errno. */
+static int start_job(run_ctx_t *x)
+{
     pid_t holder = 0;
-    lockfd = es_ctl_lock(R.sock, &holder);
-    if (lockfd < 0) {
-        if (lockfd == -EBUSY)
+    x->lockfd = es_ctl_lock(R.sock, &holder);
+    if (x->lockfd < 0) {
+        int rc = x->lockfd;
+        if (rc == -EBUSY)
             es_ctl_err("a job is already running at %s (controller pid %d)", R.sock, (int)holder);
         else
-            es_ctl_err("cannot lock %s: %s", R.sock, strerror(-lockfd));
-        goto out;
+            es_ctl_err("cannot lock %s: %s", R.sock, strerror(-rc));
+        return rc;
     }
-    made_files = 1;
-
-    int wr = es_ctl_job_write(R.sock, &job);
+    x->made_files = 1;
+    int wr = es_ctl_job_write(R.sock, &x->job);
     if (wr < 0) {
         es_ctl_err("cannot write the job file: %s", strerror(-wr));
-        goto out;
+        return wr;
     }
-    close(lockfd); /* the daemon takes the lock from here on */
-    lockfd = -1;
-    R.daemon = start_daemon(err, sizeof(err));
+    close(x->lockfd); /* the daemon takes the lock from here on */
+    x->lockfd = -1;
+    R.daemon = start_daemon(x->err, sizeof(x->err));
     if (R.daemon < 0) {
         R.daemon = 0;
-        es_ctl_err("%s", err);
-        goto out;
+        es_ctl_err("%s", x->err);
+        return -ECHILD;
     }
     R.start_ms = es_ctl_now_ms();
-    close(go[1]); /* go */
-    go[1] = -1;
+    close(x->go[1]); /* go */
+    x->go[1] = -1;
+    return 0;
+}
 
-    /* The loop: output, children, progress, schedule. */
-    aclient_t prog = { .fd = -1 }, sched = { .fd = -1 };
-    int live = R.n, failed_rank = -1, fail_status = 0, stopping = 0;
-    int64_t stop_at = 0, next_progress = 0, drain_until = 0;
-    struct pollfd *pf = calloc((size_t)(2 * R.n + 3), sizeof(*pf));
-    int *who = calloc((size_t)(2 * R.n + 3), sizeof(int));
-    if (!pf || !who) {
-        es_ctl_err("out of memory");
-        free(pf);
-        free(who);
-        goto out;
-    }
-    for (;;) {
-        int open_pipes = 0, k = 0;
-        for (int r = 0; r < R.n; r++)
-            for (int s = 0; s < 2; s++)
-                if (R.e[r].out[s].fd >= 0) {
-                    pf[k] = (struct pollfd){ .fd = R.e[r].out[s].fd, .events = POLLIN };
-                    who[k++] = r * 2 + s;
-                    open_pipes++;
-                }
-        if (live == 0 && open_pipes == 0)
-            break;
-        /* every EST has ended: what they left running (a background child
-         * holding the pipe) gets 2 s to finish writing, then is cut off */
-        if (live == 0 && !drain_until)
-            drain_until = es_ctl_now_ms() + 2000;
-        if (drain_until && es_ctl_now_ms() > drain_until) {
-            for (int r = 0; r < R.n; r++)
-                for (int s2 = 0; s2 < 2; s2++)
-                    if (R.e[r].out[s2].fd >= 0) {
-                        outpipe_t *o = &R.e[r].out[s2];
-                        if (o->len)
-                            emit_line(r, o->to, o->buf, o->len);
-                        o->len = 0;
-                        close(o->fd);
-                        o->fd = -1;
-                    }
-            break;
-        }
-        pf[k] = (struct pollfd){ .fd = g_selfpipe[0], .events = POLLIN };
-        who[k++] = -1;
-        if (prog.fd >= 0) {
-            pf[k] = (struct pollfd){ .fd = prog.fd, .events = POLLIN };
-            who[k++] = -2;
-        }
-        if (sched.fd >= 0) {
-            pf[k] = (struct pollfd){ .fd = sched.fd, .events = POLLIN };
-            who[k++] = -3;
-        }
-        int np = poll(pf, (nfds_t)k, 250);
-        if (np < 0 && errno != EINTR)
-            break;
-        for (int j = 0; np > 0 && j < k; j++) {
-            if (!pf[j].revents)
-                continue;
-            if (who[j] >= 0) {
-                int r = who[j] / 2;
-                pipe_input(r, &R.e[r].out[who[j] % 2]);
-            } else if (who[j] == -1) {
-                char sink[64];
-                while (read(g_selfpipe[0], sink, sizeof(sink)) > 0)
-                    ;
+/* ---- run's event loop ---------------------------------------------------------------------- */
+
+/* The ESTs' open pipes into l->pf. Returns how many. */
+static int loop_pipes(run_loop_t *l)
+{
+    int k = 0;
+    for (int r = 0; r < R.n; r++)
+        for (int s = 0; s < 2; s++)
+            if (R.e[r].out[s].fd >= 0) {
+                l->pf[k] = (struct pollfd){ .fd = R.e[r].out[s].fd, .events = POLLIN };
+                l->who[k++] = r * 2 + s;
             }
-        }
-        int64_t now = es_ctl_now_ms();
-        if (g_chld) {
-            g_chld = 0;
-            reap(&live, &failed_rank, &fail_status);
-        }
-        if (g_sig && !stopping) {
-            say("%s: stopping the ESTs", g_sig == SIGINT ? "interrupted" : "terminated");
-            stopping = 1;
-            stop_at = now + STOP_GRACE_MS;
-            if (failed_rank < 0)
-                failed_rank = -2;
-            stop_ests(SIGTERM);
-        }
-        if (failed_rank >= 0 && !stopping && live > 0) {
-            stopping = 1;
-            stop_at = now + STOP_GRACE_MS;
-            stop_ests(SIGTERM);
-        }
-        if (stopping && stop_at && now > stop_at && live > 0) {
-            stop_ests(SIGKILL);
-            stop_at = 0;
-        }
-        /* progress */
-        if (prog.fd >= 0) {
-            int rrc;
-            const char *t;
-            size_t tl;
-            int r = ac_poll(&prog, &rrc, &t, &tl);
-            if (r == 1)
-                progress_update(t, tl);
-            if (r != 0)
-                ac_close(&prog);
-        } else if (now >= next_progress && R.daemon > 0 && live > 0) {
-            /* a pending scheduled step is watched more closely */
-            next_progress = now + (R.next_ev < R.nev ? 100 : 1000);
-            R.prog_gen = R.daemon_gen;
-            ac_start(&prog, ES_VERB_PROGRESS, -1, NULL, 0, 5000);
-        }
-        /* schedule */
-        if (schedule_round(&sched, live > 0 && !stopping, job.move_timeout_ms))
-            next_progress = 0; /* show the new placement soon */
-    }
-    free(pf);
-    free(who);
-    ac_close(&prog);
-    ac_close(&sched);
-    free(prog.buf);
-    free(sched.buf);
-    progress_clear();
+    return k;
+}
 
+/* What the ESTs left running writes no more: the rest of each pipe is
+ * shown and the pipe closed. */
+static void cut_pipes(void)
+{
+    for (int r = 0; r < R.n; r++)
+        for (int s = 0; s < 2; s++)
+            if (R.e[r].out[s].fd >= 0) {
+                outpipe_t *o = &R.e[r].out[s];
+                if (o->len)
+                    emit_line(r, o->to, o->buf, o->len);
+                o->len = 0;
+                close(o->fd);
+                o->fd = -1;
+            }
+}
+
+/* Waits (at most 250 ms) for output, a signal or an answer, and takes
+ * the output. Returns 1, or 0 when the loop ends: every EST has ended
+ * and its pipes are closed (or cut off after 2 s), or poll failed. */
+static int loop_wait(run_loop_t *l)
+{
+    int k = loop_pipes(l);
+    if (l->live == 0 && k == 0)
+        return 0;
+    /* every EST has ended: what they left running (a background child
+     * holding the pipe) gets 2 s to finish writing, then is cut off */
+    if (l->live == 0 && !l->drain_until)
+        l->drain_until = es_ctl_now_ms() + 2000;
+    if (l->drain_until && es_ctl_now_ms() > l->drain_until) {
+        cut_pipes();
+        return 0;
+    }
+    l->pf[k] = (struct pollfd){ .fd = g_selfpipe[0], .events = POLLIN };
+    l->who[k++] = -1;
+    if (l->prog.fd >= 0) {
+        l->pf[k] = (struct pollfd){ .fd = l->prog.fd, .events = POLLIN };
+        l->who[k++] = -2;
+    }
+    if (l->sched.fd >= 0) {
+        l->pf[k] = (struct pollfd){ .fd = l->sched.fd, .events = POLLIN };
+        l->who[k++] = -3;
+    }
+    int np = poll(l->pf, (nfds_t)k, 250);
+    if (np < 0 && errno != EINTR)
+        return 0;
+    for (int j = 0; np > 0 && j < k; j++) {
+        if (!l->pf[j].revents)
+            continue;
+        if (l->who[j] >= 0) {
+            int r = l->who[j] / 2;
+            pipe_input(r, &R.e[r].out[l->who[j] % 2]);
+        } else if (l->who[j] == -1) {
+            char sink[64];
+            while (read(g_selfpipe[0], sink, sizeof(sink)) > 0)
+                ;
+        }
+    }
+    return 1;
+}
+
+/* The children that ended, and stopping the ESTs: on SIGINT/SIGTERM or
+ * when one failed; SIGKILL after the grace time. */
+static void loop_children(run_loop_t *l, int64_t now)
+{
+    if (g_chld) {
+        g_chld = 0;
+        reap(&l->live, &l->failed_rank, &l->fail_status);
+    }
+    if (g_sig && !l->stopping) {
+        say("%s: stopping the ESTs", g_sig == SIGINT ? "interrupted" : "terminated");
+        l->stopping = 1;
+        l->stop_at = now + STOP_GRACE_MS;
+        if (l->failed_rank < 0)
+            l->failed_rank = -2;
+        stop_ests(SIGTERM);
+    }
+    if (l->failed_rank >= 0 && !l->stopping && l->live > 0) {
+        l->stopping = 1;
+        l->stop_at = now + STOP_GRACE_MS;
+        stop_ests(SIGTERM);
+    }
+    if (l->stopping && l->stop_at && now > l->stop_at && l->live > 0) {
+        stop_ests(SIGKILL);
+        l->stop_at = 0;
+    }
+}
+
+/* The progress request: its answer, or the next one when it is time. */
+static void loop_progress(run_loop_t *l, int64_t now)
+{
+    if (l->prog.fd >= 0) {
+        int rrc;
+        const char *t;
+        size_t tl;
+        int r = ac_poll(&l->prog, &rrc, &t, &tl);
+        if (r == 1)
+            progress_update(t, tl);
+        if (r != 0)
+            ac_close(&l->prog);
+    } else if (now >= l->next_progress && R.daemon > 0 && l->live > 0) {
+        /* a pending scheduled step is watched more closely */
+        l->next_progress = now + (R.next_ev < R.nev ? 100 : 1000);
+        R.prog_gen = R.daemon_gen;
+        ac_start(&l->prog, ES_VERB_PROGRESS, -1, NULL, 0, 5000);
+    }
+}
+
+/* The loop: output, children, progress, schedule, until every EST has
+ * ended. Returns 0 or -ENOMEM. */
+static int run_loop(run_ctx_t *x, run_loop_t *l)
+{
+    *l = (run_loop_t){ .prog = { .fd = -1 }, .sched = { .fd = -1 }, .live = R.n,
+                       .failed_rank = -1 };
+    l->pf = calloc((size_t)(2 * R.n + 3), sizeof(*l->pf));
+    l->who = calloc((size_t)(2 * R.n + 3), sizeof(int));
+    if (!l->pf || !l->who) {
+        es_ctl_err("out of memory");
+        free(l->pf);
+        free(l->who);
+        return -ENOMEM;
+    }
+    while (loop_wait(l)) {
+        int64_t now = es_ctl_now_ms();
+        loop_children(l, now);
+        loop_progress(l, now);
+        if (schedule_round(&l->sched, l->live > 0 && !l->stopping, x->job.move_timeout_ms))
+            l->next_progress = 0; /* show the new placement soon */
+    }
+    free(l->pf);
+    free(l->who);
+    ac_close(&l->prog);
+    ac_close(&l->sched);
+    free(l->prog.buf);
+    free(l->sched.buf);
+    progress_clear();
+    return 0;
+}
+
+/* The job's end: how it went, and the exit status into x->rc. */
+static void run_report(run_ctx_t *x, const run_loop_t *l)
+{
     double took = (es_ctl_now_ms() - R.start_ms) / 1000.0;
-    if (failed_rank == -2) {
+    int fr = l->failed_rank, st = l->fail_status;
+    if (fr == -2) {
         es_ctl_err("the job was stopped after %.1f s", took);
-    } else if (failed_rank >= 0) {
-        if (WIFSIGNALED(fail_status))
+    } else if (fr >= 0) {
+        if (WIFSIGNALED(st))
             es_ctl_err("the job failed after %.1f s: EST %d (pid %d) was killed by signal %d",
-                       took, failed_rank, (int)R.e[failed_rank].pid, WTERMSIG(fail_status));
+                       took, fr, (int)R.e[fr].pid, WTERMSIG(st));
         else
             es_ctl_err("the job failed after %.1f s: EST %d (pid %d) exited with status %d", took,
-                       failed_rank, (int)R.e[failed_rank].pid, WEXITSTATUS(fail_status));
+                       fr, (int)R.e[fr].pid, WEXITSTATUS(st));
     } else {
         if (R.next_ev < R.nev) {
             es_ctl_err("schedule: %d of %d events did not happen (the job ended first)",
                        R.nev - R.next_ev, R.nev);
             R.ev_failed += R.nev - R.next_ev;
         }
-        if (R.ev_failed)
+        if (R.ev_failed) {
             es_ctl_err("the ESTs completed in %.1f s, but %d scheduled event%s failed", took,
                        R.ev_failed, R.ev_failed == 1 ? "" : "s");
-        else {
+        } else {
             es_ctl_err("the job completed in %.1f s: %d EST%s exited with status 0", took, R.n,
                        R.n == 1 ? "" : "s");
-            rc = ES_CTL_EXIT_OK;
+            x->rc = ES_CTL_EXIT_OK;
         }
     }
-out:
-    if (go[0] >= 0)
-        close(go[0]);
-    if (go[1] >= 0)
-        close(go[1]); /* held ESTs see the pipe close... */
-    if (R.e && rc != ES_CTL_EXIT_OK) {
+}
+
+/* ---- teardown --------------------------------------------------------------------------- */
+
+/* SIGTERM to the daemon, SIGKILL after the grace time. */
+static void stop_daemon(void)
+{
+    R.stopping_daemon = 1;
+    kill(R.daemon, SIGTERM);
+    int64_t until = es_ctl_now_ms() + STOP_GRACE_MS;
+    while (waitpid(R.daemon, NULL, WNOHANG) == 0) {
+        if (es_ctl_now_ms() > until) {
+            kill(R.daemon, SIGKILL);
+            waitpid(R.daemon, NULL, 0);
+            break;
+        }
+        struct timespec ts = { 0, 20000000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Releases what the run holds (whichever step it got to). */
+static void run_teardown(run_ctx_t *x)
+{
+    if (x->go[0] >= 0)
+        close(x->go[0]);
+    if (x->go[1] >= 0)
+        close(x->go[1]); /* held ESTs see the pipe close... */
+    if (R.e && x->rc != ES_CTL_EXIT_OK) {
         /* ... and must not run when the start failed */
         for (int r = 0; r < R.n; r++)
             if (R.e[r].pid > 0 && !R.e[r].done) {
@@ -1359,31 +1577,19 @@ out:
                 R.e[r].done = 1;
             }
     }
-    if (R.daemon > 0) {
-        R.stopping_daemon = 1;
-        kill(R.daemon, SIGTERM);
-        int64_t until = es_ctl_now_ms() + STOP_GRACE_MS;
-        while (waitpid(R.daemon, NULL, WNOHANG) == 0) {
-            if (es_ctl_now_ms() > until) {
-                kill(R.daemon, SIGKILL);
-                waitpid(R.daemon, NULL, 0);
-                break;
-            }
-            struct timespec ts = { 0, 20000000 };
-            nanosleep(&ts, NULL);
-        }
-    }
-    if (made_files) {
+    if (R.daemon > 0)
+        stop_daemon();
+    if (x->made_files) {
         char jobf[4200], lockf[4200];
         es_ctl_job_paths(R.sock, jobf, lockf, sizeof(jobf));
         unlink(R.sock);
         unlink(jobf);
         unlink(lockf);
     }
-    if (lockfd >= 0)
-        close(lockfd);
-    if (rdzv[0])
-        nftw(rdzv, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (x->lockfd >= 0)
+        close(x->lockfd);
+    if (x->rdzv[0])
+        nftw(x->rdzv, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     if (R.e)
         for (int r = 0; r < R.n; r++)
             for (int s = 0; s < 2; s++) {
@@ -1397,5 +1603,24 @@ out:
         close(g_selfpipe[1]);
         g_selfpipe[0] = g_selfpipe[1] = -1;
     }
-    return rc;
+}
+
+int es_ctl_run_main(int argc, char **argv)
+{
+    static run_ctx_t x; /* the job table is large */
+    run_loop_t l;
+    run_ctx_init(&x);
+    /* options, GPUs, the plan and the socket: nothing held yet */
+    if (run_getopt(&x, argc, argv) < 0 || run_check_opts(&x) < 0 || run_locate(&x) < 0)
+        goto out;
+    if (run_gpus(&x) < 0 || run_plan(&x) < 0 || run_socket_path(&x) < 0)
+        goto out;
+    /* the ESTs (held), the job's files, the daemon, the go */
+    if (run_prepare(&x) < 0 || spawn_ests(&x) < 0 || start_job(&x) < 0)
+        goto out;
+    if (run_loop(&x, &l) == 0)
+        run_report(&x, &l);
+out:
+    run_teardown(&x);
+    return x.rc;
 }

@@ -1,29 +1,20 @@
-/* easyscale-ctl verify: the checksum harness (controller/verify.h). Builds
- * or reads a matrix of configurations, runs the training command once per
- * configuration under `easyscale-ctl run` (this same binary), takes each
- * run's checksum from its output, judges the matrix, and prints a table
- * (or JSON). Exit status: 0 the matrix passes, 1 it does not, 2 usage. */
+/* easyscale-ctl verify, its matrix and judgement (controller/verify.h):
+ * the matrix text (parsing, formatting), the built-in matrix from the
+ * GPUs, gpus= lists as CUDA_VISIBLE_DEVICES, a run's checksum and the
+ * judgement of a matrix's results. Running the configurations and the
+ * `verify` subcommand itself: controller/verify_run.c. */
 #include "controller/verify.h"
 #include "controller/digest.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
-#include <getopt.h>
-#include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 /* ---- the matrix text ----------------------------------------------------------------- */
 
-static void cfg_free(es_vcfg_t *c)
+void es_vcfg_free(es_vcfg_t *c)
 {
     free(c->gpus);
     free(c->schedule);
@@ -37,7 +28,7 @@ static void cfg_free(es_vcfg_t *c)
 void es_vmatrix_free(es_vmatrix_t *m)
 {
     for (int i = 0; i < m->n; i++)
-        cfg_free(&m->c[i]);
+        es_vcfg_free(&m->c[i]);
     m->n = 0;
 }
 
@@ -99,6 +90,108 @@ static char *next_token(const char **pp, int *bad)
 }
 
 /* One line into c. Returns 0, 1 (blank or comment) or -EINVAL with err. */
+/* A flag of a configuration line. Returns 0 or -EINVAL with err. */
+static int parse_flag(es_vcfg_t *c, const char *flag, char *err, size_t errlen)
+{
+    if (strcmp(flag, "no-time-slicing") == 0)
+        c->no_tslice = 1;
+    else if (strcmp(flag, "shim-none") == 0)
+        c->shim_none = 1;
+    else if (strcmp(flag, "shim-off") == 0)
+        c->shim_off = 1;
+    else if (strcmp(flag, "moves") == 0)
+        c->moves = 1;
+    else {
+        snprintf(err, errlen, "unknown flag \"%s\"", flag);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* A string value of key: not empty, copied into *slot, no control
+ * characters. Returns 0, or -EINVAL / -ENOMEM with err. */
+static int set_value(char **slot, const char *key, const char *v, char *err, size_t errlen)
+{
+    if (!*v) {
+        snprintf(err, errlen, "%s= needs a value", key);
+        return -EINVAL;
+    }
+    free(*slot);
+    if (!(*slot = strdup(v))) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    for (const char *q = v; *q; q++)
+        if ((unsigned char)*q < 0x20 || *q == 0x7f) {
+            snprintf(err, errlen, "%s= has a control character", key);
+            return -EINVAL;
+        }
+    return 0;
+}
+
+/* env=VAR=VALUE. Returns 0, or -EINVAL / -ENOMEM with err. */
+static int add_env(es_vcfg_t *c, const char *v, char *err, size_t errlen)
+{
+    const char *e = strchr(v, '=');
+    if (!e || !var_ok(v, (size_t)(e - v))) {
+        snprintf(err, errlen, "env=%s: VAR=VALUE", v);
+        return -EINVAL;
+    }
+    if (c->nenv == ES_VCFG_MAX_ENV) {
+        snprintf(err, errlen, "more than %d env=", ES_VCFG_MAX_ENV);
+        return -EINVAL;
+    }
+    if (!(c->env[c->nenv] = strdup(v))) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    c->nenv++;
+    return 0;
+}
+
+/* A flag (v NULL) or KEY=VALUE of a configuration line. Returns 0, or
+ * -EINVAL / -ENOMEM with err. */
+static int parse_item(es_vcfg_t *c, const char *key, const char *v, char *err, size_t errlen)
+{
+    uint64_t sz;
+    long n;
+    if (!v)
+        return parse_flag(c, key, err, errlen);
+    if (strcmp(key, "level") == 0) {
+        if (strcmp(v, "d1") != 0 && strcmp(v, "d2") != 0) {
+            snprintf(err, errlen, "level=%s: d1 or d2", v);
+            return -EINVAL;
+        }
+        c->level = v[1] - '0';
+        return 0;
+    }
+    if (strcmp(key, "env") == 0)
+        return add_env(c, v, err, errlen);
+    if (strcmp(key, "gpus") == 0)
+        return set_value(&c->gpus, key, v, err, errlen);
+    if (strcmp(key, "schedule") == 0)
+        return set_value(&c->schedule, key, v, err, errlen);
+    if (strcmp(key, "est-memory") == 0) {
+        if (es_ctl_parse_size(v, &sz) < 0 || sz == 0) {
+            snprintf(err, errlen, "est-memory=%s: a size (256M, 8G)", v);
+            return -EINVAL;
+        }
+        return set_value(&c->est_mem, key, v, err, errlen);
+    }
+    if (strcmp(key, "ests") == 0) {
+        if (es_ctl_parse_long(v, 1, ES_CTL_MAX_ESTS, &n) < 0) {
+            snprintf(err, errlen, "ests=%s: 1 to %d", v, ES_CTL_MAX_ESTS);
+            return -EINVAL;
+        }
+        c->ests = (int)n;
+        return 0;
+    }
+    if (strcmp(key, "desc") == 0)
+        return set_value(&c->desc, key, v, err, errlen);
+    snprintf(err, errlen, "unknown key \"%s\"", key);
+    return -EINVAL;
+}
+
 static int parse_line(const char *line, es_vcfg_t *c, char *err, size_t errlen)
 {
     const char *p = line;
@@ -131,83 +224,10 @@ static int parse_line(const char *line, es_vcfg_t *c, char *err, size_t errlen)
     free(tok);
     while ((tok = next_token(&p, &bad))) {
         char *eq = strchr(tok, '=');
-        const char *v = eq ? eq + 1 : NULL;
         if (eq)
             *eq = '\0';
-        char **slot = NULL;
-        if (!v) {
-            if (strcmp(tok, "no-time-slicing") == 0)
-                c->no_tslice = 1;
-            else if (strcmp(tok, "shim-none") == 0)
-                c->shim_none = 1;
-            else if (strcmp(tok, "shim-off") == 0)
-                c->shim_off = 1;
-            else if (strcmp(tok, "moves") == 0)
-                c->moves = 1;
-            else {
-                snprintf(err, errlen, "unknown flag \"%s\"", tok);
-                goto out;
-            }
-        } else if (strcmp(tok, "level") == 0) {
-            if (strcmp(v, "d1") == 0)
-                c->level = 1;
-            else if (strcmp(v, "d2") == 0)
-                c->level = 2;
-            else {
-                snprintf(err, errlen, "level=%s: d1 or d2", v);
-                goto out;
-            }
-        } else if (strcmp(tok, "env") == 0) {
-            const char *e = strchr(v, '=');
-            if (!e || !var_ok(v, (size_t)(e - v))) {
-                snprintf(err, errlen, "env=%s: VAR=VALUE", v);
-                goto out;
-            }
-            if (c->nenv == ES_VCFG_MAX_ENV) {
-                snprintf(err, errlen, "more than %d env=", ES_VCFG_MAX_ENV);
-                goto out;
-            }
-            if (!(c->env[c->nenv] = strdup(v)))
-                goto oom;
-            c->nenv++;
-        } else if (strcmp(tok, "gpus") == 0) {
-            slot = &c->gpus;
-        } else if (strcmp(tok, "schedule") == 0) {
-            slot = &c->schedule;
-        } else if (strcmp(tok, "est-memory") == 0) {
-            uint64_t sz;
-            if (es_ctl_parse_size(v, &sz) < 0 || sz == 0) {
-                snprintf(err, errlen, "est-memory=%s: a size (256M, 8G)", v);
-                goto out;
-            }
-            slot = &c->est_mem;
-        } else if (strcmp(tok, "ests") == 0) {
-            long n;
-            if (es_ctl_parse_long(v, 1, ES_CTL_MAX_ESTS, &n) < 0) {
-                snprintf(err, errlen, "ests=%s: 1 to %d", v, ES_CTL_MAX_ESTS);
-                goto out;
-            }
-            c->ests = (int)n;
-        } else if (strcmp(tok, "desc") == 0) {
-            slot = &c->desc;
-        } else {
-            snprintf(err, errlen, "unknown key \"%s\"", tok);
+        if (parse_item(c, tok, eq ? eq + 1 : NULL, err, errlen) < 0)
             goto out;
-        }
-        if (slot) {
-            if (!*v) {
-                snprintf(err, errlen, "%s= needs a value", tok);
-                goto out;
-            }
-            free(*slot);
-            if (!(*slot = strdup(v)))
-                goto oom;
-            for (const char *q = v; *q; q++)
-                if ((unsigned char)*q < 0x20 || *q == 0x7f) {
-                    snprintf(err, errlen, "%s= has a control character", tok);
-                    goto out;
-                }
-        }
         free(tok);
         tok = NULL;
     }
@@ -220,14 +240,11 @@ static int parse_line(const char *line, es_vcfg_t *c, char *err, size_t errlen)
         goto out;
     }
     rc = 0;
-    goto out;
-oom:
-    snprintf(err, errlen, "out of memory");
 out:
     free(kind);
     free(tok);
     if (rc < 0)
-        cfg_free(c);
+        es_vcfg_free(c);
     return rc;
 }
 
@@ -274,7 +291,7 @@ int es_vmatrix_parse(const char *text, const char *origin, es_vmatrix_t *m, char
             if (strcmp(m->c[i].name, m->c[m->n].name) == 0) {
                 snprintf(err, errlen, "%s:%d: a second configuration named %s", origin, lineno,
                          m->c[i].name);
-                cfg_free(&m->c[m->n]);
+                es_vcfg_free(&m->c[m->n]);
                 rc = -EINVAL;
                 break;
             }
@@ -335,86 +352,111 @@ static void ordinals(char *out, size_t len, const es_ctl_gpu_t *g, const int *id
         o += (size_t)snprintf(out + o, len - o, "%s%d", i ? "," : "", g[idx[i]].ordinal);
 }
 
-int es_vmatrix_builtin(const es_ctl_gpu_t *g, int ngpus, const es_vmatrix_opts_t *o,
-                       es_ctl_buf_t *b)
-{
-    if (ngpus <= 0)
-        return -ENOENT;
-    /* group the GPUs by model, in the order they first appear */
-    char models[ES_CTL_MAX_GPUS][16];
-    int nmodels = 0, count[ES_CTL_MAX_GPUS] = { 0 }, of[ES_CTL_MAX_GPUS];
-    for (int i = 0; i < ngpus; i++) {
-        const char *m = g[i].model[0] ? g[i].model : "unknown";
-        int k = 0;
-        while (k < nmodels && strcmp(models[k], m) != 0)
-            k++;
-        if (k == nmodels)
-            snprintf(models[nmodels++], sizeof(models[0]), "%s", m);
-        of[i] = k;
-        count[k]++;
-    }
-    int A = 0;
-    for (int k = 1; k < nmodels; k++)
-        if (count[k] > count[A])
-            A = k;
-    int a[ES_CTL_MAX_GPUS], na = 0;
-    for (int i = 0; i < ngpus; i++)
-        if (of[i] == A)
-            a[na++] = i;
-    int N = o->nests, K = na < N ? na : N;
-    char spec[512], spec2[512], half[512], one[512];
-    ordinals(spec, sizeof(spec), g, a, K);
-    ordinals(one, sizeof(one), g, a, 1);
-    const char *ma = models[A];
-    long S = o->job_steps;
+/* The built-in matrix as it is built. */
+typedef struct vm_build {
+    const es_ctl_gpu_t *g;
+    int ngpus;
+    const es_vmatrix_opts_t *o;
+    es_ctl_buf_t *b;
+    char models[ES_CTL_MAX_GPUS][16]; /* the GPUs' models, in the order they first appear */
+    int nmodels, count[ES_CTL_MAX_GPUS], of[ES_CTL_MAX_GPUS]; /* GPUs per model; GPU's model */
+    int A;                       /* the model with the most GPUs */
+    int a[ES_CTL_MAX_GPUS], na;  /* its GPUs */
+    int N, K, h;                 /* ESTs; GPUs of A used, min(N, na); K / 2 */
+    char spec[512], one[512];    /* the K GPUs; the first */
+    const char *ma;              /* A's name */
+    long S;                      /* the job's steps (0: unknown) */
+} vm_build_t;
 
-    es_ctl_buf_printf(b, "# easyscale-ctl verify: %d ESTs; %d GPU%s", N, ngpus,
-                      ngpus == 1 ? "" : "s");
-    for (int k = 0; k < nmodels; k++)
-        es_ctl_buf_printf(b, "%s %d %s", k ? "," : ":", count[k], models[k]);
+/* Groups the GPUs by model; A, the model with the most. */
+static void vm_group(vm_build_t *v)
+{
+    for (int i = 0; i < v->ngpus; i++) {
+        const char *m = v->g[i].model[0] ? v->g[i].model : "unknown";
+        int k = 0;
+        while (k < v->nmodels && strcmp(v->models[k], m) != 0)
+            k++;
+        if (k == v->nmodels)
+            snprintf(v->models[v->nmodels++], sizeof(v->models[0]), "%s", m);
+        v->of[i] = k;
+        v->count[k]++;
+    }
+    v->A = 0;
+    for (int k = 1; k < v->nmodels; k++)
+        if (v->count[k] > v->count[v->A])
+            v->A = k;
+    for (int i = 0; i < v->ngpus; i++)
+        if (v->of[i] == v->A)
+            v->a[v->na++] = i;
+    v->N = v->o->nests;
+    v->K = v->na < v->N ? v->na : v->N;
+    v->h = v->K / 2;
+    ordinals(v->spec, sizeof(v->spec), v->g, v->a, v->K);
+    ordinals(v->one, sizeof(v->one), v->g, v->a, 1);
+    v->ma = v->models[v->A];
+    v->S = v->o->job_steps;
+}
+
+/* The header and d1's placements: K, K/2 and 1 GPUs, K in reverse order. */
+static void vm_d1(vm_build_t *v)
+{
+    es_ctl_buf_t *b = v->b;
+    char half[512], rspec[512];
+    int N = v->N, K = v->K, h = v->h;
+    es_ctl_buf_printf(b, "# easyscale-ctl verify: %d ESTs; %d GPU%s", N, v->ngpus,
+                      v->ngpus == 1 ? "" : "s");
+    for (int k = 0; k < v->nmodels; k++)
+        es_ctl_buf_printf(b, "%s %d %s", k ? "," : ":", v->count[k], v->models[k]);
     es_ctl_buf_printf(b, "\n# d1: every check must give the same checksum; controls must differ\n");
     es_ctl_buf_printf(b, "check   d1-%don%d level=d1 gpus=%s desc=\"%d ESTs on %d %s\"\n", N, K,
-                      spec, N, K, ma);
-    int h = K / 2;
-    if (!o->reduced && h >= 2 && h < K) {
-        ordinals(half, sizeof(half), g, a, h);
+                      v->spec, N, K, v->ma);
+    if (!v->o->reduced && h >= 2 && h < K) {
+        ordinals(half, sizeof(half), v->g, v->a, h);
         es_ctl_buf_printf(b, "check   d1-%don%d level=d1 gpus=%s desc=\"%d ESTs on %d %s\"\n", N,
-                          h, half, N, h, ma);
+                          h, half, N, h, v->ma);
     }
     if (K > 1)
         es_ctl_buf_printf(b, "check   d1-%don1 level=d1 gpus=%s desc=\"%d ESTs on 1 %s\"\n", N,
-                          one, N, ma);
+                          v->one, N, v->ma);
     if (K > 1) {
         /* the same GPUs, numbered the other way round */
         int rev[ES_CTL_MAX_GPUS];
         for (int i = 0; i < K; i++)
-            rev[i] = a[K - 1 - i];
-        ordinals(spec2, sizeof(spec2), g, rev, K);
+            rev[i] = v->a[K - 1 - i];
+        ordinals(rspec, sizeof(rspec), v->g, rev, K);
         es_ctl_buf_printf(b, "check   d1-order level=d1 gpus=%s desc=\"%d ESTs on %d %s in "
-                          "reverse order\"\n", spec2, N, K, ma);
+                          "reverse order\"\n", rspec, N, K, v->ma);
     }
-    /* moves: scale events, swap out and back, migrations, time-slicing */
-    /* (a schedule's GPUs are positions in the configuration's gpus= list) */
+}
+
+/* d1's moves: scale events, swap out and back, migrations, time-slicing
+ * (a schedule's GPUs are positions in the configuration's gpus= list). */
+static void vm_moves(vm_build_t *v)
+{
+    es_ctl_buf_t *b = v->b;
+    int N = v->N, K = v->K;
+    long S = v->S;
     if (S > 0 && K > 1) {
-        int hh = h >= 1 ? h : 1;
+        int hh = v->h >= 1 ? v->h : 1;
         es_ctl_buf_printf(b,
                           "check   d1-scale level=d1 gpus=%s schedule=\"step %ld scale 0-%d; step "
                           "%ld scale 0; step %ld scale all\" moves desc=\"%d ESTs: %d %s, then "
                           "%d, 1, %d again\"\n",
-                          spec, S / 6, hh - 1, S / 3, S / 2, N, K, ma, hh, K);
+                          v->spec, S / 6, hh - 1, S / 3, S / 2, N, K, v->ma, hh, K);
     }
-    if (S > 0 && !o->reduced) {
+    if (S > 0 && !v->o->reduced) {
         /* a parked EST holds the others at the next collective: it comes
          * back at the same step (the ESTs wait there for both events) */
         es_ctl_buf_printf(b,
                           "check   d1-swap level=d1 gpus=%s schedule=\"step %ld swap-out %d; step %ld "
                           "swap-in %d 0\" moves desc=\"%d ESTs on 1 %s, EST %d swapped out to host "
                           "memory and back\"\n",
-                          one, S / 3, N - 1, S / 3, N - 1, N, ma, N - 1);
+                          v->one, S / 3, N - 1, S / 3, N - 1, N, v->ma, N - 1);
     }
     if (S > 0 && K > 1) {
-        int two[2] = { a[0], a[1] };
-        ordinals(spec2, sizeof(spec2), g, two, 2);
+        int two[2] = { v->a[0], v->a[1] };
+        char spec2[512];
+        ordinals(spec2, sizeof(spec2), v->g, two, 2);
         es_ctl_buf_printf(b, "check   d1-migrate level=d1 gpus=%s schedule=\"", spec2);
         /* three, a sixth of the job apart, all in its first half (the
          * ESTs wait at each event's step until it is done, so they happen
@@ -423,7 +465,7 @@ int es_vmatrix_builtin(const es_ctl_gpu_t *g, int ngpus, const es_vmatrix_opts_t
             es_ctl_buf_printf(b, "%sstep %ld migrate %d %d", e > 1 ? "; " : "", S * e / 6,
                               (e - 1) % N, e % 2);
         es_ctl_buf_printf(b, "\" moves desc=\"%d ESTs on 2 %s, one migrating every %ld steps\"\n",
-                          N, ma, S / 6);
+                          N, v->ma, S / 6);
     }
     /* time-slicing: the shim's rotation (one EST resident at a time, each
      * parked in host memory at every collective), on one GPU */
@@ -431,70 +473,104 @@ int es_vmatrix_builtin(const es_ctl_gpu_t *g, int ngpus, const es_vmatrix_opts_t
                       "check   d1-tslice level=d1 gpus=%s env=EASYSCALE_TIME_SLICE=on "
                       "est-memory=%lluK moves desc=\"%d ESTs time-sliced on 1 %s with memory "
                       "for one (one resident at a time)\"\n",
-                      one, (unsigned long long)(g[a[0]].mem >> 10), N, ma);
-    /* d2: every model of the machine, canonical device = all of them */
-    if (nmodels > 1) {
-        char canon[256];
-        size_t co = 0;
-        canon[0] = '\0';
-        for (int k = 0; k < nmodels; k++)
-            co += (size_t)snprintf(canon + co, sizeof(canon) - co, "%s%s", k ? "," : "",
-                                   models[k]);
-        es_ctl_buf_printf(b, "# d2: the same job across GPU models (canonical device %s)\n",
-                          canon);
+                      v->one, (unsigned long long)(v->g[v->a[0]].mem >> 10), N, v->ma);
+}
+
+/* d2 on model k (not A) and on a mix of A and k; canon: the canonical
+ * device. */
+static void vm_d2_model(vm_build_t *v, int k, const char *canon)
+{
+    es_ctl_buf_t *b = v->b;
+    int N = v->N, K = v->K, bi[ES_CTL_MAX_GPUS], nb = 0;
+    char spec2[512];
+    for (int i = 0; i < v->ngpus; i++)
+        if (v->of[i] == k && nb < N)
+            bi[nb++] = i;
+    if (!v->o->reduced) {
+        ordinals(spec2, sizeof(spec2), v->g, bi, nb);
         es_ctl_buf_printf(b,
                           "check   d2-%s level=d2 gpus=%s env=EASYSCALE_CANONICAL_DEVICE=%s "
                           "desc=\"%d ESTs on %d %s\"\n",
-                          ma, spec, canon, N, K, ma);
-        for (int k = 0; k < nmodels; k++) {
-            if (k == A)
-                continue;
-            int bi[ES_CTL_MAX_GPUS], nb = 0;
-            for (int i = 0; i < ngpus; i++)
-                if (of[i] == k && nb < N)
-                    bi[nb++] = i;
-            if (!o->reduced) {
-                ordinals(spec2, sizeof(spec2), g, bi, nb);
-                es_ctl_buf_printf(b,
-                                  "check   d2-%s level=d2 gpus=%s env=EASYSCALE_CANONICAL_DEVICE=%s "
-                                  "desc=\"%d ESTs on %d %s\"\n",
-                                  models[k], spec2, canon, N, nb, models[k]);
-            }
-            /* a mix: half of K from A, the rest from this model */
-            int mix[ES_CTL_MAX_GPUS], nm = 0, ka = K / 2 > 0 ? K / 2 : 1;
-            for (int i = 0; i < ka; i++)
-                mix[nm++] = a[i];
-            for (int i = 0; i < nb && nm < (K > 1 ? K : 2); i++)
-                mix[nm++] = bi[i];
-            ordinals(spec2, sizeof(spec2), g, mix, nm);
-            es_ctl_buf_printf(b,
-                              "check   d2-mix-%s level=d2 gpus=%s env=EASYSCALE_CANONICAL_DEVICE=%s "
-                              "desc=\"%d ESTs on %d %s + %d %s\"\n",
-                              models[k], spec2, canon, N, ka, ma, nm - ka, models[k]);
-            if (o->reduced)
-                break;
-        }
+                          v->models[k], spec2, canon, N, nb, v->models[k]);
     }
+    /* a mix: half of K from A, the rest from this model */
+    int mix[ES_CTL_MAX_GPUS], nm = 0, ka = K / 2 > 0 ? K / 2 : 1;
+    for (int i = 0; i < ka; i++)
+        mix[nm++] = v->a[i];
+    for (int i = 0; i < nb && nm < (K > 1 ? K : 2); i++)
+        mix[nm++] = bi[i];
+    ordinals(spec2, sizeof(spec2), v->g, mix, nm);
+    es_ctl_buf_printf(b,
+                      "check   d2-mix-%s level=d2 gpus=%s env=EASYSCALE_CANONICAL_DEVICE=%s "
+                      "desc=\"%d ESTs on %d %s + %d %s\"\n",
+                      v->models[k], spec2, canon, N, ka, v->ma, nm - ka, v->models[k]);
+}
+
+/* d2: every model of the machine, canonical device = all of them. */
+static void vm_d2(vm_build_t *v)
+{
+    char canon[256];
+    size_t co = 0;
+    if (v->nmodels <= 1)
+        return;
+    canon[0] = '\0';
+    for (int k = 0; k < v->nmodels; k++)
+        co += (size_t)snprintf(canon + co, sizeof(canon) - co, "%s%s", k ? "," : "",
+                               v->models[k]);
+    es_ctl_buf_printf(v->b, "# d2: the same job across GPU models (canonical device %s)\n",
+                      canon);
+    es_ctl_buf_printf(v->b,
+                      "check   d2-%s level=d2 gpus=%s env=EASYSCALE_CANONICAL_DEVICE=%s "
+                      "desc=\"%d ESTs on %d %s\"\n",
+                      v->ma, v->spec, canon, v->N, v->K, v->ma);
+    for (int k = 0; k < v->nmodels; k++) {
+        if (k == v->A)
+            continue;
+        vm_d2_model(v, k, canon);
+        if (v->o->reduced)
+            break;
+    }
+}
+
+/* The negative controls: without EasyScale the checksum must differ. */
+static void vm_controls(vm_build_t *v)
+{
+    es_ctl_buf_t *b = v->b;
+    int N = v->N, K = v->K;
     es_ctl_buf_printf(b, "# negative controls: without EasyScale the checksum must differ\n");
     if (K >= N) /* NCCL takes one rank per GPU */
         es_ctl_buf_printf(b,
                           "control off level=d1 gpus=%s shim-none desc=\"%d ESTs on %d %s, "
                           "libeasyscale.so not loaded\"\n",
-                          spec, N, K, ma);
+                          v->spec, N, K, v->ma);
     if (K >= N)
         es_ctl_buf_printf(b,
                           "control nccl level=d1 gpus=%s env=EASYSCALE_COLLECTIVES=nccl "
                           "desc=\"%d ESTs on %d %s, NCCL's own collectives\"\n",
-                          spec, N, K, ma);
+                          v->spec, N, K, v->ma);
     /* elastic training without EasyScale: the job shrinks to its GPUs */
-    int ke = K < N ? K : h;
+    int ke = K < N ? K : v->h;
     if (ke >= 1 && ke < N) {
-        ordinals(half, sizeof(half), g, a, ke);
+        char half[512];
+        ordinals(half, sizeof(half), v->g, v->a, ke);
         es_ctl_buf_printf(b,
                           "control elastic level=d1 gpus=%s ests=%d shim-none desc=\"the job "
                           "shrunk to %d worker%s on %d %s, libeasyscale.so not loaded\"\n",
-                          half, ke, ke, ke == 1 ? "" : "s", ke, ma);
+                          half, ke, ke, ke == 1 ? "" : "s", ke, v->ma);
     }
+}
+
+int es_vmatrix_builtin(const es_ctl_gpu_t *g, int ngpus, const es_vmatrix_opts_t *o,
+                       es_ctl_buf_t *b)
+{
+    vm_build_t v = { .g = g, .ngpus = ngpus, .o = o, .b = b };
+    if (ngpus <= 0)
+        return -ENOENT;
+    vm_group(&v);
+    vm_d1(&v);
+    vm_moves(&v);
+    vm_d2(&v);
+    vm_controls(&v);
     return b->oom ? -ENOMEM : 0;
 }
 
@@ -700,766 +776,4 @@ int es_verify_judge(const es_vmatrix_t *m, es_vresult_t *r, char *summary, size_
     (void)bad_checks;
     (void)bad_controls;
     return pass;
-}
-
-/* ---- running the configurations ------------------------------------------------------- */
-
-static const char *const usage =
-    "usage: easyscale-ctl verify [--ests N] [--steps N] [--calls-per-step K]\n"
-    "           [--matrix FILE | --reduced] [--only NAMES] [--pattern REGEX] [--json]\n"
-    "           [--list] [--workdir DIR] [--timeout SECONDS] [--no-digest] [-- CMD ARGS...]\n"
-    "Runs CMD (default: examples/train.py --steps N --deterministic-kernels) under\n"
-    "'easyscale-ctl run --ests N' once per configuration of a matrix (built from the\n"
-    "GPUs it sees, or --matrix FILE; --list prints it), takes each run's checksum\n"
-    "from its output with REGEX, and prints a table of configuration, checksum,\n"
-    "steps/s and verdict (--json: one JSON object). Passes when every check of a\n"
-    "determinism level gives the same checksum and every negative control (shim\n"
-    "not loaded, NCCL's own collectives) gives another.\n"
-    "  --ests N            ESTs of the job (4)\n"
-    "  --steps N           training steps: passed to the default trainer (200); with\n"
-    "                      CMD, how many it runs (for steps/s and scheduled events)\n"
-    "  --calls-per-step K  all-reduce calls per training step (the controller's step\n"
-    "                      unit; 3 for the default trainer, else 1)\n"
-    "  --matrix FILE       the configurations (format: controller/verify.h, --list)\n"
-    "  --reduced           the built-in matrix's short form (what CI runs)\n"
-    "  --only NAMES        run only these configurations (comma-separated)\n"
-    "  --pattern REGEX     the checksum in the output, POSIX extended; its first\n"
-    "                      group when it has one (default 'checksum ([0-9a-f]+)')\n"
-    "  --workdir DIR       keep each run's output (NAME.log) and digests there\n"
-    "                      (default: a temporary directory, kept when it fails)\n"
-    "  --timeout SECONDS   per configuration (600)\n"
-    "  --no-digest         no collective digests (EASYSCALE_DIGEST) for explaining\n"
-    "                      mismatches\n"
-    "Exit status: 0 pass, 1 fail, 2 usage.\n";
-
-typedef struct vrun_ctx {
-    const char *self;
-    char **visible;      /* per configuration: CUDA_VISIBLE_DEVICES for gpus=, or NULL */
-    char **cmd;
-    int ncmd;
-    int nests;
-    long steps;          /* training steps (0: unknown) */
-    double timeout;
-    const char *workdir;
-    int digest;
-    int json;
-    int moves_avail;     /* -1 unknown, 0 no, 1 yes */
-    int no_digest;       /* a difference had no digests to explain it */
-} vrun_ctx_t;
-
-static volatile sig_atomic_t g_stop;
-static void on_stop(int sig) { g_stop = sig; }
-
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    if (!f)
-        return NULL;
-    for (;;) {
-        if (cap - n < 65536) {
-            size_t nc = cap ? cap * 2 : 131072;
-            char *nb = realloc(buf, nc + 1);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = nb;
-            cap = nc;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
-/* The first line of the log that says why the run failed. */
-static void failure_line(const char *log, char *out, size_t len)
-{
-    static const char *const keys[] = { "not supported", "Duplicate GPU", "the job failed",
-                                        "did not happen", "failed", "error", "refused", NULL };
-    out[0] = '\0';
-    for (int k = 0; keys[k] && !out[0]; k++) {
-        const char *p = strstr(log, keys[k]);
-        if (!p)
-            continue;
-        const char *b = p, *e = strchr(p, '\n');
-        while (b > log && b[-1] != '\n')
-            b--;
-        size_t l = e ? (size_t)(e - b) : strlen(b);
-        /* an EST's line: without run's "[RANK] " and NCCL's "host:pid:tid [dev] NCCL WARN " */
-        if (*b == '[') {
-            const char *q = b + 1;
-            while (q < b + l && isdigit((unsigned char)*q))
-                q++;
-            if (q < b + l - 1 && q[0] == ']' && q[1] == ' ') {
-                l -= (size_t)(q + 2 - b);
-                b = q + 2;
-            }
-        }
-        const char *w = strstr(b, "NCCL WARN ");
-        if (w && w < b + l) {
-            l -= (size_t)(w + 10 - b);
-            b = w + 10;
-        }
-        while (l && (*b == ' ' || *b == '\t')) {
-            b++;
-            l--;
-        }
-        if (l >= len)
-            l = len - 1;
-        memcpy(out, b, l);
-        out[l] = '\0';
-    }
-}
-
-static int write_schedule(const char *path, const char *events)
-{
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -errno;
-    for (const char *p = events; *p;) {
-        const char *semi = strchr(p, ';');
-        size_t l = semi ? (size_t)(semi - p) : strlen(p);
-        while (l && (*p == ' ' || *p == '\t')) {
-            p++;
-            l--;
-        }
-        fprintf(f, "%.*s\n", (int)l, p);
-        p += l + (semi ? 1 : 0);
-    }
-    return fclose(f) ? -errno : 0;
-}
-
-/* Runs one configuration; fills r (state, exit status, log text). */
-static void run_config(vrun_ctx_t *x, const es_vcfg_t *c, const char *visible,
-                       const regex_t *re, es_vresult_t *r)
-{
-    char logp[PATH_MAX], schedp[PATH_MAX], digp[PATH_MAX], nests[16];
-    char *argv[64 + 256];
-    int a = 0;
-    memset(r, 0, sizeof(*r));
-    if (c->moves && x->moves_avail == 0) {
-        r->state = ES_VRUN_NOT_RUN;
-        snprintf(r->why, sizeof(r->why), "moves not available (shown by an earlier run)");
-        return;
-    }
-    if (snprintf(logp, sizeof(logp), "%s/%s.log", x->workdir, c->name) >= (int)sizeof(logp) ||
-        snprintf(schedp, sizeof(schedp), "%s/%s.schedule", x->workdir, c->name) >=
-            (int)sizeof(schedp) ||
-        snprintf(digp, sizeof(digp), "%s/%s.digest", x->workdir, c->name) >= (int)sizeof(digp)) {
-        r->state = ES_VRUN_FAILED;
-        snprintf(r->why, sizeof(r->why), "the work directory's path is too long");
-        return;
-    }
-    snprintf(nests, sizeof(nests), "%d", c->ests ? c->ests : x->nests);
-    argv[a++] = (char *)x->self;
-    argv[a++] = "run";
-    argv[a++] = "--ests";
-    argv[a++] = nests;
-    argv[a++] = "--determinism";
-    argv[a++] = c->shim_off ? "off" : c->level == 2 ? "d2" : "d1";
-    argv[a++] = "--progress";
-    argv[a++] = "off";
-    if (c->schedule) {
-        int w = write_schedule(schedp, c->schedule);
-        if (w < 0) {
-            r->state = ES_VRUN_FAILED;
-            snprintf(r->why, sizeof(r->why), "cannot write the schedule: %s", strerror(-w));
-            return;
-        }
-        argv[a++] = "--schedule";
-        argv[a++] = schedp;
-    }
-    if (c->est_mem) {
-        argv[a++] = "--est-memory";
-        argv[a++] = c->est_mem;
-    }
-    if (c->no_tslice)
-        argv[a++] = "--no-time-slicing";
-    if (c->shim_none) {
-        argv[a++] = "--shim";
-        argv[a++] = "none";
-    }
-    argv[a++] = "--";
-    for (int i = 0; i < x->ncmd && a < (int)(sizeof(argv) / sizeof(argv[0])) - 1; i++)
-        argv[a++] = x->cmd[i];
-    argv[a] = NULL;
-
-    uint64_t t0 = es_ctl_now_ns();
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        r->state = ES_VRUN_FAILED;
-        snprintf(r->why, sizeof(r->why), "fork: %s", strerror(errno));
-        return;
-    }
-    if (pid == 0) {
-        int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd < 0)
-            _exit(126);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul >= 0)
-            dup2(nul, 0);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        if (visible)
-            setenv("CUDA_VISIBLE_DEVICES", visible, 1);
-        /* a schedule's steps are seen through heartbeats: make them frequent */
-        if (c->schedule)
-            setenv("EASYSCALE_HEARTBEAT_MS", "100", 0);
-        for (int i = 0; i < c->nenv; i++)
-            putenv(c->env[i]);
-        if (x->digest && !c->shim_none)
-            setenv("EASYSCALE_DIGEST", digp, 1);
-        else
-            unsetenv("EASYSCALE_DIGEST");
-        execv(x->self, argv);
-        _exit(127);
-    }
-    int st = 0, killed = 0;
-    uint64_t deadline = t0 + (uint64_t)(x->timeout * 1e9), kill_at = 0;
-    for (;;) {
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid)
-            break;
-        if (w < 0 && errno != EINTR) {
-            st = 0x7f00;
-            break;
-        }
-        uint64_t now = es_ctl_now_ns();
-        if ((g_stop || now > deadline) && !killed) {
-            kill(pid, SIGTERM); /* run stops its ESTs */
-            killed = g_stop ? 2 : 1;
-            kill_at = now + 20000000000ull;
-        } else if (killed && kill_at && now > kill_at) {
-            kill(pid, SIGKILL);
-            kill_at = 0;
-        }
-        struct timespec ts = { 0, 50000000 };
-        nanosleep(&ts, NULL);
-    }
-    r->seconds = (double)(es_ctl_now_ns() - t0) / 1e9;
-    r->exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : -(WIFSIGNALED(st) ? WTERMSIG(st) : 1);
-    size_t len = 0;
-    char *log = read_all(logp, &len);
-    if (!log) {
-        r->state = ES_VRUN_FAILED;
-        snprintf(r->why, sizeof(r->why), "cannot read the run's output (%s.log)", c->name);
-        return;
-    }
-    int have = es_verify_checksum(log, len, re, r->sum, sizeof(r->sum), &r->nmatch,
-                                  &r->ndistinct) == 0;
-    if (killed) {
-        r->state = ES_VRUN_FAILED;
-        snprintf(r->why, sizeof(r->why), killed == 2 ? "interrupted" : "timed out after %.0f s",
-                 x->timeout);
-    } else if (r->exit_status != 0 || !have) {
-        char line[400];
-        failure_line(log, line, sizeof(line));
-        if (c->moves && strstr(log, "not supported")) {
-            r->state = ES_VRUN_NOT_RUN;
-            r->sum[0] = '\0';
-            r->nmatch = r->ndistinct = 0;
-            x->moves_avail = 0;
-            snprintf(r->why, sizeof(r->why), "moves not available: %s", line);
-        } else {
-            r->state = ES_VRUN_FAILED;
-            if (r->exit_status != 0)
-                snprintf(r->why, sizeof(r->why), "exit %d: %s", r->exit_status,
-                         line[0] ? line : "(see the log)");
-            else
-                snprintf(r->why, sizeof(r->why), "no checksum in the output");
-        }
-    } else {
-        r->state = ES_VRUN_OK;
-        if (c->moves && c->schedule)
-            x->moves_avail = 1;
-    }
-    free(log);
-}
-
-/* ---- output --------------------------------------------------------------------------- */
-
-static double steps_per_s(const vrun_ctx_t *x, const es_vresult_t *r)
-{
-    return x->steps > 0 && r->state == ES_VRUN_OK && r->seconds > 0 ? (double)x->steps / r->seconds
-                                                                      : 0;
-}
-
-static void print_table(const vrun_ctx_t *x, const es_vmatrix_t *m, const es_vresult_t *r,
-                        const char *summary, int pass)
-{
-    printf("%-16s %-5s %-7s %-18s %8s %7s  %s\n", "configuration", "level", "kind", "checksum",
-           "steps/s", "time", "verdict");
-    for (int i = 0; i < m->n; i++) {
-        const es_vcfg_t *c = &m->c[i];
-        const es_vresult_t *y = &r[i];
-        char sps[32] = "-", tm[32] = "-", sum[20] = "-";
-        double s = steps_per_s(x, y);
-        if (s > 0)
-            snprintf(sps, sizeof(sps), "%.1f", s);
-        if (y->state != ES_VRUN_NOT_RUN)
-            snprintf(tm, sizeof(tm), "%.1fs", y->seconds);
-        if (y->sum[0])
-            snprintf(sum, sizeof(sum), "%.16s", y->sum);
-        printf("%-16s d%-4d %-7s %-18s %8s %7s  %s%s%s\n", c->name, c->level,
-               c->role == ES_VCFG_CHECK ? "check" : "control", sum, sps, tm, y->verdict,
-               y->why[0] ? ": " : "", y->why);
-        if (y->explain[0])
-            printf("%-16s %s\n", "", y->explain);
-    }
-    if (x->no_digest)
-        printf("verify: no collective digests to explain the differences (this "
-               "libeasyscale.so writes none)\n");
-    printf("verify: %s\n", summary);
-    if (!pass)
-        printf("verify: each run's output is in %s/NAME.log\n", x->workdir);
-}
-
-static void print_json(const vrun_ctx_t *x, const es_vmatrix_t *m, const es_vresult_t *r,
-                       const char *summary, int pass, const char *pattern)
-{
-    es_ctl_buf_t b = { 0 };
-    es_ctl_buf_printf(&b, "{\"pass\":%s,\"summary\":", pass ? "true" : "false");
-    es_ctl_buf_json_str(&b, summary);
-    es_ctl_buf_printf(&b, ",\"ests\":%d,\"pattern\":", x->nests);
-    es_ctl_buf_json_str(&b, pattern);
-    es_ctl_buf_printf(&b, ",\"workdir\":");
-    es_ctl_buf_json_str(&b, x->workdir);
-    es_ctl_buf_printf(&b, ",\"command\":[");
-    for (int i = 0; i < x->ncmd; i++) {
-        es_ctl_buf_printf(&b, "%s", i ? "," : "");
-        es_ctl_buf_json_str(&b, x->cmd[i]);
-    }
-    es_ctl_buf_printf(&b, "],\"configs\":[");
-    for (int i = 0; i < m->n; i++) {
-        const es_vcfg_t *c = &m->c[i];
-        const es_vresult_t *y = &r[i];
-        es_ctl_buf_printf(&b, "%s{\"name\":", i ? "," : "");
-        es_ctl_buf_json_str(&b, c->name);
-        es_ctl_buf_printf(&b, ",\"kind\":\"%s\",\"level\":\"d%d\",\"gpus\":",
-                          c->role == ES_VCFG_CHECK ? "check" : "control", c->level);
-        es_ctl_buf_json_str(&b, c->gpus ? c->gpus : "all");
-        es_ctl_buf_printf(&b, ",\"env\":[");
-        for (int k = 0; k < c->nenv; k++) {
-            es_ctl_buf_printf(&b, "%s", k ? "," : "");
-            es_ctl_buf_json_str(&b, c->env[k]);
-        }
-        es_ctl_buf_printf(&b, "],\"schedule\":");
-        if (c->schedule)
-            es_ctl_buf_json_str(&b, c->schedule);
-        else
-            es_ctl_buf_printf(&b, "null");
-        es_ctl_buf_printf(&b, ",\"description\":");
-        es_ctl_buf_json_str(&b, c->desc ? c->desc : "");
-        es_ctl_buf_printf(&b, ",\"state\":\"%s\",\"exit\":%d,\"checksum\":",
-                          y->state == ES_VRUN_OK ? "ok" : y->state == ES_VRUN_FAILED ? "failed"
-                                                                                     : "skipped",
-                          y->exit_status);
-        if (y->sum[0])
-            es_ctl_buf_json_str(&b, y->sum);
-        else
-            es_ctl_buf_printf(&b, "null");
-        es_ctl_buf_printf(&b, ",\"ranks_agree\":%s,\"seconds\":%.3f,\"steps_per_s\":",
-                          y->ndistinct <= 1 ? "true" : "false", y->seconds);
-        double s = steps_per_s(x, y);
-        if (s > 0)
-            es_ctl_buf_printf(&b, "%.3f", s);
-        else
-            es_ctl_buf_printf(&b, "null");
-        es_ctl_buf_printf(&b, ",\"reference\":%s,\"good\":%s,\"verdict\":",
-                          y->reference ? "true" : "false", y->good ? "true" : "false");
-        es_ctl_buf_json_str(&b, y->verdict);
-        es_ctl_buf_printf(&b, ",\"why\":");
-        es_ctl_buf_json_str(&b, y->why);
-        es_ctl_buf_printf(&b, ",\"divergence\":");
-        es_ctl_buf_json_str(&b, y->explain);
-        es_ctl_buf_printf(&b, "}");
-    }
-    es_ctl_buf_printf(&b, "]}\n");
-    if (b.p)
-        fputs(b.p, stdout);
-    es_ctl_buf_free(&b);
-}
-
-static int rm_entry(const char *p, const struct stat *s, int f, struct FTW *w)
-{
-    (void)s;
-    (void)f;
-    (void)w;
-    remove(p);
-    return 0;
-}
-
-/* The repository root for the default command: $ES_ROOT, else two levels
- * above this binary (build/bin/easyscale-ctl). */
-static int default_trainer(const char *self, char *out, size_t len)
-{
-    const char *root = getenv("ES_ROOT");
-    char buf[PATH_MAX];
-    if (root && *root) {
-        if (snprintf(out, len, "%s/examples/train.py", root) >= (int)len)
-            return -ENAMETOOLONG;
-    } else {
-        snprintf(buf, sizeof(buf), "%s", self);
-        for (int up = 0; up < 3; up++) {
-            char *s = strrchr(buf, '/');
-            if (!s)
-                return -ENOENT;
-            *s = '\0';
-        }
-        if (snprintf(out, len, "%s/examples/train.py", buf) >= (int)len)
-            return -ENAMETOOLONG;
-    }
-    return access(out, R_OK) == 0 ? 0 : -ENOENT;
-}
-
-int es_ctl_verify_main(int argc, char **argv)
-{
-    static const struct option opts[] = {
-        { "ests", required_argument, NULL, 'n' },    { "steps", required_argument, NULL, 's' },
-        { "calls-per-step", required_argument, NULL, 'k' },
-        { "matrix", required_argument, NULL, 'm' },  { "reduced", no_argument, NULL, 'r' },
-        { "only", required_argument, NULL, 'o' },    { "pattern", required_argument, NULL, 'p' },
-        { "json", no_argument, NULL, 'j' },          { "list", no_argument, NULL, 'l' },
-        { "workdir", required_argument, NULL, 'w' }, { "timeout", required_argument, NULL, 't' },
-        { "no-digest", no_argument, NULL, 'D' },     { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 }
-    };
-    long nests = 4, steps = -1, cps = -1;
-    const char *matrix = NULL, *only = NULL, *pattern = "checksum ([0-9a-f]+)", *workdir = NULL;
-    int reduced = 0, json = 0, list = 0, c, rc = ES_CTL_EXIT_FAIL, have_re = 0, made_dir = 0;
-    double timeout = 600;
-    int digest = 1;
-    char self[PATH_MAX], trainer[PATH_MAX], steps_s[32], wd[PATH_MAX], err[1024];
-    char *mtext = NULL, *defcmd[8];
-    es_vmatrix_t *m = NULL;
-    es_vresult_t *res = NULL;
-    regex_t re;
-    es_ctl_buf_t b = { 0 };
-    vrun_ctx_t x = { 0 };
-    struct sigaction sa_old_int, sa_old_term;
-    int sig_set = 0, probe_rc = -ENOENT, ngp = 0;
-    es_ctl_gpu_t *gp = NULL;
-    char probe_err[512] = "no GPU probe";
-
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            if (es_ctl_parse_long(optarg, 1, ES_CTL_MAX_ESTS, &nests) < 0)
-                goto usage_bad;
-            break;
-        case 's':
-            if (es_ctl_parse_long(optarg, 1, 100000000, &steps) < 0)
-                goto usage_bad;
-            break;
-        case 'k':
-            if (es_ctl_parse_long(optarg, 1, 100000, &cps) < 0)
-                goto usage_bad;
-            break;
-        case 'm': matrix = optarg; break;
-        case 'r': reduced = 1; break;
-        case 'o': only = optarg; break;
-        case 'p': pattern = optarg; break;
-        case 'j': json = 1; break;
-        case 'l': list = 1; break;
-        case 'w': workdir = optarg; break;
-        case 't':
-            if (es_ctl_parse_seconds(optarg, 1, 86400, &timeout) < 0)
-                goto usage_bad;
-            break;
-        case 'D': digest = 0; break;
-        case 'h': fputs(usage, stdout); return ES_CTL_EXIT_OK;
-        default:
-            es_ctl_err("unknown or incomplete option \"%s\"", argv[optind - 1]);
-            fputs(usage, stderr);
-            return ES_CTL_EXIT_USAGE;
-        }
-    }
-    if (optind < argc && strcmp(argv[optind - 1], "--") != 0) {
-        es_ctl_err("unexpected argument \"%s\" (the command goes after --)", argv[optind]);
-        fputs(usage, stderr);
-        return ES_CTL_EXIT_USAGE;
-    }
-    if (matrix && reduced) {
-        es_ctl_err("--reduced is a form of the built-in matrix: not with --matrix");
-        return ES_CTL_EXIT_USAGE;
-    }
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (sl <= 0) {
-        es_ctl_err("cannot find this program (/proc/self/exe)");
-        return ES_CTL_EXIT_FAIL;
-    }
-    self[sl] = '\0';
-    int rerr = regcomp(&re, pattern, REG_EXTENDED);
-    if (rerr) {
-        regerror(rerr, &re, err, sizeof(err));
-        es_ctl_err("bad --pattern \"%s\": %s", pattern, err);
-        return ES_CTL_EXIT_USAGE;
-    }
-    have_re = 1;
-
-    x = (vrun_ctx_t){ .self = self, .nests = (int)nests, .timeout = timeout, .digest = digest,
-                     .json = json, .moves_avail = -1 };
-    if (optind < argc) {
-        x.cmd = argv + optind;
-        x.ncmd = argc - optind;
-        x.steps = steps > 0 ? steps : 0;
-        if (cps < 0)
-            cps = 1;
-    } else {
-        if (default_trainer(self, trainer, sizeof(trainer)) < 0) {
-            es_ctl_err("no default command (examples/train.py not found from $ES_ROOT or beside "
-                       "this binary): give one after --");
-            rc = ES_CTL_EXIT_USAGE;
-            goto out;
-        }
-        if (steps < 0)
-            steps = 200;
-        if (cps < 0)
-            cps = 3; /* train.py's 3 gradient buckets at its default --bucket-kb */
-        snprintf(steps_s, sizeof(steps_s), "%ld", steps);
-        int d = 0;
-        defcmd[d++] = "python3";
-        defcmd[d++] = trainer;
-        defcmd[d++] = "--steps";
-        defcmd[d++] = steps_s;
-        defcmd[d++] = "--log-every";
-        defcmd[d++] = "1000000";
-        defcmd[d++] = "--deterministic-kernels";
-        defcmd[d] = NULL;
-        x.cmd = defcmd;
-        x.ncmd = d;
-        x.steps = steps;
-    }
-
-    m = calloc(1, sizeof(*m));
-    gp = calloc(ES_CTL_MAX_GPUS, sizeof(*gp));
-    if (!m || !gp) {
-        es_ctl_err("out of memory");
-        goto out;
-    }
-    probe_rc = es_ctl_gpus_probe(gp, ES_CTL_MAX_GPUS, &ngp, probe_err, sizeof(probe_err));
-    if (matrix) {
-        size_t len;
-        mtext = read_all(matrix, &len);
-        if (!mtext) {
-            es_ctl_err("cannot read the matrix %s: %s", matrix, strerror(errno));
-            rc = ES_CTL_EXIT_USAGE;
-            goto out;
-        }
-        if (es_vmatrix_parse(mtext, matrix, m, err, sizeof(err)) < 0) {
-            es_ctl_err("%s", err);
-            rc = ES_CTL_EXIT_USAGE;
-            goto out;
-        }
-    } else {
-        if (probe_rc < 0) {
-            es_ctl_err("%s", probe_err);
-            goto out;
-        }
-        es_vmatrix_opts_t mo = { .nests = (int)nests,
-                                 .job_steps = x.steps > 0 ? x.steps * cps : 0,
-                                 .reduced = reduced };
-        int br = es_vmatrix_builtin(gp, ngp, &mo, &b);
-        if (br < 0) {
-            es_ctl_err("no GPU to build a matrix on");
-            goto out;
-        }
-        if (es_vmatrix_parse(b.p, "built-in matrix", m, err, sizeof(err)) < 0) {
-            es_ctl_err("%s", err);
-            goto out;
-        }
-    }
-    if (only) {
-        /* keep the named ones, in matrix order; every name must exist */
-        char *dup = strdup(only), *save = NULL;
-        int keep[ES_VCFG_MAX] = { 0 }, bad = 0;
-        if (!dup) {
-            es_ctl_err("out of memory");
-            goto out;
-        }
-        for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            int f = 0;
-            for (int i = 0; i < m->n; i++)
-                if (strcmp(m->c[i].name, t) == 0)
-                    keep[i] = f = 1;
-            if (!f) {
-                es_ctl_err("--only: no configuration named \"%s\" (--list shows them)", t);
-                bad = 1;
-            }
-        }
-        free(dup);
-        if (bad) {
-            rc = ES_CTL_EXIT_USAGE;
-            goto out;
-        }
-        int n = 0;
-        for (int i = 0; i < m->n; i++) {
-            if (keep[i])
-                m->c[n++] = m->c[i];
-            else
-                cfg_free(&m->c[i]);
-        }
-        for (int i = n; i < m->n; i++)
-            memset(&m->c[i], 0, sizeof(m->c[i]));
-        m->n = n;
-    }
-    /* every gpus= resolved before anything runs */
-    x.visible = calloc((size_t)m->n, sizeof(char *));
-    if (!x.visible) {
-        es_ctl_err("out of memory");
-        goto out;
-    }
-    for (int i = 0; i < m->n; i++) {
-        if (!m->c[i].gpus)
-            continue;
-        if (probe_rc < 0) {
-            es_ctl_err("configuration %s: gpus= needs the GPUs: %s", m->c[i].name, probe_err);
-            goto out;
-        }
-        size_t vl = (size_t)ngp * 48 + 1;
-        x.visible[i] = malloc(vl);
-        if (!x.visible[i]) {
-            es_ctl_err("out of memory");
-            goto out;
-        }
-        if (es_verify_gpus_visible(m->c[i].gpus, gp, ngp, x.visible[i], vl, err, sizeof(err)) < 0) {
-            es_ctl_err("configuration %s: %s", m->c[i].name, err);
-            rc = ES_CTL_EXIT_USAGE;
-            goto out;
-        }
-    }
-    if (list) {
-        es_ctl_buf_t l = { 0 };
-        for (int i = 0; i < m->n; i++)
-            es_vcfg_format(&m->c[i], &l);
-        if (l.p)
-            fputs(l.p, stdout);
-        es_ctl_buf_free(&l);
-        rc = ES_CTL_EXIT_OK;
-        goto out;
-    }
-
-    if (workdir) {
-        if (mkdir(workdir, 0700) < 0 && errno != EEXIST) {
-            es_ctl_err("cannot create --workdir %s: %s", workdir, strerror(errno));
-            goto out;
-        }
-        snprintf(wd, sizeof(wd), "%s", workdir);
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(wd, sizeof(wd), "%s/es-verify.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (!mkdtemp(wd)) {
-            es_ctl_err("cannot create a temporary directory: %s", strerror(errno));
-            goto out;
-        }
-        made_dir = 1;
-    }
-    x.workdir = wd;
-    res = calloc((size_t)m->n, sizeof(*res));
-    if (!res) {
-        es_ctl_err("out of memory");
-        goto out;
-    }
-    struct sigaction sa = { 0 };
-    sa.sa_handler = on_stop;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &sa_old_int);
-    sigaction(SIGTERM, &sa, &sa_old_term);
-    sig_set = 1;
-
-    fprintf(stderr, "verify: %d configuration%s, %ld ESTs, command:", m->n, m->n == 1 ? "" : "s",
-            nests);
-    for (int i = 0; i < x.ncmd; i++)
-        fprintf(stderr, " %s", x.cmd[i]);
-    fprintf(stderr, "\n");
-    for (int i = 0; i < m->n && !g_stop; i++) {
-        fprintf(stderr, "verify: [%d/%d] %s (%s) ...", i + 1, m->n, m->c[i].name,
-                m->c[i].desc ? m->c[i].desc : "");
-        fflush(stderr);
-        run_config(&x, &m->c[i], x.visible[i], &re, &res[i]);
-        if (res[i].state == ES_VRUN_OK)
-            fprintf(stderr, " %.1f s, checksum %.16s%s\n", res[i].seconds, res[i].sum,
-                    res[i].ndistinct > 1 ? " (ranks disagree)" : "");
-        else
-            fprintf(stderr, " %s\n", res[i].why);
-    }
-    if (g_stop)
-        for (int i = 0; i < m->n; i++)
-            if (!res[i].seconds && res[i].state == ES_VRUN_NOT_RUN && !res[i].why[0])
-                snprintf(res[i].why, sizeof(res[i].why), "interrupted");
-    char summary[1024];
-    int pass = es_verify_judge(m, res, summary, sizeof(summary));
-    if (g_stop)
-        pass = 0;
-    /* explain each mismatch with the collectives' digests */
-    int no_digest = 0;
-    for (int i = 0; i < m->n && x.digest; i++) {
-        if (strcmp(res[i].verdict, "MISMATCH") != 0 && strcmp(res[i].verdict, "SAME AS REFERENCE") != 0 &&
-            strcmp(res[i].verdict, "differs (expected)") != 0)
-            continue;
-        int rf = -1;
-        for (int k = 0; k < m->n; k++)
-            if (res[k].reference && m->c[k].level == m->c[i].level)
-                rf = k;
-        if (rf < 0 || m->c[i].shim_none)
-            continue;
-        char pa[PATH_MAX], pb[PATH_MAX];
-        if (snprintf(pa, sizeof(pa), "%s/%s.digest", wd, m->c[rf].name) >= (int)sizeof(pa) ||
-            snprintf(pb, sizeof(pb), "%s/%s.digest", wd, m->c[i].name) >= (int)sizeof(pb))
-            continue;
-        struct stat st;
-        if (stat(pa, &st) != 0 && stat(pb, &st) != 0) {
-            no_digest++; /* this libeasyscale.so writes none */
-            continue;
-        }
-        es_digest_explain(pa, pb, res[i].explain, sizeof(res[i].explain));
-    }
-    x.no_digest = no_digest > 0;
-    if (json)
-        print_json(&x, m, res, summary, pass, pattern);
-    else
-        print_table(&x, m, res, summary, pass);
-    rc = pass ? ES_CTL_EXIT_OK : ES_CTL_EXIT_FAIL;
-    if (made_dir && pass)
-        nftw(wd, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    goto out;
-
-usage_bad:
-    es_ctl_err("bad value \"%s\" for %s", optarg, argv[optind - 1]);
-    fputs(usage, stderr);
-    return ES_CTL_EXIT_USAGE;
-out:
-    if (sig_set) {
-        sigaction(SIGINT, &sa_old_int, NULL);
-        sigaction(SIGTERM, &sa_old_term, NULL);
-    }
-    if (have_re)
-        regfree(&re);
-    if (x.visible && m)
-        for (int i = 0; i < m->n; i++)
-            free(x.visible[i]);
-    free(x.visible);
-    free(gp);
-    if (m)
-        es_vmatrix_free(m);
-    free(m);
-    free(res);
-    free(mtext);
-    es_ctl_buf_free(&b);
-    return rc;
 }

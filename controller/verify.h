@@ -66,6 +66,8 @@ typedef struct es_vmatrix {
 int es_vmatrix_parse(const char *text, const char *origin, es_vmatrix_t *m, char *err,
                      size_t errlen);
 void es_vmatrix_free(es_vmatrix_t *m);
+/* Frees one configuration's strings and zeroes it. */
+void es_vcfg_free(es_vcfg_t *c);
 /* Writes one configuration as a matrix line (what --list prints). */
 void es_vcfg_format(const es_vcfg_t *c, es_ctl_buf_t *b);
 
