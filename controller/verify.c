@@ -4,7 +4,6 @@
  * judgement of a matrix's results. Running the configurations and the
  * `verify` subcommand itself: controller/verify_run.c. */
 #include "controller/verify.h"
-#include "controller/digest.h"
 
 #include <ctype.h>
 #include <errno.h>

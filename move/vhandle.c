@@ -824,49 +824,93 @@ out:
     return r;
 }
 
-static es_vobj_t *es_child_named(es_vobj_t *parent, int kind, const char *name) /* lock held */
+/* The child of parent of kind (lock held): the one named name when name_off
+ * (the offset of its name in the object) is non-zero, else the first. */
+static es_vobj_t *es_child_find(es_vobj_t *parent, int kind, size_t name_off, const char *name)
 {
     for (es_vobj_t *o = es_first; o; o = o->next) {
         if (o->parent != parent || o->kind != kind)
             continue;
-        const char *n = kind == ES_VK_FUNC ? ((es_vfunc_t *)o)->name : ((es_vkernel_t *)o)->name;
+        if (!name_off)
+            return o;
+        const char *n = *(char **)((char *)o + name_off);
         if ((!n && !name) || (n && name && strcmp(n, name) == 0))
             return o;
     }
     return NULL;
 }
 
-CUresult es_vh_module_get_function(CUfunction *out, CUmodule mod, const char *name)
+/* How a child's real handle is had from its parent's (es_child_get). */
+typedef CUresult (*es_child_real_fn)(void **real, void *parent_real, const char *name);
+
+/* The virtual child of kind of the parent handle h (of parent_kind) named
+ * name, made with get() the first time it is asked for; size and name_off:
+ * the child object's (name_off 0: no name, one child of that kind). The
+ * get-or-create of cuModuleGetFunction, cuLibraryGetKernel,
+ * cuLibraryGetModule and cuKernelGetFunction. */
+static CUresult es_child_get(void **out, const void *h, int parent_kind, int kind,
+                             const char *name, size_t size, size_t name_off,
+                             es_child_real_fn get)
 {
     CUresult r = CUDA_SUCCESS;
-    if (!out || !name)
-        return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&es_vh_mu);
-    es_vobj_t *m = es_obj_of(mod, ES_VK_MODULE);
-    if (!m) {
+    es_vobj_t *p = es_obj_of(h, parent_kind);
+    if (!p) {
         r = CUDA_ERROR_INVALID_HANDLE;
         goto out;
     }
-    es_vobj_t *f = es_child_named(m, ES_VK_FUNC, name);
-    if (!f) {
-        CUfunction real = NULL;
-        r = es_drv.cuModuleGetFunction(&real, (CUmodule)m->real, name);
-        if (r != CUDA_SUCCESS)
+    if (parent_kind == ES_VK_KERNEL)
+        name = ((es_vkernel_t *)p)->name; /* its function has its name */
+    es_vobj_t *c = es_child_find(p, kind, name_off, name);
+    if (!c) {
+        void *real = NULL;
+        if ((r = get(&real, p->real, name)) != CUDA_SUCCESS)
             goto out;
-        es_vfunc_t *vf = es_obj_new(sizeof(*vf), ES_VK_FUNC, m->vdev, m);
-        if (!vf || !(vf->name = strdup(name))) {
-            if (vf)
-                es_obj_free(&vf->h);
+        if (!(c = es_obj_new(size, kind, p->vdev, p)) ||
+            (name_off && !(*(char **)((char *)c + name_off) = strdup(name)))) {
+            if (c)
+                es_obj_free(c);
             r = CUDA_ERROR_OUT_OF_MEMORY;
             goto out;
         }
-        es_set_real(&vf->h, real);
-        f = &vf->h;
+        if (kind == ES_VK_MODULE)
+            ((es_vmodule_t *)c)->of_library = 1;
+        es_set_real(c, real);
     }
-    *out = (CUfunction)f;
+    *out = c;
 out:
     pthread_mutex_unlock(&es_vh_mu);
     return r;
+}
+
+static CUresult es_real_func_of_module(void **real, void *mod, const char *name)
+{
+    return es_drv.cuModuleGetFunction((CUfunction *)real, (CUmodule)mod, name);
+}
+
+static CUresult es_real_kernel_of_library(void **real, void *lib, const char *name)
+{
+    return es_drv.cuLibraryGetKernel((CUkernel *)real, (CUlibrary)lib, name);
+}
+
+static CUresult es_real_module_of_library(void **real, void *lib, const char *name)
+{
+    (void)name;
+    return es_drv.cuLibraryGetModule((CUmodule *)real, (CUlibrary)lib);
+}
+
+static CUresult es_real_func_of_kernel(void **real, void *kern, const char *name)
+{
+    (void)name;
+    return es_drv.cuKernelGetFunction((CUfunction *)real, (CUkernel)kern);
+}
+
+CUresult es_vh_module_get_function(CUfunction *out, CUmodule mod, const char *name)
+{
+    if (!out || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    return es_child_get((void **)out, mod, ES_VK_MODULE, ES_VK_FUNC, name, sizeof(es_vfunc_t),
+                        offsetof(es_vfunc_t, name), es_real_func_of_module);
 }
 
 CUresult es_vh_module_get_global(CUdeviceptr *dptr, size_t *bytes, CUmodule mod, const char *name)
@@ -1025,104 +1069,28 @@ out:
 
 CUresult es_vh_library_get_kernel(CUkernel *out, CUlibrary lib, const char *name)
 {
-    CUresult r = CUDA_SUCCESS;
     if (!out || !name)
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&es_vh_mu);
-    es_vobj_t *l = es_obj_of(lib, ES_VK_LIBRARY);
-    if (!l) {
-        r = CUDA_ERROR_INVALID_HANDLE;
-        goto out;
-    }
-    es_vobj_t *k = es_child_named(l, ES_VK_KERNEL, name);
-    if (!k) {
-        CUkernel real = NULL;
-        r = es_drv.cuLibraryGetKernel(&real, (CUlibrary)l->real, name);
-        if (r != CUDA_SUCCESS)
-            goto out;
-        es_vkernel_t *vk = es_obj_new(sizeof(*vk), ES_VK_KERNEL, l->vdev, l);
-        if (!vk || !(vk->name = strdup(name))) {
-            if (vk)
-                es_obj_free(&vk->h);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-            goto out;
-        }
-        es_set_real(&vk->h, real);
-        k = &vk->h;
-    }
-    *out = (CUkernel)k;
-out:
-    pthread_mutex_unlock(&es_vh_mu);
-    return r;
+    return es_child_get((void **)out, lib, ES_VK_LIBRARY, ES_VK_KERNEL, name,
+                        sizeof(es_vkernel_t), offsetof(es_vkernel_t, name),
+                        es_real_kernel_of_library);
 }
 
+/* One module object per library (its module in the current context). */
 CUresult es_vh_library_get_module(CUmodule *out, CUlibrary lib)
 {
-    CUresult r = CUDA_SUCCESS;
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&es_vh_mu);
-    es_vobj_t *l = es_obj_of(lib, ES_VK_LIBRARY);
-    if (!l) {
-        r = CUDA_ERROR_INVALID_HANDLE;
-        goto out;
-    }
-    /* one module object per library (its module in the current context) */
-    es_vobj_t *m = NULL;
-    for (es_vobj_t *o = es_first; o && !m; o = o->next)
-        if (o->parent == l && o->kind == ES_VK_MODULE)
-            m = o;
-    if (!m) {
-        CUmodule real = NULL;
-        r = es_drv.cuLibraryGetModule(&real, (CUlibrary)l->real);
-        if (r != CUDA_SUCCESS)
-            goto out;
-        es_vmodule_t *vm = es_obj_new(sizeof(*vm), ES_VK_MODULE, l->vdev, l);
-        if (!vm) {
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-            goto out;
-        }
-        vm->of_library = 1;
-        es_set_real(&vm->h, real);
-        m = &vm->h;
-    }
-    *out = (CUmodule)m;
-out:
-    pthread_mutex_unlock(&es_vh_mu);
-    return r;
+    return es_child_get((void **)out, lib, ES_VK_LIBRARY, ES_VK_MODULE, NULL,
+                        sizeof(es_vmodule_t), 0, es_real_module_of_library);
 }
 
 CUresult es_vh_kernel_get_function(CUfunction *out, CUkernel kern)
 {
-    CUresult r = CUDA_SUCCESS;
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&es_vh_mu);
-    es_vobj_t *k = es_obj_of(kern, ES_VK_KERNEL);
-    if (!k) {
-        r = CUDA_ERROR_INVALID_HANDLE;
-        goto out;
-    }
-    es_vobj_t *f = es_child_named(k, ES_VK_FUNC, ((es_vkernel_t *)k)->name);
-    if (!f) {
-        CUfunction real = NULL;
-        r = es_drv.cuKernelGetFunction(&real, (CUkernel)k->real);
-        if (r != CUDA_SUCCESS)
-            goto out;
-        es_vfunc_t *vf = es_obj_new(sizeof(*vf), ES_VK_FUNC, k->vdev, k);
-        if (!vf || !(vf->name = strdup(((es_vkernel_t *)k)->name))) {
-            if (vf)
-                es_obj_free(&vf->h);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-            goto out;
-        }
-        es_set_real(&vf->h, real);
-        f = &vf->h;
-    }
-    *out = (CUfunction)f;
-out:
-    pthread_mutex_unlock(&es_vh_mu);
-    return r;
+    return es_child_get((void **)out, kern, ES_VK_KERNEL, ES_VK_FUNC, NULL, sizeof(es_vfunc_t),
+                        offsetof(es_vfunc_t, name), es_real_func_of_kernel);
 }
 
 /* ---- foreign objects ----------------------------------------------------------------------- */
