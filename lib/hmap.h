@@ -1,5 +1,5 @@
 /* A small open-addressing hash map from 64-bit keys to pointers, for the
- * registries of context/ (stand-in handles, real -> virtual handles).
+ * registries of move/ (stand-in handles, real -> virtual handles).
  *
  * Contract: not thread-safe (callers hold their registry's lock); key 0 is
  * not allowed (it marks an empty slot); values may be anything but NULL

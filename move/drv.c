@@ -1,4 +1,4 @@
-/* The real driver functions of context/ (see drv.h): one table filled by
+/* The real driver functions of move/ (see drv.h): one table filled by
  * exact symbol from a handle of the driver, with a failing stub for every
  * symbol the driver lacks. */
 #include "move/drv.h"

@@ -1,4 +1,4 @@
-/* The real driver functions the EST-moving machinery of context/ calls
+/* The real driver functions the EST-moving machinery of move/ calls
  * itself (memory registry, swap engine, virtual handles): one table, looked
  * up by exact exported symbol on a handle of libcuda.so.1.
  *
@@ -13,7 +13,7 @@
  * stub returning CUDA_ERROR_NOT_FOUND, so no member is ever NULL) and
  * returns 0, or -ENOENT when the handle lacks one of them (the table is
  * still usable: such calls fail cleanly). Call it once, before any other
- * context/ function; es_drv is read without locks afterwards.
+ * move/ function; es_drv is read without locks afterwards.
  */
 #ifndef ES_MOVE_DRV_H
 #define ES_MOVE_DRV_H

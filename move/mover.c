@@ -1,5 +1,5 @@
 /* The move orchestrator (see mover.h): the order in which the pieces of
- * context/ run for a park, an unpark and a migration, and what is undone
+ * move/ run for a park, an unpark and a migration, and what is undone
  * when one of them fails. */
 #include "move/mover.h"
 #include "move/door.h"

@@ -1,6 +1,6 @@
 /* The move orchestrator, "mover" (docs/MOVING.md): what runs at a safe point to move
  * a virtual device (an EST) to another real device or park it in host
- * memory, from the pieces of context/: drain the streams (vhandle), move
+ * memory, from the pieces of move/: drain the streams (vhandle), move
  * the memory (swap), tear the real handles down and re-create them
  * (vhandle), re-register pinned host memory (memreg).
  *

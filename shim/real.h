@@ -50,7 +50,7 @@ extern es_real_cudnn_t es_real_cudnn;
 extern es_real_nccl_t es_real_nccl;
 extern es_real_cublaslt_t es_real_cublaslt;
 
-/* The libraries' own functions. While handles are virtual (context/
+/* The libraries' own functions. While handles are virtual (move/
  * vhandle.h) the es_real_* entries that ES_REAL() calls are translating
  * thunks over these (intercept/virtual/thunks.c); otherwise both tables agree. */
 extern es_real_cuda_t es_raw_cuda;
