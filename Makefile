@@ -76,7 +76,7 @@ MODULES := fatbin \
     lib wire audit kernels device move coll intercept \
     examples controller \
     shim \
-    tests tests/harness
+    tests tests/scripts tests/harness
 include $(patsubst %,%/module.mk,$(MODULES))
 
 all: $(ALL) $(B)/san
@@ -95,10 +95,13 @@ $(B)/obj/%.o: %.c
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
 
 # Every test program is run even when one fails; the target fails at the end.
+# First the folders' one-way dependencies (scripts/check-deps: the #include
+# lines and the objects' symbols of $(B)); a violation fails the target too.
 # scripts/run-tests runs 2 programs at a time, the longest first
 # (ES_TEST_JOBS=1 make test: one at a time, the output as it comes).
 test: all $(TESTS)
-	@ES_BUILD=$(B) scripts/run-tests $(TESTS)
+	@rc=0; CUDA_HOME=$(CUDA_HOME) scripts/check-deps --build $(B) || rc=1; \
+	ES_BUILD=$(B) scripts/run-tests $(TESTS) || rc=1; exit $$rc
 
 # Builds every test program and bench without running them.
 .PHONY: build-tests
