@@ -19,11 +19,11 @@ $(B)/obj/sim/cublaslt/blob.o: $(LT_FATBIN)
 # -Bsymbolic-functions: calls to its own exports bind inside the library (as
 # simcuda's cuBLAS, sim/cublas/module.mk).
 $(B)/sim/libcublasLt.so.13: $(LT_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) \
-		sim/cublaslt/libcublasLt.map
+		$(SIM_CUBLAS_STATUS_OBJ) sim/cublaslt/libcublasLt.map
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcublasLt.so.13 -Wl,--no-undefined -Wl,-Bsymbolic-functions \
 		-Wl,--version-script=sim/cublaslt/libcublasLt.map -o $@ \
-		$(LT_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) -ldl -lm
+		$(LT_OBJS) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) $(SIM_CUBLAS_STATUS_OBJ) -ldl -lm
 
 $(B)/sim/libcublasLt.so: $(B)/sim/libcublasLt.so.13
 	ln -sf libcublasLt.so.13 $@
