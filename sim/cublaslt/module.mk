@@ -8,7 +8,8 @@ LT_SRCS := sim/cublaslt/lt.c
 LT_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(LT_SRCS)) $(B)/obj/sim/cublaslt/blob.o
 LT_FATBIN := $(B)/gen/simlt.fatbin
 LT_TWIN := $(B)/sim/twins/libsimtwin_cublaslt.so
-$(eval $(call cucpu_cu,sim/cublaslt/kernels.cu,$(LT_FATBIN),$(LT_TWIN),sim/cublaslt/lt_kernels.h))
+$(eval $(call cucpu_cu,sim/cublaslt/kernels.cu,$(LT_FATBIN),$(LT_TWIN),sim/cublaslt/lt_kernels.h \
+    sim/common/f16_impl.h))
 
 # The summation order is the one written: no contraction into FMA.
 $(LT_OBJS) $(B)/obj/tests/sim_cublaslt/sim_cublaslt_test.o: CFLAGS += -ffp-contract=off
