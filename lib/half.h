@@ -22,9 +22,10 @@
  *    simcuda's cuBLAS / cuDNN / cuBLASLt (the float conversions of
  *    sim/common/f16.h) follow it too, so tests that compare the shim's
  *    outputs with theirs see the same NaN bits. (NVIDIA's
- *    __float2bfloat16_rn / __float2half_rn give the canonical 0x7fff for
- *    every NaN, the host fallbacks in cuda_bf16.hpp / cuda_fp16.hpp; the
- *    shim's kernels never use them, so their bits do not depend on it.)
+ *    __float2half_rn / __float2bfloat16_rn keep a NaN a NaN, but not its
+ *    bits: their host code in cuda_fp16.hpp / cuda_bf16.hpp returns 0x7fff
+ *    for every NaN, on the device they are the cvt instruction. The shim's
+ *    kernels never call them, so their bits do not depend on either.)
  *    The virtual collectives store a NaN result as the type's canonical
  *    NaN (0x7e00, 0x7fc0), a rule of the reduction, not of this header:
  *    kernels/reduce_kernels.h canonicalises before it narrows.
