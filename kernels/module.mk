@@ -24,7 +24,7 @@ ES_SM_NEWEST := $(lastword $(ES_SM_LIST))
 ES_GENCODE := $(foreach s,$(ES_SM_LIST),-gencode arch=compute_$(s),code=sm_$(s)) \
     -gencode arch=compute_$(ES_SM_NEWEST),code=compute_$(ES_SM_NEWEST)
 
-$(eval $(call cucpu_cu,kernels/portable.cu,$(ES_PORTABLE_FATBIN),$(ES_PORTABLE_TWIN),kernels/portable_kernels.h))
+$(eval $(call cucpu_cu,kernels/portable.cu,$(ES_PORTABLE_FATBIN),$(ES_PORTABLE_TWIN),kernels/portable_kernels.h lib/half.h))
 $(ES_PORTABLE_FATBIN): CUCPU_GENCODE := $(ES_GENCODE)
 # compressed (a dozen architectures' SASS, embedded in libeasyscale.so);
 # the architectures compiled in parallel
@@ -56,7 +56,7 @@ KERNELS_SHIM_SRCS += kernels/reduce.c
 KERNELS_SHIM_OBJS += $(B)/obj/kernels/reduce_blob.o
 ES_REDUCE_FATBIN := $(B)/gen/es_reduce.fatbin
 ES_REDUCE_TWIN := $(B)/sim/twins/libsimtwin_coll.so
-$(eval $(call cucpu_cu,kernels/reduce.cu,$(ES_REDUCE_FATBIN),$(ES_REDUCE_TWIN),kernels/reduce_kernels.h))
+$(eval $(call cucpu_cu,kernels/reduce.cu,$(ES_REDUCE_FATBIN),$(ES_REDUCE_TWIN),kernels/reduce_kernels.h lib/half.h))
 
 $(B)/obj/kernels/reduce_blob.o: CPPFLAGS += -DES_REDUCE_FATBIN='"$(ES_REDUCE_FATBIN)"'
 $(B)/obj/kernels/reduce_blob.o: $(ES_REDUCE_FATBIN)

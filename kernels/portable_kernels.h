@@ -11,7 +11,7 @@
  * Data types: fp32, fp16 and bf16 operands (ES_DT_*), widened exactly to
  * fp32; accumulation always in fp32; results rounded once to the output's
  * type (round to nearest even; NaN stays a quiet NaN with its sign and top
- * payload bits).
+ * payload bits: the conversions of lib/half.h).
  *
  * Order (the documented one; any faster kernel must keep it per element):
  *   GEMM element (i, j): acc = 0; for p = 0 .. k-1 ascending:
@@ -55,6 +55,8 @@
 #define ES_ADD(a, b) ((a) + (b))
 #define ES_DIV(a, b) ((a) / (b))
 #endif
+
+#include "lib/half.h"
 
 #define ES_GEMM_TILE 16
 #define ES_CONV_BLOCK 256
@@ -134,95 +136,24 @@ typedef struct es_conv_args {
     es_ep_t ep[ES_MAX_EP]; /* forward only: ADD, RELU, CLIP */
 } es_conv_args_t;
 
-/* ---- 16-bit formats ---------------------------------------------------------------- */
-
-ES_HD unsigned es_fbits(float f)
-{
-#ifdef __CUDACC__
-    return __float_as_uint(f);
-#else
-    unsigned u;
-    memcpy(&u, &f, sizeof(u));
-    return u;
-#endif
-}
-
-ES_HD float es_bitsf(unsigned u)
-{
-#ifdef __CUDACC__
-    return __uint_as_float(u);
-#else
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-#endif
-}
-
-ES_HD float es_h2f(unsigned short h)
-{
-    unsigned sign = (unsigned)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    if (exp == 0x1fu)
-        return es_bitsf(sign | 0x7f800000u | (man << 13));
-    if (exp != 0)
-        return es_bitsf(sign | ((exp + 112u) << 23) | (man << 13));
-    if (man == 0)
-        return es_bitsf(sign);
-    unsigned e = 113u; /* subnormal: normalise */
-    while (!(man & 0x400u)) {
-        man <<= 1;
-        e--;
-    }
-    return es_bitsf(sign | (e << 23) | ((man & 0x3ffu) << 13));
-}
-
-ES_HD unsigned short es_f2h(float f)
-{
-    unsigned x = es_fbits(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) /* NaN: quiet, sign and top payload bits kept */
-        return (unsigned short)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
-    if (ax >= 0x477ff000u) /* 65520 and above (and infinity): infinity */
-        return (unsigned short)(sign | 0x7c00u);
-    if (ax >= 0x38800000u) { /* normal half: round at bit 13, ties to even */
-        unsigned r = ax + 0xfffu + ((ax >> 13) & 1u);
-        return (unsigned short)(sign | ((r >> 13) - (112u << 10)));
-    }
-    if (ax <= 0x33000000u) /* at most 2^-25: zero */
-        return (unsigned short)sign;
-    unsigned e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u, s = 126u - e; /* quantum 2^-24 */
-    unsigned q = m >> s, rem = m & ((1u << s) - 1u), half = 1u << (s - 1u);
-    if (rem > half || (rem == half && (q & 1u)))
-        q++;
-    return (unsigned short)(sign | q);
-}
-
-ES_HD float es_bf2f(unsigned short h)
-{
-    return es_bitsf((unsigned)h << 16);
-}
-
-ES_HD unsigned short es_f2bf(float f)
-{
-    unsigned x = es_fbits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (unsigned short)((x >> 16) | 0x40u);
-    return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
+/* ---- 16-bit formats: lib/half.h (round to nearest even; NaN kept quiet with its
+ * sign and top payload bits) --------------------------------------------------------- */
 
 ES_HD float es_ld(const void *p, long long i, int dt)
 {
     if (dt == ES_DT_F16)
-        return es_h2f(((const unsigned short *)p)[i]);
+        return es_half_f16_to_f(((const unsigned short *)p)[i]);
     if (dt == ES_DT_BF16)
-        return es_bf2f(((const unsigned short *)p)[i]);
+        return es_half_bf16_to_f(((const unsigned short *)p)[i]);
     return ((const float *)p)[i];
 }
 
 ES_HD void es_st(void *p, long long i, int dt, float v)
 {
     if (dt == ES_DT_F16)
-        ((unsigned short *)p)[i] = es_f2h(v);
+        ((unsigned short *)p)[i] = es_half_f_to_f16(v);
     else if (dt == ES_DT_BF16)
-        ((unsigned short *)p)[i] = es_f2bf(v);
+        ((unsigned short *)p)[i] = es_half_f_to_bf16(v);
     else
         ((float *)p)[i] = v;
 }
@@ -246,7 +177,7 @@ ES_HD float es_exp_poly(float x)
     p = ES_FMA(p, f, 0.5f);
     p = ES_FMA(p, f, 1.0f);
     p = ES_FMA(p, f, 1.0f);
-    return ES_MUL(p, es_bitsf((unsigned)((int)n + 127) << 23));
+    return ES_MUL(p, es_half_bitsf((unsigned)((int)n + 127) << 23));
 }
 
 ES_HD float es_tanh(float x)

@@ -11,11 +11,11 @@
  *  - each step is done in the datatype's own arithmetic: integers wrap
  *    (two's complement, computed unsigned); float32 and float64 are IEEE
  *    round-to-nearest-even operations; half, bfloat16, fp8 e4m3 and e5m2
- *    convert both operands to float32 (exact), do the float32 operation,
- *    and round the result back to the type once per step
- *    (round-to-nearest-even; half overflows to infinity; the fp8 types
- *    saturate to their largest finite value, as NVIDIA's satfinite
- *    conversion does, an infinity included);
+ *    convert both operands to float32 (exact; half and bfloat16 with
+ *    lib/half.h), do the float32 operation, and round the result back to
+ *    the type once per step (round-to-nearest-even; half overflows to
+ *    infinity; the fp8 types saturate to their largest finite value, as
+ *    NVIDIA's satfinite conversion does, an infinity included);
  *  - max/min: a NaN operand wins (the accumulator's first), otherwise the
  *    larger/smaller, the accumulator on ties (so -0/+0 keep the earlier);
  *  - avg: the sum as above, then divided once by n (float types: one
@@ -66,6 +66,8 @@ typedef int32_t es_i32;
 typedef int64_t es_i64;
 #endif
 
+#include "lib/half.h"
+
 /* ncclDataType_t values */
 enum { ES_RT_I8 = 0, ES_RT_U8 = 1, ES_RT_I32 = 2, ES_RT_U32 = 3, ES_RT_I64 = 4, ES_RT_U64 = 5,
        ES_RT_F16 = 6, ES_RT_F32 = 7, ES_RT_F64 = 8, ES_RT_BF16 = 9, ES_RT_E4M3 = 10,
@@ -93,29 +95,7 @@ typedef struct es_red_args {
     int divisor;               /* AVG: n */
 } es_red_args_t;
 
-/* ---- bit casts ------------------------------------------------------------- */
-
-ES_RD float es_bits_f(es_u32 u)
-{
-#ifdef __CUDACC__
-    return __uint_as_float(u);
-#else
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-#endif
-}
-
-ES_RD es_u32 es_f_bits(float f)
-{
-#ifdef __CUDACC__
-    return __float_as_uint(f);
-#else
-    es_u32 u;
-    memcpy(&u, &f, 4);
-    return u;
-#endif
-}
+/* ---- bit casts (float: lib/half.h's es_half_fbits, es_half_bitsf) --------- */
 
 ES_RD double es_bits_d(es_u64 u)
 {
@@ -141,7 +121,7 @@ ES_RD es_u64 es_d_bits(double d)
 
 ES_RD int es_f_isnan(float f)
 {
-    es_u32 u = es_f_bits(f);
+    es_u32 u = es_half_fbits(f);
     return (u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu);
 }
 
@@ -183,7 +163,7 @@ ES_RD float es_small_to_f(es_u32 code, int E, int M, int bias, int inf_nan)
     } else {
         out = ((e - (es_u32)bias + 127u) << 23) | (m << (23 - M));
     }
-    return es_bits_f(out | (sign << 31));
+    return es_half_bitsf(out | (sign << 31));
 }
 
 /* float -> code, round to nearest even. maxcode: the largest finite code
@@ -191,7 +171,7 @@ ES_RD float es_small_to_f(es_u32 code, int E, int M, int bias, int inf_nan)
  * else the infinity code (maxcode + 1); nan: the NaN code. */
 ES_RD es_u32 es_f_to_small(float f, int E, int M, int bias, es_u32 maxcode, int sat, es_u32 nan)
 {
-    es_u32 u = es_f_bits(f);
+    es_u32 u = es_half_fbits(f);
     es_u32 sign = (u >> 31) << (E + M);
     es_u32 fe = (u >> 23) & 0xffu;
     es_u32 fm = u & 0x7fffffu;
@@ -221,22 +201,10 @@ ES_RD es_u32 es_f_to_small(float f, int E, int M, int bias, es_u32 maxcode, int 
     return sign | r;
 }
 
-ES_RD float es_f16_to_f(es_u16 h) { return es_small_to_f(h, 5, 10, 15, 1); }
-ES_RD es_u16 es_f_to_f16(float f) { return (es_u16)es_f_to_small(f, 5, 10, 15, 0x7bffu, 0, 0x7e00u); }
 ES_RD float es_e4m3_to_f(es_u8 c) { return es_small_to_f(c, 4, 3, 7, 2); }
 ES_RD es_u8 es_f_to_e4m3(float f) { return (es_u8)es_f_to_small(f, 4, 3, 7, 0x7eu, 1, 0x7fu); }
 ES_RD float es_e5m2_to_f(es_u8 c) { return es_small_to_f(c, 5, 2, 15, 1); }
 ES_RD es_u8 es_f_to_e5m2(float f) { return (es_u8)es_f_to_small(f, 5, 2, 15, 0x7bu, 1, 0x7eu); }
-
-ES_RD float es_bf16_to_f(es_u16 b) { return es_bits_f((es_u32)b << 16); }
-ES_RD es_u16 es_f_to_bf16(float f)
-{
-    es_u32 u = es_f_bits(f);
-    if (es_f_isnan(f))
-        return 0x7fc0u;
-    u += 0x7fffu + ((u >> 16) & 1u); /* carries into the exponent (and to infinity) */
-    return (es_u16)(u >> 16);
-}
 
 /* ---- one step of each operation on float32 / float64 values -------------- */
 
@@ -268,7 +236,7 @@ ES_RD double es_d_op(int op, double a, double b)
     }
 }
 
-ES_RD float es_f_canon(float f) { return es_f_isnan(f) ? es_bits_f(0x7fc00000u) : f; }
+ES_RD float es_f_canon(float f) { return es_f_isnan(f) ? es_half_bitsf(0x7fc00000u) : f; }
 ES_RD double es_d_canon(double d) { return es_d_isnan(d) ? es_bits_d(0x7ff8000000000000ull) : d; }
 
 /* ---- elements as 64-bit storage words -------------------------------------
@@ -306,22 +274,26 @@ ES_RD void es_red_store(int dt, void *p, es_u64 i, es_u64 v)
     }
 }
 
-/* A small float type's storage <-> float32. */
+/* A small float type's storage <-> float32 (half and bfloat16: lib/half.h;
+ * a NaN may decode with its payload, which no result keeps). */
 ES_RD float es_small_dec(int dt, es_u64 v)
 {
     switch (dt) {
-    case ES_RT_F16: return es_f16_to_f((es_u16)v);
-    case ES_RT_BF16: return es_bf16_to_f((es_u16)v);
+    case ES_RT_F16: return es_half_f16_to_f((es_u16)v);
+    case ES_RT_BF16: return es_half_bf16_to_f((es_u16)v);
     case ES_RT_E4M3: return es_e4m3_to_f((es_u8)v);
     default: return es_e5m2_to_f((es_u8)v);
     }
 }
 
+/* Rounds f to the type; a NaN gives the type's canonical NaN (the rule
+ * above: lib/half.h's conversions would keep a NaN's sign and payload, the
+ * fp8 ones give the canonical code). */
 ES_RD es_u64 es_small_enc(int dt, float f)
 {
     switch (dt) {
-    case ES_RT_F16: return es_f_to_f16(f);
-    case ES_RT_BF16: return es_f_to_bf16(f);
+    case ES_RT_F16: return es_f_isnan(f) ? 0x7e00u : es_half_f_to_f16(f);
+    case ES_RT_BF16: return es_f_isnan(f) ? 0x7fc0u : es_half_f_to_bf16(f);
     case ES_RT_E4M3: return es_f_to_e4m3(f);
     default: return es_f_to_e5m2(f);
     }
@@ -353,7 +325,7 @@ ES_RD es_u64 es_red_step(int dt, int op, es_u64 a, es_u64 b)
 {
     switch (dt) {
     case ES_RT_F32:
-        return es_f_bits(es_f_op(op, es_bits_f((es_u32)a), es_bits_f((es_u32)b)));
+        return es_half_fbits(es_f_op(op, es_half_bitsf((es_u32)a), es_half_bitsf((es_u32)b)));
     case ES_RT_F64:
         return es_d_bits(es_d_op(op, es_bits_d(a), es_bits_d(b)));
     case ES_RT_F16: case ES_RT_BF16: case ES_RT_E4M3: case ES_RT_E5M2: {
@@ -386,10 +358,10 @@ ES_RD es_u64 es_red_finish(int dt, int op, int divisor, es_u64 acc)
 {
     switch (dt) {
     case ES_RT_F32: {
-        float f = es_bits_f((es_u32)acc);
+        float f = es_half_bitsf((es_u32)acc);
         if (op == ES_RO_AVG)
             f = ES_FDIV(f, (float)divisor);
-        return es_f_bits(es_f_canon(f));
+        return es_half_fbits(es_f_canon(f));
     }
     case ES_RT_F64: {
         double d = es_bits_d(acc);

@@ -1,7 +1,8 @@
 /* IEEE binary16 ("half") and bfloat16 conversions, the one implementation
- * shared by simcuda's libraries: cuBLAS (half / bf16 GEMM inputs, outputs
- * and input rounding, computed in float) and NCCL (half / bf16 reductions,
- * computed exactly in double and rounded once).
+ * shared by simcuda's libraries: cuBLAS and cuBLASLt (half / bf16 GEMM
+ * inputs, outputs and input rounding, computed in float), cuDNN (the
+ * backend's half / bf16 <-> fp32 conversion) and NCCL (half / bf16
+ * reductions, computed exactly in double and rounded once).
  *
  * Narrowing rounds to nearest, ties to even, with gradual underflow to the
  * 16-bit subnormals and overflow to infinity (as the device's __float2half_rn
@@ -9,7 +10,8 @@
  * and the double entry points share one rounding and agree on every non-NaN
  * value. They differ only for NaN, where each keeps what its library has
  * always produced:
- *   float  (cuBLAS)  NaN keeps its sign and the top payload bits, made quiet
+ *   float  (cuBLAS, cuBLASLt, cuDNN)
+ *                    NaN keeps its sign and the top payload bits, made quiet
  *                    (a NaN half widens with its whole payload);
  *   double (NCCL)    narrowing gives the canonical NaN (0x7e00, 0x7fc0, sign
  *                    dropped); a NaN half widens to the default NaN with the

@@ -7,6 +7,9 @@
 SIM_TEST_ABI_OBJ := $(B)/obj/tests/sim_common/abi.o
 # The per-context module of a library's kernels (sim/common/kmod.h).
 SIM_KMOD_OBJ := $(B)/obj/sim/common/kmod.o
+# cuBLAS status names and messages, for cuBLAS and cuBLASLt
+# (sim/common/cublas_status.h).
+SIM_CUBLAS_STATUS_OBJ := $(B)/obj/sim/common/cublas_status.o
 
 # The kernels, single source (sim/cucpu): the fatbin embedded in the library
 # (fatbin_blob.c) and the twin library simcuda runs them from.
@@ -34,11 +37,12 @@ $(CUBLAS_OBJS) $(CUBLAS_CORE_OBJS) $(B)/obj/sim/cublas/bench_sgemm.o \
 # -> cublasSgemm_v2_64) bind inside it, as in NVIDIA's libraries, never to a
 # preloaded interposer's export of the same name (the shim's wrappers).
 $(B)/sim/libcublas.so.13: $(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) \
-		$(SIM_KMOD_OBJ) sim/cublas/libcublas.map
+		$(SIM_KMOD_OBJ) $(SIM_CUBLAS_STATUS_OBJ) sim/cublas/libcublas.map
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcublas.so.13 -Wl,-Bsymbolic-functions \
 		-Wl,--version-script=sim/cublas/libcublas.map -o $@ \
-		$(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) -ldl -lm
+		$(CUBLAS_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) \
+		$(SIM_CUBLAS_STATUS_OBJ) -ldl -lm
 
 $(B)/sim/libcublas.so: $(B)/sim/libcublas.so.13
 	ln -sf libcublas.so.13 $@

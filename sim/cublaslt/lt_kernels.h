@@ -40,6 +40,8 @@
 #define LT_ADD(a, b) ((a) + (b))
 #endif
 
+#include "sim/common/f16_impl.h"
+
 #define LT_TILE 16
 
 enum { LT_F32 = 0, LT_F16 = 1, LT_BF16 = 2 };
@@ -67,7 +69,8 @@ typedef struct lt_args {
     float alpha, beta;
 } lt_args_t;
 
-/* ---- 16-bit formats (round to nearest even; NaN quiet) ------------------------------- */
+/* ---- 16-bit formats: sim/common/f16_impl.h's float conversions (round to nearest
+ * even; NaN quiet, sign and top payload bits kept) ---------------------------------- */
 
 LT_HD unsigned lt_fbits(float f)
 {
@@ -91,64 +94,21 @@ LT_HD float lt_bitsf(unsigned u)
 #endif
 }
 
-LT_HD float lt_h2f(unsigned short h)
-{
-    unsigned s = (unsigned)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1fu)
-        return lt_bitsf(s | 0x7f800000u | (m << 13));
-    if (e)
-        return lt_bitsf(s | ((e + 112u) << 23) | (m << 13));
-    if (!m)
-        return lt_bitsf(s);
-    e = 113u;
-    while (!(m & 0x400u)) {
-        m <<= 1;
-        e--;
-    }
-    return lt_bitsf(s | (e << 23) | ((m & 0x3ffu) << 13));
-}
-
-LT_HD unsigned short lt_f2h(float f)
-{
-    unsigned x = lt_fbits(f), s = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
-    if (a > 0x7f800000u)
-        return (unsigned short)(s | 0x7e00u | ((a >> 13) & 0x3ffu));
-    if (a >= 0x477ff000u)
-        return (unsigned short)(s | 0x7c00u);
-    if (a >= 0x38800000u)
-        return (unsigned short)(s | (((a + 0xfffu + ((a >> 13) & 1u)) >> 13) - (112u << 10)));
-    if (a <= 0x33000000u)
-        return (unsigned short)s;
-    unsigned sh = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u;
-    unsigned q = m >> sh, rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u);
-    if (rem > half || (rem == half && (q & 1u)))
-        q++;
-    return (unsigned short)(s | q);
-}
-
-LT_HD unsigned short lt_f2bf(float f)
-{
-    unsigned x = lt_fbits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (unsigned short)((x >> 16) | 0x40u);
-    return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
 LT_HD float lt_ld(const void *p, long long i, int t)
 {
     if (t == LT_F16)
-        return lt_h2f(((const unsigned short *)p)[i]);
+        return sim_f16_half_to_float_(((const unsigned short *)p)[i]);
     if (t == LT_BF16)
-        return lt_bitsf((unsigned)((const unsigned short *)p)[i] << 16);
+        return sim_f16_bf16_to_float_(((const unsigned short *)p)[i]);
     return ((const float *)p)[i];
 }
 
 LT_HD void lt_st(void *p, long long i, int t, float v)
 {
     if (t == LT_F16)
-        ((unsigned short *)p)[i] = lt_f2h(v);
+        ((unsigned short *)p)[i] = sim_f16_float_to_half_(v);
     else if (t == LT_BF16)
-        ((unsigned short *)p)[i] = lt_f2bf(v);
+        ((unsigned short *)p)[i] = sim_f16_float_to_bf16_(v);
     else
         ((float *)p)[i] = v;
 }
@@ -157,9 +117,9 @@ LT_HD void lt_st(void *p, long long i, int t, float v)
 LT_HD float lt_to(float v, int t)
 {
     if (t == LT_F16)
-        return lt_h2f(lt_f2h(v));
+        return sim_f16_half_to_float_(sim_f16_float_to_half_(v));
     if (t == LT_BF16)
-        return lt_bitsf((unsigned)lt_f2bf(v) << 16);
+        return sim_f16_bf16_to_float_(sim_f16_float_to_bf16_(v));
     return v;
 }
 

@@ -9,11 +9,8 @@
 #ifndef SIM_CUDNN_BACKEND_KERNELS_H
 #define SIM_CUDNN_BACKEND_KERNELS_H
 
+#include "sim/common/f16_impl.h"
 #include "sim/cucpu/hd.h"
-
-#ifndef __CUDACC__
-#include <string.h>
-#endif
 
 enum { SIMBK_F32 = 0, SIMBK_F16 = 1, SIMBK_BF16 = 2 };
 
@@ -28,67 +25,22 @@ typedef struct simbk_convert {
     long long total;
 } simbk_convert_t;
 
-CUCPU_HD float simbk_bitsf(unsigned u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-CUCPU_HD unsigned simbk_fbits(float f)
-{
-    unsigned u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
+/* Widening and narrowing: sim/common/f16_impl.h's float conversions. */
 CUCPU_HD float simbk_load(const void *p, long long i, int t)
 {
     if (t == SIMBK_F32)
         return ((const float *)p)[i];
-    unsigned h = ((const unsigned short *)p)[i];
-    if (t == SIMBK_BF16)
-        return simbk_bitsf(h << 16);
-    unsigned s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1fu)
-        return simbk_bitsf(s | 0x7f800000u | (m << 13));
-    if (e)
-        return simbk_bitsf(s | ((e + 112u) << 23) | (m << 13));
-    if (!m)
-        return simbk_bitsf(s);
-    e = 113u;
-    while (!(m & 0x400u)) {
-        m <<= 1;
-        e--;
-    }
-    return simbk_bitsf(s | (e << 23) | ((m & 0x3ffu) << 13));
+    unsigned short h = ((const unsigned short *)p)[i];
+    return t == SIMBK_BF16 ? sim_f16_bf16_to_float_(h) : sim_f16_half_to_float_(h);
 }
 
 CUCPU_HD void simbk_store(void *p, long long i, int t, float v)
 {
-    unsigned x = simbk_fbits(v), a = x & 0x7fffffffu, s = (x >> 16) & 0x8000u, q;
-    if (t == SIMBK_F32) {
+    if (t == SIMBK_F32)
         ((float *)p)[i] = v;
-        return;
-    }
-    if (t == SIMBK_BF16) {
-        q = a > 0x7f800000u ? (x >> 16) | 0x40u : (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-    } else if (a > 0x7f800000u) {
-        q = s | 0x7e00u | ((a >> 13) & 0x3ffu);
-    } else if (a >= 0x477ff000u) {
-        q = s | 0x7c00u;
-    } else if (a >= 0x38800000u) {
-        q = s | (((a + 0xfffu + ((a >> 13) & 1u)) >> 13) - (112u << 10));
-    } else if (a <= 0x33000000u) {
-        q = s;
-    } else {
-        unsigned sh = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u;
-        unsigned r = m >> sh, rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u);
-        if (rem > half || (rem == half && (r & 1u)))
-            r++;
-        q = s | r;
-    }
-    ((unsigned short *)p)[i] = (unsigned short)q;
+    else
+        ((unsigned short *)p)[i] =
+            t == SIMBK_BF16 ? sim_f16_float_to_bf16_(v) : sim_f16_float_to_half_(v);
 }
 
 CUCPU_HD void simbk_convert_elem(const simbk_convert_t *a, long long idx)

@@ -7,7 +7,7 @@
 CUDNN_FATBIN := $(B)/gen/simcudnn.fatbin
 CUDNN_TWIN := $(B)/sim/twins/libsimtwin_cudnn.so
 $(eval $(call cucpu_cu,sim/cudnn/kernels.cu,$(CUDNN_FATBIN),$(CUDNN_TWIN),sim/cudnn/kern.h sim/cudnn/kparams.h \
-    sim/cudnn/backend_kernels.h))
+    sim/cudnn/backend_kernels.h sim/common/f16_impl.h))
 
 CUDNN_SRCS := sim/cudnn/cudnn.c sim/cudnn/backend.c sim/cudnn/algo.c sim/cudnn/heur.c \
     sim/cudnn/fatbin_blob.c

@@ -7,7 +7,9 @@
  * host transport compute) against tests/coll/refarith.h, an independent
  * writing of the documented rule: every half, bfloat16 and fp8 code
  * decoded, every rounding boundary of those formats encoded, and every
- * datatype x operation step on random and special operands.
+ * datatype x operation step on random and special operands; the NaN rule
+ * of the 16-bit conversions both kernel headers share (lib/half.h) against
+ * simcuda's references, and the collectives' canonical NaN results.
  *
  * Unit: the host transport's set-up (coll/transport/host.o, its driver
  * table filled by the test): a refused registration of the staging fails
@@ -75,6 +77,7 @@
 
 #include "coll/coll_int.h"
 #include "device/vdev.h"
+#include "kernels/portable_kernels.h"
 #include "kernels/reduce_kernels.h"
 #include "shim/config.h"
 #include "shim/log.h"
@@ -347,6 +350,57 @@ static void test_encode_boundaries(void **state)
         assert_int_equal(kern_enc(dt, -NAN), ref_enc(dt, NAN));
     }
     assert_true(checked > 300000);
+}
+
+/* The NaN rule of the 16-bit conversions (lib/half.h, shared by the
+ * collectives and d2's GEMM / convolutions): narrowing keeps a NaN quiet
+ * with its sign and top payload bits, as simcuda's cuBLAS / cuDNN /
+ * cuBLASLt (sim/common/f16_impl.h's float path) do; widening keeps all of
+ * it. The collectives still store every NaN result as the canonical NaN
+ * (0x7e00, 0x7fc0), as simcuda's NCCL does (its double path): their encoder
+ * canonicalises before it narrows. Until lib/half.h the collectives'
+ * own conversions made every NaN canonical; their outputs are unchanged. */
+static void test_half_nan_rule(void **state)
+{
+    (void)state;
+    const float qn = bits_f(0xffa12345u);  /* quiet, negative, with a payload */
+    const float sn = bits_f(0x7f812345u);  /* signalling, with a payload */
+    /* narrowing: sign and top payload bits kept, made quiet */
+    assert_int_equal(es_half_f_to_f16(qn), 0xff09);
+    assert_int_equal(es_half_f_to_bf16(qn), 0xffe1);
+    assert_int_equal(es_half_f_to_f16(sn), 0x7e09);
+    assert_int_equal(es_half_f_to_bf16(sn), 0x7fc1);
+    /* widening: exact, payload and sign kept */
+    assert_int_equal(f_bits(es_half_f16_to_f(0xfd09)), 0xffa12000u);
+    assert_int_equal(f_bits(es_half_bf16_to_f(0xffe1)), 0xffe10000u);
+    /* d2's GEMM / convolution store (kernels/portable_kernels.h) */
+    uint16_t out[2];
+    es_st(out, 0, ES_DT_F16, qn);
+    es_st(out, 1, ES_DT_BF16, qn);
+    assert_int_equal(out[0], 0xff09);
+    assert_int_equal(out[1], 0xffe1);
+    /* simcuda's references: cuBLAS (float) the same rule, NCCL (double)
+     * canonical */
+    for (int i = 0; i < 2; i++) {
+        float f = i ? sn : qn;
+        assert_int_equal(es_half_f_to_f16(f), sim_f16_float_to_half_(f));
+        assert_int_equal(es_half_f_to_bf16(f), sim_f16_float_to_bf16_(f));
+        assert_int_equal(sim_f16_double_to_half_(f), 0x7e00);
+        assert_int_equal(sim_f16_double_to_bf16_(f), 0x7fc0);
+    }
+    /* the collectives: canonical, whatever NaN comes in */
+    assert_int_equal(es_small_enc(ES_RT_F16, qn), 0x7e00);
+    assert_int_equal(es_small_enc(ES_RT_BF16, qn), 0x7fc0);
+    assert_int_equal(es_small_enc(ES_RT_F16, sn), 0x7e00);
+    assert_int_equal(es_small_enc(ES_RT_BF16, sn), 0x7fc0);
+    assert_int_equal(es_red_finish(ES_RT_BF16, ES_RO_SUM, 1,
+                                   es_red_step(ES_RT_BF16, ES_RO_SUM, 0xffe1, 0x3f80)), 0x7fc0);
+    assert_int_equal(es_red_finish(ES_RT_F16, ES_RO_SUM, 1,
+                                   es_red_step(ES_RT_F16, ES_RO_SUM, 0x3c00, 0xfd09)), 0x7e00);
+    /* max picks the NaN's own bits; the finish makes them canonical */
+    assert_int_equal(es_red_step(ES_RT_F16, ES_RO_MAX, 0xff09, 0x3c00), 0xff09);
+    assert_int_equal(es_red_finish(ES_RT_F16, ES_RO_MAX, 1, 0xff09), 0x7e00);
+    assert_int_equal(es_red_finish(ES_RT_BF16, ES_RO_AVG, 2, 0xffe1), 0x7fc0);
 }
 
 /* Random and special operands: every datatype x operation step, the
@@ -902,6 +956,7 @@ int main(void)
         cmocka_unit_test(test_vdev_rules),
         cmocka_unit_test(test_decode_all_codes),
         cmocka_unit_test(test_encode_boundaries),
+        cmocka_unit_test(test_half_nan_rule),
         cmocka_unit_test(test_steps),
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_types_control),
