@@ -1,7 +1,23 @@
-/* Internals of the virtual collectives (context/coll*.c): the shared
- * segment of a communicator, the communicator, the steps that order the
- * ranks on their streams (host functions; the device transport's are
- * stream memory operations), and the transport interface.
+/* Internals of the virtual collectives (coll/: private to its files; the
+ * API is coll.h): the shared segment of a communicator, the communicator,
+ * the steps that order the ranks on their streams (host functions; the
+ * device transport's are stream memory operations), the transport
+ * interface, and the prototypes each file offers the others.
+ *
+ * Files and the one way their calls go (no file calls one above it; the
+ * transports' order hook is called through the transport struct):
+ *   comm.c (communicators: init, split, shrink, finalize, destroy, abort),
+ *   enqueue.c (operations: checks, the scheduled hold)
+ *     -> group.c (ncclGroupStart/End: the thread's queued inits and ops)
+ *     -> launch.c (a batch of one communicator on its stream: stream joins,
+ *        digests, dispatch to the transport)
+ *     -> init.c (a communicator's life: registry, context, rendezvous,
+ *        transport choice, the initialisation thread)
+ *     -> transport/host.c, transport/dev.c (es_coll_transport_t)
+ *     -> step.c (steps, point-to-point rounds)
+ *     -> seg.c (the shared segment), tslice.c (time-slicing)
+ *     -> util.c (errors, clock, sizes, shards, progress).
+ *   digest.c (EASYSCALE_DIGEST) is called by launch.c only.
  *
  * Segment layout (one per communicator, POSIX shared memory, page-aligned
  * sections): header, ranks[N], pairs[N][N] (point-to-point counters), then
@@ -164,7 +180,7 @@ struct es_comm {
     es_coll_id_t id;
     es_seg_t seg;
     int tp_id;                    /* ES_COLL_TP_DEVICE or ES_COLL_TP_HOST */
-    const struct es_tp *tp;
+    const struct es_coll_tp *tp;
     void *tpd;                    /* transport state */
     size_t chunk, p2p_chunk;
     int timeout_ms;
@@ -187,11 +203,32 @@ struct es_comm {
     struct es_comm *next;         /* registry */
 };
 
+/* ---- util.c: helpers every file may call --------------------------------------------- */
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+uint64_t es_coll_now_ms(void);
+
+/* Balanced shard [lo, hi) of n elements for rank r of nr, in units of 64
+ * bytes. */
+void es_coll_shard(size_t n, size_t esize, int r, int nr, size_t *lo, size_t *hi);
+
+/* A gradient all-reduce completed (progress counters, shim/step.h). */
+void es_coll_progress_add(void);
+
+/* Whether an operation counts as a step (shim/step.h): an all-reduce of
+ * floating-point data. Its last chunk completes the step; one of count 0
+ * is not run and does not count. */
+static inline int es_coll_counts_step(int kind, int dtype)
+{
+    return kind == ES_OP_ALLREDUCE && (dtype == ES_RT_F16 || dtype == ES_RT_F32 ||
+                                       dtype == ES_RT_F64 || dtype == ES_RT_BF16);
+}
+
+/* ---- seg.c: the segment ------------------------------------------------------------------ */
+
 /* Sets the communicator's asynchronous error (first fault wins) and the
  * segment's failure (so the peers see it). */
 void es_comm_fail(es_comm_t *c, int reason, ncclResult_t status);
-
-/* ---- segment (coll_seg.c) --------------------------------------------------------- */
 
 /* Creates or joins the segment of id as rank/nranks; the creator sizes it
  * (chunk, p2p_chunk: the host staging); every rank publishes its transport
@@ -215,6 +252,12 @@ void es_seg_sweep(void);
  * A failure also marks the segment failed. */
 int es_seg_barrier(es_comm_t *c, uint64_t target, int data);
 
+/* The next control barrier of the host threads (set-up, split). */
+static inline int es_ctrl_barrier(es_comm_t *c)
+{
+    return es_seg_barrier(c, ++c->ctrl, 0);
+}
+
 /* Point-to-point counters: waits until pair(from,to).<field> >= v (field 0
  * sent, 1 consumed) / publishes v. Same returns as es_seg_barrier. */
 int es_seg_pair_wait(es_comm_t *c, int from, int to, int field, uint64_t v);
@@ -232,31 +275,40 @@ void es_seg_ring_rank(es_seg_t *s, int r);
 /* The failure reason recorded in the segment (ES_FAIL_*) and its rank. */
 int es_seg_failed(const es_seg_t *s, int *rank);
 
-/* ---- steps (coll.c) ---------------------------------------------------------------------
+/* ---- tslice.c: time-slicing (docs/MOVING.md, section 6) ------------------------------- */
+
+/* The virtual device of the parked EST whose collective this thread runs
+ * (time-slicing: its memory is in its host copies, move/swap.h), or -1:
+ * the copies and steps then run in the calling thread, no driver call. */
+int es_coll_parked_vdev(void);
+/* Set by launch.c around a parked EST's batch (-1 after). */
+void es_coll_set_parked_vdev(int vdev);
+/* At a collective or a rendezvous: 1 yielded (parked), 0 not
+ * time-sliced, -1 failed (message set). */
+int es_coll_ts_yield(void);
+/* Back in its turn after es_coll_ts_yield returned 1: 0, or -1 (message
+ * set). */
+int es_coll_ts_resume(void);
+/* A device-to-device copy of a parked EST, through the host. */
+CUresult es_coll_parked_copy(int vdev, void *dst, const void *src, size_t n);
+
+/* ---- step.c: steps -------------------------------------------------------------------------
  * A step is a short program of ordering actions on the stream: run by one
  * host function, or turned into stream memory operations by the
  * transport's order hook (device transport). */
 
 enum { ES_A_BARRIER = 0,      /* a: target */
-       ES_A_HOST_REDUCE,      /* the host transport's CPU reduction (red) */
-       ES_A_PUBLISH_SCALAR,   /* host transport: my PreMulSum scalar into scal[me][set] */
+       ES_A_HOST_FN,          /* fn(arg) on the host (the host transport's CPU work) */
        ES_A_PAIR_WAIT,        /* a: value, peer, field, from */
        ES_A_PAIR_SET,
        ES_A_DONE_ALLREDUCE }; /* progress counter */
-
-typedef struct es_host_red {
-    char *out;                    /* host memory */
-    const char *in[ES_COLL_MAX_RANKS];
-    const char *scal[ES_COLL_MAX_RANKS];   /* PreMulSum: each rank's scalar, or NULL */
-    size_t count;
-    int nin, dtype, op, divisor;
-} es_host_red_t;
 
 typedef struct es_action {
     int kind;
     int peer, field, from;
     uint64_t a;
-    es_host_red_t *red;           /* owned by the step */
+    void (*fn)(void *arg);        /* ES_A_HOST_FN */
+    void *arg;                    /* malloc'ed, owned (freed) by the step */
 } es_action_t;
 
 #define ES_STEP_MAX 24
@@ -266,23 +318,13 @@ typedef struct es_step {
     es_action_t act[ES_STEP_MAX];
 } es_step_t;
 
-/* The virtual device of the parked EST whose collective this thread runs
- * (time-slicing: its memory is in its host copies, move/swap.h), or -1:
- * the copies and steps then run in the calling thread, no driver call. */
-int es_coll_parked_vdev(void);
-
 /* Starts a step (NULL on allocation failure). */
 es_step_t *es_step_new(es_comm_t *c);
 /* Appends an action; 0 or -ENOSPC (full: flush first). */
 int es_step_add(es_step_t *st, const es_action_t *a);
 /* Enqueues the step on s: through the transport's order hook when it has
- * one, else as a host function. Frees it. */
+ * one, else as a host function (for a parked EST: run here). Frees it. */
 CUresult es_step_launch(es_step_t *st, CUstream s);
-
-/* The CPU reduction of the host transport (same arithmetic as the kernel). */
-void es_host_reduce(const es_host_red_t *r);
-
-/* ---- transports -------------------------------------------------------------------- */
 
 typedef struct es_p2p {
     int send;                     /* 1 send, 0 recv */
@@ -290,33 +332,6 @@ typedef struct es_p2p {
     char *buf;                    /* device pointer */
     size_t bytes;
 } es_p2p_t;
-
-typedef struct es_tp {
-    const char *name;
-    /* Collective over the ranks; every rank calls it. 0 or -errno. */
-    int (*setup)(es_comm_t *c);
-    void (*teardown)(es_comm_t *c);
-    /* Enqueues one collective (resolved: op is ES_RO_*, scalar ready). */
-    CUresult (*coll)(es_comm_t *c, const es_coll_op_t *op, int rop, const es_premul_t *pm,
-                     CUstream s);
-    /* Enqueues one batch of point-to-point operations (a group's). */
-    CUresult (*p2p)(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s);
-    /* When set: keeps a step's ordering actions (barriers, pair waits and
-     * sets, progress) in stream order on the device instead of running the
-     * step in a host function (es_step_launch). */
-    CUresult (*order)(es_comm_t *c, const es_step_t *st, CUstream s);
-} es_tp_t;
-
-extern const es_tp_t es_tp_host;
-extern const es_tp_t es_tp_device;
-
-/* Whether this rank could use the device transport (its GPU can map every
- * peer's): computed from the UUIDs the ranks published. */
-int es_tp_device_possible(es_comm_t *c);
-
-/* Balanced shard [lo, hi) of n elements for rank r of nr, in units of 64
- * bytes. */
-void es_coll_shard(size_t n, size_t esize, int r, int nr, size_t *lo, size_t *hi);
 
 /* Common pieces of the transports: the rounds of a point-to-point batch.
  * copy_in(c, op, chunk, slot, off, bytes, s) / copy_out(...) move one
@@ -326,19 +341,132 @@ typedef CUresult (*es_p2p_copy_fn)(es_comm_t *c, const es_p2p_t *op, uint64_t ch
 CUresult es_p2p_rounds(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s,
                        es_p2p_copy_fn copy_in, es_p2p_copy_fn copy_out);
 
-/* A gradient all-reduce completed (progress counters, shim/step.h). */
-void es_coll_progress_add(void);
+/* ---- the transport interface ---------------------------------------------------------------
+ * One implementation per file of coll/transport/, each exporting one const
+ * instance below. init.c picks one per communicator at its set-up (c->tp,
+ * c->tp_id; c->tpd is the transport's own state) and the engine calls it
+ * only through this struct. A transport may call step.c, seg.c, tslice.c
+ * and util.c (and move/, device/, kernels/), never the engine's files.
+ *
+ * Threads: setup runs in the initialising thread (the caller's, a
+ * non-blocking communicator's or a group's), coll and p2p in the
+ * application's thread that enqueues (under c->mu), order in the thread
+ * that launches a step (the same), teardown in the thread that destroys
+ * or aborts (under c->mu) or that failed the set-up. The context of c is
+ * current for each, except for a parked EST (tslice.c: then coll and p2p
+ * make no driver call; only a transport without an order hook serves
+ * parked ESTs, launch.c yields only for the host transport). */
+typedef struct es_coll_tp {
+    /* In the set-up log line ("host", "device"). */
+    const char *name;
+    /* Optional (NULL: always possible). Whether this rank could use the
+     * transport, from what the ranks published in the segment (their GPUs'
+     * UUIDs): called once every rank joined, before the choice. No waits.
+     * 1 or 0. */
+    int (*possible)(es_comm_t *c);
+    /* Collective: every rank calls it; it may wait for the others in
+     * control barriers (es_seg_barrier, data 0: bounded by 10 times
+     * EASYSCALE_COLL_TIMEOUT) and exchange what it needs with them. Sets
+     * c->tpd. 0; -EAGAIN when some rank could not set it up (the same
+     * answer on every rank: init.c then falls back to the host
+     * transport); another -errno with its message (es_coll_error): the
+     * communicator fails. On failure its own work is undone. */
+    int (*setup)(es_comm_t *c);
+    /* Frees what setup made, c->tpd NULL after (also when it is NULL
+     * already). Never waits for other ranks; after a destroy, only once
+     * c's operations finished on their streams. */
+    void (*teardown)(es_comm_t *c);
+    /* Enqueues one checked collective of count > 0 on s (rop: ES_RO_*; pm:
+     * the PreMulSum operator when rop is ES_RO_PREMUL): copies, kernels or
+     * host work, and steps for the waits (never a wait in the calling
+     * thread). Advances c->bar (data barriers) and c->nchunks (staging set)
+     * by what it used, alike on every rank. CUDA_SUCCESS, or the failing
+     * CUresult (part may be queued: launch.c fails the communicator). */
+    CUresult (*coll)(es_comm_t *c, const es_coll_op_t *op, int rop, const es_premul_t *pm,
+                     CUstream s);
+    /* Enqueues one batch of point-to-point operations (a group's, peers
+     * other than this rank, bytes > 0), as coll (es_p2p_rounds). */
+    CUresult (*p2p)(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s);
+    /* Optional: keeps a step's ordering actions (barriers, pair waits and
+     * sets, progress) in stream order on the device instead of running the
+     * step in a host function; called by es_step_launch (which frees the
+     * step). ES_A_HOST_FN has no place there: CUDA_ERROR_INVALID_VALUE.
+     * A transport with this hook watches for faults itself while its
+     * streams wait (seg.c's waits do it for host-function steps). */
+    CUresult (*order)(es_comm_t *c, const es_step_t *st, CUstream s);
+} es_coll_transport_t;
 
-/* Whether an operation counts as a step (shim/step.h): an all-reduce of
- * floating-point data. Its last chunk completes the step; one of count 0
- * is not run and does not count. */
-static inline int es_coll_counts_step(int kind, int dtype)
-{
-    return kind == ES_OP_ALLREDUCE && (dtype == ES_RT_F16 || dtype == ES_RT_F32 ||
-                                       dtype == ES_RT_F64 || dtype == ES_RT_BF16);
-}
+extern const es_coll_transport_t es_coll_tp_host;   /* transport/host.c */
+extern const es_coll_transport_t es_coll_tp_dev;    /* transport/dev.c */
+/* The host transport's former name (tests/coll/coll_test.c still uses it). */
+#define es_tp_host es_coll_tp_host
 
-/* Milliseconds on CLOCK_MONOTONIC. */
-uint64_t es_coll_now_ms(void);
+/* ---- init.c: a communicator's life -------------------------------------------------------- */
+
+/* Once per process (pthread_once): the registry's fork handler. */
+void es_comm_global_init(void);
+/* The registry of live communicators (es_coll_valid reads it). */
+void es_comm_register(es_comm_t *c);
+void es_comm_unregister(es_comm_t *c);
+/* A new communicator (not registered; NULL on allocation failure), and
+ * its release. */
+es_comm_t *es_comm_alloc(int nranks, int rank, const es_coll_id_t *id, int blocking);
+void es_comm_free(es_comm_t *c);
+/* Binds c to ctx (NULL: the primary context of virtual device 0); reads
+ * its device. CUresult (message set). */
+CUresult es_comm_bind(es_comm_t *c, CUcontext ctx);
+/* Makes c's context current for the engine's calls; *pushed says whether
+ * es_comm_ctx_leave must pop it. */
+CUresult es_comm_ctx_enter(const es_comm_t *c, int *pushed);
+void es_comm_ctx_leave(int pushed);
+/* The NCCL status of a -errno of seg.c or a transport's set-up. */
+ncclResult_t es_comm_status_of(int err);
+/* Rendezvous and transport: runs in the caller's thread (blocking), a
+ * background thread (non-blocking) or a group's thread; stores the result
+ * in c->async. */
+ncclResult_t es_comm_setup(es_comm_t *c);
+/* pthread body: es_comm_setup in c's context. */
+void *es_comm_init_thread(void *arg);
+/* Joins c's initialisation thread, if any. */
+void es_comm_join_init(es_comm_t *c);
+/* The wait of an operation on a communicator still initialising: its
+ * status (ncclInvalidUsage while it cannot finish, inside a group). */
+ncclResult_t es_comm_ready(es_comm_t *c);
+
+/* ---- group.c, launch.c: queued operations ------------------------------------------------- */
+
+typedef struct es_qop {
+    es_coll_op_t op;
+    int rop;                      /* ES_RO_* */
+    es_premul_t pm;
+} es_qop_t;
+
+/* The calling thread's group (ncclGroupStart/End). */
+typedef struct es_group {
+    int depth;
+    es_qop_t *ops;
+    int nops, capops;
+    es_comm_t **inits;
+    int ninits, capinits;
+    ncclResult_t err;             /* first error inside the group */
+} es_group_t;
+
+/* Starts the initialisation of c: now, in a thread, or at ncclGroupEnd. */
+ncclResult_t es_group_start_init(es_comm_t *c);
+/* The depth of the calling thread's group (0: none). */
+int es_group_depth(void);
+/* Inside a group: records the group's first error. */
+void es_group_note_error(ncclResult_t res);
+/* Queues a checked operation until ncclGroupEnd; 0 or -ENOMEM. */
+int es_group_queue_op(const es_qop_t *q);
+/* A group of the engine's own (ncclCommInitAll) inside whatever group the
+ * thread is in: es_group_isolate saves the thread's group and starts an
+ * empty one; es_group_end_isolated ends it (ncclGroupEnd) and restores. */
+void es_group_isolate(es_group_t *saved);
+ncclResult_t es_group_end_isolated(const es_group_t *saved);
+
+/* Runs checked operations of one communicator (issue order; collectives
+ * first, then the point-to-point batch) on the first one's stream. */
+ncclResult_t es_coll_launch(es_comm_t *c, es_qop_t **ops, int n);
 
 #endif

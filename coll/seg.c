@@ -3,7 +3,8 @@
  * peer liveness, failure propagation, and the sweep of segments left by
  * crashes. A rank's waits sleep on its own futex word in the segment
  * (shared between processes), waking every 20 ms to look at the peers; a
- * barrier's last arrival, a point-to-point post, a failure wake them. */
+ * barrier's last arrival, a point-to-point post, a failure wake them.
+ * Below the steps and the transports: calls util.c only. */
 #include "coll/coll_int.h"
 
 #include <dirent.h>
@@ -28,13 +29,6 @@
 #define ES_SEG_SLICE_MS 20
 #define ES_SEG_SPINS 200
 #define ES_SEG_YIELDS 64
-
-uint64_t es_coll_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void es_seg_name(char *buf, size_t len, uint32_t uid, uint64_t nonce)
 {
@@ -330,6 +324,114 @@ static int es_cond_joined(es_comm_t *c, const void *arg)
     return atomic_load_explicit(&c->seg.h->joined, memory_order_acquire) >= (uint32_t)c->nranks;
 }
 
+/* The creator: sizes, maps (*map, *mapped) and initialises the segment.
+ * 0 or -errno (message set). */
+static int es_seg_create(es_seg_t *s, int fd, const es_coll_id_t *id, int nranks, size_t chunk,
+                         size_t p2p_chunk, void **map, size_t *mapped, size_t *size)
+{
+    int rc;
+    size_t offr, offp, offd, dsz;
+    *size = es_seg_layout(nranks, chunk, p2p_chunk, &offr, &offp, &offd, &dsz);
+    if (ftruncate(fd, (off_t)*size) != 0) {
+        rc = -errno;
+        es_coll_error("cannot size shared segment %s (%zu bytes): %s", s->name, *size,
+                      strerror(errno));
+        return rc;
+    }
+    *map = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (*map == MAP_FAILED) {
+        rc = -errno;
+        es_coll_error("cannot map shared segment %s: %s", s->name, strerror(errno));
+        return rc;
+    }
+    *mapped = *size;
+    es_seg_hdr_t *h = *map;
+    h->version = ES_SEG_VERSION;
+    h->header_size = sizeof(*h);
+    h->size = *size;
+    h->nonce = id->nonce;
+    h->nranks = (uint32_t)nranks;
+    h->chunk = chunk;
+    h->p2p_chunk = p2p_chunk;
+    h->off_ranks = offr;
+    h->off_pairs = offp;
+    h->off_data = offd;
+    h->data_size = dsz;
+    atomic_store_explicit(&h->magic, ES_SEG_MAGIC, memory_order_release);
+    return 0;
+}
+
+/* A rank that did not create it: waits for the creator to size and
+ * initialise the segment, checks that the ranks agree, maps it whole
+ * (*map, *mapped). 0 or -errno (message set). */
+static int es_seg_attach(es_seg_t *s, int fd, const es_coll_id_t *id, int nranks,
+                         int timeout_ms, void **map, size_t *mapped, size_t *size)
+{
+    int rc;
+    uint64_t start = es_coll_now_ms();
+    for (;;) {
+        struct stat st;
+        if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(es_seg_hdr_t)) {
+            if (*map == MAP_FAILED) {
+                *map = mmap(NULL, sizeof(es_seg_hdr_t), PROT_READ, MAP_SHARED, fd, 0);
+                *mapped = *map == MAP_FAILED ? 0 : sizeof(es_seg_hdr_t);
+            }
+            if (*map != MAP_FAILED &&
+                atomic_load_explicit(&((es_seg_hdr_t *)*map)->magic, memory_order_acquire) ==
+                    ES_SEG_MAGIC)
+                break;
+        }
+        if (es_coll_now_ms() - start > (uint64_t)timeout_ms) {
+            es_coll_error("shared segment %s was never initialised (its creator is gone?)",
+                          s->name);
+            return -ETIMEDOUT;
+        }
+        usleep(1000);
+    }
+    es_seg_hdr_t *h = *map;
+    *size = h->size;
+    if (h->version != ES_SEG_VERSION || h->header_size != sizeof(*h) ||
+        h->nranks != (uint32_t)nranks || h->nonce != id->nonce) {
+        es_coll_error("communicator %016llx: ranks disagree (%u ranks in the segment, "
+                      "%d here, or another version of the shim)",
+                      (unsigned long long)id->nonce, h->nranks, nranks);
+        return -EINVAL;
+    }
+    munmap(*map, *mapped);
+    *mapped = 0;
+    *map = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (*map == MAP_FAILED) {
+        rc = -errno;
+        es_coll_error("cannot map shared segment %s: %s", s->name, strerror(errno));
+        return rc;
+    }
+    *mapped = *size;
+    return 0;
+}
+
+/* Takes this rank's slot and publishes what the others read there. 0, or
+ * -EEXIST (the rank joined twice). */
+static int es_seg_claim(es_seg_t *s, const es_coll_id_t *id, int rank, int tp_pref,
+                        size_t dev_chunk, const uint8_t uuid[16])
+{
+    es_seg_rank_t *me = es_seg_rank(s, rank);
+    uint32_t free_slot = 0;
+    if (!atomic_compare_exchange_strong(&me->state, &free_slot, 1)) {
+        es_coll_error("communicator %016llx: rank %d joined twice", (unsigned long long)id->nonce,
+                      rank);
+        return -EEXIST;
+    }
+    me->pid = (int32_t)getpid();
+    me->starttime = es_proc_starttime(getpid());
+    me->tp_pref = tp_pref;
+    me->dev_chunk = dev_chunk;
+    memcpy(me->uuid, uuid, 16);
+    atomic_store_explicit(&me->state, 2, memory_order_release);
+    atomic_fetch_add_explicit(&s->h->joined, 1, memory_order_acq_rel);
+    es_seg_ring(s);
+    return 0;
+}
+
 int es_seg_join(es_seg_t *s, const es_coll_id_t *id, int nranks, int rank, size_t chunk,
                 size_t p2p_chunk, int tp_pref, size_t dev_chunk, const uint8_t uuid[16],
                 int timeout_ms)
@@ -346,34 +448,7 @@ int es_seg_join(es_seg_t *s, const es_coll_id_t *id, int nranks, int rank, size_
     fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) {
         creator = 1;
-        size_t offr, offp, offd, dsz;
-        size = es_seg_layout(nranks, chunk, p2p_chunk, &offr, &offp, &offd, &dsz);
-        if (ftruncate(fd, (off_t)size) != 0) {
-            rc = -errno;
-            es_coll_error("cannot size shared segment %s (%zu bytes): %s", s->name, size,
-                          strerror(errno));
-            goto out;
-        }
-        map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (map == MAP_FAILED) {
-            rc = -errno;
-            es_coll_error("cannot map shared segment %s: %s", s->name, strerror(errno));
-            goto out;
-        }
-        mapped = size;
-        es_seg_hdr_t *h = map;
-        h->version = ES_SEG_VERSION;
-        h->header_size = sizeof(*h);
-        h->size = size;
-        h->nonce = id->nonce;
-        h->nranks = (uint32_t)nranks;
-        h->chunk = chunk;
-        h->p2p_chunk = p2p_chunk;
-        h->off_ranks = offr;
-        h->off_pairs = offp;
-        h->off_data = offd;
-        h->data_size = dsz;
-        atomic_store_explicit(&h->magic, ES_SEG_MAGIC, memory_order_release);
+        rc = es_seg_create(s, fd, id, nranks, chunk, p2p_chunk, &map, &mapped, &size);
     } else if (errno == EEXIST) {
         fd = shm_open(s->name, O_RDWR | O_CLOEXEC, 0600);
         if (fd < 0) {
@@ -381,52 +456,13 @@ int es_seg_join(es_seg_t *s, const es_coll_id_t *id, int nranks, int rank, size_
             es_coll_error("cannot open shared segment %s: %s", s->name, strerror(errno));
             goto out;
         }
-        /* Wait for the creator to size and initialise it. */
-        uint64_t start = es_coll_now_ms();
-        for (;;) {
-            struct stat st;
-            if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(es_seg_hdr_t)) {
-                if (map == MAP_FAILED) {
-                    map = mmap(NULL, sizeof(es_seg_hdr_t), PROT_READ, MAP_SHARED, fd, 0);
-                    mapped = map == MAP_FAILED ? 0 : sizeof(es_seg_hdr_t);
-                }
-                if (map != MAP_FAILED &&
-                    atomic_load_explicit(&((es_seg_hdr_t *)map)->magic, memory_order_acquire) ==
-                        ES_SEG_MAGIC)
-                    break;
-            }
-            if (es_coll_now_ms() - start > (uint64_t)timeout_ms) {
-                rc = -ETIMEDOUT;
-                es_coll_error("shared segment %s was never initialised (its creator is gone?)",
-                              s->name);
-                goto out;
-            }
-            usleep(1000);
-        }
-        es_seg_hdr_t *h = map;
-        size = h->size;
-        if (h->version != ES_SEG_VERSION || h->header_size != sizeof(*h) ||
-            h->nranks != (uint32_t)nranks || h->nonce != id->nonce) {
-            rc = -EINVAL;
-            es_coll_error("communicator %016llx: ranks disagree (%u ranks in the segment, "
-                          "%d here, or another version of the shim)",
-                          (unsigned long long)id->nonce, h->nranks, nranks);
-            goto out;
-        }
-        munmap(map, mapped);
-        mapped = 0;
-        map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (map == MAP_FAILED) {
-            rc = -errno;
-            es_coll_error("cannot map shared segment %s: %s", s->name, strerror(errno));
-            goto out;
-        }
-        mapped = size;
+        rc = es_seg_attach(s, fd, id, nranks, timeout_ms, &map, &mapped, &size);
     } else {
         rc = -errno;
         es_coll_error("cannot create shared segment %s: %s", s->name, strerror(errno));
-        goto out;
     }
+    if (rc < 0)
+        goto out;
     s->h = map;
     s->map_size = size;
     /* Kept open while joined: the name is unlinked once every rank has
@@ -435,22 +471,7 @@ int es_seg_join(es_seg_t *s, const es_coll_id_t *id, int nranks, int rank, size_
      * process's descriptors. */
     s->fd = fd;
     fd = -1;
-    es_seg_rank_t *me = es_seg_rank(s, rank);
-    uint32_t free_slot = 0;
-    if (!atomic_compare_exchange_strong(&me->state, &free_slot, 1)) {
-        rc = -EEXIST;
-        es_coll_error("communicator %016llx: rank %d joined twice", (unsigned long long)id->nonce,
-                      rank);
-        goto out;
-    }
-    me->pid = (int32_t)getpid();
-    me->starttime = es_proc_starttime(getpid());
-    me->tp_pref = tp_pref;
-    me->dev_chunk = dev_chunk;
-    memcpy(me->uuid, uuid, 16);
-    atomic_store_explicit(&me->state, 2, memory_order_release);
-    atomic_fetch_add_explicit(&s->h->joined, 1, memory_order_acq_rel);
-    es_seg_ring(s);
+    rc = es_seg_claim(s, id, rank, tp_pref, dev_chunk, uuid);
 out:
     if (fd >= 0)
         close(fd);

@@ -6,7 +6,7 @@
  * the fixed-order reduction kernel (kernels/reduce.cu) run on the
  * application's stream.
  *
- * Ordering between the ranks stays on the device: a step (coll.c: a
+ * Ordering between the ranks stays on the device: a step (step.c: a
  * barrier, point-to-point waits and posts) becomes stream memory operations
  * (cuStreamBatchMemOp) on words of the communicator's shared segment, which
  * every rank registers with its driver (page-locked, mapped for its GPU at
@@ -37,6 +37,10 @@
  * into its output (one barrier); large ones: rank r reduces shard r into
  * its out[set], barrier, every rank copies the N shards (two barriers, N
  * times less reading). Either way element i is the same fold.
+ *
+ * Exports es_coll_tp_dev (the transport struct, coll_int.h; with the
+ * order hook and the `possible` test). Calls step.c, seg.c, util.c and
+ * kernels/reduce.h; never the engine.
  */
 #include "coll/coll_int.h"
 #include "kernels/reduce.h"
@@ -408,7 +412,7 @@ static void es_memops_wait(es_memops_t *m, _Atomic uint64_t *w, uint64_t v)
     p->waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
 }
 
-/* The transport's order hook (coll.c, es_step_launch): a step's actions as
+/* The transport's order hook (step.c, es_step_launch): a step's actions as
  * stream memory operations, between "step begun" and "step ended" marks. */
 static CUresult es_dev_order(es_comm_t *c, const es_step_t *st, CUstream s)
 {
@@ -480,6 +484,41 @@ static int es_dev_words(es_comm_t *c, es_dev_tp_t *t)
 }
 
 /* ---- set-up ------------------------------------------------------------------------ */
+
+/* Whether this rank could use the device transport (its GPU can map every
+ * peer's, the kernel loads): from the UUIDs the ranks published. */
+static int es_dev_possible(es_comm_t *c)
+{
+    if (es_reduce_ready() < 0)
+        return 0;
+    int n = 0, ok = 1;
+    int attr = 0;
+    if (ES_REAL(cuda, cuDeviceGetAttribute)(&attr,
+            CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, c->dev) != CUDA_SUCCESS ||
+        !attr)
+        return 0;
+    if (ES_REAL(cuda, cuDeviceGetCount)(&n) != CUDA_SUCCESS)
+        return 0;
+    for (int r = 0; r < c->nranks && ok; r++) {
+        const uint8_t *u = es_seg_rank(&c->seg, r)->uuid;
+        int found = -1;
+        for (int d = 0; d < n && found < 0; d++) {
+            CUdevice dev;
+            CUuuid uu;
+            if (ES_REAL(cuda, cuDeviceGet)(&dev, d) == CUDA_SUCCESS &&
+                ES_REAL(cuda, cuDeviceGetUuid_v2)(&uu, dev) == CUDA_SUCCESS &&
+                memcmp(uu.bytes, u, 16) == 0)
+                found = dev;
+        }
+        if (found < 0) {
+            ok = 0; /* that GPU is not visible here */
+        } else if (found != c->dev) {
+            int can = 0;
+            ok = ES_REAL(cuda, cuDeviceCanAccessPeer)(&can, c->dev, found) == CUDA_SUCCESS && can;
+        }
+    }
+    return ok;
+}
 
 static CUresult es_map(es_comm_t *c, CUmemGenericAllocationHandle h, size_t size,
                        CUdeviceptr *out)
@@ -687,6 +726,44 @@ static CUresult es_barrier_step(es_comm_t *c, uint64_t target, int done, CUstrea
     return es_step_launch(st, s);
 }
 
+/* One all-reduce or reduce chunk (elements [off, off + m), staging set
+ * `set`, the data barriers after b; done: it completes a step). */
+static CUresult es_dev_chunk_reduce(es_comm_t *c, const es_coll_op_t *op, int rop,
+                                    const es_premul_t *pm, size_t off, size_t m, int set,
+                                    uint64_t b, int done, CUstream s)
+{
+    const int n = c->nranks, me = c->rank;
+    const size_t es = es_coll_type_size(op->dtype), bytes = m * es;
+    const char *send = op->send;
+    char *recv = op->recv;
+    int allr = op->kind == ES_OP_ALLREDUCE;
+    CUresult r = es_dev_stage(c, es_d_in(c, me, set), send + off * es, m, op->dtype, rop, pm, s);
+    if (bytes * (size_t)n <= ES_DEV_REPLICATE_BYTES) {
+        c->bar += 1;
+        if (r == CUDA_SUCCESS)
+            r = es_barrier_step(c, b + 1, done, s);
+        if (r == CUDA_SUCCESS && (allr || me == op->root))
+            r = es_dev_reduce(c, set, 0, m, DPTR(recv + off * es), op->dtype, rop, s);
+        return r;
+    }
+    size_t lo, hi;
+    es_coll_shard(m, es, me, n, &lo, &hi);
+    c->bar += 2;
+    if (r == CUDA_SUCCESS)
+        r = es_barrier_step(c, b + 1, 0, s);
+    if (r == CUDA_SUCCESS)
+        r = es_dev_reduce(c, set, lo * es, hi - lo, es_d_out(c, me, set) + lo * es,
+                          op->dtype, rop, s);
+    if (r == CUDA_SUCCESS)
+        r = es_barrier_step(c, b + 2, done, s);
+    for (int q = 0; q < n && r == CUDA_SUCCESS && (allr || me == op->root); q++) {
+        es_coll_shard(m, es, q, n, &lo, &hi);
+        r = es_dtod(DPTR(recv + (off + lo) * es), es_d_out(c, q, set) + lo * es,
+                    (hi - lo) * es, s);
+    }
+    return r;
+}
+
 static CUresult es_dev_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const es_premul_t *pm,
                             CUstream s)
 {
@@ -708,34 +785,9 @@ static CUresult es_dev_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const
         int done = last && es_coll_counts_step(op->kind, op->dtype);
         switch (op->kind) {
         case ES_OP_ALLREDUCE:
-        case ES_OP_REDUCE: {
-            int allr = op->kind == ES_OP_ALLREDUCE;
-            r = es_dev_stage(c, es_d_in(c, me, set), send + off * es, m, op->dtype, rop, pm, s);
-            if (bytes * (size_t)n <= ES_DEV_REPLICATE_BYTES) {
-                c->bar += 1;
-                if (r == CUDA_SUCCESS)
-                    r = es_barrier_step(c, b + 1, done, s);
-                if (r == CUDA_SUCCESS && (allr || me == op->root))
-                    r = es_dev_reduce(c, set, 0, m, DPTR(recv + off * es), op->dtype, rop, s);
-                break;
-            }
-            size_t lo, hi;
-            es_coll_shard(m, es, me, n, &lo, &hi);
-            c->bar += 2;
-            if (r == CUDA_SUCCESS)
-                r = es_barrier_step(c, b + 1, 0, s);
-            if (r == CUDA_SUCCESS)
-                r = es_dev_reduce(c, set, lo * es, hi - lo, es_d_out(c, me, set) + lo * es,
-                                  op->dtype, rop, s);
-            if (r == CUDA_SUCCESS)
-                r = es_barrier_step(c, b + 2, done, s);
-            for (int q = 0; q < n && r == CUDA_SUCCESS && (allr || me == op->root); q++) {
-                es_coll_shard(m, es, q, n, &lo, &hi);
-                r = es_dtod(DPTR(recv + (off + lo) * es), es_d_out(c, q, set) + lo * es,
-                            (hi - lo) * es, s);
-            }
+        case ES_OP_REDUCE:
+            r = es_dev_chunk_reduce(c, op, rop, pm, off, m, set, b, done, s);
             break;
-        }
         case ES_OP_BROADCAST:
             if (me == op->root)
                 r = es_dtod(es_d_in(c, me, set), DPTR(send + off * es), bytes, s);
@@ -807,8 +859,9 @@ static CUresult es_dev_p2p(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s)
     return es_p2p_rounds(c, ops, n, s, es_dev_p2p_in, es_dev_p2p_out);
 }
 
-const es_tp_t es_tp_device = {
+const es_coll_transport_t es_coll_tp_dev = {
     .name = "device",
+    .possible = es_dev_possible,
     .setup = es_dev_setup,
     .teardown = es_dev_teardown,
     .coll = es_dev_coll,

@@ -12,6 +12,10 @@
  *
  * Staging per set s (two sets): in[r] (C bytes per rank), out (C bytes),
  * scal[r] (a PreMulSum scalar per rank); p2p[from][to][2] slots.
+ *
+ * Exports es_coll_tp_host (the transport struct, coll_int.h). Calls
+ * step.c (its CPU work rides in steps as ES_A_HOST_FN actions), tslice.c
+ * (a parked EST's copies), util.c and move/swap.h; never the engine.
  */
 #include "coll/coll_int.h"
 #include "move/swap.h"
@@ -22,6 +26,23 @@
 #if defined(__x86_64__)
 #include <xmmintrin.h>
 #endif
+
+/* One CPU reduction: a host-function action of a step (ES_A_HOST_FN), the
+ * step owns it. */
+typedef struct es_host_red {
+    char *out;                    /* host memory */
+    const char *in[ES_COLL_MAX_RANKS];
+    const char *scal[ES_COLL_MAX_RANKS];   /* PreMulSum: each rank's scalar, or NULL */
+    size_t count;
+    int nin, dtype, op, divisor;
+} es_host_red_t;
+
+/* This rank's immediate PreMulSum scalar, written into its staging slot by
+ * a step (ES_A_HOST_FN). */
+typedef struct es_host_scal {
+    char *out;
+    uint64_t value;               /* storage bits */
+} es_host_scal_t;
 
 typedef struct es_host_tp {
     char *data;
@@ -80,8 +101,11 @@ static void es_host_reduce_premul(const es_host_red_t *r)
     }
 }
 
-void es_host_reduce(const es_host_red_t *r)
+/* The CPU reduction of a step (ES_A_HOST_FN; arg: es_host_red_t): the
+ * same arithmetic as the kernel. */
+static void es_host_reduce(void *arg)
 {
+    const es_host_red_t *r = arg;
 #if defined(__x86_64__)
     /* IEEE behaviour whatever the thread inherited (SSE does all float and
      * double arithmetic here): round to nearest, no flush-to-zero, no
@@ -209,12 +233,20 @@ static int es_add_reduce(es_step_t *st, es_comm_t *c, int set, size_t base, size
     red->dtype = dtype;
     red->op = rop;
     red->divisor = c->nranks;
-    es_action_t a = { .kind = ES_A_HOST_REDUCE, .red = red };
+    es_action_t a = { .kind = ES_A_HOST_FN, .fn = es_host_reduce, .arg = red };
     if (es_step_add(st, &a) < 0) {
         free(red);
         return -ENOSPC;
     }
     return 0;
+}
+
+/* Writes an immediate scalar into its slot (ES_A_HOST_FN; arg:
+ * es_host_scal_t). */
+static void es_host_publish(void *arg)
+{
+    const es_host_scal_t *b = arg;
+    memcpy(b->out, &b->value, sizeof(b->value));
 }
 
 /* This rank's PreMulSum scalar for a chunk: a device scalar is copied into
@@ -224,11 +256,12 @@ static CUresult es_host_scalar(es_comm_t *c, es_step_t *st, int set, const es_pr
 {
     if (pm->on_device)
         return es_dtoh(es_h_scal(c, c->rank, set), DPTR(pm->dev), es_coll_type_size(dtype), s);
-    es_host_red_t *box = calloc(1, sizeof(*box));
+    es_host_scal_t *box = calloc(1, sizeof(*box));
     if (!box)
         return CUDA_ERROR_OUT_OF_MEMORY;
     box->out = es_h_scal(c, c->rank, set);
-    es_action_t a = { .kind = ES_A_PUBLISH_SCALAR, .a = pm->value, .red = box };
+    box->value = pm->value;
+    es_action_t a = { .kind = ES_A_HOST_FN, .fn = es_host_publish, .arg = box };
     if (es_step_add(st, &a) < 0) {
         free(box);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -236,26 +269,140 @@ static CUresult es_host_scalar(es_comm_t *c, es_step_t *st, int set, const es_pr
     return CUDA_SUCCESS;
 }
 
+/* One chunk of a collective: elements [off, off + m) of the operation,
+ * staging set `set`, the data barriers after b. */
+typedef struct es_hchunk {
+    es_comm_t *c;
+    const es_coll_op_t *op;
+    int rop;
+    const es_premul_t *pm;
+    CUstream s;
+    size_t es, total, per;        /* element size, elements, elements per chunk */
+    size_t off, m, bytes;
+    int set, last;
+    uint64_t b;
+} es_hchunk_t;
+
+/* All-reduce and reduce: in, barrier, my shard reduced, barrier, out.
+ * Launches st (*st = NULL). */
+static CUresult es_host_chunk_reduce(const es_hchunk_t *k, es_step_t **st)
+{
+    es_comm_t *c = k->c;
+    const es_coll_op_t *op = k->op;
+    const int n = c->nranks, me = c->rank, set = k->set;
+    const size_t es = k->es;
+    CUstream s = k->s;
+    CUresult r = es_dtoh(es_h_in(c, me, set), DPTR(op->send) + k->off * es, k->bytes, s);
+    if (r == CUDA_SUCCESS && k->rop == ES_RO_PREMUL)
+        r = es_host_scalar(c, *st, set, k->pm, op->dtype, s);
+    size_t lo, hi;
+    es_coll_shard(k->m, es, me, n, &lo, &hi);
+    es_action_t b1 = { .kind = ES_A_BARRIER, .a = k->b + 1 };
+    es_action_t b2 = { .kind = ES_A_BARRIER, .a = k->b + 2 };
+    es_step_add(*st, &b1);
+    if (es_add_reduce(*st, c, set, 0, lo, hi, es_h_out(c, set) + lo * es, op->dtype, k->rop) < 0)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    es_step_add(*st, &b2);
+    c->bar += 2;
+    if (k->last && es_coll_counts_step(op->kind, op->dtype)) {
+        es_action_t d = { .kind = ES_A_DONE_ALLREDUCE };
+        es_step_add(*st, &d);
+    }
+    if (r == CUDA_SUCCESS)
+        r = es_step_launch(*st, s);
+    else
+        es_step_launch(*st, s);
+    *st = NULL;
+    if (r == CUDA_SUCCESS && (op->kind == ES_OP_ALLREDUCE || me == op->root))
+        r = es_htod(DPTR(op->recv) + k->off * es, es_h_out(c, set), k->bytes, s);
+    return r;
+}
+
+/* Broadcast and all-gather: in (the root's, or every rank's), barrier,
+ * out. Launches st (*st = NULL). */
+static CUresult es_host_chunk_gather(const es_hchunk_t *k, es_step_t **st)
+{
+    es_comm_t *c = k->c;
+    const es_coll_op_t *op = k->op;
+    const int n = c->nranks, me = c->rank, set = k->set;
+    const size_t es = k->es, off = k->off, bytes = k->bytes;
+    CUstream s = k->s;
+    int bcast = op->kind == ES_OP_BROADCAST;
+    CUresult r = CUDA_SUCCESS;
+    if (!bcast || me == op->root)
+        r = es_dtoh(es_h_in(c, bcast ? op->root : me, set), DPTR(op->send) + off * es, bytes, s);
+    es_action_t b1 = { .kind = ES_A_BARRIER, .a = k->b + 1 };
+    es_step_add(*st, &b1);
+    c->bar += 1;
+    CUresult r2 = es_step_launch(*st, s);
+    *st = NULL;
+    if (r == CUDA_SUCCESS)
+        r = r2;
+    if (bcast) {
+        if (r == CUDA_SUCCESS)
+            r = es_htod(DPTR(op->recv) + off * es, es_h_in(c, op->root, set), bytes, s);
+        return r;
+    }
+    for (int q = 0; q < n && r == CUDA_SUCCESS; q++)
+        r = es_htod(DPTR(op->recv) + ((size_t)q * k->total + off) * es, es_h_in(c, q, set),
+                    bytes, s);
+    return r;
+}
+
+/* Reduce-scatter: piece q of my staging is block q's chunk of my input;
+ * barrier; my block reduced and copied out. Launches st (*st = NULL). */
+static CUresult es_host_chunk_scatter(const es_hchunk_t *k, es_step_t **st)
+{
+    es_comm_t *c = k->c;
+    const es_coll_op_t *op = k->op;
+    const int n = c->nranks, me = c->rank, set = k->set;
+    const size_t es = k->es, per = k->per;
+    CUstream s = k->s;
+    CUDA_MEMCPY2D cp;
+    memset(&cp, 0, sizeof(cp));
+    cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    cp.srcDevice = DPTR(op->send) + k->off * es;
+    cp.srcPitch = k->total * es;
+    cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+    cp.dstHost = es_h_in(c, me, set);
+    cp.dstPitch = per * es;
+    cp.WidthInBytes = k->bytes;
+    cp.Height = (size_t)n;
+    CUresult r = es_dtoh_2d(&cp, s);
+    if (r == CUDA_SUCCESS && k->rop == ES_RO_PREMUL)
+        r = es_host_scalar(c, *st, set, k->pm, op->dtype, s);
+    es_action_t b1 = { .kind = ES_A_BARRIER, .a = k->b + 1 };
+    es_step_add(*st, &b1);
+    c->bar += 1;
+    char *mine = es_h_out(c, set) + (size_t)me * per * es;
+    if (es_add_reduce(*st, c, set, (size_t)me * per * es, 0, k->m, mine, op->dtype, k->rop) < 0)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r2 = es_step_launch(*st, s);
+    *st = NULL;
+    if (r == CUDA_SUCCESS)
+        r = r2;
+    if (r == CUDA_SUCCESS)
+        r = es_htod(DPTR(op->recv) + k->off * es, mine, k->bytes, s);
+    return r;
+}
+
 static CUresult es_host_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const es_premul_t *pm,
                              CUstream s)
 {
-    const int n = c->nranks, me = c->rank;
-    const size_t es = es_coll_type_size(op->dtype);
-    const char *send = op->send;
-    char *recv = op->recv;
-    size_t total = op->count, per;
+    es_hchunk_t k = { .c = c, .op = op, .rop = rop, .pm = pm, .s = s,
+                      .es = es_coll_type_size(op->dtype), .total = op->count };
     CUresult r = CUDA_SUCCESS;
     int kind = op->kind;
 
     if (kind == ES_OP_REDUCESCATTER)
-        per = c->chunk / (size_t)n / es;
+        k.per = c->chunk / (size_t)c->nranks / k.es;
     else
-        per = c->chunk / es;
-    if (per == 0)
-        per = 1;
-    for (size_t off = 0; off < total && r == CUDA_SUCCESS; off += per) {
-        size_t m = total - off < per ? total - off : per;
-        size_t bytes = m * es;
+        k.per = c->chunk / k.es;
+    if (k.per == 0)
+        k.per = 1;
+    for (k.off = 0; k.off < k.total && r == CUDA_SUCCESS; k.off += k.per) {
+        k.m = k.total - k.off < k.per ? k.total - k.off : k.per;
+        k.bytes = k.m * k.es;
         /* The staging set: an all-reduce or reduce chunk reads its set's
          * inputs only between its two barriers, and its outputs are read
          * (copied out) before the next chunk's first barrier, so the chunk
@@ -263,98 +410,26 @@ static CUresult es_host_coll(es_comm_t *c, const es_coll_op_t *op, int rop, cons
          * a broadcast, all-gather or reduce-scatter chunk, whose readers
          * may still be reading when their rank passed its one barrier,
          * the next chunk takes the other set. */
-        int set = (int)(c->nchunks & 1);
+        k.set = (int)(c->nchunks & 1);
         if (kind != ES_OP_ALLREDUCE && kind != ES_OP_REDUCE)
             c->nchunks++;
-        uint64_t b = c->bar;
-        int last = off + m >= total;
+        k.b = c->bar;
+        k.last = k.off + k.m >= k.total;
         es_step_t *st = es_step_new(c);
         if (!st)
             return CUDA_ERROR_OUT_OF_MEMORY;
         switch (kind) {
         case ES_OP_ALLREDUCE:
-        case ES_OP_REDUCE: {
-            r = es_dtoh(es_h_in(c, me, set), DPTR(send) + off * es, bytes, s);
-            if (r == CUDA_SUCCESS && rop == ES_RO_PREMUL)
-                r = es_host_scalar(c, st, set, pm, op->dtype, s);
-            size_t lo, hi;
-            es_coll_shard(m, es, me, n, &lo, &hi);
-            es_action_t b1 = { .kind = ES_A_BARRIER, .a = b + 1 };
-            es_action_t b2 = { .kind = ES_A_BARRIER, .a = b + 2 };
-            es_step_add(st, &b1);
-            if (es_add_reduce(st, c, set, 0, lo, hi, es_h_out(c, set) + lo * es, op->dtype, rop) < 0)
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-            es_step_add(st, &b2);
-            c->bar += 2;
-            if (last && es_coll_counts_step(kind, op->dtype)) {
-                es_action_t d = { .kind = ES_A_DONE_ALLREDUCE };
-                es_step_add(st, &d);
-            }
-            if (r == CUDA_SUCCESS)
-                r = es_step_launch(st, s);
-            else
-                es_step_launch(st, s);
-            st = NULL;
-            if (r == CUDA_SUCCESS && (kind == ES_OP_ALLREDUCE || me == op->root))
-                r = es_htod(DPTR(recv) + off * es, es_h_out(c, set), bytes, s);
+        case ES_OP_REDUCE:
+            r = es_host_chunk_reduce(&k, &st);
             break;
-        }
-        case ES_OP_BROADCAST: {
-            if (me == op->root)
-                r = es_dtoh(es_h_in(c, op->root, set), DPTR(send) + off * es, bytes, s);
-            es_action_t b1 = { .kind = ES_A_BARRIER, .a = b + 1 };
-            es_step_add(st, &b1);
-            c->bar += 1;
-            CUresult r2 = es_step_launch(st, s);
-            st = NULL;
-            if (r == CUDA_SUCCESS)
-                r = r2;
-            if (r == CUDA_SUCCESS)
-                r = es_htod(DPTR(recv) + off * es, es_h_in(c, op->root, set), bytes, s);
+        case ES_OP_BROADCAST:
+        case ES_OP_ALLGATHER:
+            r = es_host_chunk_gather(&k, &st);
             break;
-        }
-        case ES_OP_ALLGATHER: {
-            r = es_dtoh(es_h_in(c, me, set), DPTR(send) + off * es, bytes, s);
-            es_action_t b1 = { .kind = ES_A_BARRIER, .a = b + 1 };
-            es_step_add(st, &b1);
-            c->bar += 1;
-            CUresult r2 = es_step_launch(st, s);
-            st = NULL;
-            if (r == CUDA_SUCCESS)
-                r = r2;
-            for (int q = 0; q < n && r == CUDA_SUCCESS; q++)
-                r = es_htod(DPTR(recv) + ((size_t)q * total + off) * es, es_h_in(c, q, set), bytes, s);
+        case ES_OP_REDUCESCATTER:
+            r = es_host_chunk_scatter(&k, &st);
             break;
-        }
-        case ES_OP_REDUCESCATTER: {
-            /* piece q of my staging: block q's chunk of my input */
-            CUDA_MEMCPY2D cp;
-            memset(&cp, 0, sizeof(cp));
-            cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-            cp.srcDevice = DPTR(send) + off * es;
-            cp.srcPitch = total * es;
-            cp.dstMemoryType = CU_MEMORYTYPE_HOST;
-            cp.dstHost = es_h_in(c, me, set);
-            cp.dstPitch = per * es;
-            cp.WidthInBytes = bytes;
-            cp.Height = (size_t)n;
-            r = es_dtoh_2d(&cp, s);
-            if (r == CUDA_SUCCESS && rop == ES_RO_PREMUL)
-                r = es_host_scalar(c, st, set, pm, op->dtype, s);
-            es_action_t b1 = { .kind = ES_A_BARRIER, .a = b + 1 };
-            es_step_add(st, &b1);
-            c->bar += 1;
-            char *mine = es_h_out(c, set) + (size_t)me * per * es;
-            if (es_add_reduce(st, c, set, (size_t)me * per * es, 0, m, mine, op->dtype, rop) < 0)
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-            CUresult r2 = es_step_launch(st, s);
-            st = NULL;
-            if (r == CUDA_SUCCESS)
-                r = r2;
-            if (r == CUDA_SUCCESS)
-                r = es_htod(DPTR(recv) + off * es, mine, bytes, s);
-            break;
-        }
         default:
             r = CUDA_ERROR_INVALID_VALUE;
             break;
@@ -384,7 +459,7 @@ static CUresult es_host_p2p(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s
     return es_p2p_rounds(c, ops, n, s, es_host_p2p_in, es_host_p2p_out);
 }
 
-const es_tp_t es_tp_host = {
+const es_coll_transport_t es_coll_tp_host = {
     .name = "host",
     .setup = es_host_setup,
     .teardown = es_host_teardown,

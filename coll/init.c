@@ -1,0 +1,373 @@
+/* A virtual communicator's life in this process (see coll_int.h): the
+ * registry of live communicators, allocation, its context, and its
+ * initialisation: rendezvous in the shared segment, the choice and set-up
+ * of its transport, the background thread of a non-blocking one. Called
+ * by comm.c, group.c and launch.c; calls the transports (through their
+ * struct), seg.c, tslice.c and util.c. */
+#include "coll/coll_int.h"
+#include "device/vdev.h"
+#include "move/vhandle.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- registry ---------------------------------------------------------------------- */
+
+static pthread_mutex_t es_coll_mu = PTHREAD_MUTEX_INITIALIZER;
+static es_comm_t *es_comms;
+static pthread_once_t es_coll_once = PTHREAD_ONCE_INIT;
+
+static void es_coll_atfork_child(void)
+{
+    pthread_mutex_init(&es_coll_mu, NULL);
+}
+
+static void es_coll_global_init(void)
+{
+    pthread_atfork(NULL, NULL, es_coll_atfork_child);
+}
+
+void es_comm_global_init(void)
+{
+    pthread_once(&es_coll_once, es_coll_global_init);
+}
+
+void es_comm_register(es_comm_t *c)
+{
+    pthread_mutex_lock(&es_coll_mu);
+    c->next = es_comms;
+    es_comms = c;
+    pthread_mutex_unlock(&es_coll_mu);
+}
+
+void es_comm_unregister(es_comm_t *c)
+{
+    pthread_mutex_lock(&es_coll_mu);
+    for (es_comm_t **pp = &es_comms; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    c->magic = 0;
+    pthread_mutex_unlock(&es_coll_mu);
+}
+
+int es_coll_valid(const void *p)
+{
+    int ok = 0;
+    if (!p)
+        return 0;
+    pthread_mutex_lock(&es_coll_mu);
+    for (es_comm_t *c = es_comms; c; c = c->next)
+        if (c == p) {
+            ok = c->magic == ES_COMM_MAGIC;
+            break;
+        }
+    pthread_mutex_unlock(&es_coll_mu);
+    return ok;
+}
+
+/* ---- context ---------------------------------------------------------------------- */
+
+CUresult es_comm_ctx_enter(const es_comm_t *c, int *pushed)
+{
+    CUcontext cur = NULL;
+    *pushed = 0;
+    ES_REAL(cuda, cuCtxGetCurrent)(&cur);
+    if (cur == c->ctx)
+        return CUDA_SUCCESS;
+    CUresult r = ES_REAL(cuda, cuCtxPushCurrent_v2)(c->ctx);
+    *pushed = r == CUDA_SUCCESS;
+    return r;
+}
+
+void es_comm_ctx_leave(int pushed)
+{
+    if (pushed) {
+        CUcontext dummy;
+        ES_REAL(cuda, cuCtxPopCurrent_v2)(&dummy);
+    }
+}
+
+/* ---- allocation -------------------------------------------------------------------- */
+
+es_comm_t *es_comm_alloc(int nranks, int rank, const es_coll_id_t *id, int blocking)
+{
+    es_comm_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->p2p_sent = calloc((size_t)nranks, sizeof(uint64_t));
+    c->p2p_recv = calloc((size_t)nranks, sizeof(uint64_t));
+    if (!c->p2p_sent || !c->p2p_recv) {
+        free(c->p2p_sent);
+        free(c->p2p_recv);
+        free(c);
+        return NULL;
+    }
+    c->magic = ES_COMM_MAGIC;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->id = *id;
+    c->nonce = id->nonce;
+    c->blocking = blocking;
+    c->timeout_ms = es_cfg.coll_timeout_s * 1000;
+    atomic_store(&c->async, ncclInProgress);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->init_mu, NULL);
+    return c;
+}
+
+void es_comm_free(es_comm_t *c)
+{
+    pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->init_mu);
+    free(c->p2p_sent);
+    free(c->p2p_recv);
+    free(c);
+}
+
+/* The context a new communicator works in: the caller's current one, else
+ * the primary context of the (virtual) device 0. */
+CUresult es_comm_bind(es_comm_t *c, CUcontext ctx)
+{
+    CUresult r = CUDA_SUCCESS;
+    if (!ctx) {
+        CUdevice d0;
+        r = ES_REAL(cuda, cuDeviceGet)(&d0, es_vdev_phys(0));
+        if (r == CUDA_SUCCESS)
+            r = ES_REAL(cuda, cuDevicePrimaryCtxRetain)(&ctx, d0);
+        if (r == CUDA_SUCCESS)
+            es_vdev_select(0);
+    }
+    if (r != CUDA_SUCCESS) {
+        es_coll_error("no CUDA context for the communicator (CUresult %d)", (int)r);
+        return r;
+    }
+    c->ctx = ctx;
+    int pushed;
+    r = es_comm_ctx_enter(c, &pushed);
+    if (r == CUDA_SUCCESS)
+        r = ES_REAL(cuda, cuCtxGetDevice)(&c->dev);
+    es_comm_ctx_leave(pushed);
+    if (r != CUDA_SUCCESS)
+        es_coll_error("cannot read the communicator's device (CUresult %d)", (int)r);
+    if (es_vh_on) {
+        /* handles are virtual (docs/MOVING.md): the answer is already the
+         * application's ordinal, which a move does not change */
+        c->vdev = c->dev;
+        c->dev = es_vdev_phys(c->vdev);
+    } else {
+        c->vdev = es_vdev_virt(c->dev);
+    }
+    return r;
+}
+
+ncclResult_t es_comm_status_of(int err)
+{
+    switch (err) {
+    case -EINVAL: return ncclInvalidArgument;
+    case -EEXIST: return ncclInvalidUsage;
+    case -EPIPE: case -ECONNABORTED: return ncclRemoteError;
+    default: return ncclSystemError;
+    }
+}
+
+/* ---- initialisation ------------------------------------------------------------------ */
+
+/* Staging sizes: EASYSCALE_COLL_CHUNK, else per transport and rank count. */
+static size_t es_chunk_for(int tp, int n)
+{
+    if (es_cfg.coll_chunk)
+        return es_cfg.coll_chunk;
+    size_t budget = tp == ES_COLL_TP_HOST ? (16u << 20) : (64u << 20);
+    size_t c = budget / (size_t)n;
+    size_t hi = tp == ES_COLL_TP_HOST ? (4u << 20) : (16u << 20);
+    if (c > hi)
+        c = hi;
+    if (c < (256u << 10))
+        c = 256u << 10;
+    return c & ~(size_t)63;
+}
+
+static size_t es_p2p_chunk_for(size_t chunk, int n)
+{
+    size_t p = chunk / (size_t)n;
+    if (p < (64u << 10))
+        p = 64u << 10;
+    return p & ~(size_t)63;
+}
+
+/* Joins the segment (publishing this rank's transport preference, device
+ * chunk and GPU) and waits until every rank joined. */
+static ncclResult_t es_comm_rendezvous(es_comm_t *c, int pref, const CUuuid *uu)
+{
+    int rc;
+    size_t host_chunk = es_chunk_for(ES_COLL_TP_HOST, c->nranks);
+    rc = es_seg_join(&c->seg, &c->id, c->nranks, c->rank, host_chunk,
+                     es_p2p_chunk_for(host_chunk, c->nranks), pref,
+                     es_chunk_for(ES_COLL_TP_DEVICE, c->nranks), (const uint8_t *)uu->bytes,
+                     c->timeout_ms * 10);
+    if (rc < 0)
+        return es_comm_status_of(rc);
+    if ((rc = es_seg_wait_joined(c, c->timeout_ms * 10)) < 0) {
+        es_coll_error("communicator %016llx: not every rank joined (%d of %d)",
+                      (unsigned long long)c->nonce, (int)atomic_load(&c->seg.h->joined),
+                      c->nranks);
+        return es_comm_status_of(rc);
+    }
+    return ncclSuccess;
+}
+
+/* Transport: rank 0's preference; device only when every rank can map
+ * every other's memory and the set-up succeeds everywhere. */
+static ncclResult_t es_comm_pick_transport(es_comm_t *c)
+{
+    int rc;
+    int pref = es_seg_rank(&c->seg, 0)->tp_pref;
+    es_seg_rank(&c->seg, c->rank)->can_device =
+        pref != ES_COLL_TP_HOST && es_coll_tp_dev.possible(c);
+    if ((rc = es_ctrl_barrier(c)) < 0)
+        return es_comm_status_of(rc);
+    int all = 1;
+    for (int r = 0; r < c->nranks; r++)
+        all &= es_seg_rank(&c->seg, r)->can_device != 0;
+    c->tp = &es_coll_tp_host;
+    c->tp_id = ES_COLL_TP_HOST;
+    if (pref != ES_COLL_TP_HOST && all) {
+        c->tp = &es_coll_tp_dev;
+        c->tp_id = ES_COLL_TP_DEVICE;
+        c->chunk = es_seg_rank(&c->seg, 0)->dev_chunk; /* rank 0's: the same for all */
+        c->p2p_chunk = es_p2p_chunk_for(c->chunk, c->nranks);
+        rc = c->tp->setup(c);
+        if (rc == -EAGAIN) { /* some rank could not set it up: all fall back */
+            c->tp = &es_coll_tp_host;
+            c->tp_id = ES_COLL_TP_HOST;
+            rc = 0;
+        }
+        if (rc < 0)
+            return es_comm_status_of(rc);
+    }
+    if (c->tp_id == ES_COLL_TP_HOST) {
+        if (pref == ES_COLL_TP_DEVICE && c->rank == 0)
+            ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=device is not possible for "
+                    "communicator %016llx (a GPU cannot map another's memory, or the set-up "
+                    "failed): host transport", (unsigned long long)c->nonce);
+        c->chunk = c->seg.h->chunk;
+        c->p2p_chunk = c->seg.h->p2p_chunk;
+        if ((rc = c->tp->setup(c)) < 0)
+            return es_comm_status_of(rc);
+    }
+    return ncclSuccess;
+}
+
+/* The event recorded after every operation of c. */
+static ncclResult_t es_comm_event(es_comm_t *c)
+{
+    CUresult cr = ES_REAL(cuda, cuEventCreate)(&c->ev_last, CU_EVENT_DISABLE_TIMING);
+    if (cr != CUDA_SUCCESS) {
+        es_coll_error("cuEventCreate failed (CUresult %d)", (int)cr);
+        return ncclUnhandledCudaError;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t es_comm_setup(es_comm_t *c)
+{
+    ncclResult_t res = ncclSuccess;
+    int pushed = 0, rc, parked = 0;
+    CUresult cr = es_comm_ctx_enter(c, &pushed);
+    if (cr != CUDA_SUCCESS) {
+        es_coll_error("cannot make the communicator's context current (CUresult %d)", (int)cr);
+        res = ncclUnhandledCudaError;
+        goto out;
+    }
+    CUuuid uu;
+    memset(&uu, 0, sizeof(uu));
+    ES_REAL(cuda, cuDeviceGetUuid_v2)(&uu, c->dev);
+    /* time-sliced: the others reach the rendezvous only in their turns */
+    parked = es_coll_ts_yield();
+    if (parked < 0) {
+        res = ncclUnhandledCudaError;
+        goto out;
+    }
+    int pref = es_cfg.coll_transport;
+    /* While ESTs can move (docs/MOVING.md) the staging must not be device
+     * memory: the device transport's buffers are mapped by the other ranks
+     * from file descriptors of this GPU's memory, which a move would leave
+     * behind. The host transport's staging is host memory. */
+    if (es_vh_on && pref != ES_COLL_TP_HOST) {
+        if (pref == ES_COLL_TP_DEVICE && c->rank == 0)
+            ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=device is not possible while ESTs "
+                    "can move (EASYSCALE_MOVE=off allows it): host transport");
+        pref = ES_COLL_TP_HOST;
+    }
+    res = es_comm_rendezvous(c, pref, &uu);
+    if (res == ncclSuccess)
+        res = es_comm_pick_transport(c);
+    if (res == ncclSuccess && !parked)
+        res = es_comm_event(c);
+    if (res != ncclSuccess)
+        goto out;
+    if ((rc = es_ctrl_barrier(c)) < 0) {
+        res = es_comm_status_of(rc);
+        goto out;
+    }
+    if (parked) { /* back in its turn, then what needs the GPU */
+        parked = 0;
+        if (es_coll_ts_resume() < 0) {
+            res = ncclUnhandledCudaError;
+            goto out;
+        }
+        if ((res = es_comm_event(c)) != ncclSuccess)
+            goto out;
+    }
+    ES_INFO("collectives: communicator %016llx rank %d/%d on device %d (virtual %d): %s "
+            "transport, chunk %zu bytes", (unsigned long long)c->nonce, c->rank, c->nranks,
+            (int)c->dev, c->vdev, c->tp->name, c->chunk);
+out:
+    if (parked > 0 && es_coll_ts_resume() < 0 && res == ncclSuccess)
+        res = ncclUnhandledCudaError;
+    es_comm_ctx_leave(pushed);
+    if (res != ncclSuccess && c->seg.h) {
+        if (c->tp)
+            c->tp->teardown(c);
+        c->tp = NULL;
+        es_seg_leave(&c->seg);
+    }
+    atomic_store(&c->async, res);
+    return res;
+}
+
+void *es_comm_init_thread(void *arg)
+{
+    es_comm_t *c = arg;
+    if (c->ctx)
+        ES_REAL(cuda, cuCtxSetCurrent)(c->ctx);
+    es_comm_setup(c);
+    return NULL;
+}
+
+void es_comm_join_init(es_comm_t *c)
+{
+    pthread_mutex_lock(&c->init_mu);
+    if (c->init_threaded) {
+        pthread_join(c->init_thread, NULL);
+        c->init_threaded = 0;
+    }
+    pthread_mutex_unlock(&c->init_mu);
+}
+
+ncclResult_t es_comm_ready(es_comm_t *c)
+{
+    ncclResult_t a = atomic_load(&c->async);
+    if (a == ncclInProgress) {
+        es_comm_join_init(c);
+        a = atomic_load(&c->async);
+    }
+    if (a == ncclInProgress) {
+        es_coll_error("the communicator is not initialised yet (inside a group?)");
+        return ncclInvalidUsage;
+    }
+    return a;
+}
