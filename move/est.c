@@ -94,7 +94,7 @@ void es_move_setup(void)
  * the GPUs the driver shows) take turns on it, in rank order
  * (move/tslice.h): an EST joins its slot's rotation and waits for its
  * turn before it first makes a context there, yields at each collective
- * (the engine, coll/coll.c) and, at exit, parks and leaves so that the
+ * (the engine, coll/tslice.c) and, at exit, parks and leaves so that the
  * next one can come in. */
 
 static pthread_mutex_t es_ts_mu = PTHREAD_MUTEX_INITIALIZER;

@@ -94,7 +94,7 @@ void es_mover_set_lib_hooks(int (*down)(int vdev, char *msg, size_t msglen),
 /* Rotations a running job enters and leaves (the controller's time-slice
  * command, docs/MOVING.md section 6). A change is applied by the thread
  * that runs the EST's next collective, at its start (es_mover_ts_apply,
- * coll/coll.c), or, for a LEAVE, by a parked member while it waits for
+ * coll/tslice.c), or, for a LEAVE, by a parked member while it waits for
  * its turn:
  * - JOIN: t, a dynamic rotation joined (es_tslice_join_dynamic, not
  *   entered) for slot; the EST enters it, and the collective yields as in
