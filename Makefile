@@ -71,12 +71,20 @@ all:
 # the shim's folders point one way (docs/ARCHITECTURE.md, checked by
 # scripts/check-deps): intercept/ -> coll/ -> move/ -> device/ -> kernels/,
 # audit/ -> shim/, wire/, lib/.
+# Then the tests, one tests/<area>/ per source folder (docs/CONVENTIONS.md,
+# "Tests"), after every source module: tests/ (shared test variables) first,
+# tests/sim/common before the other simcuda libraries' tests, tests/fatbin
+# (the device-code fixtures) before the audit's and the kernels' tests.
 MODULES := fatbin \
     sim/driver sim/cucpu sim/cublas sim/cublaslt sim/cudnn sim/nccl \
     lib wire audit kernels device move coll intercept \
     examples controller \
     shim \
-    tests tests/scripts tests/harness
+    tests tests/scripts tests/sim/common tests/fatbin \
+    tests/sim/driver tests/sim/cucpu tests/sim/cublas tests/sim/cublaslt tests/sim/cudnn tests/sim/nccl \
+    tests/wire tests/audit tests/kernels tests/device tests/move tests/coll tests/intercept \
+    tests/examples tests/controller \
+    tests/shim
 include $(patsubst %,%/module.mk,$(MODULES))
 
 all: $(ALL) $(B)/san

@@ -15,7 +15,7 @@
  * cannot read images: nothing else changes.
  *
  * A function the audit starts to use and that is not listed here is an
- * undefined symbol of libeasyscale.so: tests/shim/shim_test.c
+ * undefined symbol of libeasyscale.so: tests/shim/preload_test.c
  * (test_exports) fails on it.
  */
 #include "shim/log.h"

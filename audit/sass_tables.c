@@ -5,7 +5,7 @@
  * toolkit here, so every value below was derived by compiling
  * tests/audit/audit_kernels.cu with `nvcc -cubin -arch=sm_XX` and diffing
  * kernels that differ only in the atomic's type, operation, scope or space,
- * then checked by tests/audit/audit_test.c on every architecture listed.
+ * then checked by tests/audit/library_test.c on every architecture listed.
  *
  * Families (identical atomic encodings within each, verified by compiling
  * the same kernels for every member):

@@ -5,7 +5,7 @@
  *
  *   scripts/simenv build/bin/es-devices [KERNELS.fatbin]
  *
- * The image defaults to $ES_BUILD/tests/sim_driver/kernels.fatbin (its
+ * The image defaults to $ES_BUILD/tests/sim/driver/kernels.fatbin (its
  * kernel sim_add runs on simcuda as the twin in libsimtwin_simtest.so).
  * Exit status 0 when every device computed the right sum. */
 #include <cuda.h>
@@ -118,7 +118,7 @@ int main(int argc, char **argv)
     if (argc > 1)
         snprintf(path, sizeof(path), "%s", argv[1]);
     else
-        snprintf(path, sizeof(path), "%s/tests/sim_driver/kernels.fatbin", build ? build : "build");
+        snprintf(path, sizeof(path), "%s/tests/sim/driver/kernels.fatbin", build ? build : "build");
     void *image = read_all(path);
     if (!image) {
         fprintf(stderr, "es-devices: cannot read module image %s\n", path);

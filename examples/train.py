@@ -33,7 +33,7 @@ from rank 0; gradients live in one flat buffer and are all-reduced in
 fixed-size buckets; rank r reads shard r of every global batch and draws
 that shard's part of the step's dropout mask, so --batch alone defines the
 update: 1, 2 or 4 ranks take the same mathematical step and differ only in
-float reduction order (tests/train: test_world_sizes_same_update).
+float reduction order (tests/examples: test_world_sizes_same_update).
 Host-to-device copies go on the stream that consumes them (our streams are
 non-blocking: they do not wait for the legacy stream).
 

@@ -1,8 +1,8 @@
 # simcuda cuBLASLt: build/sim/libcublasLt.so.13 (+ libcublasLt.so), its
 # kernels (sim/cublaslt/kernels.cu through the CUDA-on-CPU layer: a fatbin
 # embedded in the library, the same source's twins in
-# build/sim/twins/libsimtwin_cublaslt.so, listed by scripts/simenv) and its
-# unit/API test.
+# build/sim/twins/libsimtwin_cublaslt.so, listed by scripts/simenv). Its
+# unit/API test is tests/sim/cublaslt/module.mk's.
 
 LT_SRCS := sim/cublaslt/lt.c
 LT_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(LT_SRCS)) $(B)/obj/sim/cublaslt/blob.o
@@ -12,7 +12,7 @@ $(eval $(call cucpu_cu,sim/cublaslt/kernels.cu,$(LT_FATBIN),$(LT_TWIN),sim/cubla
     sim/common/f16_impl.h))
 
 # The summation order is the one written: no contraction into FMA.
-$(LT_OBJS) $(B)/obj/tests/sim_cublaslt/sim_cublaslt_test.o: CFLAGS += -ffp-contract=off
+$(LT_OBJS): CFLAGS += -ffp-contract=off
 
 $(B)/obj/sim/cublaslt/blob.o: CPPFLAGS += -DSIM_CUBLASLT_FATBIN='"$(LT_FATBIN)"'
 $(B)/obj/sim/cublaslt/blob.o: $(LT_FATBIN)
@@ -30,11 +30,3 @@ $(B)/sim/libcublasLt.so: $(B)/sim/libcublasLt.so.13
 	ln -sf libcublasLt.so.13 $@
 
 ALL += $(B)/sim/libcublasLt.so.13 $(B)/sim/libcublasLt.so $(LT_TWIN)
-
-$(B)/tests/sim_cublaslt_test: $(B)/obj/tests/sim_cublaslt/sim_cublaslt_test.o \
-		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) | $(B)/sim/libcublasLt.so $(B)/sim/libcuda.so \
-		$(LT_TWIN)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -lcublasLt -lcuda $(CMOCKA_LIBS) -lrt -lm
-
-TESTS += $(B)/tests/sim_cublaslt_test

@@ -1,7 +1,7 @@
 # sim/cucpu/: the CUDA-on-CPU layer (sim/cucpu/README.md): its runtime
-# library $(CUCPU_LIB), the make function that builds a .cu both ways (nvcc
-# fatbin for the GPU, host-compiler twin library for simcuda), the layer's
-# test (tests/cucpu/) and bench.
+# library $(CUCPU_LIB) and the make function that builds a .cu both ways (nvcc
+# fatbin for the GPU, host-compiler twin library for simcuda). The layer's
+# test and bench are tests/sim/cucpu/module.mk's.
 #
 # Included before simcuda's libraries and examples/, which use cucpu_cu.
 
@@ -53,28 +53,3 @@ $(CUCPU_LIB): $(CUCPU_OBJS)
 	$(CC) $(SO_LDFLAGS) -Wl,-soname,libcucpu.so $(CUCPU_SO_DEFS) -o $@ $^
 
 ALL += $(CUCPU_LIB)
-
-# ---- tests and bench -------------------------------------------------------------
-CUCPU_TEST_FATBIN := $(B)/tests/cucpu/test_kernels.fatbin
-CUCPU_TEST_TWIN := $(B)/sim/test-twins/libcucpu_test_kernels.so
-$(eval $(call cucpu_cu,tests/cucpu/test_kernels.cu,$(CUCPU_TEST_FATBIN),$(CUCPU_TEST_TWIN)))
-
-$(B)/obj/tests/cucpu/cucpu_test.o $(B)/obj/tests/cucpu/bench_cucpu.o: \
-    CPPFLAGS += -DCUCPU_TEST_FATBIN='"$(patsubst $(B)/%,%,$(CUCPU_TEST_FATBIN))"' \
-    -DCUCPU_TEST_TWIN='"$(patsubst $(B)/%,%,$(CUCPU_TEST_TWIN))"'
-$(B)/obj/tests/cucpu/cucpu_test.o $(B)/obj/tests/cucpu/bench_cucpu.o: CFLAGS += -ffp-contract=off
-
-$(B)/tests/cucpu_test: $(B)/obj/tests/cucpu/cucpu_test.o $(B)/obj/tests/cucpu/test_kernels.cu.o \
-		$(TEST_HARNESS_OBJ) $(CUCPU_LIB) | $(CUCPU_TEST_FATBIN) $(CUCPU_TEST_TWIN) $(SIMCUDA_LIB) \
-		$(B)/sim/libcuda.so
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -lcucpu -lcuda -ldl $(CMOCKA_LIBS) -lm
-
-$(B)/bench/cucpu_bench: $(B)/obj/tests/cucpu/bench_cucpu.o $(B)/obj/tests/cucpu/test_kernels.cu.o \
-		$(TEST_HARNESS_OBJ) $(CUCPU_LIB) | $(CUCPU_TEST_FATBIN) $(CUCPU_TEST_TWIN) \
-		$(SIMCUDA_LIB) $(B)/sim/libcuda.so
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -lcucpu -lcuda -ldl -lm
-
-TESTS += $(B)/tests/cucpu_test
-BENCHES += $(B)/bench/cucpu_bench

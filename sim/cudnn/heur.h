@@ -2,7 +2,7 @@
  * the backend's engine heuristics rank first), as a pure function of the
  * device (compute capability, model) and the problem shape, so GPU models
  * pick different algorithms as real cuDNN does. The rules are documented in
- * heur.c and in the module's report; tests in tests/sim_cudnn pin them. */
+ * heur.c and in the module's report; tests in tests/sim/cudnn pin them. */
 #ifndef SIM_CUDNN_HEUR_H
 #define SIM_CUDNN_HEUR_H
 

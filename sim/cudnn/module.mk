@@ -1,6 +1,6 @@
-# simcuda cuDNN: build/sim/libcudnn.so.9 (+ libcudnn.so), its unit test
-# (tests/sim_cudnn), the backend's 16-bit test and the NVIDIA-header-only
-# client test.
+# simcuda cuDNN: build/sim/libcudnn.so.9 (+ libcudnn.so). Its unit test, the
+# backend's 16-bit test and the NVIDIA-header-only client test are
+# tests/sim/cudnn/module.mk's.
 
 # The kernels, single source (sim/cucpu): the fatbin embedded in the library
 # (fatbin_blob.c) and the twin library simcuda runs them from.
@@ -21,8 +21,7 @@ $(B)/obj/sim/cudnn/fatbin_blob.o: $(CUDNN_FATBIN)
 
 # Each algorithm's summation order must be the one written, whatever the
 # optimiser does: no contraction into FMA (and never -ffast-math).
-$(CUDNN_OBJS) $(CUDNN_CORE_OBJS) $(B)/obj/tests/sim_cudnn/sim_cudnn_test.o: \
-    CFLAGS += -ffp-contract=off
+$(CUDNN_OBJS) $(CUDNN_CORE_OBJS): CFLAGS += -ffp-contract=off
 
 # -Bsymbolic-functions: calls to its own exports bind inside the library (as
 # simcuda's cuBLAS, sim/cublas/module.mk).
@@ -37,28 +36,3 @@ $(B)/sim/libcudnn.so: $(B)/sim/libcudnn.so.9
 	ln -sf libcudnn.so.9 $@
 
 ALL += $(B)/sim/libcudnn.so.9 $(B)/sim/libcudnn.so $(CUDNN_TWIN)
-
-# Unit + API test: links the math cores statically (their symbols are local
-# in the library) and the library and driver dynamically.
-$(B)/tests/sim_cudnn_test: $(B)/obj/tests/sim_cudnn/sim_cudnn_test.o $(CUDNN_CORE_OBJS) \
-		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) $(B)/sim/libcudnn.so $(B)/sim/libcuda.so.1 \
-		| $(SIM_ARCH_TEST)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(B)/obj/tests/sim_cudnn/sim_cudnn_test.o $(CUDNN_CORE_OBJS) \
-		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) -L$(B)/sim -lcudnn $(B)/sim/libcuda.so.1 $(CMOCKA_LIBS) -lm
-
-# Client written only against NVIDIA's headers.
-$(B)/tests/cudnn_client_test: tests/clients/cudnn_client.c $(B)/sim/libcudnn.so $(B)/sim/libcuda.so.1
-	@mkdir -p $(dir $@)
-	$(CC) -I$(CUDA_HOME)/include -std=gnu11 -Wall -Wextra -g $(filter -fsanitize=%,$(CFLAGS)) \
-		tests/clients/cudnn_client.c -L$(B)/sim -lcudnn -l:libcuda.so.1 $(LDFLAGS) -lm -o $@
-
-TESTS += $(B)/tests/sim_cudnn_test $(B)/tests/cudnn_client_test
-
-# The backend with 16-bit tensors (against its own fp32 engines).
-$(B)/tests/sim_cudnn_backend_half_test: $(B)/obj/tests/sim_cudnn/backend_half_test.o \
-		$(TEST_HARNESS_OBJ) | $(B)/sim/libcudnn.so $(B)/sim/libcuda.so $(CUDNN_TWIN)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -lcudnn -lcuda $(CMOCKA_LIBS) -lrt -lm
-
-TESTS += $(B)/tests/sim_cudnn_backend_half_test

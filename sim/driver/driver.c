@@ -120,7 +120,7 @@
  *   no table: CUDA_ERROR_NOT_SUPPORTED. NVIDIA's CUDA runtime (libcudart,
  *   shared or static) needs table 6bd5fb6c-5bf4-e74a-8987-d93912fd9df9 at
  *   its initialisation, so it does not run on simcuda: its first call
- *   returns cudaErrorNotSupported (procs.c; tests/sim_driver/cudart_test.c).
+ *   returns cudaErrorNotSupported (procs.c; tests/sim/driver/cudart_test.c).
  * - SIMCUDA_TRACE ("0" default, or "1"; anything else makes cuInit fail with
  *   CUDA_ERROR_INVALID_VALUE) logs to stderr every cuGetProcAddress lookup
  *   and its answer, every cuGetExportTable request, cuInit, each device

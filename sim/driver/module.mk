@@ -1,6 +1,7 @@
 # sim/driver/: simcuda's CUDA driver (build/sim/libcuda.so.1 + libcuda.so),
-# its tests (tests/sim_driver/, including NVIDIA's CUDA runtime on it), the cuda.h-only client acceptance test
-# (tests/clients/cuda_client.c) and the es-devices demo (examples/devices.c).
+# its device server and the es-devices demo (examples/devices.c, which runs
+# the driver tests' kernels). The tests (and the kernels they load) are
+# tests/sim/driver/module.mk's.
 
 SIMDRV_SRCS := driver device context stream capacity memory module procs legacy unsupported \
     devclient chaos arch capture memop
@@ -9,11 +10,7 @@ SIMCUDA_LIB := $(B)/sim/libcuda.so.1
 # The device server (SIMCUDA_ISOLATION=1), found beside libcuda.so.1.
 SIMCUDA_GPU := $(B)/sim/simcuda-gpu
 
-ALL += $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(SIMCUDA_GPU) $(B)/sim/twins/libsimtwin_simtest.so \
-    $(B)/tests/sim_driver/kernels.fatbin $(B)/bin/es-devices
-TESTS += $(B)/tests/sim_driver_test $(B)/tests/sim_vmm_test $(B)/tests/sim_kernel_test \
-    $(B)/tests/sim_iso_test $(B)/tests/sim_chaos_test $(B)/tests/cuda_client_test \
-    $(B)/tests/sim_cudart_test $(B)/tests/sim_capture_test $(B)/tests/sim_memop_test
+ALL += $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(SIMCUDA_GPU) $(B)/bin/es-devices
 
 # -Bsymbolic-functions: calls and function addresses inside the library (the
 # cuGetProcAddress table, _ptsz wrappers) bind to its own definitions, never
@@ -32,132 +29,8 @@ $(B)/sim/libcuda.so: $(SIMCUDA_LIB)
 	@mkdir -p $(dir $@)
 	ln -sf libcuda.so.1 $@
 
-# ---- tests ---------------------------------------------------------------------
-SIMDRV_TEST_LIBS := -L$(B)/sim -lcuda $(CMOCKA_LIBS) -ldl -lrt
-
-# The driver test reads the cuda.h it was built against.
-$(B)/obj/tests/sim_driver/driver_test.o: CPPFLAGS += -DST_CUDA_H='"$(CUDA_HOME)/include/cuda.h"' \
-    -DST_CUDA_TYPEDEFS_H='"$(CUDA_HOME)/include/cudaTypedefs.h"'
-
-# Code for every model simcuda has: sm_75 SASS (t4), sm_80 SASS (a100, a10,
-# l4), sm_90 SASS (h100, h200), compute_90 PTX (b200, JIT).
-SIMTEST_GENCODE := -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
-    -gencode arch=compute_90,code=[sm_90,compute_90]
-$(B)/tests/sim_driver/kernels.fatbin: tests/sim_driver/kernels.cu sim/driver/module.mk
-	@mkdir -p $(dir $@)
-	$(NVCC) -Wno-deprecated-gpu-targets -fatbin $(SIMTEST_GENCODE) -o $@ $<
-
-# Images some devices must refuse (tests/sim_driver/kernel_test.c).
-$(B)/tests/sim_driver/kernels_sm90.cubin: tests/sim_driver/kernels.cu sim/driver/module.mk
-	@mkdir -p $(dir $@)
-	$(NVCC) -Wno-deprecated-gpu-targets -cubin -arch=sm_90 -o $@ $<
-
-$(B)/tests/sim_driver/kernels_sm90a.fatbin: tests/sim_driver/kernels.cu sim/driver/module.mk
-	@mkdir -p $(dir $@)
-	$(NVCC) -Wno-deprecated-gpu-targets -fatbin -gencode arch=compute_90a,code=[sm_90a,compute_90a] -o $@ $<
-
-$(B)/tests/sim_driver/kernels_sm100f.fatbin: tests/sim_driver/kernels.cu sim/driver/module.mk
-	@mkdir -p $(dir $@)
-	$(NVCC) -Wno-deprecated-gpu-targets -fatbin -gencode arch=compute_100f,code=[sm_100f,compute_100f] -o $@ $<
-
-$(B)/tests/sim_driver/kernels_c86.ptx: tests/sim_driver/kernels.cu sim/driver/module.mk
-	@mkdir -p $(dir $@)
-	$(NVCC) -Wno-deprecated-gpu-targets -ptx -arch=compute_86 -o $@ $<
-
-$(B)/tests/sim_driver/kernels_sm80.cubin: tests/sim_driver/kernels.cu sim/driver/module.mk
-	@mkdir -p $(dir $@)
-	$(NVCC) -Wno-deprecated-gpu-targets -cubin -arch=sm_80 -o $@ $<
-
-$(B)/tests/sim_driver/kernels.ptx: tests/sim_driver/kernels.cu sim/driver/module.mk
-	@mkdir -p $(dir $@)
-	$(NVCC) -Wno-deprecated-gpu-targets -ptx -arch=compute_80 -o $@ $<
-
-$(B)/sim/twins/libsimtwin_simtest.so: $(B)/obj/tests/sim_driver/twins.o
-	@mkdir -p $(dir $@)
-	$(CC) $(SO_LDFLAGS) -o $@ $^
-
-$(B)/tests/sim_driver/libinterposer.so: $(B)/obj/tests/sim_driver/interposer.o
-	@mkdir -p $(dir $@)
-	$(CC) $(SO_LDFLAGS) -o $@ $^
-
-$(B)/tests/sim_driver_test: $(B)/obj/tests/sim_driver/driver_test.o $(B)/obj/tests/sim_driver/common.o \
-    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/tests/sim_driver/libinterposer.so
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
-
-$(B)/tests/sim_vmm_test: $(B)/obj/tests/sim_driver/vmm_test.o $(B)/obj/tests/sim_driver/common.o \
-    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
-
-$(B)/tests/sim_kernel_test: $(B)/obj/tests/sim_driver/kernel_test.o $(B)/obj/tests/sim_driver/common.o \
-    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/sim/twins/libsimtwin_simtest.so \
-    $(B)/tests/sim_driver/kernels.fatbin $(B)/tests/sim_driver/kernels_sm80.cubin \
-    $(B)/tests/sim_driver/kernels.ptx $(B)/tests/sim_driver/kernels_sm90.cubin \
-    $(B)/tests/sim_driver/kernels_sm90a.fatbin $(B)/tests/sim_driver/kernels_sm100f.fatbin \
-    $(B)/tests/sim_driver/kernels_c86.ptx
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
-
-$(B)/tests/sim_iso_test: $(B)/obj/tests/sim_driver/iso_test.o $(B)/obj/tests/sim_driver/common.o \
-    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(SIMCUDA_GPU) \
-    $(B)/sim/twins/libsimtwin_simtest.so $(B)/tests/sim_driver/kernels.fatbin
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
-
-$(B)/tests/sim_chaos_test: $(B)/obj/tests/sim_driver/chaos_test.o $(B)/obj/tests/sim_driver/common.o \
-    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(SIMCUDA_GPU)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
-
-$(B)/tests/sim_capture_test: $(B)/obj/tests/sim_driver/capture_test.o $(B)/obj/tests/sim_driver/common.o \
-    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/sim/twins/libsimtwin_simtest.so \
-    $(B)/tests/sim_driver/kernels.fatbin
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
-
-$(B)/tests/sim_memop_test: $(B)/obj/tests/sim_driver/memop_test.o $(B)/obj/tests/sim_driver/common.o \
-    $(TEST_HARNESS_OBJ) | $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(SIMCUDA_GPU)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
-
-# NVIDIA's CUDA runtime on simcuda: a .cu program built by nvcc like a user's,
-# with the shared runtime (found through its run path, after LD_LIBRARY_PATH's
-# build/sim) and with nvcc's default static runtime.
-CUDART_APP_FLAGS := -Wno-deprecated-gpu-targets $(SIMTEST_GENCODE)
-$(B)/tests/sim_driver/cudart_app_shared: tests/sim_driver/cudart_app.cu sim/driver/module.mk
-	@mkdir -p $(dir $@)
-	$(NVCC) $(CUDART_APP_FLAGS) -cudart shared -Xlinker -rpath=$(CUDA_HOME)/lib64 -o $@ $<
-
-$(B)/tests/sim_driver/cudart_app_static: tests/sim_driver/cudart_app.cu sim/driver/module.mk
-	@mkdir -p $(dir $@)
-	$(NVCC) $(CUDART_APP_FLAGS) -cudart static -o $@ $<
-
-$(B)/tests/sim_driver/cudart_app.fatbin: tests/sim_driver/cudart_app.cu sim/driver/module.mk
-	@mkdir -p $(dir $@)
-	$(NVCC) $(CUDART_APP_FLAGS) -fatbin -o $@ $<
-
-$(B)/tests/sim_cudart_test: $(B)/obj/tests/sim_driver/cudart_test.o $(TEST_HARNESS_OBJ) | \
-    $(SIMCUDA_LIB) $(B)/sim/libcuda.so $(B)/sim/twins/libsimtwin_simtest.so \
-    $(B)/tests/sim_driver/cudart_app_shared $(B)/tests/sim_driver/cudart_app_static \
-    $(B)/tests/sim_driver/cudart_app.fatbin
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SIMDRV_TEST_LIBS)
-
-# The client acceptance test: NVIDIA's cuda.h only, built exactly like a user would.
-$(B)/tests/cuda_client_test: tests/clients/cuda_client.c | $(SIMCUDA_LIB) $(B)/sim/libcuda.so
-	@mkdir -p $(dir $@)
-	$(CC) $(if $(SAN),-fsanitize=$(SAN)) -I$(CUDA_HOME)/include $< -L$(B)/sim -lcuda -o $@
-
-# ---- benchmark (figures only) ----------------------------------------------------
-BENCHES += $(B)/bench/sim_driver_bench
-$(B)/bench/sim_driver_bench: $(B)/obj/tests/sim_driver/driver_bench.o | $(SIMCUDA_LIB) $(B)/sim/libcuda.so \
-    $(B)/sim/twins/libsimtwin_simtest.so $(B)/tests/sim_driver/kernels.fatbin
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -lcuda -lrt
-
 # ---- demo ------------------------------------------------------------------------
 $(B)/bin/es-devices: $(B)/obj/examples/devices.o | $(SIMCUDA_LIB) $(B)/sim/libcuda.so \
-    $(B)/sim/twins/libsimtwin_simtest.so $(B)/tests/sim_driver/kernels.fatbin
+    $(B)/sim/twins/libsimtwin_simtest.so $(B)/tests/sim/driver/kernels.fatbin
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -lcuda

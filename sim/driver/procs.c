@@ -284,7 +284,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
  * stops: every runtime call then returns the driver's refusal as its own
  * error (cudaErrorNotSupported), before any context, memory or module
  * exists. That table's contents are undocumented, so NVIDIA's CUDA runtime
- * does not run on simcuda (tests/sim_driver/cudart_test.c checks exactly
+ * does not run on simcuda (tests/sim/driver/cudart_test.c checks exactly
  * this failure point). */
 CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
 {

@@ -1,5 +1,6 @@
-# simcuda NCCL: build/sim/libnccl.so.2 (+ libnccl.so), its unit/multi-process
-# test, the NVIDIA-header-only client test and the allreduce bench.
+# simcuda NCCL: build/sim/libnccl.so.2 (+ libnccl.so) and the allreduce
+# bench. Its unit/multi-process test and the NVIDIA-header-only client test
+# are tests/sim/nccl/module.mk's.
 
 # The kernels, single source (sim/cucpu): the fatbin embedded in the library
 # (fatbin_blob.c) and the twin library simcuda runs them from.
@@ -16,7 +17,7 @@ $(B)/obj/sim/nccl/fatbin_blob.o: CPPFLAGS += -DSIMNCCL_FATBIN='"$(NCCL_FATBIN)"'
 $(B)/obj/sim/nccl/fatbin_blob.o: $(NCCL_FATBIN)
 
 # Reduction order is the plan's: no contraction into FMA (never -ffast-math).
-$(NCCL_OBJS) $(B)/obj/tests/sim_nccl/sim_nccl_test.o: CFLAGS += -O3 -ffp-contract=off
+$(NCCL_OBJS): CFLAGS += -O3 -ffp-contract=off
 
 $(B)/sim/libnccl.so.2: $(NCCL_OBJS) $(SIMF16_OBJ) $(SIMDRV_OBJ) $(SIM_LIVE_OBJ) $(SIM_KMOD_OBJ) \
 		sim/nccl/libnccl.map
@@ -29,25 +30,6 @@ $(B)/sim/libnccl.so: $(B)/sim/libnccl.so.2
 	ln -sf libnccl.so.2 $@
 
 ALL += $(B)/sim/libnccl.so.2 $(B)/sim/libnccl.so $(NCCL_TWIN)
-
-# Unit + multi-process API test: links the engine and transport statically
-# (their symbols are local in the library), the library and the driver
-# dynamically.
-$(B)/tests/sim_nccl_test: $(B)/obj/tests/sim_nccl/sim_nccl_test.o $(NCCL_CORE_OBJS) \
-		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) $(B)/sim/libnccl.so $(B)/sim/libcuda.so.1 \
-		| $(NCCL_TWIN)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(B)/obj/tests/sim_nccl/sim_nccl_test.o $(NCCL_CORE_OBJS) \
-		$(TEST_HARNESS_OBJ) $(SIM_TEST_ABI_OBJ) -L$(B)/sim -lnccl $(B)/sim/libcuda.so.1 $(CMOCKA_LIBS) -lrt -lm
-
-# Client written only against NVIDIA's headers.
-$(B)/tests/nccl_client_test: tests/clients/nccl_client.c $(B)/sim/libnccl.so $(B)/sim/libcuda.so.1 \
-		| $(NCCL_TWIN)
-	@mkdir -p $(dir $@)
-	$(CC) -I$(CUDA_HOME)/include -std=gnu11 -Wall -Wextra -g $(filter -fsanitize=%,$(CFLAGS)) \
-		tests/clients/nccl_client.c -L$(B)/sim -lnccl -l:libcuda.so.1 $(LDFLAGS) -lm -o $@
-
-TESTS += $(B)/tests/sim_nccl_test $(B)/tests/nccl_client_test
 
 $(B)/bench/allreduce_bench: $(B)/obj/sim/nccl/bench_allreduce.o $(B)/sim/libnccl.so \
 		$(B)/sim/libcuda.so.1 | $(NCCL_TWIN)

@@ -1,4 +1,4 @@
-// Kernels for tests/audit/audit_test.c and for deriving the per-architecture
+// Kernels for tests/audit/library_test.c and for deriving the per-architecture
 // SASS opcode tables in audit/sass_tables.c: each kernel differs from its
 // neighbours only in the atomic's type, scope, space or use of the result.
 // Compiled at build time by audit/module.mk for sm_80/86/89/90/100/120.

@@ -983,7 +983,7 @@ static void test_other_uid(void **state)
 {
     (void)state;
     if (geteuid() != 0) {
-        /* the check itself is unit-tested through its seam (ctl_proto_test) */
+        /* the check itself is unit-tested through its seam (wire_proto_test) */
         es_test_skip("needs root, to run a daemon as another user");
     }
     /* a daemon running as nobody, on a job file of its own */
@@ -1437,7 +1437,7 @@ static void test_moves_of_ests_without_gpu_state(void **state)
     (void)state;
     /* the real shim: its control thread answers through shim/move.h; ESTs
      * that never touched a GPU have nothing to move: the CLI shows the
-     * shim's reason and exits 1 (moves themselves: tests/move/move_test.c) */
+     * shim's reason and exits 1 (moves themselves: tests/move/est_test.c) */
     char sock[300];
     sock_path(sock, sizeof(sock), "real");
     char *env[] = { "EASYSCALE_HEARTBEAT_MS=100", NULL };

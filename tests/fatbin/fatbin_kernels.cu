@@ -1,4 +1,4 @@
-// Small kernels for tests/fatbin/fatbin_test.c: compiled at build time by
+// Small kernels for tests/fatbin/reader_test.c: compiled at build time by
 // fatbin/module.mk into fatbins (every compression mode), cubins, PTX and
 // host objects, whose contents the test walks.
 __global__ void es_fb_add_float(float *p, float v) { atomicAdd(p, v); }

@@ -1,4 +1,4 @@
-/* Client run by tests/move/lib_test.c under libeasyscale.so: a cuBLAS
+/* Client run by tests/move/vendor_test.c under libeasyscale.so: a cuBLAS
  * handle (its own stream, workspace, TF32 math, device pointer mode,
  * atomics allowed), a cuBLASLt handle and a cuDNN handle (the same
  * stream), a cuDNN backend convolution plan built once before the steps

@@ -1,5 +1,5 @@
 /* A client written against cuda.h only, run under the shim by
- * tests/move/move_test.c: an "EST" with every kind of state a move must
+ * tests/move/est_test.c: an "EST" with every kind of state a move must
  * carry (contexts, streams with flags and a priority, an event, modules
  * loaded from a file and from a freed copy of an image, cuMemAlloc, pitch,
  * stream-ordered and pool memory, its own VMM allocation, pinned host

@@ -1,4 +1,4 @@
-/* Client run by tests/shim/shim_test.c (test_every_wrapped_function), with
+/* Client run by tests/shim/preload_test.c (test_every_wrapped_function), with
  * and without libeasyscale.so: for EVERY entry of shim/funcs.h, how
  * each lookup path answers:
  *   direct   the address the dynamic linker bound for a direct reference

@@ -1,4 +1,4 @@
-/* Client run by tests/shim/shim_test.c under libeasyscale.so (and without
+/* Client run by tests/shim/preload_test.c under libeasyscale.so (and without
  * it): reaches the driver, cuBLAS and cuDNN by direct calls, dlopen + dlsym
  * and cuGetProcAddress, and prints what it saw, one fact per line
  * ("key value..."), for the test to compare across runs and settings.

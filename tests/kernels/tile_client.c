@@ -1,0 +1,355 @@
+/* Client run by tests/kernels/tile_test.c under libeasyscale.so in d2: the
+ * tiled portable kernels (kernels/portable.cu) on many shapes, each result
+ * compared bit for bit with the reference element functions
+ * (kernels/portable_kernels.h) run on the host, one line per case:
+ * "case NAME ok" or "case NAME BAD i got want" (or, for a convolution the
+ * library refused, "case NAME status S").
+ *
+ *   tile_client gemm DEV   cublasGemmStridedBatchedEx: odd sizes, partial
+ *                          and exact tiles of both kernels (small and large
+ *                          tiles), the four transposes, padded leading
+ *                          dimensions, batches, fp32 / fp16 / bf16, C in
+ *                          fp32, beta 0 over NaN, alpha 0 over NaN, Inf and
+ *                          NaN inputs
+ *   tile_client conv DEV   cudnnConvolutionForward / BackwardData /
+ *                          BackwardFilter: odd images, padding, strides,
+ *                          dilation, groups (depthwise too), NHWC and
+ *                          strided tensors, convolution (flipped) mode,
+ *                          fp32 / fp16 / bf16, beta != 0, Inf in the filter
+ *                          under padding (a skipped tap must stay skipped)
+ */
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cudnn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/portable_kernels.h"
+
+#include "../clients/ck.h"
+
+static unsigned g_seed = 99;
+
+static float rnd(void)
+{
+    g_seed = g_seed * 1103515245u + 12345u;
+    return (float)((int)(g_seed >> 9) % 2001 - 1000) / 997.0f;
+}
+
+static size_t esz(int dt)
+{
+    return dt == ES_DT_F32 ? 4 : 2;
+}
+
+static void *host_fill(size_t n, int dt)
+{
+    void *p = malloc(n * esz(dt) + 8);
+    for (size_t i = 0; i < n; i++)
+        es_st(p, (long long)i, dt, rnd());
+    return p;
+}
+
+static CUdeviceptr up(const void *h, size_t bytes)
+{
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, bytes + 8));
+    CK(cuMemcpyHtoD(p, h, bytes));
+    return p;
+}
+
+/* Compares n elements of type dt: prints the case's line. */
+static void report(const char *name, const void *got, const void *want, size_t n, int dt)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp((const char *)got + i * esz(dt), (const char *)want + i * esz(dt), esz(dt))) {
+            printf("case %s BAD %zu %a %a\n", name, i, (double)es_ld(got, (long long)i, dt),
+                   (double)es_ld(want, (long long)i, dt));
+            return;
+        }
+    printf("case %s ok\n", name);
+}
+
+static void setup(int dev)
+{
+    CUdevice d;
+    CUcontext ctx;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&d, dev));
+    CK(cuDevicePrimaryCtxRetain(&ctx, d));
+    CK(cuCtxSetCurrent(ctx));
+}
+
+/* ---- GEMM -------------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int ta, tb, m, n, k, pad, batch, at, ct;
+    float alpha, beta;
+    int special; /* 1 NaN in C (beta 0), 2 NaN in A (alpha 0), 3 Inf and NaN in A and B */
+} gcase_t;
+
+static cudaDataType cuda_type(int dt)
+{
+    return dt == ES_DT_F32 ? CUDA_R_32F : dt == ES_DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
+static void gemm_case(cublasHandle_t h, const gcase_t *c)
+{
+    int lda = (c->ta ? c->k : c->m) + c->pad, ldb = (c->tb ? c->n : c->k) + c->pad;
+    int ldc = c->m + c->pad;
+    long long sA = (long long)lda * (c->ta ? c->m : c->k) + c->pad;
+    long long sB = (long long)ldb * (c->tb ? c->k : c->n) + c->pad;
+    long long sC = (long long)ldc * c->n + c->pad;
+    size_t na = (size_t)sA * c->batch, nb = (size_t)sB * c->batch, nc = (size_t)sC * c->batch;
+    void *a = host_fill(na, c->at), *b = host_fill(nb, c->at), *cc = host_fill(nc, c->ct);
+    if (c->special == 1)
+        for (size_t i = 0; i < nc; i += 3)
+            es_st(cc, (long long)i, c->ct, NAN);
+    if (c->special == 2)
+        for (size_t i = 0; i < na; i += 5)
+            es_st(a, (long long)i, c->at, NAN);
+    if (c->special == 3) {
+        es_st(a, 3, c->at, INFINITY);
+        es_st(b, 7, c->at, -INFINITY);
+        es_st(a, 11, c->at, NAN);
+    }
+    void *ref = malloc(nc * esz(c->ct)), *got = malloc(nc * esz(c->ct));
+    memcpy(ref, cc, nc * esz(c->ct));
+    CUdeviceptr dA = up(a, na * esz(c->at)), dB = up(b, nb * esz(c->at));
+    CUdeviceptr dC = up(cc, nc * esz(c->ct));
+    CK(cublasGemmStridedBatchedEx(h, c->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  c->tb ? CUBLAS_OP_T : CUBLAS_OP_N, c->m, c->n, c->k, &c->alpha,
+                                  (void *)dA, cuda_type(c->at), lda, sA, (void *)dB,
+                                  cuda_type(c->at), ldb, sB, &c->beta, (void *)dC,
+                                  cuda_type(c->ct), ldc, sC, c->batch, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
+    CK(cuCtxSynchronize());
+    CK(cuMemcpyDtoH(got, dC, nc * esz(c->ct)));
+    es_gemm_args_t g = { .A = a, .B = b, .C = ref, .D = ref, .sA = sA, .sB = sB, .sC = sC,
+                         .sD = sC, .ta = c->ta, .tb = c->tb, .m = c->m, .n = c->n, .k = c->k,
+                         .lda = lda, .ldb = ldb, .ldc = ldc, .ldd = ldc, .at = c->at,
+                         .bt = c->at, .ct = c->ct, .dt = c->ct, .alpha = c->alpha,
+                         .beta = c->beta };
+    for (int bi = 0; bi < c->batch; bi++)
+        for (int j = 0; j < c->n; j++)
+            for (int i = 0; i < c->m; i++)
+                es_gemm_elem(&g, i, j, bi);
+    report(c->name, got, ref, nc, c->ct);
+    CK(cuMemFree(dA));
+    CK(cuMemFree(dB));
+    CK(cuMemFree(dC));
+    free(a);
+    free(b);
+    free(cc);
+    free(ref);
+    free(got);
+}
+
+static int mode_gemm(int dev)
+{
+    static const gcase_t cases[] = {
+        { "g1x1x1", 0, 0, 1, 1, 1, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0 },
+        { "g7x5x3_tt", 1, 1, 7, 5, 3, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.5f, 0 },
+        { "g33x65x17_nt", 0, 1, 33, 65, 17, 3, 1, ES_DT_F32, ES_DT_F32, 0.75f, 0.25f, 0 },
+        { "g32x32x16_exact_s", 0, 0, 32, 32, 16, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0 },
+        { "g128x128x8_exact_l", 0, 0, 128, 128, 8, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0 },
+        { "g129x131x9_l", 1, 0, 129, 131, 9, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 1.0f, 0 },
+        { "g257x130x300_l_tn", 1, 0, 257, 130, 300, 1, 1, ES_DT_F32, ES_DT_F32, -1.5f, 0.0f, 0 },
+        { "g200x150x77_l_tt", 1, 1, 200, 150, 77, 2, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0 },
+        { "g127x300x41_s_nn", 0, 0, 127, 300, 41, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0 },
+        { "g45x19x1000_batch5", 0, 1, 45, 19, 1000, 1, 5, ES_DT_F32, ES_DT_F32, 1.0f, 0.5f, 0 },
+        { "g130x140x50_batch3_l", 0, 0, 130, 140, 50, 0, 3, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0 },
+        { "g61x67x129_f16", 0, 0, 61, 67, 129, 0, 1, ES_DT_F16, ES_DT_F16, 1.0f, 0.5f, 0 },
+        { "g140x135x70_f16_f32c_l", 1, 1, 140, 135, 70, 0, 2, ES_DT_F16, ES_DT_F32, 1.0f, 0.0f, 0 },
+        { "g33x29x257_bf16", 0, 1, 33, 29, 257, 2, 2, ES_DT_BF16, ES_DT_BF16, 1.0f, 0.0f, 0 },
+        { "g150x160x33_bf16_l", 1, 0, 150, 160, 33, 0, 1, ES_DT_BF16, ES_DT_F32, 1.0f, 1.0f, 0 },
+        { "g40x40x40_beta0_nanc", 0, 0, 40, 40, 40, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 1 },
+        { "g40x40x40_alpha0_nana", 0, 0, 40, 40, 40, 0, 1, ES_DT_F32, ES_DT_F32, 0.0f, 0.5f, 2 },
+        { "g140x130x20_inf_nan_l", 0, 0, 140, 130, 20, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 3 },
+        { "g5x300x0_k0", 0, 0, 5, 300, 0, 1, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.5f, 0 },
+    };
+    setup(dev);
+    cublasHandle_t h;
+    CK(cublasCreate(&h));
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        gemm_case(h, &cases[i]);
+    CK(cublasDestroy(h));
+    printf("done\n");
+    return 0;
+}
+
+/* ---- convolutions ----------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int n, c, h, w, k, r, s, pad_h, pad_w, u, v, dil_h, dil_w, groups;
+    int nhwc, flip, dt;
+    float beta;
+    int inf_w; /* an Inf in the filter, reached only through padding taps */
+} ccase_t;
+
+/* Strides of an n x c x h x w tensor, NCHW or NHWC, with pad elements at
+ * the end of each row (a strided view). */
+static void strides(int n, int c, int h, int w, int nhwc, int rowpad, int s[4])
+{
+    (void)n;
+    if (nhwc) {
+        s[1] = 1, s[3] = c, s[2] = c * w + rowpad, s[0] = s[2] * h;
+    } else {
+        s[3] = 1, s[2] = w + rowpad, s[1] = s[2] * h, s[0] = s[1] * c;
+    }
+}
+
+static void conv_case(cudnnHandle_t hd, const ccase_t *c, CUdeviceptr ws, size_t wsz)
+{
+    int cpg = c->c / c->groups;
+    int p = (c->h + 2 * c->pad_h - c->dil_h * (c->r - 1) - 1) / c->u + 1;
+    int q = (c->w + 2 * c->pad_w - c->dil_w * (c->s - 1) - 1) / c->v + 1;
+    int xs[4], ys[4];
+    strides(c->n, c->c, c->h, c->w, c->nhwc, c->nhwc ? 0 : 1, xs);
+    strides(c->n, c->k, p, q, c->nhwc, c->nhwc ? 2 : 0, ys);
+    size_t nx = (size_t)xs[0] * c->n, ny = (size_t)ys[0] * c->n;
+    size_t nw = (size_t)c->k * cpg * c->r * c->s;
+    cudnnDataType_t t = c->dt == ES_DT_F32 ? CUDNN_DATA_FLOAT
+                        : c->dt == ES_DT_F16 ? CUDNN_DATA_HALF
+                                              : CUDNN_DATA_BFLOAT16;
+    cudnnTensorDescriptor_t xd, yd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    CK(cudnnCreateTensorDescriptor(&xd));
+    CK(cudnnCreateTensorDescriptor(&yd));
+    CK(cudnnCreateFilterDescriptor(&wd));
+    CK(cudnnCreateConvolutionDescriptor(&cd));
+    CK(cudnnSetTensor4dDescriptorEx(xd, t, c->n, c->c, c->h, c->w, xs[0], xs[1], xs[2], xs[3]));
+    CK(cudnnSetTensor4dDescriptorEx(yd, t, c->n, c->k, p, q, ys[0], ys[1], ys[2], ys[3]));
+    CK(cudnnSetFilter4dDescriptor(wd, t, c->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, c->k,
+                                  cpg, c->r, c->s));
+    CK(cudnnSetConvolution2dDescriptor(cd, c->pad_h, c->pad_w, c->u, c->v, c->dil_h, c->dil_w,
+                                       c->flip ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION,
+                                       CUDNN_DATA_FLOAT));
+    CK(cudnnSetConvolutionGroupCount(cd, c->groups));
+    void *hx = host_fill(nx, c->dt), *hw = host_fill(nw, c->dt), *hy = host_fill(ny, c->dt);
+    if (c->inf_w) /* the filter's first tap: reached by the top-left output only through padding */
+        es_st(hw, 0, c->dt, INFINITY);
+    es_conv_args_t a = {
+        .xs_n = xs[0], .xs_c = xs[1], .xs_h = xs[2], .xs_w = xs[3],
+        .ys_n = ys[0], .ys_k = ys[1], .ys_p = ys[2], .ys_q = ys[3],
+        .n = c->n, .c = c->c, .h = c->h, .w = c->w, .k = c->k, .p = p, .q = q, .r = c->r,
+        .s = c->s, .pad_h = c->pad_h, .pad_w = c->pad_w, .u = c->u, .v = c->v,
+        .dil_h = c->dil_h, .dil_w = c->dil_w, .flip = c->flip, .groups = c->groups,
+        .alpha = 1.0f, .beta = c->beta, .t_in0 = c->dt, .t_in1 = c->dt, .t_out = c->dt,
+    };
+    if (c->nhwc) /* K, R, S, C/g packed */
+        a.ws_c = 1, a.ws_s = cpg, a.ws_r = (long long)c->s * cpg,
+        a.ws_k = (long long)c->r * c->s * cpg;
+    else
+        a.ws_s = 1, a.ws_r = c->s, a.ws_c = (long long)c->r * c->s,
+        a.ws_k = (long long)cpg * c->r * c->s;
+    static const char *const dn[3] = { "fwd", "bwd_data", "bwd_filter" };
+    const float one = 1.0f;
+    for (int dir = 0; dir < 3; dir++) {
+        size_t n = dir == 0 ? ny : dir == 1 ? nx : nw;
+        void *out0 = dir == 0 ? hy : dir == 1 ? hx : hw; /* the output's initial contents */
+        void *ref = malloc(n * esz(c->dt) + 8), *got = malloc(n * esz(c->dt) + 8);
+        memcpy(ref, out0, n * esz(c->dt));
+        CUdeviceptr dx = up(hx, nx * esz(c->dt)), dw = up(hw, nw * esz(c->dt));
+        CUdeviceptr dy = up(hy, ny * esz(c->dt));
+        cudnnStatus_t st;
+        if (dir == 0)
+            st = cudnnConvolutionForward(hd, &one, xd, (void *)dx, wd, (void *)dw, cd,
+                                         CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, (void *)ws,
+                                         wsz, &c->beta, yd, (void *)dy);
+        else if (dir == 1)
+            st = cudnnConvolutionBackwardData(hd, &one, wd, (void *)dw, yd, (void *)dy, cd,
+                                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, (void *)ws, wsz,
+                                              &c->beta, xd, (void *)dx);
+        else
+            st = cudnnConvolutionBackwardFilter(hd, &one, xd, (void *)dx, yd, (void *)dy, cd,
+                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, (void *)ws,
+                                                wsz, &c->beta, wd, (void *)dw);
+        CK(cuCtxSynchronize());
+        CK(cuMemcpyDtoH(got, dir == 0 ? dy : dir == 1 ? dx : dw, n * esz(c->dt)));
+        a.out = ref;
+        long long total = dir == 0   ? (long long)c->n * c->k * p * q
+                          : dir == 1 ? (long long)c->n * c->c * c->h * c->w
+                                     : (long long)nw;
+        for (long long i = 0; i < total; i++) {
+            if (dir == 0) {
+                a.in0 = hx, a.in1 = hw;
+                es_conv_fwd_elem(&a, i);
+            } else if (dir == 1) {
+                a.in0 = hy, a.in1 = hw;
+                es_conv_bwd_data_elem(&a, i);
+            } else {
+                a.in0 = hx, a.in1 = hy;
+                es_conv_bwd_filter_elem(&a, i);
+            }
+        }
+        char name[128];
+        snprintf(name, sizeof(name), "%s_%s", c->name, dn[dir]);
+        if (st != CUDNN_STATUS_SUCCESS) /* the vendor's refusal (no shim) */
+            printf("case %s status %d\n", name, (int)st);
+        else
+            report(name, got, ref, n, c->dt);
+        CK(cuMemFree(dx));
+        CK(cuMemFree(dw));
+        CK(cuMemFree(dy));
+        free(ref);
+        free(got);
+    }
+    free(hx);
+    free(hw);
+    free(hy);
+    CK(cudnnDestroyTensorDescriptor(xd));
+    CK(cudnnDestroyTensorDescriptor(yd));
+    CK(cudnnDestroyFilterDescriptor(wd));
+    CK(cudnnDestroyConvolutionDescriptor(cd));
+}
+
+static int mode_conv(int dev)
+{
+    static const ccase_t cases[] = {
+        /* name n c h w k r s ph pw u v dh dw g nhwc flip dt beta inf */
+        { "c_basic", 2, 3, 9, 11, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, ES_DT_F32, 0.0f, 0 },
+        { "c_odd_stride", 3, 5, 13, 7, 7, 3, 2, 2, 0, 2, 3, 1, 1, 1, 0, 0, ES_DT_F32, 0.5f, 0 },
+        { "c_dilated", 1, 4, 17, 15, 6, 3, 3, 2, 3, 1, 2, 2, 3, 1, 0, 0, ES_DT_F32, 0.0f, 0 },
+        { "c_groups", 2, 6, 10, 10, 9, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0, ES_DT_F32, 0.0f, 0 },
+        { "c_depthwise", 2, 8, 12, 9, 8, 3, 3, 1, 1, 2, 2, 1, 1, 8, 0, 0, ES_DT_F32, 1.0f, 0 },
+        { "c_nhwc_flip", 2, 5, 8, 9, 4, 2, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, ES_DT_F32, 0.0f, 0 },
+        { "c_many_ch", 1, 40, 6, 5, 70, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0, ES_DT_F32, 0.0f, 0 },
+        { "c_big_tile", 4, 16, 20, 20, 40, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0, ES_DT_F32, 0.0f, 0 },
+        { "c_f16", 2, 4, 11, 10, 6, 3, 3, 1, 1, 2, 1, 1, 2, 2, 0, 0, ES_DT_F16, 0.5f, 0 },
+        { "c_bf16_nhwc", 2, 6, 9, 9, 6, 3, 3, 1, 1, 1, 1, 1, 1, 3, 1, 0, ES_DT_BF16, 0.0f, 0 },
+        { "c_inf_under_pad", 1, 2, 6, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, ES_DT_F32, 0.0f, 1 },
+    };
+    setup(dev);
+    cudnnHandle_t h;
+    CK(cudnnCreate(&h));
+    CUdeviceptr ws;
+    size_t wsz = 16 << 20;
+    CK(cuMemAlloc(&ws, wsz));
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        conv_case(h, &cases[i], ws, wsz);
+    CK(cuMemFree(ws));
+    CK(cudnnDestroy(h));
+    printf("done\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc < 3) {
+        fprintf(stderr, "usage: tile_client gemm|conv DEV\n");
+        return 2;
+    }
+    if (!strcmp(argv[1], "gemm"))
+        return mode_gemm(atoi(argv[2]));
+    if (!strcmp(argv[1], "conv"))
+        return mode_conv(atoi(argv[2]));
+    fprintf(stderr, "tile_client: unknown mode %s\n", argv[1]);
+    return 2;
+}
