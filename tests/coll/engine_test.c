@@ -82,6 +82,7 @@
 #include "shim/config.h"
 #include "shim/log.h"
 #include "shim/real.h"
+#include "sim/common/f16_impl.h"
 #include "tests/coll/refarith.h"
 #include "tests/harness.h"
 
