@@ -398,8 +398,6 @@ typedef struct es_coll_tp {
 
 extern const es_coll_transport_t es_coll_tp_host;   /* transport/host.c */
 extern const es_coll_transport_t es_coll_tp_dev;    /* transport/dev.c */
-/* The host transport's former name (tests/coll/coll_test.c still uses it). */
-#define es_tp_host es_coll_tp_host
 
 /* ---- init.c: a communicator's life -------------------------------------------------------- */
 

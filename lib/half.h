@@ -33,7 +33,7 @@
  *    narrowed every NaN to the canonical one and widened an fp16 NaN to
  *    the float 0x7fc00000 (signed); its only NaN outputs are those
  *    canonical codes, unchanged, so no output of any kernel changes bits
- *    (tests/coll/coll_test.c, test_half_nan_rule, asserts both).
+ *    (tests/coll/engine_test.c, test_half_nan_rule, asserts both).
  *
  * Names: es_half_* (bit casts, fp16, bf16). */
 #ifndef ES_LIB_HALF_H

@@ -179,22 +179,22 @@ static void test_host_staging_registration(void **state)
         g_reg_result = refusals[i];
         g_last_error[0] = '\0';
         g_unregistered = 0;
-        int rc = es_tp_host.setup(&c);
+        int rc = es_coll_tp_host.setup(&c);
         if (rc == 0)
             fail_msg("registration refused (CUresult %d): the set-up went on", (int)refusals[i]);
         assert_true(rc < 0);
         assert_ptr_equal(g_reg_at, seg + 4096);
         assert_int_equal(g_reg_len, 3 * 4096);
         assert_non_null(strstr(g_last_error, "register")); /* ncclGetLastError says why */
-        es_tp_host.teardown(&c);
+        es_coll_tp_host.teardown(&c);
         assert_int_equal(g_unregistered, 0);
         assert_null(c.tpd);
     }
     g_reg_result = CUDA_SUCCESS;
     g_registered = g_unregistered = 0;
-    assert_int_equal(es_tp_host.setup(&c), 0);
+    assert_int_equal(es_coll_tp_host.setup(&c), 0);
     assert_int_equal(g_registered, 1);
-    es_tp_host.teardown(&c);
+    es_coll_tp_host.teardown(&c);
     assert_int_equal(g_unregistered, 1);
     assert_null(c.tpd);
     memset(&es_real_cuda, 0, sizeof(es_real_cuda));
