@@ -7,7 +7,7 @@ NCCL_FATBIN := $(B)/gen/simnccl.fatbin
 NCCL_TWIN := $(B)/sim/twins/libsimtwin_nccl.so
 $(eval $(call cucpu_cu,sim/nccl/kernels.cu,$(NCCL_FATBIN),$(NCCL_TWIN),sim/nccl/nkern.h sim/common/f16_impl.h))
 
-NCCL_SRCS := sim/nccl/nccl.c sim/nccl/reduce.c sim/nccl/transport.c sim/nccl/staging.c \
+NCCL_SRCS := sim/nccl/nccl.c sim/nccl/reduce.c sim/nccl/transport.c sim/nccl/staging.c sim/nccl/net.c \
     sim/nccl/fatbin_blob.c
 NCCL_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(NCCL_SRCS))
 NCCL_CORE_OBJS := $(B)/obj/sim/nccl/reduce.o $(B)/obj/sim/nccl/transport.o $(SIMF16_OBJ)
@@ -56,3 +56,21 @@ $(B)/bench/allreduce_bench: $(B)/obj/sim/nccl/bench_allreduce.o $(B)/sim/libnccl
 		$(B)/sim/libcuda.so.1 -lm
 
 BENCHES += $(B)/bench/allreduce_bench
+
+# Across simulated hosts (scripts/simhosts, needs root): the nccl.h client
+# (with simcuda NCCL's reference reduction for the expected values) and
+# its test.
+$(B)/obj/tests/sim_nccl/ncclnet_client.o: CFLAGS += -O2 -ffp-contract=off
+$(B)/tests/ncclnet_client: $(B)/obj/tests/sim_nccl/ncclnet_client.o \
+		$(B)/obj/sim/nccl/reduce.o $(SIMF16_OBJ) $(B)/sim/libnccl.so $(B)/sim/libcuda.so.1 \
+		| $(NCCL_TWIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(B)/obj/tests/sim_nccl/ncclnet_client.o $(B)/obj/sim/nccl/reduce.o \
+		$(SIMF16_OBJ) -L$(B)/sim -lnccl $(B)/sim/libcuda.so.1 -lm
+$(B)/tests/sim_ncclnet_test: $(B)/obj/tests/sim_nccl/sim_ncclnet_test.o $(TEST_HARNESS_OBJ) \
+		$(B)/tests/ncclnet_client
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(B)/obj/tests/sim_nccl/sim_ncclnet_test.o $(TEST_HARNESS_OBJ) \
+		$(CMOCKA_LIBS)
+ALL += $(B)/tests/ncclnet_client
+TESTS += $(B)/tests/sim_ncclnet_test
