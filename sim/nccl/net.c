@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define HB_MS 250            /* heartbeat period of an idle connection */
+#define HB_MS 250            /* heartbeat period of an idle connection (at most) */
 #define MAX_MSG (1u << 31)   /* largest message accepted from a peer */
 #define BOOT_VERSION 1u
 
@@ -550,6 +550,7 @@ typedef struct conn {
 
 struct sim_nccl_net {
     int me, nranks, timeout_ms;
+    int hb_ms;            /* heartbeat period: HB_MS, or a quarter of the timeout */
     sim_nccl_seg_t *seg;
     conn_t c[SIM_NCCL_MAX_RANKS];
     pthread_t th;
@@ -744,7 +745,7 @@ static void *proxy_thread(void *p)
                 continue;
             pthread_mutex_lock(&n->mu);
             int tx = c->txq != NULL;
-            if (!tx && now - c->last_tx >= HB_MS && !st) {
+            if (!tx && now - c->last_tx >= (uint64_t)n->hb_ms && !st) {
                 msg_t *hb = msg_new(MSG_HB, NULL, 0);
                 if (hb) {
                     txq_push(c, hb);
@@ -755,7 +756,7 @@ static void *proxy_thread(void *p)
             pf[np] = (struct pollfd){c->fd, (short)(POLLIN | (tx ? POLLOUT : 0)), 0};
             who[np++] = r;
         }
-        int pr = poll(pf, (nfds_t)np, HB_MS / 2);
+        int pr = poll(pf, (nfds_t)np, n->hb_ms / 2 + 1);
         now = now_ms();
         if (pr > 0 && (pf[0].revents & POLLIN)) {
             char buf[64];
@@ -821,6 +822,7 @@ int sim_nccl_net_start(sim_nccl_net_t **out, const sim_nccl_boot_t *b, int me,
     n->me = me;
     n->nranks = nranks;
     n->timeout_ms = timeout_ms;
+    n->hb_ms = timeout_ms / 4 < HB_MS ? (timeout_ms / 4 > 0 ? timeout_ms / 4 : 1) : HB_MS;
     n->seg = seg;
     n->wake[0] = n->wake[1] = -1;
     pthread_mutex_init(&n->mu, NULL);
