@@ -94,6 +94,7 @@ struct ncclComm {
      * segment (-1: another host). net is NULL when all ranks share a host. */
     int nhosts, nlocal;
     int host_of[SIM_NCCL_MAX_RANKS], lidx[SIM_NCCL_MAX_RANKS];
+    int local_rank[SIM_NCCL_MAX_RANKS];   /* segment index -> rank */
     sim_nccl_peer_t info[SIM_NCCL_MAX_RANKS];
     sim_nccl_net_t *net;
     void *pin_send[SIM_NCCL_MAX_RANKS], *pin_recv[SIM_NCCL_MAX_RANKS];   /* host-pinned */
@@ -395,6 +396,7 @@ API_FN(const char *, ncclGetErrorString, (ncclResult_t code))
 }
 
 static int comm_ok(ncclComm_t c);
+static const char *net_reason(ncclComm_t c);
 
 API_FN(const char *, ncclGetLastError, (ncclComm_t comm))
 {
@@ -687,8 +689,12 @@ static ncclResult_t boot_join(ncclComm_t c, int tuning[4], size_t *slot, size_t 
         c->host_of[r] = h >= 0 ? h : c->nhosts++;
     }
     c->nlocal = 0;
-    for (int r = 0; r < nranks; r++)
+    for (int r = 0; r < nranks; r++) {
         c->lidx[r] = c->host_of[r] == c->host_of[rank] ? c->nlocal++ : -1;
+        if (c->lidx[r] >= 0)
+            c->local_rank[c->lidx[r]] = r;
+    }
+    c->seg.comm_rank = c->local_rank;
     memcpy(tuning, b->tuning, sizeof(b->tuning));
     *slot = (size_t)b->slot;
     *p2p = (size_t)b->p2p;
@@ -1127,6 +1133,13 @@ API_FN(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t *asyn
         uint32_t f = atomic_load(&comm->seg.h->fail);
         if (f)
             e = f == SIM_FAIL_TIMEOUT ? ncclSystemError : ncclRemoteError;
+        /* found by a peer or the proxy before any operation of this rank
+         * failed: the reason for ncclGetLastError(comm) */
+        const char *nr = f ? net_reason(comm) : NULL;
+        int want = ncclSuccess;
+        if (nr && atomic_compare_exchange_strong(&comm->async_err, &want, (int)e))
+            snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d: communicator failed: %s",
+                     comm->rank, nr);
     }
     *asyncError = e;
     return ncclSuccess;

@@ -212,6 +212,9 @@ typedef struct sim_nccl_seg {
     int rank, nranks;
     int timeout_ms;
     _Atomic int *local_abort;     /* set by ncclCommAbort in this process */
+    const int *comm_rank;         /* segment index -> communicator rank, for messages
+                                   * (NULL: the same; across hosts a segment holds
+                                   * only its host's ranks) */
 } sim_nccl_seg_t;
 
 /* Creates or joins the segment named by id as `rank` of `nranks`;

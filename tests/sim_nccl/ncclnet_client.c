@@ -15,6 +15,8 @@
  *   ncclnet_client cut       NCCL_COMM_ID on host 0's address; allreduces
  *                            in a loop; rank 0 cuts host 1's link after 3;
  *                            every rank must fail, naming a peer.
+ *   ncclnet_client kill      as cut, but rank 3 exits (no destroy) after 3
+ *                            allreduces: the others must fail.
  *   ncclnet_client init      init only (the negative control on the
  *                            interface: run with NCCL_SOCKET_IFNAME=lo).
  *
@@ -378,7 +380,7 @@ static int run_results(env_t *E)
     return fails;
 }
 
-static int run_cut(env_t *E)
+static int run_cut(env_t *E, int kill)
 {
     int rank = E->rank;
     size_t n = 1 << 18;
@@ -400,7 +402,11 @@ static int run_cut(env_t *E)
             E->comm = NULL;
             return 3;
         }
-        if (it == 3 && rank == 0) {
+        if (it == 3 && kill && rank == 3) {
+            SAY("exits now, without a word");
+            _exit(5);
+        }
+        if (it == 3 && rank == 0 && !kill) {
             const char *cut = getenv("SIMHOST_CUT_CMD");
             char cmd[1024];
             snprintf(cmd, sizeof(cmd), "%s 1", cut ? cut : "false");
@@ -434,7 +440,7 @@ static int rank_main(int mode, int rank, int gpu, ncclUniqueId id)
         ncclCommDestroy(E.comm);
         return 4;
     }
-    int rc = mode == 0 ? run_results(&E) : run_cut(&E);
+    int rc = mode == 0 ? run_results(&E) : run_cut(&E, mode == 3);
     if (E.comm) {
         if (rc == 0)
             NC(ncclCommDestroy(E.comm));
@@ -450,10 +456,11 @@ int main(int argc, char **argv)
 {
     int mode = argc > 1 && strcmp(argv[1], "cut") == 0    ? 1
                : argc > 1 && strcmp(argv[1], "init") == 0 ? 2
+               : argc > 1 && strcmp(argv[1], "kill") == 0 ? 3
                : argc > 1 && strcmp(argv[1], "results") == 0 ? 0 : -1;
     const char *hi = getenv("SIMHOST_INDEX"), *ifname = getenv("SIMHOST_IFNAME");
     if (mode < 0 || !hi || !ifname || !host_addr(0)) {
-        fprintf(stderr, "usage: ncclnet_client results|cut|init, under scripts/simhosts "
+        fprintf(stderr, "usage: ncclnet_client results|cut|kill|init, under scripts/simhosts "
                         "--hosts 2 (SIMHOST_INDEX, SIMHOST_ADDRS, SIMHOST_IFNAME)\n");
         return 2;
     }
@@ -464,12 +471,12 @@ int main(int argc, char **argv)
     setenv("SIMCUDA_ISOLATION", "1", 1);
     ncclUniqueId id;
     g_rank = -1 - host;
-    if (mode == 1) {
+    if (mode == 1 || mode == 3) {
         char cid[96];
         snprintf(cid, sizeof(cid), "%s:%d", host_addr(0), COMM_PORT);
         setenv("NCCL_COMM_ID", cid, 1);
     }
-    if (mode == 1 || host == 0) {
+    if (mode == 1 || mode == 3 || host == 0) {
         ncclResult_t r = ncclGetUniqueId(&id);
         if (r != ncclSuccess) {
             printf("host %d: FAIL ncclGetUniqueId: %s\n", host, ncclGetErrorString(r));
@@ -477,13 +484,13 @@ int main(int argc, char **argv)
         }
     }
     pid_t server = -1;
-    if (mode != 1 && host == 0) {
+    if (mode != 1 && mode != 3 && host == 0) {
         /* hand the id to host 1 (this application's business, as a
          * launcher's store would) */
         server = fork();
         if (server == 0)
             _exit(serve_id(&id, 1) == 0 ? 0 : 1);
-    } else if (mode != 1 && fetch_id(&id) != 0) {
+    } else if (mode != 1 && mode != 3 && fetch_id(&id) != 0) {
         printf("host %d: FAIL cannot fetch the id from host 0\n", host);
         return 1;
     }

@@ -10,6 +10,8 @@
  *                      that the float bits differ from one host's ring
  *   cut                host 1's link cut mid-run: every rank fails, naming
  *                      an unreachable rank of the other host, no hang
+ *   dead_peer          rank 3 (host 1) exits mid-run: the others fail, host 0's
+ *                      ranks naming a rank of host 1
  *   wrong_interface    negative control: NCCL_SOCKET_IFNAME=lo puts the
  *                      root's loopback in the id; host 1 cannot reach it,
  *                      init fails on every rank within the timeout */
@@ -110,6 +112,28 @@ static void test_cut(void **state)
     es_proc_result_free(&r);
 }
 
+static void test_dead_peer(void **state)
+{
+    (void)state;
+    char *const env[] = {"NCCL_SIM_TIMEOUT_MS=20000", "NCCL_SIM_INIT_TIMEOUT_MS=30000", NULL};
+    es_proc_result_t r;
+    run_hosts("kill", env, &r);
+    assert_non_null(strstr(r.out, "rank 3: exits now"));
+    char buf[512];
+    for (int k = 0; k < NRANKS - 1; k++) {
+        const char *l = rank_line(r.out, k, "FAILED-AS-EXPECTED", buf, sizeof(buf));
+        if (!l)
+            fail_msg("rank %d did not fail", k);
+        if (!strstr(l, "remote process exited or there was a network error"))
+            fail_msg("rank %d: not ncclRemoteError: %s", k, l);
+        const char *p = strstr(l, "peer rank ");
+        if (k < 2 && (!p || atoi(p + 10) / 2 != 1 || !strstr(l, "(10.213.0.2:")))
+            fail_msg("rank %d names no rank of host 1: %s", k, l);
+    }
+    assert_int_not_equal(r.status, 0);
+    es_proc_result_free(&r);
+}
+
 static void test_wrong_interface(void **state)
 {
     (void)state;
@@ -132,6 +156,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_results),
         cmocka_unit_test(test_cut),
+        cmocka_unit_test(test_dead_peer),
         cmocka_unit_test(test_wrong_interface),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
