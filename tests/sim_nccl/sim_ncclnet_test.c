@@ -85,7 +85,8 @@ static void test_results(void **state)
 static void test_cut(void **state)
 {
     (void)state;
-    char *const env[] = {"NCCL_SIM_TIMEOUT_MS=3000", "NCCL_SIM_INIT_TIMEOUT_MS=30000", NULL};
+    /* long enough that a loaded machine does not fail before the cut */
+    char *const env[] = {"NCCL_SIM_TIMEOUT_MS=5000", "NCCL_SIM_INIT_TIMEOUT_MS=30000", NULL};
     es_proc_result_t r;
     run_hosts("cut", env, &r);
     assert_non_null(strstr(r.out, "rank 0: cut host 1's link"));
