@@ -8,7 +8,7 @@ NCCL_FATBIN := $(B)/gen/simnccl.fatbin
 NCCL_TWIN := $(B)/sim/twins/libsimtwin_nccl.so
 $(eval $(call cucpu_cu,sim/nccl/kernels.cu,$(NCCL_FATBIN),$(NCCL_TWIN),sim/nccl/nkern.h sim/common/f16_impl.h))
 
-NCCL_SRCS := sim/nccl/nccl.c sim/nccl/reduce.c sim/nccl/transport.c sim/nccl/staging.c \
+NCCL_SRCS := sim/nccl/nccl.c sim/nccl/reduce.c sim/nccl/transport.c sim/nccl/staging.c sim/nccl/net.c \
     sim/nccl/fatbin_blob.c
 NCCL_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(NCCL_SRCS))
 NCCL_CORE_OBJS := $(B)/obj/sim/nccl/reduce.o $(B)/obj/sim/nccl/transport.o $(SIMF16_OBJ)

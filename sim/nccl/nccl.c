@@ -14,9 +14,12 @@
 #include "sim/common/live.h"
 #include "sim/common/simdrv.h"
 #include "sim/nccl/nkern.h"
+#include "sim/nccl/net.h"
 #include "sim/nccl/simnccl.h"
 #include "sim/nccl/staging.h"
 
+#include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <nccl.h>
 #include <pthread.h>
@@ -86,6 +89,16 @@ struct ncclComm {
     _Atomic int abort_flag;
     _Atomic int refs;
     _Atomic int async_err;
+    /* Hosts (net.h): host_of[r] is rank r's host index (hosts numbered in
+     * the order of their first rank), lidx[r] its index in this host's
+     * segment (-1: another host). net is NULL when all ranks share a host. */
+    int nhosts, nlocal;
+    int host_of[SIM_NCCL_MAX_RANKS], lidx[SIM_NCCL_MAX_RANKS];
+    int local_rank[SIM_NCCL_MAX_RANKS];   /* segment index -> rank */
+    sim_nccl_peer_t info[SIM_NCCL_MAX_RANKS];
+    sim_nccl_net_t *net;
+    void *pin_send[SIM_NCCL_MAX_RANKS], *pin_recv[SIM_NCCL_MAX_RANKS];   /* host-pinned */
+    char fail_msg[256];             /* why the communicator failed (ncclGetLastError) */
     int ring[SIM_NCCL_MAX_RANKS];   /* ring position -> rank */
     int pos[SIM_NCCL_MAX_RANKS];    /* rank -> ring position */
     sim_nccl_tuning_t tun;
@@ -142,8 +155,52 @@ static sim_live_t g_comms = SIM_LIVE_INIT;
 static pthread_mutex_t g_grave_mu = PTHREAD_MUTEX_INITIALIZER;
 static ncclComm_t g_grave;
 
+/* Driver entry points the socket transport needs beyond simdrv's table:
+ * host-pinned buffers and copies into device memory, found the same way
+ * (dlopen + cuGetProcAddress). */
+typedef struct xdrv {
+    CUresult (*cuMemAllocHost)(void **p, size_t bytes);
+    CUresult (*cuMemFreeHost)(void *p);
+    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes, CUstream s);
+} xdrv_t;
+static xdrv_t g_xdrv;
+static int g_xdrv_ok;
+static pthread_once_t g_xdrv_once = PTHREAD_ONCE_INIT;
+
+static void xdrv_load(void)
+{
+    typedef CUresult (*gp_t)(const char *, void **, int, cuuint64_t,
+                             CUdriverProcAddressQueryResult *);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    gp_t gp = h ? (gp_t)dlsym(h, "cuGetProcAddress_v2") : NULL;
+    if (!gp)
+        return;
+    const char *names[3] = {"cuMemAllocHost", "cuMemFreeHost", "cuMemcpyHtoDAsync"};
+    int vers[3] = {3020, 2000, 3020};
+    void *fns[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) {
+        CUdriverProcAddressQueryResult st;
+        if (gp(names[i], &fns[i], vers[i], CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS ||
+            !fns[i])
+            return;
+    }
+    memcpy(&g_xdrv.cuMemAllocHost, &fns[0], sizeof(void *));
+    memcpy(&g_xdrv.cuMemFreeHost, &fns[1], sizeof(void *));
+    memcpy(&g_xdrv.cuMemcpyHtoDAsync, &fns[2], sizeof(void *));
+    g_xdrv_ok = 1;
+}
+
+static const xdrv_t *xdrv(void)
+{
+    pthread_once(&g_xdrv_once, xdrv_load);
+    return g_xdrv_ok ? &g_xdrv : NULL;
+}
+
 static void comm_free(ncclComm_t c)
 {
+    /* The proxy first: nothing may touch the segment or the buffers after. */
+    sim_nccl_net_stop(c->net, !atomic_load(&c->abort_flag));
+    c->net = NULL;
     if (c->st.va || c->st.nranks) {
         const simdrv_t *d = simdrv_get();
         CUcontext prev = NULL;
@@ -153,6 +210,14 @@ static void comm_free(ncclComm_t c)
                 d->cuCtxSetCurrent(c->ctx);
         }
         sim_nccl_staging_free(&c->st);
+        const xdrv_t *x = xdrv();
+        for (int r = 0; r < SIM_NCCL_MAX_RANKS && x; r++) {
+            if (c->pin_send[r])
+                x->cuMemFreeHost(c->pin_send[r]);
+            if (c->pin_recv[r])
+                x->cuMemFreeHost(c->pin_recv[r]);
+            c->pin_send[r] = c->pin_recv[r] = NULL;
+        }
         if (d && prev != c->ctx)
             d->cuCtxSetCurrent(prev);
     }
@@ -203,6 +268,8 @@ static int comm_ok(ncclComm_t c)
 
 static ncclResult_t err_from_wait(int rc, int why)
 {
+    if (why == SIM_FAIL_NET)
+        return ncclRemoteError;
     if (rc == -ETIMEDOUT || why == SIM_FAIL_TIMEOUT)
         return ncclSystemError;
     if (rc == -ECANCELED)
@@ -280,8 +347,37 @@ API_FN(ncclResult_t, ncclGetUniqueId, (ncclUniqueId *uniqueId))
     }
     snprintf(id.name, sizeof(id.name), "/simnccl-%d-%016llx", (int)getpid(),
              (unsigned long long)id.nonce);
+    /* The bootstrap: NCCL_COMM_ID, or a root listening on the interface
+     * NCCL_SOCKET_IFNAME selects (net.h). */
+    long init_ms;
+    if (sim_nccl_env_int("NCCL_SIM_INIT_TIMEOUT_MS", 1, 86400000L, 120000, &init_ms) < 0) {
+        warn(-1, "ncclGetUniqueId : bad NCCL_SIM_INIT_TIMEOUT_MS");
+        return ncclInvalidArgument;
+    }
+    char err[256] = "";
+    int rc = sim_nccl_net_make_id(&id, (int)init_ms, err, sizeof(err));
+    if (rc == -ENODEV && !getenv("NCCL_SOCKET_IFNAME")) {
+        info("Bootstrap : no socket interface found: ranks of this host only");
+    } else if (rc < 0) {
+        warn(-1, "Bootstrap : %s", err);
+        return rc == -EINVAL ? ncclInvalidArgument : ncclSystemError;
+    }
     memcpy(uniqueId, &id, sizeof(id));
     return ncclSuccess;
+}
+
+/* An id without bootstrap: ranks of this process (ncclCommInitAll) meet by
+ * name. */
+static void local_id(ncclUniqueId *uid)
+{
+    sim_nccl_id_t id;
+    memset(&id, 0, sizeof(id));
+    id.magic = SIM_NCCL_ID_MAGIC;
+    if (getrandom(&id.nonce, sizeof(id.nonce), 0) != (ssize_t)sizeof(id.nonce))
+        id.nonce = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)uid;
+    snprintf(id.name, sizeof(id.name), "/simnccl-%d-%016llx", (int)getpid(),
+             (unsigned long long)id.nonce);
+    memcpy(uid, &id, sizeof(id));
 }
 
 API_FN(const char *, ncclGetErrorString, (ncclResult_t code))
@@ -299,9 +395,15 @@ API_FN(const char *, ncclGetErrorString, (ncclResult_t code))
     }
 }
 
+static int comm_ok(ncclComm_t c);
+static const char *net_reason(ncclComm_t c);
+
 API_FN(const char *, ncclGetLastError, (ncclComm_t comm))
 {
-    (void)comm;
+    /* A failed communicator's reason may have been found on a stream's
+     * thread: that one. */
+    if (comm && comm_ok(comm) && comm->fail_msg[0])
+        return comm->fail_msg;
     return t_last_error;
 }
 
@@ -372,26 +474,31 @@ static ncclResult_t check_config(const ncclConfig_t *config)
     return ncclSuccess;
 }
 
+/* The ring: hosts in the order of their first rank, within a host the
+ * devices by (PCI bus id, ordinal, rank), as NCCL's rings run through the
+ * GPUs of a node in topology order and from node to node. */
+static int ring_before(const ncclComm_t c, int x, int y)
+{
+    const sim_nccl_peer_t *rx = &c->info[x], *ry = &c->info[y];
+    int d = c->host_of[x] - c->host_of[y];
+    if (d == 0)
+        d = strncmp(rx->bus_id, ry->bus_id, sizeof(rx->bus_id));
+    if (d == 0)
+        d = rx->dev_ordinal - ry->dev_ordinal;
+    if (d == 0)
+        d = x - y;
+    return d < 0;
+}
+
 static void sort_ring(ncclComm_t c)
 {
     int n = c->nranks;
     for (int i = 0; i < n; i++)
         c->ring[i] = i;
-    /* Insertion sort by (bus id, ordinal, rank). */
     for (int i = 1; i < n; i++) {
         int x = c->ring[i], j = i - 1;
-        sim_nccl_rank_t *rx = sim_nccl_rank(&c->seg, x);
-        for (; j >= 0; j--) {
-            sim_nccl_rank_t *ry = sim_nccl_rank(&c->seg, c->ring[j]);
-            int d = strncmp(ry->bus_id, rx->bus_id, sizeof(rx->bus_id));
-            if (d == 0)
-                d = ry->dev_ordinal - rx->dev_ordinal;
-            if (d == 0)
-                d = c->ring[j] - x;
-            if (d <= 0)
-                break;
+        for (; j >= 0 && ring_before(c, x, c->ring[j]); j--)
             c->ring[j + 1] = c->ring[j];
-        }
         c->ring[j + 1] = x;
     }
     for (int p = 0; p < n; p++)
@@ -517,40 +624,182 @@ static ncclResult_t init_prepare(ncclComm_t *out, int nranks, const ncclUniqueId
 /* The rendezvous: joins the segment, checks for duplicate GPUs, takes rank
  * 0's tuning and builds the ring. On failure the communicator stays
  * allocated (the caller releases it). */
+static void peer_from_rank(sim_nccl_peer_t *p, const sim_nccl_rank_t *r, int rank)
+{
+    memset(p, 0, sizeof(*p));
+    p->rank = rank;
+    p->dev_ordinal = r->dev_ordinal;
+    p->sm_count = r->sm_count;
+    p->cc_major = r->cc_major;
+    p->cc_minor = r->cc_minor;
+    memcpy(p->bus_id, r->bus_id, sizeof(p->bus_id));
+    memcpy(p->uuid, r->uuid, sizeof(p->uuid));
+    memcpy(p->model, r->model, sizeof(p->model));
+}
+
+/* The rendezvous over the bootstrap (ids of ncclGetUniqueId): the table of
+ * every rank from the root, then this host's segment among its ranks and,
+ * when the ranks span hosts, the mesh of sockets to the others. Fills
+ * host_of, lidx, info, nhosts, nlocal and *tuning (rank 0's). */
+static ncclResult_t boot_join(ncclComm_t c, int tuning[4], size_t *slot, size_t *p2p)
+{
+    pending_init_t *pi = c->pend;
+    int nranks = c->nranks, rank = c->rank, rc, lfd = -1;
+    char err[256] = "", ifname[32];
+    uint32_t addr = 0;
+    sim_nccl_peer_t me;
+    sim_nccl_boot_t *b = calloc(1, sizeof(*b));
+    ncclResult_t res = ncclSuccess;
+    if (!b) {
+        warn(c->dev, "out of memory");
+        return ncclSystemError;
+    }
+    peer_from_rank(&me, &pi->me, rank);
+    sim_nccl_host_identity(me.host, sizeof(me.host));
+    /* This rank's own listener, for ranks of other hosts (made before the
+     * rendezvous, so it exists once anyone has the table). */
+    rc = sim_nccl_net_ifaddr(&addr, ifname, sizeof(ifname), err, sizeof(err));
+    if (rc == -ENODEV && !getenv("NCCL_SOCKET_IFNAME"))
+    {
+        addr = htonl(INADDR_LOOPBACK);
+        rc = 0;
+    }
+    if (rc == 0)
+        rc = sim_nccl_net_listen(addr, 0, &lfd, &me.port);
+    if (rc < 0) {
+        warn(c->dev, "CommInitRank : cannot listen for peers: %s", err[0] ? err : strerror(-rc));
+        res = rc == -EINVAL ? ncclInvalidArgument : ncclSystemError;
+        goto out;
+    }
+    me.addr = addr;
+    rc = sim_nccl_net_bootstrap(&pi->id, rank, nranks, &me, pi->tuning, pi->buffsize, pi->p2p,
+                                pi->init_timeout_ms, b, err, sizeof(err));
+    if (rc < 0) {
+        warn(c->dev, "CommInitRank : rank %d: %s", rank, err);
+        res = rc == -EEXIST || rc == -EINVAL ? ncclInvalidUsage : ncclSystemError;
+        goto out;
+    }
+    c->nhosts = 0;
+    for (int r = 0; r < nranks; r++) {
+        c->info[r] = b->peer[r];
+        int h = -1;
+        for (int q = 0; q < r && h < 0; q++)
+            if (strncmp(b->peer[q].host, b->peer[r].host, sizeof(b->peer[r].host)) == 0)
+                h = c->host_of[q];
+        c->host_of[r] = h >= 0 ? h : c->nhosts++;
+    }
+    c->nlocal = 0;
+    for (int r = 0; r < nranks; r++) {
+        c->lidx[r] = c->host_of[r] == c->host_of[rank] ? c->nlocal++ : -1;
+        if (c->lidx[r] >= 0)
+            c->local_rank[c->lidx[r]] = r;
+    }
+    c->seg.comm_rank = c->local_rank;
+    memcpy(tuning, b->tuning, sizeof(b->tuning));
+    *slot = (size_t)b->slot;
+    *p2p = (size_t)b->p2p;
+    c->nonce = b->nonce ^ (uint64_t)c->host_of[rank] * 0x9e3779b97f4a7c15ULL;
+    {
+        sim_nccl_id_t sid;
+        memset(&sid, 0, sizeof(sid));
+        sid.magic = SIM_NCCL_ID_MAGIC;
+        sid.nonce = c->nonce;
+        snprintf(sid.name, sizeof(sid.name), "/simnccl-%016llx-h%d",
+                 (unsigned long long)b->nonce, c->host_of[rank]);
+        rc = sim_nccl_seg_join(&c->seg, &sid, c->nlocal, c->lidx[rank], *slot, *p2p, &pi->me,
+                               tuning, pi->init_timeout_ms);
+    }
+    if (rc < 0) {
+        warn(c->dev, "CommInitRank : rank %d: this host's ranks could not meet: %s", rank,
+             strerror(-rc));
+        res = rc == -ETIMEDOUT ? ncclSystemError : rc == -EPIPE || rc == -ECONNABORTED
+                                                       ? ncclRemoteError : ncclSystemError;
+        goto out;
+    }
+    if (c->nhosts > 1) {
+        rc = sim_nccl_net_start(&c->net, b, rank, c->host_of, lfd, pi->timeout_ms, &c->seg, err,
+                                sizeof(err));
+        lfd = -1;
+        if (rc < 0) {
+            sim_nccl_fail(&c->seg, SIM_FAIL_ABORT);
+            warn(c->dev, "CommInitRank : rank %d: %s", rank, err);
+            res = ncclSystemError;
+            goto out;
+        }
+        info("comm %p rank %d: %d hosts, %d ranks on this one, sockets to the others on %s",
+             (void *)c, rank, c->nhosts, c->nlocal, ifname);
+    }
+out:
+    if (lfd >= 0)
+        close(lfd);
+    free(b);
+    return res;
+}
+
+/* The rendezvous: joins the segment (or the bootstrap), checks for
+ * duplicate GPUs, takes rank 0's tuning and builds the ring. On failure the
+ * communicator stays allocated (the caller releases it). */
 static ncclResult_t init_join(ncclComm_t c)
 {
     ncclResult_t res = ncclSuccess;
     pending_init_t *pi = c->pend;
-    int nranks = c->nranks, rank = c->rank;
+    int nranks = c->nranks, rank = c->rank, rc = 0;
     sim_nccl_rank_t *mep = &pi->me;
-    int rc = sim_nccl_seg_join(&c->seg, &pi->id, nranks, rank, pi->buffsize, pi->p2p, mep,
+    int tuning[4];
+    size_t slot = pi->buffsize, p2p = pi->p2p;
+    if (pi->id.boot_addr) {
+        res = boot_join(c, tuning, &slot, &p2p);
+        /* from now on: waits inside operations (across hosts the sockets
+         * time out first, so that the error names the peer) */
+        c->seg.timeout_ms = pi->timeout_ms + (c->net ? 2000 : 0);
+        if (res != ncclSuccess)
+            goto out;
+    } else {
+        rc = sim_nccl_seg_join(&c->seg, &pi->id, nranks, rank, pi->buffsize, pi->p2p, mep,
                                pi->tuning, pi->init_timeout_ms);
-    c->seg.timeout_ms = pi->timeout_ms;   /* from now on: waits inside operations */
-    if (rc < 0) {
-        if (rc == -EEXIST) {
-            warn(c->dev, "CommInitRank : rank %d already joined this communicator", rank);
-            res = ncclInvalidUsage;
-        } else if (rc == -EINVAL) {
-            warn(c->dev, "CommInitRank : ranks disagree on the communicator (nranks %d)",
-                 nranks);
-            res = ncclInvalidUsage;
-        } else if (rc == -ETIMEDOUT) {
-            warn(c->dev, "CommInitRank : timed out waiting for the other ranks");
-            res = ncclSystemError;
-        } else if (rc == -EPIPE || rc == -ECONNABORTED) {
-            warn(c->dev, "CommInitRank : a peer rank failed during initialization");
-            res = ncclRemoteError;
-        } else {
-            warn(c->dev, "CommInitRank : shared memory setup failed: %s", strerror(-rc));
-            res = ncclSystemError;
+        c->seg.timeout_ms = pi->timeout_ms;   /* from now on: waits inside operations */
+        c->nhosts = 1;
+        c->nlocal = nranks;
+        for (int r = 0; r < nranks && rc == 0; r++) {
+            c->host_of[r] = 0;
+            c->lidx[r] = r;
+            peer_from_rank(&c->info[r], sim_nccl_rank(&c->seg, r), r);
         }
-        goto out;
+        if (rc == 0) {
+            tuning[0] = c->seg.h->algo_mask;
+            tuning[1] = c->seg.h->proto_mask;
+            tuning[2] = c->seg.h->min_ch;
+            tuning[3] = c->seg.h->max_ch;
+            slot = c->seg.h->slot_bytes;
+            p2p = c->seg.h->p2p_bytes;
+        }
+        if (rc < 0) {
+            if (rc == -EEXIST) {
+                warn(c->dev, "CommInitRank : rank %d already joined this communicator", rank);
+                res = ncclInvalidUsage;
+            } else if (rc == -EINVAL) {
+                warn(c->dev, "CommInitRank : ranks disagree on the communicator (nranks %d)",
+                     nranks);
+                res = ncclInvalidUsage;
+            } else if (rc == -ETIMEDOUT) {
+                warn(c->dev, "CommInitRank : timed out waiting for the other ranks");
+                res = ncclSystemError;
+            } else if (rc == -EPIPE || rc == -ECONNABORTED) {
+                warn(c->dev, "CommInitRank : a peer rank failed during initialization");
+                res = ncclRemoteError;
+            } else {
+                warn(c->dev, "CommInitRank : shared memory setup failed: %s", strerror(-rc));
+                res = ncclSystemError;
+            }
+            goto out;
+        }
     }
-    /* NCCL refuses two ranks on one GPU. */
+    /* NCCL refuses two ranks on one GPU (of one host: another host's GPUs
+     * are other GPUs, whatever their ids). */
     for (int i = 0; i < nranks; i++)
         for (int j = i + 1; j < nranks; j++) {
-            sim_nccl_rank_t *a = sim_nccl_rank(&c->seg, i), *b = sim_nccl_rank(&c->seg, j);
-            if (memcmp(a->uuid, b->uuid, sizeof(a->uuid)) == 0) {
+            sim_nccl_peer_t *a = &c->info[i], *b = &c->info[j];
+            if (c->host_of[i] == c->host_of[j] && memcmp(a->uuid, b->uuid, sizeof(a->uuid)) == 0) {
                 warn(c->dev, "Duplicate GPU detected : rank %d and rank %d both on CUDA "
                      "device %s", i, j, a->bus_id);
                 res = ncclInvalidUsage;
@@ -558,14 +807,13 @@ static ncclResult_t init_join(ncclComm_t c)
             }
         }
     {
-        sim_nccl_shm_t *h = c->seg.h;
-        c->tun.algo_mask = h->algo_mask;
-        c->tun.proto_mask = h->proto_mask;
-        c->tun.min_ch = h->min_ch;
-        c->tun.max_ch = h->max_ch;
+        c->tun.algo_mask = tuning[0];
+        c->tun.proto_mask = tuning[1];
+        c->tun.min_ch = tuning[2];
+        c->tun.max_ch = tuning[3];
         int base = 32;
         for (int r = 0; r < nranks; r++) {
-            int ch = sim_nccl_rank(&c->seg, r)->sm_count / 16;
+            int ch = c->info[r].sm_count / 16;
             ch = ch < 1 ? 1 : ch > 32 ? 32 : ch;
             if (ch < base)
                 base = ch;
@@ -592,9 +840,29 @@ static ncclResult_t init_join(ncclComm_t c)
             d->cuCtxSetCurrent(c->ctx);
         if (d->cuCtxGetDevice(&dv) != CUDA_SUCCESS)
             dv = c->dev;
-        rc = sim_nccl_staging_setup(&c->st, &c->seg, c->nonce, &c->ctrl_bar, dv,
-                                    c->seg.h->slot_bytes, c->seg.h->p2p_bytes, &why, why_s,
-                                    sizeof(why_s));
+        rc = sim_nccl_staging_setup(&c->st, &c->seg, c->nonce, &c->ctrl_bar, dv, slot, p2p,
+                                    nranks, rank, c->lidx, &why, why_s, sizeof(why_s));
+        /* Across hosts: one host-pinned buffer each way per rank of another
+         * host, what the stream copies staged data to and from (as NCCL's
+         * proxy's buffers). */
+        const xdrv_t *x = c->net ? xdrv() : NULL;
+        if (rc == 0 && c->net && !x) {
+            snprintf(why_s, sizeof(why_s), "the driver lacks cuMemAllocHost, cuMemFreeHost or "
+                     "cuMemcpyHtoDAsync");
+            rc = -ENOSYS;
+        }
+        for (int r = 0; r < nranks && rc == 0 && c->net; r++) {
+            if (c->lidx[r] >= 0)
+                continue;
+            if (x->cuMemAllocHost(&c->pin_send[r], slot) != CUDA_SUCCESS ||
+                x->cuMemAllocHost(&c->pin_recv[r], slot) != CUDA_SUCCESS) {
+                snprintf(why_s, sizeof(why_s), "cannot allocate %zu bytes of pinned host memory",
+                         slot);
+                rc = -ENOMEM;
+            }
+        }
+        if (rc < 0 && c->net)
+            sim_nccl_fail(&c->seg, SIM_FAIL_ABORT);
         if (prev != c->ctx)
             d->cuCtxSetCurrent(prev);
         if (rc < 0) {
@@ -791,8 +1059,7 @@ API_FN(ncclResult_t, ncclCommInitAll, (ncclComm_t *comms, int ndev, const int *d
             }
     }
     ncclUniqueId id;
-    if ((res = pncclGetUniqueId(&id)) != ncclSuccess)
-        return res;
+    local_id(&id);
     args = calloc((size_t)ndev, sizeof(*args));
     th = calloc((size_t)ndev, sizeof(*th));
     if (!args || !th) {
@@ -866,6 +1133,13 @@ API_FN(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t *asyn
         uint32_t f = atomic_load(&comm->seg.h->fail);
         if (f)
             e = f == SIM_FAIL_TIMEOUT ? ncclSystemError : ncclRemoteError;
+        /* found by a peer or the proxy before any operation of this rank
+         * failed: the reason for ncclGetLastError(comm) */
+        const char *nr = f ? net_reason(comm) : NULL;
+        int want = ncclSuccess;
+        if (nr && atomic_compare_exchange_strong(&comm->async_err, &want, (int)e))
+            snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d: communicator failed: %s",
+                     comm->rank, nr);
     }
     *asyncError = e;
     return ncclSuccess;
@@ -965,6 +1239,10 @@ API_FN(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclCo
     if (res != ncclSuccess)
         return res;
     *newcomm = NULL;
+    if (comm->nhosts > 1) {
+        warn(comm->dev, "CommSplit : not supported by simcuda for a communicator across hosts");
+        return ncclInvalidUsage;
+    }
     int seq = comm->split_seq++, set = seq & 1;
     sim_nccl_rank_t *me = sim_nccl_rank(&comm->seg, comm->rank);
     me->split_color[set] = color;
@@ -1056,7 +1334,8 @@ static sim_kmods_t g_kmods = SIM_KMODS_INIT(simnccl_fatbin, g_kname, SIMNCCL_K_C
 
 /* What a host function of the chain does: only ordering and flow control,
  * on the communicator's host segment; the data moves in kernels. */
-enum { HF_BEGIN, HF_BARRIER, HF_SEND_SPACE, HF_SEND_POST, HF_RECV_WAIT, HF_RECV_DONE, HF_END };
+enum { HF_BEGIN, HF_BARRIER, HF_SEND_SPACE, HF_SEND_POST, HF_RECV_WAIT, HF_RECV_DONE, HF_END,
+       HF_NET_SEND, HF_NET_RECV };
 
 typedef struct hf {
     ncclComm_t c;
@@ -1069,16 +1348,37 @@ static int comm_failed(ncclComm_t c)
     return atomic_load(&c->async_err) != ncclSuccess || atomic_load(&c->abort_flag);
 }
 
+/* Which rank of another host is unreachable, if that is what failed:
+ * this rank's own finding, else its host's (a local peer's, in the
+ * segment). */
+static const char *net_reason(ncclComm_t c)
+{
+    const char *m = sim_nccl_net_failure(c->net);
+    if (m)
+        return m;
+    if (c->net && c->seg.h && atomic_load(&c->seg.h->net_set) == 2)
+        return c->seg.h->net_msg;
+    return NULL;
+}
+
 static void op_failed(ncclComm_t c, int rc, int why)
 {
     if (rc == -EPIPE)
         sim_nccl_fail(&c->seg, SIM_FAIL_DEAD);
     int want = ncclSuccess;
-    if (atomic_compare_exchange_strong(&c->async_err, &want, (int)err_from_wait(rc, why)))
-        warn(c->dev, "rank %d: collective failed: %s", c->rank,
-             rc == -ETIMEDOUT || why == SIM_FAIL_TIMEOUT ? "timeout waiting for peers"
-             : why == SIM_FAIL_ABORT || rc == -ECANCELED ? "communicator aborted"
-                                                         : "a peer process is gone");
+    ncclResult_t e = err_from_wait(rc, why);
+    const char *nr = net_reason(c);
+    if (nr && why != SIM_FAIL_ABORT && rc != -ECANCELED)
+        e = ncclRemoteError;
+    if (atomic_compare_exchange_strong(&c->async_err, &want, (int)e)) {
+        snprintf(c->fail_msg, sizeof(c->fail_msg), "rank %d: collective failed: %s", c->rank,
+                 nr && why != SIM_FAIL_ABORT && rc != -ECANCELED ? nr
+                 : rc == -ETIMEDOUT || why == SIM_FAIL_TIMEOUT   ? "timeout waiting for peers"
+                 : why == SIM_FAIL_ABORT || rc == -ECANCELED     ? "communicator aborted"
+                 : rc == -EPROTO ? "a peer of another host sent an unexpected message"
+                                 : "a peer process is gone");
+        warn(c->dev, "%s", c->fail_msg);
+    }
 }
 
 typedef struct pcond {
@@ -1130,19 +1430,33 @@ static void CUDA_CB hf_run(void *arg)
     case HF_SEND_SPACE:
     case HF_RECV_WAIT:
         if (!comm_failed(c)) {
-            pcond_t a = {s, h->kind == HF_RECV_WAIT ? h->peer : c->rank,
-                         h->kind == HF_RECV_WAIT ? c->rank : h->peer, h->v,
+            /* the segment's pairs are indexed by this host's ranks */
+            int me = c->lidx[c->rank], peer = c->lidx[h->peer];
+            pcond_t a = {s, h->kind == HF_RECV_WAIT ? peer : me,
+                         h->kind == HF_RECV_WAIT ? me : peer, h->v,
                          h->kind == HF_RECV_WAIT};
             rc = sim_nccl_wait(s, pair_cond, &a, &why);
         }
         break;
     case HF_SEND_POST:
-        atomic_store(&sim_nccl_pair(s, c->rank, h->peer)->head, h->v);
+        atomic_store(&sim_nccl_pair(s, c->lidx[c->rank], c->lidx[h->peer])->head, h->v);
         sim_nccl_ring_bell(s);
         break;
     case HF_RECV_DONE:
-        atomic_store(&sim_nccl_pair(s, h->peer, c->rank)->tail, h->v);
+        atomic_store(&sim_nccl_pair(s, c->lidx[h->peer], c->lidx[c->rank])->tail, h->v);
         sim_nccl_ring_bell(s);
+        break;
+    case HF_NET_SEND:
+        /* the stream copied the bytes to the pinned buffer before this */
+        if (!comm_failed(c)) {
+            rc = sim_nccl_net_send(c->net, h->peer, c->pin_send[h->peer], (size_t)h->v);
+            why = SIM_FAIL_NET;
+        }
+        break;
+    case HF_NET_RECV:
+        /* into the pinned buffer; the stream copies it to device memory next */
+        if (!comm_failed(c))
+            rc = sim_nccl_net_recv(c->net, h->peer, c->pin_recv[h->peer], (size_t)h->v, &why);
         break;
     case HF_END:
         pthread_mutex_lock(&c->mu);
@@ -1216,6 +1530,38 @@ static void ch_hf(chain_t *ch, int kind, int peer, uint64_t v)
     ch->err = ch->d->cuLaunchHostFunc(ch->s, hf_run, h);
     if (ch->err)
         free(h);
+}
+
+/* Whether rank r is on another host. */
+static int remote(const ncclComm_t c, int r)
+{
+    return c->lidx[r] < 0;
+}
+
+/* Bytes of device memory to rank `peer` of another host: the stream copies
+ * them to this rank's pinned buffer, then a host function hands them to the
+ * proxy (net.h). */
+static void ch_net_send(chain_t *ch, int peer, CUdeviceptr src, size_t bytes)
+{
+    if (!bytes)
+        return;
+    cp_flush(ch);
+    if (ch->err)
+        return;
+    ch->err = ch->d->cuMemcpyDtoHAsync(ch->c->pin_send[peer], src, bytes, ch->s);
+    ch_hf(ch, HF_NET_SEND, peer, bytes);
+}
+
+/* The next message of `peer` (bytes long) into device memory: a host
+ * function takes it into the pinned buffer, the stream copies it on. */
+static void ch_net_recv(chain_t *ch, int peer, CUdeviceptr dst, size_t bytes)
+{
+    if (!bytes)
+        return;
+    ch_hf(ch, HF_NET_RECV, peer, bytes);
+    if (ch->err)
+        return;
+    ch->err = xdrv()->cuMemcpyHtoDAsync(dst, ch->c->pin_recv[peer], bytes, ch->s);
 }
 
 static unsigned int grid_for(uint64_t n)
@@ -1309,19 +1655,35 @@ static void ch_coll(chain_t *ch, const sim_op_t *op)
             share_of(m, n, me, &a, &b);
             cp_add(ch, send + lo * es, mine, a * es);
             cp_add(ch, send + (lo + b) * es, mine + b * es, (m - b) * es);
+            /* ranks of other hosts get their shares of my input over the
+             * sockets, and I theirs of mine into their mirrors here */
+            for (int q = 0; q < n && c->net; q++)
+                if (remote(c, q)) {
+                    size_t aq, bq;
+                    share_of(m, n, q, &aq, &bq);
+                    ch_net_send(ch, q, send + (lo + aq) * es, (bq - aq) * es);
+                }
             ch_hf(ch, HF_BARRIER, 0, ++c->bar_enq);
+            for (int r = 0; r < n && c->net; r++)
+                if (remote(c, r))
+                    ch_net_recv(ch, r, sim_nccl_st_slot(st, r, set) + a * es, (b - a) * es);
             for (int r = 0; r < n; r++)
                 base[r] = r == me ? send + lo * es : sim_nccl_st_slot(st, r, set);
             int to_recv = all || me == root, to_res = all || me != root;
-            ch_reduce(ch, &p, op, base, lo, lo + a, lo + b,
-                      to_recv ? recv + (lo + a) * es : res + a * es,
+            CUdeviceptr mine_out = to_recv ? recv + (lo + a) * es : res + a * es;
+            ch_reduce(ch, &p, op, base, lo, lo + a, lo + b, mine_out,
                       to_recv && to_res ? res + a * es : 0);
+            for (int q = 0; q < n && c->net; q++)
+                if (remote(c, q) && (all || q == root))
+                    ch_net_send(ch, q, mine_out, (b - a) * es);
             ch_hf(ch, HF_BARRIER, 0, ++c->bar_enq);
             if (to_recv) {
                 for (int q = 0; q < n; q++) {
                     size_t aq, bq;
                     share_of(m, n, q, &aq, &bq);
-                    if (q != me)
+                    if (q != me && remote(c, q))
+                        ch_net_recv(ch, q, recv + (lo + aq) * es, (bq - aq) * es);
+                    else if (q != me)
                         cp_add(ch, sim_nccl_st_result(st, q, set) + aq * es,
                                recv + (lo + aq) * es, (bq - aq) * es);
                 }
@@ -1336,9 +1698,14 @@ static void ch_coll(chain_t *ch, const sim_op_t *op)
             int set = (int)(c->step_enq++ & 1);
             if (me == op->root) {
                 cp_add(ch, send + lo * es, sim_nccl_st_slot(st, me, set), m * es);
+                for (int q = 0; q < n && c->net; q++)
+                    if (remote(c, q))
+                        ch_net_send(ch, q, send + lo * es, m * es);
             }
             ch_hf(ch, HF_BARRIER, 0, ++c->bar_enq);
-            if (me != op->root)
+            if (me != op->root && remote(c, op->root))
+                ch_net_recv(ch, op->root, recv + lo * es, m * es);
+            else if (me != op->root)
                 cp_add(ch, sim_nccl_st_slot(st, op->root, set), recv + lo * es, m * es);
             else
                 cp_add(ch, send + lo * es, recv + lo * es, m * es);
@@ -1351,10 +1718,17 @@ static void ch_coll(chain_t *ch, const sim_op_t *op)
             size_t m = count - lo < pe ? count - lo : pe;
             int set = (int)(c->step_enq++ & 1);
             cp_add(ch, send + lo * es, sim_nccl_st_slot(st, me, set), m * es);
+            for (int q = 0; q < n && c->net; q++)
+                if (remote(c, q))
+                    ch_net_send(ch, q, send + lo * es, m * es);
             ch_hf(ch, HF_BARRIER, 0, ++c->bar_enq);
             for (int r = 0; r < n; r++) {
                 CUdeviceptr dst = recv + ((size_t)r * count + lo) * es;
-                cp_add(ch, r == me ? send + lo * es : sim_nccl_st_slot(st, r, set), dst, m * es);
+                if (r != me && remote(c, r))
+                    ch_net_recv(ch, r, dst, m * es);
+                else
+                    cp_add(ch, r == me ? send + lo * es : sim_nccl_st_slot(st, r, set), dst,
+                           m * es);
             }
         }
         return;
@@ -1368,10 +1742,16 @@ static void ch_coll(chain_t *ch, const sim_op_t *op)
             CUdeviceptr slot = sim_nccl_st_slot(st, me, set);
             /* block d of this piece goes to slot offset d*m (not my own) */
             for (int d = 0; d < n; d++)
-                if (d != me)
+                if (d != me && remote(c, d))
+                    ch_net_send(ch, d, send + ((size_t)d * count + lo) * es, m * es);
+                else if (d != me)
                     cp_add(ch, send + ((size_t)d * count + lo) * es, slot + (size_t)d * m * es,
                            m * es);
             ch_hf(ch, HF_BARRIER, 0, ++c->bar_enq);
+            for (int r = 0; r < n && c->net; r++)
+                if (remote(c, r))
+                    ch_net_recv(ch, r, sim_nccl_st_slot(st, r, set) + (size_t)me * m * es,
+                                m * es);
             size_t e0 = (size_t)me * count + lo;
             for (int r = 0; r < n; r++)
                 base[r] = r == me ? send + e0 * es
@@ -1424,6 +1804,14 @@ static void ch_p2p(chain_t *ch, const sim_op_t **ops, int n)
                 if (off >= bytes)
                     continue;
                 size_t len = bytes - off < piece ? bytes - off : piece;
+                if (peer != c->rank && remote(c, peer)) {
+                    /* another host: over the socket, no ring to wait for */
+                    if (is_send)
+                        ch_net_send(ch, peer, DP(op->send) + off, len);
+                    else
+                        ch_net_recv(ch, peer, DP(op->recv) + off, len);
+                    continue;
+                }
                 uint64_t *done = is_send ? &c->p2p_sent[peer] : &c->p2p_recvd[peer];
                 uint64_t pos = *done;
                 CUdeviceptr ring = is_send ? sim_nccl_st_ring(st, c->rank, peer)

@@ -121,7 +121,7 @@ int sim_nccl_parse_proto(const char *s);
 /* ---- shared-memory transport --------------------------------------------- */
 
 #define SIM_NCCL_MAGIC 0x4c43434e4d495353ULL   /* "SSIMNCCL" */
-#define SIM_NCCL_SHM_VERSION 2
+#define SIM_NCCL_SHM_VERSION 3
 #define SIM_NCCL_MAX_RANKS 64 /* = SIMNCCL_MAX_RANKS of nkern.h (the kernels') */
 #define SIM_NCCL_ID_MAGIC 0x53494d4e43434c31ULL
 
@@ -129,9 +129,15 @@ int sim_nccl_parse_proto(const char *s);
 typedef struct sim_nccl_id {
     uint64_t magic;     /* SIM_NCCL_ID_MAGIC */
     uint64_t nonce;
-    char name[64];      /* shm_open name, "/simnccl-..." */
-    char pad[48];
+    char name[64];      /* shm_open name, "/simnccl-..." (no bootstrap) */
+    uint32_t boot_addr; /* the root's IPv4 address, network order; 0: no bootstrap, the
+                         * ranks meet by name on one host (ncclCommInitAll, split) */
+    uint16_t boot_port; /* network order */
+    uint16_t flags;     /* SIM_NCCL_ID_COMM_ID: the address is NCCL_COMM_ID's */
+    uint64_t boot_magic;/* random (NCCL_COMM_ID: from the address); checked by the root */
+    char pad[32];
 } sim_nccl_id_t;
+#define SIM_NCCL_ID_COMM_ID 1u
 _Static_assert(sizeof(sim_nccl_id_t) == 128, "sim_nccl_id_t must be 128 bytes");
 
 /* One rank's slot in the segment header area. */
@@ -157,7 +163,10 @@ typedef struct sim_nccl_rank {
 _Static_assert(sizeof(sim_nccl_rank_t) == 320, "sim_nccl_rank_t layout");
 _Static_assert(offsetof(sim_nccl_rank_t, arrive) == 192, "sim_nccl_rank_t layout");
 
-enum { SIM_FAIL_NONE = 0, SIM_FAIL_ABORT = 1, SIM_FAIL_DEAD = 2, SIM_FAIL_TIMEOUT = 3 };
+/* SIM_FAIL_NET: a rank of another host is unreachable (net.h; the header
+ * says which in net_msg). */
+enum { SIM_FAIL_NONE = 0, SIM_FAIL_ABORT = 1, SIM_FAIL_DEAD = 2, SIM_FAIL_TIMEOUT = 3,
+       SIM_FAIL_NET = 4 };
 
 /* The segment header. Layout: header, ranks[nranks], p2p (nranks x nranks
  * head/tail pairs of the send rings); sections page aligned. Only control
@@ -181,7 +190,9 @@ typedef struct sim_nccl_shm {
     int32_t fail_rank;
     _Atomic uint32_t tuning_ready;
     int32_t algo_mask, proto_mask, min_ch, max_ch;
-    char pad[128];
+    _Atomic uint32_t net_set;     /* net_msg written (first writer wins: 1 claimed, 2 set) */
+    uint32_t pad1;
+    char net_msg[120];            /* which rank of another host is unreachable */
 } sim_nccl_shm_t;
 _Static_assert(sizeof(sim_nccl_shm_t) == 256, "sim_nccl_shm_t layout");
 _Static_assert(offsetof(sim_nccl_shm_t, joined) == 88, "sim_nccl_shm_t layout");
@@ -201,6 +212,9 @@ typedef struct sim_nccl_seg {
     int rank, nranks;
     int timeout_ms;
     _Atomic int *local_abort;     /* set by ncclCommAbort in this process */
+    const int *comm_rank;         /* segment index -> communicator rank, for messages
+                                   * (NULL: the same; across hosts a segment holds
+                                   * only its host's ranks) */
 } sim_nccl_seg_t;
 
 /* Creates or joins the segment named by id as `rank` of `nranks`;

@@ -20,11 +20,11 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t len, con
 }
 
 int sim_nccl_staging_setup(sim_nccl_staging_t *st, sim_nccl_seg_t *seg, uint64_t nonce,
-                           uint64_t *ctrl_bar, CUdevice dev, size_t slot, size_t p2p, int *why,
-                           char *err, size_t errlen)
+                           uint64_t *ctrl_bar, CUdevice dev, size_t slot, size_t p2p, int nranks,
+                           int me, const int *lidx, int *why, char *err, size_t errlen)
 {
     const simdrv_t *d = simdrv_get();
-    int n = seg->nranks, me = seg->rank, rc = 0, fd = -1;
+    int n = nranks, rc = 0, fd = -1;
     int fds[SIM_NCCL_MAX_RANKS];
     memset(st, 0, sizeof(*st));
     for (int r = 0; r < n; r++)
@@ -67,9 +67,13 @@ int sim_nccl_staging_setup(sim_nccl_staging_t *st, sim_nccl_seg_t *seg, uint64_t
         goto out;
     }
     for (int q = 0; q < n && r == CUDA_SUCCESS; q++)
-        if (q != me) {
-            r = d->cuMemImportFromShareableHandle(&st->h[q], (void *)(intptr_t)fds[q],
+        if (q != me && lidx[q] >= 0) {
+            r = d->cuMemImportFromShareableHandle(&st->h[q], (void *)(intptr_t)fds[lidx[q]],
                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+            st->have[q] = r == CUDA_SUCCESS;
+        } else if (q != me) {
+            /* another host's rank: a mirror on this GPU */
+            r = d->cuMemCreate(&st->h[q], st->size, &prop, 0);
             st->have[q] = r == CUDA_SUCCESS;
         }
     if (r == CUDA_SUCCESS)

@@ -27,11 +27,16 @@ typedef struct sim_nccl_staging {
 } sim_nccl_staging_t;
 
 /* Allocates, exchanges and maps; dev: this rank's device (current context).
+ * seg is this host's segment; the communicator has nranks ranks, this one
+ * is `me`, lidx[r] is rank r's index in seg or -1 for a rank of another
+ * host: its place in the reservation holds a mirror instead, device memory
+ * of this rank's GPU that the stream fills from the socket transport
+ * (net.h) with what the kernels read of that rank's staging.
  * Returns 0, or a negative errno with a reason in err (the communicator's
  * segment is marked failed when the others cannot complete either). */
 int sim_nccl_staging_setup(sim_nccl_staging_t *st, sim_nccl_seg_t *seg, uint64_t nonce,
-                           uint64_t *ctrl_bar, CUdevice dev, size_t slot, size_t p2p, int *why,
-                           char *err, size_t errlen);
+                           uint64_t *ctrl_bar, CUdevice dev, size_t slot, size_t p2p, int nranks,
+                           int me, const int *lidx, int *why, char *err, size_t errlen);
 void sim_nccl_staging_free(sim_nccl_staging_t *st);
 
 static inline CUdeviceptr sim_nccl_st_base(const sim_nccl_staging_t *st, int r)

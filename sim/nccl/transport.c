@@ -245,7 +245,9 @@ int sim_nccl_wait(sim_nccl_seg_t *s, int (*cond)(void *), void *arg, int *why)
             last = now;
             int dead = find_dead_peer(s);
             if (dead >= 0) {
-                tp_log("rank %d: peer rank %d (pid %d) is gone", s->rank, dead,
+                tp_log("rank %d: peer rank %d (pid %d) is gone",
+                       s->comm_rank ? s->comm_rank[s->rank] : s->rank,
+                       s->comm_rank ? s->comm_rank[dead] : dead,
                        sim_nccl_rank(s, dead)->pid);
                 sim_nccl_fail(s, SIM_FAIL_DEAD);
                 if (why)
@@ -255,7 +257,8 @@ int sim_nccl_wait(sim_nccl_seg_t *s, int (*cond)(void *), void *arg, int *why)
         }
         if (now - t0 >= (uint64_t)s->timeout_ms) {
             tp_log("rank %d: timed out after %d ms waiting for peers (NCCL_SIM_TIMEOUT_MS / "
-                   "NCCL_SIM_INIT_TIMEOUT_MS)", s->rank, s->timeout_ms);
+                   "NCCL_SIM_INIT_TIMEOUT_MS)", s->comm_rank ? s->comm_rank[s->rank] : s->rank,
+                   s->timeout_ms);
             sim_nccl_fail(s, SIM_FAIL_TIMEOUT);
             if (why)
                 *why = SIM_FAIL_TIMEOUT;
