@@ -61,6 +61,7 @@ SIM_LIVE_OBJ := $(B)/obj/sim/common/live.o
 # Filled in by the module.mk files.
 ALL :=
 TESTS :=
+HOSTS_TESTS :=
 BENCHES :=
 
 .PHONY: all test demo bench determinism soak clean
@@ -112,8 +113,13 @@ test: all $(TESTS)
 	ES_BUILD=$(B) scripts/run-tests $(TESTS) || rc=1; exit $$rc
 
 # Builds every test program and bench without running them.
-.PHONY: build-tests
-build-tests: all $(TESTS) $(BENCHES)
+.PHONY: build-tests test-hosts
+build-tests: all $(TESTS) $(HOSTS_TESTS) $(BENCHES)
+
+# simcuda's NCCL across simulated hosts (root; not part of `make test`:
+# tests/sim/nccl/module.mk says why).
+test-hosts: all $(HOSTS_TESTS)
+	@ES_BUILD=$(B) scripts/run-tests $(HOSTS_TESTS)
 
 # test-NAME builds and runs the test programs whose file name ends in NAME
 # or NAME_test.

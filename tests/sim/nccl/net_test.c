@@ -77,7 +77,9 @@ static void test_results(void **state)
         if (!rank_line(r.out, k, "PASS negative_control", buf, sizeof(buf)))
             fail_msg("rank %d: no negative control", k);
     }
-    assert_null(strstr(r.out, ": FAIL"));
+    const char *bad = strstr(r.out, ": FAIL");
+    if (bad)
+        fail_msg("a check failed: %.300s", bad > r.out + 40 ? bad - 40 : r.out);
     assert_int_equal(r.status, 0);
     es_proc_result_free(&r);
 }
