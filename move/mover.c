@@ -151,6 +151,8 @@ static int es_park(int vdev, int src, char *msg, size_t msglen)
     return es_vh_teardown(vdev, msg, msglen);
 }
 
+static uint64_t es_slot_peak; /* es_mover_ts_stats */
+
 /* Parked -> resident on dev. */
 static int es_unpark(int vdev, int dev, char *msg, size_t msglen)
 {
@@ -165,6 +167,14 @@ static int es_unpark(int vdev, int dev, char *msg, size_t msglen)
         es_swap_stats_t st;
         rc = es_swap_in(vdev, dev, &st, msg, msglen);
         es_acc_add(&st);
+        size_t fr = 0, tot = 0;
+        if (rc == 0 && es_drv.cuMemGetInfo_v2 &&
+            es_drv.cuMemGetInfo_v2(&fr, &tot) == CUDA_SUCCESS && tot >= fr) {
+            uint64_t used = (uint64_t)(tot - fr), old = __atomic_load_n(&es_slot_peak, __ATOMIC_RELAXED);
+            while (used > old && !__atomic_compare_exchange_n(&es_slot_peak, &old, used, 1,
+                                                              __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            }
+        }
         es_engine_release(dev);
     }
     if (rc) {
@@ -384,10 +394,53 @@ static int es_mover_door_move(int dev, char *msg, size_t msglen)
     return rc;
 }
 
+/* es_mover_ts_stats: counters, updated by the thread that yields or
+ * resumes, read by any. */
+static struct {
+    uint64_t yields, swaps_out, swaps_in, bytes_out, bytes_in, bytes_skipped, footprint;
+} es_tss;
+
+static void es_tss_add(uint64_t *field, uint64_t v)
+{
+    __atomic_fetch_add(field, v, __ATOMIC_RELAXED);
+}
+
+/* The figures of the move the door just made, into the counters. */
+static void es_tss_count(int out)
+{
+    es_swap_stats_t st;
+    es_mover_last_stats(&st);
+    if (!st.objects)
+        return;
+    es_tss_add(out ? &es_tss.swaps_out : &es_tss.swaps_in, 1);
+    es_tss_add(out ? &es_tss.bytes_out : &es_tss.bytes_in, out ? st.bytes_d2h : st.bytes_h2d);
+    if (out)
+        es_tss_add(&es_tss.bytes_skipped, st.bytes_skipped);
+    __atomic_store_n(&es_tss.footprint, (uint64_t)st.bytes, __ATOMIC_RELAXED);
+}
+
+void es_mover_ts_stats(es_mover_ts_stats_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->yields = __atomic_load_n(&es_tss.yields, __ATOMIC_RELAXED);
+    o->swaps_out = __atomic_load_n(&es_tss.swaps_out, __ATOMIC_RELAXED);
+    o->swaps_in = __atomic_load_n(&es_tss.swaps_in, __ATOMIC_RELAXED);
+    o->bytes_out = __atomic_load_n(&es_tss.bytes_out, __ATOMIC_RELAXED);
+    o->bytes_in = __atomic_load_n(&es_tss.bytes_in, __ATOMIC_RELAXED);
+    o->bytes_skipped = __atomic_load_n(&es_tss.bytes_skipped, __ATOMIC_RELAXED);
+    o->footprint = __atomic_load_n(&es_tss.footprint, __ATOMIC_RELAXED);
+    o->slot_peak = __atomic_load_n(&es_slot_peak, __ATOMIC_RELAXED);
+    o->resident = es_mover_where_est() >= 0;
+}
+
 int es_mover_yield(es_tslice_t *t, char *msg, size_t msglen)
 {
     es_door_safe_begin();
     int rc = es_mover_door_move(ES_MOVER_PARK, msg, msglen);
+    if (rc == 0) {
+        es_tss_add(&es_tss.yields, 1);
+        es_tss_count(1);
+    }
     /* in a dynamic rotation a member that just joined may not hold the turn */
     if (rc == 0 && (es_tslice_mine(t) || !es_tslice_dynamic(t)) &&
         (rc = es_tslice_pass(t)) != 0 && msg && msglen)
@@ -414,8 +467,10 @@ int es_mover_resume(es_tslice_t *t, int dev, char *msg, size_t msglen)
     if (es_tslice_dynamic(t) && es_ts_leave_parked(t, dev, 1))
         return 0;
     rc = es_mover_door_move(dev, msg, msglen);
-    if (rc == 0)
+    if (rc == 0) {
+        es_tss_count(0);
         es_door_safe_end();
+    }
     return rc;
 }
 

@@ -17,6 +17,7 @@
 #define ES_MOVE_MOVER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define ES_MOVER_PARK (-1)   /* target device: host memory only */
 #define ES_MOVER_TOGGLE (-3) /* park when resident, back where it was when parked */
@@ -72,6 +73,23 @@ int es_mover_where_est(void);
 #include "move/tslice.h"
 int es_mover_yield(es_tslice_t *t, char *msg, size_t msglen);
 int es_mover_resume(es_tslice_t *t, int dev, char *msg, size_t msglen);
+
+/* This EST's time-slicing figures since it started (lock-free counters,
+ * any thread): turns given up (es_mover_yield that parked), the swaps of
+ * those turns and the bytes they copied or skipped (unchanged since the
+ * previous swap-out), the peak of the slot's memory in use seen right
+ * after a swap-in (bytes, cuMemGetInfo; 0 before the first), and whether
+ * the EST is resident now. */
+typedef struct es_mover_ts_stats {
+    uint64_t yields;
+    uint64_t swaps_out, swaps_in;
+    uint64_t bytes_out, bytes_in;  /* copied device -> host, host -> device */
+    uint64_t bytes_skipped;        /* not copied out: unchanged */
+    uint64_t footprint;            /* the EST's memory at its last swap (bytes) */
+    uint64_t slot_peak;            /* the slot's memory in use, peak after a swap-in */
+    int resident;
+} es_mover_ts_stats_t;
+void es_mover_ts_stats(es_mover_ts_stats_t *out);
 
 /* The rotation this EST takes part in (set once it joined its slot's), and
  * its slot; NULL / -1 when it is not time-sliced. Whoever runs a

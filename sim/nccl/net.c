@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -680,8 +682,13 @@ static int conn_read(sim_nccl_net_t *n, conn_t *c, uint64_t now)
         ssize_t k = want ? recv(c->fd, dst, want, MSG_DONTWAIT) : 0;
         if (want && k == 0)
             return c->departed ? 1 : -ECONNRESET;
-        if (k < 0)
-            return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+        if (k < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                return 0;
+            /* after a goodbye, a reset is how a closing peer with our
+             * heartbeats unread ends the connection */
+            return c->departed ? 1 : -errno;
+        }
         c->last_rx = now;
         c->rgot += (size_t)k;
         if (c->rgot == sizeof(c->rhdr) && want) {
@@ -730,7 +737,7 @@ static void *proxy_thread(void *p)
         int pending = 0;
         if (st == 1) {
             if (!stop_at)
-                stop_at = now + 2000;
+                stop_at = now + (uint64_t)n->timeout_ms;
             for (int r = 0; r < n->nranks; r++)
                 pending |= n->c[r].fd >= 0 && n->c[r].txq != NULL;
             if (!pending || now >= stop_at)
@@ -775,6 +782,10 @@ static void *proxy_thread(void *p)
             }
             if (rc == 0 && (pf[i].revents & POLLOUT))
                 rc = conn_write(n, c, now);
+            if (rc < 0 && c->departed) {
+                c->departed = 2;   /* a heartbeat to a peer that said goodbye */
+                continue;
+            }
             if (rc < 0)
                 net_fail(n, r, "%s", rc == -ECONNRESET || rc == -EPIPE
                                          ? "connection closed (process gone or aborted)"
@@ -1003,6 +1014,35 @@ const char *sim_nccl_net_failure(sim_nccl_net_t *n)
     return n && atomic_load(&n->failed) ? n->fail_msg : NULL;
 }
 
+/* A graceful close: our goodbye is queued in the kernel; half-close, then
+ * wait (reading and dropping what the peer still sends) until the peer has
+ * acknowledged every byte. Closing with unread bytes would send a reset
+ * that discards what is still unsent: the goodbye could be lost and the
+ * peer would see a failure. Bounded by the timeout. */
+static void linger_all(sim_nccl_net_t *n)
+{
+    uint64_t deadline = now_ms() + (uint64_t)n->timeout_ms;
+    for (int r = 0; r < n->nranks; r++)
+        if (n->c[r].fd >= 0)
+            shutdown(n->c[r].fd, SHUT_WR);
+    for (;;) {
+        int busy = 0;
+        for (int r = 0; r < n->nranks; r++) {
+            int fd = n->c[r].fd, outq = 0;
+            char buf[4096];
+            if (fd < 0)
+                continue;
+            while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+            }
+            if (ioctl(fd, SIOCOUTQ, &outq) == 0 && outq > 0)
+                busy = 1;
+        }
+        if (!busy || now_ms() >= deadline)
+            return;
+        poll(NULL, 0, 5);
+    }
+}
+
 void sim_nccl_net_stop(sim_nccl_net_t *n, int graceful)
 {
     if (!n)
@@ -1021,6 +1061,8 @@ void sim_nccl_net_stop(sim_nccl_net_t *n, int graceful)
         atomic_store(&n->stop, graceful ? 1 : 2);
         wake_proxy(n);
         pthread_join(n->th, NULL);
+        if (graceful && !atomic_load(&n->failed))
+            linger_all(n);
     }
     for (int r = 0; r < n->nranks; r++) {
         conn_t *c = &n->c[r];
