@@ -112,6 +112,35 @@ ncclResult_t es_coll_group_end(void);
  * estimated time 0. */
 ncclResult_t es_coll_group_discard(void);
 
+/* ---- time-slicing: collectives kept until the EST yields (defer.c) ------------------------
+ * A time-sliced EST's collectives are not put on its streams when called:
+ * they are kept, and run at its next yield (es_coll_ts_flush), so that the
+ * EST keeps the GPU while its streams can progress and yields once where
+ * they cannot (docs/MOVING.md, section 6). The wrappers ask, before a call,
+ * whether it depends on what is kept (intercept/tsdefer.c). */
+
+/* Batches and event records kept now (0: nothing: the wrappers' check is
+ * off). */
+extern _Atomic int es_coll_ts_kept;
+/* Yields once: every kept collective run parked, the results back in
+ * memory, the kept event records made. 0, or -1 (message set; the
+ * communicators concerned failed). Safe from any thread inside a call. */
+int es_coll_ts_flush(void);
+/* 1 while this thread flushes (its own calls are not looked at). */
+int es_coll_ts_busy(void);
+/* Whether stream s (a handle of the application) has kept work; with
+ * legacy_too, the legacy and per-thread streams count as having some
+ * when a blocking stream does (they synchronise with it). */
+int es_coll_ts_stream_kept(CUstream s, int legacy_too);
+/* Whether event e's last record is kept. */
+int es_coll_ts_event_kept(CUevent e);
+/* Keeps a record of e on s (s has kept work); -ENOSPC when full. */
+int es_coll_ts_keep_record(CUevent e, CUstream s);
+/* e recorded elsewhere, or destroyed: its kept record is dropped. */
+void es_coll_ts_forget_event(CUevent e);
+/* Collectives kept so far (all time). */
+uint64_t es_coll_ts_kept_total(void);
+
 /* ---- errors ------------------------------------------------------------------ */
 
 void es_coll_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

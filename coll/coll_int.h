@@ -9,6 +9,7 @@
  *   comm.c (communicators: init, split, shrink, finalize, destroy, abort),
  *   enqueue.c (operations: checks, the scheduled hold)
  *     -> group.c (ncclGroupStart/End: the thread's queued inits and ops)
+ *     -> defer.c (a time-sliced EST's collectives, kept until it yields)
  *     -> launch.c (a batch of one communicator on its stream: stream joins,
  *        digests, dispatch to the transport)
  *     -> init.c (a communicator's life: registry, context, rendezvous,
@@ -283,6 +284,10 @@ int es_seg_failed(const es_seg_t *s, int *rank);
 int es_coll_parked_vdev(void);
 /* Set by launch.c around a parked EST's batch (-1 after). */
 void es_coll_set_parked_vdev(int vdev);
+/* While parked: 1 when the batch's buffers are plain host memory of this
+ * process (defer.c's fused all-reduces), not the EST's device addresses. */
+int es_coll_parked_host(void);
+void es_coll_set_parked_host(int on);
 /* At a collective or a rendezvous: 1 yielded (parked), 0 not
  * time-sliced, -1 failed (message set). */
 int es_coll_ts_yield(void);
@@ -466,5 +471,17 @@ ncclResult_t es_group_end_isolated(const es_group_t *saved);
 /* Runs checked operations of one communicator (issue order; collectives
  * first, then the point-to-point batch) on the first one's stream. */
 ncclResult_t es_coll_launch(es_comm_t *c, es_qop_t **ops, int n);
+/* The same for a parked EST (time-slicing, after es_coll_ts_yield): run
+ * in the calling thread on its host copies; the stream is not touched. */
+ncclResult_t es_coll_launch_parked(es_comm_t *c, es_qop_t **ops, int n);
+
+/* ---- defer.c: a time-sliced EST's collectives kept until it yields ---------------------- */
+
+/* Where the operations of enqueue.c and group.c go: kept (a time-sliced
+ * EST: contribution and completion at its next yield), or launched (after
+ * whatever is kept, which is flushed first). */
+ncclResult_t es_coll_submit(es_comm_t *c, es_qop_t **ops, int n);
+/* Whether c's collectives are kept (time-sliced, host transport). */
+int es_coll_ts_keeps(es_comm_t *c);
 
 #endif

@@ -81,6 +81,8 @@ ncclResult_t es_coll_init_rank(es_comm_t **comm, int nranks, const ncclUniqueId 
                                const ncclConfig_t *config)
 {
     es_comm_global_init();
+    if (es_coll_ts_flush() < 0) /* a time-sliced EST's kept collectives first */
+        return ncclUnhandledCudaError;
     es_coll_id_t e;
     if (!comm || !id) {
         es_coll_error("ncclCommInitRank: NULL argument");
@@ -249,6 +251,8 @@ static void *es_split_thread(void *arg)
 ncclResult_t es_coll_split(es_comm_t *parent, int color, int key, es_comm_t **out,
                            const ncclConfig_t *config)
 {
+    if (es_coll_ts_flush() < 0) /* a time-sliced EST's kept collectives first */
+        return ncclUnhandledCudaError;
     if (!out) {
         es_coll_error("ncclCommSplit: NULL newcomm");
         return ncclInvalidArgument;
@@ -322,6 +326,8 @@ ncclResult_t es_coll_split(es_comm_t *parent, int color, int key, es_comm_t **ou
 ncclResult_t es_coll_shrink(es_comm_t *parent, const int *exclude, int nexclude,
                             es_comm_t **out, const ncclConfig_t *config, int flags)
 {
+    if (es_coll_ts_flush() < 0) /* a time-sliced EST's kept collectives first */
+        return ncclUnhandledCudaError;
     if (!out || nexclude < 0 || (nexclude > 0 && !exclude)) {
         es_coll_error("ncclCommShrink: bad arguments");
         return ncclInvalidArgument;
@@ -440,6 +446,8 @@ static void es_comm_release(es_comm_t *c, int drained, int keep)
 
 ncclResult_t es_coll_finalize(es_comm_t *c)
 {
+    if (es_coll_ts_flush() < 0) /* a time-sliced EST's kept collectives first */
+        return ncclUnhandledCudaError;
     es_comm_join_init(c);
     ncclResult_t a = atomic_load(&c->async);
     if (a != ncclSuccess)
@@ -452,6 +460,7 @@ ncclResult_t es_coll_finalize(es_comm_t *c)
 
 ncclResult_t es_coll_destroy(es_comm_t *c)
 {
+    es_coll_ts_flush(); /* a failure is the communicator's: it goes anyway */
     es_comm_join_init(c);
     pthread_mutex_lock(&c->mu);
     int drained = es_comm_drain(c, 0);
@@ -474,6 +483,7 @@ ncclResult_t es_coll_abort(es_comm_t *c)
     es_comm_join_init(c); /* its waits see the abort */
     if (c->seg.h)
         es_comm_fail(c, ES_FAIL_ABORT, ncclRemoteError);
+    es_coll_ts_flush(); /* kept collectives: they fail at once now */
     /* The pending host functions see the abort at once; the streams may
      * still hold application work before them. */
     int drained = es_comm_drain(c, (uint64_t)c->timeout_ms + 1000);

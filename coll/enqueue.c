@@ -2,7 +2,8 @@
  * argument checks (datatype, operator, root or peer, count, buffers, a
  * stream under capture), the scheduled hold of a step-counting
  * all-reduce, then the operation is queued in the thread's group or run
- * at once. Calls group.c, launch.c, init.c (the registry) and util.c. */
+ * at once (defer.c). Calls group.c, defer.c, init.c (the registry) and
+ * util.c. */
 #include "coll/coll_int.h"
 #include "move/door.h"
 #include "move/mover.h"
@@ -128,5 +129,5 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
     if (es_group_depth() > 0)
         return es_group_queue_op(&q) < 0 ? ncclSystemError : ncclSuccess;
     es_qop_t *one = &q;
-    return es_coll_launch(o->comm, &one, 1);
+    return es_coll_submit(o->comm, &one, 1);
 }

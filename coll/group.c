@@ -3,7 +3,7 @@
  * queued; at the end the initialisations run together (ranks of one
  * process meet each other), then the operations, one run per
  * communicator. Called by comm.c and enqueue.c; calls init.c and
- * launch.c. */
+ * defer.c. */
 #include "coll/coll_int.h"
 
 #include <errno.h>
@@ -144,7 +144,7 @@ static ncclResult_t es_group_run_ops(void)
                 list[m++] = &es_grp.ops[j];
                 done[j] = 1;
             }
-        res = es_coll_launch(es_grp.ops[i].op.comm, list, m);
+        res = es_coll_submit(es_grp.ops[i].op.comm, list, m);
     }
 out:
     free(list);

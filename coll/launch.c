@@ -4,10 +4,10 @@
  * communicator's previous stream with events, hashes the digests
  * (EASYSCALE_DIGEST, digest.c), hands the collectives and the
  * point-to-point batch to the communicator's transport (through its
- * struct; self pairs are copies here), and for a time-sliced EST yields
- * the GPU and runs the batch parked (tslice.c). Called by group.c and
- * enqueue.c; calls init.c, the transport, digest.c, tslice.c, seg.c and
- * util.c. */
+ * struct; self pairs are copies here); or, for a time-sliced EST that
+ * yielded (defer.c), runs the batch parked (no driver call: tslice.c).
+ * Called by defer.c; calls init.c, the transport, digest.c, tslice.c,
+ * seg.c and util.c. */
 #include "coll/coll_int.h"
 #include "coll/digest.h"
 
@@ -202,23 +202,13 @@ out:
     return res;
 }
 
-ncclResult_t es_coll_launch(es_comm_t *c, es_qop_t **ops, int n)
+/* The batch under c->mu: on its stream in c's context, or parked. */
+static ncclResult_t es_launch_as(es_comm_t *c, es_qop_t **ops, int n, int parked)
 {
-    ncclResult_t res = es_comm_ready(c);
-    if (res != ncclSuccess)
-        return res;
-    if (atomic_load(&c->failed))
-        return atomic_load(&c->async);
-    /* time-sliced: yield the GPU, take part while parked (host transport) */
-    int parked = c->tp_id == ES_COLL_TP_HOST ? es_coll_ts_yield() : 0;
-    if (parked < 0)
-        return ncclUnhandledCudaError;
     pthread_mutex_lock(&c->mu);
     if (!c->tp) { /* aborted meanwhile by another thread */
         pthread_mutex_unlock(&c->mu);
         es_coll_error("the communicator was aborted");
-        if (parked)
-            es_coll_ts_resume();
         return ncclInvalidUsage;
     }
     int pushed = 0;
@@ -228,14 +218,29 @@ ncclResult_t es_coll_launch(es_comm_t *c, es_qop_t **ops, int n)
     else
         r = es_comm_ctx_enter(c, &pushed);
     es_run_t R = { .c = c, .ops = ops, .n = n, .s = ops[0]->op.stream, .parked = parked };
-    res = es_run_locked(&R, r);
+    ncclResult_t res = es_run_locked(&R, r);
     for (int k = 0; k < R.nothers; k++)
         ES_REAL(cuda, cuEventDestroy_v2)(R.evs[k]);
     free(R.p2p);
     es_comm_ctx_leave(pushed);
     es_coll_set_parked_vdev(-1);
     pthread_mutex_unlock(&c->mu);
-    if (parked && es_coll_ts_resume() < 0 && res == ncclSuccess)
-        res = ncclUnhandledCudaError;
     return res;
+}
+
+ncclResult_t es_coll_launch(es_comm_t *c, es_qop_t **ops, int n)
+{
+    ncclResult_t res = es_comm_ready(c);
+    if (res != ncclSuccess)
+        return res;
+    if (atomic_load(&c->failed))
+        return atomic_load(&c->async);
+    return es_launch_as(c, ops, n, 0);
+}
+
+ncclResult_t es_coll_launch_parked(es_comm_t *c, es_qop_t **ops, int n)
+{
+    if (atomic_load(&c->failed))
+        return atomic_load(&c->async);
+    return es_launch_as(c, ops, n, 1);
 }

@@ -1,12 +1,13 @@
 # coll/: the virtual collectives (shim/README.md, "NCCL"): the engine
-# (comm.c: communicators; enqueue.c: operations; group.c: groups; launch.c:
+# (comm.c: communicators; enqueue.c: operations; group.c: groups; defer.c:
+# a time-sliced EST's collectives kept until it yields; launch.c:
 # a batch on its stream; init.c: a communicator's set-up; step.c: the
 # ordering steps; seg.c: the shared segment; tslice.c: time-slicing;
 # util.c: errors, progress), one file per transport behind the transport
 # struct (transport/host.c, transport/dev.c; coll_int.h), and the
 # collective digests (digest.c, EASYSCALE_DIGEST). Calls go one way (the
 # list in coll_int.h). The shim compiles $(COLL_SRCS).
-COLL_SRCS := coll/comm.c coll/init.c coll/group.c coll/enqueue.c coll/launch.c coll/step.c \
+COLL_SRCS := coll/comm.c coll/init.c coll/group.c coll/enqueue.c coll/defer.c coll/launch.c coll/step.c \
 	coll/seg.c coll/tslice.c coll/util.c coll/transport/host.c coll/transport/dev.c coll/digest.c
 
 # The host transport computes the kernel's element arithmetic on the CPU:

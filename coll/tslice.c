@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 static __thread int es_parked_vdev = -1;
+static __thread int es_parked_host;
 
 int es_coll_parked_vdev(void)
 {
@@ -23,6 +24,16 @@ int es_coll_parked_vdev(void)
 void es_coll_set_parked_vdev(int vdev)
 {
     es_parked_vdev = vdev;
+}
+
+int es_coll_parked_host(void)
+{
+    return es_parked_host;
+}
+
+void es_coll_set_parked_host(int on)
+{
+    es_parked_host = on;
 }
 
 int es_coll_ts_yield(void)

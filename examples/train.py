@@ -466,6 +466,23 @@ class Layout:
             res.append((start, self.span(names), tuple(names)))
         return res
 
+    def even_buckets(self, n):
+        """n buckets of (nearly) equal size, 64-float aligned, cut from the
+        end of the flat buffer (the order gradients are produced in); a
+        tensor may span several. Each: (start, count, names it covers)."""
+        units = self.total // 64
+        n = min(n, units)
+        res = []
+        hi = units
+        for i in range(n):
+            lo = units * (n - i - 1) // n
+            a, b = lo * 64, hi * 64
+            names = tuple(m for m in reversed(self.order)
+                          if self.off[m] < b and self.off[m] + self.size[m] > a)
+            res.append((a, b - a, names))
+            hi = lo
+        return res
+
     def span(self, names):
         lo = min(self.off[n] for n in names)
         hi = max(self.off[n] + (self.size[n] + 63) // 64 * 64 for n in names)
@@ -633,11 +650,14 @@ class Trainer:
                 os.unlink(os.path.join(self.args.rdzv, RDZV_FILE))
             except OSError:
                 pass
-        self.bucket_list = self.lay.buckets(self.args.bucket_kb * 256)
+        if self.args.buckets:
+            self.bucket_list = self.lay.even_buckets(self.args.buckets)
+        else:
+            self.bucket_list = self.lay.buckets(self.args.bucket_kb * 256)
         self.bucket_of = {}
         for i, (_, _, names) in enumerate(self.bucket_list):
             for n in names:
-                self.bucket_of[n] = i
+                self.bucket_of.setdefault(n, []).append(i)
 
     # ---- one step ----------------------------------------------------------
     def fill_host(self, slot, first_index):
@@ -717,17 +737,21 @@ class Trainer:
     def grad_ready(self, name, ks):
         """DDP's bucket hook: all-reduce a bucket on the communication stream
         as soon as its last gradient is produced."""
-        i = self.bucket_of[name]
-        self.pending[i] -= 1
-        if self.pending[i]:
+        ready = []
+        for i in self.bucket_of[name]:
+            self.pending[i] -= 1
+            if not self.pending[i]:
+                ready.append(i)
+        if not ready:
             return
-        start, count, _ = self.bucket_list[i]
         cu = self.cuda
         cu("cuEventRecord", self.ev_grad, self.compute)
         cu("cuStreamWaitEvent", self.comm, self.ev_grad, c_uint(0))
-        p = self.grads + start * 4
-        self.nccl("ncclAllReduce", ptr(p), ptr(p), c_size_t(count), c_int(NCCL_FLOAT),
-                  c_int(NCCL_SUM), self.comm_h, self.comm)
+        for i in ready:
+            start, count, _ = self.bucket_list[i]
+            p = self.grads + start * 4
+            self.nccl("ncclAllReduce", ptr(p), ptr(p), c_size_t(count), c_int(NCCL_FLOAT),
+                      c_int(NCCL_SUM), self.comm_h, self.comm)
 
     def backward(self, slot, ks):
         d, cb, dn, b = self.d, self.cublas, self.cudnn, self.b
@@ -1027,6 +1051,10 @@ def parse_args(argv):
                    help="held-out samples, rounded down to a multiple of --batch (512)")
     p.add_argument("--bucket-kb", type=positive_int, default=16,
                    help="gradient all-reduce bucket cap in KiB (16)")
+    p.add_argument("--buckets", type=positive_int, default=None, metavar="N",
+                   help="instead of --bucket-kb: the gradient cut into N equal buckets "
+                        "(a tensor may span several), each all-reduced once its "
+                        "tensors are ready")
     p.add_argument("--deterministic-kernels", action="store_true",
                    help="use the ordered kernel instead of float atomics for the "
                         "bucket-table gradient")

@@ -23,6 +23,7 @@
  */
 #include "intercept/enter.h"
 #include "intercept/virtual/refuse.h"
+#include "intercept/tsdefer.h"
 #include "shim/config.h"
 #include "shim/log.h"
 #include "shim/real.h"
@@ -371,11 +372,18 @@ ES_CUDA_FUNCS(ES_GEN_HOOKED)
  * / statistics on, or some flagged kernel handle exists. */
 #define ES_LAUNCH_SLOW() __builtin_expect(__atomic_load_n(&es_launch_gate, __ATOMIC_ACQUIRE), 0)
 
-#define ES_LAUNCH_WRAPPER(sym, fexpr, params, args, rawcall, rawargs)                         \
+#define ES_LAUNCH_WRAPPER(sym, fexpr, sexpr, params, args, rawcall, rawargs)                  \
     __attribute__((noinline, cold)) static CUresult es_slow_##sym params                       \
     {                                                                                          \
         es_enter_slow(ES_LIB_CUDA, ES_IDX_##sym,                                               \
                       es_door_tls.epoch != __atomic_load_n(&es_door_epoch, __ATOMIC_RELAXED)); \
+        if (__builtin_expect(__atomic_load_n(&es_coll_ts_kept, __ATOMIC_RELAXED) != 0, 0)) {  \
+            es_ts_notes_t n_ = { 0 };                                                          \
+            int st_ = 0;                                                                       \
+            es_ts_note(&n_, ES_TS_STREAM, (const void *)(sexpr));                              \
+            if (es_ts_check(ES_LIB_CUDA, ES_IDX_##sym, &n_, &st_))                             \
+                return (CUresult)st_;                                                          \
+        }                                                                                      \
         if (__builtin_expect(es_modaudit_flagged((const void *)(fexpr)), 0) &&                 \
             es_modaudit_launch((const void *)(fexpr), #sym) < 0)                               \
             return CUDA_ERROR_NOT_SUPPORTED;                                                   \
@@ -430,15 +438,15 @@ ES_LAUNCH_EX_RAW(cuLaunchKernelEx_ptsz)
  * copy */
 #define ES_LX_RAW (config, f, kernelParams, extra)
 
-ES_LAUNCH_WRAPPER(cuLaunchKernel, f, ES_LK_PARAMS, ES_LK_ARGS, ES_RAW(cuda, cuLaunchKernel),
+ES_LAUNCH_WRAPPER(cuLaunchKernel, f, hStream, ES_LK_PARAMS, ES_LK_ARGS, ES_RAW(cuda, cuLaunchKernel),
                   ES_LK_RAW)
-ES_LAUNCH_WRAPPER(cuLaunchKernel_ptsz, f, ES_LK_PARAMS, ES_LK_ARGS,
+ES_LAUNCH_WRAPPER(cuLaunchKernel_ptsz, f, hStream, ES_LK_PARAMS, ES_LK_ARGS,
                   ES_RAW(cuda, cuLaunchKernel_ptsz), ES_LK_RAW)
-ES_LAUNCH_WRAPPER(cuLaunchCooperativeKernel, f, ES_CK_PARAMS, ES_CK_ARGS,
+ES_LAUNCH_WRAPPER(cuLaunchCooperativeKernel, f, hStream, ES_CK_PARAMS, ES_CK_ARGS,
                   ES_RAW(cuda, cuLaunchCooperativeKernel), ES_CK_RAW)
-ES_LAUNCH_WRAPPER(cuLaunchCooperativeKernel_ptsz, f, ES_CK_PARAMS, ES_CK_ARGS,
+ES_LAUNCH_WRAPPER(cuLaunchCooperativeKernel_ptsz, f, hStream, ES_CK_PARAMS, ES_CK_ARGS,
                   ES_RAW(cuda, cuLaunchCooperativeKernel_ptsz), ES_CK_RAW)
-ES_LAUNCH_WRAPPER(cuLaunchKernelEx, f, ES_LX_PARAMS, ES_LX_ARGS, es_raw_cuLaunchKernelEx,
+ES_LAUNCH_WRAPPER(cuLaunchKernelEx, f, config ? config->hStream : NULL, ES_LX_PARAMS, ES_LX_ARGS, es_raw_cuLaunchKernelEx,
                   ES_LX_RAW)
-ES_LAUNCH_WRAPPER(cuLaunchKernelEx_ptsz, f, ES_LX_PARAMS, ES_LX_ARGS,
+ES_LAUNCH_WRAPPER(cuLaunchKernelEx_ptsz, f, config ? config->hStream : NULL, ES_LX_PARAMS, ES_LX_ARGS,
                   es_raw_cuLaunchKernelEx_ptsz, ES_LX_RAW)

@@ -1,7 +1,7 @@
 # intercept/: one file per intercepted library (the generated pass-through
 # wrappers of shim/funcs.h in gen.c, hand-written decisions in cuda.c,
 # cublas.c, cublaslt.c, cudnn.c, cudnn_backend.c, nccl.c), the entry path
-# (enter.c), and virtual/: the virtual handles and memory that let an EST
+# (enter.c), the time-slicing check before a call (tsdefer.c), and virtual/: the virtual handles and memory that let an EST
 # move under the application (the translating real table of thunks.c,
 # cuda_handles.c, cuda_mem.c, the vendor handles of libh*.c, the cuDNN
 # descriptor journal of cudnn_journal.c, refuse.c).
@@ -10,7 +10,7 @@
 
 INTERCEPT_SRCS := intercept/enter.c intercept/gen.c intercept/cuda.c intercept/cublas.c \
     intercept/cudnn.c intercept/cudnn_backend.c intercept/cudnn_heur.c intercept/cublaslt.c \
-    intercept/nccl.c
+    intercept/nccl.c intercept/tsdefer.c
 INTERCEPT_SRCS += intercept/virtual/thunks.c intercept/virtual/cuda_handles.c \
     intercept/virtual/cuda_mem.c intercept/virtual/refuse.c intercept/virtual/libh.c \
     intercept/virtual/libh_gen.c intercept/virtual/cudnn_journal.c

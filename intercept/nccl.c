@@ -16,6 +16,7 @@
  * API to it.
  */
 #include "intercept/enter.h"
+#include "intercept/tsdefer.h"
 #include "shim/config.h"
 #include "shim/real.h"
 #include "shim/step.h"
@@ -41,6 +42,7 @@ ES_NCCL_FUNCS(ES_V_PROTO)
     ES_EXPORT ret sym params                                                                     \
     {                                                                                            \
         ES_ENTER(nccl, sym);                                                                     \
+        __attribute__((cleanup(es_ts_nccl_leave))) int es_ts_g_ = es_ts_nccl_enter();            \
         if (__builtin_expect(es_cfg.collectives == ES_COLL_VIRTUAL, 1) &&                        \
             es_real_present(ES_LIB_NCCL, ES_IDX_##sym))                                          \
             return es_v_##sym args;                                                              \

@@ -27,6 +27,9 @@
  *   ES_VA_COUNT args  the number of handle parameters (V_, O_; a constant)
  *   ES_VA_NAMES args  the argument list as plain names (passing the
  *                   wrapper's own parameters on, untranslated)
+ *   ES_VA_PRE args    statements noting the stream, event, cuBLAS and cuDNN
+ *                   handles (es_va_pre_<KIND>(x), untranslated) for the
+ *                   time-slicing check (intercept/tsdefer.h)
  *
  * The expansions call es_va_in_<KIND>(x), es_va_out_<KIND>(p) and
  * es_va_range(x, bytes), which the includer defines (intercept/virtual/thunks.c: from move/vhandle.h;
@@ -247,6 +250,32 @@
 #define ES_VA_BAD_O_DNN(x)
 #define ES_VA_HANDLE_O_DNN(x) 1
 
+/* before the call: handles noted for the time-slicing check
+ * (intercept/tsdefer.h; cuBLASLt handles name no stream: their calls do) */
+#define ES_VA_PRE_V_STREAM(x) es_va_pre_STREAM(x);
+#define ES_VA_PRE_V_EVENT(x) es_va_pre_EVENT(x);
+#define ES_VA_PRE_V_BLAS(x) es_va_pre_BLAS(x);
+#define ES_VA_PRE_V_DNN(x) es_va_pre_DNN(x);
+#define ES_VA_PRE_V_CTX(x)
+#define ES_VA_PRE_V_MOD(x)
+#define ES_VA_PRE_V_FN(x)
+#define ES_VA_PRE_V_LIB(x)
+#define ES_VA_PRE_V_KERN(x)
+#define ES_VA_PRE_V_MEMH(x)
+#define ES_VA_PRE_V_LT(x)
+#define ES_VA_PRE_O_CTX(x)
+#define ES_VA_PRE_O_STREAM(x)
+#define ES_VA_PRE_O_EVENT(x)
+#define ES_VA_PRE_O_MOD(x)
+#define ES_VA_PRE_O_FN(x)
+#define ES_VA_PRE_O_LIB(x)
+#define ES_VA_PRE_O_KERN(x)
+#define ES_VA_PRE_O_MEMH(x)
+#define ES_VA_PRE_O_BLAS(x)
+#define ES_VA_PRE_O_LT(x)
+#define ES_VA_PRE_O_DNN(x)
+#define ES_VA_PRE_R_DEV(x, n)
+
 /* ---- generators -------------------------------------------------------------------------- */
 
 #define ES_VA_ONE_ARG(x) ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_ARG_, x), x)
@@ -254,6 +283,7 @@
 #define ES_VA_ONE_COUNT(x) +ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_HANDLE_, x), 0)
 #define ES_VA_ONE_BAD(x) ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_BAD_, x), )
 #define ES_VA_ONE_NAME(x) ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_NAME_, x), x)
+#define ES_VA_ONE_PRE(x) ES_PP_IF(ES_PP_IS_ANN(x))(ES_PP_CAT(ES_VA_PRE_, x), )
 
 #define ES_VA_CALL(...) (ES_PP_EACH(ES_VA_ONE_ARG, ES_PP_COMMA, __VA_ARGS__))
 #define ES_VA_POST(r, args)                                                                    \
@@ -266,5 +296,6 @@
 #define ES_VA_BAD(...) (0 ES_PP_EACH(ES_VA_ONE_BAD, ES_PP_NOTHING, __VA_ARGS__))
 #define ES_VA_NAMES(...) (ES_PP_EACH(ES_VA_ONE_NAME, ES_PP_COMMA, __VA_ARGS__))
 #define ES_VA_UNPAREN(...) __VA_ARGS__
+#define ES_VA_PRE(...) ES_PP_EACH(ES_VA_ONE_PRE, ES_PP_NOTHING, __VA_ARGS__)
 
 #endif

@@ -176,8 +176,11 @@ static void es_perform(es_door_tls_t *self)
     __atomic_store_n(&es_req_flag, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&es_req_busy, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&es_mu);
-    if (rc == 0)
+    if (rc == 0) {
+        self->moving = 1;
         rc = fn(arg, &parked, msg, sizeof(msg));
+        self->moving = 0;
+    }
     pthread_mutex_lock(&es_mu);
     es_state = parked ? ES_CLOSED : ES_OPEN;
     es_moves++;

@@ -46,6 +46,7 @@ typedef struct es_door_tls {
     unsigned depth;            /* wrapped calls in progress on this thread */
     int waiting;               /* held at the door */
     int safe;                  /* inside es_door_safe_begin/end */
+    int moving;                /* performing a request (its calls are the move's) */
     int registered;
     unsigned moves_seen;
     struct es_door_tls *next, *prev;

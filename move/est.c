@@ -140,6 +140,16 @@ static void es_ts_exit(void)
         ES_WARN("time-slicing: parking at exit failed: %s", msg);
     es_mover_set_tslice(NULL, -1);
     es_tslice_leave(t);
+    es_mover_ts_stats_t st;
+    es_mover_ts_stats(&st);
+    ES_INFO("time-slicing: slot %d: %llu yields, %llu swap-outs (%llu bytes copied, %llu "
+            "unchanged), %llu swap-ins (%llu bytes copied), footprint %llu bytes, slot peak "
+            "%llu bytes; swaps %.1f ms (copies %.1f, checksums %.1f, draining %.1f)", slot,
+            (unsigned long long)st.yields, (unsigned long long)st.swaps_out,
+            (unsigned long long)st.bytes_out, (unsigned long long)st.bytes_skipped,
+            (unsigned long long)st.swaps_in, (unsigned long long)st.bytes_in,
+            (unsigned long long)st.footprint, (unsigned long long)st.slot_peak, st.ms_moves,
+            st.ms_copy, st.ms_sums, st.ms_sync);
 }
 
 void es_move_first_touch(int vdev);

@@ -29,6 +29,7 @@ static void es_msg(char *msg, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
+#define ES_MAX_VDEV 64
 static es_swap_stats_t es_last, es_acc;
 
 static void es_acc_add(const es_swap_stats_t *st)
@@ -153,6 +154,19 @@ static int es_park(int vdev, int src, char *msg, size_t msglen)
 
 static uint64_t es_slot_peak; /* es_mover_ts_stats */
 
+/* The slot's memory in use now (the engine's context current), into the
+ * peak. */
+static void es_peak_note(void)
+{
+    size_t fr = 0, tot = 0;
+    if (!es_drv.cuMemGetInfo_v2 || es_drv.cuMemGetInfo_v2(&fr, &tot) != CUDA_SUCCESS || tot < fr)
+        return;
+    uint64_t used = (uint64_t)(tot - fr), old = __atomic_load_n(&es_slot_peak, __ATOMIC_RELAXED);
+    while (used > old && !__atomic_compare_exchange_n(&es_slot_peak, &old, used, 1,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
 /* Parked -> resident on dev. */
 static int es_unpark(int vdev, int dev, char *msg, size_t msglen)
 {
@@ -167,14 +181,8 @@ static int es_unpark(int vdev, int dev, char *msg, size_t msglen)
         es_swap_stats_t st;
         rc = es_swap_in(vdev, dev, &st, msg, msglen);
         es_acc_add(&st);
-        size_t fr = 0, tot = 0;
-        if (rc == 0 && es_drv.cuMemGetInfo_v2 &&
-            es_drv.cuMemGetInfo_v2(&fr, &tot) == CUDA_SUCCESS && tot >= fr) {
-            uint64_t used = (uint64_t)(tot - fr), old = __atomic_load_n(&es_slot_peak, __ATOMIC_RELAXED);
-            while (used > old && !__atomic_compare_exchange_n(&es_slot_peak, &old, used, 1,
-                                                              __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-            }
-        }
+        if (rc == 0)
+            es_peak_note();
         es_engine_release(dev);
     }
     if (rc) {
@@ -246,6 +254,85 @@ void es_mover_set_lib_hooks(int (*down)(int vdev, char *msg, size_t msglen),
     es_lib_up = up;
 }
 
+/* ---- time-slicing's park: the memory only ------------------------------------------------
+ * A time-sliced EST parks and comes back onto the same slot many times a
+ * minute: its contexts, streams, events, modules and vendor handles stay
+ * where they are (a real GPU keeps each process's contexts anyway), only
+ * the registry's memory goes out and comes back. es_light_dev[v]: the
+ * device those handles live on while v is parked so (-1: none). A move of
+ * such an EST anywhere else first takes its handles down, as a full park
+ * would have. */
+static int es_ts_light;                   /* the request being posted is a yield's */
+static int es_light_dev[ES_MAX_VDEV] = { [0 ... ES_MAX_VDEV - 1] = -1 };
+#define ES_LIGHT_NOSUMS 16
+static int es_light_nosums; /* swap-outs left without checksums (they did not pay) */
+
+static int es_park_light(int vdev, int src, char *msg, size_t msglen)
+{
+    CUcontext c;
+    es_swap_stats_t st;
+    double t = es_ms();
+    int rc = es_vh_drain(vdev, msg, msglen);
+    es_acc.ms_sync += es_ms() - t;
+    if (rc == 0)
+        rc = es_engine_ctx(src, &c, msg, msglen);
+    if (rc)
+        return rc;
+    es_swap_opts_t o, plain;
+    es_swap_get_opts(&o);
+    int hashed = o.sums && es_light_nosums == 0;
+    if (o.sums && !hashed) {
+        plain = o;
+        plain.sums = 0;
+        es_swap_set_opts(&plain);
+        es_light_nosums--;
+    }
+    rc = es_swap_out(vdev, &st, msg, msglen);
+    if (o.sums && !hashed)
+        es_swap_set_opts(&o);
+    es_acc_add(&st);
+    es_engine_release(src);
+    if (rc == 0)
+        es_light_dev[vdev] = src;
+    /* the checksums pay when hashing is faster than copying what they
+     * spare (a GPU: memory bandwidth against the bus); otherwise the next
+     * ES_LIGHT_NOSUMS swap-outs copy without them, then they are tried again */
+    if (rc == 0 && hashed && st.bytes_d2h && st.ms_copy > 0 &&
+        st.ms_sums > (double)st.bytes_skipped * st.ms_copy / (double)st.bytes_d2h)
+        es_light_nosums = ES_LIGHT_NOSUMS;
+    return rc;
+}
+
+static int es_unpark_light(int vdev, int dev, char *msg, size_t msglen)
+{
+    CUcontext c;
+    es_swap_stats_t st;
+    int rc = es_engine_ctx(dev, &c, msg, msglen);
+    if (rc)
+        return rc;
+    rc = es_swap_in(vdev, dev, &st, msg, msglen);
+    es_acc_add(&st);
+    if (rc == 0) {
+        es_peak_note();
+        es_light_dev[vdev] = -1;
+    }
+    es_engine_release(dev);
+    return rc;
+}
+
+/* A light park becomes a full one: the handles come down where they are. */
+static int es_light_to_full(int vdev, char *msg, size_t msglen)
+{
+    int rc = es_lib_down ? es_lib_down(vdev, msg, msglen) : 0;
+    if (rc == 0) {
+        es_host_unregister_all();
+        rc = es_vh_teardown(vdev, msg, msglen);
+    }
+    if (rc == 0)
+        es_light_dev[vdev] = -1;
+    return rc;
+}
+
 int es_mover_run(int vdev, int dev, char *msg, size_t msglen)
 {
     double t = es_ms();
@@ -273,6 +360,16 @@ static int es_mover_run_one(int vdev, int dev, char *msg, size_t msglen)
         return -EBUSY;
     }
     int rc = 0;
+    int light = __atomic_load_n(&es_ts_light, __ATOMIC_ACQUIRE);
+    if (dev == ES_MOVER_PARK && src >= 0 && light)
+        return es_park_light(vdev, src, msg, msglen);
+    if (src < 0 && es_light_dev[vdev] >= 0) {
+        if (dev == es_light_dev[vdev])
+            return es_unpark_light(vdev, dev, msg, msglen);
+        rc = es_light_to_full(vdev, msg, msglen);
+        if (rc)
+            return rc;
+    }
     /* the vendor libraries' objects go first, while their contexts exist */
     if (src >= 0 && es_lib_down)
         rc = es_lib_down(vdev, msg, msglen);
@@ -299,7 +396,6 @@ static int es_mover_run_one(int vdev, int dev, char *msg, size_t msglen)
 
 /* ---- the whole EST ------------------------------------------------------------------------ */
 
-#define ES_MAX_VDEV 64
 
 static int es_vdev_in_use(int v)
 {
@@ -349,6 +445,7 @@ int es_mover_run_est(int dev, char *msg, size_t msglen)
             sum.bytes_d2d += es_last.bytes_d2d;
             sum.bytes_skipped += es_last.bytes_skipped;
             sum.ms_copy += es_last.ms_copy;
+            sum.ms_sums += es_last.ms_sums;
             sum.ms_sync += es_last.ms_sync;
             sum.objects += es_last.objects;
         }
@@ -398,6 +495,7 @@ static int es_mover_door_move(int dev, char *msg, size_t msglen)
  * resumes, read by any. */
 static struct {
     uint64_t yields, swaps_out, swaps_in, bytes_out, bytes_in, bytes_skipped, footprint;
+    uint64_t us_moves, us_copy, us_sums, us_sync;
 } es_tss;
 
 static void es_tss_add(uint64_t *field, uint64_t v)
@@ -417,6 +515,10 @@ static void es_tss_count(int out)
     if (out)
         es_tss_add(&es_tss.bytes_skipped, st.bytes_skipped);
     __atomic_store_n(&es_tss.footprint, (uint64_t)st.bytes, __ATOMIC_RELAXED);
+    es_tss_add(&es_tss.us_moves, (uint64_t)(st.ms * 1e3));
+    es_tss_add(&es_tss.us_copy, (uint64_t)(st.ms_copy * 1e3));
+    es_tss_add(&es_tss.us_sums, (uint64_t)(st.ms_sums * 1e3));
+    es_tss_add(&es_tss.us_sync, (uint64_t)(st.ms_sync * 1e3));
 }
 
 void es_mover_ts_stats(es_mover_ts_stats_t *o)
@@ -430,13 +532,19 @@ void es_mover_ts_stats(es_mover_ts_stats_t *o)
     o->bytes_skipped = __atomic_load_n(&es_tss.bytes_skipped, __ATOMIC_RELAXED);
     o->footprint = __atomic_load_n(&es_tss.footprint, __ATOMIC_RELAXED);
     o->slot_peak = __atomic_load_n(&es_slot_peak, __ATOMIC_RELAXED);
+    o->ms_moves = __atomic_load_n(&es_tss.us_moves, __ATOMIC_RELAXED) / 1e3;
+    o->ms_copy = __atomic_load_n(&es_tss.us_copy, __ATOMIC_RELAXED) / 1e3;
+    o->ms_sums = __atomic_load_n(&es_tss.us_sums, __ATOMIC_RELAXED) / 1e3;
+    o->ms_sync = __atomic_load_n(&es_tss.us_sync, __ATOMIC_RELAXED) / 1e3;
     o->resident = es_mover_where_est() >= 0;
 }
 
 int es_mover_yield(es_tslice_t *t, char *msg, size_t msglen)
 {
     es_door_safe_begin();
+    __atomic_store_n(&es_ts_light, 1, __ATOMIC_RELEASE);
     int rc = es_mover_door_move(ES_MOVER_PARK, msg, msglen);
+    __atomic_store_n(&es_ts_light, 0, __ATOMIC_RELEASE);
     if (rc == 0) {
         es_tss_add(&es_tss.yields, 1);
         es_tss_count(1);

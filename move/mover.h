@@ -87,6 +87,8 @@ typedef struct es_mover_ts_stats {
     uint64_t bytes_skipped;        /* not copied out: unchanged */
     uint64_t footprint;            /* the EST's memory at its last swap (bytes) */
     uint64_t slot_peak;            /* the slot's memory in use, peak after a swap-in */
+    double ms_moves;               /* wall time of those swaps (ms), of which: */
+    double ms_copy, ms_sums, ms_sync; /* copies, checksums, draining the streams */
     int resident;
 } es_mover_ts_stats_t;
 void es_mover_ts_stats(es_mover_ts_stats_t *out);

@@ -69,6 +69,12 @@ extern int es_slow[ES_NLIBS];
  * add/sub, so the two sources never race. */
 extern unsigned es_launch_gate;
 
+/* Forces every wrapper onto its slow path (on) or gives the flags back
+ * their own value (off): while a time-sliced EST keeps collectives
+ * (coll/defer.c), every call is looked at before it runs
+ * (intercept/tsdefer.c). Calls nest: each on needs its off. */
+void es_slow_force(int on);
+
 /* Loads the library (once; thread-safe; re-entrant calls from inside the
  * loading return at once) and counts the call of function idx. */
 void es_slowpath(int lib, int idx);

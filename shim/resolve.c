@@ -57,6 +57,14 @@ es_real_cublaslt_t es_raw_cublaslt = { ES_CUBLASLT_FUNCS(ES_INIT) };
 #undef ES_INIT
 
 int es_slow[ES_NLIBS] = { 1, 1, 1, 1, 1 };
+static int es_slow_forced; /* es_slow_force */
+
+/* A loaded library's slow-path flag: statistics, cuBLAS in d2, or forced. */
+static int es_slow_base(int lib)
+{
+    return es_cfg.stats || (lib == ES_LIB_CUBLAS && es_cfg.determinism == ES_DET_D2) ||
+           __atomic_load_n(&es_slow_forced, __ATOMIC_ACQUIRE) > 0;
+}
 unsigned es_launch_gate = 1;
 __thread int es_in_shim;
 
@@ -247,10 +255,25 @@ static void es_load(int lib)
 out:
     es_in_shim &= ~(1 << lib);
     __atomic_store_n(&L->done, 1, __ATOMIC_RELEASE);
-    __atomic_store_n(&es_slow[lib], es_cfg.stats || (lib == ES_LIB_CUBLAS && es_cfg.determinism == ES_DET_D2), __ATOMIC_RELEASE);
+    __atomic_store_n(&es_slow[lib], es_slow_base(lib), __ATOMIC_RELEASE);
     if (lib == ES_LIB_CUDA && !es_cfg.stats)
         __atomic_fetch_sub(&es_launch_gate, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&L->lock);
+}
+
+void es_slow_force(int on)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    __atomic_add_fetch(&es_slow_forced, on ? 1 : -1, __ATOMIC_ACQ_REL);
+    for (int lib = 0; lib < ES_NLIBS; lib++)
+        if (__atomic_load_n(&es_libs[lib].done, __ATOMIC_ACQUIRE))
+            __atomic_store_n(&es_slow[lib], es_slow_base(lib), __ATOMIC_RELEASE);
+    if (on)
+        __atomic_fetch_add(&es_launch_gate, 1, __ATOMIC_RELEASE);
+    else
+        __atomic_fetch_sub(&es_launch_gate, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&mu);
 }
 
 static void es_load_cuda(void) { es_load(ES_LIB_CUDA); }

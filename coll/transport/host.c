@@ -181,10 +181,14 @@ static void es_host_teardown(es_comm_t *c)
 /* The copies between the application's device memory (always a CUdeviceptr
  * here: never dereferenced on the host) and the staging:
  * on the stream, or, for a parked EST (time-slicing), at once from and to
- * its host copies. */
+ * its host copies (or plain host memory: es_coll_parked_host). */
 static CUresult es_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
     int pv = es_coll_parked_vdev();
+    if (n && pv >= 0 && es_coll_parked_host()) {
+        memcpy(dst, (const void *)(uintptr_t)src, n);
+        return CUDA_SUCCESS;
+    }
     if (n && pv >= 0)
         return es_swap_park_read(pv, dst, src, n) == 0 ? CUDA_SUCCESS
                                                               : CUDA_ERROR_INVALID_VALUE;
@@ -194,6 +198,10 @@ static CUresult es_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s)
 static CUresult es_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
     int pv = es_coll_parked_vdev();
+    if (n && pv >= 0 && es_coll_parked_host()) {
+        memcpy((void *)(uintptr_t)dst, src, n);
+        return CUDA_SUCCESS;
+    }
     if (n && pv >= 0)
         return es_swap_park_write(pv, dst, src, n) == 0 ? CUDA_SUCCESS
                                                                : CUDA_ERROR_INVALID_VALUE;

@@ -482,3 +482,15 @@ void es_libh_install(int lib)
         break;
     }
 }
+
+int es_libh_stream(const void *h, void **stream)
+{
+    const es_libh_head_t *hd = h;
+    if (!es_libh_on || !h || !es_harena_has(hd) || hd->magic != ES_LIBH_MAGIC)
+        return 0;
+    const es_libh_t *o = h;
+    if (o->dead || o->kind == ES_LH_LT)
+        return 0;
+    *stream = o->has_stream ? o->stream : NULL;
+    return 1;
+}

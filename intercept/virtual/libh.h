@@ -70,6 +70,12 @@ void es_libh_install(int lib);
 /* The virtual handle of a real one the shim handed out (NULL if none). */
 void *es_libh_from_real(const void *real);
 
+/* The stream a cuBLAS or cuDNN handle of the shim's launches on (the
+ * application's virtual stream; NULL: the legacy one): 1 and *stream, or
+ * 0 (not one of the shim's live handles, or a cuBLASLt one: its calls
+ * name their stream). */
+int es_libh_stream(const void *h, void **stream);
+
 /* Move hooks (move/mover.h): destroy the real handles of vdev's
  * contexts / re-create them where vdev is now. 0 or a negative errno with
  * a reason in msg. */

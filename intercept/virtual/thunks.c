@@ -1,8 +1,8 @@
 /* The translating real table (docs/MOVING.md, section 4): once a library is
  * loaded, while handles are virtual, every entry of es_real_<lib> (what
  * ES_REAL calls, in every hand-written wrapper of the shim) becomes a
- * thunk generated from the entry's annotated argument list: the handles
- * translated, the library's own function (es_raw_<lib>) called, the output
+ * thunk generated from the entry's annotated argument list: the
+ * time-slicing check (intercept/tsdefer.h), the handles translated, the library's own function (es_raw_<lib>) called, the output
  * handles mapped back. The library's own functions stay in es_raw_<lib>.
  * Also loads the moving machinery's driver table (move/drv.h) from the
  * driver the shim opened. */
@@ -11,11 +11,13 @@
 #include "shim/log.h"
 #include "shim/real.h"
 #include "intercept/virtual/thunks.h"
+#include "intercept/tsdefer.h"
 #include "move/drv.h"
 
 #define ES_THUNK(lib, sym, ret, params, args)                                  \
     static ret es_thunk_##sym params                                           \
     {                                                                          \
+        ES_TS_PRE(lib, sym, ret, args)                                         \
         ret r_ = ES_RAW(lib, sym) ES_VA_CALL args;                             \
         ES_VA_POST(r_, args);                                                  \
         return r_;                                                             \

@@ -172,7 +172,7 @@ static void test_agree(void **state)
         fail_msg("4 ESTs on 4 GPUs and on 1 differ:\n%s", out);
     /* 4 ESTs time-sliced on a GPU that holds one: collectives taken part in
      * while parked are hashed from the host copies, to the same values */
-    job("ts", "a100:24M", "", "EASYSCALE_TIME_SLICE=on", "--deterministic-kernels");
+    job("ts", "a100:32M", "", "EASYSCALE_TIME_SLICE=on", "--deterministic-kernels");
     if (diff("a", "ts", out, sizeof(out)) != 0)
         fail_msg("4 ESTs on 4 GPUs and time-sliced on 1 differ:\n%s", out);
     assert_non_null(strstr(out, "the runs agree"));

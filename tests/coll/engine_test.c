@@ -112,6 +112,7 @@ ES_UNCALLED(es_step_t *, es_step_new, es_comm_t *c)
 ES_UNCALLED(int, es_step_add, es_step_t *st, const es_action_t *a)
 ES_UNCALLED(CUresult, es_step_launch, es_step_t *st, CUstream s)
 ES_UNCALLED(int, es_coll_parked_vdev, void)
+ES_UNCALLED(int, es_coll_parked_host, void)
 ES_UNCALLED(size_t, es_coll_type_size, int dtype)
 ES_UNCALLED(void, es_coll_shard, size_t count, size_t es, int rank, int n, size_t *lo, size_t *hi)
 ES_UNCALLED(CUresult, es_p2p_rounds, es_comm_t *c, const es_p2p_t *ops, int n, CUstream s,

@@ -10,8 +10,10 @@
  * it has to make; GPU figures come from scripts/gpu-check, which runs it
  * with --here (the devices the driver shows, NVIDIA's driver there).
  *
- *   swap_bench [--mib N] [--here]
+ *   swap_bench [--mib N] [--here] [--memcpy]
  *     --mib N   the EST's size (default 512)
+ *     --memcpy  the driver's copy bandwidths only (the swap.memcpy.* lines;
+ *               scripts/bench-timeslice)
  *     --here    the driver's own devices (default: simcuda, 4 simulated
  *               GPUs a100, h100, a100, a100); with one device the
  *               migrations are skipped and the "own GPU" runs of the
@@ -169,13 +171,10 @@ static void fill(CUdeviceptr d, size_t n)
     cuStreamDestroy(s);
 }
 
-static void bench_swap(void)
+/* The driver's copy bandwidths (device 0's context current): the BENCH
+ * swap.memcpy.* lines. Returns the buffer of EST bytes it made on device 0. */
+static CUdeviceptr bench_memcpy(double *d2h, double *h2d)
 {
-    char msg[256];
-    CUcontext c0, c1;
-    CKD(cuDevicePrimaryCtxRetain(&c0, 0));
-    CKD(cuDevicePrimaryCtxRetain(&c1, ndev > 1 ? 1 : 0));
-    CKD(cuCtxSetCurrent(c0));
     CUdeviceptr d;
     CKD(es_mem_alloc(0, EST, ES_ALLOC_PLAIN, &d));
     fill(d, EST);
@@ -196,6 +195,20 @@ static void bench_swap(void)
     printf("BENCH swap.memcpy.h2d_recycled_bw %.3f GB/s # the same into memory created again "
            "after a release (as a swap-in writes), best of 2\n", m_recycled);
 
+    *d2h = m_d2h;
+    *h2d = m_h2d;
+    return d;
+}
+
+static void bench_swap(void)
+{
+    char msg[256];
+    CUcontext c0, c1;
+    CKD(cuDevicePrimaryCtxRetain(&c0, 0));
+    CKD(cuDevicePrimaryCtxRetain(&c1, ndev > 1 ? 1 : 0));
+    CKD(cuCtxSetCurrent(c0));
+    double m_d2h, m_h2d;
+    CUdeviceptr d = bench_memcpy(&m_d2h, &m_h2d);
     es_swap_opts_t o;
     es_swap_get_opts(&o);
     es_swap_stats_t st;
@@ -427,14 +440,16 @@ static int mib_arg(const char *s, size_t *bytes)
 
 int main(int argc, char **argv)
 {
-    int here = 0;
+    int here = 0, only_memcpy = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--here"))
             here = 1;
+        else if (!strcmp(argv[i], "--memcpy"))
+            only_memcpy = 1;
         else if (!strcmp(argv[i], "--mib") && i + 1 < argc && mib_arg(argv[i + 1], &EST) == 0)
             i++;
         else {
-            fprintf(stderr, "usage: swap_bench [--mib N] [--here]   (N: 1..65536)\n");
+            fprintf(stderr, "usage: swap_bench [--mib N] [--here] [--memcpy]   (N: 1..65536)\n");
             return 2;
         }
     }
@@ -444,6 +459,15 @@ int main(int argc, char **argv)
         setenv("SIMCUDA_SHM_NAME", shm, 1);
         setenv("SIMCUDA_DEVICES", "a100:4G,h100:4G,a100:4G,a100:4G", 1);
         unsetenv("CUDA_VISIBLE_DEVICES");
+    }
+    if (only_memcpy) { /* the copy bandwidths only (scripts/bench-timeslice) */
+        setup();
+        CUcontext c0;
+        CKD(cuDevicePrimaryCtxRetain(&c0, 0));
+        CKD(cuCtxSetCurrent(c0));
+        double d2h, h2d;
+        bench_memcpy(&d2h, &h2d);
+        return 0;
     }
     ts_out_t *out = mmap(NULL, sizeof(*out), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                          -1, 0);

@@ -7,8 +7,9 @@
  * - d2, an A100, an H100 and a T4: the same across models (the a100 <->
  *   h100 and t4 pairs): the checksum of the run without moves.
  * - Time-slicing: the four ESTs on one GPU whose memory holds only one of
- *   them (EASYSCALE_TIME_SLICE=on): they take turns, yielding at each
- *   collective; the checksum of the four ESTs each on its own GPU.
+ *   them (EASYSCALE_TIME_SLICE=on), 8 gradient buckets a step: they take
+ *   turns, one a step each (their collectives kept until they yield); the
+ *   checksum of the four ESTs each on its own GPU, also with SIMCUDA_CHAOS.
  * - Scale events, d2 on an A100, an A100, an H100 and a T4: `scale` lines
  *   of the schedule take the job from 4 GPUs to 2, 1 and 3; the controller
  *   daemon is killed with SIGKILL between the second and the third, `run`
@@ -16,7 +17,8 @@
  *   and the third scale happens on it: every rank prints the checksum of
  *   the job that stayed on its 4 GPUs.
  * Negative controls: the same moves without the memory registry
- * (EASYSCALE_MOVE=nomem) break the run, and so do the same scale events;
+ * (EASYSCALE_MOVE=nomem) break the run, and so do the same scale events
+ * and the same time-slicing;
  * the four ESTs on the small GPU without time-slicing run out of memory. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -405,51 +407,112 @@ static void test_scale_without_registry_breaks(void **state)
 
 /* ---- time-slicing ------------------------------------------------------------------- */
 
-/* scripts/launch -n 4 with the trainer (20 steps: 3 collectives each, every
- * one a turn for each EST). */
-static void launch_run(const char *devices, const char *more, es_proc_result_t *r)
+/* scripts/launch -n 4 with the trainer: 20 steps of 8 gradient buckets
+ * (8 all-reduces a step). */
+#define TS_STEPS 20
+static void launch_run(const char *devices, const char *more, const char *more2,
+                       es_proc_result_t *r)
 {
     char dev_env[128];
     snprintf(dev_env, sizeof(dev_env), "SIMCUDA_DEVICES=%s", devices);
     char *argv[] = { "python3", (char *)es_root_path("scripts/launch"), "-n", "4", "--",
                      "python3", (char *)es_root_path("examples/train.py"), "--steps", "20",
-                     "--log-every", "20", "--deterministic-kernels", NULL };
+                     "--log-every", "20", "--deterministic-kernels", "--buckets", "8", NULL };
     char *env[] = { preload, dev_env, "EASYSCALE_DETERMINISM=d1", "EASYSCALE_LOG=info",
-                    (char *)more, NULL };
+                    (char *)more, (char *)more2, NULL };
+    if (!more)
+        env[4] = NULL;
     assert_int_equal(es_run(argv, env, TMO, r), 0);
 }
 
-/* One GPU of 24 MiB holds one EST of the trainer (22 MiB) and no more. */
-#define SMALL_GPU "a100:24M"
+/* One GPU of 32 MiB holds one EST of the trainer (22 MiB, and what it
+ * allocates for a while at times) and not two. */
+#define SMALL_GPU "a100:32M"
+
+/* The 4-GPU checksum (want). */
+static void own_checksum(char *want, size_t len)
+{
+    es_proc_result_t own;
+    launch_run("a100:2G,a100:2G,a100:2G,a100:2G", NULL, NULL, &own);
+    if (own.status != 0)
+        fail_msg("four ESTs on four GPUs failed (%d):\n%s", own.status, own.out);
+    checksum4(&own, "checksum", want, len);
+    es_proc_result_free(&own);
+}
+
+/* The number of "checksum X" lines equal to want (and none different). */
+static int checksums_equal(const char *out, const char *want)
+{
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, "\nchecksum ")) != NULL; p++) {
+        char v[128];
+        if (sscanf(p + 10, "%127s", v) != 1 || strcmp(v, want) != 0)
+            return -1;
+        n++;
+    }
+    return n;
+}
+
+/* Every rank's yields (the shim's figures at exit): each within
+ * [TS_STEPS, TS_STEPS + 8] -- one a step, plus a few outside the training
+ * loop (the communicator's rendezvous, the first forward after the
+ * broadcast, the statistics, the evaluation, the digests' all-gather).
+ * Yielding at every collective would be 8 a step. */
+static void check_yields(const char *out)
+{
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, "time-slicing: slot ")) != NULL; p++) {
+        int slot;
+        unsigned long long y;
+        if (sscanf(p, "time-slicing: slot %d: %llu yields", &slot, &y) != 2)
+            continue;
+        print_message("time-sliced rank: %llu yields in %d steps of 8 all-reduces\n", y,
+                      TS_STEPS);
+        if (y < TS_STEPS || y > TS_STEPS + 8)
+            fail_msg("%llu yields in %d steps (want one a step, not one a collective)", y,
+                     TS_STEPS);
+        n++;
+    }
+    assert_int_equal(n, 4);
+}
+
+static void ts_run_same(const char *want, const char *more, const char *what)
+{
+    es_proc_result_t ts;
+    launch_run(SMALL_GPU, "EASYSCALE_TIME_SLICE=on", more, &ts);
+    if (ts.status != 0)
+        fail_msg("four ESTs time-sliced on one GPU (%s) failed (%d):\n%s", what, ts.status,
+                 ts.out);
+    int n = checksums_equal(ts.out, want);
+    if (n != 4)
+        fail_msg("time-sliced (%s): %d checksum(s) equal to the 4-GPU one %s (want 4)\n%s", what,
+                 n, want, ts.out);
+    check_yields(ts.out);
+    es_proc_result_free(&ts);
+}
 
 static void test_time_slicing_four_on_one(void **state)
 {
     (void)state;
-    es_proc_result_t own, ts;
     char want[128];
-    launch_run("a100:2G,a100:2G,a100:2G,a100:2G", NULL, &own); /* each on its own GPU */
-    if (own.status != 0)
-        fail_msg("four ESTs on four GPUs failed (%d):\n%s", own.status, own.out);
-    checksum4(&own, "checksum", want, sizeof(want));
-    launch_run(SMALL_GPU, "EASYSCALE_TIME_SLICE=on", &ts);
-    if (ts.status != 0)
-        fail_msg("four ESTs time-sliced on one GPU failed (%d):\n%s", ts.status, ts.out);
-    /* every rank printed the same checksum (the last four checksum lines) */
-    int n = 0;
-    for (const char *p = ts.out; (p = strstr(p, "\nchecksum ")) != NULL; p++) {
-        char v[128];
-        if (sscanf(p + 10, "%127s", v) != 1 || strcmp(v, want) != 0)
-            fail_msg("a time-sliced rank printed checksum %s, not %s", v, want);
-        n++;
-    }
-    assert_int_equal(n, 4);
-    /* they took turns: each parked at every collective (3 a step) */
-    int parks = 0;
-    for (const char *p = ts.out; (p = strstr(p, "moved to host memory")) != NULL; p++)
-        parks++;
-    print_message("time-sliced: %d parks\n", parks);
-    assert_true(parks >= 4 * 3 * 20);
-    es_proc_result_free(&own);
+    own_checksum(want, sizeof(want));
+    ts_run_same(want, NULL, "plain");
+    /* independent streams run in an adversarial order (simcuda) */
+    ts_run_same(want, "SIMCUDA_CHAOS=7", "SIMCUDA_CHAOS=7");
+}
+
+/* Negative control: the same without the memory registry
+ * (EASYSCALE_MOVE=nomem: memory stays the driver's and does not survive a
+ * park): the run fails, or its checksums differ. */
+static void test_time_slicing_without_registry_breaks(void **state)
+{
+    (void)state;
+    char want[128];
+    own_checksum(want, sizeof(want));
+    es_proc_result_t ts;
+    launch_run(SMALL_GPU, "EASYSCALE_TIME_SLICE=on", "EASYSCALE_MOVE=nomem", &ts);
+    if (ts.status == 0 && checksums_equal(ts.out, want) == 4)
+        fail_msg("time-slicing without the registry gave the 4-GPU checksum:\n%s", ts.out);
     es_proc_result_free(&ts);
 }
 
@@ -460,7 +523,7 @@ static void test_four_on_one_without_slicing_fail(void **state)
 {
     (void)state;
     es_proc_result_t r;
-    launch_run(SMALL_GPU, NULL, &r);
+    launch_run(SMALL_GPU, NULL, NULL, &r);
     if (r.status == 0)
         fail_msg("four ESTs fit on the small GPU without time-slicing:\n%s", r.out);
     /* the driver's answer, or cuBLAS's when its handle is the first to ask */
@@ -480,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_scale_d2_controller_restart),
         cmocka_unit_test(test_scale_without_registry_breaks),
         cmocka_unit_test(test_time_slicing_four_on_one),
+        cmocka_unit_test(test_time_slicing_without_registry_breaks),
         cmocka_unit_test(test_four_on_one_without_slicing_fail),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

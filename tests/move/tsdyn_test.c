@@ -1,6 +1,6 @@
 /* Time-slicing a running job (docs/MOVING.md, section 6): examples/train.py
  * with four ESTs under easyscale-ctl, on two A100s and a small GPU whose
- * memory holds one EST of the trainer (24 MiB; an EST is about 22 MiB).
+ * memory holds one EST of the trainer (32 MiB; an EST is about 22 MiB).
  *
  * - The schedule grants the small GPU, then `timeslice 2 2,3`: ESTs 2 and 3
  *   take turns on it (each parks in host memory at every collective while
@@ -32,7 +32,7 @@
  * README, run 6.), so the events happen at their steps however fast the
  * machine is, and the job can be short. */
 #define STEPS "20"
-#define DEVICES "a100:2G,a100:2G,a100:24M"
+#define DEVICES "a100:2G,a100:2G,a100:32M"
 
 /* The four ranks' checksums, all equal: that checksum in ck. */
 static void checksum4(const es_proc_result_t *r, char *ck, size_t len)
