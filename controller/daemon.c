@@ -75,6 +75,9 @@ typedef struct est {
     uint64_t total_ns, bytes;
     int ts; /* a member of the job's rotation (time-sliced on D.ts.gpu) */
     uint64_t held; /* waiting at a scheduled step: that step + 1 (heartbeat); 0 not */
+    /* time-slicing figures since the EST started (heartbeat) */
+    uint64_t yields, swaps_out, swaps_in, bytes_out, bytes_in;
+    uint32_t where; /* enum es_proto_est_where */
 } est_t;
 
 /* The job's rotation: ESTs that take turns on one GPU (one at a time). */
@@ -406,6 +409,29 @@ static const char *est_state(const est_t *e)
     return e->held ? "held" : "running";
 }
 
+/* Where an EST's device memory is, as its last heartbeat said (not known
+ * for an EST not connected now). */
+static uint32_t est_where(const est_t *e)
+{
+    return e->seen && e->conn >= 0 ? e->where : ES_WHERE_UNKNOWN;
+}
+
+static const char *where_name(uint32_t w)
+{
+    return w == ES_WHERE_RESIDENT ? "resident" : w == ES_WHERE_PARKED ? "parked" : "unknown";
+}
+
+/* "512 B", "3.5 MiB", "1.50 GiB". */
+static void size_label(uint64_t b, char *buf, size_t len)
+{
+    if (b < (1ull << 20))
+        snprintf(buf, len, "%llu B", (unsigned long long)b);
+    else if (b < (1ull << 30))
+        snprintf(buf, len, "%.1f MiB", (double)b / (double)(1ull << 20));
+    else
+        snprintf(buf, len, "%.2f GiB", gib(b));
+}
+
 /* ---- status --------------------------------------------------------------------- */
 
 /* status: the job's line(s) (JSON: the "job" object), then the ESTs'
@@ -455,6 +481,35 @@ static void status_job(es_ctl_buf_t *b, int json, int64_t now, const char *sourc
     }
 }
 
+/* status --json: an EST's time-slicing figures (fields of its object). */
+static void status_est_ts_json(es_ctl_buf_t *b, const est_t *e)
+{
+    es_ctl_buf_printf(b, "\"where\":\"%s\",\"yields\":%llu,\"swaps_out\":%llu,"
+                      "\"swaps_in\":%llu,\"bytes_out\":%llu,\"bytes_in\":%llu",
+                      where_name(est_where(e)), (unsigned long long)e->yields,
+                      (unsigned long long)e->swaps_out, (unsigned long long)e->swaps_in,
+                      (unsigned long long)e->bytes_out, (unsigned long long)e->bytes_in);
+}
+
+/* status (human): the ESTs' time-slicing table, one line per EST. */
+static void status_ests_ts_text(es_ctl_buf_t *b)
+{
+    es_ctl_buf_printf(b, "%-5s %-9s %-10s %-17s %s\n", "rank", "memory", "yields",
+                      "swaps out/in", "bytes out/in");
+    for (int r = 0; r < D.job.nests; r++) {
+        const est_t *e = &D.ests[r];
+        uint32_t w = est_where(e);
+        char swaps[48], out[24], in[24];
+        snprintf(swaps, sizeof(swaps), "%llu/%llu", (unsigned long long)e->swaps_out,
+                 (unsigned long long)e->swaps_in);
+        size_label(e->bytes_out, out, sizeof(out));
+        size_label(e->bytes_in, in, sizeof(in));
+        es_ctl_buf_printf(b, "%-5d %-9s %-10llu %-17s %s/%s\n", r,
+                          w == ES_WHERE_UNKNOWN ? "-" : where_name(w),
+                          (unsigned long long)e->yields, swaps, out, in);
+    }
+}
+
 /* status: one line (JSON: object) per EST. */
 static void status_ests(es_ctl_buf_t *b, int json, int64_t now)
 {
@@ -474,10 +529,11 @@ static void status_ests(es_ctl_buf_t *b, int json, int64_t now)
             es_ctl_buf_printf(b, ",\"host\":");
             es_ctl_buf_json_str(b, e->host);
             es_ctl_buf_printf(b, ",\"step\":%llu,\"state\":\"%s\",\"step_time_ms\":%.3f,"
-                              "\"memory\":%llu,\"epoch\":%llu,\"last_heard_s\":%.3f,"
-                              "\"held_at\":", (unsigned long long)e->step, est_state(e),
-                              e->step_time_ns / 1e6, (unsigned long long)e->mem,
-                              (unsigned long long)e->epoch, ago);
+                              "\"memory\":%llu,\"epoch\":%llu,\"last_heard_s\":%.3f,",
+                              (unsigned long long)e->step, est_state(e), e->step_time_ns / 1e6,
+                              (unsigned long long)e->mem, (unsigned long long)e->epoch, ago);
+            status_est_ts_json(b, e);
+            es_ctl_buf_printf(b, ",\"held_at\":");
             if (e->held)
                 es_ctl_buf_printf(b, "%llu}", (unsigned long long)(e->held - 1));
             else
@@ -494,6 +550,94 @@ static void status_ests(es_ctl_buf_t *b, int json, int64_t now)
     }
 }
 
+/* A GPU's ESTs for status: all placed there, those resident on it now and
+ * those parked in host memory (as their heartbeats say), their mean
+ * speed, and the bytes they swapped out and in. */
+typedef struct gpu_ests {
+    char all[4096], resident[4096], parked[4096]; /* "0,2" */
+    int n, nrate;
+    double rate;
+    uint64_t bytes_out, bytes_in;
+} gpu_ests_t;
+
+/* Appends ",r" (or "r") to list when it fits whole (a list too long for
+ * it ends at its last whole rank). */
+static void list_add(char *list, size_t len, int r)
+{
+    char item[16];
+    size_t o = strlen(list);
+    int k = snprintf(item, sizeof(item), "%s%d", o ? "," : "", r);
+    if (k > 0 && o + (size_t)k < len)
+        memcpy(list + o, item, (size_t)k + 1);
+}
+
+static void gpu_ests(int g, gpu_ests_t *x)
+{
+    memset(x, 0, sizeof(*x));
+    for (int r = 0; r < D.job.nests; r++) {
+        const est_t *e = &D.ests[r];
+        if ((e->seen ? e->gpu : D.job.place[r]) != g)
+            continue;
+        x->n++;
+        list_add(x->all, sizeof(x->all), r);
+        uint32_t w = est_where(e);
+        if (w == ES_WHERE_RESIDENT)
+            list_add(x->resident, sizeof(x->resident), r);
+        else if (w == ES_WHERE_PARKED)
+            list_add(x->parked, sizeof(x->parked), r);
+        x->bytes_out += e->bytes_out;
+        x->bytes_in += e->bytes_in;
+        if (e->step_time_ns) {
+            x->rate += 1e9 / (double)e->step_time_ns;
+            x->nrate++;
+        }
+    }
+}
+
+static void status_gpu_json(es_ctl_buf_t *b, int g, int first, const gpu_ests_t *x, double sps,
+                            uint64_t ns)
+{
+    const es_ctl_gpu_t *G = &D.job.gpus[g];
+    int in = !!(D.job.slots & (1ull << g));
+    es_ctl_buf_printf(b, "%s{\"gpu\":%d,\"uuid\":", first ? "" : ",", G->ordinal);
+    es_ctl_buf_json_str(b, G->uuid);
+    es_ctl_buf_printf(b, ",\"model\":");
+    es_ctl_buf_json_str(b, G->model);
+    es_ctl_buf_printf(b, ",\"name\":");
+    es_ctl_buf_json_str(b, G->name);
+    es_ctl_buf_printf(b, ",\"memory\":%llu,\"in_job\":%s,\"ests\":[%s],"
+                      "\"steps_per_s\":%.3f,\"est_step_ns\":%llu,\"resident\":[%s],"
+                      "\"parked\":[%s],\"bytes_out\":%llu,\"bytes_in\":%llu,"
+                      "\"bytes_swapped\":%llu}",
+                      (unsigned long long)G->mem, in ? "true" : "false", x->all, sps,
+                      (unsigned long long)ns, x->resident, x->parked,
+                      (unsigned long long)x->bytes_out, (unsigned long long)x->bytes_in,
+                      (unsigned long long)(x->bytes_out + x->bytes_in));
+}
+
+/* status (human): a GPU's line, then (with ESTs there) who is resident,
+ * who is parked and what they swapped. */
+static void status_gpu_text(es_ctl_buf_t *b, int g, const gpu_ests_t *x, double sps, uint64_t ns,
+                            const char *source)
+{
+    const es_ctl_gpu_t *G = &D.job.gpus[g];
+    int in = !!(D.job.slots & (1ull << g));
+    char mem[32], rs[32], sum[24], out[24], inb[24];
+    snprintf(mem, sizeof(mem), "%.1f GiB", gib(G->mem));
+    snprintf(rs, sizeof(rs), x->nrate ? "%.2f" : "-", sps);
+    es_ctl_buf_printf(b, "%-5d %-6s %-10s %-4s %-16s %-14s %.3f ms (%s)\n", G->ordinal,
+                      G->model[0] ? G->model : "?", mem, in ? "yes" : "no",
+                      x->n ? x->all : "-", rs, ns / 1e6, source);
+    if (!x->n)
+        return;
+    size_label(x->bytes_out + x->bytes_in, sum, sizeof(sum));
+    size_label(x->bytes_out, out, sizeof(out));
+    size_label(x->bytes_in, inb, sizeof(inb));
+    es_ctl_buf_printf(b, "      resident: %s%s; parked: %s%s; swapped %s (%s out, %s in)\n",
+                      x->resident[0] ? "ranks " : "none", x->resident,
+                      x->parked[0] ? "ranks " : "none", x->parked, sum, out, inb);
+}
+
 /* status: one line (JSON: object) per GPU of the job or with ESTs on it,
  * with its measured speed and the per-EST step time placement uses (ns). */
 static void status_gpus(es_ctl_buf_t *b, int json, const uint64_t *ns, const char *source)
@@ -505,47 +649,15 @@ static void status_gpus(es_ctl_buf_t *b, int json, const uint64_t *ns, const cha
                           "job", "ESTs", "steps/s", "est. EST step");
     int first = 1;
     for (int g = 0; g < D.job.ngpus; g++) {
-        const es_ctl_gpu_t *G = &D.job.gpus[g];
-        int in = !!(D.job.slots & (1ull << g));
-        char list[4096];
-        size_t o = 0;
-        double rate = 0;
-        int nrate = 0;
-        list[0] = '\0';
-        for (int r = 0; r < D.job.nests && o < sizeof(list); r++) {
-            int gpu = D.ests[r].seen ? D.ests[r].gpu : D.job.place[r];
-            if (gpu != g)
-                continue;
-            int k = snprintf(list + o, sizeof(list) - o, "%s%d", o ? "," : "", r);
-            if (k > 0)
-                o += (size_t)k;
-            if (D.ests[r].step_time_ns) {
-                rate += 1e9 / (double)D.ests[r].step_time_ns;
-                nrate++;
-            }
-        }
-        if (!in && !o)
+        gpu_ests_t x;
+        gpu_ests(g, &x);
+        if (!(D.job.slots & (1ull << g)) && !x.n)
             continue;
-        double sps = nrate ? rate / nrate : 0;
-        if (json) {
-            es_ctl_buf_printf(b, "%s{\"gpu\":%d,\"uuid\":", first ? "" : ",", G->ordinal);
-            es_ctl_buf_json_str(b, G->uuid);
-            es_ctl_buf_printf(b, ",\"model\":");
-            es_ctl_buf_json_str(b, G->model);
-            es_ctl_buf_printf(b, ",\"name\":");
-            es_ctl_buf_json_str(b, G->name);
-            es_ctl_buf_printf(b, ",\"memory\":%llu,\"in_job\":%s,\"ests\":[%s],"
-                              "\"steps_per_s\":%.3f,\"est_step_ns\":%llu}",
-                              (unsigned long long)G->mem, in ? "true" : "false", list, sps,
-                              (unsigned long long)ns[g]);
-        } else {
-            char mem[32], rs[32];
-            snprintf(mem, sizeof(mem), "%.1f GiB", gib(G->mem));
-            snprintf(rs, sizeof(rs), nrate ? "%.2f" : "-", sps);
-            es_ctl_buf_printf(b, "%-5d %-6s %-10s %-4s %-16s %-14s %.3f ms (%s)\n", G->ordinal,
-                              G->model[0] ? G->model : "?", mem, in ? "yes" : "no",
-                              o ? list : "-", rs, ns[g] / 1e6, source);
-        }
+        double sps = x.nrate ? x.rate / x.nrate : 0;
+        if (json)
+            status_gpu_json(b, g, first, &x, sps, ns[g]);
+        else
+            status_gpu_text(b, g, &x, sps, ns[g], source);
         first = 0;
     }
 }
@@ -558,6 +670,8 @@ static void status_text(es_ctl_buf_t *b, int json)
     speeds(D.job.slots, ns, &source);
     status_job(b, json, now, source);
     status_ests(b, json, now);
+    if (!json)
+        status_ests_ts_text(b);
     status_gpus(b, json, ns, source);
     if (json)
         es_ctl_buf_printf(b, "]}\n");
@@ -1417,6 +1531,12 @@ static void handle_heartbeat(int i, const es_proto_msg_t *m)
     e->epoch = m->u.hb.epoch;
     e->state = m->u.hb.state;
     e->held = m->u.hb.held;
+    e->yields = m->u.hb.yields;
+    e->swaps_out = m->u.hb.swaps_out;
+    e->swaps_in = m->u.hb.swaps_in;
+    e->bytes_out = m->u.hb.bytes_out;
+    e->bytes_in = m->u.hb.bytes_in;
+    e->where = m->u.hb.where;
     e->last_ms = now;
     /* Per-EST compute time on this model: the step less the time waited
      * in collectives, shared by the ESTs of the GPU. Only when the shim

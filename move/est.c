@@ -440,3 +440,16 @@ uint64_t es_move_footprint(void)
 {
     return es_memreg_footprint();
 }
+
+void es_move_ts_figures(es_move_ts_figures_t *out)
+{
+    es_mover_ts_stats_t st;
+    es_mover_ts_stats(&st);
+    out->yields = st.yields;
+    out->swaps_out = st.swaps_out;
+    out->swaps_in = st.swaps_in;
+    out->bytes_out = st.bytes_out;
+    out->bytes_in = st.bytes_in;
+    int where = es_mover_where_est(); /* -2: nothing on a GPU yet */
+    out->where = where >= 0 ? 1 : where == ES_MOVER_PARK ? 0 : -1;
+}

@@ -181,6 +181,22 @@ static int es_ctl_send(int fd, es_proto_msg_t *m)
     return es_proto_send_all(fd, buf, len, NULL);
 }
 
+/* The time-slicing figures of the moves seam into a heartbeat. */
+static void es_ctl_ts_figures(es_proto_msg_t *m)
+{
+    es_move_ts_figures_t f;
+    memset(&f, 0, sizeof(f));
+    f.where = -1;
+    es_move_ts_figures(&f);
+    m->u.hb.yields = f.yields;
+    m->u.hb.swaps_out = f.swaps_out;
+    m->u.hb.swaps_in = f.swaps_in;
+    m->u.hb.bytes_out = f.bytes_out;
+    m->u.hb.bytes_in = f.bytes_in;
+    m->u.hb.where = f.where > 0 ? ES_WHERE_RESIDENT : f.where == 0 ? ES_WHERE_PARKED
+                                                                     : ES_WHERE_UNKNOWN;
+}
+
 static int es_ctl_heartbeat(int fd)
 {
     uint64_t now = es_now_ns(), step = es_step_now();
@@ -199,6 +215,7 @@ static int es_ctl_heartbeat(int fd)
     m.u.hb.epoch = es_ctl.epoch;
     m.u.hb.state = (uint32_t)es_ctl.state;
     m.u.hb.held = es_step_held();
+    es_ctl_ts_figures(&m);
     es_ctl.sent_step = step;
     es_ctl.sent_held = m.u.hb.held;
     return es_ctl_send(fd, &m);

@@ -74,4 +74,18 @@ uint64_t es_move_footprint(void);
  * (ES_MOVE_TS_JOIN; its slot is the rotation's), else 0. Any thread. */
 int es_move_time_sliced(void);
 
+/* The EST's time-slicing figures since it started (move/mover.h counts
+ * them when a time-sliced EST yields its GPU and comes back), reported in
+ * heartbeats. where: 1 its device memory is on a GPU now, 0 parked in
+ * host memory, -1 not known (it holds nothing on a GPU yet). Any thread;
+ * where is looked up under the move registry's locks (briefly, but it
+ * waits for a swap under way), the counters are atomics. */
+typedef struct es_move_ts_figures {
+    uint64_t yields;              /* turns given up */
+    uint64_t swaps_out, swaps_in; /* parks, and returns onto the GPU */
+    uint64_t bytes_out, bytes_in; /* copied device -> host, host -> device */
+    int where;
+} es_move_ts_figures_t;
+void es_move_ts_figures(es_move_ts_figures_t *out);
+
 #endif

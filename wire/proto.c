@@ -15,7 +15,7 @@ uint32_t es_proto_max_len(unsigned type)
      * anything longer is malformed anyway. */
     switch (type) {
     case ES_MSG_REGISTER: return 4 * 4 + 3 * 8 + 2 * (2 + ES_PROTO_SLOT_MAX);
-    case ES_MSG_HEARTBEAT: return 6 * 8 + 4;
+    case ES_MSG_HEARTBEAT: return ES_PROTO_HB_LEN;
     case ES_MSG_MOVE: return 4 + 8 + 2 + ES_PROTO_SLOT_MAX + 4 + 4 * ES_PROTO_TS_MAX;
     case ES_MSG_ACK:
         return 4 + 4 + 5 * 8 + 2 + ES_PROTO_SLOT_MAX + 2 + ES_PROTO_REASON_MAX;
@@ -140,6 +140,12 @@ int es_proto_encode(const es_proto_msg_t *m, uint8_t *buf, size_t cap, size_t *l
         put_u64(&w, m->u.hb.epoch);
         put_u32(&w, m->u.hb.state);
         put_u64(&w, m->u.hb.held);
+        put_u64(&w, m->u.hb.yields);
+        put_u64(&w, m->u.hb.swaps_out);
+        put_u64(&w, m->u.hb.swaps_in);
+        put_u64(&w, m->u.hb.bytes_out);
+        put_u64(&w, m->u.hb.bytes_in);
+        put_u32(&w, m->u.hb.where);
         break;
     case ES_MSG_MOVE:
         if (m->u.move.op == 0 || m->u.move.op >= ES_MOVE_NOPS)
@@ -321,7 +327,13 @@ int es_proto_decode(const es_proto_hdr_t *h, const uint8_t *payload, es_proto_ms
         m->u.hb.epoch = get_u64(&r);
         m->u.hb.state = get_u32(&r);
         m->u.hb.held = get_u64(&r);
-        if (!r.err && m->u.hb.state > ES_EST_SWAPPED_OUT)
+        m->u.hb.yields = get_u64(&r);
+        m->u.hb.swaps_out = get_u64(&r);
+        m->u.hb.swaps_in = get_u64(&r);
+        m->u.hb.bytes_out = get_u64(&r);
+        m->u.hb.bytes_in = get_u64(&r);
+        m->u.hb.where = get_u32(&r);
+        if (!r.err && (m->u.hb.state > ES_EST_SWAPPED_OUT || m->u.hb.where > ES_WHERE_PARKED))
             r.err = -EBADMSG;
         break;
     case ES_MSG_MOVE:

@@ -37,10 +37,12 @@
 #define ES_PROTO_MAGIC 0x31435345u /* bytes 'E' 'S' 'C' '1' */
 /* Version 2: MOVE carries a rank list (time-slicing a running job).
  * Version 3: scheduled holds (RELEASE, the RELEASE verb, HEARTBEAT.held,
- * REQUEST flag ES_REQ_AGAIN). A peer of another version is refused at its
- * first frame (-EPROTONOSUPPORT: the receiver logs the version it got and
- * closes). */
-#define ES_PROTO_VERSION 3u
+ * REQUEST flag ES_REQ_AGAIN).
+ * Version 4: HEARTBEAT carries the EST's time-slicing figures (yields,
+ * swaps and bytes out and in, resident or parked).
+ * A peer of another version is refused at its first frame
+ * (-EPROTONOSUPPORT: the receiver logs the version it got and closes). */
+#define ES_PROTO_VERSION 4u
 #define ES_PROTO_HDR_SIZE 16u
 
 /* The frame header, as it is on the wire (little-endian fields). */
@@ -126,6 +128,16 @@ enum es_proto_verb {
 /* EST states (HEARTBEAT.state, as the shim sees itself). */
 enum es_proto_est_state { ES_EST_RUNNING = 0, ES_EST_MOVING = 1, ES_EST_SWAPPED_OUT = 2 };
 
+/* Where the EST's device memory is (HEARTBEAT.where): on its GPU, parked in
+ * host memory (swapped out, or between its turns when time-sliced), or not
+ * known (it holds nothing on a GPU yet, or this shim cannot tell). */
+enum es_proto_est_where { ES_WHERE_UNKNOWN = 0, ES_WHERE_RESIDENT = 1, ES_WHERE_PARKED = 2 };
+
+/* HEARTBEAT's payload: 11 64-bit fields and 2 32-bit ones, in the order of
+ * es_proto_msg_t.u.hb (exactly this many bytes; anything else is refused). */
+#define ES_PROTO_HB_LEN 96u
+_Static_assert(ES_PROTO_HB_LEN == 11 * 8 + 2 * 4, "heartbeat payload layout");
+
 /* Field limits (bytes, without a terminating NUL). */
 #define ES_PROTO_SLOT_MAX 63   /* a GPU ordinal or UUID ("GPU-" + 36), or "host" */
 #define ES_PROTO_HOST_MAX 63
@@ -159,6 +171,12 @@ typedef struct es_proto_msg {
             uint64_t epoch;        /* last placement epoch applied */
             uint32_t state;        /* enum es_proto_est_state */
             uint64_t held;         /* waiting at a scheduled step: that step + 1; 0 not */
+            /* time-slicing (version 4): the EST's figures since it started,
+             * counted when it yields its GPU and comes back (move/mover.h) */
+            uint64_t yields;              /* turns given up */
+            uint64_t swaps_out, swaps_in; /* parks, and returns onto the GPU */
+            uint64_t bytes_out, bytes_in; /* copied device -> host, host -> device */
+            uint32_t where;               /* enum es_proto_est_where */
         } hb;
         struct {
             uint32_t op; /* enum es_proto_move_op */

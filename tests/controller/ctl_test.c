@@ -25,6 +25,8 @@
  *    ESTs that move (fake) and that cannot (the real shim: the reason is
  *    shown, exit 1, the job stays consistent); placement by speed (prior
  *    and measured);
+ *  - status shows the ESTs' time-slicing figures (per EST and per GPU:
+ *    resident, parked, bytes swapped) as their heartbeats carry them;
  *  - an EST that stops answering is reported, then recovers;
  *  - --schedule events at steps and times, failures reported;
  *  - TCP with the shared token; the default socket directory.
@@ -1286,6 +1288,72 @@ static void test_timeslice_commands(void **state)
     free(out);
 }
 
+/* The time-slicing figures the ESTs' heartbeats carry, in status and
+ * status --json: per EST (where its memory is, yields, swaps and bytes out
+ * and in), per GPU (who is resident, who is parked, the bytes its ESTs
+ * swapped). Values the test chooses, each rank its own. */
+static void test_status_ts_figures(void **state)
+{
+    (void)state;
+    char sock[300];
+    sock_path(sock, sizeof(sock), "tsfigs");
+    char *env[] = { "SIMCUDA_DEVICES=a100:16G,a100:16G", NULL };
+    /* rank 0 resident, 1 parked (both on GPU 0), 2 resident, 3 unknown (GPU 1) */
+    const char *figs = "r:12:13:11:3221225472:2952790016/p:7:8:7:1073741824:536870912/"
+                       "r:3:2:2:5242880:4194304/u:0:0:0:0:0";
+    bg_t job;
+    start_fake_job(&job, env, sock, 4, (const char *[]){ "--gpus", "0,1", NULL },
+                   (const char *[]){ "--run-ms", "60000", "--hb-ms", "50", "--ts-by-rank", figs,
+                                     NULL });
+    char *j = wait_registered(sock, 4, 0, 30);
+    for (int i = 0; i < 100 && (jint(jest(j, 0), "yields", 0) != 12 ||
+                                jint(jest(j, 2), "yields", 0) != 3); i++) {
+        free(j);
+        msleep(100);
+        j = status_json(sock);
+    }
+    assert_int_equal(jint(jest(j, 0), "gpu", -1), 0);
+    assert_int_equal(jint(jest(j, 1), "gpu", -1), 0);
+    assert_int_equal(jint(jest(j, 2), "gpu", -1), 1);
+    assert_int_equal(jint(jest(j, 3), "gpu", -1), 1);
+    char w[32];
+    static const char *const where[] = { "resident", "parked", "resident", "unknown" };
+    for (int r = 0; r < 4; r++)
+        assert_string_equal(jstr(jest(j, r), "where", w, sizeof(w)), where[r]);
+    const char *e0 = jest(j, 0), *e1 = jest(j, 1);
+    assert_int_equal(jint(e0, "yields", -1), 12);
+    assert_int_equal(jint(e0, "swaps_out", -1), 13);
+    assert_int_equal(jint(e0, "swaps_in", -1), 11);
+    assert_int_equal(jint(e0, "bytes_out", -1), 3221225472L);
+    assert_int_equal(jint(e0, "bytes_in", -1), 2952790016L);
+    assert_int_equal(jint(e1, "yields", -1), 7);
+    assert_int_equal(jint(e1, "bytes_in", -1), 536870912L);
+    /* GPU 0: 0 resident, 1 parked, 3 + 2.75 + 1 + 0.5 GiB; GPU 1: 2 resident,
+     * 3 neither (its memory's place not known) */
+    const char *slots = strstr(j, "\"slots\":[");
+    assert_non_null(slots);
+    assert_non_null(strstr(slots, "\"ests\":[0,1],"));
+    assert_non_null(strstr(slots, "\"resident\":[0],\"parked\":[1],\"bytes_out\":4294967296,"
+                                  "\"bytes_in\":3489660928,\"bytes_swapped\":7784628224}"));
+    assert_non_null(strstr(slots, "\"resident\":[2],\"parked\":[],\"bytes_out\":5242880,"
+                                  "\"bytes_in\":4194304,\"bytes_swapped\":9437184}"));
+    free(j);
+    es_proc_result_t r;
+    assert_int_equal(ctl(&r, NULL, "status", "--socket", sock, NULL), 0);
+    assert_non_null(strstr(r.out, "rank  memory    yields     swaps out/in      bytes out/in\n"));
+    assert_non_null(strstr(r.out, "\n0     resident  12         13/11             "
+                                  "3.00 GiB/2.75 GiB\n"));
+    assert_non_null(strstr(r.out, "\n1     parked    7          8/7               "
+                                  "1.00 GiB/512.0 MiB\n"));
+    assert_non_null(strstr(r.out, "\n3     -         0          0/0               0 B/0 B\n"));
+    assert_non_null(strstr(r.out, "      resident: ranks 0; parked: ranks 1; swapped 7.25 GiB "
+                                  "(4.00 GiB out, 3.25 GiB in)\n"));
+    assert_non_null(strstr(r.out, "      resident: ranks 2; parked: none; swapped 9.0 MiB "
+                                  "(5.0 MiB out, 4.0 MiB in)\n"));
+    es_proc_result_free(&r);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
+}
+
 static void test_scale_moves(void **state)
 {
     (void)state;
@@ -1997,6 +2065,7 @@ int main(void)
         cmocka_unit_test(test_scale_refused),
         cmocka_unit_test(test_scale_moves),
         cmocka_unit_test(test_timeslice_commands),
+        cmocka_unit_test(test_status_ts_figures),
         cmocka_unit_test(test_placement_by_speed),
         cmocka_unit_test(test_moves_of_ests_without_gpu_state),
         cmocka_unit_test(test_unresponsive),

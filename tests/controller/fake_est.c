@@ -8,6 +8,7 @@
  *            [--wait-ns-by-rank N0,N1,...] [--mem BYTES] [--steps-per-hb N]
  *            [--run-ms N] [--fail-rank R] [--rejoin-rank R --rejoin-ms N]
  *            [--end-step N] [--ack-delay-ms N] [--ignore-holds 1] [--until FILE]
+ *            [--ts-by-rank W:Y:SO:SI:BO:BI/W:Y:SO:SI:BO:BI/...]
  *
  * Registers (reconnecting with backoff when the controller goes away),
  * heartbeats every --hb-ms with the step advanced by --steps-per-hb, and
@@ -24,7 +25,10 @@
  * MOVE N ms late (a controller can be killed while it waits). --until FILE:
  * exits 0 once FILE exists (looked for at every heartbeat), so a test ends
  * the job when it is done rather than after a time that a loaded machine
- * may not leave it.
+ * may not leave it. --ts-by-rank: the time-slicing figures each rank's
+ * heartbeats carry (entry i for rank i): where its memory is (r resident,
+ * p parked, u unknown), yields, swaps out, swaps in, bytes out, bytes in;
+ * without it (or past the list's end) zeros and unknown.
  */
 #include "wire/proto.h"
 
@@ -49,6 +53,9 @@ static int rank, world;
 static char slot[ES_PROTO_SLOT_MAX + 1];
 static uint64_t step, epoch;
 static int time_sliced; /* joined a rotation (told by the controller) */
+static const char *opt_ts_list;
+static uint64_t ts_figs[5]; /* this rank's yields, swaps out/in, bytes out/in */
+static uint32_t ts_where = ES_WHERE_UNKNOWN;
 
 static long long now_ms(void)
 {
@@ -103,6 +110,25 @@ static void advance(void)
     step = to;
 }
 
+/* This rank's entry of --ts-by-rank, "W:Y:SO:SI:BO:BI". */
+static void parse_ts(void)
+{
+    char list[4096], *save = NULL;
+    int i = 0;
+    snprintf(list, sizeof(list), "%s", opt_ts_list);
+    for (char *t = strtok_r(list, "/", &save); t; t = strtok_r(NULL, "/", &save), i++) {
+        if (i != rank)
+            continue;
+        char *fs = NULL, *w = strtok_r(t, ":", &fs);
+        ts_where = !w ? ES_WHERE_UNKNOWN : strcmp(w, "r") == 0 ? ES_WHERE_RESIDENT
+                   : strcmp(w, "p") == 0 ? ES_WHERE_PARKED : ES_WHERE_UNKNOWN;
+        for (int k = 0; k < 5; k++) {
+            char *f = strtok_r(NULL, ":", &fs);
+            ts_figs[k] = f ? strtoull(f, NULL, 10) : 0;
+        }
+    }
+}
+
 /* Told to finish (--until FILE exists). */
 static int finished(void)
 {
@@ -142,6 +168,12 @@ static int session(int fd, long long end)
             h.u.hb.mem_bytes = opt_mem;
             h.u.hb.epoch = epoch;
             h.u.hb.state = strcmp(slot, "host") == 0 ? ES_EST_SWAPPED_OUT : ES_EST_RUNNING;
+            h.u.hb.yields = ts_figs[0];
+            h.u.hb.swaps_out = ts_figs[1];
+            h.u.hb.swaps_in = ts_figs[2];
+            h.u.hb.bytes_out = ts_figs[3];
+            h.u.hb.bytes_in = ts_figs[4];
+            h.u.hb.where = ts_where;
             if (send_msg(fd, &h) < 0)
                 return 0;
             next = t + opt_hb;
@@ -242,6 +274,8 @@ int main(int argc, char **argv)
             opt_ignore_holds = num(v);
         else if (strcmp(a, "--until") == 0)
             opt_until = v;
+        else if (strcmp(a, "--ts-by-rank") == 0)
+            opt_ts_list = v;
         else {
             fprintf(stderr, "fake_est: unknown option %s\n", a);
             return 2;
@@ -272,6 +306,8 @@ int main(int argc, char **argv)
             if (i == rank)
                 opt_wait_ns = num(t);
     }
+    if (opt_ts_list)
+        parse_ts();
     long long end = now_ms() + opt_run;
     int backoff = 20;
     while (now_ms() < end && !finished()) {

@@ -90,12 +90,21 @@ static void test_roundtrip(void **state)
     m.u.hb.epoch = 2;
     m.u.hb.state = ES_EST_SWAPPED_OUT;
     m.u.hb.held = 41;
+    m.u.hb.yields = 17;
+    m.u.hb.swaps_out = 18;
+    m.u.hb.swaps_in = 16;
+    m.u.hb.bytes_out = 5ull << 32;
+    m.u.hb.bytes_in = (3ull << 30) + 1;
+    m.u.hb.where = ES_WHERE_PARKED;
     n = enc(&m, b, sizeof(b));
     assert_int_equal(n, ES_PROTO_HDR_SIZE + es_proto_max_len(ES_MSG_HEARTBEAT));
     assert_int_equal(dec(b, n, ALL, &d), 0);
     assert_true(d.u.hb.step == 99 && d.u.hb.step_time_ns == 12345678 && d.u.hb.wait_ns == 55);
     assert_int_equal(d.u.hb.state, ES_EST_SWAPPED_OUT);
     assert_true(d.u.hb.held == 41);
+    assert_true(d.u.hb.yields == 17 && d.u.hb.swaps_out == 18 && d.u.hb.swaps_in == 16);
+    assert_true(d.u.hb.bytes_out == 5ull << 32 && d.u.hb.bytes_in == (3ull << 30) + 1);
+    assert_int_equal(d.u.hb.where, ES_WHERE_PARKED);
 
     /* a release: the ESTs take it, the daemon does not */
     memset(&m, 0, sizeof(m));
@@ -185,8 +194,8 @@ static void test_wire_layout(void **state)
     m.u.move.epoch = 0x1122334455667788ull;
     strcpy(m.u.move.slot, "ab");
     size_t n = enc(&m, b, sizeof(b));
-    /* header: "ESC1", version 3, type 3, length, seq; all little-endian */
-    static const uint8_t hdr[16] = { 'E', 'S', 'C', '1', 3, 0, 3, 0, 4 + 8 + 2 + 2 + 4, 0, 0, 0,
+    /* header: "ESC1", version 4, type 3, length, seq; all little-endian */
+    static const uint8_t hdr[16] = { 'E', 'S', 'C', '1', 4, 0, 3, 0, 4 + 8 + 2 + 2 + 4, 0, 0, 0,
                                      4, 3, 2, 1 };
     assert_memory_equal(b, hdr, 16);
     static const uint8_t body[20] = { 1, 0, 0, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
@@ -206,7 +215,7 @@ static void test_wire_layout(void **state)
     /* the auth block: "ESA1", version, length, zero-padded token */
     uint8_t a[ES_PROTO_AUTH_SIZE];
     assert_int_equal(es_proto_auth_encode("0123456789abcdef", a), 0);
-    assert_memory_equal(a, "ESA1\x03\x00\x10\x00" "0123456789abcdef", 24);
+    assert_memory_equal(a, "ESA1\x04\x00\x10\x00" "0123456789abcdef", 24);
     for (size_t i = 24; i < sizeof(a); i++)
         assert_int_equal(a[i], 0);
 }
@@ -229,7 +238,10 @@ static void test_bad_frames(void **state)
     assert_non_null(strstr(es_proto_strerror(-EPROTONOSUPPORT), "one build"));
     c[4] = 2; /* version 2: no scheduled holds */
     assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTONOSUPPORT);
-    c[4] = 4;
+    c[4] = 3; /* version 3: heartbeats without the time-slicing figures */
+    assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTONOSUPPORT);
+    assert_int_equal(h.version, 3);
+    c[4] = 5;
     assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTONOSUPPORT);
     memcpy(c, b, n);
     c[6] = 99; /* unknown type */
@@ -377,6 +389,56 @@ static void test_move_ranks(void **state)
     assert_int_equal(d.u.reg.flags, ES_REG_TIME_SLICED);
     b[ES_PROTO_HDR_SIZE + 12] |= 2; /* flags: the fourth field */
     assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_DAEMON, &d), -EBADMSG);
+}
+
+/* HEARTBEAT's time-slicing figures (version 4): their place on the wire,
+ * and a heartbeat of any other size or with an unknown `where` refused. */
+static void test_heartbeat_figures(void **state)
+{
+    (void)state;
+    uint8_t b[256], c[256];
+    es_proto_msg_t m = { .type = ES_MSG_HEARTBEAT }, d;
+    es_proto_hdr_t h;
+    m.u.hb.held = 0x0909;
+    m.u.hb.yields = 0x0102;
+    m.u.hb.swaps_out = 3;
+    m.u.hb.swaps_in = 4;
+    m.u.hb.bytes_out = 0x0506070809ull;
+    m.u.hb.bytes_in = 6;
+    m.u.hb.where = ES_WHERE_RESIDENT;
+    size_t n = enc(&m, b, sizeof(b));
+    assert_int_equal(n, ES_PROTO_HDR_SIZE + ES_PROTO_HB_LEN);
+    assert_int_equal(b[4], ES_PROTO_VERSION);
+    assert_int_equal(b[8], ES_PROTO_HB_LEN); /* the length field */
+    /* after version 3's fields (5 x 8, state 4, held 8: 52 bytes), in order */
+    const uint8_t *p = b + ES_PROTO_HDR_SIZE + 52;
+    static const uint8_t figs[44] = { 2, 1, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0,
+                                      4, 0, 0, 0, 0, 0, 0, 0, 9, 8, 7, 6, 5, 0, 0, 0,
+                                      6, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0 };
+    assert_int_equal(p[-8], 0x09); /* held, just before */
+    assert_memory_equal(p, figs, sizeof(figs));
+    assert_int_equal(dec(b, n, ES_PROTO_ACCEPT_DAEMON, &d), 0);
+    assert_int_equal(d.u.hb.where, ES_WHERE_RESIDENT);
+    assert_true(d.u.hb.bytes_out == 0x0506070809ull);
+    /* a version 3 heartbeat's size (52 bytes) under this version: malformed */
+    memcpy(c, b, n);
+    c[8] = 52;
+    assert_int_equal(es_proto_decode_hdr(c, ALL, &h), 0);
+    assert_int_equal(es_proto_decode(&h, c + ES_PROTO_HDR_SIZE, &d), -EBADMSG);
+    assert_int_equal(dec(c, ES_PROTO_HDR_SIZE + 52, ALL, &d), -EBADMSG);
+    /* one byte short, and one over the limit (refused on the header) */
+    c[8] = ES_PROTO_HB_LEN - 1;
+    assert_int_equal(dec(c, n - 1, ALL, &d), -EBADMSG);
+    c[8] = ES_PROTO_HB_LEN + 1;
+    assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EMSGSIZE);
+    /* an unknown `where` (the encoder does not judge it) */
+    m.u.hb.where = ES_WHERE_PARKED + 1;
+    n = enc(&m, b, sizeof(b));
+    assert_int_equal(dec(b, n, ALL, &d), -EBADMSG);
+    m.u.hb.where = ES_WHERE_UNKNOWN;
+    n = enc(&m, b, sizeof(b));
+    assert_int_equal(dec(b, n, ALL, &d), 0);
+    assert_int_equal(d.u.hb.where, ES_WHERE_UNKNOWN);
 }
 
 static void test_reader(void **state)
@@ -745,7 +807,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),   cmocka_unit_test(test_wire_layout),
         cmocka_unit_test(test_bad_frames),  cmocka_unit_test(test_reader),
-        cmocka_unit_test(test_move_ranks),
+        cmocka_unit_test(test_move_ranks),  cmocka_unit_test(test_heartbeat_figures),
         cmocka_unit_test(test_token),       cmocka_unit_test(test_peer_check),
         cmocka_unit_test(test_shim_config),
         cmocka_unit_test(test_hold_config), cmocka_unit_test(test_hold_wait),
