@@ -116,8 +116,7 @@ test: all $(TESTS)
 .PHONY: build-tests test-hosts
 build-tests: all $(TESTS) $(HOSTS_TESTS) $(BENCHES)
 
-# simcuda's NCCL across simulated hosts (root; not part of `make test`:
-# tests/sim/nccl/module.mk says why).
+# simcuda's NCCL across simulated hosts alone (root; also in `make test`).
 test-hosts: all $(HOSTS_TESTS)
 	@ES_BUILD=$(B) scripts/run-tests $(HOSTS_TESTS)
 

@@ -291,6 +291,9 @@ void es_coll_set_parked_host(int on);
 /* At a collective or a rendezvous: 1 yielded (parked), 0 not
  * time-sliced, -1 failed (message set). */
 int es_coll_ts_yield(void);
+/* The same without applying a pending rotation change (defer.c: what was
+ * kept runs in the rotation it was kept in). */
+int es_coll_ts_park(void);
 /* Back in its turn after es_coll_ts_yield returned 1: 0, or -1 (message
  * set). */
 int es_coll_ts_resume(void);

@@ -103,9 +103,29 @@ static int es_dq_mark_stream(CUstream s)
     return 0;
 }
 
+/* Only a fixed rotation keeps collectives: in one the controller starts
+ * on a running job (dynamic), the members still yield at every collective
+ * (its scheduled holds wait for every EST's step to settle, which a member
+ * holding the turn with collectives kept would never let happen). */
 int es_coll_ts_keeps(es_comm_t *c)
 {
-    return c->tp_id == ES_COLL_TP_HOST && es_mover_tslice(NULL) != NULL;
+    es_tslice_t *t = es_mover_tslice(NULL);
+    return c->tp_id == ES_COLL_TP_HOST && t != NULL && !es_tslice_dynamic(t);
+}
+
+/* A dynamic rotation's member: a turn at this collective (park, run it
+ * parked, come back in its turn). */
+static ncclResult_t es_dq_turn(es_comm_t *c, es_qop_t **ops, int n)
+{
+    int parked = es_coll_ts_park();
+    if (parked < 0)
+        return ncclUnhandledCudaError;
+    if (parked == 0)
+        return es_coll_launch(c, ops, n);
+    ncclResult_t res = es_coll_launch_parked(c, ops, n);
+    if (es_coll_ts_resume() < 0 && res == ncclSuccess)
+        res = ncclUnhandledCudaError;
+    return res;
 }
 
 /* At exit, what is still kept runs (the peers wait for it). */
@@ -346,7 +366,7 @@ int es_coll_ts_flush(void)
         nb = 0;
     }
     if (nb) {
-        int parked = es_coll_ts_yield();
+        int parked = es_coll_ts_park();
         if (parked <= 0) {
             /* not time-sliced any more (changes flush first), or the
              * yield failed: the kept collectives cannot run */
@@ -456,5 +476,7 @@ ncclResult_t es_coll_submit(es_comm_t *c, es_qop_t **ops, int n)
         return es_dq_add(c, ops, n);
     if (es_coll_ts_flush() < 0) /* kept ones first, in issue order */
         return ncclUnhandledCudaError;
+    if (c->tp_id == ES_COLL_TP_HOST && es_mover_tslice(NULL))
+        return es_dq_turn(c, ops, n);
     return es_coll_launch(c, ops, n);
 }

@@ -29,6 +29,9 @@ void es_coll_step_start(int in_group)
     uint64_t step;
     if (!es_step_hold_due(es_step_issue(), &step) || in_group)
         return; /* inside a group: the group's operations would not run; the next one waits */
+    /* a time-sliced EST's step settles at the hold only once what it kept
+     * has run (the others wait for its part too) */
+    es_coll_ts_flush();
     es_door_safe_begin();
     es_step_hold_wait(step, es_hold_poll, NULL);
     es_door_safe_end();

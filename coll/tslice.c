@@ -39,6 +39,11 @@ void es_coll_set_parked_host(int on)
 int es_coll_ts_yield(void)
 {
     es_mover_ts_apply(); /* a rotation the controller started or ended, from here */
+    return es_coll_ts_park();
+}
+
+int es_coll_ts_park(void)
+{
     es_tslice_t *t = es_mover_tslice(NULL);
     if (!t)
         return 0;

@@ -222,7 +222,7 @@ static void test_timeslice_refused_when_it_cannot_fit(void **state)
     unlink(sched);
     /* the event failed (exit 1), with the reason; the job itself finished */
     assert_int_equal(r.status, 1);
-    if (!strstr(r.out, "timeslice refused: GPU 2 has 0.02 GiB; one EST of 0.02 GiB at a time "
+    if (!strstr(r.out, "timeslice refused: GPU 2 has 0.03 GiB; one EST of 0.02 GiB at a time "
                        "beside the 1 other there would not fit; nothing moved"))
         fail_msg("no refusal that names the memory (output: %s)", keep(&r, "refused"));
     assert_int_equal(parks_of(r.out, 2) + parks_of(r.out, 3), 0);
