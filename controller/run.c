@@ -839,7 +839,7 @@ static void est_env(int r, const es_ctl_job_t *job, const char *shim, const char
         unsetenv("EASYSCALE_HOLD_STEPS");
     }
     const char *ts = getenv("EASYSCALE_TIME_SLICE");
-    if (ts && strcmp(ts, "on") == 0) /* one GPU (checked): the shim's rotation */
+    if (ts && (strcmp(ts, "on") == 0 || strcmp(ts, "overlap") == 0)) /* one GPU (checked) */
         unsetenv("EASYSCALE_SLOT");
     else
         setenv("EASYSCALE_SLOT", job->place[r] >= 0 ? job->gpus[job->place[r]].uuid : "", 1);
@@ -1148,12 +1148,12 @@ static int run_gpus(run_ctx_t *x)
      * EASYSCALE_SLOT: under the controller that is the same placement only
      * when the job has one GPU and sees only it. */
     const char *ts = getenv("EASYSCALE_TIME_SLICE");
-    int tslice = ts && strcmp(ts, "on") == 0;
+    int tslice = ts && (strcmp(ts, "on") == 0 || strcmp(ts, "overlap") == 0);
     if (tslice && (__builtin_popcountll(job->slots) != 1 || job->ngpus != 1)) {
-        es_ctl_err("EASYSCALE_TIME_SLICE=on: the controller runs time-sliced jobs on one GPU "
+        es_ctl_err("EASYSCALE_TIME_SLICE=%s: the controller runs time-sliced jobs on one GPU "
                    "that is the only one visible (CUDA_VISIBLE_DEVICES); this job has %d of %d "
                    "(on several GPUs: 'easyscale-ctl timeslice' while it runs, or a timeslice "
-                   "event of --schedule)", __builtin_popcountll(job->slots), job->ngpus);
+                   "event of --schedule)", ts, __builtin_popcountll(job->slots), job->ngpus);
         return run_fail(x, ES_CTL_EXIT_USAGE, -EINVAL);
     }
     return 0;

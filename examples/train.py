@@ -617,6 +617,9 @@ class Trainer:
         self.loss = d.alloc(b * f)
         self.correct = d.alloc(b * f)
         self.stats = d.alloc(4 * f)
+        # Ballast (--ballast-mib): device memory the step rewrites, so that an
+        # EST's footprint (what a swap moves) is that of a larger model.
+        self.ballast = d.alloc(self.args.ballast_mib << 20) if self.args.ballast_mib else 0
         self.nparts = d.sm_count * RED_PER_SM
         self.partial = d.alloc(self.nparts * max(CONV_CH, HIDDEN, CLASSES) * f)
         # Initial values: rank 0's are broadcast; the others start from their
@@ -857,6 +860,9 @@ class Trainer:
                 cu("cuEventSynchronize", self.ev_done[(step - 2) % 3])
                 d.keep[(step - 2) % 3] = []
             cu("cuStreamWaitEvent", self.compute, self.ev_copied[slot], c_uint(0))
+            if self.ballast:
+                cu("cuMemsetD32Async", c_uint64(self.ballast), c_uint(step + 1),
+                   c_size_t(self.args.ballast_mib << 18), self.compute)
             self.forward(slot, step, True, ks)
             self.backward(slot, ks)
             cu("cuEventRecord", self.ev_consumed[slot], self.compute)
@@ -1051,6 +1057,9 @@ def parse_args(argv):
                    help="held-out samples, rounded down to a multiple of --batch (512)")
     p.add_argument("--bucket-kb", type=positive_int, default=16,
                    help="gradient all-reduce bucket cap in KiB (16)")
+    p.add_argument("--ballast-mib", type=nonneg_int, default=0, metavar="N",
+                   help="N MiB of device memory rewritten every step (0): an EST as large "
+                        "as a bigger model's, for the time-slicing bench")
     p.add_argument("--buckets", type=positive_int, default=None, metavar="N",
                    help="instead of --bucket-kb: the gradient cut into N equal buckets "
                         "(a tensor may span several), each all-reduced once its "

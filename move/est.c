@@ -182,7 +182,7 @@ void es_move_first_touch(int vdev)
     char job[32];
     es_ts_job(job, sizeof(job));
     es_tslice_t *t = NULL;
-    int rc = es_tslice_join(&t, job, slot, me, ranks, n);
+    int rc = es_tslice_join_cap(&t, job, slot, me, ranks, n, es_cfg.time_slice == 2 ? 2 : 1);
     if (rc != 0) {
         ES_ERROR("time-slicing: cannot join slot %d's rotation (%s): off", slot, strerror(-rc));
         goto out;
@@ -194,6 +194,8 @@ void es_move_first_touch(int vdev)
         es_tslice_leave(t);
         goto out;
     }
+    if (es_tslice_cap(t) > 1)
+        es_tslice_room_take(t); /* it holds the turn: its memory is the first on the slot */
     es_mover_set_tslice(t, slot);
     atexit(es_ts_exit);
     es_ts_state = 1;

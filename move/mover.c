@@ -539,15 +539,33 @@ void es_mover_ts_stats(es_mover_ts_stats_t *o)
     o->resident = es_mover_where_est() >= 0;
 }
 
+/* Overlap (a fixed rotation on a slot that holds two footprints): the
+ * turn passes before this EST's memory goes, and the next EST's memory may
+ * come back while the holder runs. */
+static int es_ts_overlap(es_tslice_t *t)
+{
+    return es_tslice_cap(t) > 1 && !es_tslice_dynamic(t);
+}
+
 int es_mover_yield(es_tslice_t *t, char *msg, size_t msglen)
 {
     es_door_safe_begin();
+    int overlap = es_ts_overlap(t);
+    if (overlap && es_tslice_mine(t))
+        es_tslice_pass(t); /* the next one runs while this one's memory goes */
     __atomic_store_n(&es_ts_light, 1, __ATOMIC_RELEASE);
     int rc = es_mover_door_move(ES_MOVER_PARK, msg, msglen);
     __atomic_store_n(&es_ts_light, 0, __ATOMIC_RELEASE);
     if (rc == 0) {
         es_tss_add(&es_tss.yields, 1);
         es_tss_count(1);
+    }
+    if (overlap) {
+        if (rc == 0)
+            es_tslice_room_release(t);
+        else if (es_mover_where_est() != ES_MOVER_PARK)
+            es_door_safe_end();
+        return rc;
     }
     /* in a dynamic rotation a member that just joined may not hold the turn */
     if (rc == 0 && (es_tslice_mine(t) || !es_tslice_dynamic(t)) &&
@@ -560,9 +578,33 @@ int es_mover_yield(es_tslice_t *t, char *msg, size_t msglen)
 
 static int es_ts_leave_parked(es_tslice_t *t, int dev, int mine);
 
+/* Overlap: the memory back as soon as this EST is next and the slot has
+ * room, then the turn. */
+static int es_resume_overlap(es_tslice_t *t, int dev, char *msg, size_t msglen)
+{
+    int rc = es_tslice_wait_room(t, -1);
+    if (rc == 0) {
+        rc = es_mover_door_move(dev, msg, msglen);
+        if (rc != 0)
+            es_tslice_room_release(t);
+    } else if (msg && msglen) {
+        snprintf(msg, msglen, "no room on the slot (%s)", strerror(-rc));
+    }
+    if (rc != 0)
+        return rc;
+    es_tss_count(0);
+    rc = es_tslice_wait(t, -1);
+    if (rc != 0 && msg && msglen)
+        snprintf(msg, msglen, "no turn (%s)", strerror(-rc));
+    es_door_safe_end();
+    return rc;
+}
+
 int es_mover_resume(es_tslice_t *t, int dev, char *msg, size_t msglen)
 {
     int rc;
+    if (es_ts_overlap(t))
+        return es_resume_overlap(t, dev, msg, msglen);
     /* a dynamic rotation's member may be told to leave while it waits */
     while ((rc = es_tslice_wait(t, es_tslice_dynamic(t) ? 100 : -1)) == -ETIMEDOUT)
         if (es_ts_leave_parked(t, dev, 0))

@@ -67,7 +67,12 @@ int es_mover_where_est(void);
  * es_mover_resume waits for the turn to come back and brings the EST back
  * onto dev, then ends the safe section. In between the caller touches the
  * EST's memory only through es_swap_park_read/write (move/swap.h) and
- * makes no driver call. Both return 0 or a negative errno with a reason:
+ * makes no driver call. Only the memory is parked (contexts, streams,
+ * modules and vendor handles stay on the slot: a move elsewhere takes them
+ * down first). On a slot of cap 2 (es_tslice_join_cap, overlap) the yield
+ * passes the turn before the memory goes, and the resume brings the memory
+ * back as soon as this EST is next and there is room, then waits for the
+ * turn. Both return 0 or a negative errno with a reason:
  * a failed yield leaves the EST resident and the turn held; a failed
  * resume leaves it parked (and the safe section open: call it again). */
 #include "move/tslice.h"

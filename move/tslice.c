@@ -62,12 +62,13 @@ static int es_job_ok(const char *job)
 }
 
 static int es_tslice_join_flags(es_tslice_t **out, const char *job, int slot, int rank,
-                                const int *ranks, int n, uint32_t flags)
+                                const int *ranks, int n, uint32_t flags, int cap)
 {
     int rc = 0, fd = -1;
     es_tslice_t *t = NULL;
     int sorted[ES_TSLICE_MAX];
-    if (!out || !job || !es_job_ok(job) || slot < 0 || !ranks || n < 1 || n > ES_TSLICE_MAX)
+    if (!out || !job || !es_job_ok(job) || slot < 0 || !ranks || n < 1 || n > ES_TSLICE_MAX ||
+        cap < 1 || cap > 2)
         return -EINVAL;
     memcpy(sorted, ranks, (size_t)n * sizeof(int));
     qsort(sorted, (size_t)n, sizeof(int), es_cmp_int);
@@ -112,12 +113,14 @@ static int es_tslice_join_flags(es_tslice_t **out, const char *job, int slot, in
         memcpy(s->ranks, sorted, (size_t)n * sizeof(int));
         s->turn = 0;
         s->flags = flags;
+        s->cap = (uint32_t)cap;
         __atomic_store_n(&s->magic, ES_TSLICE_MAGIC, __ATOMIC_RELEASE);
     }
     for (int i = 0; i < 10000 && __atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) == 1u; i++)
         usleep(100);
     if (s->magic != ES_TSLICE_MAGIC || s->version != ES_TSLICE_VERSION ||
         s->size != sizeof(*s) || s->nmembers != (uint32_t)n || s->flags != flags ||
+        s->cap != (uint32_t)cap ||
         memcmp(s->ranks, sorted, (size_t)n * sizeof(int)) != 0) {
         rc = -EPROTO; /* another job's segment, or another set of members */
         goto out;
@@ -142,13 +145,24 @@ out:
 int es_tslice_join(es_tslice_t **out, const char *job, int slot, int rank, const int *ranks,
                    int n)
 {
-    return es_tslice_join_flags(out, job, slot, rank, ranks, n, 0);
+    return es_tslice_join_flags(out, job, slot, rank, ranks, n, 0, 1);
+}
+
+int es_tslice_join_cap(es_tslice_t **out, const char *job, int slot, int rank,
+                       const int *ranks, int n, int cap)
+{
+    return es_tslice_join_flags(out, job, slot, rank, ranks, n, 0, cap);
+}
+
+int es_tslice_cap(es_tslice_t *t)
+{
+    return t ? (int)t->s->cap : 1;
 }
 
 int es_tslice_join_dynamic(es_tslice_t **out, const char *job, int slot, int rank,
                            const int *ranks, int n)
 {
-    return es_tslice_join_flags(out, job, slot, rank, ranks, n, ES_TSLICE_DYNAMIC);
+    return es_tslice_join_flags(out, job, slot, rank, ranks, n, ES_TSLICE_DYNAMIC, 1);
 }
 
 int es_tslice_enter(es_tslice_t *t)
@@ -264,6 +278,62 @@ int es_tslice_pass(es_tslice_t *t)
     return 0;
 }
 
+/* ---- cap 2: the next member's memory comes back while the holder runs ---------------- */
+
+void es_tslice_room_take(es_tslice_t *t)
+{
+    if (t)
+        __atomic_fetch_or(&t->s->resident, 1ull << t->me, __ATOMIC_ACQ_REL);
+}
+
+void es_tslice_room_release(es_tslice_t *t)
+{
+    if (!t)
+        return;
+    __atomic_fetch_and(&t->s->resident, ~(1ull << t->me), __ATOMIC_ACQ_REL);
+    es_futex(&t->s->turn, FUTEX_WAKE, INT32_MAX, NULL); /* waiters for room re-check */
+}
+
+/* Members that left or died hold no memory any more. */
+static void es_room_sweep(es_tslice_shm_t *s)
+{
+    uint64_t m = __atomic_load_n(&s->resident, __ATOMIC_ACQUIRE);
+    for (uint32_t j = 0; j < s->nmembers; j++) {
+        int32_t pid = __atomic_load_n(&s->pids[j], __ATOMIC_ACQUIRE);
+        if ((m >> j & 1) && (pid == -1 || (pid > 0 && es_pid_dead(pid))))
+            __atomic_fetch_and(&s->resident, ~(1ull << j), __ATOMIC_ACQ_REL);
+    }
+}
+
+int es_tslice_wait_room(es_tslice_t *t, int timeout_ms)
+{
+    if (!t)
+        return -EINVAL;
+    es_tslice_shm_t *s = t->s;
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (int round = 0;; round++) {
+        uint32_t cur = __atomic_load_n(&s->turn, __ATOMIC_ACQUIRE);
+        int near = cur == (uint32_t)t->me || es_next(s, cur) == (uint32_t)t->me;
+        uint64_t m = __atomic_load_n(&s->resident, __ATOMIC_ACQUIRE);
+        if (near && (uint32_t)__builtin_popcountll(m & ~(1ull << t->me)) < s->cap &&
+            __atomic_compare_exchange_n(&s->resident, &m, m | 1ull << t->me, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return 0;
+        if (round % 8 == 7) { /* a member gone: its memory went with it, its turn is skipped */
+            es_room_sweep(s);
+            if (es_tslice_wait(t, 0) == 0)
+                continue;
+        }
+        struct timespec now, ts = { 0, 20 * 1000 * 1000 };
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (timeout_ms >= 0 && (now.tv_sec - start.tv_sec) * 1000 +
+                                       (now.tv_nsec - start.tv_nsec) / 1000000 >= timeout_ms)
+            return -ETIMEDOUT;
+        es_futex(&s->turn, FUTEX_WAIT, cur, &ts);
+    }
+}
+
 uint64_t es_tslice_passes(es_tslice_t *t)
 {
     return t ? __atomic_load_n(&t->s->passes, __ATOMIC_ACQUIRE) : 0;
@@ -275,6 +345,7 @@ void es_tslice_leave(es_tslice_t *t)
         return;
     es_tslice_shm_t *s = t->s;
     __atomic_store_n(&s->pids[t->me], -1, __ATOMIC_RELEASE);
+    __atomic_fetch_and(&s->resident, ~(1ull << t->me), __ATOMIC_ACQ_REL);
     if (es_tslice_mine(t))
         es_set_turn(s, (uint32_t)t->me, es_next(s, (uint32_t)t->me));
     int left = 1;

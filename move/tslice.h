@@ -30,7 +30,7 @@
 
 #define ES_TSLICE_MAX 64
 #define ES_TSLICE_MAGIC 0x45535453u /* "ESTS" */
-#define ES_TSLICE_VERSION 2
+#define ES_TSLICE_VERSION 3
 #define ES_TSLICE_DYNAMIC 1u /* es_tslice_shm_t.flags */
 
 typedef struct es_tslice_shm {
@@ -41,12 +41,14 @@ typedef struct es_tslice_shm {
     uint32_t joined;
     uint64_t passes;              /* turns passed so far */
     uint32_t flags;               /* ES_TSLICE_DYNAMIC */
-    uint32_t reserved;
+    uint32_t cap;                 /* footprints the slot holds at once: 1, or 2 (overlap) */
+    uint64_t resident;            /* cap 2: the members (bit = index) whose memory is on
+                                   * the slot */
     uint64_t at[ES_TSLICE_MAX];   /* dynamic: the collective each member can switch at, + 1
                                    * (0: not said yet) */
 } es_tslice_shm_t;
 
-_Static_assert(sizeof(es_tslice_shm_t) == 16 + 4 * ES_TSLICE_MAX * 2 + 8 + 8 + 8 +
+_Static_assert(sizeof(es_tslice_shm_t) == 16 + 4 * ES_TSLICE_MAX * 2 + 8 + 8 + 8 + 8 +
                                               8 * ES_TSLICE_MAX,
                "es_tslice_shm_t layout");
 
@@ -57,6 +59,22 @@ typedef struct es_tslice es_tslice_t;
  * at most 64 characters). */
 int es_tslice_join(es_tslice_t **out, const char *job, int slot, int rank, const int *ranks,
                    int n);
+/* The same for a slot that holds cap footprints at once (1 or 2; every
+ * member must give the same: -EPROTO otherwise). With 2 (overlap), the
+ * member next in turn may bring its memory back while the holder runs
+ * (es_tslice_wait_room), and a member that yields passes the turn before
+ * its memory goes (es_tslice_room_release after). */
+int es_tslice_join_cap(es_tslice_t **out, const char *job, int slot, int rank,
+                       const int *ranks, int n, int cap);
+/* The slot's cap (1 or 2). */
+int es_tslice_cap(es_tslice_t *t);
+/* Cap 2: waits until this member holds the turn or is the next to take
+ * it, and the slot has room for its memory; takes the room. 0 or
+ * -ETIMEDOUT. es_tslice_room_take takes it at once (first touch: the
+ * member holds the turn). */
+int es_tslice_wait_room(es_tslice_t *t, int timeout_ms);
+void es_tslice_room_take(es_tslice_t *t);
+void es_tslice_room_release(es_tslice_t *t);
 /* The same for a dynamic rotation (see above); every member must join it
  * with this call (a fixed and a dynamic rotation of one name are
  * -EPROTO). It maps the segment only: the member takes turns from

@@ -15,7 +15,9 @@
  *                              SIGUSR2, SIGRTMIN+n (default off)
  *   EASYSCALE_SWAP_STREAMS     copies in flight during a swap, 1..16 (4)
  *   EASYSCALE_SWAP_CHECKSUMS   on | off: skip unchanged memory at swap-out (on)
- *   EASYSCALE_TIME_SLICE       off | on: the ESTs of one GPU take turns on it (off)
+ *   EASYSCALE_TIME_SLICE       off | on | overlap: the ESTs of one GPU take turns on it,
+ *                              one resident at a time (on) or two, the next one's memory
+ *                              coming back while the holder runs (overlap) (off)
  *   EASYSCALE_COLLECTIVES      virtual | nccl   (default virtual at d1/d2, nccl at off)
  *   EASYSCALE_COLL_TRANSPORT   auto | device | host   (default auto)
  *   EASYSCALE_COLL_TIMEOUT     seconds a collective waits for a live peer, 1..86400
@@ -399,12 +401,14 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
     if ((v = getenv("EASYSCALE_SWAP_CHECKSUMS")) != NULL &&
         (rc = es_pick("EASYSCALE_SWAP_CHECKSUMS", v, onoff, 2, &c.swap_sums, msg, msglen)) < 0)
         goto out;
+    static const char *const ts_modes[] = { "off", "on", "overlap" };
     if ((v = getenv("EASYSCALE_TIME_SLICE")) != NULL &&
-        (rc = es_pick("EASYSCALE_TIME_SLICE", v, onoff, 2, &c.time_slice, msg, msglen)) < 0)
+        (rc = es_pick("EASYSCALE_TIME_SLICE", v, ts_modes, 3, &c.time_slice, msg, msglen)) < 0)
         goto out;
     if (c.time_slice && (c.move == ES_MOVE_OFF || c.collectives != ES_COLL_VIRTUAL)) {
-        snprintf(msg, msglen, "EASYSCALE_TIME_SLICE=on needs moves (EASYSCALE_MOVE on or "
-                 "nomem, nolib) and the virtual collectives (EASYSCALE_COLLECTIVES=virtual)");
+        snprintf(msg, msglen, "EASYSCALE_TIME_SLICE=%s needs moves (EASYSCALE_MOVE on or "
+                 "nomem, nolib) and the virtual collectives (EASYSCALE_COLLECTIVES=virtual)",
+                 ts_modes[c.time_slice]);
         rc = -EINVAL;
         goto out;
     }

@@ -31,7 +31,7 @@ typedef struct es_config {
     int move_signal;         /* EASYSCALE_MOVE_SIGNAL (0: none) */
     int swap_streams;        /* EASYSCALE_SWAP_STREAMS */
     int swap_sums;           /* EASYSCALE_SWAP_CHECKSUMS */
-    int time_slice;          /* EASYSCALE_TIME_SLICE */
+    int time_slice;          /* EASYSCALE_TIME_SLICE: 0 off, 1 on, 2 overlap (two residents) */
     int collectives;         /* enum es_coll_mode (EASYSCALE_COLLECTIVES; default: virtual
                                 at d1/d2, nccl at off) */
     int coll_transport;      /* enum es_coll_transport (EASYSCALE_COLL_TRANSPORT) */

@@ -9,7 +9,9 @@
  * - Time-slicing: the four ESTs on one GPU whose memory holds only one of
  *   them (EASYSCALE_TIME_SLICE=on), 8 gradient buckets a step: they take
  *   turns, one a step each (their collectives kept until they yield); the
- *   checksum of the four ESTs each on its own GPU, also with SIMCUDA_CHAOS.
+ *   checksum of the four ESTs each on its own GPU, also with SIMCUDA_CHAOS,
+ *   with one EST resident at a time and with two (EASYSCALE_TIME_SLICE=
+ *   overlap, a GPU that holds two): the slot's peak is one or two ESTs.
  * - Scale events, d2 on an A100, an A100, an H100 and a T4: `scale` lines
  *   of the schedule take the job from 4 GPUs to 2, 1 and 3; the controller
  *   daemon is killed with SIGKILL between the second and the third, `run`
@@ -476,10 +478,14 @@ static void check_yields(const char *out)
     assert_int_equal(n, 4);
 }
 
-static void ts_run_same(const char *want, const char *more, const char *what)
+/* One GPU of 56 MiB holds two ESTs and not three (overlap mode). */
+#define TWO_GPU "a100:56M"
+
+static void ts_run_same(const char *want, const char *gpu, const char *mode, const char *more,
+                        const char *what)
 {
     es_proc_result_t ts;
-    launch_run(SMALL_GPU, "EASYSCALE_TIME_SLICE=on", more, &ts);
+    launch_run(gpu, mode, more, &ts);
     if (ts.status != 0)
         fail_msg("four ESTs time-sliced on one GPU (%s) failed (%d):\n%s", what, ts.status,
                  ts.out);
@@ -488,6 +494,16 @@ static void ts_run_same(const char *want, const char *more, const char *what)
         fail_msg("time-sliced (%s): %d checksum(s) equal to the 4-GPU one %s (want 4)\n%s", what,
                  n, want, ts.out);
     check_yields(ts.out);
+    /* the slot's peak: one footprint (on), two (overlap) */
+    const char *pk = strstr(ts.out, "slot peak ");
+    unsigned long long peak = 0;
+    if (!pk || sscanf(pk, "slot peak %llu", &peak) != 1)
+        fail_msg("no slot peak printed (%s)", what);
+    unsigned long long est = 22ull << 20, want_n = strstr(mode, "overlap") ? 2 : 1;
+    print_message("%s: slot peak %.1f MiB\n", what, peak / 1048576.0);
+    if (peak < want_n * est - (2ull << 20) || peak > want_n * est + (4ull << 20))
+        fail_msg("%s: slot peak %llu bytes, want about %llu footprint(s) of 22 MiB", what, peak,
+                 want_n);
     es_proc_result_free(&ts);
 }
 
@@ -496,9 +512,14 @@ static void test_time_slicing_four_on_one(void **state)
     (void)state;
     char want[128];
     own_checksum(want, sizeof(want));
-    ts_run_same(want, NULL, "plain");
+    ts_run_same(want, SMALL_GPU, "EASYSCALE_TIME_SLICE=on", NULL, "one resident");
     /* independent streams run in an adversarial order (simcuda) */
-    ts_run_same(want, "SIMCUDA_CHAOS=7", "SIMCUDA_CHAOS=7");
+    ts_run_same(want, SMALL_GPU, "EASYSCALE_TIME_SLICE=on", "SIMCUDA_CHAOS=7",
+                "one resident, SIMCUDA_CHAOS=7");
+    /* two footprints: the next one's memory back while the holder runs */
+    ts_run_same(want, TWO_GPU, "EASYSCALE_TIME_SLICE=overlap", NULL, "two resident");
+    ts_run_same(want, TWO_GPU, "EASYSCALE_TIME_SLICE=overlap", "SIMCUDA_CHAOS=7",
+                "two resident, SIMCUDA_CHAOS=7");
 }
 
 /* Negative control: the same without the memory registry

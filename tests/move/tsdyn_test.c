@@ -9,6 +9,9 @@
  *   GPUs; both ESTs parked during the phase (the shim's "moved to host
  *   memory" lines), and the small GPU never held both (it cannot: a second
  *   EST there would find no memory, and the run would fail).
+ * - A scale event of the whole job: `timeslice 2 0,1,2,3` puts all four
+ *   ESTs in one rotation on the small GPU mid-run (two GPUs -> one that
+ *   holds one EST), `timeslice off` puts them back: the same checksum.
  * - Negative control: the same schedule without the memory registry
  *   (EASYSCALE_MOVE=nomem: a park leaves the memory behind) breaks the run.
  * - The controller refuses what does not fit: the same rotation on the
@@ -188,6 +191,32 @@ static void test_timeslice_running_job(void **state)
     es_proc_result_free(&ts);
 }
 
+/* A scale event of the whole job: its four ESTs time-sliced together on
+ * the small GPU mid-run (the job shrinks from two GPUs to one that holds
+ * one EST), then back on their two GPUs: the checksum of the fixed
+ * placement. */
+static void test_timeslice_all_four(void **state)
+{
+    (void)state;
+    es_proc_result_t ts;
+    char got[128], sched[128];
+    write_schedule(sched, sizeof(sched), "step 15 timeslice 2 0,1,2,3\nstep 45 timeslice off\n");
+    ctl_run("0,1", sched, NULL, &ts);
+    unlink(sched);
+    if (ts.status != 0)
+        fail_msg("the job time-sliced whole failed (%d; output: %s)", ts.status, keep(&ts, "all"));
+    if (!strstr(ts.out, "time-slice ESTs 0,1,2,3 on GPU 2: done"))
+        fail_msg("the rotation of four did not start (output: %s)", keep(&ts, "all"));
+    for (int r = 0; r < 4; r++)
+        if (parks_of(ts.out, r) < 2)
+            fail_msg("EST %d took no turns (output: %s)", r, keep(&ts, "all"));
+    checksum4(&ts, got, sizeof(got));
+    if (strcmp(got, g_want) != 0)
+        fail_msg("checksum %s, not the fixed placement's %s (output: %s)", got, g_want,
+                 keep(&ts, "all"));
+    es_proc_result_free(&ts);
+}
+
 /* Negative control: the same rotation without the memory registry. */
 static void test_timeslice_without_registry_breaks(void **state)
 {
@@ -237,6 +266,7 @@ int main(void)
     unsetenv("CUDA_VISIBLE_DEVICES");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timeslice_running_job),
+        cmocka_unit_test(test_timeslice_all_four),
         cmocka_unit_test(test_timeslice_without_registry_breaks),
         cmocka_unit_test(test_timeslice_refused_when_it_cannot_fit),
     };
