@@ -139,6 +139,8 @@ typedef struct es_ctl_job {
     char canonical[128];        /* d2: the models of the job's GPUs ("a100,t4") */
     uint64_t est_mem;           /* bytes one EST needs (0: unknown) */
     int time_slicing;
+    int shim_time_slice;        /* EASYSCALE_TIME_SLICE=on: the shim's own rotation holds every
+                                 * EST on the job's one GPU (the ESTs report no slot) */
     int hb_timeout_ms;          /* an EST without heartbeat that long is unresponsive */
     int move_timeout_ms;        /* a move without answer that long failed */
     char tcp[96];               /* "HOST:PORT" to listen on as well ("" none) */

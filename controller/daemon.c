@@ -301,8 +301,13 @@ static void persist(void)
         es_ctl_log("cannot write the job file: %s", strerror(-rc));
 }
 
+/* The GPU (index in job.gpus) of an EST's slot: -1 host or unknown. An
+ * EST of a job the shim time-slices (EASYSCALE_TIME_SLICE=on: `run` gave
+ * it no slot) is on the job's one GPU, resident or parked in its turn. */
 static int gpu_of_slot(const char *slot)
 {
+    if (!slot[0] && D.job.shim_time_slice && D.job.slots)
+        return __builtin_ctzll(D.job.slots);
     if (!slot[0] || strcmp(slot, "host") == 0)
         return -1;
     int i = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, slot);
@@ -456,8 +461,9 @@ static void status_job(es_ctl_buf_t *b, int json, int64_t now, const char *sourc
                           (unsigned long long)D.job.est_mem, D.job.time_slicing ? "true" : "false",
                           D.job.hb_timeout_ms);
         es_ctl_buf_json_str(b, D.tcp_bound);
-        es_ctl_buf_printf(b, ",\"speed_source\":\"%s\",\"busy\":%s,\"rotation\":", source,
-                          D.op.active ? "true" : "false");
+        es_ctl_buf_printf(b, ",\"speed_source\":\"%s\",\"busy\":%s,\"shim_time_slice\":%s,"
+                          "\"rotation\":", source, D.op.active ? "true" : "false",
+                          D.job.shim_time_slice ? "true" : "false");
         if (D.ts.active) {
             es_ctl_buf_printf(b, "{\"gpu\":%d,\"ranks\":[", D.job.gpus[D.ts.gpu].ordinal);
             for (int k = 0; k < D.ts.n; k++)
@@ -473,6 +479,9 @@ static void status_job(es_ctl_buf_t *b, int json, int64_t now, const char *sourc
                           es_ctl_level_name(D.job.determinism),
                           D.job.canonical[0] ? " canonical " : "", D.job.canonical, slots,
                           (unsigned long long)D.job.epoch, (int)getpid());
+        if (D.job.shim_time_slice)
+            es_ctl_buf_printf(b, "time-sliced by the shim (EASYSCALE_TIME_SLICE=on): every EST "
+                              "takes turns on GPU %s\n", slots);
         if (D.op.active)
             es_ctl_buf_printf(b, "in progress: %s (%.1f s)\n", D.op.what,
                               (now - D.op.start_ms) / 1000.0);
@@ -1177,6 +1186,13 @@ static void do_timeslice(int i, uint32_t seq, const char *arg, int again)
     char what[400], gpu_tok[ES_PROTO_ARG_MAX + 1] = "", ranks_tok[ES_PROTO_ARG_MAX + 1] = "";
     int targets[ES_CTL_MAX_ESTS], ranks[ES_PROTO_TS_MAX], n;
     uint32_t ops[ES_CTL_MAX_ESTS];
+    if (D.job.shim_time_slice) { /* the shim's rotation: fixed from the start to the end */
+        char gl[512];
+        mask_label(D.job.slots, gl, sizeof(gl));
+        refuse(i, seq, 1, "timeslice: the shim time-slices this job on GPU %s for its whole run "
+               "(EASYSCALE_TIME_SLICE=on); nothing moved", gl);
+        return;
+    }
     if (strcmp(arg, "off") == 0) {
         timeslice_off(i, seq, again);
         return;

@@ -1,8 +1,9 @@
 /* The job file beside the socket (SOCKET.job): what `run` decided (ESTs,
  * determinism, the machine's GPUs, the job's GPUs, the planned placement,
- * the processes it started) and what the daemon changed since (slots,
- * epoch). A restarted daemon reads it and re-learns everything else (pids,
- * slots, steps, states) from the ESTs' registrations.
+ * whether the shim time-slices the job itself, the processes it started)
+ * and what the daemon changed since (slots, epoch). A restarted daemon
+ * reads it and re-learns everything else (pids, slots, steps, states) from
+ * the ESTs' registrations.
  *
  * Text, one "key value..." per line, written whole to a temporary file
  * and renamed over the old one; read strictly (an unknown key, a bad
@@ -26,13 +27,13 @@ int es_ctl_job_write(const char *sock, const es_ctl_job_t *j)
     es_ctl_job_paths(sock, path, NULL, sizeof(path));
     snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
     es_ctl_buf_printf(&b, "%s\nests %d\ndeterminism %s\ncanonical %s\nest_memory %llu\n"
-                      "time_slicing %d\nheartbeat_timeout_ms %d\nmove_timeout_ms %d\ntcp %s\n"
-                      "epoch %llu\nslots %llu\n",
+                      "time_slicing %d\nshim_time_slice %d\nheartbeat_timeout_ms %d\n"
+                      "move_timeout_ms %d\ntcp %s\nepoch %llu\nslots %llu\n",
                       JOB_MAGIC, j->nests, es_ctl_level_name(j->determinism),
                       j->canonical[0] ? j->canonical : "-",
-                      (unsigned long long)j->est_mem, j->time_slicing, j->hb_timeout_ms,
-                      j->move_timeout_ms, j->tcp[0] ? j->tcp : "-", (unsigned long long)j->epoch,
-                      (unsigned long long)j->slots);
+                      (unsigned long long)j->est_mem, j->time_slicing, j->shim_time_slice,
+                      j->hb_timeout_ms, j->move_timeout_ms, j->tcp[0] ? j->tcp : "-",
+                      (unsigned long long)j->epoch, (unsigned long long)j->slots);
     for (int i = 0; i < j->ngpus; i++) {
         const es_ctl_gpu_t *g = &j->gpus[i];
         es_ctl_buf_printf(&b, "gpu %d %s %llu %d %d %d %d %s %s\n", g->ordinal, g->uuid,
@@ -137,10 +138,13 @@ static int level_value(const char *v, int *out)
 }
 
 /* The keys every job file has, each once (bit k of seen: keys[k]). */
-enum { K_ESTS, K_LEVEL, K_CANON, K_ESTMEM, K_TSLICE, K_HB, K_MOVE, K_TCP, K_EPOCH, K_SLOTS, K_N };
+enum {
+    K_ESTS, K_LEVEL, K_CANON, K_ESTMEM, K_TSLICE, K_SHIMTS, K_HB, K_MOVE, K_TCP, K_EPOCH, K_SLOTS,
+    K_N
+};
 static const char *const keys[K_N] = { "ests", "determinism", "canonical", "est_memory",
-                                       "time_slicing", "heartbeat_timeout_ms", "move_timeout_ms",
-                                       "tcp", "epoch", "slots" };
+                                       "time_slicing", "shim_time_slice", "heartbeat_timeout_ms",
+                                       "move_timeout_ms", "tcp", "epoch", "slots" };
 #define JOB_KEYS_ALL ((1u << K_N) - 1)
 
 /* One of the keys. Returns 0, -ENOENT (not one of them) or -EINVAL. */
@@ -161,6 +165,7 @@ static int job_key(es_ctl_job_t *j, const char *key, const char *v, unsigned *se
     case K_ESTMEM:
         return es_ctl_parse_size(v, &j->est_mem) < 0 && strcmp(v, "0") != 0 ? -EINVAL : 0;
     case K_TSLICE: return int_value(v, 0, 1, &j->time_slicing);
+    case K_SHIMTS: return int_value(v, 0, 1, &j->shim_time_slice);
     case K_HB: return int_value(v, 100, 3600000, &j->hb_timeout_ms);
     case K_MOVE: return int_value(v, 100, 86400000, &j->move_timeout_ms);
     case K_TCP: return word_value(v, j->tcp, sizeof(j->tcp));

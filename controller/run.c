@@ -838,8 +838,7 @@ static void est_env(int r, const es_ctl_job_t *job, const char *shim, const char
     } else {
         unsetenv("EASYSCALE_HOLD_STEPS");
     }
-    const char *ts = getenv("EASYSCALE_TIME_SLICE");
-    if (ts && (strcmp(ts, "on") == 0 || strcmp(ts, "overlap") == 0)) /* one GPU (checked) */
+    if (job->shim_time_slice) /* one GPU (checked): the shim's rotation */
         unsetenv("EASYSCALE_SLOT");
     else
         setenv("EASYSCALE_SLOT", job->place[r] >= 0 ? job->gpus[job->place[r]].uuid : "", 1);
@@ -1143,13 +1142,14 @@ static int run_gpus(run_ctx_t *x)
     }
     if (job->determinism == 2 && d2_canonical(x) < 0)
         return -ENOTSUP;
-    /* The shim's time-slicing (EASYSCALE_TIME_SLICE=on, docs/MOVING.md) groups
+    /* The shim's time-slicing (EASYSCALE_TIME_SLICE=on or overlap, docs/MOVING.md) groups
      * the ESTs of a GPU by local rank modulo the GPUs it sees, without
      * EASYSCALE_SLOT: under the controller that is the same placement only
-     * when the job has one GPU and sees only it. */
+     * when the job has one GPU and sees only it. The job file says so: the
+     * daemon counts every EST (which reports no slot) on that GPU. */
     const char *ts = getenv("EASYSCALE_TIME_SLICE");
-    int tslice = ts && (strcmp(ts, "on") == 0 || strcmp(ts, "overlap") == 0);
-    if (tslice && (__builtin_popcountll(job->slots) != 1 || job->ngpus != 1)) {
+    job->shim_time_slice = ts && (strcmp(ts, "on") == 0 || strcmp(ts, "overlap") == 0);
+    if (job->shim_time_slice && (__builtin_popcountll(job->slots) != 1 || job->ngpus != 1)) {
         es_ctl_err("EASYSCALE_TIME_SLICE=%s: the controller runs time-sliced jobs on one GPU "
                    "that is the only one visible (CUDA_VISIBLE_DEVICES); this job has %d of %d "
                    "(on several GPUs: 'easyscale-ctl timeslice' while it runs, or a timeslice "

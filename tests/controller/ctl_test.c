@@ -26,7 +26,9 @@
  *    shown, exit 1, the job stays consistent); placement by speed (prior
  *    and measured);
  *  - status shows the ESTs' time-slicing figures (per EST and per GPU:
- *    resident, parked, bytes swapped) as their heartbeats carry them;
+ *    resident, parked, bytes swapped) as their heartbeats carry them,
+ *    also for a job the shim time-slices (EASYSCALE_TIME_SLICE=on: every
+ *    EST on its one GPU, across a controller restart);
  *  - an EST that stops answering is reported, then recovers;
  *  - --schedule events at steps and times, failures reported;
  *  - TCP with the shared token; the default socket directory.
@@ -1354,6 +1356,91 @@ static void test_status_ts_figures(void **state)
     assert_int_equal(bg_finish(&job, T_JOB), 0);
 }
 
+/* A job the shim time-slices (EASYSCALE_TIME_SLICE=on: one GPU, the ESTs
+ * given no slot): status counts every EST on that GPU, resident or parked
+ * as its heartbeats say, with the bytes they swapped; so does a controller
+ * restarted meanwhile (the job file says so); `timeslice` is refused.
+ * Values the test chooses. */
+static void test_status_shim_time_slice(void **state)
+{
+    (void)state;
+    char sock[300];
+    sock_path(sock, sizeof(sock), "shimts");
+    char *env[] = { "SIMCUDA_DEVICES=a100:16G", "EASYSCALE_TIME_SLICE=on", NULL };
+    /* rank 0 parked (1 GiB out, 768 MiB in), 1 resident (2 GiB, 2.25 GiB),
+     * 2 parked (512 MiB, 256 MiB) */
+    const char *figs = "p:5:6:5:1073741824:805306368/r:9:9:10:2147483648:2415919104/"
+                       "p:4:5:4:536870912:268435456";
+    bg_t job;
+    start_fake_job(&job, env, sock, 3, NULL,
+                   (const char *[]){ "--run-ms", "60000", "--hb-ms", "50", "--ts-by-rank", figs,
+                                     NULL });
+    char *j = wait_registered(sock, 3, 0, 30);
+    long daemon = jint(j, "daemon_pid", -1);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < 100 && (jint(jest(j, 0), "yields", 0) != 5 ||
+                                    jint(jest(j, 1), "yields", 0) != 9 ||
+                                    jint(jest(j, 2), "yields", 0) != 4); i++) {
+            free(j);
+            msleep(100);
+            j = status_json(sock);
+        }
+        assert_non_null(j);
+        assert_non_null(strstr(j, "\"shim_time_slice\":true,"));
+        char w[32];
+        static const char *const where[] = { "parked", "resident", "parked" };
+        for (int r = 0; r < 3; r++) {
+            /* no slot reported, GPU 0 (not "host") */
+            assert_non_null(strstr(jest(j, r), "\"gpu\":0,\"slot\":\"\","));
+            assert_string_equal(jstr(jest(j, r), "where", w, sizeof(w)), where[r]);
+        }
+        /* GPU 0: 1 resident, 0 and 2 parked; 3.5 GiB out, 3.25 GiB in */
+        const char *slots = strstr(j, "\"slots\":[");
+        assert_non_null(slots);
+        assert_non_null(strstr(slots, "{\"gpu\":0,"));
+        assert_non_null(strstr(slots, "\"ests\":[0,1,2],"));
+        assert_non_null(strstr(slots, "\"resident\":[1],\"parked\":[0,2],\"bytes_out\":3758096384,"
+                                      "\"bytes_in\":3489660928,\"bytes_swapped\":7247757312}"));
+        free(j);
+        j = NULL;
+        es_proc_result_t r;
+        assert_int_equal(ctl(&r, NULL, "status", "--socket", sock, NULL), 0);
+        assert_non_null(strstr(r.out, "\ntime-sliced by the shim (EASYSCALE_TIME_SLICE=on): "
+                                      "every EST takes turns on GPU 0\n"));
+        assert_non_null(strstr(r.out, "\n0     parked    5          6/5               "
+                                      "1.00 GiB/768.0 MiB\n"));
+        assert_non_null(strstr(r.out, "\n1     resident  9          9/10              "
+                                      "2.00 GiB/2.25 GiB\n"));
+        assert_non_null(strstr(r.out, "\n0     a100   16.0 GiB   yes  0,1,2"));
+        assert_non_null(strstr(r.out, "      resident: ranks 1; parked: ranks 0,2; swapped "
+                                      "6.75 GiB (3.50 GiB out, 3.25 GiB in)\n"));
+        assert_null(strstr(r.out, " host "));
+        es_proc_result_free(&r);
+        /* the shim's rotation is the job's from start to end */
+        assert_int_equal(ctl(&r, NULL, "timeslice", "0", "--socket", sock, NULL), 1);
+        assert_non_null(strstr(r.out, "the shim time-slices this job on GPU 0"));
+        es_proc_result_free(&r);
+        if (pass)
+            break;
+        /* a new controller learns it from the job file */
+        assert_int_equal(kill((pid_t)daemon, SIGKILL), 0);
+        long d2 = -1;
+        for (int i = 0; i < 100; i++) {
+            free(j);
+            j = status_json(sock);
+            d2 = jint(j, "daemon_pid", -1);
+            if (d2 > 0 && d2 != daemon && jint(j, "registered", 0) == 3)
+                break;
+            msleep(100);
+        }
+        assert_true(d2 > 0 && d2 != daemon);
+    }
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
+    char *out = bg_output(&job);
+    assert_non_null(strstr(out, "started a new one"));
+    free(out);
+}
+
 static void test_scale_moves(void **state)
 {
     (void)state;
@@ -1922,6 +2009,7 @@ static void test_job_file(void **state)
     snprintf(a.canonical, sizeof(a.canonical), "a100,t4");
     a.est_mem = 256ull << 20;
     a.time_slicing = 1;
+    a.shim_time_slice = 1;
     a.hb_timeout_ms = 1500;
     a.move_timeout_ms = 9000;
     snprintf(a.tcp, sizeof(a.tcp), "127.0.0.1:5000");
@@ -1947,6 +2035,7 @@ static void test_job_file(void **state)
     assert_int_equal(b.determinism, 2);
     assert_string_equal(b.canonical, "a100,t4");
     assert_true(b.est_mem == a.est_mem && b.epoch == 12 && b.slots == 3);
+    assert_true(b.time_slicing == 1 && b.shim_time_slice == 1);
     assert_string_equal(b.tcp, "127.0.0.1:5000");
     assert_string_equal(b.gpus[1].name, "Tesla T4");
     assert_string_equal(b.gpus[1].uuid, a.gpus[1].uuid);
@@ -1959,7 +2048,9 @@ static void test_job_file(void **state)
     assert_non_null(text);
     const char *breaks[][2] = { { "ests 2", "ests 0" }, { "determinism d2", "determinism d9" },
                                 { "epoch 12", "epoch -1" }, { "end\n", "" },
-                                { "est 1 1 101", "est 1 7 101" }, { "time_slicing 1", "bogus 1" } };
+                                { "est 1 1 101", "est 1 7 101" }, { "time_slicing 1", "bogus 1" },
+                                { "shim_time_slice 1", "shim_time_slice 2" },
+                                { "shim_time_slice 1\n", "" } };
     for (size_t i = 0; i < sizeof(breaks) / sizeof(breaks[0]); i++) {
         char *bad = malloc(len + 32), *p = strstr(text, breaks[i][0]);
         assert_non_null(p);
@@ -2066,6 +2157,7 @@ int main(void)
         cmocka_unit_test(test_scale_moves),
         cmocka_unit_test(test_timeslice_commands),
         cmocka_unit_test(test_status_ts_figures),
+        cmocka_unit_test(test_status_shim_time_slice),
         cmocka_unit_test(test_placement_by_speed),
         cmocka_unit_test(test_moves_of_ests_without_gpu_state),
         cmocka_unit_test(test_unresponsive),
