@@ -194,8 +194,13 @@ void es_move_first_touch(int vdev)
         es_tslice_leave(t);
         goto out;
     }
-    if (es_tslice_cap(t) > 1)
-        es_tslice_room_take(t); /* it holds the turn: its memory is the first on the slot */
+    /* two footprints: the previous holder's memory may still be going, and
+     * the next one's coming back: room before the first allocation */
+    if (es_tslice_cap(t) > 1 && (rc = es_tslice_wait_room(t, -1)) != 0) {
+        ES_ERROR("time-slicing: no room on slot %d (%s): off", slot, strerror(-rc));
+        es_tslice_leave(t);
+        goto out;
+    }
     es_mover_set_tslice(t, slot);
     atexit(es_ts_exit);
     es_ts_state = 1;

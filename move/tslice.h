@@ -70,8 +70,7 @@ int es_tslice_join_cap(es_tslice_t **out, const char *job, int slot, int rank,
 int es_tslice_cap(es_tslice_t *t);
 /* Cap 2: waits until this member holds the turn or is the next to take
  * it, and the slot has room for its memory; takes the room. 0 or
- * -ETIMEDOUT. es_tslice_room_take takes it at once (first touch: the
- * member holds the turn). */
+ * -ETIMEDOUT. es_tslice_room_take takes it without waiting (tests). */
 int es_tslice_wait_room(es_tslice_t *t, int timeout_ms);
 void es_tslice_room_take(es_tslice_t *t);
 void es_tslice_room_release(es_tslice_t *t);

@@ -44,6 +44,9 @@ typedef struct tlog {
     int attempted;
     int who[256];
     size_t peak[N];
+    int resident, max_resident;   /* cap 2: members holding room, and the most at once */
+    int prefetched;               /* turns whose next member had room before the pass */
+    int died;                     /* the member that died holding room (-1: none) */
 } tlog_t;
 static tlog_t *lg;
 
@@ -170,6 +173,99 @@ static void test_dynamic_rotation(void **state)
     char path[160];
     snprintf(path, sizeof(path), "/dev/shm/easyscale-ts-%u-%s-0", (unsigned)getuid(), job);
     assert_int_equal(access(path, F_OK), -1);
+}
+
+/* ---- cap 2: the next member's room while the holder runs ---------------------------- */
+
+static void room_take_note(void)
+{
+    int r = __atomic_add_fetch(&lg->resident, 1, __ATOMIC_ACQ_REL);
+    int m = __atomic_load_n(&lg->max_resident, __ATOMIC_ACQUIRE);
+    while (r > m && !__atomic_compare_exchange_n(&lg->max_resident, &m, r, 0, __ATOMIC_ACQ_REL,
+                                                 __ATOMIC_ACQUIRE)) {
+    }
+}
+
+/* A member of a cap-2 rotation: memory (room) first, then the turn; the
+ * holder waits (bounded) until the next member has its room, passes, then
+ * gives its own room back. die_at: that rank exits holding room and turn
+ * at its second turn. */
+static int room_child(int rank, int die_at)
+{
+    es_tslice_t *t;
+    if (es_tslice_join_cap(&t, job, 0, rank, ranks, N, 2) != 0)
+        return 2;
+    for (int s = 0; s < STEPS; s++) {
+        if (es_tslice_wait_room(t, 20000) != 0)
+            return 3;
+        room_take_note();
+        if (es_tslice_wait(t, 20000) != 0)
+            return 4;
+        int i = __atomic_fetch_add(&lg->n, 1, __ATOMIC_ACQ_REL);
+        if (i < 256)
+            lg->who[i] = rank;
+        if (rank == die_at && s == 1) {
+            lg->died = rank;
+            _exit(0); /* its room must come back to the others */
+        }
+        /* the next member brings its memory back while this one runs (the
+         * last turn of the last member has no next) */
+        int want = __atomic_load_n(&lg->n, __ATOMIC_ACQUIRE) < N * STEPS - (die_at >= 0 ? 6 : 0);
+        for (int k = 0; want && k < 20000 && __atomic_load_n(&lg->resident, __ATOMIC_ACQUIRE) < 2;
+             k++)
+            usleep(1000);
+        if (__atomic_load_n(&lg->resident, __ATOMIC_ACQUIRE) >= 2)
+            __atomic_add_fetch(&lg->prefetched, 1, __ATOMIC_ACQ_REL);
+        if (es_tslice_pass(t) != 0)
+            return 5;
+        __atomic_sub_fetch(&lg->resident, 1, __ATOMIC_ACQ_REL);
+        es_tslice_room_release(t);
+    }
+    es_tslice_leave(t);
+    return 0;
+}
+
+static void run_rooms(int die_at)
+{
+    memset(lg, 0, sizeof(*lg));
+    lg->died = -1;
+    pid_t pids[N];
+    for (int i = 0; i < N; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0)
+            _exit(room_child(ranks[i], die_at));
+    }
+    assert_int_equal(wait_all(pids, N), 0);
+}
+
+static void test_two_footprints(void **state)
+{
+    (void)state;
+    es_tslice_t *t, *u;
+    int two[2] = { 0, 1 };
+    new_job("capchk");
+    assert_int_equal(es_tslice_join_cap(&t, job, 0, 0, two, 2, 3), -EINVAL);
+    assert_int_equal(es_tslice_join_cap(&t, job, 0, 0, two, 2, 2), 0);
+    assert_int_equal(es_tslice_cap(t), 2);
+    /* every member gives the same cap */
+    assert_int_equal(es_tslice_join_cap(&u, job, 0, 1, two, 2, 1), -EPROTO);
+    es_tslice_leave(t);
+
+    new_job("rooms");
+    run_rooms(-1);
+    assert_int_equal(lg->n, N * STEPS);
+    for (int i = 0; i < lg->n; i++) /* turns still in rank order */
+        assert_int_equal(lg->who[i], i % N);
+    print_message("cap 2: at most %d resident, %d of %d turns with the next one's memory "
+                  "back before the pass\n", lg->max_resident, lg->prefetched, lg->n);
+    assert_int_equal(lg->max_resident, 2); /* two at once, never three */
+    assert_true(lg->prefetched >= lg->n - 1);
+
+    /* a member that dies holding its room gives it back (its memory went) */
+    new_job("roomdead");
+    run_rooms(1);
+    assert_int_equal(lg->died, 1);
+    assert_int_equal(lg->n, (N - 1) * STEPS + 2);
 }
 
 static void test_turns_in_rank_order(void **state)
@@ -445,6 +541,7 @@ int main(void)
         cmocka_unit_test(test_dynamic_rotation),
         cmocka_unit_test(test_turns_in_rank_order),
         cmocka_unit_test(test_dead_holder_is_skipped),
+        cmocka_unit_test(test_two_footprints),
         cmocka_unit_test(test_four_ests_on_one_gpu),
         cmocka_unit_test(test_collective_while_parked),
         cmocka_unit_test(test_negative_control_without_slicing),

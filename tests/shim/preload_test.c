@@ -151,6 +151,22 @@ static void test_config_parse(void **state)
     assert_non_null(strstr(msg, "EASYSCALE_LOG"));
     assert_int_equal(parse_with(NULL, NULL, "", msg), -EINVAL);
     assert_int_equal(parse_with(NULL, NULL, "/nonexistent-dir/x/log", msg), -EINVAL);
+    /* EASYSCALE_TIME_SLICE: off, on (one resident), overlap (two) */
+    static const struct { const char *v; int want; } ts[] = {
+        { "off", 0 }, { "on", 1 }, { "overlap", 2 }, { "two", -EINVAL }, { "On", -EINVAL },
+    };
+    for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++) {
+        setenv("EASYSCALE_TIME_SLICE", ts[i].v, 1);
+        int rc = es_config_parse(&c, msg, sizeof(msg));
+        if (ts[i].want < 0) {
+            assert_int_equal(rc, ts[i].want);
+            assert_non_null(strstr(msg, "EASYSCALE_TIME_SLICE"));
+        } else {
+            assert_int_equal(rc, 0);
+            assert_int_equal(c.time_slice, ts[i].want);
+        }
+    }
+    unsetenv("EASYSCALE_TIME_SLICE");
 }
 
 static int side_effects;
