@@ -72,7 +72,7 @@ _Static_assert(sizeof(es_coll_id_t) == sizeof(ncclUniqueId), "es_coll_id_t is an
 /* ---- the shared segment -------------------------------------------------------- */
 
 #define ES_SEG_MAGIC 0x4745534c4c4f4345ULL        /* "ECOLLSEG" */
-#define ES_SEG_VERSION 1
+#define ES_SEG_VERSION 2
 
 enum { ES_FAIL_NONE = 0, ES_FAIL_ABORT, ES_FAIL_DEAD, ES_FAIL_TIMEOUT, ES_FAIL_DEPARTED,
        ES_FAIL_LOCAL };
@@ -106,7 +106,7 @@ typedef struct es_seg_rank {
     uint8_t uuid[16];             /* its GPU */
     int32_t split_color[2], split_key[2];
     int32_t setup_ok;             /* device transport set up (vote) */
-    int32_t pad0;
+    int32_t fixed_ts;             /* in a fixed time-slicing rotation (defer.c: fusion) */
     _Atomic uint32_t bell;        /* futex word this rank sleeps on */
     _Atomic uint32_t sleeping;    /* its threads asleep on bell (a ringer wakes them) */
     int32_t tp_pref;              /* its EASYSCALE_COLL_TRANSPORT (rank 0's decides) */
@@ -118,7 +118,9 @@ typedef struct es_seg_rank {
     _Atomic uint64_t dpos, ddone, dprog;
     char pad1[16];
     _Atomic uint64_t arrive;      /* data barriers passed (stream side) */
-    char pad2[56];
+    _Atomic uint64_t prop_seq;    /* defer.c: the kept all-reduce this rank's proposal is for */
+    _Atomic uint64_t prop_n;      /* ... and how many from it it could fuse */
+    char pad2[40];
     _Atomic uint64_t ctrl;        /* control barriers (host threads) */
     char pad3[56];
 } es_seg_rank_t;
@@ -195,6 +197,8 @@ struct es_comm {
     CUevent ev_last;              /* recorded after every operation */
     int have_ops;
     uint64_t splits, shrinks;
+    int ts_fuse;                  /* every rank in a fixed rotation: kept all-reduces may fuse */
+    uint64_t ts_seq;              /* kept operations so far (defer.c) */
     es_premul_t premul[ES_COLL_MAX_PREMUL];
     /* initialisation */
     int init_rank, init_nranks;
@@ -291,6 +295,8 @@ void es_coll_set_parked_host(int on);
 /* At a collective or a rendezvous: 1 yielded (parked), 0 not
  * time-sliced, -1 failed (message set). */
 int es_coll_ts_yield(void);
+/* 1 when this EST takes part in a fixed rotation (EASYSCALE_TIME_SLICE). */
+int es_coll_ts_fixed(void);
 /* The same without applying a pending rotation change (defer.c: what was
  * kept runs in the rotation it was kept in). */
 int es_coll_ts_park(void);

@@ -42,6 +42,7 @@ typedef struct es_dq_batch {
     es_comm_t *c;
     int n;
     es_qop_t *ops;
+    uint64_t seq;                 /* c's kept operations before this batch */
 } es_dq_batch_t;
 
 static struct {
@@ -103,29 +104,11 @@ static int es_dq_mark_stream(CUstream s)
     return 0;
 }
 
-/* Only a fixed rotation keeps collectives: in one the controller starts
- * on a running job (dynamic), the members still yield at every collective
- * (its scheduled holds wait for every EST's step to settle, which a member
- * holding the turn with collectives kept would never let happen). */
+/* Whether c's collectives are kept: its EST takes turns (a fixed rotation,
+ * or a dynamic one it has entered) and c uses the host transport. */
 int es_coll_ts_keeps(es_comm_t *c)
 {
-    es_tslice_t *t = es_mover_tslice(NULL);
-    return c->tp_id == ES_COLL_TP_HOST && t != NULL && !es_tslice_dynamic(t);
-}
-
-/* A dynamic rotation's member: a turn at this collective (park, run it
- * parked, come back in its turn). */
-static ncclResult_t es_dq_turn(es_comm_t *c, es_qop_t **ops, int n)
-{
-    int parked = es_coll_ts_park();
-    if (parked < 0)
-        return ncclUnhandledCudaError;
-    if (parked == 0)
-        return es_coll_launch(c, ops, n);
-    ncclResult_t res = es_coll_launch_parked(c, ops, n);
-    if (es_coll_ts_resume() < 0 && res == ncclSuccess)
-        res = ncclUnhandledCudaError;
-    return res;
+    return c->tp_id == ES_COLL_TP_HOST && es_mover_tslice(NULL) != NULL;
 }
 
 /* At exit, what is still kept runs (the peers wait for it). */
@@ -168,7 +151,11 @@ static ncclResult_t es_dq_add(es_comm_t *c, es_qop_t **ops, int n)
     static int exit_hook;
     if (!exit_hook++)
         atexit(es_dq_atexit);
-    es_dq.b[es_dq.nb++] = (es_dq_batch_t){ c, n, copy };
+    pthread_mutex_lock(&c->mu);
+    uint64_t seq = c->ts_seq;
+    c->ts_seq += (uint64_t)n;
+    pthread_mutex_unlock(&c->mu);
+    es_dq.b[es_dq.nb++] = (es_dq_batch_t){ c, n, copy, seq };
     es_dq.kept += (uint64_t)n;
     es_dq_count();
 out:
@@ -176,15 +163,55 @@ out:
     return res;
 }
 
-/* Batch b is one all-reduce that can be fused with the one of a: same
- * communicator, datatype and operator (not a PreMulSum: its scalar may
- * differ), something to reduce. */
+/* Batch a is one all-reduce that may start a fused group: something to
+ * reduce, not a PreMulSum (its scalar may differ), on a communicator whose
+ * every rank keeps its collectives (a fixed rotation). Every rank decides
+ * this alike: the same operations, the same communicator. */
+static int es_dq_fuse_head(const es_dq_batch_t *a)
+{
+    const es_qop_t *x = &a->ops[0];
+    return a->n == 1 && a->c->ts_fuse && x->op.kind == ES_OP_ALLREDUCE && x->op.count &&
+           x->rop != ES_RO_PREMUL && !es_digest_enabled();
+}
+
+/* Batch b can join a's group: the same communicator, datatype, operator. */
 static int es_dq_fusable(const es_dq_batch_t *a, const es_dq_batch_t *b)
 {
     const es_qop_t *x = &a->ops[0], *y = &b->ops[0];
-    return a->n == 1 && b->n == 1 && a->c == b->c && x->op.kind == ES_OP_ALLREDUCE &&
-           y->op.kind == ES_OP_ALLREDUCE && x->op.dtype == y->op.dtype && x->rop == y->rop &&
-           x->rop != ES_RO_PREMUL && x->op.count && y->op.count;
+    return es_dq_fuse_head(a) && es_dq_fuse_head(b) && a->c == b->c &&
+           x->op.dtype == y->op.dtype && x->rop == y->rop;
+}
+
+/* How many kept all-reduces from seq every rank fuses: each proposes how
+ * many it could (consecutive in what it kept, disjoint in its memory), the
+ * least wins; one control barrier. Every rank agrees for every group head,
+ * so all run the same operations the same way whatever their flushes
+ * hold. 0 and *n, or a negative errno (the communicator failed). */
+static int es_dq_agree(es_comm_t *c, uint64_t seq, int local, int *n)
+{
+    es_seg_rank_t *me = es_seg_rank(&c->seg, c->rank);
+    atomic_store(&me->prop_n, (uint64_t)local);
+    atomic_store(&me->prop_seq, seq + 1);
+    pthread_mutex_lock(&c->mu);
+    int rc = es_ctrl_barrier(c);
+    pthread_mutex_unlock(&c->mu);
+    if (rc < 0)
+        return rc;
+    uint64_t m = (uint64_t)local;
+    for (int r = 0; r < c->nranks; r++) {
+        es_seg_rank_t *o = es_seg_rank(&c->seg, r);
+        if (atomic_load(&o->prop_seq) != seq + 1) {
+            es_coll_error("time-slicing: rank %d fuses another all-reduce than %llu", r,
+                          (unsigned long long)seq);
+            es_comm_fail(c, ES_FAIL_LOCAL, ncclInternalError);
+            return -EPROTO;
+        }
+        uint64_t v = atomic_load(&o->prop_n);
+        if (v < m)
+            m = v;
+    }
+    *n = m ? (int)m : 1;
+    return 0;
 }
 
 static int es_overlap(const void *a, size_t na, const void *b, size_t nb)
@@ -274,17 +301,27 @@ static ncclResult_t es_dq_run_one(es_dq_batch_t *b)
     return r;
 }
 
-/* Runs the kept batches parked, in issue order, consecutive fusable
- * all-reduces as one (not while collective digests are on: they hash each
- * operation); the first failure's status. */
+/* Runs the kept batches parked, in issue order; consecutive all-reduces
+ * as one where every rank agrees (es_dq_agree; not while collective
+ * digests are on: they hash each operation); the first failure's status. */
 static ncclResult_t es_dq_run(es_dq_batch_t *b, int nb)
 {
     ncclResult_t res = ncclSuccess;
     for (int i = 0; i < nb;) {
         int j = i + 1;
-        while (!es_digest_enabled() && j < nb && es_dq_fusable(&b[i], &b[j]) &&
-               es_dq_disjoint(b + i, j + 1 - i, es_coll_type_size(b[i].ops[0].op.dtype)))
-            j++;
+        if (es_dq_fuse_head(&b[i])) {
+            while (j < nb && es_dq_fusable(&b[i], &b[j]) &&
+                   es_dq_disjoint(b + i, j + 1 - i, es_coll_type_size(b[i].ops[0].op.dtype)))
+                j++;
+            int n = 1;
+            if (es_dq_agree(b[i].c, b[i].seq, j - i, &n) < 0) {
+                if (res == ncclSuccess)
+                    res = ncclInternalError;
+                i = j; /* the communicator failed: its operations end at once */
+                continue;
+            }
+            j = i + n;
+        }
         ncclResult_t r = j - i > 1 ? es_dq_run_fused(b + i, j - i) : es_dq_run_one(&b[i]);
         if (r != ncclSuccess && res == ncclSuccess)
             res = r;
@@ -476,7 +513,5 @@ ncclResult_t es_coll_submit(es_comm_t *c, es_qop_t **ops, int n)
         return es_dq_add(c, ops, n);
     if (es_coll_ts_flush() < 0) /* kept ones first, in issue order */
         return ncclUnhandledCudaError;
-    if (c->tp_id == ES_COLL_TP_HOST && es_mover_tslice(NULL))
-        return es_dq_turn(c, ops, n);
     return es_coll_launch(c, ops, n);
 }

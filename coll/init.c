@@ -227,11 +227,15 @@ static ncclResult_t es_comm_pick_transport(es_comm_t *c)
     int pref = es_seg_rank(&c->seg, 0)->tp_pref;
     es_seg_rank(&c->seg, c->rank)->can_device =
         pref != ES_COLL_TP_HOST && es_coll_tp_dev.possible(c);
+    es_seg_rank(&c->seg, c->rank)->fixed_ts = es_coll_ts_fixed();
     if ((rc = es_ctrl_barrier(c)) < 0)
         return es_comm_status_of(rc);
-    int all = 1;
-    for (int r = 0; r < c->nranks; r++)
+    int all = 1, fixed = 1;
+    for (int r = 0; r < c->nranks; r++) {
         all &= es_seg_rank(&c->seg, r)->can_device != 0;
+        fixed &= es_seg_rank(&c->seg, r)->fixed_ts != 0;
+    }
+    c->ts_fuse = fixed;
     c->tp = &es_coll_tp_host;
     c->tp_id = ES_COLL_TP_HOST;
     if (pref != ES_COLL_TP_HOST && all) {

@@ -36,6 +36,12 @@ void es_coll_set_parked_host(int on)
     es_parked_host = on;
 }
 
+int es_coll_ts_fixed(void)
+{
+    es_tslice_t *t = es_mover_tslice(NULL);
+    return t != NULL && !es_tslice_dynamic(t);
+}
+
 int es_coll_ts_yield(void)
 {
     es_mover_ts_apply(); /* a rotation the controller started or ended, from here */
