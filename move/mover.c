@@ -265,7 +265,9 @@ void es_mover_set_lib_hooks(int (*down)(int vdev, char *msg, size_t msglen),
 static int es_ts_light;                   /* the request being posted is a yield's */
 static int es_light_dev[ES_MAX_VDEV] = { [0 ... ES_MAX_VDEV - 1] = -1 };
 #define ES_LIGHT_NOSUMS 16
+#define ES_LIGHT_NOSUMS_MAX 1024
 static int es_light_nosums; /* swap-outs left without checksums (they did not pay) */
+static int es_light_backoff = ES_LIGHT_NOSUMS; /* the next such pause */
 
 static int es_park_light(int vdev, int src, char *msg, size_t msglen)
 {
@@ -296,10 +298,17 @@ static int es_park_light(int vdev, int src, char *msg, size_t msglen)
         es_light_dev[vdev] = src;
     /* the checksums pay when hashing is faster than copying what they
      * spare (a GPU: memory bandwidth against the bus); otherwise the next
-     * ES_LIGHT_NOSUMS swap-outs copy without them, then they are tried again */
-    if (rc == 0 && hashed && st.bytes_d2h && st.ms_copy > 0 &&
-        st.ms_sums > (double)st.bytes_skipped * st.ms_copy / (double)st.bytes_d2h)
-        es_light_nosums = ES_LIGHT_NOSUMS;
+     * swap-outs copy without them (16, then twice as many each time they
+     * lose again, at most 1024), then they are tried again */
+    if (rc == 0 && hashed && st.bytes_d2h && st.ms_copy > 0) {
+        if (st.ms_sums > (double)st.bytes_skipped * st.ms_copy / (double)st.bytes_d2h) {
+            es_light_nosums = es_light_backoff;
+            if (es_light_backoff < ES_LIGHT_NOSUMS_MAX)
+                es_light_backoff *= 2;
+        } else {
+            es_light_backoff = ES_LIGHT_NOSUMS;
+        }
+    }
     return rc;
 }
 
