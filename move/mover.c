@@ -264,10 +264,7 @@ void es_mover_set_lib_hooks(int (*down)(int vdev, char *msg, size_t msglen),
  * would have. */
 static int es_ts_light;                   /* the request being posted is a yield's */
 static int es_light_dev[ES_MAX_VDEV] = { [0 ... ES_MAX_VDEV - 1] = -1 };
-#define ES_LIGHT_NOSUMS 16
-#define ES_LIGHT_NOSUMS_MAX 1024
-static int es_light_nosums; /* swap-outs left without checksums (they did not pay) */
-static int es_light_backoff = ES_LIGHT_NOSUMS; /* the next such pause */
+static int es_light_nosums; /* 1: checksums cannot pay here (hashing is slower than copying) */
 
 static int es_park_light(int vdev, int src, char *msg, size_t msglen)
 {
@@ -282,12 +279,11 @@ static int es_park_light(int vdev, int src, char *msg, size_t msglen)
         return rc;
     es_swap_opts_t o, plain;
     es_swap_get_opts(&o);
-    int hashed = o.sums && es_light_nosums == 0;
+    int hashed = o.sums && !es_light_nosums;
     if (o.sums && !hashed) {
         plain = o;
         plain.sums = 0;
         es_swap_set_opts(&plain);
-        es_light_nosums--;
     }
     rc = es_swap_out(vdev, &st, msg, msglen);
     if (o.sums && !hashed)
@@ -296,19 +292,14 @@ static int es_park_light(int vdev, int src, char *msg, size_t msglen)
     es_engine_release(src);
     if (rc == 0)
         es_light_dev[vdev] = src;
-    /* the checksums pay when hashing is faster than copying what they
-     * spare (a GPU: memory bandwidth against the bus); otherwise the next
-     * swap-outs copy without them (16, then twice as many each time they
-     * lose again, at most 1024), then they are tried again */
-    if (rc == 0 && hashed && st.bytes_d2h && st.ms_copy > 0) {
-        if (st.ms_sums > (double)st.bytes_skipped * st.ms_copy / (double)st.bytes_d2h) {
-            es_light_nosums = es_light_backoff;
-            if (es_light_backoff < ES_LIGHT_NOSUMS_MAX)
-                es_light_backoff *= 2;
-        } else {
-            es_light_backoff = ES_LIGHT_NOSUMS;
-        }
-    }
+    /* The checksums hash every byte to spare copying the unchanged ones:
+     * they can pay only where hashing a byte is faster than copying it (a
+     * GPU: its memory bandwidth against the bus, by far); where it is not
+     * (simcuda: a CPU loop against a memcpy) this EST's turns copy without
+     * them from its first swap-out on. */
+    if (rc == 0 && hashed && st.bytes && st.ms_sums > 0 && st.bytes_d2h && st.ms_copy > 0 &&
+        (double)st.bytes / st.ms_sums <= (double)st.bytes_d2h / st.ms_copy)
+        es_light_nosums = 1;
     return rc;
 }
 

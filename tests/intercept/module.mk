@@ -14,6 +14,15 @@ $(B)/tests/intercept_vargs_test: $(B)/obj/tests/intercept/vargs_test.o
 
 TESTS += $(B)/tests/intercept_vargs_test
 
+# The time-slicing check before a call (intercept/tsdefer.c) against a fake
+# engine.
+$(B)/tests/intercept_tsdefer_test: $(B)/obj/tests/intercept/tsdefer_test.o \
+		$(B)/obj/intercept/tsdefer.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS)
+
+TESTS += $(B)/tests/intercept_tsdefer_test
+
 # ---- clients -----------------------------------------------------------------
 # cudnn-frontend's call sequences (tests/intercept/dnn_test.c).
 $(B)/obj/tests/intercept/fe_client.o: CFLAGS += -ffp-contract=off
