@@ -480,7 +480,7 @@ static void status_job(es_ctl_buf_t *b, int json, int64_t now, const char *sourc
                           D.job.canonical[0] ? " canonical " : "", D.job.canonical, slots,
                           (unsigned long long)D.job.epoch, (int)getpid());
         if (D.job.shim_time_slice)
-            es_ctl_buf_printf(b, "time-sliced by the shim (EASYSCALE_TIME_SLICE=on): every EST "
+            es_ctl_buf_printf(b, "time-sliced by the shim (EASYSCALE_TIME_SLICE): every EST "
                               "takes turns on GPU %s\n", slots);
         if (D.op.active)
             es_ctl_buf_printf(b, "in progress: %s (%.1f s)\n", D.op.what,

@@ -129,17 +129,22 @@ static void es_engine_release(int dev)
     es_drv.cuDevicePrimaryCtxRelease_v2(dev);
 }
 
+/* Before a swap-out: vdev's streams drained (timed), the engine's context
+ * on src current. */
+static int es_drain_engine(int vdev, int src, CUcontext *c, char *msg, size_t msglen)
+{
+    double t = es_ms();
+    int rc = es_vh_drain(vdev, msg, msglen);
+    es_acc.ms_sync += es_ms() - t;
+    return rc ? rc : es_engine_ctx(src, c, msg, msglen);
+}
+
 /* Resident on src -> parked. */
 static int es_park(int vdev, int src, char *msg, size_t msglen)
 {
     CUcontext c;
     es_swap_stats_t st;
-    double t = es_ms();
-    int rc = es_vh_drain(vdev, msg, msglen);
-    es_acc.ms_sync += es_ms() - t;
-    if (rc)
-        return rc;
-    rc = es_engine_ctx(src, &c, msg, msglen);
+    int rc = es_drain_engine(vdev, src, &c, msg, msglen);
     if (rc)
         return rc;
     rc = es_swap_out(vdev, &st, msg, msglen);
@@ -270,11 +275,7 @@ static int es_park_light(int vdev, int src, char *msg, size_t msglen)
 {
     CUcontext c;
     es_swap_stats_t st;
-    double t = es_ms();
-    int rc = es_vh_drain(vdev, msg, msglen);
-    es_acc.ms_sync += es_ms() - t;
-    if (rc == 0)
-        rc = es_engine_ctx(src, &c, msg, msglen);
+    int rc = es_drain_engine(vdev, src, &c, msg, msglen);
     if (rc)
         return rc;
     es_swap_opts_t o, plain;

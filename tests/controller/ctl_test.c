@@ -1405,7 +1405,7 @@ static void test_status_shim_time_slice(void **state)
         j = NULL;
         es_proc_result_t r;
         assert_int_equal(ctl(&r, NULL, "status", "--socket", sock, NULL), 0);
-        assert_non_null(strstr(r.out, "\ntime-sliced by the shim (EASYSCALE_TIME_SLICE=on): "
+        assert_non_null(strstr(r.out, "\ntime-sliced by the shim (EASYSCALE_TIME_SLICE): "
                                       "every EST takes turns on GPU 0\n"));
         assert_non_null(strstr(r.out, "\n0     parked    5          6/5               "
                                       "1.00 GiB/768.0 MiB\n"));
