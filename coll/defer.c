@@ -17,8 +17,10 @@
  *
  * Event records on a stream with kept collectives are kept too (an event
  * recorded after a collective completes after it): cuEventQuery answers
- * not-ready, a wait on one yields. Calls downward only: launch.c (the
- * parked runs), tslice.c, util.c; comm.c, enqueue.c, group.c call here. */
+ * not-ready, a wait on one yields. Consecutive kept all-reduces run as one
+ * where every rank of their communicator agrees (es_dq_agree). Calls
+ * downward only: launch.c (the parked runs), tslice.c, seg.c, util.c;
+ * comm.c, enqueue.c, group.c call here. */
 #include "coll/coll_int.h"
 #include "coll/digest.h"
 #include "move/door.h"
