@@ -138,8 +138,6 @@ int es_coll_ts_event_kept(CUevent e);
 int es_coll_ts_keep_record(CUevent e, CUstream s);
 /* e recorded elsewhere, or destroyed: its kept record is dropped. */
 void es_coll_ts_forget_event(CUevent e);
-/* Collectives kept so far (all time). */
-uint64_t es_coll_ts_kept_total(void);
 
 /* ---- errors ------------------------------------------------------------------ */
 

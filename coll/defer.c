@@ -59,7 +59,6 @@ static struct {
     int nst;
     es_dq_ev_t ev[ES_DQ_MAX_EVENTS];
     int nev;
-    uint64_t kept;                /* collectives kept so far (statistics) */
 } es_dq = { .flush_mu = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER };
 
 _Atomic int es_coll_ts_kept;      /* batches + events kept now (coll.h) */
@@ -87,6 +86,13 @@ static int es_dq_event_index(CUevent e)
         if (es_dq.ev[i].ev == e)
             return i;
     return -1;
+}
+
+/* Drops kept record i (the others keep their order). */
+static void es_dq_event_drop(int i)
+{
+    memmove(&es_dq.ev[i], &es_dq.ev[i + 1], (size_t)(es_dq.nev - i - 1) * sizeof(es_dq.ev[0]));
+    es_dq.nev--;
 }
 
 /* Marks s as holding kept work. -ENOSPC when too many streams. */
@@ -158,7 +164,6 @@ static ncclResult_t es_dq_add(es_comm_t *c, es_qop_t **ops, int n)
     c->ts_seq += (uint64_t)n;
     pthread_mutex_unlock(&c->mu);
     es_dq.b[es_dq.nb++] = (es_dq_batch_t){ c, n, copy, seq };
-    es_dq.kept += (uint64_t)n;
     es_dq_count();
 out:
     pthread_mutex_unlock(&es_dq.mu);
@@ -357,11 +362,8 @@ static void es_dq_drop(int nb, const es_dq_ev_t *ev, int nev)
     es_dq.nb -= nb;
     for (int k = 0; k < nev; k++) {
         int i = es_dq_event_index(ev[k].ev);
-        if (i >= 0 && es_dq.ev[i].s == ev[k].s) {
-            memmove(&es_dq.ev[i], &es_dq.ev[i + 1],
-                    (size_t)(es_dq.nev - i - 1) * sizeof(es_dq.ev[0]));
-            es_dq.nev--;
-        }
+        if (i >= 0 && es_dq.ev[i].s == ev[k].s)
+            es_dq_event_drop(i);
     }
     es_dq.nst = 0;
     for (int i = 0; i < es_dq.nb; i++)
@@ -465,8 +467,7 @@ int es_coll_ts_keep_record(CUevent e, CUstream s)
     pthread_mutex_lock(&es_dq.mu);
     int i = es_dq_event_index(e);
     if (i >= 0) /* recorded again: the last record counts */
-        memmove(&es_dq.ev[i], &es_dq.ev[i + 1], (size_t)(es_dq.nev - i - 1) * sizeof(es_dq.ev[0])),
-            es_dq.nev--;
+        es_dq_event_drop(i);
     if (es_dq.nev == ES_DQ_MAX_EVENTS)
         rc = -ENOSPC;
     else
@@ -481,19 +482,10 @@ void es_coll_ts_forget_event(CUevent e)
     pthread_mutex_lock(&es_dq.mu);
     int i = es_dq_event_index(e);
     if (i >= 0) {
-        memmove(&es_dq.ev[i], &es_dq.ev[i + 1], (size_t)(es_dq.nev - i - 1) * sizeof(es_dq.ev[0]));
-        es_dq.nev--;
+        es_dq_event_drop(i);
         es_dq_count();
     }
     pthread_mutex_unlock(&es_dq.mu);
-}
-
-uint64_t es_coll_ts_kept_total(void)
-{
-    pthread_mutex_lock(&es_dq.mu);
-    uint64_t n = es_dq.kept;
-    pthread_mutex_unlock(&es_dq.mu);
-    return n;
 }
 
 /* ---- the operations' way in ------------------------------------------------------------ */

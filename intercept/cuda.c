@@ -377,13 +377,7 @@ ES_CUDA_FUNCS(ES_GEN_HOOKED)
     {                                                                                          \
         es_enter_slow(ES_LIB_CUDA, ES_IDX_##sym,                                               \
                       es_door_tls.epoch != __atomic_load_n(&es_door_epoch, __ATOMIC_RELAXED)); \
-        if (__builtin_expect(__atomic_load_n(&es_coll_ts_kept, __ATOMIC_RELAXED) != 0, 0)) {  \
-            es_ts_notes_t n_ = { 0 };                                                          \
-            int st_ = 0;                                                                       \
-            es_ts_note(&n_, ES_TS_STREAM, (const void *)(sexpr));                              \
-            if (es_ts_check(ES_LIB_CUDA, ES_IDX_##sym, &n_, &st_))                             \
-                return (CUresult)st_;                                                          \
-        }                                                                                      \
+        ES_TS_PRE(cuda, sym, CUresult, (V_STREAM(sexpr)))                                      \
         if (__builtin_expect(es_modaudit_flagged((const void *)(fexpr)), 0) &&                 \
             es_modaudit_launch((const void *)(fexpr), #sym) < 0)                               \
             return CUDA_ERROR_NOT_SUPPORTED;                                                   \

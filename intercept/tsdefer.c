@@ -129,8 +129,7 @@ int es_ts_check(int lib, int idx, const es_ts_notes_t *t, int *status)
 {
     /* the engine's, a move's, a flush's own calls, or a library's inside
      * a wrapped call */
-    if (es_ts_in_nccl || es_door_tls.moving || es_door_tls.depth > 1 || es_coll_ts_busy() ||
-        lib == ES_LIB_NCCL)
+    if (es_ts_in_nccl || es_door_tls.moving || es_door_tls.depth > 1 || es_coll_ts_busy())
         return 0;
     pthread_once(&es_ts_once, es_ts_init);
     int cls = lib == ES_LIB_CUDA && idx >= 0 && idx < ES_TS_NCUDA ? es_ts_class[idx]

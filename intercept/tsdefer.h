@@ -23,6 +23,7 @@
 #define ES_INTERCEPT_TSDEFER_H
 
 #include "coll/coll.h"
+#include "intercept/vargs.h"
 
 #include <stdint.h>
 

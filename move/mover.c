@@ -172,6 +172,25 @@ static void es_peak_note(void)
     }
 }
 
+/* The memory of a parked vdev back onto dev (its handles there already),
+ * the host registrations made again first when reg. */
+static int es_bring_in(int vdev, int dev, int reg, char *msg, size_t msglen)
+{
+    CUcontext c;
+    es_swap_stats_t st;
+    int rc = es_engine_ctx(dev, &c, msg, msglen);
+    if (rc)
+        return rc;
+    if (reg)
+        es_host_register_all();
+    rc = es_swap_in(vdev, dev, &st, msg, msglen);
+    es_acc_add(&st);
+    if (rc == 0)
+        es_peak_note();
+    es_engine_release(dev);
+    return rc;
+}
+
 /* Parked -> resident on dev. */
 static int es_unpark(int vdev, int dev, char *msg, size_t msglen)
 {
@@ -179,17 +198,7 @@ static int es_unpark(int vdev, int dev, char *msg, size_t msglen)
     int rc = es_vh_recreate(vdev, dev, msg, msglen);
     if (rc)
         return rc; /* still parked: recreate undoes itself */
-    CUcontext c;
-    rc = es_engine_ctx(dev, &c, msg, msglen);
-    if (rc == 0) {
-        es_host_register_all();
-        es_swap_stats_t st;
-        rc = es_swap_in(vdev, dev, &st, msg, msglen);
-        es_acc_add(&st);
-        if (rc == 0)
-            es_peak_note();
-        es_engine_release(dev);
-    }
+    rc = es_bring_in(vdev, dev, 1, msg, msglen);
     if (rc) {
         es_vh_teardown(vdev, why, sizeof(why));
         return rc; /* parked, with its host copies */
@@ -263,11 +272,11 @@ void es_mover_set_lib_hooks(int (*down)(int vdev, char *msg, size_t msglen),
  * A time-sliced EST parks and comes back onto the same slot many times a
  * minute: its contexts, streams, events, modules and vendor handles stay
  * where they are (a real GPU keeps each process's contexts anyway), only
- * the registry's memory goes out and comes back. es_light_dev[v]: the
+ * the registry's memory goes out and comes back (target
+ * ES_MOVER_PARK_MEM). es_light_dev[v]: the
  * device those handles live on while v is parked so (-1: none). A move of
  * such an EST anywhere else first takes its handles down, as a full park
  * would have. */
-static int es_ts_light;                   /* the request being posted is a yield's */
 static int es_light_dev[ES_MAX_VDEV] = { [0 ... ES_MAX_VDEV - 1] = -1 };
 static int es_light_nosums; /* 1: checksums cannot pay here (hashing is slower than copying) */
 
@@ -306,18 +315,9 @@ static int es_park_light(int vdev, int src, char *msg, size_t msglen)
 
 static int es_unpark_light(int vdev, int dev, char *msg, size_t msglen)
 {
-    CUcontext c;
-    es_swap_stats_t st;
-    int rc = es_engine_ctx(dev, &c, msg, msglen);
-    if (rc)
-        return rc;
-    rc = es_swap_in(vdev, dev, &st, msg, msglen);
-    es_acc_add(&st);
-    if (rc == 0) {
-        es_peak_note();
+    int rc = es_bring_in(vdev, dev, 0, msg, msglen);
+    if (rc == 0)
         es_light_dev[vdev] = -1;
-    }
-    es_engine_release(dev);
     return rc;
 }
 
@@ -349,6 +349,9 @@ static int es_mover_run_one(int vdev, int dev, char *msg, size_t msglen)
     int src = es_memreg_device(vdev);
     if (msg && msglen)
         msg[0] = '\0';
+    int mem_only = dev == ES_MOVER_PARK_MEM;
+    if (mem_only)
+        dev = ES_MOVER_PARK;
     if (dev < ES_MOVER_PARK) {
         es_msg(msg, msglen, "no device %d", dev);
         return -EINVAL;
@@ -361,8 +364,7 @@ static int es_mover_run_one(int vdev, int dev, char *msg, size_t msglen)
         return -EBUSY;
     }
     int rc = 0;
-    int light = __atomic_load_n(&es_ts_light, __ATOMIC_ACQUIRE);
-    if (dev == ES_MOVER_PARK && src >= 0 && light)
+    if (mem_only) /* resident on src (parked returned above) */
         return es_park_light(vdev, src, msg, msglen);
     if (src < 0 && es_light_dev[vdev] >= 0) {
         if (dev == es_light_dev[vdev])
@@ -434,7 +436,8 @@ int es_mover_run_est(int dev, char *msg, size_t msglen)
         }
         dev = now == ES_MOVER_PARK ? es_last_dev : ES_MOVER_PARK;
     }
-    if (now >= 0 && dev == ES_MOVER_PARK)
+    int park = dev == ES_MOVER_PARK || dev == ES_MOVER_PARK_MEM;
+    if (now >= 0 && park)
         es_last_dev = now;
     for (int v = 0; v < ES_MAX_VDEV && rc == 0; v++)
         if (es_vdev_in_use(v)) {
@@ -453,7 +456,7 @@ int es_mover_run_est(int dev, char *msg, size_t msglen)
     sum.ms = es_ms() - t0;
     es_last = sum;
     if (es_report && any)
-        es_report(rc, dev, msg ? msg : "", &es_last);
+        es_report(rc, park ? ES_MOVER_PARK : dev, msg ? msg : "", &es_last);
     if (!any && msg && msglen)
         snprintf(msg, msglen, "the EST holds nothing on any device yet: nothing to move");
     return rc;
@@ -554,9 +557,7 @@ int es_mover_yield(es_tslice_t *t, char *msg, size_t msglen)
     int overlap = es_ts_overlap(t);
     if (overlap && es_tslice_mine(t))
         es_tslice_pass(t); /* the next one runs while this one's memory goes */
-    __atomic_store_n(&es_ts_light, 1, __ATOMIC_RELEASE);
-    int rc = es_mover_door_move(ES_MOVER_PARK, msg, msglen);
-    __atomic_store_n(&es_ts_light, 0, __ATOMIC_RELEASE);
+    int rc = es_mover_door_move(ES_MOVER_PARK_MEM, msg, msglen);
     if (rc == 0) {
         es_tss_add(&es_tss.yields, 1);
         es_tss_count(1);

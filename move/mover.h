@@ -21,6 +21,8 @@
 
 #define ES_MOVER_PARK (-1)   /* target device: host memory only */
 #define ES_MOVER_TOGGLE (-3) /* park when resident, back where it was when parked */
+#define ES_MOVER_PARK_MEM (-4) /* time-slicing's yield: park the memory only, the
+                                * handles stay (a later move elsewhere takes them down) */
 
 /* Installs the door's hooks (re-binding after a move, the signal target).
  * Idempotent. */
@@ -109,7 +111,9 @@ es_tslice_t *es_mover_tslice(int *slot);
  * while vdev is still resident where it was (before anything is drained or
  * copied: the objects' old contexts exist), and up(vdev) once vdev is
  * resident again (on the new GPU, or where it was when the move failed),
- * its contexts bound; not while parked. Each returns 0 or a negative errno
+ * its contexts bound; not while parked. (An EST whose memory only was
+ * parked, ES_MOVER_PARK_MEM, keeps its objects: down is called when it
+ * moves elsewhere, its contexts still there, its memory in host copies.) Each returns 0 or a negative errno
  * with a reason in msg; a failure of down stops the move (up restores what
  * it took down), one of up fails the move (vdev stays where it is). NULL:
  * none. */

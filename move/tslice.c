@@ -238,6 +238,34 @@ static void es_set_turn(es_tslice_shm_t *s, uint32_t from, uint32_t to)
     }
 }
 
+/* The turn cur sits with a member that died, left (or, dynamic, has not
+ * joined): skip it (1), else 0. */
+static int es_skip_gone_holder(es_tslice_shm_t *s, uint32_t cur)
+{
+    int32_t pid = __atomic_load_n(&s->pids[cur % s->nmembers], __ATOMIC_ACQUIRE);
+    if (!(pid == -1 || (pid > 0 && es_pid_dead(pid)) ||
+          (pid == 0 && (s->flags & ES_TSLICE_DYNAMIC))))
+        return 0;
+    if (pid > 0)
+        __atomic_store_n(&s->pids[cur % s->nmembers], -1, __ATOMIC_RELEASE);
+    es_set_turn(s, cur, es_next(s, cur));
+    return 1;
+}
+
+/* Sleeps until the turn moves from cur (or a wake, or poll_ms): 0, or
+ * -ETIMEDOUT once timeout_ms (>= 0) have passed since start. */
+static int es_turn_sleep(es_tslice_shm_t *s, uint32_t cur, const struct timespec *start,
+                         int timeout_ms, long poll_ms)
+{
+    struct timespec now, ts = { 0, poll_ms * 1000 * 1000 };
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (timeout_ms >= 0 && (now.tv_sec - start->tv_sec) * 1000 +
+                                   (now.tv_nsec - start->tv_nsec) / 1000000 >= timeout_ms)
+        return -ETIMEDOUT;
+    es_futex(&s->turn, FUTEX_WAIT, cur, &ts);
+    return 0;
+}
+
 int es_tslice_wait(es_tslice_t *t, int timeout_ms)
 {
     if (!t)
@@ -249,21 +277,10 @@ int es_tslice_wait(es_tslice_t *t, int timeout_ms)
         uint32_t cur = __atomic_load_n(&s->turn, __ATOMIC_ACQUIRE);
         if (cur == (uint32_t)t->me)
             return 0;
-        /* the holder died, or left (or, dynamic, has not joined): skip it */
-        int32_t pid = __atomic_load_n(&s->pids[cur % s->nmembers], __ATOMIC_ACQUIRE);
-        if (pid == -1 || (pid > 0 && es_pid_dead(pid)) ||
-            (pid == 0 && (s->flags & ES_TSLICE_DYNAMIC))) {
-            if (pid > 0)
-                __atomic_store_n(&s->pids[cur % s->nmembers], -1, __ATOMIC_RELEASE);
-            es_set_turn(s, cur, es_next(s, cur));
+        if (es_skip_gone_holder(s, cur))
             continue;
-        }
-        struct timespec now, ts = { 0, 100 * 1000 * 1000 }; /* re-check the holder */
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (timeout_ms >= 0 && (now.tv_sec - start.tv_sec) * 1000 +
-                                       (now.tv_nsec - start.tv_nsec) / 1000000 >= timeout_ms)
+        if (es_turn_sleep(s, cur, &start, timeout_ms, 100) < 0) /* 100: re-check the holder */
             return -ETIMEDOUT;
-        es_futex(&s->turn, FUTEX_WAIT, cur, &ts);
     }
 }
 
@@ -279,12 +296,6 @@ int es_tslice_pass(es_tslice_t *t)
 }
 
 /* ---- cap 2: the next member's memory comes back while the holder runs ---------------- */
-
-void es_tslice_room_take(es_tslice_t *t)
-{
-    if (t)
-        __atomic_fetch_or(&t->s->resident, 1ull << t->me, __ATOMIC_ACQ_REL);
-}
 
 void es_tslice_room_release(es_tslice_t *t)
 {
@@ -320,17 +331,15 @@ int es_tslice_wait_room(es_tslice_t *t, int timeout_ms)
             __atomic_compare_exchange_n(&s->resident, &m, m | 1ull << t->me, 0,
                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             return 0;
-        if (round % 8 == 7) { /* a member gone: its memory went with it, its turn is skipped */
+        /* a member gone: its memory went with it, its turn is skipped */
+        if (round % 8 == 7) {
             es_room_sweep(s);
-            if (es_tslice_wait(t, 0) == 0)
-                continue;
+            while (cur != (uint32_t)t->me && es_skip_gone_holder(s, cur))
+                cur = __atomic_load_n(&s->turn, __ATOMIC_ACQUIRE);
+            continue; /* look again at once */
         }
-        struct timespec now, ts = { 0, 20 * 1000 * 1000 };
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (timeout_ms >= 0 && (now.tv_sec - start.tv_sec) * 1000 +
-                                       (now.tv_nsec - start.tv_nsec) / 1000000 >= timeout_ms)
+        if (es_turn_sleep(s, cur, &start, timeout_ms, 20) < 0)
             return -ETIMEDOUT;
-        es_futex(&s->turn, FUTEX_WAIT, cur, &ts);
     }
 }
 

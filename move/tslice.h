@@ -70,9 +70,8 @@ int es_tslice_join_cap(es_tslice_t **out, const char *job, int slot, int rank,
 int es_tslice_cap(es_tslice_t *t);
 /* Cap 2: waits until this member holds the turn or is the next to take
  * it, and the slot has room for its memory; takes the room. 0 or
- * -ETIMEDOUT. es_tslice_room_take takes it without waiting (tests). */
+ * -ETIMEDOUT. es_tslice_room_release gives it back. */
 int es_tslice_wait_room(es_tslice_t *t, int timeout_ms);
-void es_tslice_room_take(es_tslice_t *t);
 void es_tslice_room_release(es_tslice_t *t);
 /* The same for a dynamic rotation (see above); every member must join it
  * with this call (a fixed and a dynamic rotation of one name are
