@@ -522,7 +522,7 @@ static void test_time_slicing_four_on_one(void **state)
                 "two resident, SIMCUDA_CHAOS=7");
 }
 
-/* Negative control: the same without the memory registry
+/* Negative control: the same, in both modes, without the memory registry
  * (EASYSCALE_MOVE=nomem: memory stays the driver's and does not survive a
  * park): the run fails, or its checksums differ. */
 static void test_time_slicing_without_registry_breaks(void **state)
@@ -530,11 +530,16 @@ static void test_time_slicing_without_registry_breaks(void **state)
     (void)state;
     char want[128];
     own_checksum(want, sizeof(want));
-    es_proc_result_t ts;
-    launch_run(SMALL_GPU, "EASYSCALE_TIME_SLICE=on", "EASYSCALE_MOVE=nomem", &ts);
-    if (ts.status == 0 && checksums_equal(ts.out, want) == 4)
-        fail_msg("time-slicing without the registry gave the 4-GPU checksum:\n%s", ts.out);
-    es_proc_result_free(&ts);
+    static const char *const gpu[2] = { SMALL_GPU, TWO_GPU };
+    static const char *const mode[2] = { "EASYSCALE_TIME_SLICE=on",
+                                         "EASYSCALE_TIME_SLICE=overlap" };
+    for (int m = 0; m < 2; m++) { /* one resident, two */
+        es_proc_result_t ts;
+        launch_run(gpu[m], mode[m], "EASYSCALE_MOVE=nomem", &ts);
+        if (ts.status == 0 && checksums_equal(ts.out, want) == 4)
+            fail_msg("%s without the registry gave the 4-GPU checksum:\n%s", mode[m], ts.out);
+        es_proc_result_free(&ts);
+    }
 }
 
 /* Negative control: the same four ESTs on the small GPU without
