@@ -72,7 +72,7 @@ _Static_assert(sizeof(es_coll_id_t) == sizeof(ncclUniqueId), "es_coll_id_t is an
 /* ---- the shared segment -------------------------------------------------------- */
 
 #define ES_SEG_MAGIC 0x4745534c4c4f4345ULL        /* "ECOLLSEG" */
-#define ES_SEG_VERSION 2
+#define ES_SEG_VERSION 3
 
 enum { ES_FAIL_NONE = 0, ES_FAIL_ABORT, ES_FAIL_DEAD, ES_FAIL_TIMEOUT, ES_FAIL_DEPARTED,
        ES_FAIL_LOCAL };
@@ -93,7 +93,7 @@ typedef struct es_seg_hdr {
     _Atomic uint32_t fail;        /* ES_FAIL_*: the communicator is dead */
     _Atomic int32_t fail_rank;
     int32_t pad0;
-    char pad[128];
+    uint8_t carrier_id[128];      /* nccl transport: the carriers' ncclUniqueId (rank 0's) */
 } es_seg_hdr_t;
 _Static_assert(sizeof(es_seg_hdr_t) == 240, "es_seg_hdr_t layout");
 
@@ -110,7 +110,7 @@ typedef struct es_seg_rank {
     _Atomic uint32_t bell;        /* futex word this rank sleeps on */
     _Atomic uint32_t sleeping;    /* its threads asleep on bell (a ringer wakes them) */
     int32_t tp_pref;              /* its EASYSCALE_COLL_TRANSPORT (rank 0's decides) */
-    int32_t pad2a;
+    int32_t can_nccl;             /* this rank could carry over NCCL (libnccl loads) */
     uint64_t dev_chunk;           /* its device staging chunk (rank 0's is used) */
     /* device transport, written by this rank's streams (stream memory
      * operations), read by its watchdog: steps begun and ended (a step
@@ -412,6 +412,7 @@ typedef struct es_coll_tp {
 
 extern const es_coll_transport_t es_coll_tp_host;   /* transport/host.c */
 extern const es_coll_transport_t es_coll_tp_dev;    /* transport/dev.c */
+extern const es_coll_transport_t es_coll_tp_nccl;   /* transport/nccl.c */
 
 /* ---- init.c: a communicator's life -------------------------------------------------------- */
 

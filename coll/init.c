@@ -219,49 +219,65 @@ static ncclResult_t es_comm_rendezvous(es_comm_t *c, int pref, const CUuuid *uu)
     return ncclSuccess;
 }
 
-/* Transport: rank 0's preference; device only when every rank can map
- * every other's memory and the set-up succeeds everywhere. */
+/* Sets up transport tp (id) with its chunk; -EAGAIN when some rank could
+ * not (the same answer everywhere). */
+static int es_comm_try(es_comm_t *c, const es_coll_transport_t *tp, int id)
+{
+    c->tp = tp;
+    c->tp_id = id;
+    if (id == ES_COLL_TP_HOST) {
+        c->chunk = c->seg.h->chunk;
+        c->p2p_chunk = c->seg.h->p2p_chunk;
+    } else {
+        c->chunk = es_seg_rank(&c->seg, 0)->dev_chunk; /* rank 0's: the same for all */
+        c->p2p_chunk = es_p2p_chunk_for(c->chunk, c->nranks);
+    }
+    int rc = tp->setup(c);
+    if (rc < 0)
+        c->tp = NULL;
+    return rc;
+}
+
+/* Transport: rank 0's preference (auto: nccl, else device, else host);
+ * nccl and device only when every rank can use them and their set-up
+ * succeeds everywhere; otherwise the next one. */
 static ncclResult_t es_comm_pick_transport(es_comm_t *c)
 {
     int rc;
     int pref = es_seg_rank(&c->seg, 0)->tp_pref;
-    es_seg_rank(&c->seg, c->rank)->can_device =
-        pref != ES_COLL_TP_HOST && es_coll_tp_dev.possible(c);
-    es_seg_rank(&c->seg, c->rank)->fixed_ts = es_coll_ts_fixed();
+    es_seg_rank_t *me = es_seg_rank(&c->seg, c->rank);
+    me->can_device = pref != ES_COLL_TP_HOST && es_coll_tp_dev.possible(c);
+    me->can_nccl = (pref == ES_COLL_TP_NCCL || pref == ES_COLL_TP_AUTO) && me->can_device &&
+                   es_coll_tp_nccl.possible(c);
+    me->fixed_ts = es_coll_ts_fixed();
     if ((rc = es_ctrl_barrier(c)) < 0)
         return es_comm_status_of(rc);
-    int all = 1, fixed = 1;
+    int dev = 1, nccl = 1, fixed = 1;
     for (int r = 0; r < c->nranks; r++) {
-        all &= es_seg_rank(&c->seg, r)->can_device != 0;
+        dev &= es_seg_rank(&c->seg, r)->can_device != 0;
+        nccl &= es_seg_rank(&c->seg, r)->can_nccl != 0;
         fixed &= es_seg_rank(&c->seg, r)->fixed_ts != 0;
     }
     c->ts_fuse = fixed;
-    c->tp = &es_coll_tp_host;
-    c->tp_id = ES_COLL_TP_HOST;
-    if (pref != ES_COLL_TP_HOST && all) {
-        c->tp = &es_coll_tp_dev;
-        c->tp_id = ES_COLL_TP_DEVICE;
-        c->chunk = es_seg_rank(&c->seg, 0)->dev_chunk; /* rank 0's: the same for all */
-        c->p2p_chunk = es_p2p_chunk_for(c->chunk, c->nranks);
-        rc = c->tp->setup(c);
-        if (rc == -EAGAIN) { /* some rank could not set it up: all fall back */
-            c->tp = &es_coll_tp_host;
-            c->tp_id = ES_COLL_TP_HOST;
-            rc = 0;
-        }
-        if (rc < 0)
-            return es_comm_status_of(rc);
-    }
-    if (c->tp_id == ES_COLL_TP_HOST) {
-        if (pref == ES_COLL_TP_DEVICE && c->rank == 0)
-            ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=device is not possible for "
-                    "communicator %016llx (a GPU cannot map another's memory, or the set-up "
-                    "failed): host transport", (unsigned long long)c->nonce);
-        c->chunk = c->seg.h->chunk;
-        c->p2p_chunk = c->seg.h->p2p_chunk;
-        if ((rc = c->tp->setup(c)) < 0)
-            return es_comm_status_of(rc);
-    }
+    rc = -EAGAIN;
+    if (nccl)
+        rc = es_comm_try(c, &es_coll_tp_nccl, ES_COLL_TP_NCCL);
+    if (rc == -EAGAIN && dev && pref != ES_COLL_TP_NCCL)
+        rc = es_comm_try(c, &es_coll_tp_dev, ES_COLL_TP_DEVICE);
+    if (rc == -EAGAIN)
+        rc = es_comm_try(c, &es_coll_tp_host, ES_COLL_TP_HOST);
+    if (rc < 0)
+        return es_comm_status_of(rc);
+    if (c->rank == 0 && (pref == ES_COLL_TP_DEVICE || pref == ES_COLL_TP_NCCL) &&
+        c->tp_id != pref)
+        ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=%s is not possible for communicator "
+                "%016llx (%s): %s transport", pref == ES_COLL_TP_NCCL ? "nccl" : "device",
+                (unsigned long long)c->nonce,
+                pref == ES_COLL_TP_NCCL ? "libnccl.so.2 missing, a GPU cannot map another's "
+                                          "memory, or the set-up failed"
+                                        : "a GPU cannot map another's memory, or the set-up "
+                                          "failed",
+                c->tp->name);
     return ncclSuccess;
 }
 
@@ -301,9 +317,10 @@ ncclResult_t es_comm_setup(es_comm_t *c)
      * from file descriptors of this GPU's memory, which a move would leave
      * behind. The host transport's staging is host memory. */
     if (es_vh_on && pref != ES_COLL_TP_HOST) {
-        if (pref == ES_COLL_TP_DEVICE && c->rank == 0)
-            ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=device is not possible while ESTs "
-                    "can move (EASYSCALE_MOVE=off allows it): host transport");
+        if ((pref == ES_COLL_TP_DEVICE || pref == ES_COLL_TP_NCCL) && c->rank == 0)
+            ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=%s is not possible while ESTs "
+                    "can move (EASYSCALE_MOVE=off allows it): host transport",
+                    pref == ES_COLL_TP_NCCL ? "nccl" : "device");
         pref = ES_COLL_TP_HOST;
     }
     res = es_comm_rendezvous(c, pref, &uu);

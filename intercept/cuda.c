@@ -13,6 +13,9 @@
  * cuGetProcAddress, both answered here, so its lookups are caught without
  * the shim depending on or imitating libcudart.
  *
+ * Lookups from the real libnccl while the collectives are virtual are the
+ * NCCL carriers' (coll/transport/nccl.c): answered with the real driver.
+ *
  * Module loads, kernel handles and launches feed the run-time kernel audit
  * (EASYSCALE_AUDIT, audit/modaudit.h).
  *
@@ -32,6 +35,7 @@
 #include "kernels/portable.h"
 #include "audit/modaudit.h"
 #include "move/vhandle.h"
+#include "coll/coll.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -44,6 +48,12 @@ static void *es_route(void *real, const void *caller, const char *symbol)
 {
     int idx = -1;
     void *w = es_wrapper_for_real(ES_LIB_CUDA, real, &idx);
+    /* The NCCL carriers (coll/transport/nccl.c) work on the real driver:
+     * with the virtual collectives on, the application's NCCL calls never
+     * reach the real libnccl, so every lookup from it is the carriers'
+     * (their memory, streams and proxy threads are not the application's). */
+    if (es_coll_enabled() && es_addr_in_lib(caller, "libnccl"))
+        return w ? es_real_ptr(ES_LIB_CUDA, idx) : real;
     if (!w) {
         /* not wrapped: refused when it takes a virtual handle */
         void *stub = es_refusal_by_base(symbol);

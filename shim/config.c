@@ -299,7 +299,7 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
     static const char *const moves[] = { "off", "on", "nomem", "nolib" };
     static const char *const onoff[] = { "off", "on" };
     static const char *const colls[] = { "nccl", "virtual" };
-    static const char *const tps[] = { "auto", "device", "host" };
+    static const char *const tps[] = { "auto", "device", "host", "nccl" };
     es_config_t c = { .determinism = ES_DET_D1, .log_level = ES_LOG_WARN, .log_fd = 2,
                       .audit = ES_AUDIT_MODE_WARN, .move_timeout_s = 60, .swap_streams = 4,
                       .swap_sums = 1, .coll_timeout_s = 30 };
@@ -336,7 +336,7 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
         (rc = es_pick("EASYSCALE_COLLECTIVES", v, colls, 2, &c.collectives, msg, msglen)) < 0)
         goto out;
     if ((v = getenv("EASYSCALE_COLL_TRANSPORT")) != NULL &&
-        (rc = es_pick("EASYSCALE_COLL_TRANSPORT", v, tps, 3, &c.coll_transport, msg, msglen)) < 0)
+        (rc = es_pick("EASYSCALE_COLL_TRANSPORT", v, tps, 4, &c.coll_transport, msg, msglen)) < 0)
         goto out;
     if ((v = getenv("EASYSCALE_COLL_TIMEOUT")) != NULL) {
         if ((rc = es_parse_num("EASYSCALE_COLL_TIMEOUT", v, 1, 86400, &num, msg, msglen)) < 0)

@@ -14,7 +14,8 @@ enum es_audit_mode { ES_AUDIT_MODE_OFF = 0, ES_AUDIT_MODE_WARN = 1, ES_AUDIT_MOD
  * (coll/coll.h) and virtual devices (device/vdev.h). */
 enum es_coll_mode { ES_COLL_NCCL = 0, ES_COLL_VIRTUAL = 1 };
 /* EASYSCALE_COLL_TRANSPORT: how the ESTs of a communicator move data. */
-enum es_coll_transport { ES_COLL_TP_AUTO = 0, ES_COLL_TP_DEVICE = 1, ES_COLL_TP_HOST = 2 };
+enum es_coll_transport { ES_COLL_TP_AUTO = 0, ES_COLL_TP_DEVICE = 1, ES_COLL_TP_HOST = 2,
+                         ES_COLL_TP_NCCL = 3 };
 
 #define ES_CFG_HOLD_MAX 256 /* steps in EASYSCALE_HOLD_STEPS */
 

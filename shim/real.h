@@ -115,6 +115,9 @@ int es_fn_is_identity(int lib, int idx);
 /* Whether an address lies inside one of the vendor libraries (cuBLAS,
  * cuDNN, NCCL, cuBLASLt): they keep the true device identity in d2. */
 int es_addr_in_vendor_lib(const void *addr);
+/* Whether an address lies inside a loaded object whose file name starts
+ * with prefix ("libnccl"). */
+int es_addr_in_lib(const void *addr, const char *prefix);
 
 /* Per-function counters (statistics on): by_getproc is counted by
  * intercept/cuda.c's cuGetProcAddress wrappers. */

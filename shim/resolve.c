@@ -360,15 +360,20 @@ int es_fn_is_identity(int lib, int idx)
     return es_libs[lib].fns[idx].kind == ES_KIND_I;
 }
 
-int es_addr_in_vendor_lib(const void *addr)
+int es_addr_in_lib(const void *addr, const char *prefix)
 {
     Dl_info info;
     if (!addr || !dladdr(addr, &info) || !info.dli_fname)
         return 0;
     const char *b = strrchr(info.dli_fname, '/');
     b = b ? b + 1 : info.dli_fname;
-    return strncmp(b, "libcublas", 9) == 0 || strncmp(b, "libcudnn", 8) == 0 ||
-           strncmp(b, "libnccl", 7) == 0;
+    return strncmp(b, prefix, strlen(prefix)) == 0;
+}
+
+int es_addr_in_vendor_lib(const void *addr)
+{
+    return es_addr_in_lib(addr, "libcublas") || es_addr_in_lib(addr, "libcudnn") ||
+           es_addr_in_lib(addr, "libnccl");
 }
 
 void es_resolve_atfork(int phase)

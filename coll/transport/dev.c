@@ -30,7 +30,8 @@
  * into the engine's progress counters (shim/step.h).
  *
  * A rank's buffer: two sets of { in (C bytes), out (C bytes) }, then
- * p2p[to][2] slots of Cp bytes.
+ * p2p[to][2] slots of Cp bytes, then what a transport built on this one
+ * asked for (dev.h: the NCCL carrier's).
  *
  * All-reduce of a chunk: every rank copies its input into in[set]; barrier;
  * small chunks: every rank reduces the whole chunk from all in[set] straight
@@ -39,10 +40,11 @@
  * times less reading). Either way element i is the same fold.
  *
  * Exports es_coll_tp_dev (the transport struct, coll_int.h; with the
- * order hook and the `possible` test). Calls step.c, seg.c, util.c and
+ * order hook and the `possible` test), and its staging, ordering and
+ * watchdog to nccl.c (dev.h). Calls step.c, seg.c, util.c and
  * kernels/reduce.h; never the engine.
  */
-#include "coll/coll_int.h"
+#include "coll/transport/dev.h"
 #include "kernels/reduce.h"
 
 #include <errno.h>
@@ -84,6 +86,10 @@ typedef struct es_dev_tp {
     uint64_t prog_seen, wait_pos, wait_since, live_at;
     es_comm_t *c;
     struct es_dev_tp *wnext;
+    int fail_told;                        /* on_fail called */
+    /* the transport built on this one (nccl.c) */
+    void *ext;
+    void (*on_fail)(es_comm_t *c);
 } es_dev_tp_t;
 
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
@@ -93,12 +99,12 @@ static es_dev_tp_t *es_dtp(es_comm_t *c)
     return c->tpd;
 }
 
-static CUdeviceptr es_d_in(es_comm_t *c, int r, int set)
+CUdeviceptr es_devtp_in(es_comm_t *c, int r, int set)
 {
     return es_dtp(c)->base[r] + (size_t)set * 2 * c->chunk;
 }
 
-static CUdeviceptr es_d_out(es_comm_t *c, int r, int set)
+CUdeviceptr es_devtp_out(es_comm_t *c, int r, int set)
 {
     return es_dtp(c)->base[r] + (size_t)set * 2 * c->chunk + c->chunk;
 }
@@ -106,6 +112,22 @@ static CUdeviceptr es_d_out(es_comm_t *c, int r, int set)
 static CUdeviceptr es_d_p2p(es_comm_t *c, int owner, int to, uint64_t k)
 {
     return es_dtp(c)->base[owner] + 4 * c->chunk + ((size_t)to * 2 + (k & 1)) * c->p2p_chunk;
+}
+
+CUdeviceptr es_devtp_extra(es_comm_t *c, int r)
+{
+    return es_dtp(c)->base[r] + 4 * c->chunk + (size_t)c->nranks * 2 * c->p2p_chunk;
+}
+
+void es_devtp_set_ext(es_comm_t *c, void *ext, void (*on_fail)(es_comm_t *c))
+{
+    es_dtp(c)->ext = ext;
+    es_dtp(c)->on_fail = on_fail;
+}
+
+void *es_devtp_ext(const es_comm_t *c)
+{
+    return c->tpd ? ((const es_dev_tp_t *)c->tpd)->ext : NULL;
 }
 
 /* ---- descriptor passing ------------------------------------------------------------ */
@@ -297,8 +319,13 @@ static void es_dev_watch_one(es_dev_tp_t *t, uint64_t now)
                 es_comm_fail(c, ES_FAIL_TIMEOUT, ncclSystemError);
         }
     }
-    if (atomic_load(&c->failed))
+    if (atomic_load(&c->failed)) {
         es_dev_release(c);
+        if (t->on_fail && !t->fail_told) {
+            t->fail_told = 1;
+            t->on_fail(c);
+        }
+    }
 }
 
 static void *es_watch_main(void *arg)
@@ -414,7 +441,7 @@ static void es_memops_wait(es_memops_t *m, _Atomic uint64_t *w, uint64_t v)
 
 /* The transport's order hook (step.c, es_step_launch): a step's actions as
  * stream memory operations, between "step begun" and "step ended" marks. */
-static CUresult es_dev_order(es_comm_t *c, const es_step_t *st, CUstream s)
+CUresult es_devtp_order(es_comm_t *c, const es_step_t *st, CUstream s)
 {
     es_dev_tp_t *t = c->tpd;
     es_memops_t ops;
@@ -457,6 +484,24 @@ static CUresult es_dev_order(es_comm_t *c, const es_step_t *st, CUstream s)
     return m->r;
 }
 
+CUresult es_devtp_wait_begin(es_comm_t *c, CUstream s, uint64_t *pos)
+{
+    es_dev_tp_t *t = c->tpd;
+    es_memops_t m = { .n = 0, .s = s, .r = CUDA_SUCCESS };
+    *pos = ++t->pos;
+    es_memops_write(&m, &es_seg_rank(&c->seg, c->rank)->dpos, *pos);
+    es_memops_flush(&m);
+    return m.r;
+}
+
+CUresult es_devtp_wait_end(es_comm_t *c, CUstream s, uint64_t pos)
+{
+    es_memops_t m = { .n = 0, .s = s, .r = CUDA_SUCCESS };
+    es_memops_write(&m, &es_seg_rank(&c->seg, c->rank)->ddone, pos);
+    es_memops_flush(&m);
+    return m.r;
+}
+
 /* Registers the segment's ordering words (ranks and pairs: whole pages)
  * for this rank's GPU. 0, or -ENOTSUP when the GPU cannot reach them at
  * their host address. */
@@ -487,7 +532,7 @@ static int es_dev_words(es_comm_t *c, es_dev_tp_t *t)
 
 /* Whether this rank could use the device transport (its GPU can map every
  * peer's, the kernel loads): from the UUIDs the ranks published. */
-static int es_dev_possible(es_comm_t *c)
+int es_devtp_possible(es_comm_t *c)
 {
     if (es_reduce_ready() < 0)
         return 0;
@@ -547,7 +592,7 @@ static CUresult es_map(es_comm_t *c, CUmemGenericAllocationHandle h, size_t size
     return CUDA_SUCCESS;
 }
 
-static void es_dev_teardown(es_comm_t *c)
+void es_devtp_teardown(es_comm_t *c)
 {
     es_dev_tp_t *t = c->tpd;
     if (!t)
@@ -569,7 +614,7 @@ static void es_dev_teardown(es_comm_t *c)
 
 /* Collective: every rank sets up, then all vote; -EAGAIN when some rank
  * could not (every rank then falls back to the host transport). */
-static int es_dev_setup(es_comm_t *c)
+int es_devtp_setup(es_comm_t *c, size_t extra)
 {
     int n = c->nranks, rc = 0, ok = 1, sock = -1, myfd = -1;
     int fds[ES_COLL_MAX_RANKS];
@@ -590,7 +635,7 @@ static int es_dev_setup(es_comm_t *c)
                                                              CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
     if (cr != CUDA_SUCCESS || !gran)
         gran = 2u << 20;
-    size_t need = 4 * c->chunk + (size_t)n * 2 * c->p2p_chunk;
+    size_t need = 4 * c->chunk + (size_t)n * 2 * c->p2p_chunk + extra;
     t->size = (need + gran - 1) / gran * gran;
     cr = ES_REAL(cuda, cuMemCreate)(&t->h[c->rank], t->size, &prop, 0);
     if (cr == CUDA_SUCCESS)
@@ -658,13 +703,13 @@ out:
     if (sock >= 0)
         close(sock);
     if (rc < 0)
-        es_dev_teardown(c);
+        es_devtp_teardown(c);
     return rc;
 }
 
 /* ---- collectives --------------------------------------------------------------------- */
 
-static CUresult es_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+CUresult es_devtp_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
     return n && dst != src ? ES_REAL(cuda, cuMemcpyDtoDAsync_v2)(dst, src, n, s) : CUDA_SUCCESS;
 }
@@ -679,7 +724,7 @@ static CUresult es_dev_reduce(es_comm_t *c, int set, size_t off, size_t count, C
     es_red_args_t a;
     memset(&a, 0, sizeof(a));
     for (int r = 0; r < c->nranks; r++)
-        a.in[r] = (const void *)(uintptr_t)(es_d_in(c, r, set) + off);
+        a.in[r] = (const void *)(uintptr_t)(es_devtp_in(c, r, set) + off);
     a.out = (void *)(uintptr_t)out;
     a.count = count;
     a.nin = c->nranks;
@@ -691,13 +736,12 @@ static CUresult es_dev_reduce(es_comm_t *c, int set, size_t off, size_t count, C
 
 /* Copies count elements of my input into my staging at dst: scaled by my
  * PreMulSum scalar on the way (the kernel with one input). */
-static CUresult es_dev_stage(es_comm_t *c, CUdeviceptr dst, const char *src, size_t count,
-                             int dtype, int rop, const es_premul_t *pm, CUstream s)
+CUresult es_devtp_stage(CUdeviceptr dst, const void *src, size_t count, int dtype, int rop,
+                        const es_premul_t *pm, CUstream s)
 {
-    (void)c;
     size_t es = es_coll_type_size(dtype);
     if (rop != ES_RO_PREMUL)
-        return es_dtod(dst, DPTR(src), count * es, s);
+        return es_devtp_dtod(dst, DPTR(src), count * es, s);
     es_red_args_t a;
     memset(&a, 0, sizeof(a));
     a.in[0] = src;
@@ -712,7 +756,7 @@ static CUresult es_dev_stage(es_comm_t *c, CUdeviceptr dst, const char *src, siz
     return es_reduce_launch(&a, s);
 }
 
-static CUresult es_barrier_step(es_comm_t *c, uint64_t target, int done, CUstream s)
+CUresult es_devtp_barrier(es_comm_t *c, uint64_t target, int done, CUstream s)
 {
     es_step_t *st = es_step_new(c);
     if (!st)
@@ -737,11 +781,11 @@ static CUresult es_dev_chunk_reduce(es_comm_t *c, const es_coll_op_t *op, int ro
     const char *send = op->send;
     char *recv = op->recv;
     int allr = op->kind == ES_OP_ALLREDUCE;
-    CUresult r = es_dev_stage(c, es_d_in(c, me, set), send + off * es, m, op->dtype, rop, pm, s);
+    CUresult r = es_devtp_stage(es_devtp_in(c, me, set), send + off * es, m, op->dtype, rop, pm, s);
     if (bytes * (size_t)n <= ES_DEV_REPLICATE_BYTES) {
         c->bar += 1;
         if (r == CUDA_SUCCESS)
-            r = es_barrier_step(c, b + 1, done, s);
+            r = es_devtp_barrier(c, b + 1, done, s);
         if (r == CUDA_SUCCESS && (allr || me == op->root))
             r = es_dev_reduce(c, set, 0, m, DPTR(recv + off * es), op->dtype, rop, s);
         return r;
@@ -750,15 +794,15 @@ static CUresult es_dev_chunk_reduce(es_comm_t *c, const es_coll_op_t *op, int ro
     es_coll_shard(m, es, me, n, &lo, &hi);
     c->bar += 2;
     if (r == CUDA_SUCCESS)
-        r = es_barrier_step(c, b + 1, 0, s);
+        r = es_devtp_barrier(c, b + 1, 0, s);
     if (r == CUDA_SUCCESS)
-        r = es_dev_reduce(c, set, lo * es, hi - lo, es_d_out(c, me, set) + lo * es,
+        r = es_dev_reduce(c, set, lo * es, hi - lo, es_devtp_out(c, me, set) + lo * es,
                           op->dtype, rop, s);
     if (r == CUDA_SUCCESS)
-        r = es_barrier_step(c, b + 2, done, s);
+        r = es_devtp_barrier(c, b + 2, done, s);
     for (int q = 0; q < n && r == CUDA_SUCCESS && (allr || me == op->root); q++) {
         es_coll_shard(m, es, q, n, &lo, &hi);
-        r = es_dtod(DPTR(recv + (off + lo) * es), es_d_out(c, q, set) + lo * es,
+        r = es_devtp_dtod(DPTR(recv + (off + lo) * es), es_devtp_out(c, q, set) + lo * es,
                     (hi - lo) * es, s);
     }
     return r;
@@ -790,26 +834,26 @@ static CUresult es_dev_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const
             break;
         case ES_OP_BROADCAST:
             if (me == op->root)
-                r = es_dtod(es_d_in(c, me, set), DPTR(send + off * es), bytes, s);
+                r = es_devtp_dtod(es_devtp_in(c, me, set), DPTR(send + off * es), bytes, s);
             c->bar += 1;
             if (r == CUDA_SUCCESS)
-                r = es_barrier_step(c, b + 1, 0, s);
+                r = es_devtp_barrier(c, b + 1, 0, s);
             if (r == CUDA_SUCCESS)
-                r = es_dtod(DPTR(recv + off * es), es_d_in(c, op->root, set), bytes, s);
+                r = es_devtp_dtod(DPTR(recv + off * es), es_devtp_in(c, op->root, set), bytes, s);
             break;
         case ES_OP_ALLGATHER:
-            r = es_dtod(es_d_in(c, me, set), DPTR(send + off * es), bytes, s);
+            r = es_devtp_dtod(es_devtp_in(c, me, set), DPTR(send + off * es), bytes, s);
             c->bar += 1;
             if (r == CUDA_SUCCESS)
-                r = es_barrier_step(c, b + 1, 0, s);
+                r = es_devtp_barrier(c, b + 1, 0, s);
             for (int q = 0; q < n && r == CUDA_SUCCESS; q++)
-                r = es_dtod(DPTR(recv + ((size_t)q * total + off) * es), es_d_in(c, q, set),
+                r = es_devtp_dtod(DPTR(recv + ((size_t)q * total + off) * es), es_devtp_in(c, q, set),
                             bytes, s);
             break;
         case ES_OP_REDUCESCATTER:
             if (rop == ES_RO_PREMUL) {
                 for (int q = 0; q < n && r == CUDA_SUCCESS; q++)
-                    r = es_dev_stage(c, es_d_in(c, me, set) + (size_t)q * per * es,
+                    r = es_devtp_stage(es_devtp_in(c, me, set) + (size_t)q * per * es,
                                      send + ((size_t)q * total + off) * es, m, op->dtype, rop,
                                      pm, s);
             } else {
@@ -819,7 +863,7 @@ static CUresult es_dev_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const
                 cp.srcDevice = DPTR(send + off * es);
                 cp.srcPitch = total * es;
                 cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-                cp.dstDevice = es_d_in(c, me, set);
+                cp.dstDevice = es_devtp_in(c, me, set);
                 cp.dstPitch = per * es;
                 cp.WidthInBytes = bytes;
                 cp.Height = (size_t)n;
@@ -827,7 +871,7 @@ static CUresult es_dev_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const
             }
             c->bar += 1;
             if (r == CUDA_SUCCESS)
-                r = es_barrier_step(c, b + 1, 0, s);
+                r = es_devtp_barrier(c, b + 1, 0, s);
             if (r == CUDA_SUCCESS)
                 r = es_dev_reduce(c, set, (size_t)me * per * es, m, DPTR(recv + off * es),
                                   op->dtype, rop, s);
@@ -845,26 +889,31 @@ static CUresult es_dev_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const
 static CUresult es_dev_p2p_in(es_comm_t *c, const es_p2p_t *o, uint64_t k, size_t off,
                               size_t bytes, CUstream s)
 {
-    return es_dtod(es_d_p2p(c, c->rank, o->peer, k), DPTR(o->buf + off), bytes, s);
+    return es_devtp_dtod(es_d_p2p(c, c->rank, o->peer, k), DPTR(o->buf + off), bytes, s);
 }
 
 static CUresult es_dev_p2p_out(es_comm_t *c, const es_p2p_t *o, uint64_t k, size_t off,
                                size_t bytes, CUstream s)
 {
-    return es_dtod(DPTR(o->buf + off), es_d_p2p(c, o->peer, c->rank, k), bytes, s);
+    return es_devtp_dtod(DPTR(o->buf + off), es_d_p2p(c, o->peer, c->rank, k), bytes, s);
 }
 
-static CUresult es_dev_p2p(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s)
+CUresult es_devtp_p2p(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s)
 {
     return es_p2p_rounds(c, ops, n, s, es_dev_p2p_in, es_dev_p2p_out);
 }
 
+static int es_dev_setup(es_comm_t *c)
+{
+    return es_devtp_setup(c, 0);
+}
+
 const es_coll_transport_t es_coll_tp_dev = {
     .name = "device",
-    .possible = es_dev_possible,
+    .possible = es_devtp_possible,
     .setup = es_dev_setup,
-    .teardown = es_dev_teardown,
+    .teardown = es_devtp_teardown,
     .coll = es_dev_coll,
-    .p2p = es_dev_p2p,
-    .order = es_dev_order,
+    .p2p = es_devtp_p2p,
+    .order = es_devtp_order,
 };

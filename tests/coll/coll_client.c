@@ -22,6 +22,9 @@
  *   kill     rank 2 dies (SIGKILL) after a first all-reduce; the others'
  *            second all-reduce must fail with ncclRemoteError (polled with
  *            ncclCommGetAsyncError and cuStreamQuery, 30 s at most)
+ *   killmid  the same, but rank 2 dies 20 ms after calling a second
+ *            all-reduce of 32 MiB (its stream somewhere inside: a carrier
+ *            of the nccl transport in an NCCL call)
  *   abort    rank 1 calls ncclCommAbort instead of the second all-reduce
  *   timeout  rank 1 stays away from the second all-reduce for 5 s; the
  *            others must fail (ncclSystemError) (run with a short
@@ -621,8 +624,9 @@ static int mode_fault(ncclComm_t comm, CUstream st)
         ord[i] = i;
     if (allreduce_check(comm, st, ord, g_n, g_rank, C, 1, "first allreduce"))
         return 1;
-    int victim = strcmp(g_mode, "kill") == 0 ? 2 % g_n : 1 % g_n;
-    if (g_rank == victim) {
+    int mid = strcmp(g_mode, "killmid") == 0;
+    int victim = strcmp(g_mode, "kill") == 0 || mid ? 2 % g_n : 1 % g_n;
+    if (g_rank == victim && !mid) {
         if (strcmp(g_mode, "kill") == 0) {
             fflush(stdout);
             raise(SIGKILL);
@@ -634,11 +638,18 @@ static int mode_fault(ncclComm_t comm, CUstream st)
         }
         sleep(5); /* timeout: late, then the communicator is dead for it too */
     }
+    const size_t C2 = mid ? (size_t)8 << 20 : C; /* killmid: several chunks and pieces */
     CUdeviceptr b;
-    CU(cuMemAlloc(&b, C * 4));
+    CU(cuMemAlloc(&b, C2 * 4));
+    CU(cuMemsetD32(b, 0, C2));
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    ncclResult_t r = ncclAllReduce((void *)b, (void *)b, C, ncclFloat, ncclSum, comm, st);
+    ncclResult_t r = ncclAllReduce((void *)b, (void *)b, C2, ncclFloat, ncclSum, comm, st);
+    if (mid && g_rank == victim) { /* dies while its stream is somewhere inside */
+        usleep(20000);
+        fflush(stdout);
+        raise(SIGKILL);
+    }
     ncclResult_t e = r != ncclSuccess ? r : poll_error(comm, st);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -918,7 +929,8 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 3) {
-        fprintf(stderr, "usage: coll_client types|coll|initall|kill|abort|timeout|stale|capture|"
+        fprintf(stderr, "usage: coll_client types|coll|initall|kill|killmid|abort|timeout|stale|"
+                        "capture|"
                         "order|order-blocking NRANKS\n");
         return 2;
     }
@@ -978,7 +990,8 @@ int main(int argc, char **argv)
         }
         int killed = WIFSIGNALED(ws) &&
                      WTERMSIG(ws) == (strcmp(g_mode, "stale") == 0 ? SIGALRM : SIGKILL);
-        int meant = (strcmp(g_mode, "kill") == 0 && r == 2 % g_n) ||
+        int meant = ((strcmp(g_mode, "kill") == 0 || strcmp(g_mode, "killmid") == 0) &&
+                     r == 2 % g_n) ||
                     (strcmp(g_mode, "stale") == 0 && r == 0);
         if (meant ? !killed : !(WIFEXITED(ws) && WEXITSTATUS(ws) == 0)) {
             printf("rank %d: FAIL exit status 0x%x\n", r, ws);

@@ -19,12 +19,14 @@
  *  - tests/coll/coll_client "types": every datatype and operation through
  *    all-reduce, reduce and reduce-scatter, bit for bit against the
  *    reference folded in rank order on the host, with 4 ranks on 4, 2 and 1
- *    GPUs and 8 ranks on 3, through both transports and several staging
- *    chunk sizes: the same digest everywhere (same bits whichever transport
- *    and whoever computes a shard). The device transport runs with
- *    EASYSCALE_MOVE=off (while ESTs can move the engine falls back to the
- *    host transport and says so: a run that asked for the device transport
- *    fails on that warning). Negative control: the same client on
+ *    GPUs and 8 ranks on 3, through the three transports (host, device,
+ *    nccl: the NCCL carriers, in a chain of whole hops where ranks are
+ *    interleaved over the GPUs, pipelined where each GPU holds one block)
+ *    and several staging chunk sizes: the same digest everywhere (same bits
+ *    whichever transport and whoever computes a shard). The device and
+ *    nccl transports run with EASYSCALE_MOVE=off (while ESTs can move the
+ *    engine falls back to the host transport and says so: a run that asked
+ *    for one of them fails on that warning); auto takes nccl there. Negative control: the same client on
  *    plain NCCL (no shim, 4 GPUs) misses the rank-order reference.
  *  - "coll": broadcast, gathers, scatters, in-place buffers, groups with
  *    collectives and send/recv pairs, several streams and communicators,
@@ -37,8 +39,10 @@
  *    2 GPUs NCCL refuses the placement ("Duplicate GPU detected"), and on 4
  *    GPUs its sums are not the rank-ordered ones.
  *  - faults: a killed rank, an aborted rank, a live rank that stays away
- *    (EASYSCALE_COLL_TIMEOUT): the others fail (ncclRemoteError /
- *    ncclSystemError) without hanging; no shared-memory segment is left;
+ *    (EASYSCALE_COLL_TIMEOUT), a rank killed inside a 32 MiB all-reduce
+ *    (nccl: the other carriers wait in NCCL calls until the carrier
+ *    communicator is aborted), every transport: the others fail
+ *    (ncclRemoteError / ncclSystemError) without hanging; no shared-memory segment is left;
  *    a segment left by a rank that died before the others joined is
  *    removed by the next ncclGetUniqueId.
  *  - a stream under capture (simcuda's stream capture, GLOBAL mode): an
@@ -247,6 +251,8 @@ static void test_config(void **state)
     assert_int_equal(c.coll_transport, ES_COLL_TP_HOST);
     assert_int_equal(parse1("EASYSCALE_COLL_TRANSPORT", "device", &c, msg), 0);
     assert_int_equal(c.coll_transport, ES_COLL_TP_DEVICE);
+    assert_int_equal(parse1("EASYSCALE_COLL_TRANSPORT", "nccl", &c, msg), 0);
+    assert_int_equal(c.coll_transport, ES_COLL_TP_NCCL);
     assert_int_equal(parse1("EASYSCALE_COLL_TRANSPORT", "gpu", &c, msg), -EINVAL);
     assert_int_equal(parse1("EASYSCALE_COLL_TIMEOUT", "1", &c, msg), 0);
     assert_int_equal(c.coll_timeout_s, 1);
@@ -493,11 +499,14 @@ static void expect_client(es_proc_result_t *r, int n, const char *what)
  * can move (EASYSCALE_MOVE=on, the default: device runs set it off). */
 static void expect_transport(const es_proc_result_t *r, const char *x1)
 {
-    if (!x1 || strcmp(x1, "EASYSCALE_COLL_TRANSPORT=device") != 0)
+    if (!x1 || (strcmp(x1, "EASYSCALE_COLL_TRANSPORT=device") != 0 &&
+                strcmp(x1, "EASYSCALE_COLL_TRANSPORT=nccl") != 0))
         return;
-    if (strstr(r->out, "EASYSCALE_COLL_TRANSPORT=device is not possible"))
-        fprintf(stderr, "---- asked for the device transport ----\n%s\n----\n", r->out);
-    assert_null(strstr(r->out, "EASYSCALE_COLL_TRANSPORT=device is not possible"));
+    char warn[96];
+    snprintf(warn, sizeof warn, "%s is not possible", x1);
+    if (strstr(r->out, warn))
+        fprintf(stderr, "---- asked for %s ----\n%s\n----\n", x1, r->out);
+    assert_null(strstr(r->out, warn));
 }
 
 static void digest_of(const es_proc_result_t *r, char *buf, size_t len)
@@ -530,6 +539,13 @@ static void test_types(void **state)
         { 4, "a100:4G", "EASYSCALE_COLL_CHUNK=65536", NULL, NULL },
         { 8, THREE, NULL, NULL, NULL },
         { 8, THREE, "EASYSCALE_COLL_TRANSPORT=host", "EASYSCALE_COLL_CHUNK=8192", NULL },
+        /* the NCCL carriers: ranks interleaved over 2 and 3 GPUs (a chain
+         * of whole hops), one per GPU (pipelined), all on one GPU */
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_MOVE=off", "EASYSCALE_COLL_CHUNK=4096" },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_MOVE=off", "SIMCUDA_CHAOS=7" },
+        { 4, FOUR, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_MOVE=off", NULL },
+        { 4, "a100:4G", "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_MOVE=off", NULL },
+        { 8, THREE, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_MOVE=off", NULL },
     };
     char ref[2][40] = { "", "" };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
@@ -580,6 +596,9 @@ static void test_coll(void **state)
         { 4, "a100:4G", NULL, NULL },
         { 8, THREE, NULL, NULL },
         { 8, THREE, "EASYSCALE_COLL_TRANSPORT=host", NULL },
+        { 4, TWO, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_MOVE=off" },
+        { 4, FOUR, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_MOVE=off" },
+        { 8, THREE, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_MOVE=off" },
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         es_proc_result_t r = run_client(1, "coll", runs[i].n, runs[i].devs, runs[i].x1,
@@ -588,6 +607,30 @@ static void test_coll(void **state)
         expect_transport(&r, runs[i].x1);
         es_proc_result_free(&r);
     }
+}
+
+/* auto takes the NCCL carriers where libnccl.so.2 loads (the client links
+ * simcuda's) and ESTs do not move; while they can move, host (an explicit
+ * nccl says why). */
+static void test_transport_choice(void **state)
+{
+    (void)state;
+    need_shim();
+    es_proc_result_t r = run_client(1, "coll", 4, TWO, "EASYSCALE_MOVE=off", "EASYSCALE_LOG=info",
+                                    NULL);
+    expect_client(&r, 4, "auto");
+    if (!strstr(r.out, "nccl transport, chunk"))
+        fprintf(stderr, "---- auto ----\n%s\n----\n", r.out);
+    assert_non_null(strstr(r.out, "nccl transport, chunk"));
+    assert_null(strstr(r.out, "device transport, chunk"));
+    es_proc_result_free(&r);
+    r = run_client(1, "coll", 4, TWO, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_LOG=info", NULL);
+    expect_client(&r, 4, "nccl, moves on");
+    assert_non_null(strstr(r.out, "EASYSCALE_COLL_TRANSPORT=nccl is not possible while ESTs "
+                                  "can move"));
+    assert_non_null(strstr(r.out, "host transport, chunk"));
+    assert_null(strstr(r.out, "nccl transport, chunk"));
+    es_proc_result_free(&r);
 }
 
 static void test_initall(void **state)
@@ -775,13 +818,14 @@ static int new_segments(char before[][300], int nb, char out[][300], int max)
     return k;
 }
 
-static void fault_run(const char *mode, const char *want, int survivors, const char *tp)
+static void fault_run_on(const char *mode, const char *want, int survivors, const char *tp,
+                         const char *devs)
 {
     need_shim();
     char before[64][300], extra[8][300];
     int nb = list_segments(before, 64);
-    int dev = tp && strcmp(tp, "EASYSCALE_COLL_TRANSPORT=device") == 0;
-    es_proc_result_t r = run_client(1, mode, 4, TWO, "EASYSCALE_COLL_TIMEOUT=1", tp,
+    int dev = tp && strcmp(tp, "EASYSCALE_COLL_TRANSPORT=host") != 0;
+    es_proc_result_t r = run_client(1, mode, 4, devs, "EASYSCALE_COLL_TIMEOUT=1", tp,
                                     dev ? "EASYSCALE_MOVE=off" : NULL);
     expect_transport(&r, tp);
     int n = 0;
@@ -796,14 +840,38 @@ static void fault_run(const char *mode, const char *want, int survivors, const c
     es_proc_result_free(&r);
 }
 
+static void fault_run(const char *mode, const char *want, int survivors, const char *tp)
+{
+    fault_run_on(mode, want, survivors, tp, TWO);
+}
+
 static void test_fault_kill(void **state)
 {
     (void)state;
-    /* rank 2 died: ranks 0, 1, 3 see ncclRemoteError (both transports) */
+    /* rank 2 died: ranks 0, 1, 3 see ncclRemoteError (every transport) */
     fault_run("kill", "second allreduce: remote process exited", 3,
               "EASYSCALE_COLL_TRANSPORT=device");
     fault_run("kill", "second allreduce: remote process exited", 3,
               "EASYSCALE_COLL_TRANSPORT=host");
+    fault_run("kill", "second allreduce: remote process exited", 3,
+              "EASYSCALE_COLL_TRANSPORT=nccl");
+}
+
+/* Rank 2 dies inside a large all-reduce: under the nccl transport on 4
+ * GPUs it is a carrier, and the others' carriers wait in NCCL calls for
+ * it (the watchdog aborts the carrier communicator); on 2 GPUs it hands
+ * its contribution to rank 0, the carrier of its GPU. */
+static void test_fault_kill_mid(void **state)
+{
+    (void)state;
+    fault_run_on("killmid", "second allreduce: remote process exited", 3,
+                 "EASYSCALE_COLL_TRANSPORT=nccl", FOUR);
+    fault_run_on("killmid", "second allreduce: remote process exited", 3,
+                 "EASYSCALE_COLL_TRANSPORT=nccl", TWO);
+    fault_run_on("killmid", "second allreduce: remote process exited", 3,
+                 "EASYSCALE_COLL_TRANSPORT=device", FOUR);
+    fault_run_on("killmid", "second allreduce: remote process exited", 3,
+                 "EASYSCALE_COLL_TRANSPORT=host", TWO);
 }
 
 static void test_fault_abort(void **state)
@@ -813,6 +881,8 @@ static void test_fault_abort(void **state)
               "EASYSCALE_COLL_TRANSPORT=device");
     fault_run("abort", "second allreduce: remote process exited", 3,
               "EASYSCALE_COLL_TRANSPORT=host");
+    fault_run("abort", "second allreduce: remote process exited", 3,
+              "EASYSCALE_COLL_TRANSPORT=nccl");
 }
 
 static void test_fault_timeout(void **state)
@@ -823,6 +893,8 @@ static void test_fault_timeout(void **state)
     fault_run("timeout", "second allreduce: unhandled system error", 3, NULL);
     fault_run("timeout", "second allreduce: unhandled system error", 3,
               "EASYSCALE_COLL_TRANSPORT=device");
+    fault_run("timeout", "second allreduce: unhandled system error", 3,
+              "EASYSCALE_COLL_TRANSPORT=nccl");
 }
 
 /* A rank that dies before the others joined leaves the rendezvous
@@ -963,10 +1035,12 @@ int main(void)
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_types_control),
         cmocka_unit_test(test_coll),
+        cmocka_unit_test(test_transport_choice),
         cmocka_unit_test(test_initall),
         cmocka_unit_test(test_unprivileged),
         cmocka_unit_test(test_vclient),
         cmocka_unit_test(test_fault_kill),
+        cmocka_unit_test(test_fault_kill_mid),
         cmocka_unit_test(test_fault_abort),
         cmocka_unit_test(test_fault_timeout),
         cmocka_unit_test(test_stale_segment),
