@@ -762,7 +762,8 @@ CUresult es_devtp_barrier(es_comm_t *c, uint64_t target, int done, CUstream s)
     if (!st)
         return CUDA_ERROR_OUT_OF_MEMORY;
     es_action_t b = { .kind = ES_A_BARRIER, .a = target };
-    es_step_add(st, &b);
+    if (target)
+        es_step_add(st, &b);
     if (done) {
         es_action_t d = { .kind = ES_A_DONE_ALLREDUCE };
         es_step_add(st, &d);

@@ -41,7 +41,8 @@ CUresult es_devtp_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);
  * when rop is ES_RO_PREMUL. */
 CUresult es_devtp_stage(CUdeviceptr dst, const void *src, size_t count, int dtype, int rop,
                         const es_premul_t *pm, CUstream s);
-/* A step of one data barrier (target), with the progress mark when done. */
+/* A step of one data barrier (target; 0: none), with the progress mark
+ * when done. */
 CUresult es_devtp_barrier(es_comm_t *c, uint64_t target, int done, CUstream s);
 /* Marks on s a stretch of work that waits for other ranks outside the
  * steps (NCCL calls): begun (returns its mark in *pos) and ended. The

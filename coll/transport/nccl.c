@@ -30,7 +30,9 @@
  * the carriers' NCCL work (inside a watched stretch: a stuck NCCL call
  * fails the communicator within EASYSCALE_COLL_TIMEOUT, and the failure
  * aborts the carrier communicator); barrier; copy out of my carrier's
- * out[set]. Exports es_coll_tp_nccl; calls dev.h, step.c, seg.c, util.c
+ * out[set]. With one rank per GPU an all-reduce skips the staging and
+ * the barriers: the carrier folds from its input into its output and the
+ * NCCL calls alone order the ranks. Exports es_coll_tp_nccl; calls dev.h, step.c, seg.c, util.c
  * and kernels/reduce.h.
  */
 #include "coll/transport/dev.h"
@@ -246,7 +248,16 @@ typedef struct es_nc_job {
     int rop, set;
     size_t count;                 /* elements of the fold (staged at in[set] + 0) */
     size_t per, m;                /* reduce-scatter / all-gather: piece pitch and length */
+    /* direct (one rank per GPU, all-reduce): the fold reads my input here
+     * and writes my output there, no staging; else both 0 */
+    CUdeviceptr src, dst;
 } es_nc_job_t;
+
+/* Where a carrier's fold writes (and what it sends on). */
+static CUdeviceptr es_nc_dst(es_comm_t *c, const es_nc_job_t *J)
+{
+    return J->dst ? J->dst : es_devtp_out(c, c->rank, J->set);
+}
 
 /* Elements [lo, hi) of run j folded into out (with the partial received
  * from the previous run when j > 0). */
@@ -260,9 +271,13 @@ static CUresult es_nc_fold(es_comm_t *c, const es_nc_job_t *J, int j, size_t lo,
     if (j > 0)
         a.in[a.nin++] = VPTR(es_devtp_extra(c, c->rank) + lo * es);
     for (int r = t->run_lo[j]; r < t->run_hi[j]; r++)
-        a.in[a.nin++] = VPTR(es_devtp_in(c, r, J->set) + lo * es);
-    a.out = VPTR(es_devtp_out(c, c->rank, J->set) + lo * es);
+        a.in[a.nin++] = VPTR((J->src ? J->src : es_devtp_in(c, r, J->set)) + lo * es);
+    a.out = VPTR(es_nc_dst(c, J) + lo * es);
     a.count = hi - lo;
+    /* the first run of one rank, not the last: its value as it is (the
+     * next fold makes a NaN canonical, as the kernel would here) */
+    if (a.nin == 1 && j < t->nruns - 1)
+        return es_devtp_dtod(DPTR(a.out), DPTR(a.in[0]), a.count * es, s);
     a.dtype = J->op->dtype;
     a.op = J->rop == ES_RO_PREMUL || (J->rop == ES_RO_AVG && j < t->nruns - 1) ? ES_RO_SUM
                                                                                : J->rop;
@@ -285,7 +300,7 @@ static ncclResult_t es_nc_run(es_comm_t *c, const es_nc_job_t *J, int j, CUresul
         if (piece * es < ES_NC_PIECE_MIN)
             piece = (ES_NC_PIECE_MIN + es - 1) / es;
     }
-    CUdeviceptr part = es_devtp_extra(c, c->rank), out = es_devtp_out(c, c->rank, J->set);
+    CUdeviceptr part = es_devtp_extra(c, c->rank), out = es_nc_dst(c, J);
     ncclResult_t res = ncclSuccess;
     size_t done = 0; /* elements folded, not yet sent */
     for (size_t lo = 0; lo < n && res == ncclSuccess && *cr == CUDA_SUCCESS; lo += piece) {
@@ -316,7 +331,7 @@ static ncclResult_t es_nc_spread(es_comm_t *c, const es_nc_job_t *J, CUstream s)
     es_nc_t *t = es_nc(c);
     size_t es = es_coll_type_size(J->op->dtype);
     int last = t->gpu_of[t->run_lo[t->nruns - 1]];
-    CUdeviceptr out = es_devtp_out(c, c->rank, J->set);
+    CUdeviceptr out = es_nc_dst(c, J);
     ncclResult_t res = ncclSuccess;
     switch (J->op->kind) {
     case ES_OP_ALLREDUCE:
@@ -476,6 +491,9 @@ static CUresult es_nc_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const 
     CUresult r = CUDA_SUCCESS;
     if (per == 0)
         per = 1;
+    /* one rank per GPU: an all-reduce needs no staging and no barrier (the
+     * carriers' NCCL calls order them) */
+    int direct = op->kind == ES_OP_ALLREDUCE && rop != ES_RO_PREMUL && n == t->ngpu;
     for (size_t off = 0; off < total && r == CUDA_SUCCESS; off += per) {
         size_t m = total - off < per ? total - off : per;
         es_nc_job_t J = { .op = op, .rop = rop, .set = (int)(c->nchunks++ & 1), .per = per,
@@ -484,6 +502,14 @@ static CUresult es_nc_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const 
             J.count = (size_t)(n - 1) * per + m; /* the last piece's tail is not staged */
         uint64_t b = c->bar;
         int done = off + m >= total && es_coll_counts_step(op->kind, op->dtype);
+        if (direct) {
+            J.src = DPTR((const char *)op->send + off * es);
+            J.dst = DPTR((char *)op->recv + off * es);
+            r = es_nc_carry(c, &J, s);
+            if (r == CUDA_SUCCESS && done)
+                r = es_devtp_barrier(c, 0, 1, s);
+            continue;
+        }
         c->bar += 2;
         r = es_nc_stage(c, op, rop, pm, &J, off, total, s);
         if (r == CUDA_SUCCESS)

@@ -614,7 +614,7 @@ static ncclResult_t init_prepare(ncclComm_t *out, int nranks, const ncclUniqueId
     pi->tuning[2] = et.min_ch;
     pi->tuning[3] = et.max_ch;
     pi->buffsize = (size_t)buffsize;
-    pi->p2p = (size_t)buffsize < (256u << 10) ? (size_t)buffsize : (256u << 10);
+    pi->p2p = (size_t)buffsize;
     pi->init_timeout_ms = (int)init_timeout_ms;
     pi->timeout_ms = (int)timeout_ms;
     *out = c;

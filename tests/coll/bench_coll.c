@@ -9,6 +9,15 @@
  *   coll_bench                   the whole table (run under scripts/simenv)
  *   coll_bench --worker N        one configuration (the table's children)
  *
+ * Then the carriers' table (4 simulated GPUs): simcuda NCCL's own
+ * all-reduce beside the virtual collectives over the nccl, device and
+ * host transports with 1 and 2 ranks per GPU, 1 to 256 MiB, as ratios.
+ *
+ *   coll_bench --carriers        the carriers' table only
+ *   coll_bench --worker N K      N ranks, K per GPU (blocks); K = -1: one per
+ *                                GPU, the carriers' chain through NCCL's own
+ *                                send/recv and broadcast instead
+ *
  * algbw = bytes per rank / time; busbw = algbw * 2 (N - 1) / N (NCCL's
  * convention: what each rank's link carries in a ring all-reduce). Time:
  * the slowest rank's, per operation, over a back-to-back batch after a
@@ -63,6 +72,29 @@ static int iters_for(size_t bytes)
         }                                                                                      \
     } while (0)
 
+/* Ranks per GPU (0: rank r on device r % count; k: on device r / k, so
+ * that each GPU holds a block of k consecutive ranks). */
+static int g_per_gpu;
+/* Instead of ncclAllReduce: the bytes of the carriers' chain through
+ * NCCL's own calls (receive from rank - 1, send to rank + 1, then a
+ * broadcast from the last rank), no folding: what simcuda's NCCL itself
+ * takes to carry what the nccl transport carries. */
+static int g_chain;
+
+static int one_op(CUdeviceptr b, size_t cnt, ncclComm_t comm, CUstream st, int rank, int n)
+{
+    if (!g_chain)
+        return ncclAllReduce((void *)b, (void *)b, cnt, ncclFloat, ncclSum, comm, st) !=
+               ncclSuccess;
+    int rc = 0;
+    if (rank > 0)
+        rc |= ncclRecv((void *)b, cnt, ncclFloat, rank - 1, comm, st) != ncclSuccess;
+    if (rank < n - 1)
+        rc |= ncclSend((void *)b, cnt, ncclFloat, rank + 1, comm, st) != ncclSuccess;
+    rc |= ncclBroadcast((void *)b, (void *)b, cnt, ncclFloat, n - 1, comm, st) != ncclSuccess;
+    return rc;
+}
+
 static int worker_rank(int rank, int n, shared_t *sh)
 {
     CUdevice dev;
@@ -71,7 +103,7 @@ static int worker_rank(int rank, int n, shared_t *sh)
     int nd = 0;
     CK(cuInit(0));
     CK(cuDeviceGetCount(&nd));
-    CK(cuDeviceGet(&dev, rank % nd));
+    CK(cuDeviceGet(&dev, g_per_gpu ? (rank / g_per_gpu) % nd : rank % nd));
     CK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CK(cuCtxSetCurrent(ctx));
     CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
@@ -91,12 +123,12 @@ static int worker_rank(int rank, int n, shared_t *sh)
     for (int k = 0; k < NSIZES; k++) {
         size_t cnt = g_sizes[k] / 4;
         int it = iters_for(g_sizes[k]);
-        CK(ncclAllReduce((void *)b, (void *)b, cnt, ncclFloat, ncclSum, comm, st)); /* warm-up */
+        CK(one_op(b, cnt, comm, st, rank, n)); /* warm-up */
         CK(ncclAllReduce((void *)one, (void *)one, 1, ncclFloat, ncclSum, comm, st));
         CK(cuStreamSynchronize(st)); /* everyone here */
         double t0 = now_s();
         for (int i = 0; i < it; i++)
-            CK(ncclAllReduce((void *)b, (void *)b, cnt, ncclFloat, ncclSum, comm, st));
+            CK(one_op(b, cnt, comm, st, rank, n));
         CK(cuStreamSynchronize(st));
         sh->t[rank][k] = (now_s() - t0) / it;
     }
@@ -249,10 +281,82 @@ static void row(const char *what, int n, const double t[NSIZES])
     }
 }
 
+/* ---- the carriers' table: 4 GPUs, NCCL's own all-reduce beside ours ---------------
+ * simcuda's NCCL alone (4 ranks, one per GPU: its ring), and the virtual
+ * collectives with k = 1 and 2 ranks per GPU (blocks of consecutive ranks)
+ * over the nccl, device and host transports (moves off: the device
+ * memory transports need it). Ratio: our algorithm bandwidth over NCCL's
+ * at the same bytes per rank; the chain's target is 0.8 x (P - 1) / P
+ * from 4 MiB (docs/COLLECTIVES.md). */
+#define CARRIER_GPUS 4
+
+static void carrier_row(const char *what, int k, const double t[NSIZES], const double ref[NSIZES])
+{
+    for (int i = 0; i < NSIZES; i++) {
+        if (g_sizes[i] < (1u << 20))
+            continue;
+        double alg = t[i] > 0 ? (double)g_sizes[i] / t[i] / 1e9 : 0;
+        double ratio = t[i] > 0 && ref[i] > 0 ? ref[i] / t[i] : 0;
+        printf("%-14s %d %6zuM %12.1f %9.3f %9.2f\n", what, k, g_sizes[i] >> 20, t[i] * 1e6, alg,
+               ratio);
+        if (g_sizes[i] == (4u << 20) || g_sizes[i] == (64u << 20))
+            printf("BENCH allreduce.%s-4g-k%d-%zuM %.3f x # all-reduce on 4 simulated GPUs, %d "
+                   "rank(s) per GPU, %zu MiB float sum in place: algorithm bandwidth over "
+                   "simcuda NCCL's own (4 ranks); chain target 0.6 from 4 MiB\n", what, k,
+                   g_sizes[i] >> 20, ratio, k, g_sizes[i] >> 20);
+    }
+}
+
+static void carriers_table(const char *b, const char *self, const char *pre)
+{
+    static const char *const tps[3] = { "nccl", "device", "host" };
+    double ref[NSIZES], t[NSIZES];
+    char cmd[9000], what[32];
+    const char *gpus = "a100:8G,a100:8G,a100:8G,a100:8G";
+    printf("\nall-reduce on %d simulated GPUs: simcuda NCCL's own ring (no shim) and the "
+           "virtual collectives, k ranks per GPU; ratio: algbw over NCCL's\n", CARRIER_GPUS);
+    printf("%-14s %s %7s %12s %9s %9s\n", "what", "k", "bytes", "time_us", "algbw", "ratio");
+    snprintf(cmd, sizeof cmd,
+             "env -u CUDA_VISIBLE_DEVICES -u LOCAL_WORLD_SIZE SIMCUDA_DEVICES=%s "
+             "LD_PRELOAD=%s %s --worker %d 1", gpus, pre && *pre ? pre : "", self, CARRIER_GPUS);
+    if (collect(cmd, ref) < 0) {
+        printf("simcuda NCCL on %d GPUs: failed\n", CARRIER_GPUS);
+        return;
+    }
+    carrier_row("nccl-own", 1, ref, ref);
+    snprintf(cmd, sizeof cmd,
+             "env -u CUDA_VISIBLE_DEVICES -u LOCAL_WORLD_SIZE SIMCUDA_DEVICES=%s "
+             "LD_PRELOAD=%s %s --worker %d -1", gpus, pre && *pre ? pre : "", self, CARRIER_GPUS);
+    if (collect(cmd, t) < 0)
+        printf("simcuda NCCL's chain on %d GPUs: failed\n", CARRIER_GPUS);
+    else
+        carrier_row("nccl-own-chain", 1, t, ref);
+    for (int k = 1; k <= 2; k++)
+        for (int j = 0; j < 3; j++) {
+            snprintf(cmd, sizeof cmd,
+                     "env -u CUDA_VISIBLE_DEVICES -u LOCAL_WORLD_SIZE SIMCUDA_DEVICES=%s "
+                     "EASYSCALE_COLL_TRANSPORT=%s EASYSCALE_MOVE=off "
+                     "LD_PRELOAD=%s%s%s/lib/libeasyscale.so %s --worker %d %d",
+                     gpus, tps[j], pre && *pre ? pre : "", pre && *pre ? ":" : "", b, self,
+                     CARRIER_GPUS * k, k);
+            snprintf(what, sizeof what, "virtual-%s", tps[j]);
+            if (collect(cmd, t) < 0)
+                printf("%s k=%d: failed\n", what, k);
+            else
+                carrier_row(what, k, t, ref);
+            fflush(stdout);
+        }
+}
+
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "--worker") == 0)
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "--worker") == 0) {
+        g_per_gpu = argc == 4 ? atoi(argv[3]) : 0;
+        g_chain = g_per_gpu < 0;
+        if (g_chain)
+            g_per_gpu = 1;
         return worker(atoi(argv[2]));
+    }
     const char *b = getenv("ES_BUILD");
     if (!b) {
         fprintf(stderr, "coll_bench: run under scripts/simenv (ES_BUILD)\n");
@@ -263,6 +367,10 @@ int main(int argc, char **argv)
     snprintf(mpi, sizeof mpi, "%s/bench/coll_mpi_bench", b);
     int have_mpi = access(mpi, X_OK) == 0 && system("command -v mpirun >/dev/null 2>&1") == 0;
     const char *pre = getenv("LD_PRELOAD");
+    if (argc == 2 && strcmp(argv[1], "--carriers") == 0) {
+        carriers_table(b, self, pre);
+        return 0;
+    }
     printf("all-reduce, float sum in place; time per operation (slowest rank, best of %d runs); "
            "GB/s\n", REPS);
     double mc = memcpy_gbs();
@@ -306,5 +414,6 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
     }
+    carriers_table(b, self, pre);
     return 0;
 }

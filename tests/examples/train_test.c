@@ -22,7 +22,8 @@
  *    agree with no deterministic knob set by the application, at off they
  *    do not;
  *  - placement: 4 and 8 ESTs on fewer GPUs under the shim give one
- *    checksum, on both transports of the virtual collectives, and 4 ESTs
+ *    checksum, on the three transports of the virtual collectives (the
+ *    NCCL carriers: 4 ESTs on 4, 2, 1 GPUs, 8 on 4 and 2), and 4 ESTs
  *    on 2 GPUs under simcuda's adversarial scheduling (SIMCUDA_CHAOS) give
  *    the checksum of the run without it.
  *
@@ -890,6 +891,41 @@ static void test_placement_transports(void **state)
     }
 }
 
+/* The NCCL carriers (EASYSCALE_COLL_TRANSPORT=nccl, while ESTs cannot
+ * move): 4 ESTs on 4, 2 and 1 GPUs and 8 ESTs on 4 and 2 GPUs give the
+ * checksums of the other transports; every rank says it carries over
+ * nccl. */
+static void test_placement_nccl(void **state)
+{
+    (void)state;
+    char pre[1200];
+    shim_preload(pre, sizeof pre);
+    static const struct {
+        int n;
+        const char *devs;
+    } runs[] = {
+        {4, "a100:8G,a100:8G,a100:8G,a100:8G"}, {4, "a100:8G,a100:8G"}, {4, "a100:8G"},
+        {8, "a100:8G,a100:8G,a100:8G,a100:8G"}, {8, "a100:8G,a100:8G"},
+    };
+    job_t j;
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char dv[128];
+        snprintf(dv, sizeof dv, "SIMCUDA_DEVICES=%s", runs[i].devs);
+        char *env[] = {dv, "EASYSCALE_DETERMINISM=d1", "CUBLAS_WORKSPACE_CONFIG=",
+                       "CUDA_VISIBLE_DEVICES=", pre, "EASYSCALE_LOG=info",
+                       "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_MOVE=off", NULL};
+        run_job(&j, runs[i].n, NULL, env, PLACE_ARGS, NULL);
+        int k = 0;
+        for (const char *p = j.out; (p = strstr(p, "nccl transport, chunk")) != NULL; p++)
+            k++;
+        if (k != runs[i].n)
+            fprintf(stderr, "%d ESTs on %s: %d ranks said \"nccl transport\"\n", runs[i].n,
+                    runs[i].devs, k);
+        assert_int_equal(k, runs[i].n);
+        expect_sum(&j, runs[i].n, runs[i].n == 4 ? place_ref4 : place_ref8, runs[i].devs);
+    }
+}
+
 /* 4 ESTs on 2 GPUs under simcuda's adversarial scheduling (SIMCUDA_CHAOS:
  * stream work delayed, independent streams run newest first): the checksum
  * of the same job without it. A synchronisation missing in the shim (its
@@ -995,6 +1031,7 @@ int main(void)
     };
     const struct CMUnitTest placement2[] = {
         cmocka_unit_test(test_placement_transports),
+        cmocka_unit_test(test_placement_nccl),
         cmocka_unit_test(test_placement_chaos),
         cmocka_unit_test(test_placement_controls),
     };
