@@ -48,7 +48,7 @@
 
 /* Pieces of a pipelined chain hop: at least this many bytes. */
 #define ES_NC_PIECE_MIN (256u << 10)
-#define ES_NC_PIECES 8
+#define ES_NC_PIECES 32
 
 typedef struct es_nc {
     int ngpu;                             /* P: GPUs, ordered by their lowest rank */
@@ -200,7 +200,10 @@ static void es_nc_teardown(es_comm_t *c)
 
 static int es_nc_setup(es_comm_t *c)
 {
-    int rc = es_devtp_setup(c, c->chunk); /* extra: the partial a carrier receives */
+    /* extra: the partial a carrier receives, and two chunks a direct
+     * all-reduce folds into (a chunk's result lives until its broadcast,
+     * after the next chunk's fold) */
+    int rc = es_devtp_setup(c, 3 * c->chunk);
     if (rc < 0)
         return rc;
     es_nc_t *t = calloc(1, sizeof(*t));
@@ -253,8 +256,17 @@ typedef struct es_nc_job {
     CUdeviceptr src, dst;
 } es_nc_job_t;
 
-/* Where a carrier's fold writes (and what it sends on). */
+/* Where a carrier's fold writes (and what it sends on): never over its
+ * inputs (the kernel's contract), so a direct all-reduce folds into a
+ * scratch chunk of its own, then broadcasts into the output. */
 static CUdeviceptr es_nc_dst(es_comm_t *c, const es_nc_job_t *J)
+{
+    return J->dst ? es_devtp_extra(c, c->rank) + (1 + (size_t)J->set) * c->chunk
+                  : es_devtp_out(c, c->rank, J->set);
+}
+
+/* Where the result ends on every carrier. */
+static CUdeviceptr es_nc_final(es_comm_t *c, const es_nc_job_t *J)
 {
     return J->dst ? J->dst : es_devtp_out(c, c->rank, J->set);
 }
@@ -274,10 +286,6 @@ static CUresult es_nc_fold(es_comm_t *c, const es_nc_job_t *J, int j, size_t lo,
         a.in[a.nin++] = VPTR((J->src ? J->src : es_devtp_in(c, r, J->set)) + lo * es);
     a.out = VPTR(es_nc_dst(c, J) + lo * es);
     a.count = hi - lo;
-    /* the first run of one rank, not the last: its value as it is (the
-     * next fold makes a NaN canonical, as the kernel would here) */
-    if (a.nin == 1 && j < t->nruns - 1)
-        return es_devtp_dtod(DPTR(a.out), DPTR(a.in[0]), a.count * es, s);
     a.dtype = J->op->dtype;
     a.op = J->rop == ES_RO_PREMUL || (J->rop == ES_RO_AVG && j < t->nruns - 1) ? ES_RO_SUM
                                                                                : J->rop;
@@ -301,6 +309,11 @@ static ncclResult_t es_nc_run(es_comm_t *c, const es_nc_job_t *J, int j, CUresul
             piece = (ES_NC_PIECE_MIN + es - 1) / es;
     }
     CUdeviceptr part = es_devtp_extra(c, c->rank), out = es_nc_dst(c, J);
+    /* the first run of one rank, not the last: its value is sent as it is
+     * (the next fold makes a NaN canonical, as this one would) */
+    int as_is = j == 0 && t->run_hi[0] == 1 && next >= 0;
+    if (as_is)
+        out = J->src ? J->src : es_devtp_in(c, 0, J->set);
     ncclResult_t res = ncclSuccess;
     size_t done = 0; /* elements folded, not yet sent */
     for (size_t lo = 0; lo < n && res == ncclSuccess && *cr == CUDA_SUCCESS; lo += piece) {
@@ -316,7 +329,7 @@ static ncclResult_t es_nc_run(es_comm_t *c, const es_nc_job_t *J, int j, CUresul
                 res = e;
         }
         done = lo;
-        if (res == ncclSuccess)
+        if (res == ncclSuccess && !as_is)
             *cr = es_nc_fold(c, J, j, lo, hi, s);
     }
     if (res == ncclSuccess && *cr == CUDA_SUCCESS && next >= 0 && n > done)
@@ -335,8 +348,8 @@ static ncclResult_t es_nc_spread(es_comm_t *c, const es_nc_job_t *J, CUstream s)
     ncclResult_t res = ncclSuccess;
     switch (J->op->kind) {
     case ES_OP_ALLREDUCE:
-        return ES_REAL(nccl, ncclBroadcast)(VPTR(out), VPTR(out), J->count * es, ncclInt8, last,
-                                            t->comm, s);
+        return ES_REAL(nccl, ncclBroadcast)(VPTR(out), VPTR(es_nc_final(c, J)), J->count * es,
+                                            ncclInt8, last, t->comm, s);
     case ES_OP_REDUCE: {
         int root = t->gpu_of[J->op->root];
         if (root == last)
@@ -389,8 +402,13 @@ static ncclResult_t es_nc_gather(es_comm_t *c, const es_nc_job_t *J, CUresult *c
     return res == ncclSuccess ? e : res;
 }
 
-/* The carrier's part of a chunk, between the two barriers. */
-static CUresult es_nc_carry(es_comm_t *c, const es_nc_job_t *J, CUstream s)
+enum { ES_NC_FOLD = 1, ES_NC_SPREAD = 2 };
+
+/* The carrier's part of a chunk, between the two barriers (parts: the
+ * fold and what follows it; a direct all-reduce spreads a chunk's result
+ * after the next chunk's fold, so that the chain's pipeline does not
+ * drain between chunks). */
+static CUresult es_nc_carry(es_comm_t *c, const es_nc_job_t *J, int parts, CUstream s)
 {
     es_nc_t *t = es_nc(c);
     size_t es = es_coll_type_size(J->op->dtype);
@@ -414,10 +432,11 @@ static CUresult es_nc_carry(es_comm_t *c, const es_nc_job_t *J, CUstream s)
         break;
     }
     default:
-        for (int j = 0; j < t->nruns && res == ncclSuccess && cr == CUDA_SUCCESS; j++)
+        for (int j = 0; j < t->nruns && res == ncclSuccess && cr == CUDA_SUCCESS &&
+                        (parts & ES_NC_FOLD); j++)
             if (t->gpu_of[t->run_lo[j]] == t->me_gpu)
                 res = es_nc_run(c, J, j, &cr, s);
-        if (res == ncclSuccess && cr == CUDA_SUCCESS && t->ngpu > 1)
+        if (res == ncclSuccess && cr == CUDA_SUCCESS && t->ngpu > 1 && (parts & ES_NC_SPREAD))
             res = es_nc_spread(c, J, s);
         break;
     }
@@ -494,6 +513,7 @@ static CUresult es_nc_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const 
     /* one rank per GPU: an all-reduce needs no staging and no barrier (the
      * carriers' NCCL calls order them) */
     int direct = op->kind == ES_OP_ALLREDUCE && rop != ES_RO_PREMUL && n == t->ngpu;
+    es_nc_job_t prev = { 0 };
     for (size_t off = 0; off < total && r == CUDA_SUCCESS; off += per) {
         size_t m = total - off < per ? total - off : per;
         es_nc_job_t J = { .op = op, .rop = rop, .set = (int)(c->nchunks++ & 1), .per = per,
@@ -505,7 +525,12 @@ static CUresult es_nc_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const 
         if (direct) {
             J.src = DPTR((const char *)op->send + off * es);
             J.dst = DPTR((char *)op->recv + off * es);
-            r = es_nc_carry(c, &J, s);
+            r = es_nc_carry(c, &J, ES_NC_FOLD, s);
+            if (r == CUDA_SUCCESS && prev.op)
+                r = es_nc_carry(c, &prev, ES_NC_SPREAD, s);
+            prev = J;
+            if (r == CUDA_SUCCESS && off + m >= total)
+                r = es_nc_carry(c, &J, ES_NC_SPREAD, s);
             if (r == CUDA_SUCCESS && done)
                 r = es_devtp_barrier(c, 0, 1, s);
             continue;
@@ -515,7 +540,7 @@ static CUresult es_nc_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const 
         if (r == CUDA_SUCCESS)
             r = es_devtp_barrier(c, b + 1, 0, s);
         if (r == CUDA_SUCCESS && t->is_carrier)
-            r = es_nc_carry(c, &J, s);
+            r = es_nc_carry(c, &J, ES_NC_FOLD | ES_NC_SPREAD, s);
         if (r == CUDA_SUCCESS)
             r = es_devtp_barrier(c, b + 2, done, s);
         if (r == CUDA_SUCCESS)

@@ -16,7 +16,8 @@
  *   coll     broadcast, allgather, reduce-scatter in place, groups of
  *            collectives and send/recv pairs (a ring, self, several
  *            streams), all-to-all, gather, scatter, two communicators, split,
- *            non-blocking init, queries and argument errors
+ *            non-blocking init, queries and argument errors; prints
+ *            "digest <hex>" of every result read back (every rank alike)
  *   initall  one process: ncclCommInitAll over NRANKS devices, a grouped
  *            all-reduce from one thread (forks nothing)
  *   kill     rank 2 dies (SIGKILL) after a first all-reduce; the others'
@@ -203,6 +204,16 @@ static void digest(const void *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         g_fnv = (g_fnv ^ ((const unsigned char *)p)[i]) * 0x100000001b3ULL;
+}
+
+/* A result read back and hashed into this rank's digest ("coll": every
+ * result is placement-independent, so the digest is too). */
+static CUresult get_hashed(void *dst, CUdeviceptr src, size_t bytes)
+{
+    CUresult r = cuMemcpyDtoH(dst, src, bytes);
+    if (r == CUDA_SUCCESS)
+        digest(dst, bytes);
+    return r;
 }
 
 /* ---- mode: types ---------------------------------------------------------------- */
@@ -397,12 +408,12 @@ static int mode_coll(ncclComm_t comm, CUstream st, CUdevice dev)
     NC(ncclBroadcast(me == 2 % n ? (void *)a : NULL, (void *)b, C, ncclFloat, 2 % n, comm, st));
     NC(ncclBcast((void *)a, C, ncclFloat, 0, comm, st));
     CU(cuStreamSynchronize(st));
-    CU(cuMemcpyDtoH(h, b, C * 4));
+    CU(get_hashed(h, b, C * 4));
     for (size_t i = 0; i < C; i++)
         w[i] = fval(2 % n, i, 3);
     if (feq(h, w, C, "broadcast"))
         return 1;
-    CU(cuMemcpyDtoH(h, a, C * 4));
+    CU(get_hashed(h, a, C * 4));
     for (size_t i = 0; i < C; i++)
         w[i] = fval(0, i, 3);
     if (feq(h, w, C, "bcast in place"))
@@ -414,7 +425,7 @@ static int mode_coll(ncclComm_t comm, CUstream st, CUdevice dev)
     CU(cuMemcpyHtoD(a + (size_t)me * C * 4, h, C * 4));
     NC(ncclAllGather((void *)(a + (size_t)me * C * 4), (void *)a, C, ncclFloat, comm, st));
     CU(cuStreamSynchronize(st));
-    CU(cuMemcpyDtoH(h, a, (size_t)n * C * 4));
+    CU(get_hashed(h, a, (size_t)n * C * 4));
     for (int q = 0; q < n; q++)
         for (size_t i = 0; i < C; i++)
             w[(size_t)q * C + i] = fval(q, i, 4);
@@ -428,7 +439,7 @@ static int mode_coll(ncclComm_t comm, CUstream st, CUdevice dev)
     NC(ncclReduceScatter((void *)a, (void *)(a + (size_t)me * C * 4), C, ncclFloat, ncclSum, comm,
                          st));
     CU(cuStreamSynchronize(st));
-    CU(cuMemcpyDtoH(h, a + (size_t)me * C * 4, C * 4));
+    CU(get_hashed(h, a + (size_t)me * C * 4, C * 4));
     for (size_t i = 0; i < C; i++)
         w[i] = fsum((size_t)me * C + i, 5, ord, n);
     if (feq(h, w, C, "reduce-scatter in place"))
@@ -456,14 +467,14 @@ static int mode_coll(ncclComm_t comm, CUstream st, CUdevice dev)
     NC(ncclGroupEnd());
     CU(cuStreamSynchronize(st));
     CU(cuStreamSynchronize(st2));
-    CU(cuMemcpyDtoH(h, a, 2 * C * 4));
+    CU(get_hashed(h, a, 2 * C * 4));
     for (size_t i = 0; i < C; i++) {
         w[i] = fsum(i, 6, ord, n);
         w[C + i] = w[i] / (float)n;
     }
     if (feq(h, w, 2 * C, "group allreduce sum and avg"))
         return 1;
-    CU(cuMemcpyDtoH(h, c2, (P + 17) * 4));
+    CU(get_hashed(h, c2, (P + 17) * 4));
     for (size_t i = 0; i < P; i++)
         w[i] = fval((me + n - 1) % n, i, 7);
     for (size_t i = 0; i < 17; i++)
@@ -484,7 +495,7 @@ static int mode_coll(ncclComm_t comm, CUstream st, CUdevice dev)
     NC(ncclRecv((void *)(c2 + P1 * 4), P2, ncclFloat, (me + n - 1) % n, comm, st));
     NC(ncclGroupEnd());
     CU(cuStreamSynchronize(st));
-    CU(cuMemcpyDtoH(h, c2, (P1 + P2) * 4));
+    CU(get_hashed(h, c2, (P1 + P2) * 4));
     for (size_t i = 0; i < P1 + P2; i++)
         w[i] = fval((me + n - 1) % n, i, 13);
     if (feq(h, w, P1 + P2, "two sends and receives to one peer"))
@@ -497,7 +508,7 @@ static int mode_coll(ncclComm_t comm, CUstream st, CUdevice dev)
     CU(cuMemcpyHtoD(a, h, (size_t)n * A * 4));
     NC(ncclAlltoAll((void *)a, (void *)b, A, ncclFloat, comm, st));
     CU(cuStreamSynchronize(st));
-    CU(cuMemcpyDtoH(h, b, (size_t)n * A * 4));
+    CU(get_hashed(h, b, (size_t)n * A * 4));
     for (int q = 0; q < n; q++)
         for (size_t i = 0; i < A; i++)
             w[(size_t)q * A + i] = fval(q, (size_t)me * A + i, 8);
@@ -507,14 +518,14 @@ static int mode_coll(ncclComm_t comm, CUstream st, CUdevice dev)
     NC(ncclScatter((void *)a, (void *)c2, A, ncclFloat, n - 1, comm, st));
     CU(cuStreamSynchronize(st));
     if (me == 1 % n) {
-        CU(cuMemcpyDtoH(h, b, (size_t)n * A * 4));
+        CU(get_hashed(h, b, (size_t)n * A * 4));
         for (int q = 0; q < n; q++)
             for (size_t i = 0; i < A; i++)
                 w[(size_t)q * A + i] = fval(q, i, 8);
         if (feq(h, w, (size_t)n * A, "gather"))
             return 1;
     }
-    CU(cuMemcpyDtoH(h, c2, A * 4));
+    CU(get_hashed(h, c2, A * 4));
     for (size_t i = 0; i < A; i++)
         w[i] = fval(n - 1, (size_t)me * A + i, 8);
     if (feq(h, w, A, "scatter"))

@@ -598,13 +598,29 @@ static void test_coll(void **state)
         { 8, THREE, "EASYSCALE_COLL_TRANSPORT=host", NULL },
         { 4, TWO, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_MOVE=off" },
         { 4, FOUR, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_MOVE=off" },
+        { 4, "a100:4G", "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_MOVE=off" },
+        { 4, FOUR, "EASYSCALE_COLL_TRANSPORT=device", "EASYSCALE_MOVE=off" },
+        { 4, "a100:4G", "EASYSCALE_COLL_TRANSPORT=host", NULL },
         { 8, THREE, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_MOVE=off" },
     };
+    /* every rank's results of every collective (non-blocking init, split,
+     * groups) hashed alike: one digest per rank count, whatever the
+     * transport and the number of GPUs */
+    char ref[2][40] = { "", "" };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         es_proc_result_t r = run_client(1, "coll", runs[i].n, runs[i].devs, runs[i].x1,
                                         runs[i].x2, "EASYSCALE_COLL_CHUNK=65536");
         expect_client(&r, runs[i].n, runs[i].x1 ? runs[i].x1 : runs[i].devs);
         expect_transport(&r, runs[i].x1);
+        char d[40];
+        digest_of(&r, d, sizeof d);
+        char *rf = ref[runs[i].n == 8];
+        if (!rf[0])
+            snprintf(rf, 40, "%s", d);
+        if (strcmp(rf, d) != 0)
+            fprintf(stderr, "coll %d ranks on %s %s: digest %s, expected %s\n", runs[i].n,
+                    runs[i].devs, runs[i].x1 ? runs[i].x1 : "", d, rf);
+        assert_string_equal(rf, d);
         es_proc_result_free(&r);
     }
 }
