@@ -12,6 +12,9 @@
  *    file descriptors passed over unix sockets and mapped by every rank (same
  *    GPU, or a peer GPU with peer access); copies and the reduction kernel
  *    run on the application's stream;
+ *  - nccl: the device transport's staging between the ranks of one GPU, and
+ *    one carrier per GPU in a communicator of the real libnccl.so.2 that
+ *    carries the partial fold from GPU to GPU (docs/COLLECTIVES.md);
  *  - host: staging in the shared segment (registered with the driver); the
  *    CPU work is split across the ranks by shard.
  *  Ordering with the application's stream stays on the stream: copies and

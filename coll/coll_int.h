@@ -14,7 +14,8 @@
  *        digests, dispatch to the transport)
  *     -> init.c (a communicator's life: registry, context, rendezvous,
  *        transport choice, the initialisation thread)
- *     -> transport/host.c, transport/dev.c (es_coll_transport_t)
+ *     -> transport/host.c, transport/dev.c, transport/nccl.c (on dev.c's
+ *        staging: transport/dev.h) (es_coll_transport_t)
  *     -> step.c (steps, point-to-point rounds)
  *     -> seg.c (the shared segment), tslice.c (time-slicing)
  *     -> util.c (errors, clock, sizes, shards, progress).
@@ -198,6 +199,7 @@ struct es_comm {
     int have_ops;
     uint64_t splits, shrinks;
     int ts_fuse;                  /* every rank in a fixed rotation: kept all-reduces may fuse */
+    int hold_tp;                  /* the transport taken down at a scheduled hold (init.c) */
     uint64_t ts_seq;              /* kept operations so far (defer.c) */
     es_premul_t premul[ES_COLL_MAX_PREMUL];
     /* initialisation */
@@ -434,6 +436,16 @@ CUresult es_comm_ctx_enter(const es_comm_t *c, int *pushed);
 void es_comm_ctx_leave(int pushed);
 /* The NCCL status of a -errno of seg.c or a transport's set-up. */
 ncclResult_t es_comm_status_of(int err);
+/* Takes c's transport down (its staging freed; the count of device staging
+ * the mover's gate reads kept). */
+void es_comm_tp_down(es_comm_t *c);
+/* At a scheduled hold (enqueue.c, every EST at the same collective): every
+ * communicator whose staging is device memory is drained on every rank and
+ * its transport taken down (collective, in creation order), so that the
+ * controller's moves leave nothing behind; es_comm_hold_end sets them up
+ * again where the ESTs are then (a GPU that cannot: host transport). */
+void es_comm_hold_begin(void);
+void es_comm_hold_end(void);
 /* Rendezvous and transport: runs in the caller's thread (blocking), a
  * background thread (non-blocking) or a group's thread; stores the result
  * in c->async. */

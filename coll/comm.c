@@ -430,9 +430,7 @@ static void es_comm_release(es_comm_t *c, int drained, int keep)
     pthread_mutex_lock(&c->mu);
     int pushed;
     es_comm_ctx_enter(c, &pushed);
-    if (c->tp)
-        c->tp->teardown(c);
-    c->tp = NULL;
+    es_comm_tp_down(c);
     if (c->ev_last)
         ES_REAL(cuda, cuEventDestroy_v2)(c->ev_last);
     c->ev_last = NULL;

@@ -32,9 +32,11 @@ void es_coll_step_start(int in_group)
     /* a time-sliced EST's step settles at the hold only once what it kept
      * has run (the others wait for its part too) */
     es_coll_ts_flush();
+    es_comm_hold_begin();
     es_door_safe_begin();
     es_step_hold_wait(step, es_hold_poll, NULL);
     es_door_safe_end();
+    es_comm_hold_end();
 }
 
 /* ---- operations ------------------------------------------------------------------- */

@@ -6,6 +6,7 @@
  * struct), seg.c, tslice.c and util.c. */
 #include "coll/coll_int.h"
 #include "device/vdev.h"
+#include "move/mover.h"
 #include "move/vhandle.h"
 
 #include <errno.h>
@@ -23,9 +24,30 @@ static void es_coll_atfork_child(void)
     pthread_mutex_init(&es_coll_mu, NULL);
 }
 
+/* Communicators of this process whose transport's staging is device
+ * memory other processes map (device, nccl). */
+static _Atomic int es_devmem_live;
+
+/* The mover's gate (move/mover.h): such staging must not be left on the
+ * old GPU, nor the carriers' communicator in a context that goes; it is
+ * taken down only at a scheduled hold (es_comm_hold_begin). */
+static int es_comm_move_gate(char *msg, size_t msglen)
+{
+    if (atomic_load(&es_devmem_live) == 0)
+        return 0;
+    if (msg && msglen)
+        snprintf(msg, msglen, "the collectives' staging is device memory the other ESTs map "
+                              "(EASYSCALE_COLL_TRANSPORT=nccl or device): this EST moves only at "
+                              "a scheduled step (easyscale-ctl run --schedule), or use "
+                              "EASYSCALE_COLL_TRANSPORT=host");
+    return -EBUSY;
+}
+
 static void es_coll_global_init(void)
 {
     pthread_atfork(NULL, NULL, es_coll_atfork_child);
+    if (es_vh_on)
+        es_mover_set_gate(es_comm_move_gate);
 }
 
 void es_comm_global_init(void)
@@ -235,7 +257,19 @@ static int es_comm_try(es_comm_t *c, const es_coll_transport_t *tp, int id)
     int rc = tp->setup(c);
     if (rc < 0)
         c->tp = NULL;
+    else if (id != ES_COLL_TP_HOST)
+        atomic_fetch_add(&es_devmem_live, 1);
     return rc;
+}
+
+void es_comm_tp_down(es_comm_t *c)
+{
+    if (!c->tp)
+        return;
+    c->tp->teardown(c);
+    if (c->tp_id != ES_COLL_TP_HOST)
+        atomic_fetch_sub(&es_devmem_live, 1);
+    c->tp = NULL;
 }
 
 /* Transport: rank 0's preference (auto: nccl, else device, else host);
@@ -312,14 +346,18 @@ ncclResult_t es_comm_setup(es_comm_t *c)
         goto out;
     }
     int pref = es_cfg.coll_transport;
-    /* While ESTs can move (docs/MOVING.md) the staging must not be device
-     * memory: the device transport's buffers are mapped by the other ranks
-     * from file descriptors of this GPU's memory, which a move would leave
-     * behind. The host transport's staging is host memory. */
-    if (es_vh_on && pref != ES_COLL_TP_HOST) {
-        if ((pref == ES_COLL_TP_DEVICE || pref == ES_COLL_TP_NCCL) && c->rank == 0)
-            ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=%s is not possible while ESTs "
-                    "can move (EASYSCALE_MOVE=off allows it): host transport",
+    /* While ESTs can move (docs/MOVING.md) device staging (the device and
+     * nccl transports: buffers the other ranks map from file descriptors
+     * of this GPU's memory, the carriers' NCCL communicator) must not be
+     * left behind: it is taken down at scheduled holds only
+     * (es_comm_hold_begin), and a move anywhere else is refused (the
+     * mover's gate). So with moves on: auto is host (moves at any moment),
+     * an explicit nccl or device is kept, except for time-sliced ESTs
+     * (their turns are moves). */
+    if (es_vh_on && pref != ES_COLL_TP_HOST && (pref == ES_COLL_TP_AUTO || es_cfg.time_slice)) {
+        if (pref != ES_COLL_TP_AUTO && c->rank == 0)
+            ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=%s is not possible for time-sliced "
+                    "ESTs (EASYSCALE_TIME_SLICE): host transport",
                     pref == ES_COLL_TP_NCCL ? "nccl" : "device");
         pref = ES_COLL_TP_HOST;
     }
@@ -351,13 +389,107 @@ out:
         res = ncclUnhandledCudaError;
     es_comm_ctx_leave(pushed);
     if (res != ncclSuccess && c->seg.h) {
-        if (c->tp)
-            c->tp->teardown(c);
-        c->tp = NULL;
+        es_comm_tp_down(c);
         es_seg_leave(&c->seg);
     }
     atomic_store(&c->async, res);
     return res;
+}
+
+/* ---- scheduled holds: device staging down and up again around the moves ---- */
+
+/* The live communicators of this process in creation order (the registry
+ * keeps the newest first), at most max. */
+static int es_comm_snapshot(es_comm_t **out, int max)
+{
+    int n = 0;
+    pthread_mutex_lock(&es_coll_mu);
+    for (es_comm_t *c = es_comms; c && n < max; c = c->next)
+        out[n++] = c;
+    pthread_mutex_unlock(&es_coll_mu);
+    for (int i = 0; i < n / 2; i++) {
+        es_comm_t *t = out[i];
+        out[i] = out[n - 1 - i];
+        out[n - 1 - i] = t;
+    }
+    return n;
+}
+
+/* Drains c (its operations done on every rank) and takes its device
+ * staging down. */
+static void es_comm_hold_down(es_comm_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->tp && c->tp_id != ES_COLL_TP_HOST && !atomic_load(&c->failed)) {
+        int pushed, rc = 0;
+        CUresult cr = es_comm_ctx_enter(c, &pushed);
+        if (cr == CUDA_SUCCESS && c->have_ops)
+            cr = ES_REAL(cuda, cuEventSynchronize)(c->ev_last);
+        if (cr == CUDA_SUCCESS)
+            rc = es_ctrl_barrier(c);
+        if (cr == CUDA_SUCCESS && rc == 0) {
+            c->hold_tp = c->tp_id;
+            es_comm_tp_down(c);
+        } else {
+            es_coll_error("communicator %016llx: draining it at a scheduled step failed "
+                          "(CUresult %d, %d)", (unsigned long long)c->nonce, (int)cr, rc);
+            es_comm_fail(c, ES_FAIL_LOCAL, ncclUnhandledCudaError);
+        }
+        es_comm_ctx_leave(pushed);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Sets c's transport up again where this EST is now (after the moves). */
+static void es_comm_hold_up(es_comm_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int id = c->hold_tp, pushed, rc;
+    c->hold_tp = 0;
+    if (!id || atomic_load(&c->failed)) {
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    CUresult cr = es_comm_ctx_enter(c, &pushed);
+    CUuuid uu;
+    memset(&uu, 0, sizeof(uu));
+    c->dev = es_vdev_phys(c->vdev);
+    if (cr == CUDA_SUCCESS)
+        cr = ES_REAL(cuda, cuDeviceGetUuid_v2)(&uu, c->dev);
+    memcpy(es_seg_rank(&c->seg, c->rank)->uuid, uu.bytes, 16);
+    rc = cr == CUDA_SUCCESS ? es_ctrl_barrier(c) : -EIO;
+    if (rc == 0)
+        rc = es_comm_try(c, id == ES_COLL_TP_NCCL ? &es_coll_tp_nccl : &es_coll_tp_dev, id);
+    if (rc == -EAGAIN)
+        rc = es_comm_try(c, &es_coll_tp_host, ES_COLL_TP_HOST);
+    if (rc < 0) {
+        es_coll_error("communicator %016llx: its transport could not be set up again after a "
+                      "scheduled step (%d)", (unsigned long long)c->nonce, rc);
+        es_comm_fail(c, ES_FAIL_LOCAL, es_comm_status_of(rc));
+    } else if (c->rank == 0) {
+        ES_INFO("collectives: communicator %016llx: %s transport set up again after a scheduled "
+                "step", (unsigned long long)c->nonce, c->tp->name);
+    }
+    es_comm_ctx_leave(pushed);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void es_comm_hold_begin(void)
+{
+    es_comm_t *cs[64];
+    if (!es_vh_on || atomic_load(&es_devmem_live) == 0)
+        return; /* nothing can move, or nothing to take down */
+    int n = es_comm_snapshot(cs, 64);
+    for (int i = 0; i < n; i++)
+        es_comm_hold_down(cs[i]);
+}
+
+void es_comm_hold_end(void)
+{
+    es_comm_t *cs[64];
+    int n = es_comm_snapshot(cs, 64);
+    for (int i = 0; i < n; i++)
+        es_comm_hold_up(cs[i]);
 }
 
 void *es_comm_init_thread(void *arg)

@@ -48,12 +48,14 @@ static void *es_route(void *real, const void *caller, const char *symbol)
 {
     int idx = -1;
     void *w = es_wrapper_for_real(ES_LIB_CUDA, real, &idx);
-    /* The NCCL carriers (coll/transport/nccl.c) work on the real driver:
-     * with the virtual collectives on, the application's NCCL calls never
-     * reach the real libnccl, so every lookup from it is the carriers'
-     * (their memory, streams and proxy threads are not the application's). */
+    /* The NCCL carriers (coll/transport/nccl.c) work on the real driver,
+     * real handles and all (not even the translating thunks: they would
+     * hand back virtual ones): with the virtual collectives on, the
+     * application's NCCL calls never reach the real libnccl, so every
+     * lookup from it is the carriers' (their memory, streams and proxy
+     * threads are not the application's). */
     if (es_coll_enabled() && es_addr_in_lib(caller, "libnccl"))
-        return w ? es_real_ptr(ES_LIB_CUDA, idx) : real;
+        return w ? es_raw_ptr(ES_LIB_CUDA, idx) : real;
     if (!w) {
         /* not wrapped: refused when it takes a virtual handle */
         void *stub = es_refusal_by_base(symbol);

@@ -334,6 +334,13 @@ static int es_light_to_full(int vdev, char *msg, size_t msglen)
     return rc;
 }
 
+static int (*es_gate)(char *msg, size_t msglen);
+
+void es_mover_set_gate(int (*gate)(char *msg, size_t msglen))
+{
+    es_gate = gate;
+}
+
 int es_mover_run(int vdev, int dev, char *msg, size_t msglen)
 {
     double t = es_ms();
@@ -358,6 +365,9 @@ static int es_mover_run_one(int vdev, int dev, char *msg, size_t msglen)
     }
     if (src == dev || (src < 0 && dev == ES_MOVER_PARK))
         return 0;
+    int veto = es_gate ? es_gate(msg, msglen) : 0;
+    if (veto < 0)
+        return veto;
     if (es_vh_graphs() > 0) {
         es_msg(msg, msglen, "%d CUDA graph(s) alive: they hold the old device's handles; "
                "destroy them before the move", es_vh_graphs());

@@ -101,8 +101,11 @@ void *es_dlsym_real(void *handle, const char *name);
  * pointer map built when the library was loaded), or NULL. Sets *idx. */
 void *es_wrapper_for_real(int lib, const void *real, int *idx);
 
-/* The real function of wrapped function idx of lib (or its stub). */
+/* The real function of wrapped function idx of lib (or its stub): what
+ * ES_REAL calls (while handles are virtual, a translating thunk). */
 void *es_real_ptr(int lib, int idx);
+/* The library's own function, never a thunk (or the stub). */
+void *es_raw_ptr(int lib, int idx);
 /* The stub standing for function idx of lib when the library lacks it. */
 void *es_real_missing_ptr(int lib, int idx);
 

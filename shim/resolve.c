@@ -344,6 +344,11 @@ void *es_real_ptr(int lib, int idx)
     return es_libs[lib].table[idx];
 }
 
+void *es_raw_ptr(int lib, int idx)
+{
+    return es_libs[lib].raw[idx];
+}
+
 void *es_real_missing_ptr(int lib, int idx)
 {
     return es_libs[lib].fns[idx].missing;

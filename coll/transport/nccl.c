@@ -10,7 +10,11 @@
  * set-up: rank 0 takes its unique id and leaves it in the segment. The
  * carrier's library reaches the real driver (intercept/cuda.c answers its
  * cuGetProcAddress with the real functions), so its memory and handles are
- * not the application's; NVLS is off for it (NCCL_NVLS_ENABLE=0).
+ * not the application's (the streams it is given are the real ones behind
+ * the application's virtual handles); NVLS is off for it
+ * (NCCL_NVLS_ENABLE=0). While ESTs can move, the engine takes the whole
+ * transport down at scheduled holds and sets it up again after the moves
+ * (init.c), so no staging or carrier outlives a move.
  *
  * The order is the rank-order left fold, computed as a chain: the ranks
  * fall into runs (maximal blocks of consecutive ranks on one GPU); the
@@ -37,6 +41,7 @@
  */
 #include "coll/transport/dev.h"
 #include "kernels/reduce.h"
+#include "move/vhandle.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -220,8 +225,8 @@ static int es_nc_setup(es_comm_t *c)
         return rc;
     }
     if (c->rank == 0)
-        ES_INFO("collectives: communicator %016llx: %d GPUs, %d runs of ranks (%s), carriers "
-                "over NCCL", (unsigned long long)c->nonce, t->ngpu, t->nruns,
+        ES_INFO("collectives: communicator %016llx: carriers over NCCL on GPUs: %d, runs of "
+                "ranks: %d (%s)", (unsigned long long)c->nonce, t->ngpu, t->nruns,
                 t->aligned ? "one per GPU: pipelined chain" : "not one per GPU: whole hops");
     return 0;
 }
@@ -230,13 +235,15 @@ static int es_nc_setup(es_comm_t *c)
 
 static ncclResult_t es_nc_send(es_nc_t *t, CUdeviceptr buf, size_t bytes, int gpu, CUstream s)
 {
-    return bytes ? ES_REAL(nccl, ncclSend)(VPTR(buf), bytes, ncclInt8, gpu, t->comm, s)
+    return bytes ? ES_REAL(nccl, ncclSend)(VPTR(buf), bytes, ncclInt8, gpu, t->comm,
+                                           es_vh_stream(s))
                  : ncclSuccess;
 }
 
 static ncclResult_t es_nc_recv(es_nc_t *t, CUdeviceptr buf, size_t bytes, int gpu, CUstream s)
 {
-    return bytes ? ES_REAL(nccl, ncclRecv)(VPTR(buf), bytes, ncclInt8, gpu, t->comm, s)
+    return bytes ? ES_REAL(nccl, ncclRecv)(VPTR(buf), bytes, ncclInt8, gpu, t->comm,
+                                           es_vh_stream(s))
                  : ncclSuccess;
 }
 
@@ -349,7 +356,7 @@ static ncclResult_t es_nc_spread(es_comm_t *c, const es_nc_job_t *J, CUstream s)
     switch (J->op->kind) {
     case ES_OP_ALLREDUCE:
         return ES_REAL(nccl, ncclBroadcast)(VPTR(out), VPTR(es_nc_final(c, J)), J->count * es,
-                                            ncclInt8, last, t->comm, s);
+                                            ncclInt8, last, t->comm, es_vh_stream(s));
     case ES_OP_REDUCE: {
         int root = t->gpu_of[J->op->root];
         if (root == last)
@@ -428,7 +435,7 @@ static CUresult es_nc_carry(es_comm_t *c, const es_nc_job_t *J, int parts, CUstr
             cr = es_devtp_dtod(out, es_devtp_in(c, J->op->root, J->set), J->count * es, s);
         if (cr == CUDA_SUCCESS && t->ngpu > 1)
             res = ES_REAL(nccl, ncclBroadcast)(VPTR(out), VPTR(out), J->count * es, ncclInt8,
-                                               root, t->comm, s);
+                                               root, t->comm, es_vh_stream(s));
         break;
     }
     default:

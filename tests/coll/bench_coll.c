@@ -14,6 +14,7 @@
  * host transports with 1 and 2 ranks per GPU, 1 to 256 MiB, as ratios.
  *
  *   coll_bench --carriers        the carriers' table only
+ *   coll_bench --d2d             device 0's copy time for 256 MiB
  *   coll_bench --worker N K      N ranks, K per GPU (blocks); K = -1: one per
  *                                GPU, the carriers' chain through NCCL's own
  *                                send/recv and broadcast instead
@@ -348,8 +349,40 @@ static void carriers_table(const char *b, const char *self, const char *pre)
         }
 }
 
+/* The GPU's device-to-device copy time for 256 MiB (best of 5), the
+ * yardstick of scripts/gpu-check's carriers step: "d2d BYTES SECONDS". */
+static int d2d(void)
+{
+    const int rank = 0;
+    shared_t dummy, *sh = &dummy;
+    size_t n = 256u << 20;
+    CUdevice dev;
+    CUcontext ctx;
+    CUdeviceptr a, b;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    CK(cuMemAlloc(&a, n));
+    CK(cuMemAlloc(&b, n));
+    CK(cuMemsetD8(a, 1, n));
+    double best = 1e30;
+    for (int i = 0; i < 5; i++) {
+        CK(cuCtxSynchronize());
+        double t0 = now_s();
+        CK(cuMemcpyDtoD(b, a, n));
+        CK(cuCtxSynchronize());
+        double t = now_s() - t0;
+        best = t < best ? t : best;
+    }
+    printf("d2d %zu %.9f\n", n, best);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--d2d") == 0)
+        return d2d();
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "--worker") == 0) {
         g_per_gpu = argc == 4 ? atoi(argv[3]) : 0;
         g_chain = g_per_gpu < 0;

@@ -26,6 +26,9 @@
  *   killmid  the same, but rank 2 dies 20 ms after calling a second
  *            all-reduce of 32 MiB (its stream somewhere inside: a carrier
  *            of the nccl transport in an NCCL call)
+ *   sigmove  after a first all-reduce every rank signals itself a move to
+ *            the next GPU (EASYSCALE_MOVE_SIGNAL=SIGUSR1), then a second
+ *            all-reduce (moved or refused, the sums are the rank-ordered ones)
  *   abort    rank 1 calls ncclCommAbort instead of the second all-reduce
  *   timeout  rank 1 stays away from the second all-reduce for 5 s; the
  *            others must fail (ncclSystemError) (run with a short
@@ -67,6 +70,7 @@
 #include <nccl.h>
 
 #include <math.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -680,6 +684,27 @@ static int mode_fault(ncclComm_t comm, CUstream st)
     return 0;
 }
 
+/* sigmove: after a first all-reduce every rank asks for a move of itself
+ * to the next GPU with SIGUSR1 (run with EASYSCALE_MOVE_SIGNAL=SIGUSR1: the
+ * sigqueue value is the target device), makes a CUDA call (where the move
+ * happens, or is refused), and a second all-reduce must give the
+ * rank-ordered sums. */
+static int mode_sigmove(ncclComm_t comm, CUstream st)
+{
+    const size_t C = 4099;
+    int ord[MAXR], nd = 0;
+    for (int i = 0; i < g_n; i++)
+        ord[i] = i;
+    if (allreduce_check(comm, st, ord, g_n, g_rank, C, 1, "first allreduce"))
+        return 1;
+    CU(cuDeviceGetCount(&nd));
+    union sigval v = { .sival_int = (g_rank + 1) % nd };
+    if (sigqueue(getpid(), SIGUSR1, v) != 0)
+        FAILF("sigqueue: %s", strerror(errno));
+    CU(cuCtxSynchronize());
+    return allreduce_check(comm, st, ord, g_n, g_rank, C, 2, "second allreduce");
+}
+
 /* ---- stream order --------------------------------------------------------------- */
 
 static void CUDA_CB host_mark(void *p)
@@ -874,6 +899,8 @@ static int rank_main(void)
         rc = mode_capture(comm, st);
     else if (strcmp(g_mode, "order") == 0 || strcmp(g_mode, "order-blocking") == 0)
         rc = mode_order(comm, st, strcmp(g_mode, "order-blocking") == 0);
+    else if (strcmp(g_mode, "sigmove") == 0)
+        rc = mode_sigmove(comm, st);
     else
         return mode_fault(comm, st);
     if (rc)
@@ -940,7 +967,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 3) {
-        fprintf(stderr, "usage: coll_client types|coll|initall|kill|killmid|abort|timeout|stale|"
+        fprintf(stderr, "usage: coll_client types|coll|initall|kill|killmid|sigmove|abort|timeout|stale|"
                         "capture|"
                         "order|order-blocking NRANKS\n");
         return 2;

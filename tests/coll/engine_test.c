@@ -625,9 +625,21 @@ static void test_coll(void **state)
     }
 }
 
+static int count_in(const char *out, const char *what)
+{
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, what)) != NULL; p++)
+        n++;
+    return n;
+}
+
 /* auto takes the NCCL carriers where libnccl.so.2 loads (the client links
- * simcuda's) and ESTs do not move; while they can move, host (an explicit
- * nccl says why). */
+ * simcuda's) and ESTs do not move, and host while they can (moves at any
+ * moment); an explicit nccl is kept with moves on, and an EST then moves
+ * only at a scheduled step: a move it asks for itself (the move signal) is
+ * refused with the reason, and the collectives go on. Control: the same
+ * request on the host transport moves the ESTs. Time-sliced ESTs stay on
+ * the host transport (their turns are moves), saying so. */
 static void test_transport_choice(void **state)
 {
     (void)state;
@@ -640,12 +652,32 @@ static void test_transport_choice(void **state)
     assert_non_null(strstr(r.out, "nccl transport, chunk"));
     assert_null(strstr(r.out, "device transport, chunk"));
     es_proc_result_free(&r);
-    r = run_client(1, "coll", 4, TWO, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_LOG=info", NULL);
-    expect_client(&r, 4, "nccl, moves on");
-    assert_non_null(strstr(r.out, "EASYSCALE_COLL_TRANSPORT=nccl is not possible while ESTs "
-                                  "can move"));
-    assert_non_null(strstr(r.out, "host transport, chunk"));
-    assert_null(strstr(r.out, "nccl transport, chunk"));
+    r = run_client(1, "coll", 4, TWO, "EASYSCALE_LOG=info", NULL, NULL);
+    expect_client(&r, 4, "auto, moves on");
+    assert_true(count_in(r.out, "host transport, chunk") >= 4);
+    assert_int_equal(count_in(r.out, "nccl transport, chunk"), 0);
+    es_proc_result_free(&r);
+    r = run_client(1, "sigmove", 4, TWO, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_LOG=info",
+                   "EASYSCALE_MOVE_SIGNAL=SIGUSR1");
+    expect_client(&r, 4, "nccl, moves on, a move signalled");
+    expect_transport(&r, "EASYSCALE_COLL_TRANSPORT=nccl");
+    assert_int_equal(count_in(r.out, "nccl transport, chunk"), 4);
+    if (count_in(r.out, "this EST moves only at a scheduled step") != 4)
+        fprintf(stderr, "---- sigmove, nccl ----\n%s\n----\n", r.out);
+    assert_int_equal(count_in(r.out, "this EST moves only at a scheduled step"), 4);
+    assert_int_equal(count_in(r.out, "info: moved to device"), 0);
+    es_proc_result_free(&r);
+    r = run_client(1, "sigmove", 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", "EASYSCALE_LOG=info",
+                   "EASYSCALE_MOVE_SIGNAL=SIGUSR1");
+    expect_client(&r, 4, "host, a move signalled");
+    assert_int_equal(count_in(r.out, "info: moved to device"), 4);
+    es_proc_result_free(&r);
+    r = run_client(1, "coll", 4, TWO, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_TIME_SLICE=on",
+                   "EASYSCALE_LOG=info");
+    expect_client(&r, 4, "nccl, time-sliced");
+    assert_non_null(strstr(r.out, "EASYSCALE_COLL_TRANSPORT=nccl is not possible for "
+                                  "time-sliced ESTs"));
+    assert_int_equal(count_in(r.out, "nccl transport, chunk"), 0);
     es_proc_result_free(&r);
 }
 

@@ -18,6 +18,10 @@
  *   starts another, which re-learns the job from the ESTs' registrations,
  *   and the third scale happens on it: every rank prints the checksum of
  *   the job that stayed on its 4 GPUs.
+ * - The NCCL carriers (EASYSCALE_COLL_TRANSPORT=nccl) with moves on: the
+ *   same moves on two A100s, and scale events 4 -> 2 -> 1 -> 3 GPUs, d1:
+ *   the checksum of the run without moves, every rank on the nccl
+ *   transport, set up again after the scheduled steps.
  * Negative controls: the same moves without the memory registry
  * (EASYSCALE_MOVE=nomem) break the run, and so do the same scale events
  * and the same time-slicing;
@@ -231,6 +235,72 @@ static void test_moves_without_registry_break(void **state)
     if (same)
         fail_msg("the run survived moves without the memory registry:\n%s", mv.out);
     es_proc_result_free(&mv);
+}
+
+/* ---- the NCCL carriers while ESTs move ----------------------------------------------
+ * EASYSCALE_COLL_TRANSPORT=nccl with moves on: the carriers and the device
+ * staging are taken down at each scheduled step and set up again where
+ * the ESTs are then (docs/COLLECTIVES.md). */
+
+static int count_of(const char *out, const char *what)
+{
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, what)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* The job over the nccl transport with schedule lines sched_lines, on
+ * devices/gpus at d1 for STEPS: the checksum of the job without moves (on
+ * the same GPUs, the host transport: the same bits by definition). */
+static void nccl_moved_run(const char *devices, const char *gpus, const char *const *lines,
+                           int n)
+{
+    char want[128], got[128], sched[128], dev_env[128];
+    ref_checksum(devices, gpus, "d1", STEPS, want, sizeof(want));
+    snprintf(sched, sizeof(sched), "/tmp/es-ests-nccl-%d", (int)getpid());
+    FILE *f = fopen(sched, "w");
+    assert_non_null(f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s\n", lines[i]);
+    fclose(f);
+    snprintf(dev_env, sizeof(dev_env), "SIMCUDA_DEVICES=%s", devices);
+    char *argv[32];
+    ctl_argv(argv, gpus, "d1", sched, STEPS, NULL);
+    char *env[] = { dev_env, "EASYSCALE_HEARTBEAT_MS=100", "EASYSCALE_LOG=info",
+                    "EASYSCALE_COLL_TRANSPORT=nccl", NULL };
+    es_proc_result_t mv;
+    assert_int_equal(es_run(argv, env, TMO, &mv), 0);
+    unlink(sched);
+    if (mv.status != 0)
+        fail_msg("the run failed (%d):\n%s", mv.status, mv.out);
+    int done = 0;
+    for (const char *p = mv.out; (p = strstr(p, "easyscale-ctl: schedule: ")) != NULL; p++)
+        done += strstr(p, "done in") && strstr(p, "done in") < strchr(p, '\n');
+    int set_up = count_of(mv.out, "nccl transport, chunk");
+    int again = count_of(mv.out, "nccl transport set up again after a scheduled step");
+    if (done != n || set_up != 4 || again < 1 || strstr(mv.out, "is not possible"))
+        fail_msg("%d of %d events done, %d ranks on the nccl transport, set up again %d "
+                 "times:\n%s", done, n, set_up, again, mv.out);
+    checksum4(&mv, "[%d] checksum", got, sizeof(got));
+    assert_string_equal(got, want);
+    es_proc_result_free(&mv);
+}
+
+static void test_nccl_moves(void **state)
+{
+    (void)state;
+    const char *lines[] = { "step 9 migrate 0 1", "step 21 swap-out 2", "step 21 swap-in 2 0",
+                            "step 33 migrate 3 0", "step 45 migrate 1 0" };
+    nccl_moved_run("a100:2G,a100:2G", "0,1", lines, 5);
+}
+
+/* 4 GPUs -> 2 -> 1 (no carrier communicator: one GPU) -> 3. */
+static void test_nccl_scale(void **state)
+{
+    (void)state;
+    const char *lines[] = { "step 9 scale 0,2", "step 24 scale 3", "step 39 scale 0,1,3" };
+    nccl_moved_run("a100:2G,a100:2G,a100:2G,a100:2G", "0-3", lines, 3);
 }
 
 /* ---- scale events and a controller restart ------------------------------------------ */
@@ -566,6 +636,8 @@ int main(void)
         cmocka_unit_test(test_moves_d1),
         cmocka_unit_test(test_moves_d2_across_models),
         cmocka_unit_test(test_moves_without_registry_break),
+        cmocka_unit_test(test_nccl_moves),
+        cmocka_unit_test(test_nccl_scale),
         cmocka_unit_test(test_scale_d2_controller_restart),
         cmocka_unit_test(test_scale_without_registry_breaks),
         cmocka_unit_test(test_time_slicing_four_on_one),
