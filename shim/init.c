@@ -53,6 +53,13 @@ void es_env_defaults(void)
     es_setenv_default("NCCL_ALGO", "Ring");
     es_setenv_default("NCCL_PROTO", "Simple");
     es_setenv_default("NCCL_NVLS_ENABLE", "0");
+    /* With the virtual collectives the real NCCL only carries bytes between
+     * the GPUs (coll/transport/nccl.c): never NVLink SHARP there, whatever
+     * the user set (set here, before any thread could read the
+     * environment). */
+    const char *nvls = getenv("NCCL_NVLS_ENABLE");
+    if (es_cfg.collectives == ES_COLL_VIRTUAL && (!nvls || strcmp(nvls, "0") != 0))
+        setenv("NCCL_NVLS_ENABLE", "0", 1);
     const char *mn = getenv("NCCL_MIN_CTAS"), *mx = getenv("NCCL_MAX_CTAS");
     if (!mn && !mx) {
         setenv("NCCL_MIN_CTAS", ES_NCCL_CTAS, 0);

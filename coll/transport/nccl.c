@@ -12,9 +12,9 @@
  * cuGetProcAddress with the real functions), so its memory and handles are
  * not the application's (the streams it is given are the real ones behind
  * the application's virtual handles); NVLS is off for it
- * (NCCL_NVLS_ENABLE=0). While ESTs can move, the engine takes the whole
- * transport down at scheduled holds and sets it up again after the moves
- * (init.c), so no staging or carrier outlives a move.
+ * (NCCL_NVLS_ENABLE=0, set by shim/init.c). While ESTs can move, the
+ * engine takes the whole transport down at scheduled holds and sets it up
+ * again after the moves (init.c), so no staging or carrier outlives a move.
  *
  * The order is the rank-order left fold, computed as a chain: the ranks
  * fall into runs (maximal blocks of consecutive ranks on one GPU); the
@@ -83,13 +83,6 @@ static ncclResult_t es_nc_error(es_comm_t *c, const char *what, ncclResult_t res
     return res;
 }
 
-static void es_nc_env(void)
-{
-    /* The carriers never use NVLink SHARP: its reductions are the switch's
-     * and the carriers only move bytes; it would also reserve memory. */
-    setenv("NCCL_NVLS_ENABLE", "0", 1);
-}
-
 /* Whether this rank could carry: the real NCCL is there. */
 static int es_nc_possible(es_comm_t *c)
 {
@@ -133,10 +126,8 @@ static void es_nc_topology(es_comm_t *c, es_nc_t *t)
  * carrier joins. The outcome is voted (every rank, control barriers). */
 static int es_nc_comm(es_comm_t *c, es_nc_t *t)
 {
-    static pthread_once_t env_once = PTHREAD_ONCE_INIT;
     int ok = 1, rc;
     ncclResult_t res;
-    pthread_once(&env_once, es_nc_env);
     if (c->rank == 0) {
         ncclUniqueId id;
         res = ES_REAL(nccl, ncclGetUniqueId)(&id);

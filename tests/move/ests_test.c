@@ -177,6 +177,15 @@ static void write_schedule(char *path, size_t len, const char *const *moves, int
                   3 * atoi(STEPS));
 }
 
+/* The schedule's events the controller said it did ("... done in ..."). */
+static int events_done(const char *out)
+{
+    int done = 0;
+    for (const char *p = out; (p = strstr(p, "easyscale-ctl: schedule: ")) != NULL; p++)
+        done += strstr(p, "done in") && strstr(p, "done in") < strchr(p, '\n');
+    return done;
+}
+
 static void moved_run(const char *devices, const char *gpus, const char *det,
                       const char *const *moves, int n)
 {
@@ -188,9 +197,7 @@ static void moved_run(const char *devices, const char *gpus, const char *det,
     unlink(sched);
     if (mv.status != 0)
         fail_msg("the moved run failed (%d):\n%s", mv.status, mv.out);
-    int done = 0;
-    for (const char *p = mv.out; (p = strstr(p, "easyscale-ctl: schedule: ")) != NULL; p++)
-        done += strstr(p, "done in") && strstr(p, "done in") < strchr(p, '\n');
+    int done = events_done(mv.out);
     if (done != n)
         fail_msg("%d of %d moves done:\n%s", done, n, mv.out);
     checksum4(&mv, "[%d] checksum", got, sizeof(got));
@@ -274,9 +281,7 @@ static void nccl_moved_run(const char *devices, const char *gpus, const char *co
     unlink(sched);
     if (mv.status != 0)
         fail_msg("the run failed (%d):\n%s", mv.status, mv.out);
-    int done = 0;
-    for (const char *p = mv.out; (p = strstr(p, "easyscale-ctl: schedule: ")) != NULL; p++)
-        done += strstr(p, "done in") && strstr(p, "done in") < strchr(p, '\n');
+    int done = events_done(mv.out);
     int set_up = count_of(mv.out, "nccl transport, chunk");
     int again = count_of(mv.out, "nccl transport set up again after a scheduled step");
     if (done != n || set_up != 4 || again < 1 || strstr(mv.out, "is not possible"))
