@@ -28,7 +28,8 @@
  * group; otherwise each hop carries the whole chunk (more hops, the same
  * bits). All-gather and broadcast are NCCL's data movement between the
  * carriers (grouped send/receive, ncclBroadcast), exact by nature. Point to
- * point stays on the device transport's mapped slots.
+ * point between two carriers is NCCL's send/receive; between other ranks
+ * it stays on the device transport's mapped slots.
  *
  * A chunk, on every rank: stage my input (scaled for PreMulSum); barrier;
  * the carriers' NCCL work (inside a watched stretch: a stuck NCCL call
@@ -547,12 +548,57 @@ static CUresult es_nc_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const 
     return r;
 }
 
+/* ---- point to point ------------------------------------------------------------------ */
+
+/* Between two carriers (one rank per GPU on both sides): NCCL's own
+ * send/receive, one group; any other pair: the device transport's mapped
+ * slots, first (those rounds wait only for such pairs, so the two parts
+ * never wait for each other). */
+static CUresult es_nc_p2p(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s)
+{
+    es_nc_t *t = es_nc(c);
+    es_p2p_t *mapped = calloc((size_t)n, sizeof(*mapped));
+    int nm = 0, nn = 0;
+    if (!mapped)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (int i = 0; i < n; i++) {
+        int g = t->gpu_of[ops[i].peer];
+        if (t->comm && t->is_carrier && g != t->me_gpu && t->carrier[g] == ops[i].peer)
+            nn++;
+        else
+            mapped[nm++] = ops[i];
+    }
+    CUresult cr = nm ? es_devtp_p2p(c, mapped, nm, s) : CUDA_SUCCESS;
+    free(mapped);
+    if (cr != CUDA_SUCCESS || nn == 0)
+        return cr;
+    uint64_t pos;
+    if ((cr = es_devtp_wait_begin(c, s, &pos)) != CUDA_SUCCESS)
+        return cr;
+    ncclResult_t res = es_nc_group(1);
+    for (int i = 0; i < n && res == ncclSuccess; i++) {
+        int g = t->gpu_of[ops[i].peer];
+        if (g == t->me_gpu || t->carrier[g] != ops[i].peer)
+            continue;
+        res = ops[i].send ? es_nc_send(t, DPTR(ops[i].buf), ops[i].bytes, g, s)
+                          : es_nc_recv(t, DPTR(ops[i].buf), ops[i].bytes, g, s);
+    }
+    ncclResult_t e = es_nc_group(0);
+    if (res == ncclSuccess)
+        res = e;
+    if (res != ncclSuccess) {
+        es_nc_error(c, "send/receive", res);
+        return CUDA_ERROR_LAUNCH_FAILED;
+    }
+    return es_devtp_wait_end(c, s, pos);
+}
+
 const es_coll_transport_t es_coll_tp_nccl = {
     .name = "nccl",
     .possible = es_nc_possible,
     .setup = es_nc_setup,
     .teardown = es_nc_teardown,
     .coll = es_nc_coll,
-    .p2p = es_devtp_p2p,
+    .p2p = es_nc_p2p,
     .order = es_devtp_order,
 };

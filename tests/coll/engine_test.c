@@ -34,8 +34,9 @@
  *    privileges (every capability dropped: simcuda's servers must find the
  *    unlinked staging's file through the rank's descriptor).
  *  - tests/clients/nccl_vclient (NVIDIA's headers only, rank r on device
- *    r % count) on 2 and 1 GPUs, and with simcuda's isolated device memory
- *    and adversarial scheduling: passes, same checksum; without the shim on
+ *    r % count) on 2 and 1 GPUs, over the NCCL carriers on 4, 2 and 1, and
+ *    with simcuda's isolated device memory and adversarial scheduling:
+ *    passes, same checksum; without the shim on
  *    2 GPUs NCCL refuses the placement ("Duplicate GPU detected"), and on 4
  *    GPUs its sums are not the rank-ordered ones.
  *  - faults: a killed rank, an aborted rank, a live rank that stays away
@@ -748,6 +749,21 @@ static void test_vclient(void **state)
     assert_non_null(es_find_last(r.out, "checksum ", b, sizeof b));
     assert_string_equal(a, b);
     es_proc_result_free(&r);
+    /* the NCCL carriers (moves on: the transport is kept, ESTs move only at
+     * scheduled steps) on 4, 2 and 1 GPUs: the same checksum */
+    static const char *const nc_devs[] = { FOUR, TWO, "a100:4G" };
+    for (int i = 0; i < 3; i++) {
+        char *argv[] = { (char *)es_build_path("tests/clients/nccl_vclient"), NULL };
+        r = run_prog(1, nc_devs[i], argv, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_LOG=info",
+                     NULL);
+        if (r.status != 0 || !strstr(r.out, "nccl transport, chunk"))
+            fprintf(stderr, "---- nccl, %s ----\n%s\n", nc_devs[i], r.out);
+        assert_int_equal(r.status, 0);
+        assert_non_null(strstr(r.out, "nccl transport, chunk"));
+        assert_non_null(es_find_last(r.out, "checksum ", b, sizeof b));
+        assert_string_equal(a, b);
+        es_proc_result_free(&r);
+    }
     /* isolated device memory, adversarial stream scheduling */
     r = run_vclient_iso(TWO);
     if (r.status != 0)
