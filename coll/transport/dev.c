@@ -119,12 +119,6 @@ CUdeviceptr es_devtp_extra(es_comm_t *c, int r)
     return es_dtp(c)->base[r] + 4 * c->chunk + (size_t)c->nranks * 2 * c->p2p_chunk;
 }
 
-void es_devtp_set_ext(es_comm_t *c, void *ext, void (*on_fail)(es_comm_t *c))
-{
-    es_dtp(c)->ext = ext;
-    es_dtp(c)->on_fail = on_fail;
-}
-
 void *es_devtp_ext(const es_comm_t *c)
 {
     return c->tpd ? ((const es_dev_tp_t *)c->tpd)->ext : NULL;
@@ -344,6 +338,17 @@ static void *es_watch_main(void *arg)
     es_watch_running = 0;
     pthread_mutex_unlock(&es_watch_mu);
     return NULL;
+}
+
+/* Under the watchdog's lock: once it returns, the old hook is not running
+ * and will not run. */
+void es_devtp_set_ext(es_comm_t *c, void *ext, void (*on_fail)(es_comm_t *c))
+{
+    pthread_once(&es_watch_once, es_watch_init);
+    pthread_mutex_lock(&es_watch_mu);
+    es_dtp(c)->ext = ext;
+    es_dtp(c)->on_fail = on_fail;
+    pthread_mutex_unlock(&es_watch_mu);
 }
 
 /* Starts watching c (its transport set up). 0 or -errno. */

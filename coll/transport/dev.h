@@ -22,8 +22,9 @@ int es_devtp_possible(es_comm_t *c);
 /* The set-up of dev.c with `extra` bytes at the end of every rank's
  * buffer (collective; the returns of es_coll_transport_t.setup). */
 int es_devtp_setup(es_comm_t *c, size_t extra);
-/* The owner's state and its failure hook (set once after a set-up; the
- * hook runs in the watchdog thread, at most once). */
+/* The owner's state and its failure hook (set after a set-up, cleared
+ * before its teardown; the hook runs in the watchdog thread, at most once,
+ * and never after a call here returned). */
 void es_devtp_set_ext(es_comm_t *c, void *ext, void (*on_fail)(es_comm_t *c));
 void *es_devtp_ext(const es_comm_t *c);
 void es_devtp_teardown(es_comm_t *c);
