@@ -857,10 +857,11 @@ static void test_placement_d2_mixes(void **state)
     assert_string_not_equal(ref4, place_ref4[0] ? place_ref4 : "");
 }
 
-/* Both transports, and any staging chunk, give the same bits (4 ESTs on 2
+/* The transports, and any staging chunk, give the same bits (4 ESTs on 2
  * GPUs; the transport is read from the shim's log). The device transport
- * runs while ESTs cannot move (EASYSCALE_MOVE=off: docs/MOVING.md); with
- * moves on, EASYSCALE_COLL_TRANSPORT=device gives the host transport. */
+ * with moves off, and with moves on (kept: ESTs then move only at
+ * scheduled steps, docs/COLLECTIVES.md section 4); with moves on and no
+ * transport asked for, host. */
 static void test_placement_transports(void **state)
 {
     (void)state;
@@ -872,7 +873,8 @@ static void test_placement_transports(void **state)
         {"EASYSCALE_COLL_TRANSPORT=host", "EASYSCALE_COLL_CHUNK=4096", NULL, "host transport"},
         {"EASYSCALE_COLL_TRANSPORT=device", "EASYSCALE_COLL_CHUNK=4096", "EASYSCALE_MOVE=off",
          "device transport"},
-        {"EASYSCALE_COLL_TRANSPORT=device", NULL, NULL, "host transport, chunk"},
+        {"EASYSCALE_COLL_TRANSPORT=device", NULL, NULL, "device transport, chunk"},
+        {"EASYSCALE_LOG=info", NULL, NULL, "host transport, chunk"},
     };
     job_t j;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
