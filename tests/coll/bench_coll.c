@@ -1,6 +1,6 @@
 /* make bench: the virtual collectives' all-reduce (float sum, in place)
- * through both transports (the device one with EASYSCALE_MOVE=off: while
- * ESTs can move the engine uses the host transport) for 2, 4 and 8 ranks (one simulated GPU, so
+ * through the host and device transports (the device one with
+ * EASYSCALE_MOVE=off) for 2, 4 and 8 ranks (one simulated GPU, so
  * every rank shares it), 4 KiB to 256 MiB per rank, beside Open MPI's
  * MPI_Allreduce over shared memory (tests/coll/bench_mpi.c, run with mpirun
  * when Open MPI is installed) and this machine's memcpy bandwidth; one

@@ -24,10 +24,11 @@
  *    interleaved over the GPUs, pipelined where each GPU holds one block)
  *    and several staging chunk sizes: the same digest everywhere (same bits
  *    whichever transport and whoever computes a shard). The device and
- *    nccl transports run with EASYSCALE_MOVE=off (while ESTs can move the
- *    engine falls back to the host transport and says so: a run that asked
- *    for one of them fails on that warning); auto takes nccl there. Negative control: the same client on
- *    plain NCCL (no shim, 4 GPUs) misses the rank-order reference.
+ *    nccl transports mostly run with EASYSCALE_MOVE=off (auto takes nccl
+ *    there; with moves on it is host); a run that asked for one of them
+ *    fails on the engine's fallback warning. Negative control: the same
+ *    client on plain NCCL (no shim, 4 GPUs) misses the rank-order
+ *    reference.
  *  - "coll": broadcast, gathers, scatters, in-place buffers, groups with
  *    collectives and send/recv pairs, several streams and communicators,
  *    split, non-blocking init, argument errors; "initall"; "coll" without
@@ -495,9 +496,9 @@ static void expect_client(es_proc_result_t *r, int n, const char *what)
     assert_true(client_ok(r, n));
 }
 
-/* A run that asked for the device transport got it: the engine warns
- * (rank 0, "... host transport") when it falls back, as it does while ESTs
- * can move (EASYSCALE_MOVE=on, the default: device runs set it off). */
+/* A run that asked for the device or nccl transport got it: the engine
+ * warns (rank 0, "... is not possible ...: host transport") when it falls
+ * back (a GPU that cannot map another's, no libnccl, time-sliced ESTs). */
 static void expect_transport(const es_proc_result_t *r, const char *x1)
 {
     if (!x1 || (strcmp(x1, "EASYSCALE_COLL_TRANSPORT=device") != 0 &&
