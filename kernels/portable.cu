@@ -409,3 +409,192 @@ extern "C" __global__ void es_bgrad_portable(es_bgrad_args_t a)
         es_bgrad_elem(&a, x, blockIdx.y);
 }
 CUCPU_EXPORT(es_bgrad_portable)
+
+// ---- the int8 GEMM (EASYSCALE_D2_GEMM=int8) -----------------------------------------------
+//
+// The definition is kernels/d2int8_kernels.h's: per-row / per-column
+// power-of-two scales, operands rounded to 7 SA / 7 SB-bit integers and
+// cut into int8 slices, the slice products summed exactly on the integer
+// tensor cores (WMMA int8 fragments: sim/cucpu/wmma.h, CUDA's own
+// interface under nvcc), the exact 128-bit total rounded once to fp32,
+// then the fma path's finishing step. A block computes ES_I8_BM x ES_I8_BN
+// outputs with 4 warps; first each row's and column's exponent (its
+// largest finite magnitude, whole depth), then tile by tile the operands
+// quantised into shared memory as int8 slices ([slice][16-deep step][row
+// or column][16]: 256-bit aligned fragments, ldm 16) and multiplied, one
+// int32 accumulator per weight group g = s + t and warp (16 x 16 outputs);
+// every ES_I8_CHUNK terms the groups are stored to shared memory and
+// folded into each output's 128-bit total. Only integer sums: the result
+// does not depend on the tiling. (On simcuda a block's cost is mostly its
+// barriers: two for the exponents, two a tile, two a chunk.)
+
+#include "kernels/d2int8_kernels.h"
+#include "sim/cucpu/wmma.h"
+
+// The block's shared memory (one for every slice count: declared by the
+// kernel, not per instantiation).
+struct es_i8_smem {
+    signed char sa[ES_I8_SLICES_MAX][ES_I8_BK / 16][ES_I8_BM][16];
+    signed char sb[ES_I8_SLICES_MAX][ES_I8_BK / 16][ES_I8_BN][16];
+    int sacc[ES_I8_GROUPS][ES_I8_BM][ES_I8_BN];
+    unsigned smx[2][ES_I8_THREADS / ES_I8_BM][ES_I8_BM]; // largest finite magnitude | nonfinite
+    int sexp[2][ES_I8_BM], snf[2][ES_I8_BM];
+};
+
+template <int SA, int SB, class P>
+__device__ __forceinline__ void es_int8_tiled(const P &pb, es_i8_smem &sm)
+{
+    namespace wm = nvcuda::wmma;
+    constexpr int BM = ES_I8_BM, BN = ES_I8_BN, BK = ES_I8_BK, NT = ES_I8_THREADS;
+    constexpr int G = SA + SB - 1, KB = BK / 16, PART = NT / BM, OUT = BM * BN / NT;
+    static_assert(BM == BN && NT % BM == 0 && BM * BK % NT == 0 && NT == 32 * (BM / 16) *
+                  (BN / 16) && G <= ES_I8_GROUPS, "int8 tile shape");
+    auto &sa = sm.sa;
+    auto &sb = sm.sb;
+    auto &sacc = sm.sacc;
+    auto &smx = sm.smx;
+    auto &sexp = sm.sexp;
+    auto &snf = sm.snf;
+    const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x);
+    const int warp = tid / 32, wr = (warp % 2) * 16, wc = (warp / 2) * 16;
+    const long long row0 = (long long)blockIdx.x * BM, col0 = (long long)blockIdx.y * BN;
+    const long long rows = pb.rows(), cols = pb.cols(), depth = pb.reduce() ? pb.depth() : 0;
+    es_i128_t tot[OUT];
+    for (int o = 0; o < OUT; o++)
+        tot[o] = 0;
+    // step 1: exponents and non-finite flags of the block's rows and columns
+    {
+        const int v = tid % BM, part = tid / BM;
+        unsigned ma = 0, mb = 0, nfa = 0, nfb = 0;
+        for (long long t = part; t < depth; t += PART) {
+            float x;
+            if (row0 + v < rows && pb.a(row0 + v, t, &x)) {
+                unsigned m = es_i8_mag(x);
+                if (m >= 0x7f800000u)
+                    nfa = 1;
+                else if (m > ma)
+                    ma = m;
+            }
+            if (col0 + v < cols && pb.b(t, col0 + v, &x)) {
+                unsigned m = es_i8_mag(x);
+                if (m >= 0x7f800000u)
+                    nfb = 1;
+                else if (m > mb)
+                    mb = m;
+            }
+        }
+        smx[0][part][v] = ma | nfa << 31;
+        smx[1][part][v] = mb | nfb << 31;
+        __syncthreads();
+        if (tid < 2 * BM) {
+            int side = tid / BM, w = tid % BM;
+            unsigned mx = 0, nf = 0;
+            for (int q = 0; q < PART; q++) {
+                unsigned m = smx[side][q][w];
+                nf |= m >> 31;
+                m &= 0x7fffffffu;
+                mx = m > mx ? m : mx;
+            }
+            sexp[side][w] = es_i8_exp(mx);
+            snf[side][w] = (int)nf;
+        }
+        __syncthreads();
+    }
+    wm::fragment<wm::accumulator, 16, 16, 16, int> acc[G];
+    for (long long c0 = 0; c0 < depth; c0 += ES_I8_CHUNK) {
+        const long long cend = depth - c0 < ES_I8_CHUNK ? depth : c0 + ES_I8_CHUNK;
+        for (int g = 0; g < G; g++)
+            wm::fill_fragment(acc[g], 0);
+        for (long long t0 = c0; t0 < cend; t0 += BK) {
+            // step 2 for the tile: quantise, cut into slices
+            for (int e = 0; e < BM * BK / NT; e++) {
+                int r, t, q = 0;
+                float x;
+                pb.a_coords(e * NT + tid, &r, &t);
+                if (row0 + r < rows && t0 + t < cend && pb.a(row0 + r, t0 + t, &x))
+                    q = es_i8_quant(x, sexp[0][r], SA);
+                for (int s = 0; s < SA; s++)
+                    sa[s][t / 16][r][t % 16] = es_i8_digit(q, s, SA);
+            }
+            for (int e = 0; e < BK * BN / NT; e++) {
+                int c, t, q = 0;
+                float x;
+                pb.b_coords(e * NT + tid, &t, &c);
+                if (col0 + c < cols && t0 + t < cend && pb.b(t0 + t, col0 + c, &x))
+                    q = es_i8_quant(x, sexp[1][c], SB);
+                for (int s = 0; s < SB; s++)
+                    sb[s][t / 16][c][t % 16] = es_i8_digit(q, s, SB);
+            }
+            __syncthreads();
+            // step 3: the slice products, exact int8 MMAs
+            for (int kb = 0; kb < KB; kb++) {
+                wm::fragment<wm::matrix_a, 16, 16, 16, signed char, wm::row_major> fa[SA];
+                wm::fragment<wm::matrix_b, 16, 16, 16, signed char, wm::col_major> fb[SB];
+                for (int s = 0; s < SA; s++)
+                    wm::load_matrix_sync(fa[s], &sa[s][kb][wr][0], 16);
+                for (int s = 0; s < SB; s++)
+                    wm::load_matrix_sync(fb[s], &sb[s][kb][wc][0], 16);
+                for (int s = 0; s < SA; s++)
+                    for (int u = 0; u < SB; u++)
+                        wm::mma_sync(acc[s + u], fa[s], fb[u], acc[s + u]);
+            }
+            __syncthreads();
+        }
+        // fold the chunk's groups into the 128-bit totals, weight 2^(7 (G - 1 - g))
+        for (int g = 0; g < G; g++)
+            wm::store_matrix_sync(&sacc[g][wr][wc], acc[g], BN, wm::mem_row_major);
+        __syncthreads();
+        for (int g = 0; g < G; g++) {
+            const es_i128_t w = (es_i128_t)1 << (ES_I8_DIGIT * (G - 1 - g));
+            for (int o = 0; o < OUT; o++) {
+                int idx = o * NT + tid;
+                tot[o] += (es_i128_t)sacc[g][idx % BM][idx / BM] * w;
+            }
+        }
+        __syncthreads();
+    }
+    // steps 4 to 6 and the finishing step
+    for (int o = 0; o < OUT; o++) {
+        int idx = o * NT + tid, r = idx % BM, c = idx / BM;
+        long long i = row0 + r, j = col0 + c;
+        if (i >= rows || j >= cols)
+            continue;
+        float v = es_i8_to_f32(tot[o], sexp[0][r] + sexp[1][c] - ES_I8_DIGIT * (SA + SB));
+        if (depth && (snf[0][r] || snf[1][c])) {
+            int st = 0;
+            for (long long t = 0; t < depth; t++) {
+                float x, y;
+                if (pb.a(i, t, &x) && pb.b(t, j, &y))
+                    st = es_i8_sp_add(st, x, y);
+            }
+            es_i8_sp_value(st, &v);
+        }
+        pb.finish(i, j, v);
+    }
+}
+
+template <int SA, int SB>
+__device__ __forceinline__ void es_gemm_int8_run(const es_gemm_args_t *a, es_i8_smem &sm)
+{
+    if (a->at == ES_DT_F32 && a->bt == ES_DT_F32) {
+        es_gemm_problem<ES_I8_BM, ES_I8_BN, ES_I8_BK, ES_DT_F32> pb;
+        pb.g = a;
+        pb.batch = blockIdx.z;
+        es_int8_tiled<SA, SB>(pb, sm);
+    } else {
+        es_gemm_problem<ES_I8_BM, ES_I8_BN, ES_I8_BK, -1> pb;
+        pb.g = a;
+        pb.batch = blockIdx.z;
+        es_int8_tiled<SA, SB>(pb, sm);
+    }
+}
+
+// Blocks of ES_I8_THREADS threads (any shape), grid (m tiles, n tiles, batch).
+extern "C" __global__ void __launch_bounds__(ES_I8_THREADS) CUCPU_HOT
+es_gemm_int8(es_gemm_args_t a)
+{
+    __shared__ __align__(32) es_i8_smem sm;
+    // every type has ES_I8_SLICES_MAX slices (es_i8_slices)
+    es_gemm_int8_run<ES_I8_SLICES_MAX, ES_I8_SLICES_MAX>(&a, sm);
+}
+CUCPU_EXPORT(es_gemm_int8)

@@ -28,6 +28,7 @@ enum es_portable_kernel {
     ES_K_REF_CONV_FWD,
     ES_K_REF_CONV_BWD_DATA,
     ES_K_REF_CONV_BWD_FILTER,
+    ES_K_GEMM_I8,      /* the int8 GEMM (kernels/d2int8_kernels.h) */
     ES_K_COUNT
 };
 

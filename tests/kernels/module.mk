@@ -15,9 +15,10 @@ TESTS += $(B)/tests/kernels_archcheck_test
 
 # The tiled portable kernels on many shapes (tests/kernels/tile_test.c).
 $(B)/obj/tests/kernels/tile_client.o: CFLAGS += -ffp-contract=off
-$(B)/tests/kernels/tile_client: $(B)/obj/tests/kernels/tile_client.o $(ES_SIMLIBS)
+$(B)/tests/kernels/tile_client: $(B)/obj/tests/kernels/tile_client.o $(KERNELS_D2INT8_OBJ) \
+		$(ES_SIMLIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9 -lm
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9 -lm
 
 $(B)/tests/kernels_tile_test: $(B)/obj/tests/kernels/tile_test.o $(TEST_HARNESS_OBJ) \
 		| $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_easyscale.so \
@@ -35,3 +36,15 @@ $(B)/tests/kernels_digest_test: $(B)/obj/tests/kernels/digest_test.o $(TEST_HARN
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -L$(B)/sim -lcuda
 
 TESTS += $(B)/tests/kernels_digest_test
+
+# d2's int8 GEMM: its accuracy against the exact dot product and fp32 fma
+# accumulation (host), its MMAs and bytes per output, its speed against the
+# fma kernels and cuBLAS, its bits against the CPU reference
+# (tests/kernels/d2int8_bench.c; scripts/gpu-check runs it with --large).
+$(B)/obj/tests/kernels/d2int8_bench.o: CFLAGS += -ffp-contract=off
+$(B)/bench/d2int8_bench: $(B)/obj/tests/kernels/d2int8_bench.o $(KERNELS_D2INT8_OBJ) \
+		$(ES_SIMLIBS) | $(ES_PORTABLE_FATBIN) $(ES_PORTABLE_TWIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -lm
+
+BENCHES += $(B)/bench/d2int8_bench

@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/d2int8.h"
 #include "kernels/portable_kernels.h"
 #include "shim/easyscale.h"
 
@@ -348,7 +349,9 @@ static int mode_gemm(int dev)
     return 0;
 }
 
-/* d2 GEMM edge cases against the portable element function run on the host
+/* d2 GEMM edge cases against the reference of the path EASYSCALE_D2_GEMM
+ * names run on the host (the int8 definition, kernels/d2int8.c, or the
+ * portable element function)
  * (same header, -ffp-contract=off): padded leading dimensions, both
  * transposes, beta != 0, beta == 0 over NaN in C, alpha == 0 over NaN in A,
  * a batch count and an n beyond CUDA's 65535 limit of grid.z / grid.y.
@@ -390,10 +393,16 @@ static void edge_case(cublasHandle_t h, const char *name, int ta, int tb, int m,
                          .sD = sC, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda,
                          .ldb = ldb, .ldc = ldc, .ldd = ldc,
                          .alpha = alpha, .beta = beta };
-    for (int bi = 0; bi < batch; bi++)
-        for (long long j = 0; j < n; j++)
-            for (long long i = 0; i < m; i++)
-                es_gemm_elem(&g, i, j, bi);
+    /* the reference of the path EASYSCALE_D2_GEMM names (int8 when unset) */
+    const char *path = getenv("EASYSCALE_D2_GEMM");
+    if (!path || strcmp(path, "fma") != 0) {
+        CK(es_d2int8_ref_gemm(&g, batch));
+    } else {
+        for (int bi = 0; bi < batch; bi++)
+            for (long long j = 0; j < n; j++)
+                for (long long i = 0; i < m; i++)
+                    es_gemm_elem(&g, i, j, bi);
+    }
     int nan = 0;
     for (int bi = 0; bi < batch; bi++)
         for (long long j = 0; j < n; j++)
