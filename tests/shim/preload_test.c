@@ -167,6 +167,26 @@ static void test_config_parse(void **state)
         }
     }
     unsetenv("EASYSCALE_TIME_SLICE");
+    /* EASYSCALE_D2_GEMM: int8 (the default), fma; nothing else */
+    unsetenv("EASYSCALE_D2_GEMM");
+    assert_int_equal(es_config_parse(&c, msg, sizeof(msg)), 0);
+    assert_int_equal(c.d2_gemm, ES_D2_GEMM_INT8);
+    static const struct { const char *v; int want; } dg[] = {
+        { "int8", ES_D2_GEMM_INT8 }, { "fma", ES_D2_GEMM_FMA }, { "", -EINVAL },
+        { "INT8", -EINVAL }, { "int8 ", -EINVAL }, { "fp32", -EINVAL },
+    };
+    for (size_t i = 0; i < sizeof(dg) / sizeof(dg[0]); i++) {
+        setenv("EASYSCALE_D2_GEMM", dg[i].v, 1);
+        int rc = es_config_parse(&c, msg, sizeof(msg));
+        if (dg[i].want < 0) {
+            assert_int_equal(rc, dg[i].want);
+            assert_non_null(strstr(msg, "EASYSCALE_D2_GEMM"));
+        } else {
+            assert_int_equal(rc, 0);
+            assert_int_equal(c.d2_gemm, dg[i].want);
+        }
+    }
+    unsetenv("EASYSCALE_D2_GEMM");
 }
 
 static int side_effects;
