@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* op(A)(i, p) and op(B)(p, j) of batch b. */
 static float es_ref_a(const es_gemm_args_t *a, long long i, long long p, long long b)
@@ -135,6 +136,122 @@ float es_d2int8_ref_acc(const es_gemm_args_t *a, long long i, long long j, long 
         t += (es_i128_t)((long long)es_i8_quant(es_ref_a(a, i, p, b), ea, sa) *
                          es_i8_quant(es_ref_b(a, p, j, b), eb, sb));
     return es_i8_to_f32(t, ea + eb - ES_I8_DIGIT * (sa + sb));
+}
+
+/* ---- convolutions ------------------------------------------------------------------------ */
+
+/* One side of group g's implicit GEMM: n vectors (rows of A when rows,
+ * else columns of B) of depth d: scaled integers (0 for skipped taps),
+ * exponents, non-finite flags. */
+static void es_ref_conv_side(const es_conv_args_t *a, int dir, int g, int rows, long long n,
+                             long long d, int *q, int *e, int *nf)
+{
+    int s = es_i8_slices(rows == (dir == 2) ? a->t_in1 : a->t_in0);
+    for (long long v = 0; v < n; v++) {
+        unsigned mx = 0;
+        float x;
+        nf[v] = 0;
+        for (long long t = 0; t < d; t++) {
+            int ok = rows ? es_conv_ia(a, dir, g, v, t, a->t_in0, a->t_in1, &x)
+                          : es_conv_ib(a, dir, g, t, v, a->t_in0, a->t_in1, &x);
+            unsigned m = ok ? es_i8_mag(x) : 0;
+            if (m >= 0x7f800000u)
+                nf[v] = 1;
+            else if (m > mx)
+                mx = m;
+        }
+        e[v] = es_i8_exp(mx);
+        for (long long t = 0; t < d; t++) {
+            int ok = rows ? es_conv_ia(a, dir, g, v, t, a->t_in0, a->t_in1, &x)
+                          : es_conv_ib(a, dir, g, t, v, a->t_in0, a->t_in1, &x);
+            q[v * d + t] = ok ? es_i8_quant(x, e[v], s) : 0;
+        }
+    }
+}
+
+/* acc of output (row, col) of group g. */
+static float es_ref_conv_acc(const es_conv_args_t *a, int dir, int g, long long row,
+                             long long col, long long d, const int *qa, const int *ea,
+                             const int *nfa, const int *qb, const int *eb, const int *nfb)
+{
+    float x, y, sp;
+    if (nfa[row] || nfb[col]) {
+        int st = 0;
+        for (long long t = 0; t < d; t++)
+            if (es_conv_ia(a, dir, g, row, t, a->t_in0, a->t_in1, &x) &&
+                es_conv_ib(a, dir, g, t, col, a->t_in0, a->t_in1, &y))
+                st = es_i8_sp_add(st, x, y);
+        if (es_i8_sp_value(st, &sp))
+            return sp;
+    }
+    es_i128_t t = 0;
+    for (long long p = 0; p < d; p++)
+        t += (es_i128_t)((long long)qa[row * d + p] * qb[col * d + p]);
+    int w = ES_I8_DIGIT * (es_i8_slices(a->t_in0) + es_i8_slices(a->t_in1));
+    return es_i8_to_f32(t, ea[row] + eb[col] - w);
+}
+
+int es_d2int8_ref_conv(int dir, const es_conv_args_t *a)
+{
+    int r = 0;
+    int *qa = NULL, *qb = NULL, *ea = NULL, *eb = NULL, *nfa = NULL, *nfb = NULL;
+    if (dir < 0 || dir > 2 || a->groups < 1)
+        return -EINVAL;
+    long long rows = es_conv_rows(a, dir), cols = es_conv_cols(a, dir);
+    long long d = es_conv_depth(a, dir);
+    size_t nr = (size_t)rows + 1, nc = (size_t)cols + 1, nd = (size_t)d + 1;
+    qa = malloc(nr * nd * sizeof(int));
+    qb = malloc(nc * nd * sizeof(int));
+    ea = malloc(nr * sizeof(int));
+    nfa = malloc(nr * sizeof(int));
+    eb = malloc(nc * sizeof(int));
+    nfb = malloc(nc * sizeof(int));
+    if (!qa || !qb || !ea || !eb || !nfa || !nfb) {
+        r = -ENOMEM;
+        goto out;
+    }
+    for (int g = 0; g < a->groups; g++) {
+        es_ref_conv_side(a, dir, g, 1, rows, d, qa, ea, nfa);
+        es_ref_conv_side(a, dir, g, 0, cols, d, qb, eb, nfb);
+        for (long long col = 0; col < cols; col++)
+            for (long long row = 0; row < rows; row++)
+                es_conv_ifinish(a, dir, g, row, col,
+                                es_ref_conv_acc(a, dir, g, row, col, d, qa, ea, nfa, qb, eb, nfb));
+    }
+out:
+    free(qa);
+    free(qb);
+    free(ea);
+    free(eb);
+    free(nfa);
+    free(nfb);
+    return r;
+}
+
+int es_d2int8_ref_conv_path(int dir, const es_conv_args_t *a, int int8)
+{
+    if (int8)
+        return es_d2int8_ref_conv(dir, a);
+    if (dir < 0 || dir > 2 || a->groups < 1)
+        return -EINVAL;
+    long long total = dir == 0   ? (long long)a->n * a->k * a->p * a->q
+                      : dir == 1 ? (long long)a->n * a->c * a->h * a->w
+                                 : (long long)a->k * (a->c / a->groups) * a->r * a->s;
+    for (long long i = 0; i < total; i++) {
+        if (dir == 0)
+            es_conv_fwd_elem(a, i);
+        else if (dir == 1)
+            es_conv_bwd_data_elem(a, i);
+        else
+            es_conv_bwd_filter_elem(a, i);
+    }
+    return 0;
+}
+
+int es_d2int8_env_int8(void)
+{
+    const char *p = getenv("EASYSCALE_D2_GEMM");
+    return !p || strcmp(p, "fma") != 0;
 }
 
 /* ---- the exact dot product --------------------------------------------------------------- */

@@ -13,6 +13,21 @@
  * finishing step. Returns 0, -EINVAL for bad sizes, -ENOMEM. */
 int es_d2int8_ref_gemm(const es_gemm_args_t *a, int batch);
 
+/* Computes the convolution *a of direction dir (ES_CONV_FWD 0, BWD_DATA 1,
+ * BWD_FILTER 2; geometry checked, a->total set; host pointers) by the
+ * definition applied to its implicit GEMM (kernels/portable_kernels.h,
+ * es_conv_ia / es_conv_ib: a row's exponent over its taps inside the
+ * image; skipped taps add nothing), then the fma path's finishing step.
+ * Returns 0, -EINVAL or -ENOMEM. */
+int es_d2int8_ref_conv(int dir, const es_conv_args_t *a);
+
+/* d2's convolution on either path, for the tests: es_d2int8_ref_conv
+ * (int8 1) or the fma order's element functions (int8 0). */
+int es_d2int8_ref_conv_path(int dir, const es_conv_args_t *a, int int8);
+
+/* 1 unless EASYSCALE_D2_GEMM is "fma": whether d2 takes the int8 path. */
+int es_d2int8_env_int8(void);
+
 /* acc(i, j) of batch b by the definition (steps 1 to 5; 0 when alpha is
  * 0), element by element: O(k) per element, for spot checks of large
  * GEMMs. */

@@ -1,7 +1,9 @@
 /* d2's int8 GEMM (EASYSCALE_D2_GEMM=int8, the default; docs/D2-GEMM.md):
- * the element functions of its definition, one source for the GPU kernel
- * and simcuda's twin (kernels/portable.cu, es_gemm_int8), the plain C
- * reference (kernels/d2int8.c) and the tests.
+ * the element functions of its definition, one source for the GPU kernels
+ * and simcuda's twin (kernels/portable.cu, es_gemm_int8 and the
+ * convolutions es_conv_*_int8, which apply it to their implicit GEMMs:
+ * es_conv_ia / es_conv_ib), the plain C reference (kernels/d2int8.c) and
+ * the tests.
  *
  * The definition of D = epilogue(alpha * op(A) op(B) + beta * C), per
  * batch, for fp32, fp16 and bf16 operands (widened exactly to fp32):

@@ -235,139 +235,57 @@ ES_GEMM_TILED(es_gemm_tiled_s, ES_GEMM_S_BM, ES_GEMM_S_BN, ES_GEMM_S_BK, ES_GEMM
 
 // ---- convolutions -----------------------------------------------------------------------
 
-// Forward: rows (n, p, q), columns k of group blockIdx.z, t = (c, r, s).
-template <int BM, int BN, int BK, int DT>
-struct es_conv_fwd_problem {
-    static constexpr bool MASK_A = true, MASK_B = false;
+// The three directions as implicit GEMMs (kernels/portable_kernels.h,
+// es_conv_ia / es_conv_ib / es_conv_ifinish), group blockIdx.z:
+//   forward:         rows (n, p, q), columns k, t = (c, r, s)   (A masked)
+//   backward data:   rows (n, h, w), columns c, t = (k, r, s)   (A masked)
+//   backward filter: rows k, columns (c, r, s), t = (n, p, q)   (B masked)
+template <int BM, int BN, int BK, int DT, int DIR>
+struct es_conv_problem {
+    static constexpr bool MASK_A = DIR != 2, MASK_B = DIR == 2;
     const es_conv_args_t *c;
     int g;
-    __device__ long long rows() const { return (long long)c->n * c->p * c->q; }
-    __device__ long long cols() const { return c->k / c->groups; }
-    __device__ long long depth() const { return (long long)(c->c / c->groups) * c->r * c->s; }
+    __device__ long long rows() const { return es_conv_rows(c, DIR); }
+    __device__ long long cols() const { return es_conv_cols(c, DIR); }
+    __device__ long long depth() const { return es_conv_depth(c, DIR); }
     __device__ int reduce() const { return 1; }
-    __device__ void a_coords(int idx, int *r, int *t) const { *r = idx % BM, *t = idx / BM; }
+    __device__ void a_coords(int idx, int *r, int *t) const
+    {
+        if (DIR == 2) {
+            *t = idx % BK, *r = idx / BK;
+        } else {
+            *r = idx % BM, *t = idx / BM;
+        }
+    }
     __device__ void b_coords(int idx, int *t, int *col) const { *t = idx % BK, *col = idx / BK; }
     __device__ int a(long long row, long long t, float *v) const
     {
-        int q = (int)(row % c->q), p = (int)(row / c->q % c->p), n = (int)(row / c->q / c->p);
-        int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r), cc = (int)(t / c->s / c->r);
-        int hh = p * c->u - c->pad_h + rr * c->dil_h, ww = q * c->v - c->pad_w + ss * c->dil_w;
-        if (hh < 0 || hh >= c->h || ww < 0 || ww >= c->w)
-            return 0;
-        long long ch = (long long)g * (c->c / c->groups) + cc;
-        *v = es_ld(c->in0, n * c->xs_n + ch * c->xs_c + hh * c->xs_h + ww * c->xs_w,
-                   DT >= 0 ? DT : c->t_in0);
-        return 1;
+        return es_conv_ia(c, DIR, g, row, t, DT >= 0 ? DT : c->t_in0, DT >= 0 ? DT : c->t_in1,
+                          v);
     }
     __device__ int b(long long t, long long col, float *v) const
     {
-        int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r), cc = (int)(t / c->s / c->r);
-        int fr = c->flip ? c->r - 1 - rr : rr, fs = c->flip ? c->s - 1 - ss : ss;
-        long long k = (long long)g * (c->k / c->groups) + col;
-        *v = es_ld(c->in1, k * c->ws_k + cc * c->ws_c + fr * c->ws_r + fs * c->ws_s,
-                   DT >= 0 ? DT : c->t_in1);
-        return 1;
+        return es_conv_ib(c, DIR, g, t, col, DT >= 0 ? DT : c->t_in0, DT >= 0 ? DT : c->t_in1,
+                          v);
     }
     __device__ void finish(long long row, long long col, float acc) const
     {
-        long long q = row % c->q, p = row / c->q % c->p, n = row / c->q / c->p;
-        es_conv_fwd_finish(c, n, (long long)g * (c->k / c->groups) + col, p, q, acc);
+        es_conv_ifinish(c, DIR, g, row, col, acc);
     }
 };
 
-// Backward data: rows (n, h, w), columns c of group blockIdx.z, t = (k, r, s).
-template <int BM, int BN, int BK, int DT>
-struct es_conv_bwd_data_problem {
-    static constexpr bool MASK_A = true, MASK_B = false;
-    const es_conv_args_t *c;
-    int g;
-    __device__ long long rows() const { return (long long)c->n * c->h * c->w; }
-    __device__ long long cols() const { return c->c / c->groups; }
-    __device__ long long depth() const { return (long long)(c->k / c->groups) * c->r * c->s; }
-    __device__ int reduce() const { return 1; }
-    __device__ void a_coords(int idx, int *r, int *t) const { *r = idx % BM, *t = idx / BM; }
-    __device__ void b_coords(int idx, int *t, int *col) const { *t = idx % BK, *col = idx / BK; }
-    __device__ int a(long long row, long long t, float *v) const
-    {
-        int w = (int)(row % c->w), h = (int)(row / c->w % c->h), n = (int)(row / c->w / c->h);
-        int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r), kk = (int)(t / c->s / c->r);
-        int th = h + c->pad_h - rr * c->dil_h, tw = w + c->pad_w - ss * c->dil_w;
-        if (th < 0 || th % c->u || th / c->u >= c->p || tw < 0 || tw % c->v || tw / c->v >= c->q)
-            return 0;
-        long long k = (long long)g * (c->k / c->groups) + kk;
-        long long o = n * c->ys_n + k * c->ys_k + (th / c->u) * c->ys_p + (tw / c->v) * c->ys_q;
-        *v = es_ld(c->in0, o, DT >= 0 ? DT : c->t_in0);
-        return 1;
-    }
-    __device__ int b(long long t, long long col, float *v) const
-    {
-        int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r), kk = (int)(t / c->s / c->r);
-        int fr = c->flip ? c->r - 1 - rr : rr, fs = c->flip ? c->s - 1 - ss : ss;
-        long long k = (long long)g * (c->k / c->groups) + kk;
-        *v = es_ld(c->in1, k * c->ws_k + col * c->ws_c + fr * c->ws_r + fs * c->ws_s,
-                   DT >= 0 ? DT : c->t_in1);
-        return 1;
-    }
-    __device__ void finish(long long row, long long col, float acc) const
-    {
-        long long w = row % c->w, h = row / c->w % c->h, n = row / c->w / c->h;
-        es_conv_bwd_data_finish(c, n, (long long)g * (c->c / c->groups) + col, h, w, acc);
-    }
-};
-
-// Backward filter: rows k of group blockIdx.z, columns (c, r, s) of the
-// filter, t = (n, p, q).
-template <int BM, int BN, int BK, int DT>
-struct es_conv_bwd_filter_problem {
-    static constexpr bool MASK_A = false, MASK_B = true;
-    const es_conv_args_t *c;
-    int g;
-    __device__ long long rows() const { return c->k / c->groups; }
-    __device__ long long cols() const { return (long long)(c->c / c->groups) * c->r * c->s; }
-    __device__ long long depth() const { return (long long)c->n * c->p * c->q; }
-    __device__ int reduce() const { return 1; }
-    __device__ void a_coords(int idx, int *r, int *t) const { *t = idx % BK, *r = idx / BK; }
-    __device__ void b_coords(int idx, int *t, int *col) const { *t = idx % BK, *col = idx / BK; }
-    __device__ int a(long long row, long long t, float *v) const
-    {
-        long long q = t % c->q, p = t / c->q % c->p, n = t / c->q / c->p;
-        long long k = (long long)g * (c->k / c->groups) + row;
-        *v = es_ld(c->in1, n * c->ys_n + k * c->ys_k + p * c->ys_p + q * c->ys_q,
-                   DT >= 0 ? DT : c->t_in1);
-        return 1;
-    }
-    __device__ int b(long long t, long long col, float *v) const
-    {
-        int q = (int)(t % c->q), p = (int)(t / c->q % c->p), n = (int)(t / c->q / c->p);
-        int fs = (int)(col % c->s), fr = (int)(col / c->s % c->r), cc = (int)(col / c->s / c->r);
-        int rr = c->flip ? c->r - 1 - fr : fr, ss = c->flip ? c->s - 1 - fs : fs;
-        int hh = p * c->u - c->pad_h + rr * c->dil_h, ww = q * c->v - c->pad_w + ss * c->dil_w;
-        if (hh < 0 || hh >= c->h || ww < 0 || ww >= c->w)
-            return 0;
-        long long ch = (long long)g * (c->c / c->groups) + cc;
-        *v = es_ld(c->in0, n * c->xs_n + ch * c->xs_c + hh * c->xs_h + ww * c->xs_w,
-                   DT >= 0 ? DT : c->t_in0);
-        return 1;
-    }
-    __device__ void finish(long long row, long long col, float acc) const
-    {
-        long long fs = col % c->s, fr = col / c->s % c->r, cc = col / c->s / c->r;
-        es_conv_bwd_filter_finish(c, (long long)g * (c->k / c->groups) + row, cc, fr, fs, acc);
-    }
-};
-
-#define ES_CONV_TILED(name, problem)                                                      \
+#define ES_CONV_TILED(name, DIR)                                                          \
     extern "C" __global__ void __launch_bounds__((ES_CONV_BM / ES_CONV_TM) *               \
                                                  (ES_CONV_BN / ES_CONV_TN)) CUCPU_HOT      \
     name(es_conv_args_t a)                                                                \
     {                                                                                     \
         if (a.t_in0 == ES_DT_F32 && a.t_in1 == ES_DT_F32) {                               \
-            problem<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_DT_F32> pb;                    \
+            es_conv_problem<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_DT_F32, DIR> pb;       \
             pb.c = &a;                                                                    \
             pb.g = (int)blockIdx.z;                                                       \
             es_tiled<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_CONV_TM, ES_CONV_TN>(pb);     \
         } else {                                                                          \
-            problem<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, -1> pb;                           \
+            es_conv_problem<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, -1, DIR> pb;              \
             pb.c = &a;                                                                    \
             pb.g = (int)blockIdx.z;                                                       \
             es_tiled<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_CONV_TM, ES_CONV_TN>(pb);     \
@@ -375,9 +293,9 @@ struct es_conv_bwd_filter_problem {
     }                                                                                     \
     CUCPU_EXPORT(name)
 
-ES_CONV_TILED(es_conv_fwd_tiled, es_conv_fwd_problem)
-ES_CONV_TILED(es_conv_bwd_data_tiled, es_conv_bwd_data_problem)
-ES_CONV_TILED(es_conv_bwd_filter_tiled, es_conv_bwd_filter_problem)
+ES_CONV_TILED(es_conv_fwd_tiled, 0)
+ES_CONV_TILED(es_conv_bwd_data_tiled, 1)
+ES_CONV_TILED(es_conv_bwd_filter_tiled, 2)
 
 // ---- per-element reference kernels and the bias gradient --------------------------------
 
@@ -598,3 +516,29 @@ es_gemm_int8(es_gemm_args_t a)
     es_gemm_int8_run<ES_I8_SLICES_MAX, ES_I8_SLICES_MAX>(&a, sm);
 }
 CUCPU_EXPORT(es_gemm_int8)
+
+// The convolutions on the int8 path: the same implicit GEMMs (es_conv_problem),
+// rows and columns scaled as the GEMM's (a row's exponent over its taps
+// inside the image), grid (row tiles, column tiles, groups).
+#define ES_CONV_INT8(name, DIR)                                                           \
+    extern "C" __global__ void __launch_bounds__(ES_I8_THREADS) CUCPU_HOT                 \
+    name(es_conv_args_t a)                                                                \
+    {                                                                                     \
+        __shared__ __align__(32) es_i8_smem sm;                                           \
+        if (a.t_in0 == ES_DT_F32 && a.t_in1 == ES_DT_F32) {                               \
+            es_conv_problem<ES_I8_BM, ES_I8_BN, ES_I8_BK, ES_DT_F32, DIR> pb;             \
+            pb.c = &a;                                                                    \
+            pb.g = (int)blockIdx.z;                                                       \
+            es_int8_tiled<ES_I8_SLICES_MAX, ES_I8_SLICES_MAX>(pb, sm);                    \
+        } else {                                                                          \
+            es_conv_problem<ES_I8_BM, ES_I8_BN, ES_I8_BK, -1, DIR> pb;                    \
+            pb.c = &a;                                                                    \
+            pb.g = (int)blockIdx.z;                                                       \
+            es_int8_tiled<ES_I8_SLICES_MAX, ES_I8_SLICES_MAX>(pb, sm);                    \
+        }                                                                                 \
+    }                                                                                     \
+    CUCPU_EXPORT(name)
+
+ES_CONV_INT8(es_conv_fwd_int8, 0)
+ES_CONV_INT8(es_conv_bwd_data_int8, 1)
+ES_CONV_INT8(es_conv_bwd_filter_int8, 2)

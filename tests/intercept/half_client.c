@@ -225,18 +225,9 @@ static int mode_conv(int dev)
             };
             void *out = calloc(n, 2);
             a.out = out;
-            for (long long i = 0; i < (long long)n; i++) {
-                if (dir == 0) {
-                    a.in0 = hx, a.in1 = hw;
-                    es_conv_fwd_elem(&a, i);
-                } else if (dir == 1) {
-                    a.in0 = hy, a.in1 = hw;
-                    es_conv_bwd_data_elem(&a, i);
-                } else {
-                    a.in0 = hx, a.in1 = hy;
-                    es_conv_bwd_filter_elem(&a, i);
-                }
-            }
+            a.in0 = dir == 1 ? hy : hx;
+            a.in1 = dir == 2 ? hy : hw;
+            CK(es_d2int8_ref_conv_path(dir, &a, es_d2int8_env_int8()));
             printf("ref %s_%s %016llx\n", dirs[dir], types[ti].name,
                    (unsigned long long)hash(out, n * 2));
             free(out);

@@ -26,9 +26,10 @@ TESTS += $(B)/tests/intercept_tsdefer_test
 # ---- clients -----------------------------------------------------------------
 # cudnn-frontend's call sequences (tests/intercept/dnn_test.c).
 $(B)/obj/tests/intercept/fe_client.o: CFLAGS += -ffp-contract=off
-$(B)/tests/intercept/fe_client: $(B)/obj/tests/intercept/fe_client.o $(ES_SIMLIBS)
+$(B)/tests/intercept/fe_client: $(B)/obj/tests/intercept/fe_client.o $(KERNELS_D2INT8_OBJ) \
+		$(ES_SIMLIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcudnn.so.9 -lm
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -l:libcuda.so.1 -l:libcudnn.so.9 -lm
 # cuBLASLt the way PyTorch calls it (tests/intercept/lt_test.c).
 $(B)/obj/tests/intercept/lt_client.o: CFLAGS += -ffp-contract=off
 $(B)/tests/intercept/lt_client: $(B)/obj/tests/intercept/lt_client.o $(KERNELS_D2INT8_OBJ) \

@@ -21,8 +21,8 @@
  *                          sums past fp32's range, subnormal results,
  *                          cublasSgemm, cublasSgemmStridedBatched,
  *                          cublasGemmEx and device-pointer scalars
- * The GEMM reference (REF) is the int8 definition (kernels/d2int8.c) or
- * the fma order (es_gemm_elem): "int8" or "fma", by default the one
+ * The reference (REF) is the int8 definition (kernels/d2int8.c) or the fma
+ * order (the element functions): "int8" or "fma", by default the one
  * EASYSCALE_D2_GEMM names (int8 when unset).
  *   tile_client conv DEV   cudnnConvolutionForward / BackwardData /
  *                          BackwardFilter: odd images, padding, strides,
@@ -427,18 +427,10 @@ static void conv_case(cudnnHandle_t hd, const ccase_t *c, CUdeviceptr ws, size_t
         long long total = dir == 0   ? (long long)c->n * c->k * p * q
                           : dir == 1 ? (long long)c->n * c->c * c->h * c->w
                                      : (long long)nw;
-        for (long long i = 0; i < total; i++) {
-            if (dir == 0) {
-                a.in0 = hx, a.in1 = hw;
-                es_conv_fwd_elem(&a, i);
-            } else if (dir == 1) {
-                a.in0 = hy, a.in1 = hw;
-                es_conv_bwd_data_elem(&a, i);
-            } else {
-                a.in0 = hx, a.in1 = hy;
-                es_conv_bwd_filter_elem(&a, i);
-            }
-        }
+        (void)total;
+        a.in0 = dir == 1 ? hy : hx;
+        a.in1 = dir == 2 ? hy : hw;
+        CK(es_d2int8_ref_conv_path(dir, &a, g_ref_int8));
         char name[128];
         snprintf(name, sizeof(name), "%s_%s", c->name, dn[dir]);
         if (st != CUDNN_STATUS_SUCCESS) /* the vendor's refusal (no shim) */

@@ -8,9 +8,10 @@
  * control: without the shim simcuda's cuBLAS and cuDNN give other bits on
  * most of these cases (their own orders).
  *
- * d2's GEMMs on both of EASYSCALE_D2_GEMM's paths: int8 (the default; the
- * int8 GEMM es_gemm_int8 against the 128-bit C reference of its
- * definition, kernels/d2int8.c) and fma (against the element functions),
+ * d2's GEMMs and convolutions on both of EASYSCALE_D2_GEMM's paths: int8
+ * (the default; the int8 kernels es_gemm_int8 / es_conv_*_int8 against
+ * the 128-bit C reference of the definition, kernels/d2int8.c) and fma
+ * (against the element functions),
  * on the GEMM shapes and on the int8 GEMM's own cases (an inner dimension
  * past 2^17, wide-range and adversarial data, NaN/Inf, overflow,
  * subnormal results, cublasSgemm / SgemmStridedBatched / GemmEx /
@@ -145,6 +146,28 @@ static void test_conv_shapes(void **state)
                  "order (%d refused)", bad, ok + bad, refused);
 }
 
+/* The convolutions on the int8 path (the default) against the 128-bit
+ * reference of the definition on their implicit GEMMs, on a100 and t4;
+ * negative controls: the int8 path against the fma order's reference and
+ * the fma path against the int8 one differ on most cases. */
+static void test_int8_conv_shapes(void **state)
+{
+    (void)state;
+    int ok, bad, refused;
+    for (int dev = 0; dev < 2; dev++) {
+        tiles_ref("conv", dev, 1, NULL, "int8", 0, &ok, &bad, &refused);
+        assert_int_equal(ok, 33);
+    }
+    tiles_ref("conv", 1, 1, "int8", "fma", 1, &ok, &bad, &refused);
+    if (bad < 20)
+        fail_msg("the int8 path matches the fma order on %d of %d convolution cases", ok,
+                 ok + bad);
+    tiles_ref("conv", 0, 1, "fma", "int8", 1, &ok, &bad, &refused);
+    if (bad < 20)
+        fail_msg("the fma path matches the int8 reference on %d of %d convolution cases", ok,
+                 ok + bad);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -152,6 +175,7 @@ int main(void)
         cmocka_unit_test(test_int8_shapes),
         cmocka_unit_test(test_int8_controls),
         cmocka_unit_test(test_conv_shapes),
+        cmocka_unit_test(test_int8_conv_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

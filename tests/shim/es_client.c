@@ -606,7 +606,7 @@ static int mode_conv(int dev)
                                       (void *)ws, 64 << 20, &zero, wd, (void *)dw));
     printf("conv_bwd_filter %016llx algo %d\n", (unsigned long long)download_hash(dw, nw),
            (int)wp[0].algo);
-    /* host reference in the portable order */
+    /* host reference of d2's path (EASYSCALE_D2_GEMM: int8 unless fma) */
     float *ry = malloc(ny * 4), *rdx = malloc(nx * 4), *rdw = malloc(nw * 4);
     es_conv_args_t a = {
         .in0 = hx, .in1 = hw, .out = ry,
@@ -617,14 +617,12 @@ static int mode_conv(int dev)
         .r = R, .s = R, .pad_h = 1, .pad_w = 1, .u = 1, .v = 1, .dil_h = 1, .dil_w = 1,
         .flip = 0, .groups = 1, .alpha = 1.0f, .beta = 0.0f,
     };
-    for (long long i = 0; i < (long long)ny; i++)
-        es_conv_fwd_elem(&a, i);
+    int int8 = es_d2int8_env_int8();
+    CK(es_d2int8_ref_conv_path(0, &a, int8));
     a.in0 = hy, a.out = rdx, a.total = (long long)nx;
-    for (long long i = 0; i < (long long)nx; i++)
-        es_conv_bwd_data_elem(&a, i);
+    CK(es_d2int8_ref_conv_path(1, &a, int8));
     a.in0 = hx, a.in1 = hy, a.out = rdw, a.total = (long long)nw;
-    for (long long i = 0; i < (long long)nw; i++)
-        es_conv_bwd_filter_elem(&a, i);
+    CK(es_d2int8_ref_conv_path(2, &a, int8));
     printf("ref_fwd %016llx\n", (unsigned long long)hash(ry, ny * 4));
     printf("ref_bwd_data %016llx\n", (unsigned long long)hash(rdx, nx * 4));
     printf("ref_bwd_filter %016llx\n", (unsigned long long)hash(rdw, nw * 4));
