@@ -280,7 +280,7 @@ long double es_d2int8_exact_dot(const es_gemm_args_t *a, long long i, long long 
         if (!pr)
             continue;
         int sh = ex + ey + ES_X_LOW; /* >= 2 for fp32 operands */
-        es_i128_t v = (es_i128_t)pr << (sh % 32);
+        es_i128_t v = (es_i128_t)pr * ((es_i128_t)1 << (sh % 32)); /* no shift of a negative */
         for (int l = sh / 32; v != 0 && l < ES_X_LIMBS; l++) {
             limb[l] += (long long)(v % ((es_i128_t)1 << 32));
             v /= ((es_i128_t)1 << 32);

@@ -29,8 +29,9 @@
  *   fe_client view DEV [det]   the heuristics as the frontend sees them
  *   fe_client run DEV [det]    plans of every direction (and the fused
  *                              graph) built and executed the frontend's way;
- *                              hashes, and the portable order computed on
- *                              the host
+ *                              hashes, and d2's result computed on the
+ *                              host (the reference of the path
+ *                              EASYSCALE_D2_GEMM names: int8 unless fma)
  *   fe_client bench DEV [det]  benchmark mode: every candidate plan
  *                              executed, the distinct engines and results
  * det: PyTorch's deterministic mode (nondeterministic engines filtered by
@@ -513,7 +514,8 @@ static uint64_t run_plan(cudnnHandle_t h, const plan_t *p, int dir, bufs_t *d, f
     return dl_hash(out, nout, keep);
 }
 
-/* The portable order on the host (kernels/portable_kernels.h). */
+/* d2's result on the host: the int8 definition's reference or the fma
+ * order (kernels/d2int8.c, es_d2int8_ref_conv_path). */
 static uint64_t reference(int dir, const bufs_t *d, float alpha2)
 {
     es_conv_args_t a = {

@@ -10,7 +10,7 @@
  *   es_client symv           Ssymv with atomics allowed, twice
  *   es_client cudnn          nondeterministic conv algorithms, twice; lists
  *   es_client gemm DEV       one SGEMM (and GemmEx, strided batched) on device DEV
- *   es_client gemm-edges     d2 GEMM edge cases against the portable order
+ *   es_client gemm-edges     d2 GEMM edge cases against d2's reference
  *   es_client threads        lazy loading raced by 8 threads
  *   es_client fork           wrappers in a forked child
  */
@@ -565,8 +565,8 @@ static int mode_cudnn(void)
 }
 
 /* Forward, backward data and backward filter with the algorithms the
- * heuristic names first (what a framework does), on device dev; plus the
- * portable order computed on the host (kernels/portable_kernels.h). */
+ * heuristic names first (what a framework does), on device dev; plus d2's
+ * result computed on the host (the reference of EASYSCALE_D2_GEMM's path). */
 static int mode_conv(int dev)
 {
     enum { NB = 4, C = 8, H = 16, W = 16, KO = 16, R = 3 };

@@ -863,7 +863,7 @@ static void test_d2_gemm_across_models(void **state)
     gemm_on(0, "EASYSCALE_DETERMINISM=d1", a, NULL, NULL);
     gemm_on(1, "EASYSCALE_DETERMINISM=d1", v, NULL, NULL);
     assert_string_not_equal(a[0], v[0]);
-    /* d2: the same bits, equal to the portable order computed on the host */
+    /* d2 (fma path): the same bits, equal to the fma order computed on the host */
     gemm_on(0, "EASYSCALE_DETERMINISM=d2", a, ref, ref_tn);
     gemm_on(1, "EASYSCALE_DETERMINISM=d2", v, NULL, NULL);
     for (int i = 0; i < 6; i++)
@@ -961,7 +961,8 @@ static void test_d2_conv_across_models(void **state)
     conv_on(0, "EASYSCALE_DETERMINISM=d1", a, ra, alg_a);
     conv_on(1, "EASYSCALE_DETERMINISM=d1", v, rv, alg_v);
     assert_string_not_equal(a[1], v[1]);
-    /* d2: equal across models and to the portable order on the host; cuDNN
+    /* d2: equal across models and to d2's result on the host (the int8
+     * definition's reference: es_client follows EASYSCALE_D2_GEMM); cuDNN
      * itself still sees the real device (its heuristic picks per model) */
     conv_on(0, "EASYSCALE_DETERMINISM=d2", a, ra, alg_a);
     conv_on(1, "EASYSCALE_DETERMINISM=d2", v, rv, alg_v);
