@@ -1,7 +1,9 @@
 # tests/kernels/: the tests of kernels/: the architecture check of
 # device-code images (kernels_archcheck_test, kernels/archcheck.c), d2's
-# tiled portable kernels against the reference element functions
-# (kernels_tile_test, with tile_client.c under the shim), and the collective
+# tiled portable kernels against the reference element functions and the
+# int8 ones against the 128-bit reference (kernels_tile_test, with
+# tile_client.c under the shim), the int8 definition's element functions
+# and reference (kernels_d2int8_test), and the collective
 # digests' hash kernel through simcuda's driver (kernels_digest_test,
 # kernels/digest.cu).
 
@@ -36,6 +38,15 @@ $(B)/tests/kernels_digest_test: $(B)/obj/tests/kernels/digest_test.o $(TEST_HARN
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -L$(B)/sim -lcuda
 
 TESTS += $(B)/tests/kernels_digest_test
+
+# d2's int8 GEMM's definition: the element functions and the C reference
+# against independent host computations (tests/kernels/d2int8_test.c).
+$(B)/obj/tests/kernels/d2int8_test.o: CFLAGS += -ffp-contract=off
+$(B)/tests/kernels_d2int8_test: $(B)/obj/tests/kernels/d2int8_test.o $(KERNELS_D2INT8_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -lm
+
+TESTS += $(B)/tests/kernels_d2int8_test
 
 # d2's int8 GEMM: its accuracy against the exact dot product and fp32 fma
 # accumulation (host), its MMAs and bytes per output, its speed against the
