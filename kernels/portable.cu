@@ -359,128 +359,136 @@ struct es_i8_smem {
     int sexp[2][ES_I8_BM], snf[2][ES_I8_BM];
 };
 
-template <int SA, int SB, class P>
-__device__ __forceinline__ void es_int8_tiled(const P &pb, es_i8_smem &sm)
+namespace wm = nvcuda::wmma;
+typedef wm::fragment<wm::accumulator, 16, 16, 16, int> es_i8_acc_t;
+
+// The block's place: its first row and column, the problem's sizes, the
+// thread, and its warp's 16 x 16 outputs.
+struct es_i8_blk {
+    long long row0, col0, rows, cols, depth;
+    int tid, wr, wc;
+};
+
+// Step 1 for the block's rows and columns: each of PART threads a row
+// scans every PART-th term; their largest finite magnitudes and
+// non-finite flags (top bit) meet in shared memory.
+template <class P>
+__device__ __forceinline__ void es_i8_exponents(const P &pb, es_i8_smem &sm, const es_i8_blk &k)
 {
-    namespace wm = nvcuda::wmma;
-    constexpr int BM = ES_I8_BM, BN = ES_I8_BN, BK = ES_I8_BK, NT = ES_I8_THREADS;
-    constexpr int G = SA + SB - 1, KB = BK / 16, PART = NT / BM, OUT = BM * BN / NT;
-    static_assert(BM == BN && NT % BM == 0 && BM * BK % NT == 0 && NT == 32 * (BM / 16) *
-                  (BN / 16) && G <= ES_I8_GROUPS, "int8 tile shape");
-    auto &sa = sm.sa;
-    auto &sb = sm.sb;
-    auto &sacc = sm.sacc;
-    auto &smx = sm.smx;
-    auto &sexp = sm.sexp;
-    auto &snf = sm.snf;
-    const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x);
-    const int warp = tid / 32, wr = (warp % 2) * 16, wc = (warp / 2) * 16;
-    const long long row0 = (long long)blockIdx.x * BM, col0 = (long long)blockIdx.y * BN;
-    const long long rows = pb.rows(), cols = pb.cols(), depth = pb.reduce() ? pb.depth() : 0;
-    es_i128_t tot[OUT];
-    for (int o = 0; o < OUT; o++)
-        tot[o] = 0;
-    // step 1: exponents and non-finite flags of the block's rows and columns
-    {
-        const int v = tid % BM, part = tid / BM;
-        unsigned ma = 0, mb = 0, nfa = 0, nfb = 0;
-        for (long long t = part; t < depth; t += PART) {
-            float x;
-            if (row0 + v < rows && pb.a(row0 + v, t, &x)) {
-                unsigned m = es_i8_mag(x);
-                if (m >= 0x7f800000u)
-                    nfa = 1;
-                else if (m > ma)
-                    ma = m;
-            }
-            if (col0 + v < cols && pb.b(t, col0 + v, &x)) {
-                unsigned m = es_i8_mag(x);
-                if (m >= 0x7f800000u)
-                    nfb = 1;
-                else if (m > mb)
-                    mb = m;
-            }
-        }
-        smx[0][part][v] = ma | nfa << 31;
-        smx[1][part][v] = mb | nfb << 31;
-        __syncthreads();
-        if (tid < 2 * BM) {
-            int side = tid / BM, w = tid % BM;
-            unsigned mx = 0, nf = 0;
-            for (int q = 0; q < PART; q++) {
-                unsigned m = smx[side][q][w];
-                nf |= m >> 31;
-                m &= 0x7fffffffu;
-                mx = m > mx ? m : mx;
-            }
-            sexp[side][w] = es_i8_exp(mx);
-            snf[side][w] = (int)nf;
-        }
-        __syncthreads();
+    constexpr int BM = ES_I8_BM, PART = ES_I8_THREADS / ES_I8_BM;
+    const int v = k.tid % BM, part = k.tid / BM;
+    unsigned mx[2] = { 0, 0 }, nf[2] = { 0, 0 };
+    for (long long t = part; t < k.depth; t += PART) {
+        float x;
+        int ok[2] = { k.row0 + v < k.rows && pb.a(k.row0 + v, t, &x), 0 };
+        unsigned m = ok[0] ? es_i8_mag(x) : 0;
+        nf[0] |= m >= 0x7f800000u;
+        mx[0] = m < 0x7f800000u && m > mx[0] ? m : mx[0];
+        ok[1] = k.col0 + v < k.cols && pb.b(t, k.col0 + v, &x);
+        m = ok[1] ? es_i8_mag(x) : 0;
+        nf[1] |= m >= 0x7f800000u;
+        mx[1] = m < 0x7f800000u && m > mx[1] ? m : mx[1];
     }
-    wm::fragment<wm::accumulator, 16, 16, 16, int> acc[G];
-    for (long long c0 = 0; c0 < depth; c0 += ES_I8_CHUNK) {
-        const long long cend = depth - c0 < ES_I8_CHUNK ? depth : c0 + ES_I8_CHUNK;
-        for (int g = 0; g < G; g++)
-            wm::fill_fragment(acc[g], 0);
-        for (long long t0 = c0; t0 < cend; t0 += BK) {
-            // step 2 for the tile: quantise, cut into slices
-            for (int e = 0; e < BM * BK / NT; e++) {
-                int r, t, q = 0;
-                float x;
-                pb.a_coords(e * NT + tid, &r, &t);
-                if (row0 + r < rows && t0 + t < cend && pb.a(row0 + r, t0 + t, &x))
-                    q = es_i8_quant(x, sexp[0][r], SA);
-                for (int s = 0; s < SA; s++)
-                    sa[s][t / 16][r][t % 16] = es_i8_digit(q, s, SA);
-            }
-            for (int e = 0; e < BK * BN / NT; e++) {
-                int c, t, q = 0;
-                float x;
-                pb.b_coords(e * NT + tid, &t, &c);
-                if (col0 + c < cols && t0 + t < cend && pb.b(t0 + t, col0 + c, &x))
-                    q = es_i8_quant(x, sexp[1][c], SB);
-                for (int s = 0; s < SB; s++)
-                    sb[s][t / 16][c][t % 16] = es_i8_digit(q, s, SB);
-            }
-            __syncthreads();
-            // step 3: the slice products, exact int8 MMAs
-            for (int kb = 0; kb < KB; kb++) {
-                wm::fragment<wm::matrix_a, 16, 16, 16, signed char, wm::row_major> fa[SA];
-                wm::fragment<wm::matrix_b, 16, 16, 16, signed char, wm::col_major> fb[SB];
-                for (int s = 0; s < SA; s++)
-                    wm::load_matrix_sync(fa[s], &sa[s][kb][wr][0], 16);
-                for (int s = 0; s < SB; s++)
-                    wm::load_matrix_sync(fb[s], &sb[s][kb][wc][0], 16);
-                for (int s = 0; s < SA; s++)
-                    for (int u = 0; u < SB; u++)
-                        wm::mma_sync(acc[s + u], fa[s], fb[u], acc[s + u]);
-            }
-            __syncthreads();
+    sm.smx[0][part][v] = mx[0] | nf[0] << 31;
+    sm.smx[1][part][v] = mx[1] | nf[1] << 31;
+    __syncthreads();
+    if (k.tid < 2 * BM) {
+        int side = k.tid / BM, w = k.tid % BM;
+        unsigned m = 0, f = 0;
+        for (int q = 0; q < PART; q++) {
+            unsigned u = sm.smx[side][q][w];
+            f |= u >> 31;
+            u &= 0x7fffffffu;
+            m = u > m ? u : m;
         }
-        // fold the chunk's groups into the 128-bit totals, weight 2^(7 (G - 1 - g))
-        for (int g = 0; g < G; g++)
-            wm::store_matrix_sync(&sacc[g][wr][wc], acc[g], BN, wm::mem_row_major);
-        __syncthreads();
-        for (int g = 0; g < G; g++) {
-            const es_i128_t w = (es_i128_t)1 << (ES_I8_DIGIT * (G - 1 - g));
-            for (int o = 0; o < OUT; o++) {
-                int idx = o * NT + tid;
-                tot[o] += (es_i128_t)sacc[g][idx % BM][idx / BM] * w;
-            }
-        }
-        __syncthreads();
+        sm.sexp[side][w] = es_i8_exp(m);
+        sm.snf[side][w] = (int)f;
     }
-    // steps 4 to 6 and the finishing step
+    __syncthreads();
+}
+
+// Step 2 for the tile of terms [t0, t0 + BK) (none past cend): the
+// thread's share of A and B quantised and cut into slices in shared
+// memory (0 where there is no term).
+template <int SA, int SB, class P>
+__device__ __forceinline__ void es_i8_quantise(const P &pb, es_i8_smem &sm, const es_i8_blk &k,
+                                               long long t0, long long cend)
+{
+    constexpr int NT = ES_I8_THREADS;
+    for (int e = 0; e < ES_I8_BM * ES_I8_BK / NT; e++) {
+        int r, t, q = 0;
+        float x;
+        pb.a_coords(e * NT + k.tid, &r, &t);
+        if (k.row0 + r < k.rows && t0 + t < cend && pb.a(k.row0 + r, t0 + t, &x))
+            q = es_i8_quant(x, sm.sexp[0][r], SA);
+        for (int s = 0; s < SA; s++)
+            sm.sa[s][t / 16][r][t % 16] = es_i8_digit(q, s, SA);
+    }
+    for (int e = 0; e < ES_I8_BK * ES_I8_BN / NT; e++) {
+        int c, t, q = 0;
+        float x;
+        pb.b_coords(e * NT + k.tid, &t, &c);
+        if (k.col0 + c < k.cols && t0 + t < cend && pb.b(t0 + t, k.col0 + c, &x))
+            q = es_i8_quant(x, sm.sexp[1][c], SB);
+        for (int s = 0; s < SB; s++)
+            sm.sb[s][t / 16][c][t % 16] = es_i8_digit(q, s, SB);
+    }
+}
+
+// Step 3 for the tile: every slice pair's exact int8 MMA into the
+// accumulator of its weight group s + t.
+template <int SA, int SB>
+__device__ __forceinline__ void es_i8_mma(es_i8_smem &sm, const es_i8_blk &k, es_i8_acc_t *acc)
+{
+    for (int kb = 0; kb < ES_I8_BK / 16; kb++) {
+        wm::fragment<wm::matrix_a, 16, 16, 16, signed char, wm::row_major> fa[SA];
+        wm::fragment<wm::matrix_b, 16, 16, 16, signed char, wm::col_major> fb[SB];
+        for (int s = 0; s < SA; s++)
+            wm::load_matrix_sync(fa[s], &sm.sa[s][kb][k.wr][0], 16);
+        for (int s = 0; s < SB; s++)
+            wm::load_matrix_sync(fb[s], &sm.sb[s][kb][k.wc][0], 16);
+        for (int s = 0; s < SA; s++)
+            for (int u = 0; u < SB; u++)
+                wm::mma_sync(acc[s + u], fa[s], fb[u], acc[s + u]);
+    }
+}
+
+// The chunk's G groups folded into the thread's 128-bit totals (its
+// outputs: idx = o NT + tid, row idx % BM, column idx / BM), weight
+// 2^(7 (G - 1 - g)).
+template <int G>
+__device__ __forceinline__ void es_i8_fold(es_i8_smem &sm, const es_i8_blk &k,
+                                           const es_i8_acc_t *acc, es_i128_t *tot)
+{
+    constexpr int NT = ES_I8_THREADS, OUT = ES_I8_BM * ES_I8_BN / NT;
+    for (int g = 0; g < G; g++)
+        wm::store_matrix_sync(&sm.sacc[g][k.wr][k.wc], acc[g], ES_I8_BN, wm::mem_row_major);
+    __syncthreads();
+    for (int g = 0; g < G; g++) {
+        const es_i128_t w = (es_i128_t)1 << (ES_I8_DIGIT * (G - 1 - g));
+        for (int o = 0; o < OUT; o++) {
+            int idx = o * NT + k.tid;
+            tot[o] += (es_i128_t)sm.sacc[g][idx % ES_I8_BM][idx / ES_I8_BM] * w;
+        }
+    }
+    __syncthreads();
+}
+
+// Steps 4 to 6 and the finishing step of the thread's outputs.
+template <int SA, int SB, class P>
+__device__ __forceinline__ void es_i8_finish(const P &pb, const es_i8_smem &sm,
+                                             const es_i8_blk &k, const es_i128_t *tot)
+{
+    constexpr int NT = ES_I8_THREADS, OUT = ES_I8_BM * ES_I8_BN / NT;
     for (int o = 0; o < OUT; o++) {
-        int idx = o * NT + tid, r = idx % BM, c = idx / BM;
-        long long i = row0 + r, j = col0 + c;
-        if (i >= rows || j >= cols)
+        int idx = o * NT + k.tid, r = idx % ES_I8_BM, c = idx / ES_I8_BM;
+        long long i = k.row0 + r, j = k.col0 + c;
+        if (i >= k.rows || j >= k.cols)
             continue;
-        float v = es_i8_to_f32(tot[o], sexp[0][r] + sexp[1][c] - ES_I8_DIGIT * (SA + SB));
-        if (depth && (snf[0][r] || snf[1][c])) {
+        float v = es_i8_to_f32(tot[o], sm.sexp[0][r] + sm.sexp[1][c] - ES_I8_DIGIT * (SA + SB));
+        if (k.depth && (sm.snf[0][r] || sm.snf[1][c])) {
             int st = 0;
-            for (long long t = 0; t < depth; t++) {
+            for (long long t = 0; t < k.depth; t++) {
                 float x, y;
                 if (pb.a(i, t, &x) && pb.b(t, j, &y))
                     st = es_i8_sp_add(st, x, y);
@@ -489,6 +497,40 @@ __device__ __forceinline__ void es_int8_tiled(const P &pb, es_i8_smem &sm)
         }
         pb.finish(i, j, v);
     }
+}
+
+// The engine: a block's ES_I8_BM x ES_I8_BN outputs of problem pb (the
+// interface of es_tiled's problems), SA and SB slices a side.
+template <int SA, int SB, class P>
+__device__ __forceinline__ void es_int8_tiled(const P &pb, es_i8_smem &sm)
+{
+    constexpr int BM = ES_I8_BM, BN = ES_I8_BN, BK = ES_I8_BK, NT = ES_I8_THREADS;
+    constexpr int G = SA + SB - 1, OUT = BM * BN / NT;
+    static_assert(BM == BN && NT % BM == 0 && BM * BK % NT == 0 && NT == 32 * (BM / 16) *
+                  (BN / 16) && G <= ES_I8_GROUPS, "int8 tile shape");
+    es_i8_blk k;
+    k.tid = (int)(threadIdx.y * blockDim.x + threadIdx.x);
+    k.wr = (k.tid / 32 % 2) * 16, k.wc = (k.tid / 32 / 2) * 16;
+    k.row0 = (long long)blockIdx.x * BM, k.col0 = (long long)blockIdx.y * BN;
+    k.rows = pb.rows(), k.cols = pb.cols(), k.depth = pb.reduce() ? pb.depth() : 0;
+    es_i128_t tot[OUT];
+    for (int o = 0; o < OUT; o++)
+        tot[o] = 0;
+    es_i8_exponents(pb, sm, k);
+    es_i8_acc_t acc[G];
+    for (long long c0 = 0; c0 < k.depth; c0 += ES_I8_CHUNK) {
+        const long long cend = k.depth - c0 < ES_I8_CHUNK ? k.depth : c0 + ES_I8_CHUNK;
+        for (int g = 0; g < G; g++)
+            wm::fill_fragment(acc[g], 0);
+        for (long long t0 = c0; t0 < cend; t0 += BK) {
+            es_i8_quantise<SA, SB>(pb, sm, k, t0, cend);
+            __syncthreads();
+            es_i8_mma<SA, SB>(sm, k, acc);
+            __syncthreads();
+        }
+        es_i8_fold<G>(sm, k, acc, tot);
+    }
+    es_i8_finish<SA, SB>(pb, sm, k, tot);
 }
 
 template <int SA, int SB>
