@@ -1,9 +1,11 @@
 /* d2's portable GEMM: C = epilogue(alpha * op(A) op(B) + beta * C),
- * column-major, fp32 / fp16 / bf16 operands with fp32 accumulation, in the
- * order documented in kernels/portable_kernels.h (k ascending with fused
- * multiply-adds). The same bits on every GPU model and on simcuda (whose
- * twin is the same source, kernels/portable.cu, through the CUDA-on-CPU
- * layer).
+ * column-major, fp32 / fp16 / bf16 operands, by the path EASYSCALE_D2_GEMM
+ * names: int8 (the default: the definition of kernels/d2int8_kernels.h,
+ * exact integer sums of rounded operands, one rounding) or fma (fp32
+ * accumulation in the order documented in kernels/portable_kernels.h, k
+ * ascending with fused multiply-adds). The same bits on every GPU model
+ * and on simcuda (whose twin is the same source, kernels/portable.cu,
+ * through the CUDA-on-CPU layer).
  *
  * The tiled kernels (kernels/portable.cu, see portable.h) are launched with
  * the real cuLaunchKernel on the caller's stream.

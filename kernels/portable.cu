@@ -4,7 +4,10 @@
 // the host compiler into simcuda's twin library, so simcuda runs the code
 // the GPU runs.
 //
-// The kernels that d2 launches are tiled: an implicit GEMM (rows x columns,
+// Two families: the int8 kernels (EASYSCALE_D2_GEMM=int8, the default;
+// their engine is at the end of this file) and the fma ones, below.
+//
+// The fma kernels d2 launches are tiled: an implicit GEMM (rows x columns,
 // reduced over an index t) in shared-memory tiles of BM x BK and BK x BN,
 // each thread keeping TM x TN outputs in registers. Every output's sum is
 // one chain acc = fma(a, b, acc) over t ascending, tile after tile, a term
