@@ -55,7 +55,8 @@ static const char *const usage =
     "MASTER_PORT (a free local port), ES_RDZV_DIR (a fresh directory),\n"
     "EASYSCALE_CONTROL (the job's socket), EASYSCALE_SLOT (the EST's GPU, by UUID),\n"
     "EASYSCALE_DETERMINISM and, in d2, EASYSCALE_CANONICAL_DEVICE (the models of the\n"
-    "job's GPUs, unless set already). Serves the job (a daemon on --socket, default\n"
+    "job's GPUs, unless set already) and EASYSCALE_D2_GEMM (int8 or fma, one value\n"
+    "for the whole job: int8 unless set). Serves the job (a daemon on --socket, default\n"
     "$XDG_RUNTIME_DIR/easyscale/job-PID.sock, restarted if it dies) until every EST\n"
     "has ended. Each output line of an EST is prefixed with [RANK].\n"
     "  --gpus SPEC          the job's GPUs: all (default), ordinals, ranges, UUIDs\n"
@@ -817,7 +818,7 @@ static int find_shim(const char *given, char *out, size_t len, char *err, size_t
 
 /* The EST's environment, set in the forked child before exec. */
 static void est_env(int r, const es_ctl_job_t *job, const char *shim, const char *rdzv, int port,
-                    const char *canonical)
+                    const char *canonical, const char *d2_gemm)
 {
     char b[64];
     snprintf(b, sizeof(b), "%d", r);
@@ -843,8 +844,10 @@ static void est_env(int r, const es_ctl_job_t *job, const char *shim, const char
     else
         setenv("EASYSCALE_SLOT", job->place[r] >= 0 ? job->gpus[job->place[r]].uuid : "", 1);
     setenv("EASYSCALE_DETERMINISM", es_ctl_level_name(job->determinism), 1);
-    if (job->determinism == 2)
+    if (job->determinism == 2) {
         setenv("EASYSCALE_CANONICAL_DEVICE", canonical, 1);
+        setenv("EASYSCALE_D2_GEMM", d2_gemm, 1); /* one path for every EST: one set of bits */
+    }
     unsetenv("EASYSCALE_EST_PID");
     unsetenv("EASYSCALE_TOKEN"); /* local ESTs use the unix socket */
     if (shim[0]) {
@@ -913,6 +916,7 @@ typedef struct run_ctx {
     /* the plan */
     es_ctl_job_t job;
     char canonical[128]; /* d2: EASYSCALE_CANONICAL_DEVICE of the ESTs */
+    char d2_gemm[8];     /* d2: EASYSCALE_D2_GEMM of the ESTs (int8, fma) */
     char shim[PATH_MAX]; /* "" not preloaded */
     /* what the run holds */
     char rdzv[64];       /* the rendezvous directory ("" none) */
@@ -1124,6 +1128,22 @@ out:
     return 0;
 }
 
+/* d2's GEMM path, one for the whole job (a GPU of the job choosing its own
+ * would give the job mixed bits): EASYSCALE_D2_GEMM as the shim parses it
+ * (int8 or fma; unset: int8). Returns 0 or -EINVAL (named). */
+static int d2_gemm_path(run_ctx_t *x)
+{
+    const char *env = getenv("EASYSCALE_D2_GEMM");
+    if (!env)
+        env = "int8";
+    if (strcmp(env, "int8") != 0 && strcmp(env, "fma") != 0) {
+        es_ctl_err("EASYSCALE_D2_GEMM=\"%s\" is not valid: expected int8 or fma", env);
+        return -EINVAL;
+    }
+    snprintf(x->d2_gemm, sizeof(x->d2_gemm), "%s", env);
+    return 0;
+}
+
 /* The machine's GPUs, the job's (--gpus), d2's canonical device, and the
  * shim's own time-slicing's limits. Returns 0 or a negative errno (x->rc
  * set). */
@@ -1142,6 +1162,8 @@ static int run_gpus(run_ctx_t *x)
     }
     if (job->determinism == 2 && d2_canonical(x) < 0)
         return -ENOTSUP;
+    if (job->determinism == 2 && d2_gemm_path(x) < 0)
+        return run_fail(x, ES_CTL_EXIT_USAGE, -EINVAL);
     /* The shim's time-slicing (EASYSCALE_TIME_SLICE=on or overlap, docs/MOVING.md) groups
      * the ESTs of a GPU by local rank modulo the GPUs it sees, without
      * EASYSCALE_SLOT: under the controller that is the same placement only
@@ -1271,7 +1293,7 @@ static void est_child(run_ctx_t *x, int r, int po, int pe)
         ;
     if (getppid() == 1)
         _exit(127);
-    est_env(r, &x->job, x->shim, x->rdzv, x->port, x->canonical);
+    est_env(r, &x->job, x->shim, x->rdzv, x->port, x->canonical, x->d2_gemm);
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) {
         dup2(devnull, 0);

@@ -1,6 +1,7 @@
 /* d2's portable convolutions (see conv.h). */
 #include "kernels/conv.h"
 #include "kernels/portable.h"
+#include "shim/config.h"
 #include "shim/real.h"
 
 #include <errno.h>
@@ -35,43 +36,46 @@ int es_conv_check(int dir, es_conv_args_t *a)
     return 0;
 }
 
-int es_conv_launch_kernel(int dir, int tiled, const es_conv_args_t *args, CUstream stream)
+int es_conv_launch_kernel(int dir, int which, const es_conv_args_t *args, CUstream stream)
 {
     static const int tk[3] = { ES_K_CONV_FWD, ES_K_CONV_BWD_DATA, ES_K_CONV_BWD_FILTER };
     static const int rk[3] = { ES_K_REF_CONV_FWD, ES_K_REF_CONV_BWD_DATA,
                                ES_K_REF_CONV_BWD_FILTER };
-    if (dir < 0 || dir > 2)
+    static const int ik[3] = { ES_K_CONV_FWD_I8, ES_K_CONV_BWD_DATA_I8,
+                               ES_K_CONV_BWD_FILTER_I8 };
+    if (dir < 0 || dir > 2 || which < ES_CONV_REF || which > ES_CONV_INT8)
         return -EINVAL;
     if (args->total == 0)
         return CUDA_SUCCESS;
     const es_conv_args_t *a = args;
-    long long cpg = a->c / a->groups, kpg = a->k / a->groups, rs = (long long)a->r * a->s;
-    long long rows, cols;
-    switch (dir) {
-    case ES_CONV_FWD: rows = (long long)a->n * a->p * a->q, cols = kpg; break;
-    case ES_CONV_BWD_DATA: rows = (long long)a->n * a->h * a->w, cols = cpg; break;
-    default: rows = kpg, cols = cpg * rs; break;
-    }
-    long long gx = tiled ? (rows + ES_CONV_BM - 1) / ES_CONV_BM
-                         : (a->total + ES_CONV_BLOCK - 1) / ES_CONV_BLOCK;
-    long long gy = tiled ? (cols + ES_CONV_BN - 1) / ES_CONV_BN : 1;
-    long long gz = tiled ? a->groups : 1;
+    long long rows = es_conv_rows(a, dir), cols = es_conv_cols(a, dir);
+    int bm = which == ES_CONV_INT8 ? ES_I8_BM : ES_CONV_BM;
+    int bn = which == ES_CONV_INT8 ? ES_I8_BN : ES_CONV_BN;
+    long long gx = which != ES_CONV_REF ? (rows + bm - 1) / bm
+                                        : (a->total + ES_CONV_BLOCK - 1) / ES_CONV_BLOCK;
+    long long gy = which != ES_CONV_REF ? (cols + bn - 1) / bn : 1;
+    long long gz = which != ES_CONV_REF ? a->groups : 1;
     if (gx > 0x7fffffffLL || gy > 65535 || gz > 65535)
         return -ENOTSUP;
-    CUfunction fn = es_portable_function(tiled ? tk[dir] : rk[dir]);
+    CUfunction fn = es_portable_function(which == ES_CONV_TILED ? tk[dir]
+                                         : which == ES_CONV_REF ? rk[dir] : ik[dir]);
     if (!fn)
         return CUDA_ERROR_NO_BINARY_FOR_GPU; /* logged; never the vendor's */
     es_conv_args_t c = *args;
     void *params[] = { &c };
-    unsigned bx = tiled ? ES_CONV_BN / ES_CONV_TN : ES_CONV_BLOCK;
-    unsigned by = tiled ? ES_CONV_BM / ES_CONV_TM : 1;
+    unsigned bx = which == ES_CONV_TILED ? ES_CONV_BN / ES_CONV_TN
+                  : which == ES_CONV_REF ? ES_CONV_BLOCK : ES_I8_BN;
+    unsigned by = which == ES_CONV_TILED ? ES_CONV_BM / ES_CONV_TM
+                  : which == ES_CONV_REF ? 1 : ES_I8_THREADS / ES_I8_BN;
     return (int)ES_REAL(cuda, cuLaunchKernel)(fn, (unsigned)gx, (unsigned)gy, (unsigned)gz, bx,
                                               by, 1, 0, stream, params, NULL);
 }
 
 int es_conv_launch(int dir, const es_conv_args_t *args, CUstream stream)
 {
-    return es_conv_launch_kernel(dir, 1, args, stream);
+    return es_conv_launch_kernel(dir, es_cfg.d2_gemm == ES_D2_GEMM_INT8 ? ES_CONV_INT8
+                                                                         : ES_CONV_TILED,
+                                 args, stream);
 }
 
 int es_conv_run(int dir, cudnnHandle_t h, const void *alpha, const void *beta,

@@ -1,7 +1,9 @@
 /* d2's portable GEMM (see gemm.h): argument checks as cuBLAS makes them,
- * then launches of the tiled kernels on the caller's stream. */
+ * then launches of the tiled kernels on the caller's stream: the int8 one
+ * or the fma ones, as EASYSCALE_D2_GEMM says. */
 #include "kernels/gemm.h"
 #include "kernels/portable.h"
+#include "shim/config.h"
 #include "shim/real.h"
 
 #include <errno.h>
@@ -62,6 +64,9 @@ int es_gemm_launch_kernel(int which, const es_gemm_args_t *args, int batch, CUst
     case ES_K_REF_GEMM:
         bm = bn = ES_GEMM_TILE, tm = tn = 1;
         break;
+    case ES_K_GEMM_I8: /* ES_I8_THREADS threads: (bn / tn) x (bm / tm) */
+        bm = ES_I8_BM, bn = ES_I8_BN, tm = ES_I8_BM * ES_I8_BN / ES_I8_THREADS, tn = 1;
+        break;
     default:
         return -EINVAL;
     }
@@ -103,7 +108,9 @@ int es_gemm_launch_kernel(int which, const es_gemm_args_t *args, int batch, CUst
 
 int es_gemm_launch(const es_gemm_args_t *args, int batch, CUstream stream)
 {
-    return es_gemm_launch_kernel(es_gemm_kernel(args->m, args->n), args, batch, stream);
+    int which = es_cfg.d2_gemm == ES_D2_GEMM_INT8 ? ES_K_GEMM_I8
+                                                  : es_gemm_kernel(args->m, args->n);
+    return es_gemm_launch_kernel(which, args, batch, stream);
 }
 
 int es_bgrad_launch(const es_bgrad_args_t *args, int batch, CUstream stream)

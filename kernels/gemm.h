@@ -1,9 +1,11 @@
 /* d2's portable GEMM: C = epilogue(alpha * op(A) op(B) + beta * C),
- * column-major, fp32 / fp16 / bf16 operands with fp32 accumulation, in the
- * order documented in kernels/portable_kernels.h (k ascending with fused
- * multiply-adds). The same bits on every GPU model and on simcuda (whose
- * twin is the same source, kernels/portable.cu, through the CUDA-on-CPU
- * layer).
+ * column-major, fp32 / fp16 / bf16 operands, by the path EASYSCALE_D2_GEMM
+ * names: int8 (the default: the definition of kernels/d2int8_kernels.h,
+ * exact integer sums of rounded operands, one rounding) or fma (fp32
+ * accumulation in the order documented in kernels/portable_kernels.h, k
+ * ascending with fused multiply-adds). The same bits on every GPU model
+ * and on simcuda (whose twin is the same source, kernels/portable.cu,
+ * through the CUDA-on-CPU layer).
  *
  * The tiled kernels (kernels/portable.cu, see portable.h) are launched with
  * the real cuLaunchKernel on the caller's stream.
@@ -14,6 +16,7 @@
 #include <cublas_api.h>
 #include <cuda.h>
 
+#include "kernels/d2int8_kernels.h"
 #include "kernels/portable_kernels.h"
 
 /* ES_DT_* of a cudaDataType (-1 for one the portable kernels do not take). */
@@ -25,7 +28,10 @@ int es_gemm_compute_f32(cublasComputeType_t t);
 
 /* Launches the GEMM described by *a (alpha/beta/palpha/pbeta, types,
  * epilogue filled in; m, n, k, leading dimensions already validated) for
- * `batch` matrices on stream s. n and batch beyond CUDA's 65535 grid.y /
+ * `batch` matrices on stream s, on the kernel EASYSCALE_D2_GEMM names: the
+ * int8 GEMM (ES_K_GEMM_I8, the bits of kernels/d2int8_kernels.h's
+ * definition) or the fma ones (es_gemm_kernel: kernels/portable_kernels.h's
+ * order). n and batch beyond CUDA's 65535 grid.y /
  * grid.z limits are cut into several launches on the same stream, each
  * element still computed by the same code (same bits). Returns the first
  * failing launch's CUresult (CUDA_ERROR_NO_BINARY_FOR_GPU when the kernels
@@ -33,9 +39,10 @@ int es_gemm_compute_f32(cublasComputeType_t t);
  * never hands it to the vendor library). */
 int es_gemm_launch(const es_gemm_args_t *a, int batch, CUstream s);
 
-/* The tiled kernel es_gemm_launch uses for an m x n GEMM (ES_K_GEMM_L or
- * ES_K_GEMM_S), and a launch of a given one (ES_K_GEMM_L, ES_K_GEMM_S or
- * the per-element ES_K_REF_GEMM): all give the same bits. */
+/* The tiled fma kernel es_gemm_launch uses for an m x n GEMM (ES_K_GEMM_L
+ * or ES_K_GEMM_S), and a launch of a given one (ES_K_GEMM_L, ES_K_GEMM_S
+ * or the per-element ES_K_REF_GEMM, all with the same bits; or
+ * ES_K_GEMM_I8, the int8 GEMM). */
 int es_gemm_kernel(int m, int n);
 int es_gemm_launch_kernel(int which, const es_gemm_args_t *a, int batch, CUstream s);
 

@@ -9,6 +9,12 @@
 
 KERNELS_SHIM_SRCS := kernels/portable.c kernels/gemm.c kernels/conv.c kernels/archcheck.c
 KERNELS_SHIM_OBJS := $(B)/obj/kernels/portable_blob.o
+# The int8 GEMM's plain C reference (d2int8.c; not part of the shim):
+# linked by the test clients and the bench that check the kernel's bits
+# against it (with -lm). Every float operation rounds once (no
+# contraction), as in the kernels.
+KERNELS_D2INT8_OBJ := $(B)/obj/kernels/d2int8.o
+$(KERNELS_D2INT8_OBJ): CFLAGS += -ffp-contract=off
 ES_PORTABLE_FATBIN := $(B)/gen/es_portable.fatbin
 ES_PORTABLE_TWIN := $(B)/sim/twins/libsimtwin_easyscale.so
 
@@ -24,7 +30,8 @@ ES_SM_NEWEST := $(lastword $(ES_SM_LIST))
 ES_GENCODE := $(foreach s,$(ES_SM_LIST),-gencode arch=compute_$(s),code=sm_$(s)) \
     -gencode arch=compute_$(ES_SM_NEWEST),code=compute_$(ES_SM_NEWEST)
 
-$(eval $(call cucpu_cu,kernels/portable.cu,$(ES_PORTABLE_FATBIN),$(ES_PORTABLE_TWIN),kernels/portable_kernels.h lib/half.h))
+$(eval $(call cucpu_cu,kernels/portable.cu,$(ES_PORTABLE_FATBIN),$(ES_PORTABLE_TWIN),kernels/portable_kernels.h kernels/d2int8_kernels.h \
+    sim/cucpu/wmma.h lib/half.h))
 $(ES_PORTABLE_FATBIN): CUCPU_GENCODE := $(ES_GENCODE)
 # compressed (a dozen architectures' SASS, embedded in libeasyscale.so);
 # the architectures compiled in parallel

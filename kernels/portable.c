@@ -14,6 +14,8 @@ static const char *const es_kernel_names[ES_K_COUNT] = {
     "es_conv_bwd_filter_tiled",  "es_bgrad_portable",
     "es_gemm_portable",          "es_conv_fwd_portable",
     "es_conv_bwd_data_portable", "es_conv_bwd_filter_portable",
+    "es_gemm_int8",              "es_conv_fwd_int8",
+    "es_conv_bwd_data_int8",     "es_conv_bwd_filter_int8",
 };
 
 typedef struct es_portable_mod {

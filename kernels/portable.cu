@@ -4,7 +4,10 @@
 // the host compiler into simcuda's twin library, so simcuda runs the code
 // the GPU runs.
 //
-// The kernels that d2 launches are tiled: an implicit GEMM (rows x columns,
+// Two families: the int8 kernels (EASYSCALE_D2_GEMM=int8, the default;
+// their engine is at the end of this file) and the fma ones, below.
+//
+// The fma kernels d2 launches are tiled: an implicit GEMM (rows x columns,
 // reduced over an index t) in shared-memory tiles of BM x BK and BK x BN,
 // each thread keeping TM x TN outputs in registers. Every output's sum is
 // one chain acc = fma(a, b, acc) over t ascending, tile after tile, a term
@@ -235,139 +238,57 @@ ES_GEMM_TILED(es_gemm_tiled_s, ES_GEMM_S_BM, ES_GEMM_S_BN, ES_GEMM_S_BK, ES_GEMM
 
 // ---- convolutions -----------------------------------------------------------------------
 
-// Forward: rows (n, p, q), columns k of group blockIdx.z, t = (c, r, s).
-template <int BM, int BN, int BK, int DT>
-struct es_conv_fwd_problem {
-    static constexpr bool MASK_A = true, MASK_B = false;
+// The three directions as implicit GEMMs (kernels/portable_kernels.h,
+// es_conv_ia / es_conv_ib / es_conv_ifinish), group blockIdx.z:
+//   forward:         rows (n, p, q), columns k, t = (c, r, s)   (A masked)
+//   backward data:   rows (n, h, w), columns c, t = (k, r, s)   (A masked)
+//   backward filter: rows k, columns (c, r, s), t = (n, p, q)   (B masked)
+template <int BM, int BN, int BK, int DT, int DIR>
+struct es_conv_problem {
+    static constexpr bool MASK_A = DIR != 2, MASK_B = DIR == 2;
     const es_conv_args_t *c;
     int g;
-    __device__ long long rows() const { return (long long)c->n * c->p * c->q; }
-    __device__ long long cols() const { return c->k / c->groups; }
-    __device__ long long depth() const { return (long long)(c->c / c->groups) * c->r * c->s; }
+    __device__ long long rows() const { return es_conv_rows(c, DIR); }
+    __device__ long long cols() const { return es_conv_cols(c, DIR); }
+    __device__ long long depth() const { return es_conv_depth(c, DIR); }
     __device__ int reduce() const { return 1; }
-    __device__ void a_coords(int idx, int *r, int *t) const { *r = idx % BM, *t = idx / BM; }
+    __device__ void a_coords(int idx, int *r, int *t) const
+    {
+        if (DIR == 2) {
+            *t = idx % BK, *r = idx / BK;
+        } else {
+            *r = idx % BM, *t = idx / BM;
+        }
+    }
     __device__ void b_coords(int idx, int *t, int *col) const { *t = idx % BK, *col = idx / BK; }
     __device__ int a(long long row, long long t, float *v) const
     {
-        int q = (int)(row % c->q), p = (int)(row / c->q % c->p), n = (int)(row / c->q / c->p);
-        int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r), cc = (int)(t / c->s / c->r);
-        int hh = p * c->u - c->pad_h + rr * c->dil_h, ww = q * c->v - c->pad_w + ss * c->dil_w;
-        if (hh < 0 || hh >= c->h || ww < 0 || ww >= c->w)
-            return 0;
-        long long ch = (long long)g * (c->c / c->groups) + cc;
-        *v = es_ld(c->in0, n * c->xs_n + ch * c->xs_c + hh * c->xs_h + ww * c->xs_w,
-                   DT >= 0 ? DT : c->t_in0);
-        return 1;
+        return es_conv_ia(c, DIR, g, row, t, DT >= 0 ? DT : c->t_in0, DT >= 0 ? DT : c->t_in1,
+                          v);
     }
     __device__ int b(long long t, long long col, float *v) const
     {
-        int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r), cc = (int)(t / c->s / c->r);
-        int fr = c->flip ? c->r - 1 - rr : rr, fs = c->flip ? c->s - 1 - ss : ss;
-        long long k = (long long)g * (c->k / c->groups) + col;
-        *v = es_ld(c->in1, k * c->ws_k + cc * c->ws_c + fr * c->ws_r + fs * c->ws_s,
-                   DT >= 0 ? DT : c->t_in1);
-        return 1;
+        return es_conv_ib(c, DIR, g, t, col, DT >= 0 ? DT : c->t_in0, DT >= 0 ? DT : c->t_in1,
+                          v);
     }
     __device__ void finish(long long row, long long col, float acc) const
     {
-        long long q = row % c->q, p = row / c->q % c->p, n = row / c->q / c->p;
-        es_conv_fwd_finish(c, n, (long long)g * (c->k / c->groups) + col, p, q, acc);
+        es_conv_ifinish(c, DIR, g, row, col, acc);
     }
 };
 
-// Backward data: rows (n, h, w), columns c of group blockIdx.z, t = (k, r, s).
-template <int BM, int BN, int BK, int DT>
-struct es_conv_bwd_data_problem {
-    static constexpr bool MASK_A = true, MASK_B = false;
-    const es_conv_args_t *c;
-    int g;
-    __device__ long long rows() const { return (long long)c->n * c->h * c->w; }
-    __device__ long long cols() const { return c->c / c->groups; }
-    __device__ long long depth() const { return (long long)(c->k / c->groups) * c->r * c->s; }
-    __device__ int reduce() const { return 1; }
-    __device__ void a_coords(int idx, int *r, int *t) const { *r = idx % BM, *t = idx / BM; }
-    __device__ void b_coords(int idx, int *t, int *col) const { *t = idx % BK, *col = idx / BK; }
-    __device__ int a(long long row, long long t, float *v) const
-    {
-        int w = (int)(row % c->w), h = (int)(row / c->w % c->h), n = (int)(row / c->w / c->h);
-        int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r), kk = (int)(t / c->s / c->r);
-        int th = h + c->pad_h - rr * c->dil_h, tw = w + c->pad_w - ss * c->dil_w;
-        if (th < 0 || th % c->u || th / c->u >= c->p || tw < 0 || tw % c->v || tw / c->v >= c->q)
-            return 0;
-        long long k = (long long)g * (c->k / c->groups) + kk;
-        long long o = n * c->ys_n + k * c->ys_k + (th / c->u) * c->ys_p + (tw / c->v) * c->ys_q;
-        *v = es_ld(c->in0, o, DT >= 0 ? DT : c->t_in0);
-        return 1;
-    }
-    __device__ int b(long long t, long long col, float *v) const
-    {
-        int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r), kk = (int)(t / c->s / c->r);
-        int fr = c->flip ? c->r - 1 - rr : rr, fs = c->flip ? c->s - 1 - ss : ss;
-        long long k = (long long)g * (c->k / c->groups) + kk;
-        *v = es_ld(c->in1, k * c->ws_k + col * c->ws_c + fr * c->ws_r + fs * c->ws_s,
-                   DT >= 0 ? DT : c->t_in1);
-        return 1;
-    }
-    __device__ void finish(long long row, long long col, float acc) const
-    {
-        long long w = row % c->w, h = row / c->w % c->h, n = row / c->w / c->h;
-        es_conv_bwd_data_finish(c, n, (long long)g * (c->c / c->groups) + col, h, w, acc);
-    }
-};
-
-// Backward filter: rows k of group blockIdx.z, columns (c, r, s) of the
-// filter, t = (n, p, q).
-template <int BM, int BN, int BK, int DT>
-struct es_conv_bwd_filter_problem {
-    static constexpr bool MASK_A = false, MASK_B = true;
-    const es_conv_args_t *c;
-    int g;
-    __device__ long long rows() const { return c->k / c->groups; }
-    __device__ long long cols() const { return (long long)(c->c / c->groups) * c->r * c->s; }
-    __device__ long long depth() const { return (long long)c->n * c->p * c->q; }
-    __device__ int reduce() const { return 1; }
-    __device__ void a_coords(int idx, int *r, int *t) const { *t = idx % BK, *r = idx / BK; }
-    __device__ void b_coords(int idx, int *t, int *col) const { *t = idx % BK, *col = idx / BK; }
-    __device__ int a(long long row, long long t, float *v) const
-    {
-        long long q = t % c->q, p = t / c->q % c->p, n = t / c->q / c->p;
-        long long k = (long long)g * (c->k / c->groups) + row;
-        *v = es_ld(c->in1, n * c->ys_n + k * c->ys_k + p * c->ys_p + q * c->ys_q,
-                   DT >= 0 ? DT : c->t_in1);
-        return 1;
-    }
-    __device__ int b(long long t, long long col, float *v) const
-    {
-        int q = (int)(t % c->q), p = (int)(t / c->q % c->p), n = (int)(t / c->q / c->p);
-        int fs = (int)(col % c->s), fr = (int)(col / c->s % c->r), cc = (int)(col / c->s / c->r);
-        int rr = c->flip ? c->r - 1 - fr : fr, ss = c->flip ? c->s - 1 - fs : fs;
-        int hh = p * c->u - c->pad_h + rr * c->dil_h, ww = q * c->v - c->pad_w + ss * c->dil_w;
-        if (hh < 0 || hh >= c->h || ww < 0 || ww >= c->w)
-            return 0;
-        long long ch = (long long)g * (c->c / c->groups) + cc;
-        *v = es_ld(c->in0, n * c->xs_n + ch * c->xs_c + hh * c->xs_h + ww * c->xs_w,
-                   DT >= 0 ? DT : c->t_in0);
-        return 1;
-    }
-    __device__ void finish(long long row, long long col, float acc) const
-    {
-        long long fs = col % c->s, fr = col / c->s % c->r, cc = col / c->s / c->r;
-        es_conv_bwd_filter_finish(c, (long long)g * (c->k / c->groups) + row, cc, fr, fs, acc);
-    }
-};
-
-#define ES_CONV_TILED(name, problem)                                                      \
+#define ES_CONV_TILED(name, DIR)                                                          \
     extern "C" __global__ void __launch_bounds__((ES_CONV_BM / ES_CONV_TM) *               \
                                                  (ES_CONV_BN / ES_CONV_TN)) CUCPU_HOT      \
     name(es_conv_args_t a)                                                                \
     {                                                                                     \
         if (a.t_in0 == ES_DT_F32 && a.t_in1 == ES_DT_F32) {                               \
-            problem<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_DT_F32> pb;                    \
+            es_conv_problem<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_DT_F32, DIR> pb;       \
             pb.c = &a;                                                                    \
             pb.g = (int)blockIdx.z;                                                       \
             es_tiled<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_CONV_TM, ES_CONV_TN>(pb);     \
         } else {                                                                          \
-            problem<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, -1> pb;                           \
+            es_conv_problem<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, -1, DIR> pb;              \
             pb.c = &a;                                                                    \
             pb.g = (int)blockIdx.z;                                                       \
             es_tiled<ES_CONV_BM, ES_CONV_BN, ES_CONV_BK, ES_CONV_TM, ES_CONV_TN>(pb);     \
@@ -375,9 +296,9 @@ struct es_conv_bwd_filter_problem {
     }                                                                                     \
     CUCPU_EXPORT(name)
 
-ES_CONV_TILED(es_conv_fwd_tiled, es_conv_fwd_problem)
-ES_CONV_TILED(es_conv_bwd_data_tiled, es_conv_bwd_data_problem)
-ES_CONV_TILED(es_conv_bwd_filter_tiled, es_conv_bwd_filter_problem)
+ES_CONV_TILED(es_conv_fwd_tiled, 0)
+ES_CONV_TILED(es_conv_bwd_data_tiled, 1)
+ES_CONV_TILED(es_conv_bwd_filter_tiled, 2)
 
 // ---- per-element reference kernels and the bias gradient --------------------------------
 
@@ -409,3 +330,260 @@ extern "C" __global__ void es_bgrad_portable(es_bgrad_args_t a)
         es_bgrad_elem(&a, x, blockIdx.y);
 }
 CUCPU_EXPORT(es_bgrad_portable)
+
+// ---- the int8 GEMM (EASYSCALE_D2_GEMM=int8) -----------------------------------------------
+//
+// The definition is kernels/d2int8_kernels.h's: per-row / per-column
+// power-of-two scales, operands rounded to 7 SA / 7 SB-bit integers and
+// cut into int8 slices, the slice products summed exactly on the integer
+// tensor cores (WMMA int8 fragments: sim/cucpu/wmma.h, CUDA's own
+// interface under nvcc), the exact 128-bit total rounded once to fp32,
+// then the fma path's finishing step. A block computes ES_I8_BM x ES_I8_BN
+// outputs with 4 warps; first each row's and column's exponent (its
+// largest finite magnitude, whole depth), then tile by tile the operands
+// quantised into shared memory as int8 slices ([slice][16-deep step][row
+// or column][16]: 256-bit aligned fragments, ldm 16) and multiplied, one
+// int32 accumulator per weight group g = s + t and warp (16 x 16 outputs);
+// every ES_I8_CHUNK terms the groups are stored to shared memory and
+// folded into each output's 128-bit total. Only integer sums: the result
+// does not depend on the tiling. (On simcuda a block's cost is mostly its
+// barriers: two for the exponents, two a tile, two a chunk.)
+
+#include "kernels/d2int8_kernels.h"
+#include "sim/cucpu/wmma.h"
+
+// The block's shared memory (one for every slice count: declared by the
+// kernel, not per instantiation).
+struct es_i8_smem {
+    signed char sa[ES_I8_SLICES_MAX][ES_I8_BK / 16][ES_I8_BM][16];
+    signed char sb[ES_I8_SLICES_MAX][ES_I8_BK / 16][ES_I8_BN][16];
+    int sacc[ES_I8_GROUPS][ES_I8_BM][ES_I8_BN];
+    unsigned smx[2][ES_I8_THREADS / ES_I8_BM][ES_I8_BM]; // largest finite magnitude | nonfinite
+    int sexp[2][ES_I8_BM], snf[2][ES_I8_BM];
+};
+
+namespace wm = nvcuda::wmma;
+typedef wm::fragment<wm::accumulator, 16, 16, 16, int> es_i8_acc_t;
+
+// The block's place: its first row and column, the problem's sizes, the
+// thread, and its warp's 16 x 16 outputs.
+struct es_i8_blk {
+    long long row0, col0, rows, cols, depth;
+    int tid, wr, wc;
+};
+
+// Step 1 for the block's rows and columns: each of PART threads a row
+// scans every PART-th term; their largest finite magnitudes and
+// non-finite flags (top bit) meet in shared memory.
+template <class P>
+__device__ __forceinline__ void es_i8_exponents(const P &pb, es_i8_smem &sm, const es_i8_blk &k)
+{
+    constexpr int BM = ES_I8_BM, PART = ES_I8_THREADS / ES_I8_BM;
+    const int v = k.tid % BM, part = k.tid / BM;
+    unsigned mx[2] = { 0, 0 }, nf[2] = { 0, 0 };
+    for (long long t = part; t < k.depth; t += PART) {
+        float x;
+        int ok[2] = { k.row0 + v < k.rows && pb.a(k.row0 + v, t, &x), 0 };
+        unsigned m = ok[0] ? es_i8_mag(x) : 0;
+        nf[0] |= m >= 0x7f800000u;
+        mx[0] = m < 0x7f800000u && m > mx[0] ? m : mx[0];
+        ok[1] = k.col0 + v < k.cols && pb.b(t, k.col0 + v, &x);
+        m = ok[1] ? es_i8_mag(x) : 0;
+        nf[1] |= m >= 0x7f800000u;
+        mx[1] = m < 0x7f800000u && m > mx[1] ? m : mx[1];
+    }
+    sm.smx[0][part][v] = mx[0] | nf[0] << 31;
+    sm.smx[1][part][v] = mx[1] | nf[1] << 31;
+    __syncthreads();
+    if (k.tid < 2 * BM) {
+        int side = k.tid / BM, w = k.tid % BM;
+        unsigned m = 0, f = 0;
+        for (int q = 0; q < PART; q++) {
+            unsigned u = sm.smx[side][q][w];
+            f |= u >> 31;
+            u &= 0x7fffffffu;
+            m = u > m ? u : m;
+        }
+        sm.sexp[side][w] = es_i8_exp(m);
+        sm.snf[side][w] = (int)f;
+    }
+    __syncthreads();
+}
+
+// Step 2 for the tile of terms [t0, t0 + BK) (none past cend): the
+// thread's share of A and B quantised and cut into slices in shared
+// memory (0 where there is no term).
+template <int SA, int SB, class P>
+__device__ __forceinline__ void es_i8_quantise(const P &pb, es_i8_smem &sm, const es_i8_blk &k,
+                                               long long t0, long long cend)
+{
+    constexpr int NT = ES_I8_THREADS;
+    for (int e = 0; e < ES_I8_BM * ES_I8_BK / NT; e++) {
+        int r, t, q = 0;
+        float x;
+        pb.a_coords(e * NT + k.tid, &r, &t);
+        if (k.row0 + r < k.rows && t0 + t < cend && pb.a(k.row0 + r, t0 + t, &x))
+            q = es_i8_quant(x, sm.sexp[0][r], SA);
+        for (int s = 0; s < SA; s++)
+            sm.sa[s][t / 16][r][t % 16] = es_i8_digit(q, s, SA);
+    }
+    for (int e = 0; e < ES_I8_BK * ES_I8_BN / NT; e++) {
+        int c, t, q = 0;
+        float x;
+        pb.b_coords(e * NT + k.tid, &t, &c);
+        if (k.col0 + c < k.cols && t0 + t < cend && pb.b(t0 + t, k.col0 + c, &x))
+            q = es_i8_quant(x, sm.sexp[1][c], SB);
+        for (int s = 0; s < SB; s++)
+            sm.sb[s][t / 16][c][t % 16] = es_i8_digit(q, s, SB);
+    }
+}
+
+// Step 3 for the tile: every slice pair's exact int8 MMA into the
+// accumulator of its weight group s + t.
+template <int SA, int SB>
+__device__ __forceinline__ void es_i8_mma(es_i8_smem &sm, const es_i8_blk &k, es_i8_acc_t *acc)
+{
+    for (int kb = 0; kb < ES_I8_BK / 16; kb++) {
+        wm::fragment<wm::matrix_a, 16, 16, 16, signed char, wm::row_major> fa[SA];
+        wm::fragment<wm::matrix_b, 16, 16, 16, signed char, wm::col_major> fb[SB];
+        for (int s = 0; s < SA; s++)
+            wm::load_matrix_sync(fa[s], &sm.sa[s][kb][k.wr][0], 16);
+        for (int s = 0; s < SB; s++)
+            wm::load_matrix_sync(fb[s], &sm.sb[s][kb][k.wc][0], 16);
+        for (int s = 0; s < SA; s++)
+            for (int u = 0; u < SB; u++)
+                wm::mma_sync(acc[s + u], fa[s], fb[u], acc[s + u]);
+    }
+}
+
+// The chunk's G groups folded into the thread's 128-bit totals (its
+// outputs: idx = o NT + tid, row idx % BM, column idx / BM), weight
+// 2^(7 (G - 1 - g)).
+template <int G>
+__device__ __forceinline__ void es_i8_fold(es_i8_smem &sm, const es_i8_blk &k,
+                                           const es_i8_acc_t *acc, es_i128_t *tot)
+{
+    constexpr int NT = ES_I8_THREADS, OUT = ES_I8_BM * ES_I8_BN / NT;
+    for (int g = 0; g < G; g++)
+        wm::store_matrix_sync(&sm.sacc[g][k.wr][k.wc], acc[g], ES_I8_BN, wm::mem_row_major);
+    __syncthreads();
+    for (int g = 0; g < G; g++) {
+        const es_i128_t w = (es_i128_t)1 << (ES_I8_DIGIT * (G - 1 - g));
+        for (int o = 0; o < OUT; o++) {
+            int idx = o * NT + k.tid;
+            tot[o] += (es_i128_t)sm.sacc[g][idx % ES_I8_BM][idx / ES_I8_BM] * w;
+        }
+    }
+    __syncthreads();
+}
+
+// Steps 4 to 6 and the finishing step of the thread's outputs.
+template <int SA, int SB, class P>
+__device__ __forceinline__ void es_i8_finish(const P &pb, const es_i8_smem &sm,
+                                             const es_i8_blk &k, const es_i128_t *tot)
+{
+    constexpr int NT = ES_I8_THREADS, OUT = ES_I8_BM * ES_I8_BN / NT;
+    for (int o = 0; o < OUT; o++) {
+        int idx = o * NT + k.tid, r = idx % ES_I8_BM, c = idx / ES_I8_BM;
+        long long i = k.row0 + r, j = k.col0 + c;
+        if (i >= k.rows || j >= k.cols)
+            continue;
+        float v = es_i8_to_f32(tot[o], sm.sexp[0][r] + sm.sexp[1][c] - ES_I8_DIGIT * (SA + SB));
+        if (k.depth && (sm.snf[0][r] || sm.snf[1][c])) {
+            int st = 0;
+            for (long long t = 0; t < k.depth; t++) {
+                float x, y;
+                if (pb.a(i, t, &x) && pb.b(t, j, &y))
+                    st = es_i8_sp_add(st, x, y);
+            }
+            es_i8_sp_value(st, &v);
+        }
+        pb.finish(i, j, v);
+    }
+}
+
+// The engine: a block's ES_I8_BM x ES_I8_BN outputs of problem pb (the
+// interface of es_tiled's problems), SA and SB slices a side.
+template <int SA, int SB, class P>
+__device__ __forceinline__ void es_int8_tiled(const P &pb, es_i8_smem &sm)
+{
+    constexpr int BM = ES_I8_BM, BN = ES_I8_BN, BK = ES_I8_BK, NT = ES_I8_THREADS;
+    constexpr int G = SA + SB - 1, OUT = BM * BN / NT;
+    static_assert(BM == BN && NT % BM == 0 && BM * BK % NT == 0 && NT == 32 * (BM / 16) *
+                  (BN / 16) && G <= ES_I8_GROUPS, "int8 tile shape");
+    es_i8_blk k;
+    k.tid = (int)(threadIdx.y * blockDim.x + threadIdx.x);
+    k.wr = (k.tid / 32 % 2) * 16, k.wc = (k.tid / 32 / 2) * 16;
+    k.row0 = (long long)blockIdx.x * BM, k.col0 = (long long)blockIdx.y * BN;
+    k.rows = pb.rows(), k.cols = pb.cols(), k.depth = pb.reduce() ? pb.depth() : 0;
+    es_i128_t tot[OUT];
+    for (int o = 0; o < OUT; o++)
+        tot[o] = 0;
+    es_i8_exponents(pb, sm, k);
+    es_i8_acc_t acc[G];
+    for (long long c0 = 0; c0 < k.depth; c0 += ES_I8_CHUNK) {
+        const long long cend = k.depth - c0 < ES_I8_CHUNK ? k.depth : c0 + ES_I8_CHUNK;
+        for (int g = 0; g < G; g++)
+            wm::fill_fragment(acc[g], 0);
+        for (long long t0 = c0; t0 < cend; t0 += BK) {
+            es_i8_quantise<SA, SB>(pb, sm, k, t0, cend);
+            __syncthreads();
+            es_i8_mma<SA, SB>(sm, k, acc);
+            __syncthreads();
+        }
+        es_i8_fold<G>(sm, k, acc, tot);
+    }
+    es_i8_finish<SA, SB>(pb, sm, k, tot);
+}
+
+template <int SA, int SB>
+__device__ __forceinline__ void es_gemm_int8_run(const es_gemm_args_t *a, es_i8_smem &sm)
+{
+    if (a->at == ES_DT_F32 && a->bt == ES_DT_F32) {
+        es_gemm_problem<ES_I8_BM, ES_I8_BN, ES_I8_BK, ES_DT_F32> pb;
+        pb.g = a;
+        pb.batch = blockIdx.z;
+        es_int8_tiled<SA, SB>(pb, sm);
+    } else {
+        es_gemm_problem<ES_I8_BM, ES_I8_BN, ES_I8_BK, -1> pb;
+        pb.g = a;
+        pb.batch = blockIdx.z;
+        es_int8_tiled<SA, SB>(pb, sm);
+    }
+}
+
+// Blocks of ES_I8_THREADS threads (any shape), grid (m tiles, n tiles, batch).
+extern "C" __global__ void __launch_bounds__(ES_I8_THREADS) CUCPU_HOT
+es_gemm_int8(es_gemm_args_t a)
+{
+    __shared__ __align__(32) es_i8_smem sm;
+    // every type has ES_I8_SLICES_MAX slices (es_i8_slices)
+    es_gemm_int8_run<ES_I8_SLICES_MAX, ES_I8_SLICES_MAX>(&a, sm);
+}
+CUCPU_EXPORT(es_gemm_int8)
+
+// The convolutions on the int8 path: the same implicit GEMMs (es_conv_problem),
+// rows and columns scaled as the GEMM's (a row's exponent over its taps
+// inside the image), grid (row tiles, column tiles, groups).
+#define ES_CONV_INT8(name, DIR)                                                           \
+    extern "C" __global__ void __launch_bounds__(ES_I8_THREADS) CUCPU_HOT                 \
+    name(es_conv_args_t a)                                                                \
+    {                                                                                     \
+        __shared__ __align__(32) es_i8_smem sm;                                           \
+        if (a.t_in0 == ES_DT_F32 && a.t_in1 == ES_DT_F32) {                               \
+            es_conv_problem<ES_I8_BM, ES_I8_BN, ES_I8_BK, ES_DT_F32, DIR> pb;             \
+            pb.c = &a;                                                                    \
+            pb.g = (int)blockIdx.z;                                                       \
+            es_int8_tiled<ES_I8_SLICES_MAX, ES_I8_SLICES_MAX>(pb, sm);                    \
+        } else {                                                                          \
+            es_conv_problem<ES_I8_BM, ES_I8_BN, ES_I8_BK, -1, DIR> pb;                    \
+            pb.c = &a;                                                                    \
+            pb.g = (int)blockIdx.z;                                                       \
+            es_int8_tiled<ES_I8_SLICES_MAX, ES_I8_SLICES_MAX>(pb, sm);                    \
+        }                                                                                 \
+    }                                                                                     \
+    CUCPU_EXPORT(name)
+
+ES_CONV_INT8(es_conv_fwd_int8, 0)
+ES_CONV_INT8(es_conv_bwd_data_int8, 1)
+ES_CONV_INT8(es_conv_bwd_filter_int8, 2)

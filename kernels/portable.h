@@ -28,6 +28,10 @@ enum es_portable_kernel {
     ES_K_REF_CONV_FWD,
     ES_K_REF_CONV_BWD_DATA,
     ES_K_REF_CONV_BWD_FILTER,
+    ES_K_GEMM_I8,      /* the int8 GEMM (kernels/d2int8_kernels.h) */
+    ES_K_CONV_FWD_I8,  /* the int8 implicit-GEMM convolutions */
+    ES_K_CONV_BWD_DATA_I8,
+    ES_K_CONV_BWD_FILTER_I8,
     ES_K_COUNT
 };
 

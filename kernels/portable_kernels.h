@@ -311,6 +311,116 @@ ES_HD void es_conv_bwd_filter_finish(const es_conv_args_t *a, long long k, long 
     es_st(a->out, o, a->t_out, es_blend(a->out, o, a->t_out, a->alpha, acc, a->beta));
 }
 
+/* ---- convolutions as implicit GEMMs --------------------------------------------------
+ * The tiled kernels' view (kernels/portable.cu) and the int8 path's
+ * (kernels/d2int8_kernels.h), per group g (dir: ES_CONV_FWD 0,
+ * ES_CONV_BWD_DATA 1, ES_CONV_BWD_FILTER 2):
+ *   forward:         rows (n, p, q), columns k of the group, t = (c of the group, r, s)
+ *   backward data:   rows (n, h, w), columns c of the group, t = (k of the group, r, s)
+ *   backward filter: rows k of the group, columns (c of the group, r, s), t = (n, p, q)
+ * es_conv_ia(row, t) and es_conv_ib(t, col) load the operands (x / dy /
+ * w by direction) as types t0 (in0) and t1 (in1), returning 0 for a term
+ * the reference skips (a tap outside the image); es_conv_ifinish is the
+ * reference's finishing step of output (row, col). */
+ES_HD long long es_conv_rows(const es_conv_args_t *c, int dir)
+{
+    return dir == 0 ? (long long)c->n * c->p * c->q
+                    : dir == 1 ? (long long)c->n * c->h * c->w : c->k / c->groups;
+}
+
+ES_HD long long es_conv_cols(const es_conv_args_t *c, int dir)
+{
+    return dir == 0 ? c->k / c->groups
+                    : dir == 1 ? c->c / c->groups : (long long)(c->c / c->groups) * c->r * c->s;
+}
+
+ES_HD long long es_conv_depth(const es_conv_args_t *c, int dir)
+{
+    return dir == 0 ? (long long)(c->c / c->groups) * c->r * c->s
+                    : dir == 1 ? (long long)(c->k / c->groups) * c->r * c->s
+                               : (long long)c->n * c->p * c->q;
+}
+
+/* x at (n, channel cc of group g, output position (p, q), filter tap (rr, ss)
+ * unflipped): 0 outside the image. */
+ES_HD int es_conv_x_at(const es_conv_args_t *c, int g, long long n, long long cc, long long p,
+                       long long q, int rr, int ss, int t0, float *v)
+{
+    long long hh = p * c->u - c->pad_h + (long long)rr * c->dil_h;
+    long long ww = q * c->v - c->pad_w + (long long)ss * c->dil_w;
+    if (hh < 0 || hh >= c->h || ww < 0 || ww >= c->w)
+        return 0;
+    long long ch = (long long)g * (c->c / c->groups) + cc;
+    *v = es_ld(c->in0, n * c->xs_n + ch * c->xs_c + hh * c->xs_h + ww * c->xs_w, t0);
+    return 1;
+}
+
+/* w at (k of group g, channel cc of the group, tap (rr, ss) unflipped). */
+ES_HD float es_conv_w_at(const es_conv_args_t *c, int g, long long kk, long long cc, int rr,
+                         int ss, int t1)
+{
+    int fr = c->flip ? c->r - 1 - rr : rr, fs = c->flip ? c->s - 1 - ss : ss;
+    long long k = (long long)g * (c->k / c->groups) + kk;
+    return es_ld(c->in1, k * c->ws_k + cc * c->ws_c + fr * c->ws_r + fs * c->ws_s, t1);
+}
+
+ES_HD int es_conv_ia(const es_conv_args_t *c, int dir, int g, long long row, long long t, int t0,
+                     int t1, float *v)
+{
+    int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r);
+    if (dir == 0) {
+        long long q = row % c->q, p = row / c->q % c->p, n = row / c->q / c->p;
+        return es_conv_x_at(c, g, n, t / c->s / c->r, p, q, rr, ss, t0, v);
+    }
+    if (dir == 1) {
+        int w = (int)(row % c->w), h = (int)(row / c->w % c->h), n = (int)(row / c->w / c->h);
+        int kk = (int)(t / c->s / c->r);
+        int th = h + c->pad_h - rr * c->dil_h, tw = w + c->pad_w - ss * c->dil_w;
+        if (th < 0 || th % c->u || th / c->u >= c->p || tw < 0 || tw % c->v || tw / c->v >= c->q)
+            return 0;
+        long long k = (long long)g * (c->k / c->groups) + kk;
+        long long o = n * c->ys_n + k * c->ys_k + (th / c->u) * c->ys_p + (tw / c->v) * c->ys_q;
+        *v = es_ld(c->in0, o, t0);
+        return 1;
+    }
+    long long q = t % c->q, p = t / c->q % c->p, n = t / c->q / c->p;
+    long long k = (long long)g * (c->k / c->groups) + row;
+    *v = es_ld(c->in1, n * c->ys_n + k * c->ys_k + p * c->ys_p + q * c->ys_q, t1);
+    return 1;
+}
+
+ES_HD int es_conv_ib(const es_conv_args_t *c, int dir, int g, long long t, long long col, int t0,
+                     int t1, float *v)
+{
+    if (dir == 0 || dir == 1) {
+        int ss = (int)(t % c->s), rr = (int)(t / c->s % c->r);
+        long long it = t / c->s / c->r; /* c (forward) or k (backward data) of the group */
+        *v = dir == 0 ? es_conv_w_at(c, g, col, it, rr, ss, t1)
+                      : es_conv_w_at(c, g, it, col, rr, ss, t1);
+        return 1;
+    }
+    long long q = t % c->q, p = t / c->q % c->p, n = t / c->q / c->p;
+    int fs = (int)(col % c->s), fr = (int)(col / c->s % c->r);
+    long long cc = col / c->s / c->r;
+    int rr = c->flip ? c->r - 1 - fr : fr, ss = c->flip ? c->s - 1 - fs : fs;
+    return es_conv_x_at(c, g, n, cc, p, q, rr, ss, t0, v);
+}
+
+ES_HD void es_conv_ifinish(const es_conv_args_t *c, int dir, int g, long long row,
+                           long long col, float acc)
+{
+    if (dir == 0) {
+        long long q = row % c->q, p = row / c->q % c->p, n = row / c->q / c->p;
+        es_conv_fwd_finish(c, n, (long long)g * (c->k / c->groups) + col, p, q, acc);
+    } else if (dir == 1) {
+        long long w = row % c->w, h = row / c->w % c->h, n = row / c->w / c->h;
+        es_conv_bwd_data_finish(c, n, (long long)g * (c->c / c->groups) + col, h, w, acc);
+    } else {
+        long long fs = col % c->s, fr = col / c->s % c->r, cc = col / c->s / c->r;
+        es_conv_bwd_filter_finish(c, (long long)g * (c->k / c->groups) + row, cc, fr, fs, acc);
+    }
+}
+
 ES_HD void es_conv_fwd_elem(const es_conv_args_t *a, long long idx)
 {
     int q = (int)(idx % a->q);

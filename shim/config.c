@@ -9,6 +9,8 @@
  *   EASYSCALE_AUDIT            off | warn | strict      (default warn)
  *   EASYSCALE_CANONICAL_DEVICE comma-separated GPU models (checked by
  *                              device/device.c; used in d2)
+ *   EASYSCALE_D2_GEMM          int8 | fma: d2's GEMM kernels (kernels/gemm.h;
+ *                              docs/D2-GEMM.md)          (default int8)
  *   EASYSCALE_MOVE             off | on | nomem | nolib  (default on at d1/d2, off at off)
  *   EASYSCALE_MOVE_TIMEOUT     seconds a move waits for the other threads, 1..3600 (60)
  *   EASYSCALE_MOVE_SIGNAL      off, or the signal that requests a move: SIGUSR1,
@@ -300,6 +302,7 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
     static const char *const onoff[] = { "off", "on" };
     static const char *const colls[] = { "nccl", "virtual" };
     static const char *const tps[] = { "auto", "device", "host", "nccl" };
+    static const char *const d2gemms[] = { "int8", "fma" };
     es_config_t c = { .determinism = ES_DET_D1, .log_level = ES_LOG_WARN, .log_fd = 2,
                       .audit = ES_AUDIT_MODE_WARN, .move_timeout_s = 60, .swap_streams = 4,
                       .swap_sums = 1, .coll_timeout_s = 30 };
@@ -331,6 +334,9 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
         }
         strcpy(c.canonical, v);
     }
+    if ((v = getenv("EASYSCALE_D2_GEMM")) != NULL &&
+        (rc = es_pick("EASYSCALE_D2_GEMM", v, d2gemms, 2, &c.d2_gemm, msg, msglen)) < 0)
+        goto out;
     c.collectives = c.determinism == ES_DET_OFF ? ES_COLL_NCCL : ES_COLL_VIRTUAL;
     if ((v = getenv("EASYSCALE_COLLECTIVES")) != NULL &&
         (rc = es_pick("EASYSCALE_COLLECTIVES", v, colls, 2, &c.collectives, msg, msglen)) < 0)

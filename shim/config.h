@@ -16,6 +16,9 @@ enum es_coll_mode { ES_COLL_NCCL = 0, ES_COLL_VIRTUAL = 1 };
 /* EASYSCALE_COLL_TRANSPORT: how the ESTs of a communicator move data. */
 enum es_coll_transport { ES_COLL_TP_AUTO = 0, ES_COLL_TP_DEVICE = 1, ES_COLL_TP_HOST = 2,
                          ES_COLL_TP_NCCL = 3 };
+/* EASYSCALE_D2_GEMM: d2's GEMM kernels (kernels/gemm.h, docs/D2-GEMM.md):
+ * the int8 GEMM (integer tensor cores) or the fp32 fma chains. */
+enum es_d2_gemm { ES_D2_GEMM_INT8 = 0, ES_D2_GEMM_FMA = 1 };
 
 #define ES_CFG_HOLD_MAX 256 /* steps in EASYSCALE_HOLD_STEPS */
 
@@ -26,6 +29,7 @@ typedef struct es_config {
     int stats;               /* count calls per wrapped function (log=debug) */
     int audit;               /* enum es_audit_mode (EASYSCALE_AUDIT) */
     char canonical[128];     /* EASYSCALE_CANONICAL_DEVICE as given ("" unset) */
+    int d2_gemm;             /* enum es_d2_gemm (EASYSCALE_D2_GEMM; used in d2) */
     /* moving ESTs (docs/MOVING.md) */
     int move;                /* enum es_move_mode (EASYSCALE_MOVE) */
     int move_timeout_s;      /* EASYSCALE_MOVE_TIMEOUT */

@@ -515,6 +515,34 @@ static void test_run_env(void **state)
     if (!strstr(r.out, "[0] C a100,b200\n") && !strstr(r.out, "[0] C b200,a100\n"))
         fail_msg("no canonical device a100,b200 in:\n%s", r.out);
     es_proc_result_free(&r);
+
+    /* d2's GEMM path: one value for every EST, int8 unless the job's
+     * environment says fma; any other value is refused before an EST
+     * starts (exit 2, named) */
+    static const char *const paths[][2] = { { NULL, "int8" }, { "EASYSCALE_D2_GEMM=fma", "fma" },
+                                             { "EASYSCALE_D2_GEMM=int8", "int8" } };
+    for (int i = 0; i < 3; i++) {
+        char *env3[] = { "SIMCUDA_DEVICES=a100:8G,t4:8G", "EASYSCALE_CANONICAL_DEVICE=",
+                         (char *)paths[i][0], NULL };
+        assert_int_equal(ctl(&r, env3, "run", "--ests", "2", "--determinism", "d2", "--socket",
+                             sock, "--progress", "off", "--", "sh", "-c",
+                             "echo \"G $EASYSCALE_D2_GEMM\"", NULL),
+                         0);
+        for (int k = 0; k < 2; k++) {
+            char want[64];
+            snprintf(want, sizeof(want), "[%d] G %s\n", k, paths[i][1]);
+            if (!strstr(r.out, want))
+                fail_msg("missing \"%s\" in:\n%s", want, r.out);
+        }
+        es_proc_result_free(&r);
+    }
+    char *env4[] = { "SIMCUDA_DEVICES=a100:8G", "EASYSCALE_D2_GEMM=int4", NULL };
+    assert_int_equal(ctl(&r, env4, "run", "--ests", "1", "--determinism", "d2", "--socket", sock,
+                         "--progress", "off", "--", "sh", "-c", "echo started", NULL),
+                     2);
+    assert_non_null(strstr(r.out, "EASYSCALE_D2_GEMM=\"int4\" is not valid"));
+    assert_null(strstr(r.out, "started"));
+    es_proc_result_free(&r);
 }
 
 static void test_run_failure(void **state)

@@ -21,6 +21,9 @@
  *    a T4 agree, at off they do not; at d1 two runs on the T4 model
  *    agree with no deterministic knob set by the application, at off they
  *    do not;
+ *  - d2's two GEMM paths (EASYSCALE_D2_GEMM): int8 (the default) and fma
+ *    on an A100 and a T4 give different checksums (they round
+ *    differently) and loss curves within D2P_TOL of each other;
  *  - placement: 4 and 8 ESTs on fewer GPUs under the shim give one
  *    checksum, on the three transports of the virtual collectives (the
  *    NCCL carriers: 4 ESTs on 4, 2, 1 GPUs, 8 on 4 and 2), and 4 ESTs
@@ -673,6 +676,49 @@ static void test_shim_d2_across_models(void **state)
     two_runs(a_off, t_off, 1, 0);
 }
 
+/* d2's GEMM paths on the trainer, an A100 and a T4 (canonical device of
+ * both): int8 (the default; its cross-model checksum is test_shim_d2_*
+ * and the placement tests') and fma. Their checksums differ (negative
+ * control: the int8 definition rounds each GEMM and convolution once from
+ * an exact sum of 28-bit operands, the fma path k times in fp32) and
+ * their loss curves agree within D2P_TOL (the printed losses have 4
+ * decimals; both paths' GEMMs are within about 1e-6 of the exact sums on
+ * the trainer's data, so 30 steps move the loss by far less than a
+ * learning-rate change of 1 %, which the world-size test shows is above
+ * 1e-3). */
+#define D2P_ARGS "--steps", "30", "--batch", "16", "--log-every", "10", "--test-samples", "32"
+#define D2P_TOL 1e-3
+
+static void test_d2_int8_vs_fma(void **state)
+{
+    (void)state;
+    char pre[1200];
+    shim_preload(pre, sizeof pre);
+    char *e8[] = {"SIMCUDA_DEVICES=a100:8G,t4:8G", "CUBLAS_WORKSPACE_CONFIG=", pre,
+                  "EASYSCALE_DETERMINISM=d2", "EASYSCALE_CANONICAL_DEVICE=a100,t4",
+                  "EASYSCALE_D2_GEMM=int8", NULL};
+    char *ef[] = {"SIMCUDA_DEVICES=a100:8G,t4:8G", "CUBLAS_WORKSPACE_CONFIG=", pre,
+                  "EASYSCALE_DETERMINISM=d2", "EASYSCALE_CANONICAL_DEVICE=a100,t4",
+                  "EASYSCALE_D2_GEMM=fma", NULL};
+    job_t a, b;
+    double ca[8], cb[8];
+    run_job(&a, 2, NULL, e8, D2P_ARGS, NULL);
+    assert_ok_job(&a, 2);
+    run_job(&b, 2, NULL, ef, D2P_ARGS, NULL);
+    assert_ok_job(&b, 2);
+    int na = loss_curve(a.out, ca, 8), nb = loss_curve(b.out, cb, 8);
+    assert_int_equal(na, 3);
+    assert_int_equal(nb, 3);
+    for (int i = 0; i < 3; i++) {
+        fprintf(stderr, "note: loss at step %d: int8 %.4f, fma %.4f\n", 10 * (i + 1), ca[i],
+                cb[i]);
+        assert_true(fabs(ca[i] - cb[i]) <= D2P_TOL);
+    }
+    assert_string_not_equal(a.sum, b.sum);
+    job_free(&a);
+    job_free(&b);
+}
+
 /* The shim at d1 (the default level) on one GPU model, the application
  * asking for nothing deterministic from the libraries (no
  * CUBLAS_WORKSPACE_CONFIG, cuDNN's heuristic choice, a copy stream beside
@@ -1032,6 +1078,7 @@ int main(void)
         cmocka_unit_test(test_placement_d2_mixes),
     };
     const struct CMUnitTest placement2[] = {
+        cmocka_unit_test(test_d2_int8_vs_fma),
         cmocka_unit_test(test_placement_transports),
         cmocka_unit_test(test_placement_nccl),
         cmocka_unit_test(test_placement_chaos),

@@ -200,7 +200,8 @@ static void test_d1_run_to_run(void **state)
 }
 
 /* d2: every backend graph (the fused one included) gives the same bits on
- * a100, t4 and h100, equal to the portable order computed on the host;
+ * a100, t4 and h100, equal to d2's result computed on the host (the int8
+ * definition's reference, d2's default path: kernels/d2int8.c);
  * d1 (and off) differ across models. */
 static void test_d2_backend_across_models(void **state)
 {
@@ -234,7 +235,7 @@ static void test_d2_backend_across_models(void **state)
 
 /* Half precision: fp16 and bf16 graphs (fp32 compute, PyTorch's
  * autocast convolutions) run on the portable kernels in d2, the same bits
- * on a100, t4 and h100 and equal to the portable order on the host; the
+ * on a100, t4 and h100 and equal to d2's result on the host; the
  * fused graph within the 16-bit output's rounding of an fp64 reference.
  * Negative control: without the shim simcuda's engines (16-bit data widened,
  * fp32 engines, rounded) give different bits on a100 and t4 (for some

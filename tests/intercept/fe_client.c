@@ -29,8 +29,9 @@
  *   fe_client view DEV [det]   the heuristics as the frontend sees them
  *   fe_client run DEV [det]    plans of every direction (and the fused
  *                              graph) built and executed the frontend's way;
- *                              hashes, and the portable order computed on
- *                              the host
+ *                              hashes, and d2's result computed on the
+ *                              host (the reference of the path
+ *                              EASYSCALE_D2_GEMM names: int8 unless fma)
  *   fe_client bench DEV [det]  benchmark mode: every candidate plan
  *                              executed, the distinct engines and results
  * det: PyTorch's deterministic mode (nondeterministic engines filtered by
@@ -48,6 +49,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/d2int8.h"
 #include "kernels/portable_kernels.h"
 
 #include "../clients/ck.h"
@@ -512,7 +514,8 @@ static uint64_t run_plan(cudnnHandle_t h, const plan_t *p, int dir, bufs_t *d, f
     return dl_hash(out, nout, keep);
 }
 
-/* The portable order on the host (kernels/portable_kernels.h). */
+/* d2's result on the host: the int8 definition's reference or the fma
+ * order (kernels/d2int8.c, es_d2int8_ref_conv_path). */
 static uint64_t reference(int dir, const bufs_t *d, float alpha2)
 {
     es_conv_args_t a = {
@@ -527,30 +530,29 @@ static uint64_t reference(int dir, const bufs_t *d, float alpha2)
     size_t n = dir == DIR_DATA ? d->nx : dir == DIR_FILTER ? d->nw : d->ny;
     void *out = calloc(n, g_esz);
     a.out = out;
-    for (long long i = 0; i < (long long)n; i++) {
-        switch (dir) {
-        case DIR_DATA:
-            a.in0 = d->ty, a.in1 = d->tw;
-            es_conv_bwd_data_elem(&a, i);
-            break;
-        case DIR_FILTER:
-            a.in0 = d->tx, a.in1 = d->ty;
-            es_conv_bwd_filter_elem(&a, i);
-            break;
-        default:
-            a.in0 = d->tx, a.in1 = d->tw;
-            if (dir == DIR_FUSED) {
-                a.nep = 3;
-                a.ep[0] = (es_ep_t){ .op = ES_EP_ADD, .dt = g_es_dt, .a1 = 1.0f, .a2 = alpha2,
-                                     .b = d->tz, .bs_n = a.ys_n, .bs_k = a.ys_k, .bs_p = a.ys_p,
-                                     .bs_q = 1 };
-                a.ep[1] = (es_ep_t){ .op = ES_EP_ADD, .dt = g_es_dt, .a1 = 1.0f, .a2 = 1.0f,
-                                     .b = d->tb, .bs_k = 1 };
-                a.ep[2] = (es_ep_t){ .op = ES_EP_RELU };
-            }
-            es_conv_fwd_elem(&a, i);
-            break;
+    (void)n;
+    switch (dir) {
+    case DIR_DATA:
+        a.in0 = d->ty, a.in1 = d->tw;
+        CK(es_d2int8_ref_conv_path(1, &a, es_d2int8_env_int8()));
+        break;
+    case DIR_FILTER:
+        a.in0 = d->tx, a.in1 = d->ty;
+        CK(es_d2int8_ref_conv_path(2, &a, es_d2int8_env_int8()));
+        break;
+    default:
+        a.in0 = d->tx, a.in1 = d->tw;
+        if (dir == DIR_FUSED) {
+            a.nep = 3;
+            a.ep[0] = (es_ep_t){ .op = ES_EP_ADD, .dt = g_es_dt, .a1 = 1.0f, .a2 = alpha2,
+                                 .b = d->tz, .bs_n = a.ys_n, .bs_k = a.ys_k, .bs_p = a.ys_p,
+                                 .bs_q = 1 };
+            a.ep[1] = (es_ep_t){ .op = ES_EP_ADD, .dt = g_es_dt, .a1 = 1.0f, .a2 = 1.0f,
+                                 .b = d->tb, .bs_k = 1 };
+            a.ep[2] = (es_ep_t){ .op = ES_EP_RELU };
         }
+        CK(es_d2int8_ref_conv_path(0, &a, es_d2int8_env_int8()));
+        break;
     }
     uint64_t r = hash(out, n * g_esz);
     free(out);

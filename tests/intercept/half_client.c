@@ -6,8 +6,9 @@
  *                         A = B in fp16 / bf16, C in the same type or fp32,
  *                         CUBLAS_COMPUTE_32F (PyTorch's at::cuda::blas::gemm
  *                         for Half / BFloat16), both transposes:
- *                         "gemm NAME HASH" and the portable order on the
- *                         host "ref NAME HASH"
+ *                         "gemm NAME HASH" and d2's result on the host by
+ *                         the reference of the path EASYSCALE_D2_GEMM names
+ *                         (int8 by default, or fma) "ref NAME HASH"
  *   half_client conv DEV  cudnnConvolutionForward / BackwardData /
  *                         BackwardFilter on fp16 / bf16 NCHW tensors with a
  *                         CUDNN_DATA_FLOAT convolution (PyTorch's math type
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/d2int8.h"
 #include "kernels/portable_kernels.h"
 
 #include "../clients/ck.h"
@@ -128,15 +130,21 @@ static int mode_gemm(int dev)
                                           ldc, sc, c->batch, CUBLAS_COMPUTE_32F,
                                           CUBLAS_GEMM_DEFAULT));
         printf("gemm %s %016llx\n", c->name, (unsigned long long)down_hash(dc, nc * ec));
-        /* the portable order on the host: C = D */
+        /* d2's result on the host: C = D */
         es_gemm_args_t g = { .A = ha, .B = hb, .C = hc, .D = hc, .sA = sa, .sB = sb, .sC = sc,
                              .sD = sc, .ta = c->ta, .tb = c->tb, .m = M, .n = N, .k = K,
                              .lda = lda, .ldb = ldb, .ldc = ldc, .ldd = ldc, .at = at, .bt = at,
                              .ct = ct, .dt = ct, .alpha = alpha, .beta = beta };
-        for (int b = 0; b < c->batch; b++)
-            for (int j = 0; j < N; j++)
-                for (int i = 0; i < M; i++)
-                    es_gemm_elem(&g, i, j, b);
+        /* the reference of the path EASYSCALE_D2_GEMM names (int8 when unset) */
+        const char *path = getenv("EASYSCALE_D2_GEMM");
+        if (!path || strcmp(path, "fma") != 0) {
+            CK(es_d2int8_ref_gemm(&g, c->batch));
+        } else {
+            for (int b = 0; b < c->batch; b++)
+                for (int j = 0; j < N; j++)
+                    for (int i = 0; i < M; i++)
+                        es_gemm_elem(&g, i, j, b);
+        }
         printf("ref %s %016llx\n", c->name, (unsigned long long)hash(hc, nc * ec));
         CK(cuMemFree(da));
         CK(cuMemFree(db));
@@ -217,18 +225,9 @@ static int mode_conv(int dev)
             };
             void *out = calloc(n, 2);
             a.out = out;
-            for (long long i = 0; i < (long long)n; i++) {
-                if (dir == 0) {
-                    a.in0 = hx, a.in1 = hw;
-                    es_conv_fwd_elem(&a, i);
-                } else if (dir == 1) {
-                    a.in0 = hy, a.in1 = hw;
-                    es_conv_bwd_data_elem(&a, i);
-                } else {
-                    a.in0 = hx, a.in1 = hy;
-                    es_conv_bwd_filter_elem(&a, i);
-                }
-            }
+            a.in0 = dir == 1 ? hy : hx;
+            a.in1 = dir == 2 ? hy : hw;
+            CK(es_d2int8_ref_conv_path(dir, &a, es_d2int8_env_int8()));
             printf("ref %s_%s %016llx\n", dirs[dir], types[ti].name,
                    (unsigned long long)hash(out, n * 2));
             free(out);

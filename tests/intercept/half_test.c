@@ -3,9 +3,10 @@
  * cublasGemmStridedBatchedEx on fp16 / bf16 operands with fp32
  * accumulation, and the three cuDNN convolutions on fp16 / bf16 tensors
  * with an fp32 convolution type. d2 runs them on the portable kernels:
- * the same bits on a100, t4 and h100, equal to the portable order computed
- * on the host (kernels/portable_kernels.h: fixed per-element order, fp32
- * accumulation, one rounding to the output type). Negative controls:
+ * the same bits on a100, t4 and h100, equal to d2's result computed on
+ * the host (the int8 definition, kernels/d2int8_kernels.h, d2's default
+ * path, applied to the GEMMs and to the convolutions' implicit GEMMs; one
+ * rounding to the output type). Negative controls:
  * without the shim and with d1 simcuda's cuBLAS gives different bits on
  * a100 and t4 for these GEMMs (another kernel per architecture). simcuda's
  * legacy cuDNN has no 16-bit convolutions (it answers NOT_SUPPORTED; real

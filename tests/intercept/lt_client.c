@@ -7,8 +7,10 @@
  *   lt_client pt DEV     every epilogue PyTorch uses (bias, ReLU + bias,
  *                        GELU + bias, bias gradient, none) on fp32, fp16
  *                        and bf16, with strided batches: "case NAME HASH",
- *                        and the portable order computed on the host:
- *                        "ref NAME HASH"
+ *                        and d2's result computed on the host by the
+ *                        reference of the path EASYSCALE_D2_GEMM names
+ *                        (the int8 definition, the default, or the fma
+ *                        order): "ref NAME HASH"
  *   lt_client align DEV  the same GEMM on tensors 256-byte aligned and 32
  *                        bytes into their allocation, with a heuristic
  *                        query and with a NULL algorithm:
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/d2int8.h"
 #include "kernels/portable_kernels.h"
 
 #include "../clients/ck.h"
@@ -206,7 +209,7 @@ static uint64_t run_case(cublasLtHandle_t h, const lt_case_t *c, size_t off, int
     *ghash = hash(hg, (size_t)nbias * c->batch * esz(c->cd));
     g_err = exact_err(c, ha, hb, hbias, hd, hg);
     if (ref) {
-        /* the portable order on the host */
+        /* d2's result on the host */
         memset(hd, 0, nc * c->batch * esz(c->cd));
         es_gemm_args_t g = { .A = ha, .B = hb, .C = hd, .D = hd, .sA = (long long)na,
                              .sB = (long long)nb, .sC = (long long)nc, .sD = (long long)nc,
@@ -222,10 +225,16 @@ static uint64_t run_case(cublasLtHandle_t h, const lt_case_t *c, size_t off, int
             g.ep[g.nep++].op = ES_EP_RELU;
         if (c->epi == CUBLASLT_EPILOGUE_GELU_BIAS)
             g.ep[g.nep++].op = ES_EP_GELU;
-        for (int b = 0; b < c->batch; b++)
-            for (int j = 0; j < c->n; j++)
-                for (int i = 0; i < c->m; i++)
-                    es_gemm_elem(&g, i, j, b);
+        /* the reference of the path EASYSCALE_D2_GEMM names (int8 when unset) */
+        const char *path = getenv("EASYSCALE_D2_GEMM");
+        if (!path || strcmp(path, "fma") != 0) {
+            CK(es_d2int8_ref_gemm(&g, c->batch));
+        } else {
+            for (int b = 0; b < c->batch; b++)
+                for (int j = 0; j < c->n; j++)
+                    for (int i = 0; i < c->m; i++)
+                        es_gemm_elem(&g, i, j, b);
+        }
         *ref = hash(hd, nc * c->batch * esz(c->cd));
         if (bgrad) {
             es_bgrad_args_t bg = { .M = c->epi == CUBLASLT_EPILOGUE_BGRADA ? ha : hb, .g = hg,

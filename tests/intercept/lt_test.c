@@ -77,7 +77,8 @@ static void test_d1_alignment(void **state)
 
 /* d2: every case (bias, ReLU + bias, GELU + bias, bias gradients, fp32 /
  * fp16 / bf16, batched) has the same bits on a100, t4 and h100, equal to
- * the portable order computed on the host, and is correct; off and d1
+ * the int8 GEMM's definition (d2's default path; kernels/d2int8.c)
+ * computed on the host, and is correct; off and d1
  * differ across models and are correct too. */
 static void test_d2_across_models(void **state)
 {

@@ -26,24 +26,26 @@ TESTS += $(B)/tests/intercept_tsdefer_test
 # ---- clients -----------------------------------------------------------------
 # cudnn-frontend's call sequences (tests/intercept/dnn_test.c).
 $(B)/obj/tests/intercept/fe_client.o: CFLAGS += -ffp-contract=off
-$(B)/tests/intercept/fe_client: $(B)/obj/tests/intercept/fe_client.o $(ES_SIMLIBS)
+$(B)/tests/intercept/fe_client: $(B)/obj/tests/intercept/fe_client.o $(KERNELS_D2INT8_OBJ) \
+		$(ES_SIMLIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcudnn.so.9 -lm
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -l:libcuda.so.1 -l:libcudnn.so.9 -lm
 # cuBLASLt the way PyTorch calls it (tests/intercept/lt_test.c).
 $(B)/obj/tests/intercept/lt_client.o: CFLAGS += -ffp-contract=off
-$(B)/tests/intercept/lt_client: $(B)/obj/tests/intercept/lt_client.o $(B)/sim/libcublasLt.so.13 \
-		$(B)/sim/libcuda.so.1
+$(B)/tests/intercept/lt_client: $(B)/obj/tests/intercept/lt_client.o $(KERNELS_D2INT8_OBJ) \
+		$(B)/sim/libcublasLt.so.13 $(B)/sim/libcuda.so.1
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublasLt.so.13 -lm
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -l:libcuda.so.1 -l:libcublasLt.so.13 -lm
 # Library calls during a CUDA graph capture (tests/intercept/capture_test.c).
 $(B)/tests/intercept/cap_client: $(B)/obj/tests/intercept/cap_client.o $(ES_SIMLIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9
 # Half precision through the legacy APIs (tests/intercept/half_test.c).
 $(B)/obj/tests/intercept/half_client.o: CFLAGS += -ffp-contract=off
-$(B)/tests/intercept/half_client: $(B)/obj/tests/intercept/half_client.o $(ES_SIMLIBS)
+$(B)/tests/intercept/half_client: $(B)/obj/tests/intercept/half_client.o $(KERNELS_D2INT8_OBJ) \
+		$(ES_SIMLIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9 -lm
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9 -lm
 
 # ---- tests -------------------------------------------------------------------
 # The cuDNN backend API the way cudnn-frontend and PyTorch drive it.

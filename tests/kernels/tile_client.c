@@ -5,12 +5,25 @@
  * "case NAME ok" or "case NAME BAD i got want" (or, for a convolution the
  * library refused, "case NAME status S").
  *
- *   tile_client gemm DEV   cublasGemmStridedBatchedEx: odd sizes, partial
+ *   tile_client gemm DEV [REF]
+ *                          cublasGemmStridedBatchedEx: odd sizes, partial
  *                          and exact tiles of both kernels (small and large
  *                          tiles), the four transposes, padded leading
  *                          dimensions, batches, fp32 / fp16 / bf16, C in
  *                          fp32, beta 0 over NaN, alpha 0 over NaN, Inf and
  *                          NaN inputs
+ *   tile_client int8 DEV [REF]
+ *                          the int8 GEMM's own cases: an inner dimension
+ *                          past 2^17 (several int32 chunks), k not a
+ *                          multiple of 16 or 32, wide-range and adversarial
+ *                          operands (one huge element a row), rows and
+ *                          columns of zeros, +Inf and -Inf products (NaN),
+ *                          sums past fp32's range, subnormal results,
+ *                          cublasSgemm, cublasSgemmStridedBatched,
+ *                          cublasGemmEx and device-pointer scalars
+ * The reference (REF) is the int8 definition (kernels/d2int8.c) or the fma
+ * order (the element functions): "int8" or "fma", by default the one
+ * EASYSCALE_D2_GEMM names (int8 when unset).
  *   tile_client conv DEV   cudnnConvolutionForward / BackwardData /
  *                          BackwardFilter: odd images, padding, strides,
  *                          dilation, groups (depthwise too), NHWC and
@@ -27,11 +40,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/d2int8.h"
 #include "kernels/portable_kernels.h"
 
 #include "../clients/ck.h"
 
 static unsigned g_seed = 99;
+static int g_ref_int8 = 1; /* the reference: the int8 definition (1) or the fma order (0) */
 
 static float rnd(void)
 {
@@ -84,16 +99,118 @@ static void setup(int dev)
 
 /* ---- GEMM -------------------------------------------------------------------------------- */
 
+static cudaDataType cuda_type(int dt)
+{
+    return dt == ES_DT_F32 ? CUDA_R_32F : dt == ES_DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
 typedef struct {
     const char *name;
     int ta, tb, m, n, k, pad, batch, at, ct;
     float alpha, beta;
-    int special; /* 1 NaN in C (beta 0), 2 NaN in A (alpha 0), 3 Inf and NaN in A and B */
+    int special; /* 1 NaN in C (beta 0), 2 NaN in A (alpha 0), 3 Inf and NaN in A and B,
+                    4 wide range (exponents -60 .. 60), 5 one huge element a row of A,
+                    6 rows and columns of zeros, 7 +Inf and -Inf products (NaN), 8 sums
+                    past fp32's range, 9 subnormal results */
+    int api;     /* 0 cublasGemmStridedBatchedEx, 1 cublasSgemm, 2 cublasSgemmStridedBatched,
+                    3 cublasGemmEx, 4 cublasSgemm with device-pointer scalars */
 } gcase_t;
 
-static cudaDataType cuda_type(int dt)
+/* x 2^e, e in [lo, hi] drawn with the values */
+static float scaled(float x, int lo, int hi)
 {
-    return dt == ES_DT_F32 ? CUDA_R_32F : dt == ES_DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    g_seed = g_seed * 1103515245u + 12345u;
+    return ldexpf(x, lo + (int)((g_seed >> 8) % (unsigned)(hi - lo + 1)));
+}
+
+/* The special inputs of the int8 cases (4 to 9). */
+static void int8_special(const gcase_t *c, void *a, size_t na, void *b, size_t nb)
+{
+    int lo = c->at == ES_DT_F16 ? -12 : -60, hi = c->at == ES_DT_F16 ? 12 : 60;
+    switch (c->special) {
+    case 4:
+        for (size_t i = 0; i < na; i++)
+            es_st(a, (long long)i, c->at, scaled(es_ld(a, (long long)i, c->at), lo, hi));
+        for (size_t i = 0; i < nb; i++)
+            es_st(b, (long long)i, c->at, scaled(es_ld(b, (long long)i, c->at), lo, hi));
+        break;
+    case 5: /* element 0 of each stored column (a row of op(A) when ta) is huge */
+        for (size_t i = 0; i < na; i += (size_t)c->m)
+            es_st(a, (long long)i, c->at, c->at == ES_DT_F16 ? 30000.0f : 1e30f);
+        break;
+    case 6:
+        for (size_t i = 0; i < na; i += 7)
+            es_st(a, (long long)i, c->at, 0.0f);
+        for (size_t i = 0; i < (size_t)c->k && i < na; i++)
+            es_st(a, (long long)(i * (size_t)(c->ta ? 1 : c->m)), c->at, 0.0f);
+        for (size_t i = 0; i < (size_t)c->k && i < nb; i++)
+            es_st(b, (long long)(i * (size_t)(c->tb ? c->n : 1)), c->at, 0.0f);
+        break;
+    case 7:
+        es_st(a, 0, c->at, INFINITY);
+        es_st(a, (long long)(c->ta ? 1 : c->m), c->at, INFINITY);
+        es_st(b, 0, c->at, 1.0f);
+        es_st(b, (long long)(c->tb ? c->n : 1), c->at, -1.0f);
+        es_st(b, (long long)(c->tb ? 1 : c->k), c->at, 0.0f);
+        break;
+    case 8:
+        for (size_t i = 0; i < na; i++)
+            es_st(a, (long long)i, c->at, fabsf(es_ld(a, (long long)i, c->at)) * 3e19f);
+        for (size_t i = 0; i < nb; i++)
+            es_st(b, (long long)i, c->at, fabsf(es_ld(b, (long long)i, c->at)) * 3e19f);
+        break;
+    case 9:
+        for (size_t i = 0; i < na; i++)
+            es_st(a, (long long)i, c->at, es_ld(a, (long long)i, c->at) * 1e-20f);
+        for (size_t i = 0; i < nb; i++)
+            es_st(b, (long long)i, c->at, es_ld(b, (long long)i, c->at) * 3e-19f);
+        break;
+    default:
+        break;
+    }
+}
+
+/* The GEMM through the case's cuBLAS call. */
+static void gemm_call(cublasHandle_t h, const gcase_t *c, CUdeviceptr dA, int lda, long long sA,
+                      CUdeviceptr dB, int ldb, long long sB, CUdeviceptr dC, int ldc,
+                      long long sC)
+{
+    cublasOperation_t ta = c->ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = c->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CUdeviceptr ds = 0;
+    switch (c->api) {
+    case 1:
+        CK(cublasSgemm(h, ta, tb, c->m, c->n, c->k, &c->alpha, (float *)dA, lda, (float *)dB,
+                       ldb, &c->beta, (float *)dC, ldc));
+        break;
+    case 2:
+        CK(cublasSgemmStridedBatched(h, ta, tb, c->m, c->n, c->k, &c->alpha, (float *)dA, lda,
+                                     sA, (float *)dB, ldb, sB, &c->beta, (float *)dC, ldc, sC,
+                                     c->batch));
+        break;
+    case 3:
+        CK(cublasGemmEx(h, ta, tb, c->m, c->n, c->k, &c->alpha, (void *)dA, cuda_type(c->at),
+                        lda, (void *)dB, cuda_type(c->at), ldb, &c->beta, (void *)dC,
+                        cuda_type(c->ct), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        break;
+    case 4: {
+        float sc[2] = { c->alpha, c->beta };
+        ds = up(sc, sizeof(sc));
+        CK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+        CK(cublasSgemm(h, ta, tb, c->m, c->n, c->k, (float *)ds, (float *)dA, lda, (float *)dB,
+                       ldb, (float *)ds + 1, (float *)dC, ldc));
+        CK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+        break;
+    }
+    default:
+        CK(cublasGemmStridedBatchedEx(h, ta, tb, c->m, c->n, c->k, &c->alpha, (void *)dA,
+                                      cuda_type(c->at), lda, sA, (void *)dB, cuda_type(c->at),
+                                      ldb, sB, &c->beta, (void *)dC, cuda_type(c->ct), ldc, sC,
+                                      c->batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        break;
+    }
+    CK(cuCtxSynchronize());
+    if (ds)
+        CK(cuMemFree(ds));
 }
 
 static void gemm_case(cublasHandle_t h, const gcase_t *c)
@@ -116,27 +233,26 @@ static void gemm_case(cublasHandle_t h, const gcase_t *c)
         es_st(b, 7, c->at, -INFINITY);
         es_st(a, 11, c->at, NAN);
     }
+    int8_special(c, a, na, b, nb);
     void *ref = malloc(nc * esz(c->ct)), *got = malloc(nc * esz(c->ct));
     memcpy(ref, cc, nc * esz(c->ct));
     CUdeviceptr dA = up(a, na * esz(c->at)), dB = up(b, nb * esz(c->at));
     CUdeviceptr dC = up(cc, nc * esz(c->ct));
-    CK(cublasGemmStridedBatchedEx(h, c->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                  c->tb ? CUBLAS_OP_T : CUBLAS_OP_N, c->m, c->n, c->k, &c->alpha,
-                                  (void *)dA, cuda_type(c->at), lda, sA, (void *)dB,
-                                  cuda_type(c->at), ldb, sB, &c->beta, (void *)dC,
-                                  cuda_type(c->ct), ldc, sC, c->batch, CUBLAS_COMPUTE_32F,
-                                  CUBLAS_GEMM_DEFAULT));
-    CK(cuCtxSynchronize());
+    gemm_call(h, c, dA, lda, sA, dB, ldb, sB, dC, ldc, sC);
     CK(cuMemcpyDtoH(got, dC, nc * esz(c->ct)));
     es_gemm_args_t g = { .A = a, .B = b, .C = ref, .D = ref, .sA = sA, .sB = sB, .sC = sC,
                          .sD = sC, .ta = c->ta, .tb = c->tb, .m = c->m, .n = c->n, .k = c->k,
                          .lda = lda, .ldb = ldb, .ldc = ldc, .ldd = ldc, .at = c->at,
                          .bt = c->at, .ct = c->ct, .dt = c->ct, .alpha = c->alpha,
                          .beta = c->beta };
-    for (int bi = 0; bi < c->batch; bi++)
-        for (int j = 0; j < c->n; j++)
-            for (int i = 0; i < c->m; i++)
-                es_gemm_elem(&g, i, j, bi);
+    if (g_ref_int8) {
+        CK(es_d2int8_ref_gemm(&g, c->batch));
+    } else {
+        for (int bi = 0; bi < c->batch; bi++)
+            for (int j = 0; j < c->n; j++)
+                for (int i = 0; i < c->m; i++)
+                    es_gemm_elem(&g, i, j, bi);
+    }
     report(c->name, got, ref, nc, c->ct);
     CK(cuMemFree(dA));
     CK(cuMemFree(dB));
@@ -148,28 +264,63 @@ static void gemm_case(cublasHandle_t h, const gcase_t *c)
     free(got);
 }
 
+static const gcase_t g_int8_cases[] = {
+    { "i3x5x131100_nt", 0, 1, 3, 5, 131100, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0, 0 },
+    { "i9x7x70001_bf16_tn", 1, 0, 9, 7, 70001, 1, 1, ES_DT_BF16, ES_DT_F32, 1.0f, 0.5f, 0, 0 },
+    { "i100x90x17_tt", 1, 1, 100, 90, 17, 0, 1, ES_DT_F32, ES_DT_F32, -0.3f, 0.7f, 0, 0 },
+    { "i65x129x47_f16c", 0, 0, 65, 129, 47, 2, 2, ES_DT_F16, ES_DT_F16, 1.0f, 0.25f, 0, 0 },
+    { "i70x66x45_wide", 0, 0, 70, 66, 45, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 4, 0 },
+    { "i70x66x45_wide_bf16", 0, 1, 70, 66, 45, 0, 1, ES_DT_BF16, ES_DT_F32, 1.0f, 0.0f, 4, 0 },
+    { "i70x66x45_wide_f16", 1, 0, 70, 66, 45, 0, 1, ES_DT_F16, ES_DT_F32, 1.0f, 0.0f, 4, 0 },
+    { "i40x30x200_huge", 0, 0, 40, 30, 200, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 5, 0 },
+    { "i40x30x200_zeros", 0, 1, 40, 30, 200, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 6, 0 },
+    { "i20x20x20_inf_pm", 0, 0, 20, 20, 20, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 7, 0 },
+    { "i20x20x20_inf_pm_bf16", 1, 1, 20, 20, 20, 0, 1, ES_DT_BF16, ES_DT_BF16, 1.0f, 0.0f, 7, 0 },
+    { "i33x35x64_overflow", 0, 0, 33, 35, 64, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 8, 0 },
+    { "i33x35x64_subnormal", 0, 0, 33, 35, 64, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 9, 0 },
+    { "i140x130x20_inf_nan", 0, 0, 140, 130, 20, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 3, 0 },
+    { "i65x64x33_sgemm_tn", 1, 0, 65, 64, 33, 1, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0, 1 },
+    { "i31x17x96_sgemm_batched", 0, 1, 31, 17, 96, 0, 3, ES_DT_F32, ES_DT_F32, 2.0f, 1.0f, 0, 2 },
+    { "i48x50x77_gemmex_bf16", 0, 0, 48, 50, 77, 0, 1, ES_DT_BF16, ES_DT_F32, 1.0f, 0.0f, 0, 3 },
+    { "i48x50x77_gemmex_f32", 1, 1, 48, 50, 77, 3, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.5f, 0, 3 },
+    { "i40x40x40_devptr", 0, 0, 40, 40, 40, 0, 1, ES_DT_F32, ES_DT_F32, 1.5f, 0.5f, 0, 4 },
+    { "i40x40x40_alpha0_nana", 0, 0, 40, 40, 40, 0, 1, ES_DT_F32, ES_DT_F32, 0.0f, 0.5f, 2, 0 },
+};
+
+static int mode_int8(int dev)
+{
+    setup(dev);
+    cublasHandle_t h;
+    CK(cublasCreate(&h));
+    for (size_t i = 0; i < sizeof(g_int8_cases) / sizeof(g_int8_cases[0]); i++)
+        gemm_case(h, &g_int8_cases[i]);
+    CK(cublasDestroy(h));
+    printf("done\n");
+    return 0;
+}
+
 static int mode_gemm(int dev)
 {
     static const gcase_t cases[] = {
-        { "g1x1x1", 0, 0, 1, 1, 1, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0 },
-        { "g7x5x3_tt", 1, 1, 7, 5, 3, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.5f, 0 },
-        { "g33x65x17_nt", 0, 1, 33, 65, 17, 3, 1, ES_DT_F32, ES_DT_F32, 0.75f, 0.25f, 0 },
-        { "g32x32x16_exact_s", 0, 0, 32, 32, 16, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0 },
-        { "g128x128x8_exact_l", 0, 0, 128, 128, 8, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0 },
-        { "g129x131x9_l", 1, 0, 129, 131, 9, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 1.0f, 0 },
-        { "g257x130x300_l_tn", 1, 0, 257, 130, 300, 1, 1, ES_DT_F32, ES_DT_F32, -1.5f, 0.0f, 0 },
-        { "g200x150x77_l_tt", 1, 1, 200, 150, 77, 2, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0 },
-        { "g127x300x41_s_nn", 0, 0, 127, 300, 41, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0 },
-        { "g45x19x1000_batch5", 0, 1, 45, 19, 1000, 1, 5, ES_DT_F32, ES_DT_F32, 1.0f, 0.5f, 0 },
-        { "g130x140x50_batch3_l", 0, 0, 130, 140, 50, 0, 3, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0 },
-        { "g61x67x129_f16", 0, 0, 61, 67, 129, 0, 1, ES_DT_F16, ES_DT_F16, 1.0f, 0.5f, 0 },
-        { "g140x135x70_f16_f32c_l", 1, 1, 140, 135, 70, 0, 2, ES_DT_F16, ES_DT_F32, 1.0f, 0.0f, 0 },
-        { "g33x29x257_bf16", 0, 1, 33, 29, 257, 2, 2, ES_DT_BF16, ES_DT_BF16, 1.0f, 0.0f, 0 },
-        { "g150x160x33_bf16_l", 1, 0, 150, 160, 33, 0, 1, ES_DT_BF16, ES_DT_F32, 1.0f, 1.0f, 0 },
-        { "g40x40x40_beta0_nanc", 0, 0, 40, 40, 40, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 1 },
-        { "g40x40x40_alpha0_nana", 0, 0, 40, 40, 40, 0, 1, ES_DT_F32, ES_DT_F32, 0.0f, 0.5f, 2 },
-        { "g140x130x20_inf_nan_l", 0, 0, 140, 130, 20, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 3 },
-        { "g5x300x0_k0", 0, 0, 5, 300, 0, 1, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.5f, 0 },
+        { "g1x1x1", 0, 0, 1, 1, 1, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0, 0 },
+        { "g7x5x3_tt", 1, 1, 7, 5, 3, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.5f, 0, 0 },
+        { "g33x65x17_nt", 0, 1, 33, 65, 17, 3, 1, ES_DT_F32, ES_DT_F32, 0.75f, 0.25f, 0, 0 },
+        { "g32x32x16_exact_s", 0, 0, 32, 32, 16, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0, 0 },
+        { "g128x128x8_exact_l", 0, 0, 128, 128, 8, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0, 0 },
+        { "g129x131x9_l", 1, 0, 129, 131, 9, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 1.0f, 0, 0 },
+        { "g257x130x300_l_tn", 1, 0, 257, 130, 300, 1, 1, ES_DT_F32, ES_DT_F32, -1.5f, 0.0f, 0, 0 },
+        { "g200x150x77_l_tt", 1, 1, 200, 150, 77, 2, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0, 0 },
+        { "g127x300x41_s_nn", 0, 0, 127, 300, 41, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0, 0 },
+        { "g45x19x1000_batch5", 0, 1, 45, 19, 1000, 1, 5, ES_DT_F32, ES_DT_F32, 1.0f, 0.5f, 0, 0 },
+        { "g130x140x50_batch3_l", 0, 0, 130, 140, 50, 0, 3, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 0, 0 },
+        { "g61x67x129_f16", 0, 0, 61, 67, 129, 0, 1, ES_DT_F16, ES_DT_F16, 1.0f, 0.5f, 0, 0 },
+        { "g140x135x70_f16_f32c_l", 1, 1, 140, 135, 70, 0, 2, ES_DT_F16, ES_DT_F32, 1.0f, 0.0f, 0, 0 },
+        { "g33x29x257_bf16", 0, 1, 33, 29, 257, 2, 2, ES_DT_BF16, ES_DT_BF16, 1.0f, 0.0f, 0, 0 },
+        { "g150x160x33_bf16_l", 1, 0, 150, 160, 33, 0, 1, ES_DT_BF16, ES_DT_F32, 1.0f, 1.0f, 0, 0 },
+        { "g40x40x40_beta0_nanc", 0, 0, 40, 40, 40, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 1, 0 },
+        { "g40x40x40_alpha0_nana", 0, 0, 40, 40, 40, 0, 1, ES_DT_F32, ES_DT_F32, 0.0f, 0.5f, 2, 0 },
+        { "g140x130x20_inf_nan_l", 0, 0, 140, 130, 20, 0, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.0f, 3, 0 },
+        { "g5x300x0_k0", 0, 0, 5, 300, 0, 1, 1, ES_DT_F32, ES_DT_F32, 1.0f, 0.5f, 0, 0 },
     };
     setup(dev);
     cublasHandle_t h;
@@ -276,18 +427,10 @@ static void conv_case(cudnnHandle_t hd, const ccase_t *c, CUdeviceptr ws, size_t
         long long total = dir == 0   ? (long long)c->n * c->k * p * q
                           : dir == 1 ? (long long)c->n * c->c * c->h * c->w
                                      : (long long)nw;
-        for (long long i = 0; i < total; i++) {
-            if (dir == 0) {
-                a.in0 = hx, a.in1 = hw;
-                es_conv_fwd_elem(&a, i);
-            } else if (dir == 1) {
-                a.in0 = hy, a.in1 = hw;
-                es_conv_bwd_data_elem(&a, i);
-            } else {
-                a.in0 = hx, a.in1 = hy;
-                es_conv_bwd_filter_elem(&a, i);
-            }
-        }
+        (void)total;
+        a.in0 = dir == 1 ? hy : hx;
+        a.in1 = dir == 2 ? hy : hw;
+        CK(es_d2int8_ref_conv_path(dir, &a, g_ref_int8));
         char name[128];
         snprintf(name, sizeof(name), "%s_%s", c->name, dn[dir]);
         if (st != CUDNN_STATUS_SUCCESS) /* the vendor's refusal (no shim) */
@@ -343,11 +486,15 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 3) {
-        fprintf(stderr, "usage: tile_client gemm|conv DEV\n");
+        fprintf(stderr, "usage: tile_client gemm|int8|conv DEV [int8|fma]\n");
         return 2;
     }
+    const char *ref = argc > 3 ? argv[3] : getenv("EASYSCALE_D2_GEMM");
+    g_ref_int8 = !ref || strcmp(ref, "fma") != 0;
     if (!strcmp(argv[1], "gemm"))
         return mode_gemm(atoi(argv[2]));
+    if (!strcmp(argv[1], "int8"))
+        return mode_int8(atoi(argv[2]));
     if (!strcmp(argv[1], "conv"))
         return mode_conv(atoi(argv[2]));
     fprintf(stderr, "tile_client: unknown mode %s\n", argv[1]);

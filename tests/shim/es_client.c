@@ -10,7 +10,7 @@
  *   es_client symv           Ssymv with atomics allowed, twice
  *   es_client cudnn          nondeterministic conv algorithms, twice; lists
  *   es_client gemm DEV       one SGEMM (and GemmEx, strided batched) on device DEV
- *   es_client gemm-edges     d2 GEMM edge cases against the portable order
+ *   es_client gemm-edges     d2 GEMM edge cases against d2's reference
  *   es_client threads        lazy loading raced by 8 threads
  *   es_client fork           wrappers in a forked child
  */
@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/d2int8.h"
 #include "kernels/portable_kernels.h"
 #include "shim/easyscale.h"
 
@@ -348,7 +349,9 @@ static int mode_gemm(int dev)
     return 0;
 }
 
-/* d2 GEMM edge cases against the portable element function run on the host
+/* d2 GEMM edge cases against the reference of the path EASYSCALE_D2_GEMM
+ * names run on the host (the int8 definition, kernels/d2int8.c, or the
+ * portable element function)
  * (same header, -ffp-contract=off): padded leading dimensions, both
  * transposes, beta != 0, beta == 0 over NaN in C, alpha == 0 over NaN in A,
  * a batch count and an n beyond CUDA's 65535 limit of grid.z / grid.y.
@@ -390,10 +393,16 @@ static void edge_case(cublasHandle_t h, const char *name, int ta, int tb, int m,
                          .sD = sC, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda,
                          .ldb = ldb, .ldc = ldc, .ldd = ldc,
                          .alpha = alpha, .beta = beta };
-    for (int bi = 0; bi < batch; bi++)
-        for (long long j = 0; j < n; j++)
-            for (long long i = 0; i < m; i++)
-                es_gemm_elem(&g, i, j, bi);
+    /* the reference of the path EASYSCALE_D2_GEMM names (int8 when unset) */
+    const char *path = getenv("EASYSCALE_D2_GEMM");
+    if (!path || strcmp(path, "fma") != 0) {
+        CK(es_d2int8_ref_gemm(&g, batch));
+    } else {
+        for (int bi = 0; bi < batch; bi++)
+            for (long long j = 0; j < n; j++)
+                for (long long i = 0; i < m; i++)
+                    es_gemm_elem(&g, i, j, bi);
+    }
     int nan = 0;
     for (int bi = 0; bi < batch; bi++)
         for (long long j = 0; j < n; j++)
@@ -556,8 +565,8 @@ static int mode_cudnn(void)
 }
 
 /* Forward, backward data and backward filter with the algorithms the
- * heuristic names first (what a framework does), on device dev; plus the
- * portable order computed on the host (kernels/portable_kernels.h). */
+ * heuristic names first (what a framework does), on device dev; plus d2's
+ * result computed on the host (the reference of EASYSCALE_D2_GEMM's path). */
 static int mode_conv(int dev)
 {
     enum { NB = 4, C = 8, H = 16, W = 16, KO = 16, R = 3 };
@@ -597,7 +606,7 @@ static int mode_conv(int dev)
                                       (void *)ws, 64 << 20, &zero, wd, (void *)dw));
     printf("conv_bwd_filter %016llx algo %d\n", (unsigned long long)download_hash(dw, nw),
            (int)wp[0].algo);
-    /* host reference in the portable order */
+    /* host reference of d2's path (EASYSCALE_D2_GEMM: int8 unless fma) */
     float *ry = malloc(ny * 4), *rdx = malloc(nx * 4), *rdw = malloc(nw * 4);
     es_conv_args_t a = {
         .in0 = hx, .in1 = hw, .out = ry,
@@ -608,14 +617,12 @@ static int mode_conv(int dev)
         .r = R, .s = R, .pad_h = 1, .pad_w = 1, .u = 1, .v = 1, .dil_h = 1, .dil_w = 1,
         .flip = 0, .groups = 1, .alpha = 1.0f, .beta = 0.0f,
     };
-    for (long long i = 0; i < (long long)ny; i++)
-        es_conv_fwd_elem(&a, i);
+    int int8 = es_d2int8_env_int8();
+    CK(es_d2int8_ref_conv_path(0, &a, int8));
     a.in0 = hy, a.out = rdx, a.total = (long long)nx;
-    for (long long i = 0; i < (long long)nx; i++)
-        es_conv_bwd_data_elem(&a, i);
+    CK(es_d2int8_ref_conv_path(1, &a, int8));
     a.in0 = hx, a.in1 = hy, a.out = rdw, a.total = (long long)nw;
-    for (long long i = 0; i < (long long)nw; i++)
-        es_conv_bwd_filter_elem(&a, i);
+    CK(es_d2int8_ref_conv_path(2, &a, int8));
     printf("ref_fwd %016llx\n", (unsigned long long)hash(ry, ny * 4));
     printf("ref_bwd_data %016llx\n", (unsigned long long)hash(rdx, nx * 4));
     printf("ref_bwd_filter %016llx\n", (unsigned long long)hash(rdw, nw * 4));

@@ -10,9 +10,9 @@
 # Client programs run by shim_preload_test under the shim (whole processes).
 # The client computes the portable kernels' order on the host: no contraction.
 $(B)/obj/tests/shim/es_client.o: CFLAGS += -ffp-contract=off
-$(B)/tests/shim/es_client: $(B)/obj/tests/shim/es_client.o $(ES_SIMLIBS)
+$(B)/tests/shim/es_client: $(B)/obj/tests/shim/es_client.o $(KERNELS_D2INT8_OBJ) $(ES_SIMLIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9 \
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 -l:libcudnn.so.9 \
 		-ldl -lm
 # Every entry of shim/funcs.h through every path (linked with the
 # simcuda libraries: without the shim direct references are theirs).

@@ -167,6 +167,26 @@ static void test_config_parse(void **state)
         }
     }
     unsetenv("EASYSCALE_TIME_SLICE");
+    /* EASYSCALE_D2_GEMM: int8 (the default), fma; nothing else */
+    unsetenv("EASYSCALE_D2_GEMM");
+    assert_int_equal(es_config_parse(&c, msg, sizeof(msg)), 0);
+    assert_int_equal(c.d2_gemm, ES_D2_GEMM_INT8);
+    static const struct { const char *v; int want; } dg[] = {
+        { "int8", ES_D2_GEMM_INT8 }, { "fma", ES_D2_GEMM_FMA }, { "", -EINVAL },
+        { "INT8", -EINVAL }, { "int8 ", -EINVAL }, { "fp32", -EINVAL },
+    };
+    for (size_t i = 0; i < sizeof(dg) / sizeof(dg[0]); i++) {
+        setenv("EASYSCALE_D2_GEMM", dg[i].v, 1);
+        int rc = es_config_parse(&c, msg, sizeof(msg));
+        if (dg[i].want < 0) {
+            assert_int_equal(rc, dg[i].want);
+            assert_non_null(strstr(msg, "EASYSCALE_D2_GEMM"));
+        } else {
+            assert_int_equal(rc, 0);
+            assert_int_equal(c.d2_gemm, dg[i].want);
+        }
+    }
+    unsetenv("EASYSCALE_D2_GEMM");
 }
 
 static int side_effects;
@@ -802,13 +822,15 @@ static void test_d1_cudnn_backend(void **state)
 
 /* ---- d2 ------------------------------------------------------------------------------ */
 
-static void gemm_on(int dev, const char *det, char out[6][64], char *ref, char *ref_tn)
+/* path: EASYSCALE_D2_GEMM=... or NULL (unset: int8) */
+static void gemm_on_path(int dev, const char *det, const char *path, char out[6][64], char *ref,
+                         char *ref_tn)
 {
     char d[8];
     snprintf(d, sizeof(d), "%d", dev);
     char *argv[] = { (char *)client(), "gemm", d, NULL };
     es_proc_result_t r;
-    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,t4:8G", NULL, NULL);
+    run(1, argv, &r, det, "SIMCUDA_DEVICES=a100:8G,t4:8G", path, NULL);
     if (r.status != 0)
         fail_msg("gemm %s dev %d: exit %d\n%s", det, dev, r.status, r.out);
     val(&r, "sgemm", out[0], 64);
@@ -824,6 +846,11 @@ static void gemm_on(int dev, const char *det, char out[6][64], char *ref, char *
     es_proc_result_free(&r);
 }
 
+static void gemm_on(int dev, const char *det, char out[6][64], char *ref, char *ref_tn)
+{
+    gemm_on_path(dev, det, "EASYSCALE_D2_GEMM=fma", out, ref, ref_tn);
+}
+
 static void test_d2_gemm_across_models(void **state)
 {
     (void)state;
@@ -836,7 +863,7 @@ static void test_d2_gemm_across_models(void **state)
     gemm_on(0, "EASYSCALE_DETERMINISM=d1", a, NULL, NULL);
     gemm_on(1, "EASYSCALE_DETERMINISM=d1", v, NULL, NULL);
     assert_string_not_equal(a[0], v[0]);
-    /* d2: the same bits, equal to the portable order computed on the host */
+    /* d2 (fma path): the same bits, equal to the fma order computed on the host */
     gemm_on(0, "EASYSCALE_DETERMINISM=d2", a, ref, ref_tn);
     gemm_on(1, "EASYSCALE_DETERMINISM=d2", v, NULL, NULL);
     for (int i = 0; i < 6; i++)
@@ -846,30 +873,49 @@ static void test_d2_gemm_across_models(void **state)
     assert_string_equal(a[0], a[1]); /* GemmEx fp32 = Sgemm */
     assert_string_equal(a[0], a[4]); /* device pointer mode */
     assert_string_equal(a[3], ref_tn);
+    /* d2's default GEMM, the int8 one (kernels/d2int8_kernels.h; its bits
+     * are checked against its 128-bit reference by kernels_tile_test and
+     * test_d2_gemm_edges): the same bits across models and entry points,
+     * and not the fma order's (the host reference above) */
+    gemm_on_path(0, "EASYSCALE_DETERMINISM=d2", NULL, a, NULL, NULL);
+    gemm_on_path(1, "EASYSCALE_DETERMINISM=d2", NULL, v, NULL, NULL);
+    for (int i = 0; i < 6; i++)
+        assert_string_equal(a[i], v[i]);
+    assert_string_equal(a[2], a[5]);
+    assert_string_equal(a[0], a[1]);
+    assert_string_equal(a[0], a[4]);
+    assert_string_not_equal(a[0], ref);
+    assert_string_not_equal(a[3], ref_tn);
 }
 
-/* The portable GEMM against its element function run on the host: padded
- * leading dimensions, transposes, beta == 0 over NaN in C, alpha == 0 over
- * NaN in A, batch > 65535 (grid.z) and n > 65535 * 16 (grid.y). Negative
- * control: without d2 (simcuda's cuBLAS) the bits are not the portable
- * order's. */
+/* d2's GEMM on both EASYSCALE_D2_GEMM paths against its reference run on
+ * the host (the fma element function; the int8 definition's 128-bit
+ * reference): padded leading dimensions, transposes, beta == 0 over NaN
+ * in C, alpha == 0 over NaN in A, batch > 65535 (grid.z) and n > 65535 *
+ * 16 (grid.y). Negative control: without d2 (simcuda's cuBLAS) the bits
+ * are not the int8 reference's. */
 static void test_d2_gemm_edges(void **state)
 {
     (void)state;
     static const char *const names[] = { "padded_tt", "padded_nt", "beta0_nan_c",
                                          "alpha0_nan_a", "batch_70000", "n_1048600" };
+    static const char *const paths[] = { "EASYSCALE_D2_GEMM=fma", "EASYSCALE_D2_GEMM=int8" };
     char *argv[] = { (char *)client(), "gemm-edges", NULL };
     char key[64], v[64];
     es_proc_result_t r;
-    run(1, argv, &r, "EASYSCALE_DETERMINISM=d2", NULL, NULL, NULL);
-    if (r.status != 0)
-        fail_msg("d2: exit %d\n%s", r.status, r.out);
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        snprintf(key, sizeof(key), "edge %s", names[i]);
-        if (strcmp(val(&r, key, v, sizeof(v)), "match=1 nan=0") != 0)
-            fail_msg("d2 %s: %s\n%s", names[i], v, r.out);
+    /* each path against its own reference (the client picks it by
+     * EASYSCALE_D2_GEMM): the fma order, the int8 definition */
+    for (int p = 0; p < 2; p++) {
+        run(1, argv, &r, "EASYSCALE_DETERMINISM=d2", paths[p], NULL, NULL);
+        if (r.status != 0)
+            fail_msg("d2 %s: exit %d\n%s", paths[p], r.status, r.out);
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+            snprintf(key, sizeof(key), "edge %s", names[i]);
+            if (strcmp(val(&r, key, v, sizeof(v)), "match=1 nan=0") != 0)
+                fail_msg("d2 %s %s: %s\n%s", paths[p], names[i], v, r.out);
+        }
+        es_proc_result_free(&r);
     }
-    es_proc_result_free(&r);
     run(1, argv, &r, "EASYSCALE_DETERMINISM=d1", NULL, NULL, NULL);
     assert_int_equal(r.status, 0);
     int mismatches = 0;
@@ -915,7 +961,8 @@ static void test_d2_conv_across_models(void **state)
     conv_on(0, "EASYSCALE_DETERMINISM=d1", a, ra, alg_a);
     conv_on(1, "EASYSCALE_DETERMINISM=d1", v, rv, alg_v);
     assert_string_not_equal(a[1], v[1]);
-    /* d2: equal across models and to the portable order on the host; cuDNN
+    /* d2: equal across models and to d2's result on the host (the int8
+     * definition's reference: es_client follows EASYSCALE_D2_GEMM); cuDNN
      * itself still sees the real device (its heuristic picks per model) */
     conv_on(0, "EASYSCALE_DETERMINISM=d2", a, ra, alg_a);
     conv_on(1, "EASYSCALE_DETERMINISM=d2", v, rv, alg_v);

@@ -46,6 +46,7 @@ TWIN(cucpu_t_deadlock);
 TWIN(cucpu_t_stack);
 TWIN(cucpu_t_store);
 TWIN(cucpu_t_axpb);
+TWIN(cucpu_t_wmma);
 
 static char g_self[4096];
 
@@ -297,6 +298,42 @@ static void test_shuffles(void **state)
     assert_int_equal(simcuda_twin_cucpu_t_shfl64(&L), 0);
     for (int i = 0; i < 32; i++)
         assert_memory_equal(&dout[i], &dx[i ^ 1], sizeof(double));
+}
+
+/* The integer warp MMA twin (sim/cucpu/wmma.h) against a plain-C matrix
+ * product: both layouts of A and B, the accumulator loaded row-major and
+ * stored column-major, int8 values over their whole range (-128..127), in
+ * blocks of 2 warps whose threads run in a seeded order. */
+static void test_wmma(void **state)
+{
+    (void)state;
+    static _Alignas(32) signed char a[1024], b[1024];
+    static _Alignas(32) int c[1024], d[1024];
+    for (int i = 0; i < 1024; i++) {
+        a[i] = (signed char)(rnd32() & 0xff);
+        b[i] = (signed char)(rnd32() & 0xff);
+        c[i] = (int)(rnd32() % 2000001) - 1000000;
+        d[i] = 0x7eadbeef;
+    }
+    const signed char *ap = a, *bp = b;
+    const int *cp = c;
+    int *dp = d;
+    void *p[] = {&ap, &bp, &cp, &dp};
+    simcuda_launch_t L = cfg(1, 64, p);
+    assert_int_equal(simcuda_twin_cucpu_t_wmma(&L), 0);
+    for (int w = 0; w < 2; w++)
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 16; j++) {
+                int want = c[512 * w + i * 32 + j]; /* C row-major */
+                for (int k = 0; k < 16; k++) {
+                    /* warp 0: A(i,k) = a[i*32+k], B(k,j) = b[k+j*32];
+                     * warp 1: A(i,k) = a[512+i+k*32], B(k,j) = b[512+k*32+j] */
+                    int x = w ? a[512 + i + k * 32] : a[i * 32 + k];
+                    int y = w ? b[512 + k * 32 + j] : b[k + j * 32];
+                    want += x * y;
+                }
+                assert_int_equal(d[512 * w + i + j * 32], want); /* D column-major */
+            }
 }
 
 static void test_votes(void **state)
@@ -715,6 +752,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_syncthreads_count_and_or),
         cmocka_unit_test(test_dynamic_shared),
         cmocka_unit_test(test_shuffles),
+        cmocka_unit_test(test_wmma),
         cmocka_unit_test(test_votes),
         cmocka_unit_test(test_warp_butterfly_bitwise),
         cmocka_unit_test(test_atomics_exact_and_float_order_varies),

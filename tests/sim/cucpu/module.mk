@@ -4,7 +4,7 @@
 
 CUCPU_TEST_FATBIN := $(B)/tests/sim/cucpu/test_kernels.fatbin
 CUCPU_TEST_TWIN := $(B)/sim/test-twins/libcucpu_test_kernels.so
-$(eval $(call cucpu_cu,tests/sim/cucpu/test_kernels.cu,$(CUCPU_TEST_FATBIN),$(CUCPU_TEST_TWIN)))
+$(eval $(call cucpu_cu,tests/sim/cucpu/test_kernels.cu,$(CUCPU_TEST_FATBIN),$(CUCPU_TEST_TWIN),sim/cucpu/wmma.h))
 
 $(B)/obj/tests/sim/cucpu/layer_test.o $(B)/obj/tests/sim/cucpu/bench_cucpu.o: \
     CPPFLAGS += -DCUCPU_TEST_FATBIN='"$(patsubst $(B)/%,%,$(CUCPU_TEST_FATBIN))"' \

@@ -3,6 +3,7 @@
  * fatbin and by the host compiler into a twin library (sim/cucpu/module.mk),
  * so the tests also check that every construct compiles for the GPU. */
 #include "sim/cucpu/cucpu.h"
+#include "sim/cucpu/wmma.h"
 
 /* Every thread writes its coordinates: out[6 * global linear id + ...]. */
 extern "C" __global__ void cucpu_t_index(unsigned int *out)
@@ -246,3 +247,32 @@ extern "C" __global__ void cucpu_t_barriers(int rounds, int *out)
     out[blockIdx.x * blockDim.x + t] = sh[t];
 }
 CUCPU_EXPORT(cucpu_t_barriers)
+
+/* Integer warp MMA (sim/cucpu/wmma.h): warp w of the block computes
+ * d_w = a_w b_w + c_w, 16 x 16 x 16 int8 -> int32, every matrix with a
+ * leading dimension of 32 at offset 512 w: warp 0 with A row-major and B
+ * column-major, warp 1 with A column-major and B row-major; C loaded
+ * row-major, D stored column-major. */
+extern "C" __global__ void cucpu_t_wmma(const signed char *a, const signed char *b, const int *c,
+                                        int *d)
+{
+    namespace wm = nvcuda::wmma;
+    int w = (int)(threadIdx.x / 32);
+    wm::fragment<wm::accumulator, 16, 16, 16, int> acc;
+    wm::load_matrix_sync(acc, c + 512 * w, 32, wm::mem_row_major);
+    if (w == 0) {
+        wm::fragment<wm::matrix_a, 16, 16, 16, signed char, wm::row_major> fa;
+        wm::fragment<wm::matrix_b, 16, 16, 16, signed char, wm::col_major> fb;
+        wm::load_matrix_sync(fa, a, 32);
+        wm::load_matrix_sync(fb, b, 32);
+        wm::mma_sync(acc, fa, fb, acc);
+    } else {
+        wm::fragment<wm::matrix_a, 16, 16, 16, signed char, wm::col_major> fa;
+        wm::fragment<wm::matrix_b, 16, 16, 16, signed char, wm::row_major> fb;
+        wm::load_matrix_sync(fa, a + 512, 32);
+        wm::load_matrix_sync(fb, b + 512, 32);
+        wm::mma_sync(acc, fa, fb, acc);
+    }
+    wm::store_matrix_sync(d + 512 * w, acc, 32, wm::mem_col_major);
+}
+CUCPU_EXPORT(cucpu_t_wmma)
