@@ -41,6 +41,40 @@ static void es_ref_side(const es_gemm_args_t *a, long long b, int rows, int *q, 
     }
 }
 
+/* The quantised sides of one product (steps 1 and 2): rows x depth
+ * integers of op(A) and cols x depth of op(B), each row's and column's
+ * exponent and non-finite flag. */
+typedef struct es_ref_q {
+    int *qa, *qb, *ea, *eb, *nfa, *nfb;
+} es_ref_q_t;
+
+static void es_ref_q_free(es_ref_q_t *q)
+{
+    free(q->qa);
+    free(q->qb);
+    free(q->ea);
+    free(q->eb);
+    free(q->nfa);
+    free(q->nfb);
+}
+
+/* 0, or -ENOMEM (nothing held). One spare row, column and term: no zero
+ * sizes. */
+static int es_ref_q_alloc(es_ref_q_t *q, size_t rows, size_t cols, size_t depth)
+{
+    rows++, cols++, depth++;
+    q->qa = malloc(rows * depth * sizeof(int));
+    q->qb = malloc(cols * depth * sizeof(int));
+    q->ea = malloc(rows * sizeof(int));
+    q->nfa = malloc(rows * sizeof(int));
+    q->eb = malloc(cols * sizeof(int));
+    q->nfb = malloc(cols * sizeof(int));
+    if (q->qa && q->qb && q->ea && q->eb && q->nfa && q->nfb)
+        return 0;
+    es_ref_q_free(q);
+    return -ENOMEM;
+}
+
 /* acc of element (i, j) of batch b (steps 3 to 5). */
 static float es_ref_acc(const es_gemm_args_t *a, long long i, long long j, long long b,
                         const int *qa, const int *ea, const int *nfa, const int *qb,
@@ -63,21 +97,12 @@ static float es_ref_acc(const es_gemm_args_t *a, long long i, long long j, long 
 
 int es_d2int8_ref_gemm(const es_gemm_args_t *a, int batch)
 {
-    int r = 0;
-    int *qa = NULL, *qb = NULL, *ea = NULL, *eb = NULL, *nfa = NULL, *nfb = NULL;
+    es_ref_q_t Q;
     if (a->m < 0 || a->n < 0 || a->k < 0 || batch < 0)
         return -EINVAL;
-    size_t m = (size_t)a->m + 1, n = (size_t)a->n + 1, k = (size_t)a->k + 1;
-    qa = malloc(m * k * sizeof(int));
-    qb = malloc(n * k * sizeof(int));
-    ea = malloc(m * sizeof(int));
-    nfa = malloc(m * sizeof(int));
-    eb = malloc(n * sizeof(int));
-    nfb = malloc(n * sizeof(int));
-    if (!qa || !qb || !ea || !eb || !nfa || !nfb) {
-        r = -ENOMEM;
-        goto out;
-    }
+    if (es_ref_q_alloc(&Q, (size_t)a->m, (size_t)a->n, (size_t)a->k) < 0)
+        return -ENOMEM;
+    int *qa = Q.qa, *qb = Q.qb, *ea = Q.ea, *eb = Q.eb, *nfa = Q.nfa, *nfb = Q.nfb;
     float alpha = a->palpha ? *a->palpha : a->alpha;
     for (long long b = 0; b < batch; b++) {
         if (alpha != 0.0f) {
@@ -91,14 +116,8 @@ int es_d2int8_ref_gemm(const es_gemm_args_t *a, int batch)
                 es_gemm_finish(a, i, j, b, acc);
             }
     }
-out:
-    free(qa);
-    free(qb);
-    free(ea);
-    free(eb);
-    free(nfa);
-    free(nfb);
-    return r;
+    es_ref_q_free(&Q);
+    return 0;
 }
 
 /* The exponent and non-finite flag of row i of op(A) (rows) or column j
@@ -193,23 +212,14 @@ static float es_ref_conv_acc(const es_conv_args_t *a, int dir, int g, long long 
 
 int es_d2int8_ref_conv(int dir, const es_conv_args_t *a)
 {
-    int r = 0;
-    int *qa = NULL, *qb = NULL, *ea = NULL, *eb = NULL, *nfa = NULL, *nfb = NULL;
+    es_ref_q_t Q;
     if (dir < 0 || dir > 2 || a->groups < 1)
         return -EINVAL;
     long long rows = es_conv_rows(a, dir), cols = es_conv_cols(a, dir);
     long long d = es_conv_depth(a, dir);
-    size_t nr = (size_t)rows + 1, nc = (size_t)cols + 1, nd = (size_t)d + 1;
-    qa = malloc(nr * nd * sizeof(int));
-    qb = malloc(nc * nd * sizeof(int));
-    ea = malloc(nr * sizeof(int));
-    nfa = malloc(nr * sizeof(int));
-    eb = malloc(nc * sizeof(int));
-    nfb = malloc(nc * sizeof(int));
-    if (!qa || !qb || !ea || !eb || !nfa || !nfb) {
-        r = -ENOMEM;
-        goto out;
-    }
+    if (es_ref_q_alloc(&Q, (size_t)rows, (size_t)cols, (size_t)d) < 0)
+        return -ENOMEM;
+    int *qa = Q.qa, *qb = Q.qb, *ea = Q.ea, *eb = Q.eb, *nfa = Q.nfa, *nfb = Q.nfb;
     for (int g = 0; g < a->groups; g++) {
         es_ref_conv_side(a, dir, g, 1, rows, d, qa, ea, nfa);
         es_ref_conv_side(a, dir, g, 0, cols, d, qb, eb, nfb);
@@ -218,14 +228,8 @@ int es_d2int8_ref_conv(int dir, const es_conv_args_t *a)
                 es_conv_ifinish(a, dir, g, row, col,
                                 es_ref_conv_acc(a, dir, g, row, col, d, qa, ea, nfa, qb, eb, nfb));
     }
-out:
-    free(qa);
-    free(qb);
-    free(ea);
-    free(eb);
-    free(nfa);
-    free(nfb);
-    return r;
+    es_ref_q_free(&Q);
+    return 0;
 }
 
 int es_d2int8_ref_conv_path(int dir, const es_conv_args_t *a, int int8)
