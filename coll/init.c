@@ -6,6 +6,7 @@
  * struct), seg.c, tslice.c and util.c. */
 #include "coll/coll_int.h"
 #include "device/vdev.h"
+#include "move/door.h"
 #include "move/mover.h"
 #include "move/vhandle.h"
 
@@ -19,14 +20,33 @@ static pthread_mutex_t es_coll_mu = PTHREAD_MUTEX_INITIALIZER;
 static es_comm_t *es_comms;
 static pthread_once_t es_coll_once = PTHREAD_ONCE_INIT;
 
-static void es_coll_atfork_child(void)
-{
-    pthread_mutex_init(&es_coll_mu, NULL);
-}
-
 /* Communicators of this process whose transport's staging is device
  * memory other processes map (device, nccl). */
 static _Atomic int es_devmem_live;
+static pthread_mutex_t es_devmem_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void es_coll_atfork_child(void)
+{
+    pthread_mutex_init(&es_coll_mu, NULL);
+    pthread_mutex_init(&es_devmem_mu, NULL);
+}
+
+/* One more or one less of them. With scheduled steps, moves are put off
+ * (the door's hold) while any is up: a move the controller asks for as the
+ * ESTs reach a step then happens in the step's wait, once the staging came
+ * down (es_comm_hold_begin), not at the entry of the call that waits. */
+static void es_devmem_add(int d)
+{
+    pthread_mutex_lock(&es_devmem_mu);
+    int before = atomic_fetch_add(&es_devmem_live, d);
+    if (es_vh_on && es_cfg.nhold > 0) {
+        if (before == 0 && d > 0)
+            es_door_hold_begin();
+        else if (before + d == 0 && d < 0)
+            es_door_hold_end();
+    }
+    pthread_mutex_unlock(&es_devmem_mu);
+}
 
 /* The mover's gate (move/mover.h): such staging must not be left on the
  * old GPU, nor the carriers' communicator in a context that goes; it is
@@ -258,7 +278,7 @@ static int es_comm_try(es_comm_t *c, const es_coll_transport_t *tp, int id)
     if (rc < 0)
         c->tp = NULL;
     else if (id != ES_COLL_TP_HOST)
-        atomic_fetch_add(&es_devmem_live, 1);
+        es_devmem_add(1);
     return rc;
 }
 
@@ -268,7 +288,7 @@ void es_comm_tp_down(es_comm_t *c)
         return;
     c->tp->teardown(c);
     if (c->tp_id != ES_COLL_TP_HOST)
-        atomic_fetch_sub(&es_devmem_live, 1);
+        es_devmem_add(-1);
     c->tp = NULL;
 }
 
