@@ -279,14 +279,16 @@ static void nccl_moved_run(const char *devices, const char *gpus, const char *co
     es_proc_result_t mv;
     assert_int_equal(es_run(argv, env, TMO, &mv), 0);
     unlink(sched);
-    if (mv.status != 0)
-        fail_msg("the run failed (%d):\n%s", mv.status, mv.out);
     int done = events_done(mv.out);
     int set_up = count_of(mv.out, "nccl transport, chunk");
     int again = count_of(mv.out, "nccl transport set up again after a scheduled step");
-    if (done != n || set_up != 4 || again < 1 || strstr(mv.out, "is not possible"))
-        fail_msg("%d of %d events done, %d ranks on the nccl transport, set up again %d "
-                 "times:\n%s", done, n, set_up, again, mv.out);
+    if (mv.status != 0 || done != n || set_up != 4 || again < 1 ||
+        strstr(mv.out, "is not possible")) {
+        /* the whole output first: a failure message is cut short */
+        fprintf(stderr, "---- the run (exit %d) ----\n%s\n----\n", mv.status, mv.out);
+        fail_msg("exit %d, %d of %d events done, %d ranks on the nccl transport, set up again "
+                 "%d times (output above)", mv.status, done, n, set_up, again);
+    }
     checksum4(&mv, "[%d] checksum", got, sizeof(got));
     assert_string_equal(got, want);
     es_proc_result_free(&mv);
