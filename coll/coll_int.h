@@ -378,7 +378,8 @@ typedef struct es_coll_tp {
     /* Optional (NULL: always possible). Whether this rank could use the
      * transport, from what the ranks published in the segment (their GPUs'
      * UUIDs): called once every rank joined, before the choice. No waits.
-     * 1 or 0. */
+     * 1 or 0. The nccl transport's is asked only where the device
+     * transport's said 1 (it builds on its staging). */
     int (*possible)(es_comm_t *c);
     /* Collective: every rank calls it; it may wait for the others in
      * control barriers (es_seg_barrier, data 0: bounded by 10 times

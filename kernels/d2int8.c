@@ -75,19 +75,26 @@ static int es_ref_q_alloc(es_ref_q_t *q, size_t rows, size_t cols, size_t depth)
     return -ENOMEM;
 }
 
+/* A row or column with Inf or NaN: 1 and the IEEE value of element
+ * (i, j) of batch b in *sp when the products make it non-finite, else 0
+ * (the finite path decides). */
+static int es_ref_special(const es_gemm_args_t *a, long long i, long long j, long long b,
+                          float *sp)
+{
+    int st = 0;
+    for (long long p = 0; p < a->k; p++)
+        st = es_i8_sp_add(st, es_ref_a(a, i, p, b), es_ref_b(a, p, j, b));
+    return es_i8_sp_value(st, sp) != 0;
+}
+
 /* acc of element (i, j) of batch b (steps 3 to 5). */
 static float es_ref_acc(const es_gemm_args_t *a, long long i, long long j, long long b,
                         const int *qa, const int *ea, const int *nfa, const int *qb,
                         const int *eb, const int *nfb)
 {
     float sp;
-    if (nfa[i] || nfb[j]) {
-        int st = 0;
-        for (long long p = 0; p < a->k; p++)
-            st = es_i8_sp_add(st, es_ref_a(a, i, p, b), es_ref_b(a, p, j, b));
-        if (es_i8_sp_value(st, &sp))
-            return sp;
-    }
+    if ((nfa[i] || nfb[j]) && es_ref_special(a, i, j, b, &sp))
+        return sp;
     es_i128_t t = 0;
     for (long long p = 0; p < a->k; p++)
         t += (es_i128_t)((long long)qa[i * a->k + p] * qb[j * a->k + p]);
@@ -143,13 +150,8 @@ float es_d2int8_ref_acc(const es_gemm_args_t *a, long long i, long long j, long 
     if (alpha == 0.0f)
         return 0.0f;
     int ea = es_ref_vec_exp(a, i, b, 1, &nfa), eb = es_ref_vec_exp(a, j, b, 0, &nfb);
-    if (nfa || nfb) {
-        int st = 0;
-        for (long long p = 0; p < a->k; p++)
-            st = es_i8_sp_add(st, es_ref_a(a, i, p, b), es_ref_b(a, p, j, b));
-        if (es_i8_sp_value(st, &sp))
-            return sp;
-    }
+    if ((nfa || nfb) && es_ref_special(a, i, j, b, &sp))
+        return sp;
     es_i128_t t = 0;
     for (long long p = 0; p < a->k; p++)
         t += (es_i128_t)((long long)es_i8_quant(es_ref_a(a, i, p, b), ea, sa) *

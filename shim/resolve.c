@@ -365,20 +365,27 @@ int es_fn_is_identity(int lib, int idx)
     return es_libs[lib].fns[idx].kind == ES_KIND_I;
 }
 
-int es_addr_in_lib(const void *addr, const char *prefix)
+/* The file name (no directory) of the object addr lies in, or NULL. */
+static const char *es_addr_object(const void *addr)
 {
     Dl_info info;
     if (!addr || !dladdr(addr, &info) || !info.dli_fname)
-        return 0;
+        return NULL;
     const char *b = strrchr(info.dli_fname, '/');
-    b = b ? b + 1 : info.dli_fname;
-    return strncmp(b, prefix, strlen(prefix)) == 0;
+    return b ? b + 1 : info.dli_fname;
+}
+
+int es_addr_in_lib(const void *addr, const char *prefix)
+{
+    const char *b = es_addr_object(addr);
+    return b && strncmp(b, prefix, strlen(prefix)) == 0;
 }
 
 int es_addr_in_vendor_lib(const void *addr)
 {
-    return es_addr_in_lib(addr, "libcublas") || es_addr_in_lib(addr, "libcudnn") ||
-           es_addr_in_lib(addr, "libnccl");
+    const char *b = es_addr_object(addr);
+    return b && (strncmp(b, "libcublas", 9) == 0 || strncmp(b, "libcudnn", 8) == 0 ||
+                 strncmp(b, "libnccl", 7) == 0);
 }
 
 void es_resolve_atfork(int phase)

@@ -160,6 +160,14 @@ static const char *join(const char *var, const char *dflt, const char *rel)
 const char *es_build_path(const char *rel) { return join("ES_BUILD", "build", rel); }
 const char *es_root_path(const char *rel) { return join("ES_ROOT", ".", rel); }
 
+int es_count(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)) != NULL; p++)
+        n++;
+    return n;
+}
+
 const char *es_find_last(const char *text, const char *key, char *buf, size_t len)
 {
     const char *found = NULL;

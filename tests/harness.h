@@ -44,6 +44,9 @@ const char *es_preload_env(const char *lib, char *buf, size_t len);
  * with errno set if it cannot be read. */
 void *es_read_file(const char *path, size_t *len);
 
+/* How many times what occurs in text (overlaps counted). */
+int es_count(const char *text, const char *what);
+
 /* Returns the value following "key " on the last line that starts with it
  * in text (e.g. "checksum "), copied into buf; NULL if none. */
 const char *es_find_last(const char *text, const char *key, char *buf, size_t len);

@@ -537,7 +537,7 @@ static int es_dev_words(es_comm_t *c, es_dev_tp_t *t)
 
 /* Whether this rank could use the device transport (its GPU can map every
  * peer's, the kernel loads): from the UUIDs the ranks published. */
-int es_devtp_possible(es_comm_t *c)
+static int es_dev_possible(es_comm_t *c)
 {
     if (es_reduce_ready() < 0)
         return 0;
@@ -916,7 +916,7 @@ static int es_dev_setup(es_comm_t *c)
 
 const es_coll_transport_t es_coll_tp_dev = {
     .name = "device",
-    .possible = es_devtp_possible,
+    .possible = es_dev_possible,
     .setup = es_dev_setup,
     .teardown = es_devtp_teardown,
     .coll = es_dev_coll,

@@ -16,9 +16,6 @@
 
 #include "coll/coll_int.h"
 
-/* Whether this rank can map every peer's staging (the kernel loads, every
- * GPU of the communicator visible and reachable). 1 or 0. */
-int es_devtp_possible(es_comm_t *c);
 /* The set-up of dev.c with `extra` bytes at the end of every rank's
  * buffer (collective; the returns of es_coll_transport_t.setup). */
 int es_devtp_setup(es_comm_t *c, size_t extra);

@@ -84,11 +84,13 @@ static ncclResult_t es_nc_error(es_comm_t *c, const char *what, ncclResult_t res
     return res;
 }
 
-/* Whether this rank could carry: the real NCCL is there. */
+/* Whether this rank could carry: the real NCCL is there (the staging's
+ * part is the device transport's `possible`, which init.c asks first). */
 static int es_nc_possible(es_comm_t *c)
 {
+    (void)c;
     return es_lib_ready(ES_LIB_NCCL) && es_real_present(ES_LIB_NCCL, ES_IDX_ncclCommInitRank) &&
-           es_real_present(ES_LIB_NCCL, ES_IDX_ncclSend) && es_devtp_possible(c);
+           es_real_present(ES_LIB_NCCL, ES_IDX_ncclSend);
 }
 
 /* ---- the topology: GPUs, carriers and runs ------------------------------------------------ */

@@ -627,14 +627,6 @@ static void test_coll(void **state)
     }
 }
 
-static int count_in(const char *out, const char *what)
-{
-    int n = 0;
-    for (const char *p = out; (p = strstr(p, what)) != NULL; p++)
-        n++;
-    return n;
-}
-
 /* auto takes the NCCL carriers where libnccl.so.2 loads (the client links
  * simcuda's) and ESTs do not move, and host while they can (moves at any
  * moment); an explicit nccl is kept with moves on, and an EST then moves
@@ -656,30 +648,30 @@ static void test_transport_choice(void **state)
     es_proc_result_free(&r);
     r = run_client(1, "coll", 4, TWO, "EASYSCALE_LOG=info", NULL, NULL);
     expect_client(&r, 4, "auto, moves on");
-    assert_true(count_in(r.out, "host transport, chunk") >= 4);
-    assert_int_equal(count_in(r.out, "nccl transport, chunk"), 0);
+    assert_true(es_count(r.out, "host transport, chunk") >= 4);
+    assert_int_equal(es_count(r.out, "nccl transport, chunk"), 0);
     es_proc_result_free(&r);
     r = run_client(1, "sigmove", 4, TWO, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_LOG=info",
                    "EASYSCALE_MOVE_SIGNAL=SIGUSR1");
     expect_client(&r, 4, "nccl, moves on, a move signalled");
     expect_transport(&r, "EASYSCALE_COLL_TRANSPORT=nccl");
-    assert_int_equal(count_in(r.out, "nccl transport, chunk"), 4);
-    if (count_in(r.out, "this EST moves only at a scheduled step") != 4)
+    assert_int_equal(es_count(r.out, "nccl transport, chunk"), 4);
+    if (es_count(r.out, "this EST moves only at a scheduled step") != 4)
         fprintf(stderr, "---- sigmove, nccl ----\n%s\n----\n", r.out);
-    assert_int_equal(count_in(r.out, "this EST moves only at a scheduled step"), 4);
-    assert_int_equal(count_in(r.out, "info: moved to device"), 0);
+    assert_int_equal(es_count(r.out, "this EST moves only at a scheduled step"), 4);
+    assert_int_equal(es_count(r.out, "info: moved to device"), 0);
     es_proc_result_free(&r);
     r = run_client(1, "sigmove", 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", "EASYSCALE_LOG=info",
                    "EASYSCALE_MOVE_SIGNAL=SIGUSR1");
     expect_client(&r, 4, "host, a move signalled");
-    assert_int_equal(count_in(r.out, "info: moved to device"), 4);
+    assert_int_equal(es_count(r.out, "info: moved to device"), 4);
     es_proc_result_free(&r);
     r = run_client(1, "coll", 4, TWO, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_TIME_SLICE=on",
                    "EASYSCALE_LOG=info");
     expect_client(&r, 4, "nccl, time-sliced");
     assert_non_null(strstr(r.out, "EASYSCALE_COLL_TRANSPORT=nccl is not possible for "
                                   "time-sliced ESTs"));
-    assert_int_equal(count_in(r.out, "nccl transport, chunk"), 0);
+    assert_int_equal(es_count(r.out, "nccl transport, chunk"), 0);
     es_proc_result_free(&r);
 }
 
@@ -985,14 +977,6 @@ static void test_stale_segment(void **state)
     assert_false(in_list(now, nn, extra[0]));
 }
 
-static int count_of(const char *hay, const char *needle)
-{
-    int k = 0;
-    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
-        k++;
-    return k;
-}
-
 /* A collective on a stream under capture (CUDA graphs, GLOBAL mode): every
  * rank gets ncclInvalidUsage and one log line per call, the capture ends
  * with a graph of the client's own work that replays, the communicator
@@ -1009,8 +993,8 @@ static void test_capture(void **state)
         expect_client(&r, 4, tps[t]);
         expect_transport(&r, tps[t]);
         /* the call alone and the call in a group, on each of the 4 ranks */
-        assert_int_equal(count_of(r.out, "ncclAllReduce on a stream under capture"), 8);
-        assert_int_equal(count_of(r.out, "allreduce under capture: invalid usage"), 4);
+        assert_int_equal(es_count(r.out, "ncclAllReduce on a stream under capture"), 8);
+        assert_int_equal(es_count(r.out, "allreduce under capture: invalid usage"), 4);
         es_proc_result_free(&r);
     }
     /* Negative control: without the shim (simcuda's NCCL enqueues the
@@ -1018,8 +1002,8 @@ static void test_capture(void **state)
      * check fails: no ncclInvalidUsage. */
     es_proc_result_t r = run_client(0, "capture", 4, FOUR, NULL, NULL, NULL);
     assert_false(client_ok(&r, 4));
-    assert_int_equal(count_of(r.out, "allreduce under capture: no error ("), 4);
-    assert_int_equal(count_of(r.out, "allreduce under capture: invalid usage"), 0);
+    assert_int_equal(es_count(r.out, "allreduce under capture: no error ("), 4);
+    assert_int_equal(es_count(r.out, "allreduce under capture: invalid usage"), 0);
     es_proc_result_free(&r);
 }
 
@@ -1046,16 +1030,16 @@ static void test_stream_order(void **state)
         assert_int_equal(es_run(argv, env, TIMEOUT, &r), 0);
         expect_client(&r, 4, runs[i].tp);
         /* every rank's communicator ran on the transport asked for */
-        if (count_of(r.out, runs[i].said) != 4)
+        if (es_count(r.out, runs[i].said) != 4)
             fprintf(stderr, "---- %s: not 4 \"%s\" ----\n%s\n", runs[i].tp, runs[i].said,
                     r.out);
-        assert_int_equal(count_of(r.out, runs[i].said), 4);
+        assert_int_equal(es_count(r.out, runs[i].said), 4);
         /* Ordering on the device: with the device transport the only host
          * function of the run is the one rank 0 launches itself (on
          * another stream, while its all-reduce waits); the host
          * transport's steps are host functions on the collective's stream
          * (the check's negative control). simcuda's trace logs each. */
-        int hostfns = count_of(r.out, "simcuda trace: host function enqueued on stream");
+        int hostfns = es_count(r.out, "simcuda trace: host function enqueued on stream");
         if (dev ? hostfns != 1 : hostfns <= 4)
             fprintf(stderr, "---- %s: %d host functions ----\n%s\n", runs[i].tp, hostfns, r.out);
         if (dev)
@@ -1074,9 +1058,9 @@ static void test_stream_order(void **state)
     assert_false(client_ok(&r, 4));
     /* (the first peer to give up ends rank 0's wait: the others may then
      * see the flag, call and fail on the dead communicator) */
-    if (count_of(r.out, "did not return before its peers called") < 1)
+    if (es_count(r.out, "did not return before its peers called") < 1)
         fprintf(stderr, "---- order-blocking (status %d) ----\n%s\n", r.status, r.out);
-    assert_true(count_of(r.out, "did not return before its peers called") >= 1);
+    assert_true(es_count(r.out, "did not return before its peers called") >= 1);
     es_proc_result_free(&r);
     /* Negative control: without the shim (simcuda's NCCL, ring order, 4
      * GPUs) the order holds but the sums are not the rank-ordered ones. */

@@ -963,9 +963,7 @@ static void test_placement_nccl(void **state)
                        "CUDA_VISIBLE_DEVICES=", pre, "EASYSCALE_LOG=info",
                        "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_MOVE=off", NULL};
         run_job(&j, runs[i].n, NULL, env, PLACE_ARGS, NULL);
-        int k = 0;
-        for (const char *p = j.out; (p = strstr(p, "nccl transport, chunk")) != NULL; p++)
-            k++;
+        int k = es_count(j.out, "nccl transport, chunk");
         if (k != runs[i].n)
             fprintf(stderr, "%d ESTs on %s: %d ranks said \"nccl transport\"\n", runs[i].n,
                     runs[i].devs, k);

@@ -187,14 +187,6 @@ static size_t used_on(int dev)
     return tot - fr;
 }
 
-static int count_of(const char *text, const char *what)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, what)) != NULL; p++)
-        n++;
-    return n;
-}
-
 static void test_parked_holds_no_device_memory(void **state)
 {
     (void)state;
@@ -217,10 +209,10 @@ static void test_parked_holds_no_device_memory(void **state)
         fail_msg("still %zu bytes on device 0 after the park\n%s", used_on(0) - base, b.buf);
     /* and no progress while parked */
     bg_seen(&b, "", 0);
-    int steps = count_of(b.buf, "step ");
+    int steps = es_count(b.buf, "step ");
     usleep(400000);
     bg_seen(&b, "", 0);
-    assert_int_equal(count_of(b.buf, "step "), steps);
+    assert_int_equal(es_count(b.buf, "step "), steps);
     /* back, on GPU 1 */
     send_move(b.pid, 1);
     assert_int_equal(bg_wait(&b), 0);

@@ -21,7 +21,8 @@
  * - The NCCL carriers (EASYSCALE_COLL_TRANSPORT=nccl) with moves on: the
  *   same moves on two A100s, and scale events 4 -> 2 -> 1 -> 3 GPUs, d1:
  *   the checksum of the run without moves, every rank on the nccl
- *   transport, set up again after the scheduled steps.
+ *   transport, set up again after the scheduled steps (negative control:
+ *   the same moves without the memory registry break the run).
  * Negative controls: the same moves without the memory registry
  * (EASYSCALE_MOVE=nomem) break the run, and so do the same scale events
  * and the same time-slicing;
@@ -249,22 +250,12 @@ static void test_moves_without_registry_break(void **state)
  * staging are taken down at each scheduled step and set up again where
  * the ESTs are then (docs/COLLECTIVES.md). */
 
-static int count_of(const char *out, const char *what)
+/* The job over the nccl transport at d1 with schedule lines `lines`, one
+ * more assignment (NULL: none), its result in r. */
+static void nccl_job(const char *devices, const char *gpus, const char *const *lines, int n,
+                     const char *more, es_proc_result_t *r)
 {
-    int n = 0;
-    for (const char *p = out; (p = strstr(p, what)) != NULL; p++)
-        n++;
-    return n;
-}
-
-/* The job over the nccl transport with schedule lines sched_lines, on
- * devices/gpus at d1 for STEPS: the checksum of the job without moves (on
- * the same GPUs, the host transport: the same bits by definition). */
-static void nccl_moved_run(const char *devices, const char *gpus, const char *const *lines,
-                           int n)
-{
-    char want[128], got[128], sched[128], dev_env[128];
-    ref_checksum(devices, gpus, "d1", STEPS, want, sizeof(want));
+    char sched[128], dev_env[128];
     snprintf(sched, sizeof(sched), "/tmp/es-ests-nccl-%d", (int)getpid());
     FILE *f = fopen(sched, "w");
     assert_non_null(f);
@@ -275,13 +266,24 @@ static void nccl_moved_run(const char *devices, const char *gpus, const char *co
     char *argv[32];
     ctl_argv(argv, gpus, "d1", sched, STEPS, NULL);
     char *env[] = { dev_env, "EASYSCALE_HEARTBEAT_MS=100", "EASYSCALE_LOG=info",
-                    "EASYSCALE_COLL_TRANSPORT=nccl", NULL };
-    es_proc_result_t mv;
-    assert_int_equal(es_run(argv, env, TMO, &mv), 0);
+                    "EASYSCALE_COLL_TRANSPORT=nccl", (char *)more, NULL };
+    assert_int_equal(es_run(argv, env, TMO, r), 0);
     unlink(sched);
+}
+
+/* The job over the nccl transport with schedule lines sched_lines, on
+ * devices/gpus at d1 for STEPS: the checksum of the job without moves (on
+ * the same GPUs, the host transport: the same bits by definition). */
+static void nccl_moved_run(const char *devices, const char *gpus, const char *const *lines,
+                           int n)
+{
+    char want[128], got[128];
+    ref_checksum(devices, gpus, "d1", STEPS, want, sizeof(want));
+    es_proc_result_t mv;
+    nccl_job(devices, gpus, lines, n, NULL, &mv);
     int done = events_done(mv.out);
-    int set_up = count_of(mv.out, "nccl transport, chunk");
-    int again = count_of(mv.out, "nccl transport set up again after a scheduled step");
+    int set_up = es_count(mv.out, "nccl transport, chunk");
+    int again = es_count(mv.out, "nccl transport set up again after a scheduled step");
     if (mv.status != 0 || done != n || set_up != 4 || again < 1 ||
         strstr(mv.out, "is not possible")) {
         /* the whole output first: a failure message is cut short */
@@ -300,6 +302,27 @@ static void test_nccl_moves(void **state)
     const char *lines[] = { "step 9 migrate 0 1", "step 21 swap-out 2", "step 21 swap-in 2 0",
                             "step 33 migrate 3 0", "step 45 migrate 1 0" };
     nccl_moved_run("a100:2G,a100:2G", "0,1", lines, 5);
+}
+
+/* Negative control: the same moves over nccl with the memory registry off
+ * (EASYSCALE_MOVE=nomem) do not reach the checksum. */
+static void test_nccl_moves_without_registry_break(void **state)
+{
+    (void)state;
+    const char *lines[] = { "step 9 migrate 0 1", "step 21 swap-out 2", "step 21 swap-in 2 0" };
+    char want[128];
+    ref_checksum("a100:2G,a100:2G", "0,1", "d1", STEPS, want, sizeof(want));
+    es_proc_result_t mv;
+    nccl_job("a100:2G,a100:2G", "0,1", lines, 3, "EASYSCALE_MOVE=nomem", &mv);
+    int same = mv.status == 0;
+    for (int k = 0; k < 4 && same; k++) {
+        char key[32], v[128];
+        snprintf(key, sizeof(key), "[%d] checksum", k);
+        same = es_find_last(mv.out, key, v, sizeof(v)) && strcmp(v + strspn(v, " "), want) == 0;
+    }
+    if (same)
+        fail_msg("the nccl run survived moves without the memory registry:\n%.2000s", mv.out);
+    es_proc_result_free(&mv);
 }
 
 /* 4 GPUs -> 2 -> 1 (no carrier communicator: one GPU) -> 3. */
@@ -645,6 +668,7 @@ int main(void)
         cmocka_unit_test(test_moves_without_registry_break),
         cmocka_unit_test(test_nccl_moves),
         cmocka_unit_test(test_nccl_scale),
+        cmocka_unit_test(test_nccl_moves_without_registry_break),
         cmocka_unit_test(test_scale_d2_controller_restart),
         cmocka_unit_test(test_scale_without_registry_breaks),
         cmocka_unit_test(test_time_slicing_four_on_one),
