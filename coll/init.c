@@ -67,7 +67,7 @@ static void es_coll_global_init(void)
 {
     pthread_atfork(NULL, NULL, es_coll_atfork_child);
     if (es_vh_on)
-        es_mover_set_gate(es_comm_move_gate);
+        (void)es_mover_add_gate(es_comm_move_gate);
 }
 
 void es_comm_global_init(void)

@@ -36,18 +36,57 @@
 #include "audit/modaudit.h"
 #include "move/vhandle.h"
 #include "coll/coll.h"
+#include "move/mover.h"
 
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 static CUresult es_vendor_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 static CUresult es_vendor_cuDeviceComputeCapability(int *major, int *minor, CUdevice dev);
 
+/* The CUDA runtime (libcudart) passes the handles it holds to private
+ * driver functions (cuGetExportTable), which cannot take virtual ones:
+ * NVIDIA's driver answers them CUDA_ERROR_INVALID_CONTEXT (docs/MOVING.md,
+ * section 7). Unless EASYSCALE_RUNTIME_HANDLES=virtual its lookups get the
+ * real driver. The runtime then holds the application's own memory and
+ * streams (a framework's tensors), which no move could carry: from its
+ * first lookup on, moves are refused with the reason. (The vendor
+ * libraries keep the virtual handles: the shim hands them the virtual
+ * streams, valid across moves, intercept/virtual/libh.c.) */
+static int es_runtime_gate(char *msg, size_t msglen)
+{
+    if (msg && msglen)
+        snprintf(msg, msglen, "the CUDA runtime (libcudart) of this process holds real driver "
+                              "handles and memory outside the shim's registry: its ESTs cannot "
+                              "move (docs/MOVING.md, section 7)");
+    return -EPERM;
+}
+
+static int es_runtime_caller(const void *caller)
+{
+    if (!es_vh_on || es_cfg.runtime_virtual)
+        return 0;
+    if (es_addr_in_lib(caller, "libcudart")) {
+        static int said;
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL)) {
+            (void)es_mover_add_gate(es_runtime_gate);
+            ES_INFO("the CUDA runtime (libcudart) gets the real driver: moves are refused from "
+                    "now on (EASYSCALE_RUNTIME_HANDLES)");
+        }
+        return 1;
+    }
+    return 0;
+}
+
 static void *es_route(void *real, const void *caller, const char *symbol)
 {
     int idx = -1;
     void *w = es_wrapper_for_real(ES_LIB_CUDA, real, &idx);
+    if (es_runtime_caller(caller))
+        return w ? es_raw_ptr(ES_LIB_CUDA, idx) : real;
     /* The NCCL carriers (coll/transport/nccl.c) work on the real driver,
      * real handles and all (not even the translating thunks: they would
      * hand back virtual ones): with the virtual collectives on, the

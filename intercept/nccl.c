@@ -204,6 +204,12 @@ static ncclResult_t es_v_ncclCommAbort(ncclComm_t comm)
     return es_coll_abort(ES_C(comm));
 }
 
+/* NCCL 2.28's nccl.h defines it; older headers (the CUDA images' NCCL)
+ * do not, and the value is part of the ABI. */
+#ifndef NCCL_REVOKE_DEFAULT
+#define NCCL_REVOKE_DEFAULT 0x00
+#endif
+
 static ncclResult_t es_v_ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 {
     ES_COMM_OR(comm, "ncclCommRevoke");

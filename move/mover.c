@@ -334,11 +334,30 @@ static int es_light_to_full(int vdev, char *msg, size_t msglen)
     return rc;
 }
 
-static int (*es_gate)(char *msg, size_t msglen);
+typedef int (*es_gate_fn)(char *msg, size_t msglen);
+static es_gate_fn es_gates[ES_MOVER_GATES];
 
-void es_mover_set_gate(int (*gate)(char *msg, size_t msglen))
+int es_mover_add_gate(int (*gate)(char *msg, size_t msglen))
 {
-    es_gate = gate;
+    for (int i = 0; i < ES_MOVER_GATES; i++) {
+        es_gate_fn none = NULL;
+        if (__atomic_compare_exchange_n(&es_gates[i], &none, gate, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE) ||
+            none == gate)
+            return 0;
+    }
+    return -ENOSPC;
+}
+
+static int es_gates_veto(char *msg, size_t msglen)
+{
+    for (int i = 0; i < ES_MOVER_GATES; i++) {
+        es_gate_fn g = __atomic_load_n(&es_gates[i], __ATOMIC_ACQUIRE);
+        int veto = g ? g(msg, msglen) : 0;
+        if (veto < 0)
+            return veto;
+    }
+    return 0;
 }
 
 int es_mover_run(int vdev, int dev, char *msg, size_t msglen)
@@ -365,7 +384,7 @@ static int es_mover_run_one(int vdev, int dev, char *msg, size_t msglen)
     }
     if (src == dev || (src < 0 && dev == ES_MOVER_PARK))
         return 0;
-    int veto = es_gate ? es_gate(msg, msglen) : 0;
+    int veto = es_gates_veto(msg, msglen);
     if (veto < 0)
         return veto;
     if (es_vh_graphs() > 0) {

@@ -38,13 +38,16 @@ long es_mover_post(int vdev, int dev);
  * ES_MOVER_PARK) stored before es_door_request_from_signal. */
 void es_mover_signal_target(int vdev, int dev);
 
-/* A veto on moves from a layer above (the collectives: while a
+/* Vetoes on moves from the layers above (the collectives: while a
  * communicator's staging is device memory other processes map, an EST
- * moves only at a scheduled hold, when that staging is down): called before
- * every move of a vdev that would change where it is; 0, or a negative
- * errno with a one-line reason in msg (the move fails, nothing touched).
- * NULL: none. Set once, before moves happen. */
-void es_mover_set_gate(int (*gate)(char *msg, size_t msglen));
+ * moves only at a scheduled hold, when that staging is down; the
+ * interception: once the CUDA runtime holds real handles): each called
+ * before every move of a vdev that would change where it is; 0, or a
+ * negative errno with a one-line reason in msg (the move fails, nothing
+ * touched). Up to ES_MOVER_GATES, each added once (adding one twice is a
+ * no-op); safe to call from any thread at any time; 0 or -ENOSPC. */
+#define ES_MOVER_GATES 4
+int es_mover_add_gate(int (*gate)(char *msg, size_t msglen));
 
 /* Where vdev is: a real device, or ES_MOVER_PARK. */
 int es_mover_where(int vdev);

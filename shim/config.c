@@ -15,6 +15,10 @@
  *   EASYSCALE_MOVE_TIMEOUT     seconds a move waits for the other threads, 1..3600 (60)
  *   EASYSCALE_MOVE_SIGNAL      off, or the signal that requests a move: SIGUSR1,
  *                              SIGUSR2, SIGRTMIN+n (default off)
+ *   EASYSCALE_RUNTIME_HANDLES  real | virtual: what the CUDA runtime (libcudart)
+ *                              gets from cuGetProcAddress
+ *                              while handles are virtual (docs/MOVING.md, section 7)
+ *                              (default real)
  *   EASYSCALE_SWAP_STREAMS     copies in flight during a swap, 1..16 (4)
  *   EASYSCALE_SWAP_CHECKSUMS   on | off: skip unchanged memory at swap-out (on)
  *   EASYSCALE_TIME_SLICE       off | on | overlap: the ESTs of one GPU take turns on it,
@@ -303,6 +307,7 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
     static const char *const colls[] = { "nccl", "virtual" };
     static const char *const tps[] = { "auto", "device", "host", "nccl" };
     static const char *const d2gemms[] = { "int8", "fma" };
+    static const char *const rths[] = { "real", "virtual" };
     es_config_t c = { .determinism = ES_DET_D1, .log_level = ES_LOG_WARN, .log_fd = 2,
                       .audit = ES_AUDIT_MODE_WARN, .move_timeout_s = 60, .swap_streams = 4,
                       .swap_sums = 1, .coll_timeout_s = 30 };
@@ -336,6 +341,10 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
     }
     if ((v = getenv("EASYSCALE_D2_GEMM")) != NULL &&
         (rc = es_pick("EASYSCALE_D2_GEMM", v, d2gemms, 2, &c.d2_gemm, msg, msglen)) < 0)
+        goto out;
+    if ((v = getenv("EASYSCALE_RUNTIME_HANDLES")) != NULL &&
+        (rc = es_pick("EASYSCALE_RUNTIME_HANDLES", v, rths, 2, &c.runtime_virtual, msg,
+                      msglen)) < 0)
         goto out;
     c.collectives = c.determinism == ES_DET_OFF ? ES_COLL_NCCL : ES_COLL_VIRTUAL;
     if ((v = getenv("EASYSCALE_COLLECTIVES")) != NULL &&

@@ -36,6 +36,7 @@ typedef struct es_config {
     int move_signal;         /* EASYSCALE_MOVE_SIGNAL (0: none) */
     int swap_streams;        /* EASYSCALE_SWAP_STREAMS */
     int swap_sums;           /* EASYSCALE_SWAP_CHECKSUMS */
+    int runtime_virtual;     /* EASYSCALE_RUNTIME_HANDLES: 0 real (default), 1 virtual */
     int time_slice;          /* EASYSCALE_TIME_SLICE: 0 off, 1 on, 2 overlap (two residents) */
     int collectives;         /* enum es_coll_mode (EASYSCALE_COLLECTIVES; default: virtual
                                 at d1/d2, nccl at off) */

@@ -687,6 +687,41 @@
     X(P, cuFuncGetAttribute, "cuFuncGetAttribute", 2020, 0, CUresult,                           \
       (int *pi, CUfunction_attribute attrib, CUfunction hfunc),                                 \
       (pi, attrib, V_FN(hfunc)), ES_CUERR)                                                      \
+    /* The occupancy calculator (cuBLAS's and cudart's start-up ask it). */                   \
+    X(P, cuOccupancyMaxActiveBlocksPerMultiprocessor,                                           \
+      "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, 0, CUresult,                         \
+      (int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize),                 \
+      (numBlocks, V_FN(func), blockSize, dynamicSMemSize), ES_CUERR)                            \
+    X(P, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,                                  \
+      "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000, 0, CUresult,                \
+      (int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize,                  \
+       unsigned int flags),                                                                     \
+      (numBlocks, V_FN(func), blockSize, dynamicSMemSize, flags), ES_CUERR)                     \
+    X(P, cuOccupancyMaxPotentialBlockSize, "cuOccupancyMaxPotentialBlockSize", 6050, 0,         \
+      CUresult,                                                                                 \
+      (int *minGridSize, int *blockSize, CUfunction func,                                       \
+       CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize,                   \
+       int blockSizeLimit),                                                                     \
+      (minGridSize, blockSize, V_FN(func), blockSizeToDynamicSMemSize, dynamicSMemSize,         \
+       blockSizeLimit), ES_CUERR)                                                               \
+    X(P, cuOccupancyMaxPotentialBlockSizeWithFlags,                                             \
+      "cuOccupancyMaxPotentialBlockSizeWithFlags", 7000, 0, CUresult,                           \
+      (int *minGridSize, int *blockSize, CUfunction func,                                       \
+       CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize,                   \
+       int blockSizeLimit, unsigned int flags),                                                 \
+      (minGridSize, blockSize, V_FN(func), blockSizeToDynamicSMemSize, dynamicSMemSize,         \
+       blockSizeLimit, flags), ES_CUERR)                                                        \
+    X(P, cuOccupancyAvailableDynamicSMemPerBlock, "cuOccupancyAvailableDynamicSMemPerBlock",    \
+      10020, 0, CUresult,                                                                       \
+      (size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize),                 \
+      (dynamicSmemSize, V_FN(func), numBlocks, blockSize), ES_CUERR)                            \
+    X(T, cuOccupancyMaxPotentialClusterSize, "cuOccupancyMaxPotentialClusterSize", 11070, 0,    \
+      CUresult,                                                                                 \
+      (int *clusterSize, CUfunction func, const CUlaunchConfig *config),                        \
+      (clusterSize, func, config), ES_CUERR)                                                    \
+    X(T, cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", 11070, 0, CUresult,     \
+      (int *numClusters, CUfunction func, const CUlaunchConfig *config),                        \
+      (numClusters, func, config), ES_CUERR)                                                    \
     X(T, cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0, CUresult,                              \
       (CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height, unsigned int ElementSizeBytes),\
       (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes), ES_CUERR)                         \

@@ -499,6 +499,30 @@ static CUresult es_h_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunct
     return ES_RAW(cuda, cuLaunchKernelEx_ptsz)(&c, (CUfunction)es_vh_real(f), kp, extra);
 }
 
+/* The cluster occupancy queries take a launch configuration: its stream
+ * is virtual. */
+static CUresult es_h_occupancy_cfg(CUresult (*fn)(int *, CUfunction, const CUlaunchConfig *),
+                                   int *out, CUfunction f, const CUlaunchConfig *config)
+{
+    if (!config)
+        return fn(out, (CUfunction)es_vh_real(f), config);
+    CUlaunchConfig c = *config;
+    c.hStream = es_vh_stream(c.hStream);
+    return fn(out, (CUfunction)es_vh_real(f), &c);
+}
+
+static CUresult es_h_cuOccupancyMaxPotentialClusterSize(int *n, CUfunction f,
+                                                        const CUlaunchConfig *config)
+{
+    return es_h_occupancy_cfg(ES_RAW(cuda, cuOccupancyMaxPotentialClusterSize), n, f, config);
+}
+
+static CUresult es_h_cuOccupancyMaxActiveClusters(int *n, CUfunction f,
+                                                  const CUlaunchConfig *config)
+{
+    return es_h_occupancy_cfg(ES_RAW(cuda, cuOccupancyMaxActiveClusters), n, f, config);
+}
+
 /* ---- installing -------------------------------------------------------------------------- */
 
 void es_handles_install(void);
@@ -554,6 +578,8 @@ void es_handles_install(void)
     ES_SET(cuKernelGetFunction)
     ES_SET(cuLaunchKernelEx)
     ES_SET(cuLaunchKernelEx_ptsz)
+    ES_SET(cuOccupancyMaxPotentialClusterSize)
+    ES_SET(cuOccupancyMaxActiveClusters)
     ES_SET(cuCtxCreate)
     ES_SET(cuCtxCreate_v3)
     ES_SET(cuCtxDestroy)

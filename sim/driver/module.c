@@ -1179,6 +1179,138 @@ CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
     return CUDA_SUCCESS;
 }
 
+/* ---- occupancy ------------------------------------------------------------------------------- */
+/* The occupancy calculator over the model's per-SM limits: threads (whole
+ * warps), blocks, registers (65536 per SM, f->num_regs per thread) and
+ * shared memory (the dynamic bytes plus the 1 KiB the hardware reserves per
+ * block from sm_80 on). A block the function cannot launch (too many
+ * threads, more dynamic shared memory than its attribute allows) fits 0
+ * times, as on a GPU. */
+#define SIM_REGS_PER_SM 65536
+
+static int occ_blocks(const sim_func_t *f, const sim_model_t *m, int block, size_t dyn)
+{
+    if (block <= 0 || block > 1024 || dyn > (size_t)f->max_dyn_smem)
+        return 0;
+    int warps = (block + 31) / 32;
+    int n = m->max_blocks_per_sm;
+    int by_threads = m->max_threads_per_sm / (warps * 32);
+    if (by_threads < n)
+        n = by_threads;
+    if (f->num_regs > 0) {
+        int by_regs = SIM_REGS_PER_SM / (f->num_regs * warps * 32);
+        if (by_regs < n)
+            n = by_regs;
+    }
+    size_t per_block = dyn + (m->cc_major >= 8 ? 1024 : 0);
+    if (per_block) {
+        size_t by_smem = (size_t)m->smem_per_sm / per_block;
+        if (by_smem < (size_t)n)
+            n = (int)by_smem;
+    }
+    return n;
+}
+
+static CUresult occ_begin(CUfunction func, sim_func_t **f, const sim_model_t **m)
+{
+    CUresult r = func_get(func, f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_ctx_t *c = sim_ctx_current();
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    sim_device_t *d = sim_dev(c->dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *m = d->model;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func,
+                                                              int blockSize, size_t dynamicSMemSize,
+                                                              unsigned int flags)
+{
+    sim_func_t *f;
+    const sim_model_t *m;
+    CUresult r = occ_begin(func, &f, &m);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!numBlocks || flags > CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE || blockSize <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *numBlocks = occ_blocks(f, m, blockSize, dynamicSMemSize);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func,
+                                                     int blockSize, size_t dynamicSMemSize)
+{
+    return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize,
+                                                                dynamicSMemSize, 0);
+}
+
+CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func,
+                                                 int numBlocks, int blockSize)
+{
+    sim_func_t *f;
+    const sim_model_t *m;
+    CUresult r = occ_begin(func, &f, &m);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dynamicSmemSize || numBlocks <= 0 || blockSize <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t avail = 0;
+    if (occ_blocks(f, m, blockSize, 0) >= numBlocks) {
+        size_t reserve = m->cc_major >= 8 ? 1024 : 0;
+        size_t share = (size_t)m->smem_per_sm / (size_t)numBlocks;
+        avail = share > reserve ? share - reserve : 0;
+        if (avail > (size_t)f->max_dyn_smem)
+            avail = (size_t)f->max_dyn_smem;
+    }
+    *dynamicSmemSize = avail;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize,
+                                                   CUfunction func,
+                                                   CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+                                                   size_t dynamicSMemSize, int blockSizeLimit,
+                                                   unsigned int flags)
+{
+    sim_func_t *f;
+    const sim_model_t *m;
+    CUresult r = occ_begin(func, &f, &m);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!minGridSize || !blockSize || blockSizeLimit < 0 ||
+        flags > CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE)
+        return CUDA_ERROR_INVALID_VALUE;
+    int limit = blockSizeLimit == 0 || blockSizeLimit > 1024 ? 1024 : blockSizeLimit;
+    int best = 0, best_blocks = 0, best_threads = 0;
+    for (int b = (limit + 31) / 32 * 32; b > 0; b -= 32) {
+        int size = b > limit ? limit : b;
+        size_t dyn = blockSizeToDynamicSMemSize ? blockSizeToDynamicSMemSize(size)
+                                                : dynamicSMemSize;
+        int n = occ_blocks(f, m, size, dyn);
+        if (n * size > best_threads) {
+            best_threads = n * size;
+            best = size;
+            best_blocks = n;
+        }
+    }
+    *blockSize = best;
+    *minGridSize = best_blocks * m->sms;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func,
+                                          CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+                                          size_t dynamicSMemSize, int blockSizeLimit)
+{
+    return cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize, blockSize, func,
+                                                     blockSizeToDynamicSMemSize,
+                                                     dynamicSMemSize, blockSizeLimit, 0);
+}
+
 /* Functions are loaded with their module: never lazily. */
 CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function)
 {

@@ -182,6 +182,11 @@
     X(cuKernelGetName, 12030, cuKernelGetName, NOPT)                                     \
     X(cuKernelGetParamInfo, 12040, cuKernelGetParamInfo, NOPT)                           \
     X(cuFuncGetAttribute, 2020, cuFuncGetAttribute, NOPT)                                \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050, cuOccupancyMaxActiveBlocksPerMultiprocessor, NOPT) \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, NOPT) \
+    X(cuOccupancyMaxPotentialBlockSize, 6050, cuOccupancyMaxPotentialBlockSize, NOPT) \
+    X(cuOccupancyMaxPotentialBlockSizeWithFlags, 7000, cuOccupancyMaxPotentialBlockSizeWithFlags, NOPT) \
+    X(cuOccupancyAvailableDynamicSMemPerBlock, 10020, cuOccupancyAvailableDynamicSMemPerBlock, NOPT) \
     X(cuFuncSetAttribute, 9000, cuFuncSetAttribute, NOPT)                                \
     X(cuFuncSetCacheConfig, 3000, cuFuncSetCacheConfig, NOPT)                            \
     X(cuFuncGetName, 12030, cuFuncGetName, NOPT)                                         \

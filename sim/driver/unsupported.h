@@ -444,18 +444,8 @@
       cuMulticastGetGranularity)                                                        \
     U(cuMulticastUnbind, 12010,                                                         \
       cuMulticastUnbind)                                                                \
-    U(cuOccupancyAvailableDynamicSMemPerBlock, 10020,                                   \
-      cuOccupancyAvailableDynamicSMemPerBlock)                                          \
-    U(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050,                                \
-      cuOccupancyMaxActiveBlocksPerMultiprocessor)                                      \
-    U(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000,                       \
-      cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)                             \
     U(cuOccupancyMaxActiveClusters, 11070,                                              \
       cuOccupancyMaxActiveClusters)                                                     \
-    U(cuOccupancyMaxPotentialBlockSize, 6050,                                           \
-      cuOccupancyMaxPotentialBlockSize)                                                 \
-    U(cuOccupancyMaxPotentialBlockSizeWithFlags, 7000,                                  \
-      cuOccupancyMaxPotentialBlockSizeWithFlags)                                        \
     U(cuOccupancyMaxPotentialClusterSize, 11070,                                        \
       cuOccupancyMaxPotentialClusterSize)                                               \
     U(cuParamSetSize, 2000,                                                             \

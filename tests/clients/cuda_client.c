@@ -2,8 +2,12 @@
  * program runs on simcuda and on a real GPU. Device enumeration, contexts,
  * allocation, copies, memset, stream ordering with events, pinned memory,
  * VMM reserve/map/unmap/remap at the same address, error codes for bad
- * pointers and over-allocation, an entry point obtained through
- * cuGetProcAddress. Prints "[  PASSED  ] N test(s)." or
+ * arguments and over-allocation, an entry point obtained through
+ * cuGetProcAddress. Answers NVIDIA's documentation leaves undefined (a
+ * destroyed context pushed, a freed or host pointer, a copy past the end of
+ * an allocation, a stream handle that is not one: NVIDIA's driver may
+ * crash or let them through) are checked only on simcuda, which defines
+ * them (SIMCUDA_DEVICES set). Prints "[  PASSED  ] N test(s)." or
  * "[  FAILED  ] N test(s)." and exits non-zero on failure.
  *
  *   cc -I$CUDA_HOME/include cuda_client.c -L<dir of libcuda.so> -lcuda
@@ -16,6 +20,7 @@
 #include <string.h>
 
 static int g_pass, g_fail;
+static int g_strict; /* simcuda: undefined answers are defined there */
 static CUdevice g_dev;
 static CUcontext g_ctx;
 
@@ -103,7 +108,8 @@ static int t_contexts(void)
     CU(cuCtxPushCurrent(c));
     CU(cuCtxSynchronize());
     CU(cuCtxDestroy(c));
-    CHECK(cuCtxPushCurrent(c) == CUDA_ERROR_INVALID_CONTEXT);
+    if (g_strict)
+        CHECK(cuCtxPushCurrent(c) == CUDA_ERROR_INVALID_CONTEXT);
     CU(cuCtxSetCurrent(g_ctx));
     return 0;
 }
@@ -242,19 +248,21 @@ static int t_errors(void)
     CHECK(cuMemAlloc(NULL, 64) == CUDA_ERROR_INVALID_VALUE);
     CU(cuMemAlloc(&p, 64));
     CU(cuMemFree(p));
-    CHECK(cuMemFree(p) == CUDA_ERROR_INVALID_VALUE); /* already freed */
-    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)&x) == CUDA_ERROR_INVALID_VALUE); /* not device memory */
-    /* Copies from or to memory that is not (or no longer) device memory. */
-    int y = 0;
-    CHECK(cuMemcpyDtoH(&y, p, sizeof(y)) == CUDA_ERROR_INVALID_VALUE);
-    CHECK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)&x, &y, sizeof(y)) == CUDA_ERROR_INVALID_VALUE);
-    CU(cuMemAlloc(&p, 64));
-    char big[128] = {0};
-    CHECK(cuMemcpyHtoD(p, big, sizeof(big)) == CUDA_ERROR_INVALID_VALUE); /* past its end */
-    CHECK(cuMemsetD32(p + 1, 0, 1) == CUDA_ERROR_INVALID_VALUE);        /* misaligned */
-    CU(cuMemFree(p));
-    CHECK(cuStreamSynchronize((CUstream)(uintptr_t)&x) == CUDA_ERROR_INVALID_HANDLE ||
-          cuStreamSynchronize((CUstream)(uintptr_t)&x) == CUDA_ERROR_INVALID_CONTEXT);
+    if (g_strict) {
+        CHECK(cuMemFree(p) == CUDA_ERROR_INVALID_VALUE); /* already freed */
+        CHECK(cuMemFree((CUdeviceptr)(uintptr_t)&x) == CUDA_ERROR_INVALID_VALUE); /* not device memory */
+        /* Copies from or to memory that is not (or no longer) device memory. */
+        int y = 0;
+        CHECK(cuMemcpyDtoH(&y, p, sizeof(y)) == CUDA_ERROR_INVALID_VALUE);
+        CHECK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)&x, &y, sizeof(y)) == CUDA_ERROR_INVALID_VALUE);
+        CU(cuMemAlloc(&p, 64));
+        char big[128] = {0};
+        CHECK(cuMemcpyHtoD(p, big, sizeof(big)) == CUDA_ERROR_INVALID_VALUE); /* past its end */
+        CHECK(cuMemsetD32(p + 1, 0, 1) == CUDA_ERROR_INVALID_VALUE);        /* misaligned */
+        CU(cuMemFree(p));
+        CHECK(cuStreamSynchronize((CUstream)(uintptr_t)&x) == CUDA_ERROR_INVALID_HANDLE ||
+              cuStreamSynchronize((CUstream)(uintptr_t)&x) == CUDA_ERROR_INVALID_CONTEXT);
+    }
     const char *s = NULL;
     CU(cuGetErrorName(CUDA_ERROR_INVALID_VALUE, &s));
     CHECK(s && strcmp(s, "CUDA_ERROR_INVALID_VALUE") == 0);
@@ -306,6 +314,7 @@ int main(void)
     /* On simcuda: device memory kept out of this process, as on a GPU
      * machine (a real driver ignores the variable). */
     setenv("SIMCUDA_ISOLATION", "1", 1);
+    g_strict = getenv("SIMCUDA_DEVICES") != NULL;
     CUresult r = cuInit(0);
     if (r != CUDA_SUCCESS) {
         printf("cuInit failed: %d\n[  FAILED  ] 1 test(s).\n", (int)r);

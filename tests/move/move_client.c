@@ -18,6 +18,11 @@
  *                                          cuGetProcAddress and dlsym: the
  *                                          answers that are the driver's own
  *                                          ("leak NAME")
+ *   move_client occupancy                  the occupancy calculator on a
+ *                                          function of the EST's module
+ *   move_client runtime LIB                LIB (a stand-in for libcudart)
+ *                                          asks the driver for the current
+ *                                          context; then a move to slot 1
  *
  * The module image: $ES_SWAPSUM_FATBIN, else $ES_BUILD/gen/es_swapsum.fatbin.
  *
@@ -328,6 +333,47 @@ static int coverage_mode(void)
     return 0;
 }
 
+/* ---- occupancy and the runtime ------------------------------------------------------------- */
+
+static size_t dyn_smem(int block)
+{
+    return (size_t)block * 16;
+}
+
+static int occupancy_mode(void)
+{
+    est_make(0);
+    int blocks = -1, grid = -1, best = -1;
+    size_t avail = 0;
+    CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, E.f1, 256, 4096));
+    CK(cuOccupancyAvailableDynamicSMemPerBlock(&avail, E.f1, 4, 256));
+    CK(cuOccupancyMaxPotentialBlockSize(&grid, &best, E.f1, dyn_smem, 0, 0));
+    printf("occupancy blocks %d avail %zu grid %d block %d\n", blocks, avail, grid, best);
+    return 0;
+}
+
+static int runtime_mode(const char *lib)
+{
+    est_make(0);
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        printf("FAIL dlopen %s: %s\n", lib, dlerror());
+        return 1;
+    }
+    int (*probe)(CUcontext *);
+    *(void **)&probe = dlsym(h, "rt_probe_current");
+    EXPECT(probe != NULL);
+    CUcontext mine = NULL, theirs = NULL;
+    CK(cuCtxGetCurrent(&mine));
+    EXPECT(probe(&theirs) == 0 && theirs != NULL);
+    printf("runtime ctx %s\n", theirs == mine ? "same" : "real");
+    easyscale_move_fn mv = hook();
+    printf("move to 1: %d\n", mv ? mv(1) : -1);
+    est_step(0);
+    est_check();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -337,6 +383,10 @@ int main(int argc, char **argv)
         return capture_mode();
     if (!strcmp(argv[1], "coverage"))
         return coverage_mode();
+    if (!strcmp(argv[1], "occupancy"))
+        return occupancy_mode();
+    if (!strcmp(argv[1], "runtime") && argc > 2)
+        return runtime_mode(argv[2]);
     int steps = argc > 2 ? atoi(argv[2]) : 10;
     est_make(0);
     int wait = !strcmp(argv[1], "wait");

@@ -1722,8 +1722,7 @@ static void test_every_plain_function_exported(void **state)
     assert_true(checked > 300);
     /* A few of those, as a cuda.h program calls them. */
     int v;
-    assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, NULL, 128, 0),
-                     CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuOccupancyMaxActiveClusters(&v, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
     CUipcMemHandle ipc;
     assert_int_equal(cuIpcGetMemHandle(&ipc, 0), CUDA_ERROR_NOT_SUPPORTED);
     CUmemoryPool pool;

@@ -204,6 +204,44 @@ static void test_launch_info_and_attributes(void **state)
         CK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f));
         assert_int_equal(v, 49152);
         assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 65536, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+        /* The occupancy calculator: the A100's limits (2048 threads, 32
+         * blocks, 64 Ki registers, 164 KiB shared memory per SM, 1 KiB
+         * reserved per block). */
+        int regs, nb = -1, grid = -1, bs = -1;
+        size_t avail = 0;
+        CK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
+        CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, f, 256, 0));
+        if (dev == 0) {
+            int want = 65536 / (regs * 256) < 8 ? 65536 / (regs * 256) : 8;
+            assert_int_equal(nb, want);
+            CK(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&nb, f, 32, 40000,
+                                                                    CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE));
+            assert_int_equal(nb, 167936 / (40000 + 1024)); /* shared memory bound: 4 */
+            if (regs * 256 * 4 <= 65536) {
+                CK(cuOccupancyAvailableDynamicSMemPerBlock(&avail, f, 4, 256));
+                assert_int_equal(avail, 167936 / 4 - 1024);
+            }
+            CK(cuOccupancyMaxPotentialBlockSize(&grid, &bs, f, NULL, 0, 0));
+            assert_true(bs > 0 && bs <= 1024 && bs % 32 == 0);
+            CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, f, bs, 0));
+            assert_int_equal(grid, nb * 108);
+            CK(cuOccupancyMaxPotentialBlockSize(&grid, &bs, f, NULL, 0, 100));
+            assert_true(bs > 0 && bs <= 100);
+        }
+        CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, f, 2048, 0));
+        assert_int_equal(nb, 0); /* more threads than a block may have */
+        CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, f, 64, 60000));
+        assert_int_equal(nb, 0); /* more dynamic shared memory than the attribute allows */
+        assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(NULL, f, 64, 0),
+                         CUDA_ERROR_INVALID_VALUE);
+        assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, f, 0, 0),
+                         CUDA_ERROR_INVALID_VALUE);
+        assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, NULL, 64, 0),
+                         CUDA_ERROR_INVALID_HANDLE);
+        assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&nb, f, 64, 0, 7),
+                         CUDA_ERROR_INVALID_VALUE);
+        assert_int_equal(cuOccupancyAvailableDynamicSMemPerBlock(&avail, f, 0, 64),
+                         CUDA_ERROR_INVALID_VALUE);
         if (dev == 0) {
             CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100000));
             CK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 65536, NULL, args, NULL));

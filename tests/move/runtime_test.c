@@ -1,0 +1,124 @@
+/* The driver functions the shim hands out to what is not the application
+ * (docs/MOVING.md, section 7), with tests/move/move_client.c:
+ *   - the occupancy calculator takes a function handle: through the shim
+ *     (virtual handles) it answers what the driver answers without the
+ *     shim, where it used to be refused (NVIDIA's cuBLAS asks it when a
+ *     handle is created);
+ *   - a library named like the CUDA runtime (libcudart.so.99, a stand-in
+ *     that looks its entry points up as libcudart does) gets the real
+ *     driver: its current context is the real one, not the application's
+ *     virtual one, and the EST's moves are refused from then on, with the
+ *     reason. Negative controls: EASYSCALE_RUNTIME_HANDLES=virtual gives it
+ *     the application's handles and the move goes through; the same
+ *     library under another name is the application's. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "tests/harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TMO 120
+#define DEVICES "SIMCUDA_DEVICES=a100:1G,a100:1G"
+
+static char preload[4096];
+
+static const char *client(void) { return es_build_path("tests/move/move_client"); }
+
+static void run(char *const argv[], es_proc_result_t *r, const char *e1, const char *e2)
+{
+    char *env[] = { preload, DEVICES, "EASYSCALE_LOG=info", (char *)e1, (char *)e2, NULL };
+    assert_int_equal(es_run(argv, env, TMO, r), 0);
+    if (r->status != 0)
+        fail_msg("%s %s: exit %d\n%s", argv[0], argv[1], r->status, r->out);
+}
+
+static const char *val(es_proc_result_t *r, const char *key, char *buf, size_t len)
+{
+    const char *v = es_find_last(r->out, key, buf, len);
+    if (!v)
+        fail_msg("no \"%s\" line in:\n%s", key, r->out);
+    return v;
+}
+
+static void test_occupancy_through_the_shim(void **state)
+{
+    (void)state;
+    char *argv[] = { (char *)client(), "occupancy", NULL };
+    es_proc_result_t shim, plain;
+    char a[128], b[128];
+    run(argv, &shim, NULL, NULL);
+    char *env[] = { DEVICES, NULL };
+    assert_int_equal(es_run(argv, env, TMO, &plain), 0);
+    assert_int_equal(plain.status, 0);
+    val(&shim, "occupancy ", a, sizeof(a));
+    val(&plain, "occupancy ", b, sizeof(b));
+    if (strcmp(a, b) != 0)
+        fail_msg("through the shim \"%s\", without it \"%s\"", a, b);
+    int blocks = 0, grid = 0, block = 0;
+    size_t avail = 0;
+    assert_int_equal(sscanf(a, "blocks %d avail %zu grid %d block %d", &blocks, &avail, &grid,
+                            &block), 4);
+    assert_true(blocks > 0 && avail > 0 && grid > 0 && block > 0);
+    assert_null(strstr(shim.out, "not wrapped"));
+    es_proc_result_free(&shim);
+    es_proc_result_free(&plain);
+}
+
+static void test_runtime_gets_the_real_driver(void **state)
+{
+    (void)state;
+    char *argv[] = { (char *)client(), "runtime",
+                     (char *)es_build_path("tests/move/rt/libcudart.so.99"), NULL };
+    es_proc_result_t r;
+    char v[64];
+    run(argv, &r, NULL, NULL);
+    if (strcmp(val(&r, "runtime ctx ", v, sizeof(v)), "real") != 0)
+        fail_msg("the runtime got the application's context:\n%s", r.out);
+    if (strcmp(val(&r, "move to 1: ", v, sizeof(v)), "0") == 0)
+        fail_msg("the EST moved with the runtime holding real handles:\n%s", r.out);
+    assert_non_null(strstr(r.out, "the CUDA runtime (libcudart) of this process holds real"));
+    assert_non_null(strstr(r.out, "handles same"));
+    es_proc_result_free(&r);
+}
+
+static void test_runtime_virtual_on_request(void **state)
+{
+    (void)state;
+    char *argv[] = { (char *)client(), "runtime",
+                     (char *)es_build_path("tests/move/rt/libcudart.so.99"), NULL };
+    es_proc_result_t r;
+    char v[64];
+    run(argv, &r, "EASYSCALE_RUNTIME_HANDLES=virtual", NULL);
+    assert_string_equal(val(&r, "runtime ctx ", v, sizeof(v)), "same");
+    assert_string_equal(val(&r, "move to 1: ", v, sizeof(v)), "0");
+    es_proc_result_free(&r);
+    /* the same code under another name is the application's */
+    char *other[] = { (char *)client(), "runtime",
+                      (char *)es_build_path("tests/move/rt/librtprobe.so"), NULL };
+    run(other, &r, NULL, NULL);
+    assert_string_equal(val(&r, "runtime ctx ", v, sizeof(v)), "same");
+    assert_string_equal(val(&r, "move to 1: ", v, sizeof(v)), "0");
+    es_proc_result_free(&r);
+    /* a value that is not one */
+    char *env[] = { preload, DEVICES, "EASYSCALE_RUNTIME_HANDLES=fake", NULL };
+    assert_int_equal(es_run(argv, env, TMO, &r), 0);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.out, "EASYSCALE_RUNTIME_HANDLES"));
+    es_proc_result_free(&r);
+}
+
+int main(void)
+{
+    es_preload_env(es_build_path("lib/libeasyscale.so"), preload, sizeof(preload));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_occupancy_through_the_shim),
+        cmocka_unit_test(test_runtime_gets_the_real_driver),
+        cmocka_unit_test(test_runtime_virtual_on_request),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
