@@ -16,6 +16,12 @@ endif
 ifeq ($(wildcard $(CUDA_HOME)/bin/nvcc),)
 $(error CUDA 13 toolkit incomplete: $(CUDA_HOME)/bin/nvcc is missing (install the toolkit or set CUDA_HOME))
 endif
+# cuDNN's headers: the toolkit's folder unless given (pip's nvidia-cudnn
+# wheel keeps them in nvidia/cudnn/include).
+CUDNN_INCLUDE ?= $(CUDA_HOME)/include
+ifeq ($(wildcard $(CUDNN_INCLUDE)/cudnn.h),)
+$(error cuDNN 9 headers not found: $(CUDNN_INCLUDE)/cudnn.h is missing (install cuDNN's development files or set CUDNN_INCLUDE to the folder holding cudnn.h))
+endif
 
 # The Debian packages the build needs (scripts/deps: installs them as root,
 # else prints the apt-get line and stops the build). Once per make
@@ -39,7 +45,7 @@ CC ?= cc
 NVCC ?= $(CUDA_HOME)/bin/nvcc
 PYTHON ?= python3
 
-CPPFLAGS := -I$(CUDA_HOME)/include -I. -D_GNU_SOURCE
+CPPFLAGS := -I$(CUDA_HOME)/include $(if $(filter-out $(CUDA_HOME)/include,$(CUDNN_INCLUDE)),-I$(CUDNN_INCLUDE)) -I. -D_GNU_SOURCE
 CFLAGS := -std=gnu11 -Wall -Wextra -O2 -g -fPIC -pthread
 LDFLAGS := -pthread
 ifneq ($(SAN),)

@@ -65,6 +65,30 @@ static int es_runtime_gate(char *msg, size_t msglen)
     return -EPERM;
 }
 
+/* A thread on which the runtime made a context current, calling a vendor
+ * library (which keeps virtual handles) before any virtual context was
+ * current there, adopts the virtual context behind the runtime's: the
+ * vdev's primary context (the one the runtime uses), retained once. */
+static CUcontext es_runtime_adopt(void)
+{
+    CUcontext real = NULL, p = NULL;
+    CUdevice dev;
+    if (ES_RAW(cuda, cuCtxGetCurrent)(&real) != CUDA_SUCCESS || !real ||
+        ES_RAW(cuda, cuCtxGetDevice)(&dev) != CUDA_SUCCESS)
+        return NULL;
+    void *v = es_vh_from_real(real);
+    if (v)
+        return (CUcontext)v;
+    int vdev = (int)es_vdev_virt(dev);
+    if (es_vh_primary_retain(&p, vdev, dev) != CUDA_SUCCESS)
+        return NULL;
+    if (es_vh_real(p) != (void *)real) { /* a context the runtime created: not ours */
+        (void)es_vh_primary_release(vdev);
+        return NULL;
+    }
+    return p;
+}
+
 static int es_runtime_caller(const void *caller)
 {
     if (!es_vh_on || es_cfg.runtime_virtual)
@@ -73,6 +97,7 @@ static int es_runtime_caller(const void *caller)
         static int said;
         if (!__atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL)) {
             (void)es_mover_add_gate(es_runtime_gate);
+            es_vh_set_adopt(es_runtime_adopt);
             ES_INFO("the CUDA runtime (libcudart) gets the real driver: moves are refused from "
                     "now on (EASYSCALE_RUNTIME_HANDLES)");
         }

@@ -26,9 +26,10 @@ $(B)/obj/intercept/virtual/refuse.o: $(ES_HANDLE_FNS_H)
 # (generated from NVIDIA's headers; intercept/virtual/libh_gen.c wraps them).
 ES_VENDOR_FNS_H := $(B)/gen/vendor_handle_fns.h
 $(ES_VENDOR_FNS_H): scripts/vendor-handle-fns shim/funcs.h $(CUDA_HOME)/include/cublas_api.h \
-		$(CUDA_HOME)/include/cublasLt.h $(CUDA_HOME)/include/cudnn.h
+		$(CUDA_HOME)/include/cublasLt.h $(CUDNN_INCLUDE)/cudnn.h
 	@mkdir -p $(dir $@)
-	CC=$(CC) scripts/vendor-handle-fns $(CUDA_HOME) shim/funcs.h > $@.tmp && mv $@.tmp $@
+	CC=$(CC) CUDNN_INCLUDE=$(CUDNN_INCLUDE) scripts/vendor-handle-fns $(CUDA_HOME) shim/funcs.h \
+	    > $@.tmp && mv $@.tmp $@
 $(B)/obj/intercept/virtual/libh_gen.o: $(ES_VENDOR_FNS_H)
 $(B)/obj/intercept/virtual/libh_gen.o: CPPFLAGS += -I$(B)/gen
 $(B)/obj/intercept/virtual/refuse.o: CPPFLAGS += -I$(B)/gen

@@ -436,8 +436,30 @@ static es_vctx_t *es_cur(void)
     return es_tls.n ? es_tls.stk[es_tls.n - 1] : NULL;
 }
 
+/* A thread whose virtual stack is empty while another holder of real
+ * handles (the CUDA runtime) made a context current adopts the virtual
+ * context the hook names (es_vh_set_adopt). Unlocked: called at the top of
+ * the functions that need the current context. */
+static CUcontext (*es_adopt_fn)(void);
+
+void es_vh_set_adopt(CUcontext (*fn)(void))
+{
+    __atomic_store_n(&es_adopt_fn, fn, __ATOMIC_RELEASE);
+}
+
+static void es_adopt(void)
+{
+    CUcontext (*fn)(void) = __atomic_load_n(&es_adopt_fn, __ATOMIC_ACQUIRE);
+    if (es_tls.n || !fn)
+        return;
+    CUcontext c = fn();
+    if (c)
+        (void)es_vh_set_current(c);
+}
+
 CUresult es_vh_ctx_set_limit(CUlimit limit, size_t value)
 {
+    es_adopt();
     CUresult r;
     pthread_mutex_lock(&es_vh_mu);
     es_vctx_t *c = es_cur();
@@ -464,6 +486,7 @@ out:
 
 CUresult es_vh_ctx_set_cache_config(CUfunc_cache config)
 {
+    es_adopt();
     CUresult r;
     pthread_mutex_lock(&es_vh_mu);
     es_vctx_t *c = es_cur();
@@ -541,6 +564,7 @@ CUresult es_vh_pop_current(CUcontext *out)
 
 CUcontext es_vh_current(void)
 {
+    es_adopt();
     return (CUcontext)es_cur();
 }
 
@@ -573,6 +597,7 @@ int es_vh_rebind(void)
 
 CUresult es_vh_stream_create(CUstream *out, unsigned flags, int has_prio, int priority)
 {
+    es_adopt();
     CUresult r;
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
@@ -622,6 +647,7 @@ out:
 
 CUresult es_vh_event_create(CUevent *out, unsigned flags)
 {
+    es_adopt();
     CUresult r;
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
@@ -742,6 +768,7 @@ static CUresult es_module_load_real(es_vmodule_t *m, CUmodule *real)
 CUresult es_vh_module_load(CUmodule *out, const void *image, size_t size, unsigned nopt,
                            CUjit_option *opts, void **vals)
 {
+    es_adopt();
     CUresult r;
     if (!out || !image)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1011,6 +1038,7 @@ CUresult es_vh_library_load(CUlibrary *out, const void *code, size_t size, unsig
                             CUjit_option *jopts, void **jvals, unsigned nlib,
                             CUlibraryOption *lopts, void **lvals)
 {
+    es_adopt();
     CUresult r;
     if (!out || !code)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1097,6 +1125,7 @@ CUresult es_vh_kernel_get_function(CUfunction *out, CUkernel kern)
 
 int es_vh_foreign_new(void **out, void *real, const es_vforeign_ops_t *ops, void *rec)
 {
+    es_adopt();
     int rc = 0;
     if (!out || !real || !ops || !ops->create || !ops->destroy)
         return -EINVAL;

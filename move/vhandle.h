@@ -132,6 +132,13 @@ CUresult es_vh_ctx_destroy(CUcontext ctx);
 CUresult es_vh_ctx_set_limit(CUlimit limit, size_t value);
 CUresult es_vh_ctx_set_cache_config(CUfunc_cache config);
 
+/* Adoption: fn, called when a thread needs its current context while its
+ * virtual stack is empty, returns the virtual context standing for the
+ * real one current there (made current by a holder of real handles: the
+ * CUDA runtime, intercept/cuda.c), or NULL; that context is then made the
+ * thread's current (es_vh_set_current). NULL: none (the default). */
+void es_vh_set_adopt(CUcontext (*fn)(void));
+
 /* The calling thread's virtual context stack (NULL when empty / none). */
 CUresult es_vh_set_current(CUcontext ctx);
 CUresult es_vh_push_current(CUcontext ctx);

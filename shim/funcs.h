@@ -197,6 +197,14 @@
       ES_CUERR)                                                                                  \
     X(H, cuLibraryGetModule, "cuLibraryGetModule", 12000, 0, CUresult,                           \
       (CUmodule *pMod, CUlibrary library), (pMod, library), ES_CUERR)                            \
+    /* A library's globals: the address in the library loaded now (after a
+     * move, in the one loaded there: docs/MOVING.md, section 7). */              \
+    X(P, cuLibraryGetGlobal, "cuLibraryGetGlobal", 12000, 0, CUresult,                           \
+      (CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name),                   \
+      (dptr, bytes, V_LIB(library), name), ES_CUERR)                                             \
+    X(P, cuLibraryGetManaged, "cuLibraryGetManaged", 12000, 0, CUresult,                         \
+      (CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name),                   \
+      (dptr, bytes, V_LIB(library), name), ES_CUERR)                                             \
     X(H, cuKernelGetFunction, "cuKernelGetFunction", 12000, 0, CUresult,                         \
       (CUfunction *pFunc, CUkernel kernel), (pFunc, kernel), ES_CUERR)                           \
     X(C, cuLaunchKernel, "cuLaunchKernel", 4000, 0, CUresult,                                    \

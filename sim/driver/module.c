@@ -984,6 +984,34 @@ CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* Library globals are not simulated, like module globals: a valid
+ * library and name get CUDA_ERROR_NOT_FOUND. */
+static CUresult library_global(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
+                               const char *name)
+{
+    sim_mod_ext_t *x;
+    (void)dptr;
+    (void)bytes;
+    CUresult r = module_get((CUmodule)library, SIM_H_LIBRARY, &x);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
+                            const char *name)
+{
+    return library_global(dptr, bytes, library, name);
+}
+
+CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
+                             const char *name)
+{
+    return library_global(dptr, bytes, library, name);
+}
+
 CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
 {
     sim_mod_ext_t *x;

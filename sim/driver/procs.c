@@ -182,6 +182,8 @@
     X(cuKernelGetName, 12030, cuKernelGetName, NOPT)                                     \
     X(cuKernelGetParamInfo, 12040, cuKernelGetParamInfo, NOPT)                           \
     X(cuFuncGetAttribute, 2020, cuFuncGetAttribute, NOPT)                                \
+    X(cuLibraryGetGlobal, 12000, cuLibraryGetGlobal, NOPT) \
+    X(cuLibraryGetManaged, 12000, cuLibraryGetManaged, NOPT) \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050, cuOccupancyMaxActiveBlocksPerMultiprocessor, NOPT) \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, NOPT) \
     X(cuOccupancyMaxPotentialBlockSize, 6050, cuOccupancyMaxPotentialBlockSize, NOPT) \

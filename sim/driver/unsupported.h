@@ -366,10 +366,6 @@
       cuLaunchGrid)                                                                     \
     U(cuLaunchGridAsync, 2000,                                                          \
       cuLaunchGridAsync)                                                                \
-    U(cuLibraryGetGlobal, 12000,                                                        \
-      cuLibraryGetGlobal)                                                               \
-    U(cuLibraryGetManaged, 12000,                                                       \
-      cuLibraryGetManaged)                                                              \
     U(cuLibraryGetUnifiedFunction, 12000,                                               \
       cuLibraryGetUnifiedFunction)                                                      \
     U(cuLogsCurrent, 12090,                                                             \

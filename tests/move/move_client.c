@@ -113,14 +113,20 @@ static void *read_file(const char *path, size_t *len)
     return b;
 }
 
-static void est_make(int dev)
+static const char *image_path(void)
 {
-    char path[512];
+    static char path[512];
     if (getenv("ES_SWAPSUM_FATBIN")) /* the GPU check's pack */
         snprintf(path, sizeof(path), "%s", getenv("ES_SWAPSUM_FATBIN"));
     else
         snprintf(path, sizeof(path), "%s/gen/es_swapsum.fatbin",
                  getenv("ES_BUILD") ? getenv("ES_BUILD") : "build");
+    return path;
+}
+
+static void est_make(int dev)
+{
+    const char *path = image_path();
     CK(cuInit(0));
     CK(cuDevicePrimaryCtxRetain(&E.ctx, dev));
     CK(cuCtxSetCurrent(E.ctx));
@@ -349,7 +355,33 @@ static int occupancy_mode(void)
     CK(cuOccupancyAvailableDynamicSMemPerBlock(&avail, E.f1, 4, 256));
     CK(cuOccupancyMaxPotentialBlockSize(&grid, &best, E.f1, dyn_smem, 0, 0));
     printf("occupancy blocks %d avail %zu grid %d block %d\n", blocks, avail, grid, best);
+    /* a library's global (simcuda has none: not found, on a valid handle) */
+    size_t len;
+    void *img = read_file(image_path(), &len);
+    EXPECT(img != NULL);
+    CUlibrary lib;
+    CK(cuLibraryLoadData(&lib, img, NULL, NULL, 0, NULL, NULL, 0));
+    CUdeviceptr g;
+    size_t gb;
+    const char *n = "?";
+    cuGetErrorName(cuLibraryGetGlobal(&g, &gb, lib, "es_no_such_global"), &n);
+    printf("library global %s\n", n);
+    CK(cuLibraryUnload(lib));
+    free(img);
     return 0;
+}
+
+static int (*rt_bind)(int);
+static CUcontext rt_seen;
+
+static void *rt_thread(void *arg)
+{
+    (void)arg;
+    CUstream s = NULL;
+    if (rt_bind(0) == 0 && cuCtxGetCurrent(&rt_seen) == CUDA_SUCCESS && rt_seen &&
+        cuStreamCreate(&s, 0) == CUDA_SUCCESS)
+        cuStreamDestroy(s);
+    return NULL;
 }
 
 static int runtime_mode(const char *lib)
@@ -367,6 +399,14 @@ static int runtime_mode(const char *lib)
     CK(cuCtxGetCurrent(&mine));
     EXPECT(probe(&theirs) == 0 && theirs != NULL);
     printf("runtime ctx %s\n", theirs == mine ? "same" : "real");
+    /* a thread the runtime bound, then the application's call there */
+    pthread_t t;
+    rt_bind = (int (*)(int))dlsym(h, "rt_probe_bind");
+    EXPECT(rt_bind != NULL);
+    rt_seen = NULL;
+    pthread_create(&t, NULL, rt_thread, NULL);
+    pthread_join(t, NULL);
+    printf("runtime thread %s\n", rt_seen == mine ? "same" : rt_seen ? "other" : "none");
     easyscale_move_fn mv = hook();
     printf("move to 1: %d\n", mv ? mv(1) : -1);
     est_step(0);

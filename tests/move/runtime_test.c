@@ -7,7 +7,9 @@
  *   - a library named like the CUDA runtime (libcudart.so.99, a stand-in
  *     that looks its entry points up as libcudart does) gets the real
  *     driver: its current context is the real one, not the application's
- *     virtual one, and the EST's moves are refused from then on, with the
+ *     virtual one; a thread it made current, calling the application's
+ *     functions (the vendor libraries' case), finds the application's
+ *     context there; the EST's moves are refused from then on, with the
  *     reason. Negative controls: EASYSCALE_RUNTIME_HANDLES=virtual gives it
  *     the application's handles and the move goes through; the same
  *     library under another name is the application's. */
@@ -65,6 +67,10 @@ static void test_occupancy_through_the_shim(void **state)
                             &block), 4);
     assert_true(blocks > 0 && avail > 0 && grid > 0 && block > 0);
     assert_null(strstr(shim.out, "not wrapped"));
+    /* a library's globals: the handle translated (simcuda answers not found
+     * for a valid library, invalid handle for a virtual one) */
+    assert_string_equal(val(&shim, "library global ", a, sizeof(a)), "CUDA_ERROR_NOT_FOUND");
+    assert_string_equal(val(&plain, "library global ", b, sizeof(b)), "CUDA_ERROR_NOT_FOUND");
     es_proc_result_free(&shim);
     es_proc_result_free(&plain);
 }
@@ -79,6 +85,8 @@ static void test_runtime_gets_the_real_driver(void **state)
     run(argv, &r, NULL, NULL);
     if (strcmp(val(&r, "runtime ctx ", v, sizeof(v)), "real") != 0)
         fail_msg("the runtime got the application's context:\n%s", r.out);
+    /* a thread the runtime made current adopts the application's context */
+    assert_string_equal(val(&r, "runtime thread ", v, sizeof(v)), "same");
     if (strcmp(val(&r, "move to 1: ", v, sizeof(v)), "0") == 0)
         fail_msg("the EST moved with the runtime holding real handles:\n%s", r.out);
     assert_non_null(strstr(r.out, "the CUDA runtime (libcudart) of this process holds real"));
