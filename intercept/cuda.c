@@ -27,6 +27,7 @@
 #include "intercept/enter.h"
 #include "intercept/virtual/refuse.h"
 #include "intercept/tsdefer.h"
+#include "intercept/vendordev.h"
 #include "shim/config.h"
 #include "shim/log.h"
 #include "shim/real.h"
@@ -124,6 +125,14 @@ static void *es_route(void *real, const void *caller, const char *symbol)
         /* not wrapped: refused when it takes a virtual handle */
         void *stub = es_refusal_by_base(symbol);
         return stub ? stub : real;
+    }
+    /* The vendor libraries see the physical devices (intercept/vendordev.c). */
+    if (es_vdev_active() && es_addr_in_vendor_lib(caller)) {
+        void *v = es_vendor_dev_fn(idx);
+        if (v) {
+            es_stat_getproc(ES_LIB_CUDA, idx);
+            return v;
+        }
     }
     /* The true function, not `real`: a driver that takes the address of its
      * own exports hands out the shim's wrappers (they preempt them). */

@@ -1,5 +1,6 @@
 # intercept/: one file per intercepted library (the generated pass-through
-# wrappers of shim/funcs.h in gen.c, hand-written decisions in cuda.c,
+# wrappers of shim/funcs.h in gen.c, hand-written decisions in cuda.c (the
+# vendor libraries' physical view of the devices in vendordev.c),
 # cublas.c, cublaslt.c, cudnn.c, cudnn_backend.c, nccl.c), the entry path
 # (enter.c), the time-slicing check before a call (tsdefer.c), and virtual/: the virtual handles and memory that let an EST
 # move under the application (the translating real table of thunks.c,
@@ -10,7 +11,7 @@
 
 INTERCEPT_SRCS := intercept/enter.c intercept/gen.c intercept/cuda.c intercept/cublas.c \
     intercept/cudnn.c intercept/cudnn_backend.c intercept/cudnn_heur.c intercept/cublaslt.c \
-    intercept/nccl.c intercept/tsdefer.c
+    intercept/nccl.c intercept/tsdefer.c intercept/vendordev.c
 INTERCEPT_SRCS += intercept/virtual/thunks.c intercept/virtual/cuda_handles.c \
     intercept/virtual/cuda_mem.c intercept/virtual/refuse.c intercept/virtual/libh.c \
     intercept/virtual/libh_gen.c intercept/virtual/cudnn_journal.c

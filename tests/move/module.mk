@@ -70,7 +70,8 @@ TESTS += $(B)/tests/move_est_test
 
 # What the shim hands out to the CUDA runtime, and the occupancy calculator
 # (tests/move/runtime_test.c): the stand-in runtime is one object built under
-# two names (the shim tells the runtime apart by its file name).
+# three names (the shim tells the runtime and the vendor libraries apart by
+# their file names).
 MVT_RT_DIR := $(B)/tests/move/rt
 $(MVT_RT_DIR)/libcudart.so.99: tests/move/rt_probe.c | $(SIMCUDA_LIB)
 	@mkdir -p $(dir $@)
@@ -82,9 +83,15 @@ $(MVT_RT_DIR)/librtprobe.so: tests/move/rt_probe.c | $(SIMCUDA_LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SO_LDFLAGS) -Wl,-soname,librtprobe.so -o $@ $< \
 	    -L$(B)/sim -l:libcuda.so.1
 
+$(MVT_RT_DIR)/libcudnn_probe.so.99: tests/move/rt_probe.c | $(SIMCUDA_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SO_LDFLAGS) -Wl,-soname,libcudnn_probe.so.99 -o $@ $< \
+	    -L$(B)/sim -l:libcuda.so.1
+
 $(B)/tests/move_runtime_test: $(B)/obj/tests/move/runtime_test.o $(TEST_HARNESS_OBJ) \
 		| $(B)/lib/libeasyscale.so $(B)/tests/move/move_client $(ES_SWAPSUM_FATBIN) \
-		  $(ES_SWAPSUM_TWIN) $(MVT_RT_DIR)/libcudart.so.99 $(MVT_RT_DIR)/librtprobe.so
+		  $(ES_SWAPSUM_TWIN) $(MVT_RT_DIR)/libcudart.so.99 $(MVT_RT_DIR)/librtprobe.so \
+		  $(MVT_RT_DIR)/libcudnn_probe.so.99
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
 

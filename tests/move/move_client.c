@@ -23,6 +23,10 @@
  *   move_client runtime LIB                LIB (a stand-in for libcudart)
  *                                          asks the driver for the current
  *                                          context; then a move to slot 1
+ *   move_client devices LIB                the device count, the device of the
+ *                                          current context and its primary
+ *                                          context, as the client and as LIB
+ *                                          (looked up like a library) see them
  *
  * The module image: $ES_SWAPSUM_FATBIN, else $ES_BUILD/gen/es_swapsum.fatbin.
  *
@@ -78,6 +82,7 @@ typedef struct est {
     CUmemoryPool pool;
     uint64_t *host;         /* pinned */
     uint64_t chain;
+    int dev;                /* the device it selected */
 } est_t;
 
 static est_t E, E0;
@@ -127,6 +132,7 @@ static const char *image_path(void)
 static void est_make(int dev)
 {
     const char *path = image_path();
+    E.dev = dev;
     CK(cuInit(0));
     CK(cuDevicePrimaryCtxRetain(&E.ctx, dev));
     CK(cuCtxSetCurrent(E.ctx));
@@ -236,7 +242,7 @@ static void est_check(void)
     EXPECT(fl == CU_STREAM_NON_BLOCKING);
     CUmemoryPool p = NULL;
     if (E.pool) {
-        CK(cuDeviceGetDefaultMemPool(&p, 0)); /* the device it selected */
+        CK(cuDeviceGetDefaultMemPool(&p, E.dev)); /* the device it selected */
         EXPECT(p == E.pool); /* one default pool, wherever the EST is */
     }
     /* the static content */
@@ -414,6 +420,36 @@ static int runtime_mode(const char *lib)
     return 0;
 }
 
+static int devices_mode(const char *lib)
+{
+    const char *lr = getenv("LOCAL_RANK");
+    est_make(lr ? atoi(lr) : 0);
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        printf("FAIL dlopen %s: %s\n", lib, dlerror());
+        return 1;
+    }
+    int (*probe)(int *, int *, CUcontext *);
+    *(void **)&probe = dlsym(h, "rt_probe_devices");
+    EXPECT(probe != NULL);
+    int n_app, n_lib, d_lib;
+    CUdevice d_app;
+    CUcontext mine, theirs = NULL;
+    CK(cuDeviceGetCount(&n_app));
+    CK(cuCtxGetDevice(&d_app));
+    CK(cuCtxGetCurrent(&mine));
+    int pr = probe(&n_lib, &d_lib, &theirs);
+    if (pr != 0) {
+        printf("FAIL the library's device calls: %d\n", pr);
+        return 1;
+    }
+    printf("devices count %d/%d dev %d/%d ctx %s\n", n_app, n_lib, (int)d_app, d_lib,
+           theirs == mine ? "same" : "other");
+    est_step(0);
+    est_check();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -427,6 +463,8 @@ int main(int argc, char **argv)
         return occupancy_mode();
     if (!strcmp(argv[1], "runtime") && argc > 2)
         return runtime_mode(argv[2]);
+    if (!strcmp(argv[1], "devices") && argc > 2)
+        return devices_mode(argv[2]);
     int steps = argc > 2 ? atoi(argv[2]) : 10;
     est_make(0);
     int wait = !strcmp(argv[1], "wait");

@@ -12,7 +12,9 @@
  *     context there; the EST's moves are refused from then on, with the
  *     reason. Negative controls: EASYSCALE_RUNTIME_HANDLES=virtual gives it
  *     the application's handles and the move goes through; the same
- *     library under another name is the application's. */
+ *     library under another name is the application's;
+ *   - a vendor library (named like cuDNN) sees the physical devices while
+ *     the application sees virtual ones, and shares its context. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -120,6 +122,33 @@ static void test_runtime_virtual_on_request(void **state)
     es_proc_result_free(&r);
 }
 
+/* Four ESTs on one GPU: the EST of local rank 3 sees four devices and
+ * its context on device 3; a vendor library sees the one GPU, the context
+ * on device 0, and the application's context as that device's primary.
+ * Negative control: the same code under a name that is not a vendor's
+ * sees what the application sees. */
+static void test_vendor_sees_physical_devices(void **state)
+{
+    (void)state;
+    char *argv[] = { (char *)client(), "devices",
+                     (char *)es_build_path("tests/move/rt/libcudnn_probe.so.99"), NULL };
+    char *env[] = { preload, "SIMCUDA_DEVICES=a100:1G", "LOCAL_WORLD_SIZE=4", "LOCAL_RANK=3",
+                    "EASYSCALE_LOG=warn", NULL };
+    es_proc_result_t r;
+    char v[128];
+    assert_int_equal(es_run(argv, env, TMO, &r), 0);
+    if (r.status != 0)
+        fail_msg("exit %d\n%s", r.status, r.out);
+    assert_string_equal(val(&r, "devices ", v, sizeof(v)), "count 4/1 dev 3/0 ctx same");
+    assert_non_null(strstr(r.out, "handles same"));
+    es_proc_result_free(&r);
+    argv[2] = (char *)es_build_path("tests/move/rt/librtprobe.so");
+    assert_int_equal(es_run(argv, env, TMO, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(val(&r, "devices ", v, sizeof(v)), "count 4/4 dev 3/3 ctx same");
+    es_proc_result_free(&r);
+}
+
 int main(void)
 {
     es_preload_env(es_build_path("lib/libeasyscale.so"), preload, sizeof(preload));
@@ -127,6 +156,7 @@ int main(void)
         cmocka_unit_test(test_occupancy_through_the_shim),
         cmocka_unit_test(test_runtime_gets_the_real_driver),
         cmocka_unit_test(test_runtime_virtual_on_request),
+        cmocka_unit_test(test_vendor_sees_physical_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
