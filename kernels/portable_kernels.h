@@ -10,8 +10,8 @@
  *
  * Data types: fp32, fp16 and bf16 operands (ES_DT_*), widened exactly to
  * fp32; accumulation always in fp32; results rounded once to the output's
- * type (round to nearest even; NaN stays a quiet NaN with its sign and top
- * payload bits: the conversions of lib/half.h).
+ * type (round to nearest even; every NaN stored as the canonical quiet NaN
+ * of the type, es_st: processors differ in the NaNs they make).
  *
  * Order (the documented one; any faster kernel must keep it per element):
  *   GEMM element (i, j): acc = 0; for p = 0 .. k-1 ascending:
@@ -148,8 +148,22 @@ ES_HD float es_ld(const void *p, long long i, int dt)
     return ((const float *)p)[i];
 }
 
+/* Every NaN is stored as one value (fp32 0x7fc00000, fp16 0x7e00, bf16
+ * 0x7fc0): the NaN an operation makes differs between processors (x86
+ * 0xffc00000, NVIDIA GPUs 0x7fffffff, which also do not pass a NaN
+ * operand's payload on), so only a canonical NaN is the same bits on
+ * every one of them. */
 ES_HD void es_st(void *p, long long i, int dt, float v)
 {
+    if ((es_half_fbits(v) & 0x7fffffffu) > 0x7f800000u) {
+        if (dt == ES_DT_F16)
+            ((unsigned short *)p)[i] = 0x7e00u;
+        else if (dt == ES_DT_BF16)
+            ((unsigned short *)p)[i] = 0x7fc0u;
+        else
+            ((float *)p)[i] = es_half_bitsf(0x7fc00000u);
+        return;
+    }
     if (dt == ES_DT_F16)
         ((unsigned short *)p)[i] = es_half_f_to_f16(v);
     else if (dt == ES_DT_BF16)
