@@ -88,10 +88,17 @@ $(MVT_RT_DIR)/libcudnn_probe.so.99: tests/move/rt_probe.c | $(SIMCUDA_LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SO_LDFLAGS) -Wl,-soname,libcudnn_probe.so.99 -o $@ $< \
 	    -L$(B)/sim -l:libcuda.so.1
 
+$(B)/tests/move/rt_client: $(B)/obj/tests/move/rt_client.o $(B)/sim/libcuda.so.1 \
+		$(B)/sim/libcublas.so.13 $(B)/sim/libcudnn.so.9
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -l:libcublas.so.13 \
+		-l:libcudnn.so.9 -ldl -lm
+
 $(B)/tests/move_runtime_test: $(B)/obj/tests/move/runtime_test.o $(TEST_HARNESS_OBJ) \
 		| $(B)/lib/libeasyscale.so $(B)/tests/move/move_client $(ES_SWAPSUM_FATBIN) \
 		  $(ES_SWAPSUM_TWIN) $(MVT_RT_DIR)/libcudart.so.99 $(MVT_RT_DIR)/librtprobe.so \
-		  $(MVT_RT_DIR)/libcudnn_probe.so.99
+		  $(MVT_RT_DIR)/libcudnn_probe.so.99 $(B)/tests/move/rt_client \
+		  $(B)/sim/twins/libsimtwin_cublas.so
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS)
 

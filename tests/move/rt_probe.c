@@ -74,3 +74,11 @@ int rt_probe_devices(int *count, int *dev, CUcontext *primary)
     *dev = (int)d;
     return (int)release(d);
 }
+
+/* Any driver function, looked up as the runtime looks it up. */
+__attribute__((visibility("default"))) void *rt_probe_lookup(const char *name, int version);
+
+void *rt_probe_lookup(const char *name, int version)
+{
+    return rt_lookup_v(name, version);
+}

@@ -14,7 +14,10 @@
  *     the application's handles and the move goes through; the same
  *     library under another name is the application's;
  *   - a vendor library (named like cuDNN) sees the physical devices while
- *     the application sees virtual ones, and shares its context. */
+ *     the application sees virtual ones, and shares its context;
+ *   - a framework on the runtime (tests/move/rt_client.c: PyTorch's
+ *     pattern) runs cuBLAS and cuDNN on the runtime's context, stream and
+ *     memory, as EST 3 of 4 on one GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -149,6 +152,25 @@ static void test_vendor_sees_physical_devices(void **state)
     es_proc_result_free(&r);
 }
 
+/* PyTorch's pattern: the runtime (real driver) makes the context, the
+ * stream and the memory; cuBLAS and cuDNN (virtual handles) work on them,
+ * EST 3 of 4 on one GPU. Without the adoption of the runtime's context
+ * cublasCreate fails (no current context on the virtual side). */
+static void test_framework_on_the_runtime(void **state)
+{
+    (void)state;
+    char *argv[] = { (char *)es_build_path("tests/move/rt_client"),
+                     (char *)es_build_path("tests/move/rt/libcudart.so.99"), NULL };
+    char *env[] = { preload, "SIMCUDA_DEVICES=a100:1G", "LOCAL_WORLD_SIZE=4", "LOCAL_RANK=3",
+                    "EASYSCALE_LOG=warn", NULL };
+    es_proc_result_t r;
+    assert_int_equal(es_run(argv, env, TMO, &r), 0);
+    if (r.status != 0 || !strstr(r.out, "framework ok"))
+        fail_msg("exit %d\n%s", r.status, r.out);
+    assert_non_null(strstr(r.out, "runtime devices 1\n"));
+    es_proc_result_free(&r);
+}
+
 int main(void)
 {
     es_preload_env(es_build_path("lib/libeasyscale.so"), preload, sizeof(preload));
@@ -157,6 +179,7 @@ int main(void)
         cmocka_unit_test(test_runtime_gets_the_real_driver),
         cmocka_unit_test(test_runtime_virtual_on_request),
         cmocka_unit_test(test_vendor_sees_physical_devices),
+        cmocka_unit_test(test_framework_on_the_runtime),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
