@@ -111,8 +111,17 @@ static void *es_route(void *real, const void *caller, const char *symbol)
 {
     int idx = -1;
     void *w = es_wrapper_for_real(ES_LIB_CUDA, real, &idx);
-    if (es_runtime_caller(caller))
+    if (es_runtime_caller(caller)) {
+        /* its later lookups pass here too (and are answered the same
+         * way); its cuInit does the shim's start-up (virtual devices, d2's
+         * check) when it is the process's first */
+        if (idx == ES_IDX_cuGetProcAddress_v2 || idx == ES_IDX_cuGetProcAddress ||
+            idx == ES_IDX_cuInit) {
+            es_stat_getproc(ES_LIB_CUDA, idx);
+            return w;
+        }
         return w ? es_raw_ptr(ES_LIB_CUDA, idx) : real;
+    }
     /* The NCCL carriers (coll/transport/nccl.c) work on the real driver,
      * real handles and all (not even the translating thunks: they would
      * hand back virtual ones): with the virtual collectives on, the

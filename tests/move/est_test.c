@@ -451,7 +451,11 @@ int main(void)
         fprintf(stderr, "move_est_test: no driver\n");
         return 1;
     }
-    const struct CMUnitTest tests[] = {
+    /* Two programs of one source (move_est_test and move_est2_test,
+     * ES_TEST_PART 1 and 2), each well within the runner's time limit on a
+     * loaded machine: the client, the trainer's negative control and its
+     * moves at d1; the trainer's moves at d2 across GPU models. */
+    const struct CMUnitTest part1[] = {
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_hook_moves_across_models),
         cmocka_unit_test(test_parked_holds_no_device_memory),
@@ -459,11 +463,19 @@ int main(void)
         cmocka_unit_test(test_no_virtual_handle_reaches_the_driver),
         cmocka_unit_test(test_clients_unchanged),
         cmocka_unit_test(test_controller_moves),
-        cmocka_unit_test(test_train_moves_d1),
-        cmocka_unit_test(test_train_moves_d2_across_models),
         /* last: their crashed processes may leave memory accounted for a while */
         cmocka_unit_test(test_negative_control_without_registry),
         cmocka_unit_test(test_train_negative_control),
+        cmocka_unit_test(test_train_moves_d1),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const struct CMUnitTest part2[] = {
+        cmocka_unit_test(test_train_moves_d2_across_models),
+    };
+#if ES_TEST_PART == 2
+    (void)part1;
+    return cmocka_run_group_tests_name("move est 2", part2, NULL, NULL);
+#else
+    (void)part2;
+    return cmocka_run_group_tests_name("move est", part1, NULL, NULL);
+#endif
 }

@@ -59,14 +59,23 @@ $(B)/tests/move/move_client: $(B)/obj/tests/move/move_client.o | $(SIMCUDA_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/sim -l:libcuda.so.1 -ldl
 
-$(B)/tests/move_est_test: $(B)/obj/tests/move/est_test.o $(TEST_HARNESS_OBJ) \
+# One source, two programs (ES_TEST_PART 1: move_est_test, the client and
+# the trainer at d1; 2: move_est2_test, the trainer at d2 across models),
+# each well within the runner's time limit.
+$(B)/obj/tests/move/est_test.o: CFLAGS += -DES_TEST_PART=1
+$(B)/obj/tests/move/est2_test.o: tests/move/est_test.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -DES_TEST_PART=2 -MMD -MP -c -o $@ $<
+$(B)/tests/move_est_test $(B)/tests/move_est2_test: $(B)/tests/move_%_test: \
+		$(B)/obj/tests/move/%_test.o $(TEST_HARNESS_OBJ) \
 		| $(B)/lib/libeasyscale.so $(B)/tests/move/move_client $(ES_SWAPSUM_FATBIN) \
 		  $(ES_SWAPSUM_TWIN) $(B)/bin/easyscale-ctl $(B)/tests/sim_driver_client_test \
-		  $(B)/tests/sim_cublas_client_test $(B)/tests/sim_cudnn_client_test
+		  $(B)/tests/sim_cublas_client_test $(B)/tests/sim_cudnn_client_test \
+		  $(EX_FATBIN) $(EX_TWINS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B)/sim -l:libcuda.so.1 $(CMOCKA_LIBS)
 
-TESTS += $(B)/tests/move_est_test
+TESTS += $(B)/tests/move_est_test $(B)/tests/move_est2_test
 
 # What the shim hands out to the CUDA runtime, and the occupancy calculator
 # (tests/move/runtime_test.c): the stand-in runtime is one object built under
