@@ -15,6 +15,10 @@
  *
  * Lookups from the real libnccl while the collectives are virtual are the
  * NCCL carriers' (coll/transport/nccl.c): answered with the real driver.
+ * So are libcudart's while handles are virtual (its private export tables
+ * take no virtual handle; EASYSCALE_RUNTIME_HANDLES), but for its cuInit
+ * and lookups; the vendor libraries' see the physical devices
+ * (intercept/vendordev.c).
  *
  * Module loads, kernel handles and launches feed the run-time kernel audit
  * (EASYSCALE_AUDIT, audit/modaudit.h).
