@@ -124,6 +124,9 @@ static void *es_route(void *real, const void *caller, const char *symbol)
             es_stat_getproc(ES_LIB_CUDA, idx);
             return w;
         }
+        void *rt = w ? es_runtime_dev_fn(idx) : NULL;
+        if (rt)
+            return rt;
         return w ? es_raw_ptr(ES_LIB_CUDA, idx) : real;
     }
     /* The NCCL carriers (coll/transport/nccl.c) work on the real driver,

@@ -58,6 +58,38 @@ static CUresult es_vd_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params,
     return cuCtxCreate_v4(pctx, params, flags, es_vdev_virt(dev));
 }
 
+/* The CUDA runtime holds real handles (intercept/cuda.c): its contexts are
+ * the driver's, on physical ordinals; the first one it makes fixes the
+ * EST's slot (device/vdev.h), as the application's own would: a PyTorch
+ * process never makes one itself. */
+static CUresult es_rt_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    CUresult r = ES_RAW(cuda, cuDevicePrimaryCtxRetain)(pctx, dev);
+    if (r == CUDA_SUCCESS)
+        es_vdev_select(dev);
+    return r;
+}
+
+static CUresult es_rt_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params,
+                                     unsigned int flags, CUdevice dev)
+{
+    CUresult r = ES_RAW(cuda, cuCtxCreate_v4)(pctx, params, flags, dev);
+    if (r == CUDA_SUCCESS)
+        es_vdev_select(dev);
+    return r;
+}
+
+void *es_runtime_dev_fn(int idx)
+{
+    if (!es_vdev_active())
+        return NULL;
+    switch (idx) {
+    case ES_IDX_cuDevicePrimaryCtxRetain: return (void *)es_rt_cuDevicePrimaryCtxRetain;
+    case ES_IDX_cuCtxCreate_v4: return (void *)es_rt_cuCtxCreate_v4;
+    default: return NULL;
+    }
+}
+
 void *es_vendor_dev_fn(int idx)
 {
     if (!es_vdev_active())

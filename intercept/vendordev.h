@@ -9,4 +9,9 @@
  * application's answer stands). */
 void *es_vendor_dev_fn(int idx);
 
+/* For a lookup from the CUDA runtime (which gets the real driver) while
+ * virtual devices are on: the function that also fixes the EST's slot when
+ * the runtime makes its first context, or NULL (the driver's own). */
+void *es_runtime_dev_fn(int idx);
+
 #endif

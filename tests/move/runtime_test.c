@@ -169,6 +169,16 @@ static void test_framework_on_the_runtime(void **state)
         fail_msg("exit %d\n%s", r.status, r.out);
     assert_non_null(strstr(r.out, "runtime devices 1\n"));
     es_proc_result_free(&r);
+    /* two GPUs: the runtime's device (3 % 2) is the EST's slot */
+    env[1] = "SIMCUDA_DEVICES=a100:1G,a100:1G";
+    env[4] = "EASYSCALE_LOG=info";
+    assert_int_equal(es_run(argv, env, TMO, &r), 0);
+    if (r.status != 0 || !strstr(r.out, "framework ok"))
+        fail_msg("exit %d\n%s", r.status, r.out);
+    assert_non_null(strstr(r.out, "runtime devices 2\n"));
+    if (!strstr(r.out, "virtual device 1 selected: slot 1"))
+        fail_msg("the runtime's device is not the EST's slot:\n%s", r.out);
+    es_proc_result_free(&r);
 }
 
 int main(void)
