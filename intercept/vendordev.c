@@ -17,6 +17,7 @@
 #include "shim/real.h"
 #include "device/vdev.h"
 #include "move/vhandle.h"
+#include "shim/log.h"
 
 static CUresult es_vd_cuCtxGetDevice(CUdevice *device)
 {
@@ -62,11 +63,23 @@ static CUresult es_vd_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params,
  * the driver's, on physical ordinals; the first one it makes fixes the
  * EST's slot (device/vdev.h), as the application's own would: a PyTorch
  * process never makes one itself. */
+static void es_rt_select(CUdevice dev)
+{
+    es_vdev_select(dev);
+    int slot = es_vdev_slot();
+    static int said;
+    if (slot >= 0 && slot != (int)dev && !__atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL))
+        ES_WARN("the CUDA runtime made a context on GPU %d, not on this EST's GPU %d "
+                "(EASYSCALE_SLOT): the framework chose its device itself; make the EST's GPU "
+                "the only one visible (CUDA_VISIBLE_DEVICES) for such a process",
+                (int)dev, slot);
+}
+
 static CUresult es_rt_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     CUresult r = ES_RAW(cuda, cuDevicePrimaryCtxRetain)(pctx, dev);
     if (r == CUDA_SUCCESS)
-        es_vdev_select(dev);
+        es_rt_select(dev);
     return r;
 }
 
@@ -75,7 +88,7 @@ static CUresult es_rt_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params,
 {
     CUresult r = ES_RAW(cuda, cuCtxCreate_v4)(pctx, params, flags, dev);
     if (r == CUDA_SUCCESS)
-        es_vdev_select(dev);
+        es_rt_select(dev);
     return r;
 }
 

@@ -178,6 +178,16 @@ static void test_framework_on_the_runtime(void **state)
     assert_non_null(strstr(r.out, "runtime devices 2\n"));
     if (!strstr(r.out, "virtual device 1 selected: slot 1"))
         fail_msg("the runtime's device is not the EST's slot:\n%s", r.out);
+    assert_null(strstr(r.out, "not on this EST's GPU"));
+    es_proc_result_free(&r);
+    /* a slot given (the controller's EASYSCALE_SLOT) that the framework
+     * does not pick: said */
+    char *env2[] = { preload, "SIMCUDA_DEVICES=a100:1G,a100:1G", "LOCAL_WORLD_SIZE=4",
+                     "LOCAL_RANK=3", "EASYSCALE_SLOT=0", NULL };
+    assert_int_equal(es_run(argv, env2, TMO, &r), 0);
+    assert_int_equal(r.status, 0);
+    if (!strstr(r.out, "made a context on GPU 1, not on this EST's GPU 0"))
+        fail_msg("no word of the runtime's other GPU:\n%s", r.out);
     es_proc_result_free(&r);
 }
 
