@@ -463,10 +463,10 @@ int main(void)
         cmocka_unit_test(test_no_virtual_handle_reaches_the_driver),
         cmocka_unit_test(test_clients_unchanged),
         cmocka_unit_test(test_controller_moves),
+        cmocka_unit_test(test_train_moves_d1),
         /* last: their crashed processes may leave memory accounted for a while */
         cmocka_unit_test(test_negative_control_without_registry),
         cmocka_unit_test(test_train_negative_control),
-        cmocka_unit_test(test_train_moves_d1),
     };
     const struct CMUnitTest part2[] = {
         cmocka_unit_test(test_train_moves_d2_across_models),
