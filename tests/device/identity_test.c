@@ -167,7 +167,7 @@ static void parse(const es_proc_result_t *r, const char *who, seen_t *s)
  * JIT library, Triton's utilities and the plain library. */
 static void seen(int shim, int dev, const char *det, const char *canon, seen_t out[4])
 {
-    char d[8], detenv[64], canonenv[128];
+    char d[16], detenv[64], canonenv[128];
     snprintf(d, sizeof(d), "%d", dev);
     snprintf(detenv, sizeof(detenv), "EASYSCALE_DETERMINISM=%s", det);
     snprintf(canonenv, sizeof(canonenv), "EASYSCALE_CANONICAL_DEVICE=%s", canon ? canon : "");

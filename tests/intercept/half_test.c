@@ -40,7 +40,7 @@ static char g_preload[4096];
 
 static void half(const char *mode, int dev, const char *det, es_proc_result_t *r)
 {
-    char d[8], detenv[64];
+    char d[16], detenv[64];
     snprintf(d, sizeof(d), "%d", dev);
     snprintf(detenv, sizeof(detenv), "EASYSCALE_DETERMINISM=%s", det);
     char *argv[] = { (char *)es_build_path("tests/intercept/half_client"), (char *)mode, d, NULL };

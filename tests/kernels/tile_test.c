@@ -39,7 +39,7 @@ static char g_preload[4096];
 static void tiles_ref(const char *mode, int dev, int shim, const char *path, const char *ref,
                       int control, int *ok, int *bad, int *refused)
 {
-    char d[8], pv[64];
+    char d[16], pv[64];
     snprintf(d, sizeof(d), "%d", dev);
     char *argv[] = { (char *)es_build_path("tests/kernels/tile_client"), (char *)mode, d,
                      (char *)ref, NULL };
