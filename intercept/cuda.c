@@ -49,9 +49,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static CUresult es_vendor_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
-static CUresult es_vendor_cuDeviceComputeCapability(int *major, int *minor, CUdevice dev);
-
 /* The CUDA runtime (libcudart) passes the handles it holds to private
  * driver functions (cuGetExportTable), which cannot take virtual ones:
  * NVIDIA's driver answers them CUDA_ERROR_INVALID_CONTEXT (docs/MOVING.md,
@@ -94,73 +91,72 @@ static CUcontext es_runtime_adopt(void)
     return p;
 }
 
-static int es_runtime_caller(const void *caller)
+/* The runtime's first lookup: moves refused from now on, adoption on. */
+static void es_runtime_seen(void)
 {
-    if (!es_vh_on || es_cfg.runtime_virtual)
-        return 0;
-    if (es_addr_in_lib(caller, "libcudart")) {
-        static int said;
-        if (!__atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL)) {
-            (void)es_mover_add_gate(es_runtime_gate);
-            es_vh_set_adopt(es_runtime_adopt);
-            ES_INFO("the CUDA runtime (libcudart) gets the real driver: moves are refused from "
-                    "now on (EASYSCALE_RUNTIME_HANDLES)");
-        }
-        return 1;
+    static int said;
+    if (__atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL))
+        return;
+    (void)es_mover_add_gate(es_runtime_gate);
+    es_vh_set_adopt(es_runtime_adopt);
+    ES_INFO("the CUDA runtime (libcudart) gets the real driver: moves are refused from now on "
+            "(EASYSCALE_RUNTIME_HANDLES)");
+}
+
+/* The runtime's answer: the real driver, but for its cuInit (the shim's
+ * start-up when it is the process's first) and its lookups (they pass here
+ * too, answered the same way), and its contexts fixing the EST's slot
+ * (intercept/vendordev.c). */
+static void *es_route_runtime(void *real, void *w, int idx)
+{
+    es_runtime_seen();
+    if (!w)
+        return real;
+    if (idx == ES_IDX_cuGetProcAddress_v2 || idx == ES_IDX_cuGetProcAddress ||
+        idx == ES_IDX_cuInit) {
+        es_stat_getproc(ES_LIB_CUDA, idx);
+        return w;
     }
-    return 0;
+    void *rt = es_runtime_dev_fn(idx);
+    return rt ? rt : es_raw_ptr(ES_LIB_CUDA, idx);
 }
 
 static void *es_route(void *real, const void *caller, const char *symbol)
 {
     int idx = -1;
     void *w = es_wrapper_for_real(ES_LIB_CUDA, real, &idx);
-    if (es_runtime_caller(caller)) {
-        /* its later lookups pass here too (and are answered the same
-         * way); its cuInit does the shim's start-up (virtual devices, d2's
-         * check) when it is the process's first */
-        if (idx == ES_IDX_cuGetProcAddress_v2 || idx == ES_IDX_cuGetProcAddress ||
-            idx == ES_IDX_cuInit) {
-            es_stat_getproc(ES_LIB_CUDA, idx);
-            return w;
-        }
-        void *rt = w ? es_runtime_dev_fn(idx) : NULL;
-        if (rt)
-            return rt;
-        return w ? es_raw_ptr(ES_LIB_CUDA, idx) : real;
-    }
+    /* who asks (one dladdr), where an answer depends on it */
+    int kind = es_vh_on || es_coll_enabled() || es_vdev_active() ||
+                       es_cfg.determinism == ES_DET_D2
+                   ? es_addr_kind(caller)
+                   : ES_OBJ_OTHER;
+    if (kind == ES_OBJ_CUDART && es_vh_on && !es_cfg.runtime_virtual)
+        return es_route_runtime(real, w, idx);
     /* The NCCL carriers (coll/transport/nccl.c) work on the real driver,
      * real handles and all (not even the translating thunks: they would
      * hand back virtual ones): with the virtual collectives on, the
      * application's NCCL calls never reach the real libnccl, so every
      * lookup from it is the carriers' (their memory, streams and proxy
      * threads are not the application's). */
-    if (es_coll_enabled() && es_addr_in_lib(caller, "libnccl"))
+    if (kind == ES_OBJ_NCCL && es_coll_enabled())
         return w ? es_raw_ptr(ES_LIB_CUDA, idx) : real;
     if (!w) {
         /* not wrapped: refused when it takes a virtual handle */
         void *stub = es_refusal_by_base(symbol);
         return stub ? stub : real;
     }
-    /* The vendor libraries see the physical devices (intercept/vendordev.c). */
-    if (es_vdev_active() && es_addr_in_vendor_lib(caller)) {
+    if (es_obj_is_vendor(kind)) {
+        /* The vendor libraries see the physical devices (intercept/vendordev.c),
+         * and in d2 the true device identity: the true function, not `real`
+         * (a driver that takes the address of its own exports hands out the
+         * shim's wrappers, which preempt them). */
         void *v = es_vendor_dev_fn(idx);
         if (v) {
             es_stat_getproc(ES_LIB_CUDA, idx);
             return v;
         }
-    }
-    /* The true function, not `real`: a driver that takes the address of its
-     * own exports hands out the shim's wrappers (they preempt them). */
-    if (es_cfg.determinism == ES_DET_D2 && es_fn_is_identity(ES_LIB_CUDA, idx) &&
-        es_addr_in_vendor_lib(caller)) {
-        /* The vendor libraries see the true attributes, of the device the
-         * (virtual) ordinal stands for. */
-        if (es_vdev_active() && idx == ES_IDX_cuDeviceGetAttribute)
-            return (void *)es_vendor_cuDeviceGetAttribute;
-        if (es_vdev_active() && idx == ES_IDX_cuDeviceComputeCapability)
-            return (void *)es_vendor_cuDeviceComputeCapability;
-        return es_real_ptr(ES_LIB_CUDA, idx);
+        if (es_cfg.determinism == ES_DET_D2 && es_fn_is_identity(ES_LIB_CUDA, idx))
+            return es_real_ptr(ES_LIB_CUDA, idx);
     }
     es_stat_getproc(ES_LIB_CUDA, idx);
     return w;
@@ -217,20 +213,6 @@ ES_EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice de
     if (es_cfg.determinism == ES_DET_D2 && r == CUDA_SUCCESS && major && minor)
         es_device_lower_cc(major, minor, __builtin_return_address(0));
     return r;
-}
-
-/* The vendor libraries' view in d2 (reached through cuGetProcAddress from
- * inside them): true attributes, device translated. */
-static CUresult es_vendor_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
-{
-    ES_ENTER(cuda, cuDeviceGetAttribute);
-    return ES_REAL(cuda, cuDeviceGetAttribute)(pi, attrib, es_vdev_phys(dev));
-}
-
-static CUresult es_vendor_cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
-{
-    ES_ENTER(cuda, cuDeviceComputeCapability);
-    return ES_REAL(cuda, cuDeviceComputeCapability)(major, minor, es_vdev_phys(dev));
 }
 
 /* ---- virtual devices (device/vdev.h) ----------------------------------------

@@ -449,8 +449,10 @@ void es_vh_set_adopt(CUcontext (*fn)(void))
 
 static void es_adopt(void)
 {
+    if (es_tls.n) /* the common case: one thread-local read */
+        return;
     CUcontext (*fn)(void) = __atomic_load_n(&es_adopt_fn, __ATOMIC_ACQUIRE);
-    if (es_tls.n || !fn)
+    if (!fn)
         return;
     CUcontext c = fn();
     if (c)

@@ -115,12 +115,18 @@ int es_real_present(int lib, int idx);
 /* Whether wrapped function idx of lib reveals the device identity (kind I). */
 int es_fn_is_identity(int lib, int idx);
 
+/* Which of NVIDIA's libraries an address lies in, by the file name of the
+ * loaded object (one dladdr): ES_OBJ_OTHER for anything else (the
+ * application, the shim). */
+enum es_obj_kind { ES_OBJ_OTHER = 0, ES_OBJ_CUDART, ES_OBJ_CUBLAS, ES_OBJ_CUDNN, ES_OBJ_NCCL };
+int es_addr_kind(const void *addr);
 /* Whether an address lies inside one of the vendor libraries (cuBLAS,
  * cuDNN, NCCL, cuBLASLt): they keep the true device identity in d2. */
 int es_addr_in_vendor_lib(const void *addr);
-/* Whether an address lies inside a loaded object whose file name starts
- * with prefix ("libnccl"). */
-int es_addr_in_lib(const void *addr, const char *prefix);
+static inline int es_obj_is_vendor(int kind)
+{
+    return kind == ES_OBJ_CUBLAS || kind == ES_OBJ_CUDNN || kind == ES_OBJ_NCCL;
+}
 
 /* Per-function counters (statistics on): by_getproc is counted by
  * intercept/cuda.c's cuGetProcAddress wrappers. */

@@ -375,17 +375,25 @@ static const char *es_addr_object(const void *addr)
     return b ? b + 1 : info.dli_fname;
 }
 
-int es_addr_in_lib(const void *addr, const char *prefix)
+int es_addr_kind(const void *addr)
 {
     const char *b = es_addr_object(addr);
-    return b && strncmp(b, prefix, strlen(prefix)) == 0;
+    if (!b)
+        return ES_OBJ_OTHER;
+    if (strncmp(b, "libcudart", 9) == 0)
+        return ES_OBJ_CUDART;
+    if (strncmp(b, "libcublas", 9) == 0) /* and libcublasLt */
+        return ES_OBJ_CUBLAS;
+    if (strncmp(b, "libcudnn", 8) == 0)
+        return ES_OBJ_CUDNN;
+    if (strncmp(b, "libnccl", 7) == 0)
+        return ES_OBJ_NCCL;
+    return ES_OBJ_OTHER;
 }
 
 int es_addr_in_vendor_lib(const void *addr)
 {
-    const char *b = es_addr_object(addr);
-    return b && (strncmp(b, "libcublas", 9) == 0 || strncmp(b, "libcudnn", 8) == 0 ||
-                 strncmp(b, "libnccl", 7) == 0);
+    return es_obj_is_vendor(es_addr_kind(addr));
 }
 
 void es_resolve_atfork(int phase)

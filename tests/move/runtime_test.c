@@ -44,6 +44,15 @@ static void run(char *const argv[], es_proc_result_t *r, const char *e1, const c
         fail_msg("%s %s: exit %d\n%s", argv[0], argv[1], r->status, r->out);
 }
 
+/* move_client runtime with the stand-in runtime built as name. */
+static void runtime_run(const char *name, const char *e1, es_proc_result_t *r)
+{
+    char lib[128];
+    snprintf(lib, sizeof(lib), "tests/move/rt/%s", name);
+    char *argv[] = { (char *)client(), "runtime", (char *)es_build_path(lib), NULL };
+    run(argv, r, e1, NULL);
+}
+
 static const char *val(es_proc_result_t *r, const char *key, char *buf, size_t len)
 {
     const char *v = es_find_last(r->out, key, buf, len);
@@ -83,11 +92,9 @@ static void test_occupancy_through_the_shim(void **state)
 static void test_runtime_gets_the_real_driver(void **state)
 {
     (void)state;
-    char *argv[] = { (char *)client(), "runtime",
-                     (char *)es_build_path("tests/move/rt/libcudart.so.99"), NULL };
     es_proc_result_t r;
     char v[64];
-    run(argv, &r, NULL, NULL);
+    runtime_run("libcudart.so.99", NULL, &r);
     if (strcmp(val(&r, "runtime ctx ", v, sizeof(v)), "real") != 0)
         fail_msg("the runtime got the application's context:\n%s", r.out);
     /* a thread the runtime made current adopts the application's context */
@@ -102,22 +109,20 @@ static void test_runtime_gets_the_real_driver(void **state)
 static void test_runtime_virtual_on_request(void **state)
 {
     (void)state;
-    char *argv[] = { (char *)client(), "runtime",
-                     (char *)es_build_path("tests/move/rt/libcudart.so.99"), NULL };
     es_proc_result_t r;
     char v[64];
-    run(argv, &r, "EASYSCALE_RUNTIME_HANDLES=virtual", NULL);
+    runtime_run("libcudart.so.99", "EASYSCALE_RUNTIME_HANDLES=virtual", &r);
     assert_string_equal(val(&r, "runtime ctx ", v, sizeof(v)), "same");
     assert_string_equal(val(&r, "move to 1: ", v, sizeof(v)), "0");
     es_proc_result_free(&r);
     /* the same code under another name is the application's */
-    char *other[] = { (char *)client(), "runtime",
-                      (char *)es_build_path("tests/move/rt/librtprobe.so"), NULL };
-    run(other, &r, NULL, NULL);
+    runtime_run("librtprobe.so", NULL, &r);
     assert_string_equal(val(&r, "runtime ctx ", v, sizeof(v)), "same");
     assert_string_equal(val(&r, "move to 1: ", v, sizeof(v)), "0");
     es_proc_result_free(&r);
     /* a value that is not one */
+    char *argv[] = { (char *)client(), "runtime",
+                     (char *)es_build_path("tests/move/rt/libcudart.so.99"), NULL };
     char *env[] = { preload, DEVICES, "EASYSCALE_RUNTIME_HANDLES=fake", NULL };
     assert_int_equal(es_run(argv, env, TMO, &r), 0);
     assert_int_equal(r.status, 2);
