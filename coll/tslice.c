@@ -74,6 +74,15 @@ int es_coll_ts_resume(void)
             es_coll_error("time-slicing: cannot come back onto GPU %d: %s", slot, msg);
             return -1;
         }
+        /* memory the parked ESTs keep on the slot (EASYSCALE_TIME_SLICE_KEEP)
+         * may be what is missing: none of them keeps any from now on, this
+         * one at once, the others at their next yield */
+        if (es_mover_keep_none() && es_tslice_keeping(t)) {
+            es_tslice_keep_off(t);
+            ES_WARN("time-slicing: no room on GPU %d beside the memory parked ESTs keep "
+                    "(EASYSCALE_TIME_SLICE_KEEP is too large for this GPU): no EST of the slot "
+                    "keeps memory there from now on", slot);
+        }
         /* the previous EST's memory is not gone yet: its turn again later */
         ES_WARN("time-slicing: no room on GPU %d yet (%s): waiting for the next turn", slot, msg);
         char m2[256];

@@ -71,6 +71,7 @@ void es_move_setup(void)
     es_swap_get_opts(&o);
     o.streams = es_cfg.swap_streams;
     o.sums = es_cfg.swap_sums;
+    o.keep = es_cfg.ts_keep;
     es_swap_set_opts(&o);
     es_door_set_timeout_ms(es_cfg.move_timeout_s * 1000);
     es_mover_init();
@@ -143,12 +144,12 @@ static void es_ts_exit(void)
     es_mover_ts_stats_t st;
     es_mover_ts_stats(&st);
     ES_INFO("time-slicing: slot %d: %llu yields, %llu swap-outs (%llu bytes copied, %llu "
-            "unchanged), %llu swap-ins (%llu bytes copied), footprint %llu bytes, slot peak "
+            "unchanged), %llu swap-ins (%llu bytes copied, %llu kept), footprint %llu bytes, slot peak "
             "%llu bytes; swaps %.1f ms (copies %.1f, checksums %.1f, draining %.1f)", slot,
             (unsigned long long)st.yields, (unsigned long long)st.swaps_out,
             (unsigned long long)st.bytes_out, (unsigned long long)st.bytes_skipped,
             (unsigned long long)st.swaps_in, (unsigned long long)st.bytes_in,
-            (unsigned long long)st.footprint, (unsigned long long)st.slot_peak, st.ms_moves,
+            (unsigned long long)st.bytes_kept, (unsigned long long)st.footprint, (unsigned long long)st.slot_peak, st.ms_moves,
             st.ms_copy, st.ms_sums, st.ms_sync);
 }
 

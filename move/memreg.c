@@ -302,6 +302,18 @@ void es_phys_release_real(es_phys_t *ph)
     ph->real = 0;
 }
 
+void es_phys_release_kept(es_phys_t *ph)
+{
+    if (ph->kept) {
+        es_drv.cuMemRelease(ph->kept);
+        __atomic_sub_fetch(&es_footprint, ph->size, __ATOMIC_RELAXED);
+    }
+    ph->kept = 0;
+    ph->kept_dev = -1;
+    free(ph->stale);
+    ph->stale = NULL;
+}
+
 void es_phys_park_free(es_phys_t *ph)
 {
     if (ph->park && ph->park_h) {
@@ -330,6 +342,7 @@ static void es_phys_destroy(es_phys_t *ph)
     if (ph->real)
         es_phys_unmap_real(ph);
     es_phys_release_real(ph);
+    es_phys_release_kept(ph);
     if (ph->resv)
         es_drv.cuMemAddressFree((CUdeviceptr)ph->resv, ph->size);
     es_phys_park_free(ph);

@@ -90,6 +90,12 @@ typedef struct es_phys {
     uint64_t *sums;                    /* per-chunk hashes of the park content */
     size_t nsums;
     int sums_valid;
+    /* kept memory (es_swap_out_keep): the real memory of a parked object
+     * left on device kept_dev, and per chunk whether its host copy was
+     * written since (es_swap_park_write); kept is 0 otherwise */
+    CUmemGenericAllocationHandle kept;
+    int kept_dev;
+    unsigned char *stale;
     uint64_t id;                       /* creation order */
     struct es_phys *next, *prev;       /* the vdev's list */
 } es_phys_t;
@@ -250,6 +256,8 @@ CUresult es_phys_map_real(es_phys_t *ph);
 void es_phys_park_free(es_phys_t *ph);
 CUresult es_phys_unmap_real(es_phys_t *ph);
 void es_phys_release_real(es_phys_t *ph);
+/* Releases an object's kept memory (es_phys_t.kept), if any. */
+void es_phys_release_kept(es_phys_t *ph);
 
 /* Physical bytes the registry holds on real devices for vdev (0 when
  * parked) and in total. */

@@ -295,7 +295,7 @@ static int es_park_light(int vdev, int src, char *msg, size_t msglen)
         plain.sums = 0;
         es_swap_set_opts(&plain);
     }
-    rc = es_swap_out(vdev, &st, msg, msglen);
+    rc = es_swap_out_keep(vdev, o.keep, &st, msg, msglen);
     if (o.sums && !hashed)
         es_swap_set_opts(&o);
     es_acc_add(&st);
@@ -324,6 +324,7 @@ static int es_unpark_light(int vdev, int dev, char *msg, size_t msglen)
 /* A light park becomes a full one: the handles come down where they are. */
 static int es_light_to_full(int vdev, char *msg, size_t msglen)
 {
+    es_swap_release_kept(vdev); /* what it kept on the slot goes too */
     int rc = es_lib_down ? es_lib_down(vdev, msg, msglen) : 0;
     if (rc == 0) {
         es_host_unregister_all();
@@ -527,7 +528,8 @@ static int es_mover_door_move(int dev, char *msg, size_t msglen)
 /* es_mover_ts_stats: counters, updated by the thread that yields or
  * resumes, read by any. */
 static struct {
-    uint64_t yields, swaps_out, swaps_in, bytes_out, bytes_in, bytes_skipped, footprint;
+    uint64_t yields, swaps_out, swaps_in, bytes_out, bytes_in, bytes_skipped, bytes_kept;
+    uint64_t footprint;
     uint64_t us_moves, us_copy, us_sums, us_sync;
 } es_tss;
 
@@ -545,8 +547,7 @@ static void es_tss_count(int out)
         return;
     es_tss_add(out ? &es_tss.swaps_out : &es_tss.swaps_in, 1);
     es_tss_add(out ? &es_tss.bytes_out : &es_tss.bytes_in, out ? st.bytes_d2h : st.bytes_h2d);
-    if (out)
-        es_tss_add(&es_tss.bytes_skipped, st.bytes_skipped);
+    es_tss_add(out ? &es_tss.bytes_skipped : &es_tss.bytes_kept, st.bytes_skipped);
     __atomic_store_n(&es_tss.footprint, (uint64_t)st.bytes, __ATOMIC_RELAXED);
     es_tss_add(&es_tss.us_moves, (uint64_t)(st.ms * 1e3));
     es_tss_add(&es_tss.us_copy, (uint64_t)(st.ms_copy * 1e3));
@@ -563,6 +564,7 @@ void es_mover_ts_stats(es_mover_ts_stats_t *o)
     o->bytes_out = __atomic_load_n(&es_tss.bytes_out, __ATOMIC_RELAXED);
     o->bytes_in = __atomic_load_n(&es_tss.bytes_in, __ATOMIC_RELAXED);
     o->bytes_skipped = __atomic_load_n(&es_tss.bytes_skipped, __ATOMIC_RELAXED);
+    o->bytes_kept = __atomic_load_n(&es_tss.bytes_kept, __ATOMIC_RELAXED);
     o->footprint = __atomic_load_n(&es_tss.footprint, __ATOMIC_RELAXED);
     o->slot_peak = __atomic_load_n(&es_slot_peak, __ATOMIC_RELAXED);
     o->ms_moves = __atomic_load_n(&es_tss.us_moves, __ATOMIC_RELAXED) / 1e3;
@@ -583,6 +585,8 @@ static int es_ts_overlap(es_tslice_t *t)
 int es_mover_yield(es_tslice_t *t, char *msg, size_t msglen)
 {
     es_door_safe_begin();
+    if (!es_tslice_keeping(t)) /* a member found no room beside the memory kept */
+        es_mover_keep_none();
     int overlap = es_ts_overlap(t);
     if (overlap && es_tslice_mine(t))
         es_tslice_pass(t); /* the next one runs while this one's memory goes */
@@ -653,6 +657,20 @@ int es_mover_resume(es_tslice_t *t, int dev, char *msg, size_t msglen)
         es_door_safe_end();
     }
     return rc;
+}
+
+int es_mover_keep_none(void)
+{
+    es_swap_opts_t o;
+    es_swap_get_opts(&o);
+    if (!o.keep)
+        return 0;
+    o.keep = 0;
+    es_swap_set_opts(&o);
+    for (int v = 0; v < ES_MAX_VDEV; v++)
+        if (es_vdev_in_use(v))
+            es_swap_release_kept(v);
+    return 1;
 }
 
 static es_tslice_t *es_ts_rot;

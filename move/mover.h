@@ -103,6 +103,8 @@ typedef struct es_mover_ts_stats {
     uint64_t swaps_out, swaps_in;
     uint64_t bytes_out, bytes_in;  /* copied device -> host, host -> device */
     uint64_t bytes_skipped;        /* not copied out: unchanged */
+    uint64_t bytes_kept;           /* not copied in: kept on the slot and unchanged
+                                    * (EASYSCALE_TIME_SLICE_KEEP) */
     uint64_t footprint;            /* the EST's memory at its last swap (bytes) */
     uint64_t slot_peak;            /* the slot's memory in use, peak after a swap-in */
     double ms_moves;               /* wall time of those swaps (ms), of which: */
@@ -110,6 +112,12 @@ typedef struct es_mover_ts_stats {
     int resident;
 } es_mover_ts_stats_t;
 void es_mover_ts_stats(es_mover_ts_stats_t *out);
+
+/* Time-slicing: this EST keeps nothing on its slot while parked from now
+ * on (EASYSCALE_TIME_SLICE_KEEP for this process set to 0) and gives back
+ * what it keeps now; call while parked (a swap-in found no room). 1 when
+ * it was keeping memory before, else 0. */
+int es_mover_keep_none(void);
 
 /* The rotation this EST takes part in (set once it joined its slot's), and
  * its slot; NULL / -1 when it is not time-sliced. Whoever runs a

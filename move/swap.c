@@ -20,7 +20,7 @@
 
 extern const unsigned char es_swapsum_fatbin[];
 
-static es_swap_opts_t es_opts = { 4, 1, 8u << 20 };
+static es_swap_opts_t es_opts = { .streams = 4, .sums = 1, .piece = 8u << 20 };
 
 int es_swap_set_opts(const es_swap_opts_t *o)
 {
@@ -455,6 +455,11 @@ static int es_park_copy(int vdev, uintptr_t va, void *out, const void *in, size_
         if (in) {
             memcpy(p, in, run);
             ph->sums_valid = 0; /* the next swap-out copies it whole */
+            if (ph->stale) {
+                size_t off = (size_t)(p - (unsigned char *)ph->park);
+                memset(ph->stale + off / ES_SWAPSUM_CHUNK, 1,
+                       (off + run - 1) / ES_SWAPSUM_CHUNK - off / ES_SWAPSUM_CHUNK + 1);
+            }
             in = (const unsigned char *)in + run;
         } else {
             memcpy(out, p, run);
@@ -489,14 +494,17 @@ static CUresult es_copy_obj(es_run_t *R, es_obj_t *o, int dir, uintptr_t dst_dev
 {
     es_phys_t *ph = o->ph;
     size_t nc = es_nchunks(ph), per = es_opts.piece / ES_SWAPSUM_CHUNK;
+    /* o->dirty: the chunks to copy (swap-out: changed since the last one;
+     * swap-in into kept memory: written while parked) */
+    const unsigned char *only = dir != ES_D2D ? o->dirty : NULL;
     for (size_t c = 0; c < nc;) {
-        if (dir == ES_D2H && o->dirty && !o->dirty[c]) {
+        if (only && !only[c]) {
             R->st->bytes_skipped += ES_SWAPSUM_CHUNK;
             c++;
             continue;
         }
         size_t e = c + 1;
-        while (e < nc && e - c < per && !(dir == ES_D2H && o->dirty && !o->dirty[e]))
+        while (e < nc && e - c < per && !(only && !only[e]))
             e++;
         size_t off = c * ES_SWAPSUM_CHUNK, len = (e - c) * ES_SWAPSUM_CHUNK;
         CUstream s = R->s[(*next)++ % R->ns];
@@ -622,7 +630,34 @@ static int es_out_copies(es_run_t *R, int dev, char *msg, size_t msglen)
     return rc;
 }
 
+/* After the copies of a swap-out: ph's real memory kept on dev (unmapped,
+ * its stale chunks none yet), or 0 (-ENOMEM: released instead). */
+static int es_keep(es_phys_t *ph, int dev)
+{
+    size_t nc = es_nchunks(ph);
+    ph->stale = calloc(nc ? nc : 1, 1);
+    if (!ph->stale)
+        return -ENOMEM;
+    ph->kept = ph->real;
+    ph->kept_dev = dev;
+    ph->real = 0;
+    return 0;
+}
+
 int es_swap_out(int vdev, es_swap_stats_t *st, char *msg, size_t msglen)
+{
+    return es_swap_out_keep(vdev, 0, st, msg, msglen);
+}
+
+void es_swap_release_kept(int vdev)
+{
+    es_memreg_lock();
+    for (es_phys_t *ph = es_memreg_first(vdev); ph; ph = ph->next)
+        es_phys_release_kept(ph);
+    es_memreg_unlock();
+}
+
+int es_swap_out_keep(int vdev, size_t keep, es_swap_stats_t *st, char *msg, size_t msglen)
 {
     es_swap_stats_t local;
     double t0;
@@ -645,7 +680,7 @@ int es_swap_out(int vdev, es_swap_stats_t *st, char *msg, size_t msglen)
     if (rc)
         goto nomem;
     /* imported objects are the exporter's: dropped, not copied */
-    size_t keep = 0;
+    size_t own = 0;
     es_obj_t *imports = calloc(R.n ? R.n : 1, sizeof(*imports));
     size_t nimp = 0;
     if (!imports)
@@ -654,9 +689,9 @@ int es_swap_out(int vdev, es_swap_stats_t *st, char *msg, size_t msglen)
         if (R.o[i].ph->owner == ES_OWN_IMPORT)
             imports[nimp++] = R.o[i];
         else
-            R.o[keep++] = R.o[i];
+            R.o[own++] = R.o[i];
     }
-    R.n = keep;
+    R.n = own;
     if (es_run_streams(&R) != 0) {
         free(imports);
         es_msg(msg, msglen, "no stream for the copies");
@@ -684,7 +719,10 @@ int es_swap_out(int vdev, es_swap_stats_t *st, char *msg, size_t msglen)
         es_park_unpin(ph);
         es_obj_unview(&R.o[i]);
         es_phys_unmap_real(ph);
-        es_phys_release_real(ph);
+        if (ph->size <= keep && es_keep(ph, dev) == 0)
+            keep -= ph->size;
+        else
+            es_phys_release_real(ph);
         st->objects++;
         st->bytes += ph->size;
     }
@@ -739,9 +777,19 @@ int es_swap_in(int vdev, int dev, es_swap_stats_t *st, char *msg, size_t msglen)
             goto out;
         }
     }
-    /* All the memory first: the EST moves whole or not at all. */
+    /* All the memory first: the EST moves whole or not at all. Memory kept
+     * on dev is taken back (only what was written while parked is copied). */
     for (created = 0; created < R.n; created++) {
-        r = es_phys_create_real(R.o[created].ph, dev);
+        es_phys_t *ph = R.o[created].ph;
+        if (ph->kept && ph->kept_dev == dev) {
+            ph->real = ph->kept;
+            ph->kept = 0;
+            R.o[created].dirty = ph->stale;
+            ph->stale = NULL;
+            continue;
+        }
+        es_phys_release_kept(ph);
+        r = es_phys_create_real(ph, dev);
         if (r != CUDA_SUCCESS) {
             es_msg(msg, msglen, "cannot get %zu bytes on device %d (%s): vdev %d stays parked",
                    R.o[created].ph->size, dev, es_drv_errname(r), vdev);

@@ -36,6 +36,8 @@ typedef struct es_swap_opts {
     int streams;        /* copies in flight, 1..16 (default 4) */
     int sums;           /* chunk checksums on the device (default 1) */
     size_t piece;       /* bytes per copy, a multiple of ES_SWAPSUM_CHUNK (default 8 MiB) */
+    size_t keep;        /* bytes a time-sliced EST keeps on its slot while parked (what
+                         * the mover passes to es_swap_out_keep; default 0) */
 } es_swap_opts_t;
 
 typedef struct es_swap_stats {
@@ -58,10 +60,25 @@ void es_swap_get_opts(es_swap_opts_t *o);
  * stream-ordered frees first. The vdev's device becomes -1. */
 int es_swap_out(int vdev, es_swap_stats_t *st, char *msg, size_t msglen);
 
+/* The same, except that objects of at most keep bytes in all (whole
+ * objects, in the registry's order, imports never) keep their physical
+ * memory on the device, unmapped (es_phys_t.kept; counted in
+ * es_memreg_footprint): a time-sliced EST's memory that stays on its slot
+ * while it is parked (docs/MOVING.md, section 6). Their host copies are
+ * made all the same (a parked EST's part in collectives reads them);
+ * es_swap_park_write marks the chunks it writes, and a swap-in onto the
+ * same device copies only those (st->bytes_skipped counts the rest). */
+int es_swap_out_keep(int vdev, size_t keep, es_swap_stats_t *st, char *msg, size_t msglen);
+
+/* Releases the kept memory of a parked vdev (before it goes elsewhere). */
+void es_swap_release_kept(int vdev);
+
 /* Parked -> resident on device dev: create every object's physical memory
  * on dev (all first: any failure releases them and leaves the EST parked),
  * map it at the same addresses, grant access again, copy the host copies
- * back. */
+ * back. An object whose memory was kept on dev takes it back and copies
+ * only the chunks written while parked; kept memory on another device is
+ * released. */
 int es_swap_in(int vdev, int dev, es_swap_stats_t *st, char *msg, size_t msglen);
 
 /* Resident on its device -> resident on dev. Device to device when from_ctx

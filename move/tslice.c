@@ -343,6 +343,17 @@ int es_tslice_wait_room(es_tslice_t *t, int timeout_ms)
     }
 }
 
+void es_tslice_keep_off(es_tslice_t *t)
+{
+    if (t)
+        __atomic_store_n(&t->s->keep_off, 1, __ATOMIC_RELEASE);
+}
+
+int es_tslice_keeping(es_tslice_t *t)
+{
+    return t && !__atomic_load_n(&t->s->keep_off, __ATOMIC_ACQUIRE);
+}
+
 uint64_t es_tslice_passes(es_tslice_t *t)
 {
     return t ? __atomic_load_n(&t->s->passes, __ATOMIC_ACQUIRE) : 0;

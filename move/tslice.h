@@ -30,7 +30,7 @@
 
 #define ES_TSLICE_MAX 64
 #define ES_TSLICE_MAGIC 0x45535453u /* "ESTS" */
-#define ES_TSLICE_VERSION 3
+#define ES_TSLICE_VERSION 4
 #define ES_TSLICE_DYNAMIC 1u /* es_tslice_shm_t.flags */
 
 typedef struct es_tslice_shm {
@@ -44,11 +44,14 @@ typedef struct es_tslice_shm {
     uint32_t cap;                 /* footprints the slot holds at once: 1, or 2 (overlap) */
     uint64_t resident;            /* cap 2: the members (bit = index) whose memory is on
                                    * the slot */
+    uint32_t keep_off;            /* 1: a member found no room: no member keeps memory on
+                                   * the slot while parked any more (EASYSCALE_TIME_SLICE_KEEP) */
+    uint32_t pad;
     uint64_t at[ES_TSLICE_MAX];   /* dynamic: the collective each member can switch at, + 1
                                    * (0: not said yet) */
 } es_tslice_shm_t;
 
-_Static_assert(sizeof(es_tslice_shm_t) == 16 + 4 * ES_TSLICE_MAX * 2 + 8 + 8 + 8 + 8 +
+_Static_assert(sizeof(es_tslice_shm_t) == 16 + 4 * ES_TSLICE_MAX * 2 + 8 + 8 + 8 + 8 + 8 +
                                               8 * ES_TSLICE_MAX,
                "es_tslice_shm_t layout");
 
@@ -97,6 +100,11 @@ int es_tslice_mine(es_tslice_t *t);
 /* Passes the turn to the next member in rank order (the holder only:
  * -EPERM otherwise). */
 int es_tslice_pass(es_tslice_t *t);
+/* Memory kept on the slot by parked members (EASYSCALE_TIME_SLICE_KEEP):
+ * es_tslice_keep_off says a member found no room beside it, for good;
+ * es_tslice_keeping is 0 from then on (each member then keeps none). */
+void es_tslice_keep_off(es_tslice_t *t);
+int es_tslice_keeping(es_tslice_t *t);
 /* Turns passed on the slot so far. */
 uint64_t es_tslice_passes(es_tslice_t *t);
 /* Leaves (passing the turn on if held); the last member removes the

@@ -24,6 +24,9 @@
  *   EASYSCALE_TIME_SLICE       off | on | overlap: the ESTs of one GPU take turns on it,
  *                              one resident at a time (on) or two, the next one's memory
  *                              coming back while the holder runs (overlap) (off)
+ *   EASYSCALE_TIME_SLICE_KEEP  MiB of its device memory a time-sliced EST keeps on its
+ *                              GPU while parked, 0..1048576 (whole allocations; a swap-in
+ *                              then copies only what its collectives wrote) (0)
  *   EASYSCALE_COLLECTIVES      virtual | nccl   (default virtual at d1/d2, nccl at off)
  *   EASYSCALE_COLL_TRANSPORT   auto | device | host   (default auto)
  *   EASYSCALE_COLL_TIMEOUT     seconds a collective waits for a live peer, 1..86400
@@ -420,6 +423,18 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
     if ((v = getenv("EASYSCALE_TIME_SLICE")) != NULL &&
         (rc = es_pick("EASYSCALE_TIME_SLICE", v, ts_modes, 3, &c.time_slice, msg, msglen)) < 0)
         goto out;
+    if ((v = getenv("EASYSCALE_TIME_SLICE_KEEP")) != NULL) {
+        if ((rc = es_parse_num("EASYSCALE_TIME_SLICE_KEEP", v, 0, 1 << 20, &num, msg,
+                               msglen)) < 0)
+            goto out;
+        if (!c.time_slice && num) {
+            snprintf(msg, msglen, "EASYSCALE_TIME_SLICE_KEEP=%s needs EASYSCALE_TIME_SLICE=on "
+                     "or overlap", v);
+            rc = -EINVAL;
+            goto out;
+        }
+        c.ts_keep = (size_t)num << 20;
+    }
     if (c.time_slice && (c.move == ES_MOVE_OFF || c.collectives != ES_COLL_VIRTUAL)) {
         snprintf(msg, msglen, "EASYSCALE_TIME_SLICE=%s needs moves (EASYSCALE_MOVE on or "
                  "nomem, nolib) and the virtual collectives (EASYSCALE_COLLECTIVES=virtual)",

@@ -603,6 +603,55 @@ static void ts_run_same(const char *want, const char *gpu, const char *mode, con
     es_proc_result_free(&ts);
 }
 
+/* Each rank's swap-ins kept memory on the slot (EASYSCALE_TIME_SLICE_KEEP
+ * of keep_mib): something, never more than keep_mib a swap-in. */
+static void check_kept(const char *out, unsigned long long keep_mib)
+{
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, "time-slicing: slot ")) != NULL; p++) {
+        const char *q = strstr(p, " swap-ins (");
+        unsigned long long si = 0, in = 0, kept = 0;
+        const char *b = q;
+        while (b && b > p && b[-1] != ' ')
+            b--;
+        if (!q || sscanf(b, "%llu swap-ins (%llu bytes copied, %llu kept)", &si, &in, &kept) != 3)
+            fail_msg("no swap-in figures: %.200s", p);
+        print_message("kept: %llu swap-ins, %.1f MiB copied in, %.1f MiB kept\n", si,
+                      in / 1048576.0, kept / 1048576.0);
+        if (kept == 0 || kept > si * (keep_mib << 20))
+            fail_msg("%llu bytes kept over %llu swap-ins (EASYSCALE_TIME_SLICE_KEEP=%llu)", kept,
+                     si, keep_mib);
+        n++;
+    }
+    assert_int_equal(n, 4);
+}
+
+/* One resident and, parked, 8 MiB of each EST kept: on a GPU of 64 MiB the
+ * same checksum, and each swap-in copies less than the EST's memory; on the
+ * small GPU (no room for what they keep) the same checksum, after a warning
+ * that none keeps any more. */
+static void ts_run_keep(const char *want, const char *gpu, int room, const char *what)
+{
+    es_proc_result_t ts;
+    launch_run(gpu, "EASYSCALE_TIME_SLICE=on", "EASYSCALE_TIME_SLICE_KEEP=8", &ts);
+    if (ts.status != 0)
+        fail_msg("four ESTs time-sliced (%s) failed (%d):\n%s", what, ts.status, ts.out);
+    int n = checksums_equal(ts.out, want);
+    if (n != 4)
+        fail_msg("time-sliced (%s): %d checksum(s) equal to the 4-GPU one %s (want 4)\n%s", what,
+                 n, want, ts.out);
+    check_yields(ts.out);
+    int warned = strstr(ts.out, "EASYSCALE_TIME_SLICE_KEEP is too large") != NULL;
+    if (room) {
+        check_kept(ts.out, 8);
+        if (warned)
+            fail_msg("%s: kept memory said to be too large:\n%s", what, ts.out);
+    } else if (!warned) {
+        fail_msg("%s: no warning that the kept memory does not fit:\n%s", what, ts.out);
+    }
+    es_proc_result_free(&ts);
+}
+
 static void test_time_slicing_four_on_one(void **state)
 {
     (void)state;
@@ -616,6 +665,9 @@ static void test_time_slicing_four_on_one(void **state)
     ts_run_same(want, TWO_GPU, "EASYSCALE_TIME_SLICE=overlap", NULL, "two resident");
     ts_run_same(want, TWO_GPU, "EASYSCALE_TIME_SLICE=overlap", "SIMCUDA_CHAOS=7",
                 "two resident, SIMCUDA_CHAOS=7");
+    /* parked ESTs keeping part of their memory on the slot */
+    ts_run_keep(want, "a100:64M", 1, "one resident, 8 MiB of each kept");
+    ts_run_keep(want, SMALL_GPU, 0, "one resident, 8 MiB of each kept, no room for it");
 }
 
 /* Negative control: the same, in both modes, without the memory registry

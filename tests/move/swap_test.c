@@ -5,7 +5,7 @@
  * migrated device to device and through host memory, with addresses that
  * never change; checksums on the device skip unchanged chunks; failures
  * leave the EST whole where it was; a parked EST's content read and written
- * from the host. */
+ * from the host; memory kept on the device while parked. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -40,7 +40,7 @@ static int setup(void **state)
 {
     (void)state;
     ctx0 = ct_primary(0);
-    es_swap_opts_t o = { 4, 1, 8 * MiB };
+    es_swap_opts_t o = { 4, 1, 8 * MiB, 0 };
     assert_int_equal(es_swap_set_opts(&o), 0);
     return 0;
 }
@@ -254,7 +254,7 @@ static void test_unchanged_chunks_are_not_copied_twice(void **state)
     assert_true(ct_check(e.big + 3 * ES_SWAPSUM_CHUNK + 100, 8, 999));
     assert_true(ct_check(e.big, 3 * ES_SWAPSUM_CHUNK + 100, 200));
     /* negative control: without checksums everything is copied */
-    es_swap_opts_t o = { 2, 0, 4 * MiB };
+    es_swap_opts_t o = { 2, 0, 4 * MiB, 0 };
     assert_int_equal(es_swap_set_opts(&o), 0);
     assert_int_equal(es_swap_out(0, &st, msg, sizeof(msg)), 0);
     assert_int_equal(st.bytes_d2h, bytes);
@@ -414,12 +414,12 @@ static void test_pending_frees_complete_first(void **state)
 static void test_options(void **state)
 {
     (void)state;
-    es_swap_opts_t bad[] = { { 0, 1, 8 * MiB }, { 17, 1, 8 * MiB }, { 4, 2, 8 * MiB },
-                             { 4, 1, 0 }, { 4, 1, 3 * MiB / 2 } };
+    es_swap_opts_t bad[] = { { 0, 1, 8 * MiB, 0 }, { 17, 1, 8 * MiB, 0 }, { 4, 2, 8 * MiB, 0 },
+                             { 4, 1, 0, 0 }, { 4, 1, 3 * MiB / 2, 0 } };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(es_swap_set_opts(&bad[i]), -EINVAL);
     /* one stream and small pieces: the same result */
-    es_swap_opts_t o = { 1, 1, 1 * MiB };
+    es_swap_opts_t o = { 1, 1, 1 * MiB, 0 };
     assert_int_equal(es_swap_set_opts(&o), 0);
     est_t e;
     est_make(&e, 7 * MiB);
@@ -478,6 +478,84 @@ static void test_parked_content_from_the_host(void **state)
     free(got);
 }
 
+/* es_swap_out_keep: the kept objects' memory stays on the device while
+ * parked; a swap-in there copies only the chunks written while parked (and
+ * they arrive: a swap-in that skipped them would leave the old bytes). */
+static void test_kept_memory_copies_only_what_was_written(void **state)
+{
+    (void)state;
+    size_t base = ct_used(0);
+    est_t e;
+    est_make(&e, 16 * MiB);
+    size_t bytes = es_memreg_resident_bytes(0);
+    es_swap_stats_t st;
+    char msg[256] = "";
+    assert_int_equal(es_swap_out_keep(0, SIZE_MAX, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(st.bytes_d2h, bytes); /* the host copies are made all the same */
+    assert_int_equal(es_memreg_device(0), -1);
+    assert_int_equal(es_memreg_resident_bytes(0), 0);
+    assert_int_equal(ct_used(0) - base, bytes); /* kept on the device */
+    assert_int_equal(es_memreg_footprint(), bytes);
+    int ord;
+    assert_int_not_equal(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, e.big),
+                         CUDA_SUCCESS); /* unmapped: the EST is parked */
+    /* its part in a collective while parked writes 8 bytes in chunk 3 */
+    uint32_t *want = malloc(ES_SWAPSUM_CHUNK);
+    assert_non_null(want);
+    uint32_t eight[2] = { 0xdeadbeef, 0x01234567 };
+    assert_int_equal(es_swap_park_write(0, e.big + 3 * ES_SWAPSUM_CHUNK + 100, eight, 8), 0);
+    assert_int_equal(es_swap_in(0, 0, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(st.bytes_h2d, ES_SWAPSUM_CHUNK);
+    assert_int_equal(st.bytes_skipped, bytes - ES_SWAPSUM_CHUNK);
+    assert_int_equal(ct_used(0) - base, bytes);
+    uint32_t got[2];
+    CK(cuMemcpyDtoH(got, e.big + 3 * ES_SWAPSUM_CHUNK + 100, 8));
+    assert_memory_equal(got, eight, 8);
+    assert_true(ct_check(e.big, 3 * ES_SWAPSUM_CHUNK + 100, 200));
+    uint32_t *tail = malloc(ES_SWAPSUM_CHUNK);
+    assert_non_null(tail);
+    CK(cuMemcpyDtoH(tail, e.big + 4 * ES_SWAPSUM_CHUNK, ES_SWAPSUM_CHUNK));
+    ct_pattern(want, ES_SWAPSUM_CHUNK / 4, 4 * ES_SWAPSUM_CHUNK / 4, 200);
+    assert_memory_equal(tail, want, ES_SWAPSUM_CHUNK);
+    for (int i = 0; i < 3; i++)
+        assert_true(ct_check(e.small[i], e.small_n[i], 100 + i));
+    assert_true(ct_check(e.vmm_va, 2 * e.g, 300));
+    /* a budget: whole objects that fit, the rest released and copied back */
+    ct_fill(e.big, 16 * MiB, 200);
+    assert_int_equal(es_swap_out_keep(0, 16 * MiB, &st, msg, sizeof(msg)), 0);
+    size_t kept = ct_used(0) - base;
+    assert_true(kept > 0 && kept <= 16 * MiB);
+    assert_int_equal(es_swap_in(0, 0, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(st.bytes_skipped, kept);
+    assert_int_equal(st.bytes_h2d, bytes - kept);
+    est_check(&e, 0);
+    /* negative control: a swap-in onto another device gives the kept memory
+     * back and copies everything */
+    assert_int_equal(es_swap_out_keep(0, SIZE_MAX, &st, msg, sizeof(msg)), 0);
+    size_t base1 = ct_used(1);
+    CUcontext c1 = ct_primary(1);
+    (void)c1;
+    assert_int_equal(es_swap_in(0, 1, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(st.bytes_h2d, bytes);
+    assert_int_equal(st.bytes_skipped, 0);
+    assert_int_equal(ct_used(0), base);
+    assert_int_equal(ct_used(1) - base1, bytes);
+    est_check(&e, 1);
+    /* and kept memory released explicitly (an EST that goes elsewhere) */
+    assert_int_equal(es_swap_out_keep(0, SIZE_MAX, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(ct_used(1) - base1, bytes);
+    es_swap_release_kept(0);
+    assert_int_equal(ct_used(1), base1);
+    assert_int_equal(es_memreg_footprint(), 0);
+    cuCtxSetCurrent(ctx0);
+    assert_int_equal(es_swap_in(0, 0, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(st.bytes_h2d, bytes);
+    est_check(&e, 0);
+    ct_primary_drop(1);
+    free(want);
+    free(tail);
+}
+
 int main(void)
 {
     /* device 2 is small: the out-of-memory cases */
@@ -496,6 +574,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pending_frees_complete_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_options, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parked_content_from_the_host, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kept_memory_copies_only_what_was_written, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -166,6 +166,23 @@ static void test_config_parse(void **state)
             assert_int_equal(c.time_slice, ts[i].want);
         }
     }
+    /* EASYSCALE_TIME_SLICE_KEEP: MiB, with time-slicing only */
+    static const struct { const char *ts, *v; int want; size_t bytes; } kp[] = {
+        { "on", "8", 0, 8u << 20 }, { "overlap", "0", 0, 0 }, { "off", "0", 0, 0 },
+        { "off", "8", -EINVAL, 0 }, { "on", "8M", -EINVAL, 0 }, { "on", "-1", -EINVAL, 0 },
+        { "on", "", -EINVAL, 0 }, { "on", "1048577", -EINVAL, 0 },
+    };
+    for (size_t i = 0; i < sizeof(kp) / sizeof(kp[0]); i++) {
+        setenv("EASYSCALE_TIME_SLICE", kp[i].ts, 1);
+        setenv("EASYSCALE_TIME_SLICE_KEEP", kp[i].v, 1);
+        int rc = es_config_parse(&c, msg, sizeof(msg));
+        assert_int_equal(rc, kp[i].want);
+        if (rc)
+            assert_non_null(strstr(msg, "EASYSCALE_TIME_SLICE_KEEP"));
+        else
+            assert_int_equal(c.ts_keep, kp[i].bytes);
+    }
+    unsetenv("EASYSCALE_TIME_SLICE_KEEP");
     unsetenv("EASYSCALE_TIME_SLICE");
     /* EASYSCALE_D2_GEMM: int8 (the default), fma; nothing else */
     unsetenv("EASYSCALE_D2_GEMM");
