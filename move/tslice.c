@@ -2,6 +2,7 @@
  * as a futex word, members in ascending rank order. */
 #include "move/tslice.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -61,6 +62,44 @@ static int es_job_ok(const char *job)
     return n > 0 && n <= 64;
 }
 
+/* Removes the segments of this user's rotations whose members all died
+ * (a job killed: nobody left, so nobody removed it): every member has
+ * joined (no pid 0) and each has left or is dead. Others are not touched. */
+static void es_tslice_sweep(void)
+{
+    char pre[64];
+    int np = snprintf(pre, sizeof(pre), "easyscale-ts-%u-", (unsigned)getuid());
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, pre, (size_t)np) != 0)
+            continue;
+        char name[300];
+        snprintf(name, sizeof(name), "/%s", e->d_name);
+        int fd = shm_open(name, O_RDWR, 0);
+        struct stat st;
+        if (fd < 0)
+            continue;
+        es_tslice_shm_t *s = NULL;
+        if (fstat(fd, &st) == 0 && st.st_size == (off_t)sizeof(*s))
+            s = mmap(NULL, sizeof(*s), PROT_READ, MAP_SHARED, fd, 0);
+        close(fd);
+        if (!s || s == MAP_FAILED)
+            continue;
+        int stale = __atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) == ES_TSLICE_MAGIC &&
+                    s->version == ES_TSLICE_VERSION && s->nmembers <= ES_TSLICE_MAX;
+        for (uint32_t i = 0; stale && i < s->nmembers; i++) {
+            int32_t pid = __atomic_load_n(&s->pids[i], __ATOMIC_ACQUIRE);
+            stale = pid == -1 || (pid > 0 && es_pid_dead(pid));
+        }
+        munmap(s, sizeof(*s));
+        if (stale)
+            shm_unlink(name);
+    }
+    closedir(d);
+}
+
 static int es_tslice_join_flags(es_tslice_t **out, const char *job, int slot, int rank,
                                 const int *ranks, int n, uint32_t flags, int cap)
 {
@@ -86,6 +125,7 @@ static int es_tslice_join_flags(es_tslice_t **out, const char *job, int slot, in
         return -ENOMEM;
     snprintf(t->name, sizeof(t->name), "/easyscale-ts-%u-%s-%d", (unsigned)getuid(), job, slot);
     t->me = me;
+    es_tslice_sweep();
     fd = shm_open(t->name, O_RDWR | O_CREAT, 0600);
     if (fd < 0) {
         rc = -errno;

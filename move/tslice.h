@@ -10,8 +10,10 @@
  *
  * The segment ("/easyscale-ts-<uid>-<job>-<slot>") starts with magic,
  * version and size; the first member creates it, the last one to leave
- * removes it. A member that dies while it holds the turn is skipped by the
- * next waiter (its pid is recorded). Functions return 0 or a negative errno.
+ * removes it; a join removes the segments of the user's rotations whose
+ * members all died (a killed job). A member that dies while it holds the
+ * turn is skipped by the next waiter (its pid is recorded). Functions
+ * return 0 or a negative errno.
  *
  * Two kinds of rotation:
  * - fixed (es_tslice_join): every member joins before it first touches the

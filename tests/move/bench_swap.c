@@ -467,6 +467,8 @@ int main(int argc, char **argv)
         CKD(cuCtxSetCurrent(c0));
         double d2h, h2d;
         bench_memcpy(&d2h, &h2d);
+        if (shm[0])
+            shm_unlink(shm);
         return 0;
     }
     ts_out_t *out = mmap(NULL, sizeof(*out), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,

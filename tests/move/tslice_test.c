@@ -22,6 +22,7 @@
 #include "tests/move/movetest.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,6 +292,73 @@ static void test_dead_holder_is_skipped(void **state)
     assert_int_equal(seen1, 3);
 }
 
+/* A killed job's segment (every member dead, none left) is removed by the
+ * next join of any rotation; a live job's is not. */
+static int shm_exists(const char *jobname)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/dev/shm/easyscale-ts-%u-%s-0", (unsigned)getuid(), jobname);
+    return access(path, F_OK) == 0;
+}
+
+/* A child that joins jobname's rotation {0, 1} as rank, says so on fd
+ * (one byte), then exits without leaving (die) or waits to be killed. */
+static pid_t join_and(const char *jobname, int rank, int die, int fd)
+{
+    static const int two[2] = { 0, 1 };
+    pid_t p = fork();
+    if (p == 0) {
+        es_tslice_t *t = NULL;
+        if (es_tslice_join(&t, jobname, 0, rank, two, 2) != 0)
+            _exit(2);
+        if (write(fd, "j", 1) != 1)
+            _exit(3);
+        if (die)
+            _exit(0); /* as if killed: never leaves */
+        pause();
+        _exit(0);
+    }
+    return p;
+}
+
+static void test_killed_job_segment_removed(void **state)
+{
+    (void)state;
+    char dead[64], live[64];
+    snprintf(dead, sizeof(dead), "test-killed-%d", (int)getpid());
+    snprintf(live, sizeof(live), "test-alive-%d", (int)getpid());
+    int pf[2];
+    assert_int_equal(pipe(pf), 0);
+    pid_t l[2] = { join_and(live, 0, 0, pf[1]), join_and(live, 1, 0, pf[1]) };
+    char b[2];
+    for (size_t got = 0; got < 2;) { /* both live members joined */
+        ssize_t k = read(pf[0], b, 2 - got);
+        assert_true(k > 0);
+        got += (size_t)k;
+    }
+    pid_t d[2] = { join_and(dead, 0, 1, pf[1]), join_and(dead, 1, 1, pf[1]) };
+    assert_int_equal(wait_all(d, 2), 0);
+    close(pf[0]);
+    close(pf[1]);
+    assert_true(shm_exists(dead));
+    assert_true(shm_exists(live));
+    es_tslice_t *t = NULL;
+    new_job("sweeper");
+    static const int one[1] = { 0 };
+    assert_int_equal(es_tslice_join(&t, job, 0, 0, one, 1), 0);
+    assert_false(shm_exists(dead));
+    assert_true(shm_exists(live));
+    es_tslice_leave(t);
+    for (int i = 0; i < 2; i++) {
+        kill(l[i], SIGKILL);
+        waitpid(l[i], NULL, 0);
+    }
+    assert_int_equal(es_tslice_join(&t, job, 0, 0, one, 1), 0);
+    assert_false(shm_exists(live)); /* now its members are dead too */
+    es_tslice_leave(t);
+    assert_false(shm_exists(job));
+}
+
 /* ---- four ESTs on one GPU ------------------------------------------------------- */
 
 static void pattern(uint64_t *h, size_t words, int rank, int step)
@@ -541,6 +609,7 @@ int main(void)
         cmocka_unit_test(test_dynamic_rotation),
         cmocka_unit_test(test_turns_in_rank_order),
         cmocka_unit_test(test_dead_holder_is_skipped),
+        cmocka_unit_test(test_killed_job_segment_removed),
         cmocka_unit_test(test_two_footprints),
         cmocka_unit_test(test_four_ests_on_one_gpu),
         cmocka_unit_test(test_collective_while_parked),
