@@ -50,7 +50,9 @@ static void es_devmem_add(int d)
 
 /* The mover's gate (move/mover.h): such staging must not be left on the
  * old GPU, nor the carriers' communicator in a context that goes; it is
- * taken down only at a scheduled hold (es_comm_hold_begin). */
+ * taken down only at a hold (es_comm_hold_begin): a scheduled step, or one
+ * the controller sets at run time when a move is refused with -EXDEV
+ * (shim/step.h, es_step_offer). */
 static int es_comm_move_gate(char *msg, size_t msglen)
 {
     if (atomic_load(&es_devmem_live) == 0)
@@ -58,9 +60,10 @@ static int es_comm_move_gate(char *msg, size_t msglen)
     if (msg && msglen)
         snprintf(msg, msglen, "the collectives' staging is device memory the other ESTs map "
                               "(EASYSCALE_COLL_TRANSPORT=nccl or device): this EST moves only at "
-                              "a scheduled step (easyscale-ctl run --schedule), or use "
+                              "a hold of the whole job (easyscale-ctl sets one by itself; a "
+                              "scheduled step of run --schedule is one), or use "
                               "EASYSCALE_COLL_TRANSPORT=host");
-    return -EBUSY;
+    return -EXDEV;
 }
 
 static void es_coll_global_init(void)
@@ -416,7 +419,8 @@ out:
     return res;
 }
 
-/* ---- scheduled holds: device staging down and up again around the moves ---- */
+/* ---- holds (scheduled, or set at run time): device staging down and up again around
+ * the moves ---- */
 
 /* The live communicators of this process in creation order (the registry
  * keeps the newest first), at most max. */
@@ -451,7 +455,7 @@ static void es_comm_hold_down(es_comm_t *c)
             c->hold_tp = c->tp_id;
             es_comm_tp_down(c);
         } else {
-            es_coll_error("communicator %016llx: draining it at a scheduled step failed "
+            es_coll_error("communicator %016llx: draining it at a hold failed "
                           "(CUresult %d, %d)", (unsigned long long)c->nonce, (int)cr, rc);
             es_comm_fail(c, ES_FAIL_LOCAL, ncclUnhandledCudaError);
         }
@@ -484,11 +488,11 @@ static void es_comm_hold_up(es_comm_t *c)
         rc = es_comm_try(c, &es_coll_tp_host, ES_COLL_TP_HOST);
     if (rc < 0) {
         es_coll_error("communicator %016llx: its transport could not be set up again after a "
-                      "scheduled step (%d)", (unsigned long long)c->nonce, rc);
+                      "hold (%d)", (unsigned long long)c->nonce, rc);
         es_comm_fail(c, ES_FAIL_LOCAL, es_comm_status_of(rc));
     } else if (c->rank == 0) {
-        ES_INFO("collectives: communicator %016llx: %s transport set up again after a scheduled "
-                "step", (unsigned long long)c->nonce, c->tp->name);
+        ES_INFO("collectives: communicator %016llx: %s transport set up again after a hold",
+                (unsigned long long)c->nonce, c->tp->name);
     }
     es_comm_ctx_leave(pushed);
     pthread_mutex_unlock(&c->mu);

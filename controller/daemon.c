@@ -75,6 +75,7 @@ typedef struct est {
     uint64_t total_ns, bytes;
     int ts; /* a member of the job's rotation (time-sliced on D.ts.gpu) */
     uint64_t held; /* waiting at a scheduled step: that step + 1 (heartbeat); 0 not */
+    uint64_t offer; /* its answer to HOLD_OFFER: the collective it stopped before */
     /* time-slicing figures since the EST started (heartbeat) */
     uint64_t yields, swaps_out, swaps_in, bytes_out, bytes_in;
     uint32_t where; /* enum es_proto_est_where */
@@ -87,6 +88,16 @@ typedef struct ts_state {
     int n;
     int ranks[ES_PROTO_TS_MAX];
 } ts_state_t;
+
+/* A hold set at run time (see "a hold of the whole job" below). */
+enum { RDV_NONE = 0, RDV_OFFER, RDV_AT, RDV_HELD, RDV_MOVE };
+typedef struct rdv {
+    int phase;
+    uint64_t step;                  /* the collective every EST holds at */
+    int targets[ES_CTL_MAX_ESTS];   /* the refused moves, to make at the hold */
+    uint32_t ops[ES_CTL_MAX_ESTS];
+    int64_t deadline_ms;            /* RDV_HELD: every EST there by then */
+} rdv_t;
 
 typedef struct op {
     int active;
@@ -119,6 +130,7 @@ static struct {
     } measured[ES_CTL_MAX_GPUS];
     int nmeasured;
     ts_state_t ts;
+    rdv_t rdv;
     /* `run`'s releases of scheduled holds: the step + 1 released (0 none),
      * told to every EST that registers */
     uint64_t released;
@@ -134,7 +146,7 @@ static void on_signal(int sig)
 
 static const char *const op_names[] = { "?",        "place",     "migrate",
                                         "swap-out", "swap-in",   "time-slice",
-                                        "end time-slicing" };
+                                        "end time-slicing", "hold offer", "hold" };
 _Static_assert(sizeof(op_names) / sizeof(op_names[0]) == ES_MOVE_NOPS, "a name per move op");
 
 static double sec(uint64_t ns)
@@ -728,6 +740,165 @@ static void progress_text(es_ctl_buf_t *b)
 
 /* ---- operations ------------------------------------------------------------------ */
 
+static void op_send(const int *targets, const uint32_t *ops, uint64_t step);
+static void op_reply(int rc, es_ctl_buf_t *b);
+
+/* ---- a hold of the whole job ---------------------------------------------------------
+ * A move the ESTs refuse with -EXDEV (their collectives' staging is device
+ * memory every EST of the job maps: docs/COLLECTIVES.md section 4) is made
+ * at a hold of every EST, which the ESTs, each at its own pace, agree on in
+ * two rounds: HOLD_OFFER (each stops before its next counting collective
+ * and answers its index), HOLD_AT the greatest of them (each goes on to
+ * that collective and holds there, its staging taken down); once every EST
+ * says it is held, the refused moves again, then RELEASE. A round that
+ * fails withdraws the hold, and the request fails with the reason. */
+
+/* The operation failed only because of the staging: every EST asked
+ * refused with -EXDEV, none moved. */
+static int rdv_wanted(void)
+{
+    int n = 0;
+    if (D.op.verb == ES_VERB_TIMESLICE)
+        return 0;
+    for (int r = 0; r < D.job.nests; r++) {
+        const est_t *e = &D.ests[r];
+        if (!e->pending)
+            continue;
+        if (!e->answered || e->result != -EXDEV)
+            return 0;
+        n++;
+    }
+    return n > 0;
+}
+
+/* Sends op (HOLD_OFFER, or HOLD_AT step) to every EST of the job; 0, or
+ * -ENOTCONN (naming the EST in why) when one is not connected. */
+static int rdv_send(int phase, uint32_t op, uint64_t step, char *why, size_t len)
+{
+    int targets[ES_CTL_MAX_ESTS];
+    uint32_t ops[ES_CTL_MAX_ESTS];
+    for (int r = 0; r < D.job.nests; r++) {
+        if (!D.ests[r].seen || D.ests[r].conn < 0) {
+            snprintf(why, len, "EST %d is not connected", r);
+            return -ENOTCONN;
+        }
+        targets[r] = D.ests[r].gpu;
+        ops[r] = op;
+    }
+    D.rdv.phase = phase;
+    D.op.deadline_ms = es_ctl_now_ms() + D.job.move_timeout_ms;
+    op_send(targets, ops, step);
+    return 0;
+}
+
+/* Every EST goes on: the hold withdrawn (or released once reached). */
+static void rdv_release(void)
+{
+    es_proto_msg_t m = { .type = ES_MSG_MOVE };
+    m.u.move.op = ES_MOVE_HOLD_AT;
+    m.u.move.epoch = D.op.epoch;
+    m.u.move.step = UINT64_MAX;
+    es_proto_msg_t rel = { .type = ES_MSG_RELEASE };
+    int reached = D.rdv.phase == RDV_HELD || D.rdv.phase == RDV_MOVE;
+    if (reached && D.rdv.step + 1 > D.released)
+        D.released = D.rdv.step + 1;
+    rel.u.release.step = D.released ? D.released - 1 : 0;
+    for (int r = 0; r < D.job.nests; r++) {
+        est_t *e = &D.ests[r];
+        e->pending = e->answered = 0;
+        if (!e->seen || e->conn < 0)
+            continue;
+        conn_send(e->conn, reached ? &rel : &m);
+    }
+    D.rdv.phase = RDV_NONE;
+}
+
+static void rdv_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void rdv_fail(const char *fmt, ...)
+{
+    char why[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    rdv_release();
+    es_ctl_buf_t b = { 0 };
+    es_ctl_buf_printf(&b, "%s: failed: the ESTs' collectives' staging is device memory, and "
+                      "no hold of every EST could be set: %s; nothing moved\n", D.op.what, why);
+    es_ctl_log("%s", b.p);
+    op_reply(1, &b);
+    es_ctl_buf_free(&b);
+    memset(&D.op, 0, sizeof(D.op));
+    D.op.cli = -1;
+}
+
+static void rdv_begin(int64_t now)
+{
+    char why[128];
+    (void)now;
+    for (int r = 0; r < D.job.nests; r++) {
+        est_t *e = &D.ests[r];
+        D.rdv.targets[r] = e->pending ? e->target : -2;
+        D.rdv.ops[r] = e->op;
+        e->pending = e->answered = 0;
+    }
+    es_ctl_log("%s: refused while the collectives' staging is device memory: a hold of "
+               "every EST first", D.op.what);
+    if (rdv_send(RDV_OFFER, ES_MOVE_HOLD_OFFER, 0, why, sizeof(why)) < 0)
+        rdv_fail("%s", why);
+}
+
+/* Every EST answered the round (or the time is up). */
+static void rdv_answers(int64_t now)
+{
+    uint64_t at = 0;
+    for (int r = 0; r < D.job.nests; r++) {
+        est_t *e = &D.ests[r];
+        if (!e->pending)
+            continue;
+        if (!e->answered || e->result != 0) {
+            rdv_fail("EST %d: %s", r, e->answered ? e->reason : "no answer in time");
+            return;
+        }
+        if (e->offer > at)
+            at = e->offer;
+        e->pending = e->answered = 0;
+    }
+    char why[128];
+    if (D.rdv.phase == RDV_OFFER) {
+        D.rdv.step = at;
+        es_ctl_log("%s: every EST holds at collective %llu", D.op.what,
+                   (unsigned long long)at);
+        if (rdv_send(RDV_AT, ES_MOVE_HOLD_AT, at, why, sizeof(why)) < 0)
+            rdv_fail("%s", why);
+        return;
+    }
+    D.rdv.phase = RDV_HELD;
+    D.rdv.deadline_ms = now + D.job.move_timeout_ms;
+}
+
+/* Waiting for every EST to say it is held at the collective. */
+static void rdv_held(int64_t now)
+{
+    int there = 0;
+    for (int r = 0; r < D.job.nests; r++)
+        there += D.ests[r].held == D.rdv.step + 1;
+    if (there < D.job.nests) {
+        if (now >= D.rdv.deadline_ms)
+            rdv_fail("%d of %d ESTs reached collective %llu within %.0f s", there,
+                     D.job.nests, (unsigned long long)D.rdv.step,
+                     D.job.move_timeout_ms / 1000.0);
+        return;
+    }
+    D.rdv.phase = RDV_MOVE;
+    D.op.epoch = ++D.job.epoch;
+    D.op.deadline_ms = now + D.job.move_timeout_ms;
+    es_ctl_log("%s: every EST held at collective %llu: epoch %llu", D.op.what,
+               (unsigned long long)D.rdv.step, (unsigned long long)D.op.epoch);
+    persist();
+    op_send(D.rdv.targets, D.rdv.ops, 0);
+}
+
 static void op_reply(int rc, es_ctl_buf_t *b)
 {
     if (D.op.cli >= 0 && D.conns[D.op.cli] && D.conns[D.op.cli]->id == D.op.cli_id)
@@ -745,6 +916,18 @@ static void op_check(int64_t now)
             open++;
     if (open && now < D.op.deadline_ms)
         return;
+    if (D.rdv.phase == RDV_OFFER || D.rdv.phase == RDV_AT) {
+        rdv_answers(now);
+        return;
+    }
+    if (D.rdv.phase == RDV_HELD) {
+        rdv_held(now);
+        return;
+    }
+    if (D.rdv.phase == RDV_NONE && rdv_wanted()) {
+        rdv_begin(now);
+        return;
+    }
     es_ctl_buf_t b = { 0 };
     int failed = 0, moved = 0;
     uint64_t occupied = 0;
@@ -802,6 +985,12 @@ static void op_check(int64_t now)
                           moved == 1 ? "" : "s", slots);
     }
     es_ctl_buf_printf(&head, "%s", b.p ? b.p : "");
+    if (D.rdv.phase == RDV_MOVE) {
+        es_ctl_buf_printf(&head, "  (at a hold of every EST at collective %llu: the "
+                          "collectives' staging is device memory)\n",
+                          (unsigned long long)D.rdv.step);
+        rdv_release();
+    }
     es_ctl_log("%s", head.p ? head.p : "");
     persist();
     op_reply(failed ? 1 : 0, &head);
@@ -834,6 +1023,14 @@ static void op_start(int cli, uint32_t seq, uint32_t verb, uint64_t new_slots, c
         D.conns[cli]->waiting = 1;
     es_ctl_log("%s: epoch %llu", what, (unsigned long long)D.op.epoch);
     persist();
+    op_send(targets, ops, 0);
+    op_check(now);
+}
+
+/* Sends MOVE ops[r] (step: HOLD_AT's) to every EST r whose target is not
+ * -2, in D.op's epoch; their answers are pending. */
+static void op_send(const int *targets, const uint32_t *ops, uint64_t step)
+{
     for (int r = 0; r < D.job.nests; r++) {
         if (targets[r] == -2)
             continue;
@@ -855,9 +1052,10 @@ static void op_start(int cli, uint32_t seq, uint32_t verb, uint64_t new_slots, c
             for (int k = 0; k < D.ts.n; k++)
                 m.u.move.ranks[k] = (uint32_t)D.ts.ranks[k];
         }
+        if (ops[r] == ES_MOVE_HOLD_AT)
+            m.u.move.step = step;
         conn_send(e->conn, &m);
     }
-    op_check(now);
 }
 
 /* A refusal before anything moved. */
@@ -1584,6 +1782,8 @@ static void handle_ack(int i, const es_proto_msg_t *m)
     }
     e->answered = 1;
     e->result = m->u.ack.result;
+    if (e->op == ES_MOVE_HOLD_OFFER)
+        e->offer = m->u.ack.step;
     /* the rotation as the ESTs answer (status shows it at once) */
     if (e->op == ES_MOVE_TS_JOIN && e->result == 0)
         e->ts = 1;

@@ -360,10 +360,11 @@ int es_move_request(const es_move_t *m, es_move_result_t *r)
 {
     static const char *const names[] = { "?",       "place",   "migrate",
                                          "swap-out", "swap-in", "time-slice",
-                                         "end time-slicing" };
+                                         "end time-slicing", NULL, NULL };
     _Static_assert(sizeof(names) / sizeof(names[0]) == ES_MOVE_NOPS, "a name per move op");
     uint64_t t0 = es_ns();
-    int op = m && m->op > 0 && m->op < ES_MOVE_NOPS ? m->op : 0;
+    /* the holds (HOLD_OFFER, HOLD_AT) are the control thread's, not moves */
+    int op = m && m->op > 0 && m->op < ES_MOVE_NOPS && names[m->op] ? m->op : 0;
     int rc = 0, dev = ES_MOVER_PARK;
     if (!m || !r || !op)
         return -EINVAL;
@@ -441,7 +442,7 @@ int es_move_request(const es_move_t *m, es_move_result_t *r)
     r->copy_ns = (uint64_t)(st.ms_copy * 1e6);
     r->sync_ns = (uint64_t)(st.ms_sync * 1e6);
     r->total_ns = es_ns() - t0;
-    return rc == 0 ? 0 : rc == -ENOMEM || rc == -EINVAL || rc == -EBUSY ? rc : -EIO;
+    return rc == 0 ? 0 : rc == -ENOMEM || rc == -EINVAL || rc == -EBUSY || rc == -EXDEV ? rc : -EIO;
 }
 
 uint64_t es_move_footprint(void)

@@ -221,9 +221,37 @@ static int es_ctl_heartbeat(int fd)
     return es_ctl_send(fd, &m);
 }
 
+/* HOLD_OFFER / HOLD_AT (shim/step.h): answered here, nothing moves. */
+static int es_ctl_hold(int fd, const es_proto_msg_t *in)
+{
+    es_proto_msg_t a = { .type = ES_MSG_ACK };
+    a.u.ack.op = in->u.move.op;
+    a.u.ack.epoch = in->u.move.epoch;
+    snprintf(a.u.ack.slot, sizeof(a.u.ack.slot), "%s", es_ctl.slot);
+    if (in->u.move.op == ES_MOVE_HOLD_OFFER) {
+        a.u.ack.result = es_step_offer(&a.u.ack.step);
+        if (a.u.ack.result == 0)
+            ES_INFO("control: stopping before collective %llu for a hold",
+                    (unsigned long long)a.u.ack.step);
+        else
+            snprintf(a.u.ack.reason, sizeof(a.u.ack.reason), "a hold is set already");
+    } else {
+        a.u.ack.result = es_step_hold_at(in->u.move.step);
+        if (a.u.ack.result == 0 && in->u.move.step != UINT64_MAX)
+            ES_INFO("control: holding at collective %llu for the controller's moves",
+                    (unsigned long long)in->u.move.step);
+        else if (a.u.ack.result != 0)
+            snprintf(a.u.ack.reason, sizeof(a.u.ack.reason),
+                     "collective %llu has started already", (unsigned long long)in->u.move.step);
+    }
+    return es_ctl_send(fd, &a);
+}
+
 /* A MOVE: call the moves seam, then acknowledge with its answer. */
 static int es_ctl_move(int fd, const es_proto_msg_t *in)
 {
+    if (in->u.move.op == ES_MOVE_HOLD_OFFER || in->u.move.op == ES_MOVE_HOLD_AT)
+        return es_ctl_hold(fd, in);
     es_move_t mv = { .op = (int)in->u.move.op, .epoch = in->u.move.epoch };
     es_move_result_t res;
     memset(&res, 0, sizeof(res));
@@ -391,6 +419,7 @@ static void *es_ctl_main(void *arg)
             int rc = es_ctl_session(fd, &welcomed);
             __atomic_store_n(&es_ctl_fd, -1, __ATOMIC_RELEASE);
             close(fd);
+            es_step_hold_drop(); /* a hold in the making died with the connection */
             if (rc == ES_CTL_STOP) {
                 if (es_cfg.nhold) /* nobody would release them */
                     es_step_release(UINT64_MAX / 2);

@@ -20,8 +20,12 @@
  *   synchronising the EST's streams, of which copying; bytes copied.
  * - Returns 0, or a negative errno: -ENOTSUP (this build cannot move
  *   ESTs), -EINVAL (bad op or slot), -ENOMEM (the target slot has no room),
- *   -EBUSY (inside stream capture or another move), -EIO (the move failed
- *   half-way: r->slot says where the EST is).
+ *   -EBUSY (inside stream capture or another move), -EXDEV (the
+ *   collectives' staging is device memory the other ESTs map: the move can
+ *   happen only at a hold of every EST of the job, which the controller then
+ *   sets with HOLD_OFFER / HOLD_AT, wire/proto.h), -EIO (the move failed
+ *   half-way: r->slot says where the EST is). HOLD_OFFER and HOLD_AT are
+ *   not moves: the control thread answers them itself (shim/step.h).
  * - The epoch is the controller's placement epoch: a request whose epoch
  *   is lower than the last one applied may be refused with -ESTALE.
  * - _TS_JOIN / _TS_LEAVE (time-slicing, docs/MOVING.md section 6) are

@@ -18,6 +18,10 @@
  * waits, every earlier collective of every EST has been started, so the
  * step every EST reports settles at S: the controller's "least step >= S"
  * is then exact, whatever the machine's speed.
+ *
+ * Holds set at run time (es_step_offer, es_step_hold_at below): the same
+ * wait at a collective the controller and the ESTs agree on while the job
+ * runs, for moves that need every EST held (docs/COLLECTIVES.md section 4).
  */
 #ifndef ES_SHIM_STEP_H
 #define ES_SHIM_STEP_H
@@ -48,6 +52,23 @@ int es_step_hold_wait(uint64_t step, int (*poll)(void *), void *arg);
 
 /* Control thread: the controller did the scheduled events through step. */
 void es_step_release(uint64_t step);
+
+/* A hold the controller sets at run time (a move of a job whose
+ * collectives' staging is device memory, docs/COLLECTIVES.md section 4),
+ * agreed in two rounds because the ESTs run at their own pace:
+ * - es_step_offer (HOLD_OFFER): the next counting collective this EST
+ *   issues (*idx, the same answer until the hold is set) will wait before
+ *   it starts, until es_step_hold_at; -EBUSY when a hold is set already;
+ * - es_step_hold_at (HOLD_AT, the greatest offer of the job's ESTs): the
+ *   collective of index idx holds as a scheduled one does (until a RELEASE
+ *   of step >= idx); -ERANGE when it started already; idx UINT64_MAX: no
+ *   hold (the offer withdrawn).
+ * Control thread; the application threads' side is es_step_hold_due. */
+int es_step_offer(uint64_t *idx);
+int es_step_hold_at(uint64_t idx);
+/* The controller is gone: the offer and the hold are dropped (a waiter at
+ * the hold goes on). */
+void es_step_hold_drop(void);
 
 /* The step + 1 an application thread waits at now; 0 when none does. */
 uint64_t es_step_held(void);

@@ -16,9 +16,9 @@ uint32_t es_proto_max_len(unsigned type)
     switch (type) {
     case ES_MSG_REGISTER: return 4 * 4 + 3 * 8 + 2 * (2 + ES_PROTO_SLOT_MAX);
     case ES_MSG_HEARTBEAT: return ES_PROTO_HB_LEN;
-    case ES_MSG_MOVE: return 4 + 8 + 2 + ES_PROTO_SLOT_MAX + 4 + 4 * ES_PROTO_TS_MAX;
+    case ES_MSG_MOVE: return 4 + 8 + 2 + ES_PROTO_SLOT_MAX + 4 + 4 * ES_PROTO_TS_MAX + 8;
     case ES_MSG_ACK:
-        return 4 + 4 + 5 * 8 + 2 + ES_PROTO_SLOT_MAX + 2 + ES_PROTO_REASON_MAX;
+        return 4 + 4 + 6 * 8 + 2 + ES_PROTO_SLOT_MAX + 2 + ES_PROTO_REASON_MAX;
     case ES_MSG_ERROR: return 4 + 2 + ES_PROTO_REASON_MAX;
     case ES_MSG_WELCOME: return 8 + 4;
     case ES_MSG_RELEASE: return 8;
@@ -150,7 +150,8 @@ int es_proto_encode(const es_proto_msg_t *m, uint8_t *buf, size_t cap, size_t *l
     case ES_MSG_MOVE:
         if (m->u.move.op == 0 || m->u.move.op >= ES_MOVE_NOPS)
             return -EINVAL;
-        if (!move_ranks_ok(m->u.move.op, m->u.move.nranks, m->u.move.ranks))
+        if (!move_ranks_ok(m->u.move.op, m->u.move.nranks, m->u.move.ranks) ||
+            (m->u.move.op != ES_MOVE_HOLD_AT && m->u.move.step != 0))
             return -EINVAL;
         put_u32(&w, m->u.move.op);
         put_u64(&w, m->u.move.epoch);
@@ -158,6 +159,7 @@ int es_proto_encode(const es_proto_msg_t *m, uint8_t *buf, size_t cap, size_t *l
         put_u32(&w, m->u.move.nranks);
         for (uint32_t i = 0; i < m->u.move.nranks; i++)
             put_u32(&w, m->u.move.ranks[i]);
+        put_u64(&w, m->u.move.step);
         break;
     case ES_MSG_ACK:
         put_u32(&w, m->u.ack.op);
@@ -169,6 +171,7 @@ int es_proto_encode(const es_proto_msg_t *m, uint8_t *buf, size_t cap, size_t *l
         put_u64(&w, m->u.ack.bytes);
         put_str(&w, m->u.ack.slot, ES_PROTO_SLOT_MAX);
         put_str(&w, m->u.ack.reason, ES_PROTO_REASON_MAX);
+        put_u64(&w, m->u.ack.step);
         break;
     case ES_MSG_ERROR:
         put_u32(&w, (uint32_t)m->u.err.code);
@@ -345,8 +348,10 @@ int es_proto_decode(const es_proto_hdr_t *h, const uint8_t *payload, es_proto_ms
             r.err = -EBADMSG;
         for (uint32_t i = 0; !r.err && i < m->u.move.nranks; i++)
             m->u.move.ranks[i] = get_u32(&r);
+        m->u.move.step = get_u64(&r);
         if (!r.err && (m->u.move.op == 0 || m->u.move.op >= ES_MOVE_NOPS ||
-                       !move_ranks_ok(m->u.move.op, m->u.move.nranks, m->u.move.ranks)))
+                       !move_ranks_ok(m->u.move.op, m->u.move.nranks, m->u.move.ranks) ||
+                       (m->u.move.op != ES_MOVE_HOLD_AT && m->u.move.step != 0)))
             r.err = -EBADMSG;
         break;
     case ES_MSG_ACK:
@@ -359,6 +364,7 @@ int es_proto_decode(const es_proto_hdr_t *h, const uint8_t *payload, es_proto_ms
         m->u.ack.bytes = get_u64(&r);
         get_str(&r, m->u.ack.slot, ES_PROTO_SLOT_MAX);
         get_str(&r, m->u.ack.reason, ES_PROTO_REASON_MAX);
+        m->u.ack.step = get_u64(&r);
         if (!r.err && (m->u.ack.op == 0 || m->u.ack.op >= ES_MOVE_NOPS || m->u.ack.result > 0))
             r.err = -EBADMSG;
         break;

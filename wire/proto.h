@@ -40,9 +40,11 @@
  * REQUEST flag ES_REQ_AGAIN).
  * Version 4: HEARTBEAT carries the EST's time-slicing figures (yields,
  * swaps and bytes out and in, resident or parked).
+ * Version 5: a hold the controller sets at run time (MOVE ops HOLD_OFFER
+ * and HOLD_AT, MOVE.step and ACK.step).
  * A peer of another version is refused at its first frame
  * (-EPROTONOSUPPORT: the receiver logs the version it got and closes). */
-#define ES_PROTO_VERSION 4u
+#define ES_PROTO_VERSION 5u
 #define ES_PROTO_HDR_SIZE 16u
 
 /* The frame header, as it is on the wire (little-endian fields). */
@@ -92,6 +94,13 @@ enum es_proto_move_op {
                            * them): at its next collective the EST parks, joins their rotation
                            * for (job, slot, epoch), and comes back onto slot in its turns */
     ES_MOVE_TS_LEAVE = 6, /* leave the rotation, be resident on slot `slot` */
+    /* A hold set at run time, for moves of a job whose collectives' staging
+     * is device memory (docs/COLLECTIVES.md section 4): */
+    ES_MOVE_HOLD_OFFER = 7, /* the EST stops before its next step-counting collective and
+                             * answers its index (ACK.step) */
+    ES_MOVE_HOLD_AT = 8,    /* it holds at the collective of index MOVE.step instead (at or
+                             * after its offer), until a RELEASE; MOVE.step = UINT64_MAX:
+                             * no hold (the offer withdrawn) */
     ES_MOVE_NOPS
 };
 /* Most ranks in one rotation (ES_MSG_MOVE.ranks). */
@@ -186,6 +195,7 @@ typedef struct es_proto_msg {
              * strictly ascending; every other op: none */
             uint32_t nranks;
             uint32_t ranks[ES_PROTO_TS_MAX];
+            uint64_t step; /* ES_MOVE_HOLD_AT: the collective to hold at; else 0 */
         } move;
         struct {
             uint32_t op;
@@ -194,6 +204,7 @@ typedef struct es_proto_msg {
             uint64_t total_ns, sync_ns, copy_ns, bytes;
             char slot[ES_PROTO_SLOT_MAX + 1]; /* where the EST is now */
             char reason[ES_PROTO_REASON_MAX + 1];
+            uint64_t step; /* ES_MOVE_HOLD_OFFER: the collective it stops at; else 0 */
         } ack;
         struct {
             int32_t code; /* a negative errno */

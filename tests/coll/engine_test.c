@@ -636,7 +636,7 @@ static void test_coll(void **state)
 /* auto takes the NCCL carriers where libnccl.so.2 loads (the client links
  * simcuda's) and ESTs do not move, and host while they can (moves at any
  * moment); an explicit nccl is kept with moves on, and an EST then moves
- * only at a scheduled step: a move it asks for itself (the move signal) is
+ * only at a hold of the whole job: a move it asks for itself (the move signal) is
  * refused with the reason, and the collectives go on. Control: the same
  * request on the host transport moves the ESTs. Time-sliced ESTs stay on
  * the host transport (their turns are moves), saying so. */
@@ -662,9 +662,9 @@ static void test_transport_choice(void **state)
     expect_client(&r, 4, "nccl, moves on, a move signalled");
     expect_transport(&r, "EASYSCALE_COLL_TRANSPORT=nccl");
     assert_int_equal(es_count(r.out, "nccl transport, chunk"), 4);
-    if (es_count(r.out, "this EST moves only at a scheduled step") != 4)
+    if (es_count(r.out, "this EST moves only at a hold of the whole job") != 4)
         fprintf(stderr, "---- sigmove, nccl ----\n%s\n----\n", r.out);
-    assert_int_equal(es_count(r.out, "this EST moves only at a scheduled step"), 4);
+    assert_int_equal(es_count(r.out, "this EST moves only at a hold of the whole job"), 4);
     assert_int_equal(es_count(r.out, "info: moved to device"), 0);
     es_proc_result_free(&r);
     r = run_client(1, "sigmove", 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", "EASYSCALE_LOG=info",

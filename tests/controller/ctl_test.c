@@ -1805,6 +1805,115 @@ static void test_schedule_holds(void **state)
     es_proc_result_free(&r);
 }
 
+/* The least step the ESTs of the job at sock report (status). */
+static long least_step(const char *sock, int n)
+{
+    char *j = status_json(sock);
+    long least = -1;
+    for (int r = 0; r < n; r++) {
+        long v = jint(jest(j, r), "step", -1);
+        if (least < 0 || v < least)
+            least = v;
+    }
+    free(j);
+    return least;
+}
+
+/* Waits until every EST of the job at sock reports a step past `past`. */
+static void wait_steps_past(const char *sock, int n, long past)
+{
+    for (int i = 0; i < 3000; i++) {
+        if (least_step(sock, n) > past)
+            return;
+        msleep(20);
+    }
+    fail_msg("the ESTs did not go on past step %ld", past);
+}
+
+/* A move the ESTs refuse because their collectives' staging is device
+ * memory (-EXDEV) is made at a hold of every EST, which the controller sets
+ * in two rounds: each offers where it stopped, all hold at the greatest
+ * offer, the move is made there, then they go on. Negative control: an EST
+ * that refuses to offer fails the request with its reason, nothing moves,
+ * and every EST goes on (no hold left behind). */
+static void test_hold_at_run_time(void **state)
+{
+    (void)state;
+    char sock[300];
+    sock_path(sock, sizeof(sock), "rdv");
+    char *env[] = { "SIMCUDA_DEVICES=a100:8G,a100:8G", NULL };
+    char uuids[2][48];
+    assert_int_equal(gpu_uuids("a100:8G,a100:8G", uuids, 2), 2);
+    bg_t job;
+    start_fake_job(&job, env, sock, 4, (const char *[]){ "--gpus", "0,1", NULL },
+                   (const char *[]){ "--hb-ms", "20", "--run-ms", "60000", "--move", "xdev",
+                                     NULL });
+    free(wait_registered(sock, 4, 0, 30));
+    char *j = status_json(sock);
+    int from = (int)jint(jest(j, 1), "gpu", -1), to = 1 - from;
+    free(j);
+    char gpu[16];
+    snprintf(gpu, sizeof(gpu), "%d", to);
+    es_proc_result_t r;
+    ctl(&r, NULL, "migrate", "1", "--gpu", gpu, "--socket", sock, NULL);
+    if (r.status != 0 || !strstr(r.out, "(at a hold of every EST at collective "))
+        fail_msg("migrate at a hold: status %d:\n%s", r.status, r.out);
+    unsigned long long at = 0;
+    assert_int_equal(sscanf(strstr(r.out, "at collective ") + 14, "%llu", &at), 1);
+    es_proc_result_free(&r);
+    j = status_json(sock);
+    assert_int_equal(jint(jest(j, 1), "gpu", -1), to);
+    free(j);
+    wait_steps_past(sock, 4, (long)at); /* released: every EST goes on */
+    /* a GPU verb takes the same road: GPU `to` taken back, its ESTs moved */
+    ctl(&r, NULL, "preempt", gpu, "--socket", sock, NULL);
+    if (r.status != 0 || !strstr(r.out, "(at a hold of every EST at collective "))
+        fail_msg("preempt at a hold: status %d:\n%s", r.status, r.out);
+    es_proc_result_free(&r);
+    j = status_json(sock);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(jint(jest(j, k), "gpu", -1), from);
+    free(j);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
+    char *out = bg_output(&job);
+    for (int k = 0; k < 4; k++) {
+        char l[96];
+        snprintf(l, sizeof(l), "fake_est: rank %d: hold offer at step ", k);
+        assert_non_null(strstr(out, l));
+        snprintf(l, sizeof(l), "fake_est: rank %d: hold at step %llu", k, at);
+        if (!strstr(out, l))
+            fail_msg("rank %d did not hold at step %llu:\n%s", k, at, out);
+        snprintf(l, sizeof(l), "fake_est: rank %d: held at step %llu", k, at);
+        assert_non_null(strstr(out, l));
+    }
+    char l[160];
+    snprintf(l, sizeof(l), "fake_est: rank 1: migrate -> %s: ok", uuids[to]);
+    assert_non_null(strstr(out, l));
+    assert_int_equal(count(out, "migrate -> "), 2); /* refused once, then made */
+    free(out);
+
+    /* negative control: rank 2 makes no offer */
+    start_fake_job(&job, env, sock, 4, (const char *[]){ "--gpus", "0,1", NULL },
+                   (const char *[]){ "--hb-ms", "20", "--run-ms", "60000", "--move", "xdev",
+                                     "--hold-refuse-rank", "2", NULL });
+    free(wait_registered(sock, 4, 0, 30));
+    ctl(&r, NULL, "migrate", "1", "--gpu", gpu, "--socket", sock, NULL);
+    if (r.status != 1 || !strstr(r.out, "no hold of every EST could be set: EST 2: fake_est: "
+                                        "no offer on purpose; nothing moved"))
+        fail_msg("a refused offer: status %d:\n%s", r.status, r.out);
+    es_proc_result_free(&r);
+    long now = least_step(sock, 4);
+    wait_steps_past(sock, 4, now + 3); /* the offers withdrawn: nobody stopped */
+    j = status_json(sock);
+    assert_int_equal(jint(jest(j, 1), "gpu", -1), from);
+    free(j);
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
+    out = bg_output(&job);
+    assert_int_equal(count(out, "hold withdrawn"), 4);
+    assert_int_equal(count(out, "held at step"), 0);
+    free(out);
+}
+
 /* An event in flight when the daemon dies is sent again to the next one,
  * which takes it as a desired state: the EST moved already, so nothing
  * moves, and the event counts as done. */
@@ -2191,6 +2300,7 @@ int main(void)
         cmocka_unit_test(test_unresponsive),
         cmocka_unit_test(test_schedule),
         cmocka_unit_test(test_schedule_holds),
+        cmocka_unit_test(test_hold_at_run_time),
         cmocka_unit_test(test_schedule_event_survives_daemon),
         cmocka_unit_test(test_restarts_counted_only_before_serving),
         cmocka_unit_test(test_progress_tty),

@@ -4,7 +4,7 @@
  * commands as told, so the controller's scale paths can be tested before
  * ESTs can really move.
  *
- *   fake_est [--move ok|fail|hang] [--hb-ms N] [--step-ns N] [--wait-ns N]
+ *   fake_est [--move ok|fail|hang|xdev] [--hold-refuse-rank R] [--hb-ms N] [--step-ns N] [--wait-ns N]
  *            [--wait-ns-by-rank N0,N1,...] [--mem BYTES] [--steps-per-hb N]
  *            [--run-ms N] [--fail-rank R] [--rejoin-rank R --rejoin-ms N]
  *            [--end-step N] [--ack-delay-ms N] [--ignore-holds 1] [--until FILE]
@@ -29,6 +29,14 @@
  * heartbeats carry (entry i for rank i): where its memory is (r resident,
  * p parked, u unknown), yields, swaps out, swaps in, bytes out, bytes in;
  * without it (or past the list's end) zeros and unknown.
+ *
+ * A hold set at run time (HOLD_OFFER, HOLD_AT: shim/step.h): an offer
+ * stops the step where it is and answers it; HOLD_AT S holds at step S as a
+ * scheduled hold would ("fake_est: rank R: hold offer at step S" and
+ * "... hold at step S"); UINT64_MAX withdraws the offer. --move xdev: a
+ * move is refused with -EXDEV (the shim's answer when the collectives'
+ * staging is device memory) unless the EST is held, then done.
+ * --hold-refuse-rank R: rank R refuses HOLD_OFFER (-EBUSY).
  */
 #include "wire/proto.h"
 
@@ -44,7 +52,8 @@
 
 static long opt_hb = 100, opt_step_ns = 1000000, opt_wait_ns = 0, opt_steps = 1, opt_run = 5000;
 static long opt_fail_rank = -1, opt_rejoin_rank = -1, opt_rejoin_ms = 0;
-static long opt_end_step = 0, opt_ack_delay = 0, opt_ignore_holds = 0;
+static long opt_end_step = 0, opt_ack_delay = 0, opt_ignore_holds = 0, opt_hold_refuse = -1;
+static int offered; /* HOLD_OFFER answered, HOLD_AT not yet: the step stays */
 static uint64_t holds[256], released; /* released: step + 1 */
 static int nholds, hold_next, hold_said = -1;
 static unsigned long long opt_mem = 0;
@@ -102,12 +111,45 @@ static uint64_t held_at(void)
 /* The next step: at most up to the next hold. */
 static void advance(void)
 {
-    if (held_at())
+    if (held_at() || offered)
         return;
     uint64_t to = step + (uint64_t)opt_steps;
     if (!opt_ignore_holds && hold_next < nholds && step < holds[hold_next] && to > holds[hold_next])
         to = holds[hold_next];
     step = to;
+}
+
+/* HOLD_OFFER / HOLD_AT, answered in a. */
+static void hold_op(const es_proto_msg_t *in, es_proto_msg_t *a)
+{
+    if (in->u.move.op == ES_MOVE_HOLD_OFFER) {
+        if (rank == opt_hold_refuse) {
+            a->u.ack.result = -EBUSY;
+            snprintf(a->u.ack.reason, sizeof(a->u.ack.reason), "fake_est: no offer on purpose");
+        } else {
+            offered = 1;
+            a->u.ack.step = step;
+        }
+        printf("fake_est: rank %d: hold offer at step %llu: %s\n", rank,
+               (unsigned long long)step, a->u.ack.result ? "refused" : "ok");
+    } else if (in->u.move.step == UINT64_MAX) {
+        offered = 0;
+        printf("fake_est: rank %d: hold withdrawn\n", rank);
+    } else if (in->u.move.step < step || nholds >= 256) {
+        a->u.ack.result = -ERANGE;
+        snprintf(a->u.ack.reason, sizeof(a->u.ack.reason), "fake_est: step passed");
+    } else {
+        int k = nholds++; /* in order, after those over */
+        while (k > hold_next && holds[k - 1] > in->u.move.step) {
+            holds[k] = holds[k - 1];
+            k--;
+        }
+        holds[k] = in->u.move.step;
+        offered = 0;
+        printf("fake_est: rank %d: hold at step %llu\n", rank,
+               (unsigned long long)in->u.move.step);
+    }
+    fflush(stdout);
 }
 
 /* This rank's entry of --ts-by-rank, "W:Y:SO:SI:BO:BI". */
@@ -210,12 +252,24 @@ static int session(int fd, long long end)
         }
         static const char *const ops[] = { "?",       "place",      "migrate",
                                            "swap-out", "swap-in",    "time-slice",
-                                           "end time-slicing" };
+                                           "end time-slicing", "hold offer", "hold" };
         _Static_assert(sizeof(ops) / sizeof(ops[0]) == ES_MOVE_NOPS, "a name per op");
         es_proto_msg_t a = { .type = ES_MSG_ACK };
         a.u.ack.op = in.u.move.op;
         a.u.ack.epoch = in.u.move.epoch;
-        if (strcmp(opt_move, "ok") == 0) {
+        snprintf(a.u.ack.slot, sizeof(a.u.ack.slot), "%s", slot);
+        if (in.u.move.op == ES_MOVE_HOLD_OFFER || in.u.move.op == ES_MOVE_HOLD_AT) {
+            hold_op(&in, &a);
+            if (send_msg(fd, &a) < 0)
+                return 0;
+            continue;
+        }
+        int xdev = strcmp(opt_move, "xdev") == 0;
+        if (xdev && !held_at()) {
+            a.u.ack.result = -EXDEV;
+            snprintf(a.u.ack.reason, sizeof(a.u.ack.reason), "fake_est: staging is device "
+                     "memory: moves only at a hold");
+        } else if (strcmp(opt_move, "ok") == 0 || xdev) {
             snprintf(slot, sizeof(slot), "%s",
                      in.u.move.op == ES_MOVE_SWAP_OUT ? "host" : in.u.move.slot);
             epoch = in.u.move.epoch;
@@ -246,6 +300,8 @@ int main(int argc, char **argv)
         }
         if (strcmp(a, "--move") == 0)
             opt_move = v;
+        else if (strcmp(a, "--hold-refuse-rank") == 0)
+            opt_hold_refuse = num(v);
         else if (strcmp(a, "--hb-ms") == 0)
             opt_hb = num(v);
         else if (strcmp(a, "--step-ns") == 0)

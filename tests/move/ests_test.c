@@ -48,6 +48,8 @@
  * each scheduled step until its events are done, so the schedule happens
  * at its steps however fast the machine is, and the jobs can be short. */
 #define STEPS "60"
+/* A job asked to move while it runs: long enough to be asked mid-run. */
+#define LIVE_STEPS "300"
 
 static char preload[4096];
 
@@ -291,7 +293,7 @@ static void nccl_moved_run(const char *devices, const char *gpus, const char *co
     nccl_job(devices, gpus, lines, n, NULL, &mv);
     int done = events_done(mv.out);
     int set_up = es_count(mv.out, "nccl transport, chunk");
-    int again = es_count(mv.out, "nccl transport set up again after a scheduled step");
+    int again = es_count(mv.out, "nccl transport set up again after a hold");
     if (mv.status != 0 || done != n || set_up != 4 || again < 1 ||
         strstr(mv.out, "is not possible")) {
         /* the whole output first: a failure message is cut short */
@@ -393,6 +395,121 @@ static long daemon_pid(const char *sock)
     long pid = p ? strtol(p + 13, NULL, 10) : -1;
     es_proc_result_free(&r);
     return pid;
+}
+
+/* The least step of the 4 ESTs of the job at sock (status --json), or -1
+ * while not all of them are registered. */
+static long least_step(const char *sock)
+{
+    char *argv[] = { (char *)es_build_path("bin/easyscale-ctl"), "status", "--json", "--socket",
+                     (char *)sock, NULL };
+    es_proc_result_t r;
+    if (es_run(argv, NULL, 30, &r) != 0)
+        return -1;
+    long least = -1;
+    int n = 0;
+    for (const char *p = r.status == 0 ? r.out : ""; (p = strstr(p, ",\"step\":")) != NULL;
+         p++, n++) {
+        long v = strtol(p + 8, NULL, 10);
+        if (least < 0 || v < least)
+            least = v;
+    }
+    es_proc_result_free(&r);
+    return n == 4 ? least : -1;
+}
+
+/* The trainer over the nccl transport, d1, 4 ESTs on two GPUs, no
+ * schedule; once every EST is past step 40, `easyscale-ctl migrate 1 --gpu
+ * 1` while it runs (its answer in mig), then the job to its end (job).
+ * more: one more assignment for the ESTs (NULL none). */
+static void nccl_live_migrate(const char *more, es_proc_result_t *job_r, es_proc_result_t *mig)
+{
+    char sock[128], outp[128];
+    snprintf(sock, sizeof(sock), "/tmp/es-ests-live-%d.sock", (int)getpid());
+    snprintf(outp, sizeof(outp), "/tmp/es-ests-live-%d.out", (int)getpid());
+    char *argv[40];
+    ctl_argv(argv, "0,1", "d1", NULL, LIVE_STEPS, sock);
+    int fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    pid_t job = fork();
+    assert_true(job >= 0);
+    if (job == 0) {
+        setpgid(0, 0);
+        setenv("SIMCUDA_DEVICES", "a100:2G,a100:2G", 1);
+        setenv("EASYSCALE_HEARTBEAT_MS", "100", 1);
+        setenv("EASYSCALE_LOG", "info", 1);
+        setenv("EASYSCALE_COLL_TRANSPORT", "nccl", 1);
+        if (more)
+            putenv((char *)more);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        int nul = open("/dev/null", O_RDONLY);
+        dup2(nul, 0);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    setpgid(job, job);
+    close(fd);
+    memset(mig, 0, sizeof(*mig));
+    int st = -1, ended = 0, asked = 0;
+    for (int i = 0; i < TMO * 20 && !ended; i++) {
+        int w;
+        if (waitpid(job, &w, WNOHANG) == job) {
+            ended = 1;
+            st = WIFEXITED(w) ? WEXITSTATUS(w) : 128 + WTERMSIG(w);
+            break;
+        }
+        if (!asked && least_step(sock) > 40) {
+            char *mv[] = { (char *)es_build_path("bin/easyscale-ctl"), "migrate", "1", "--gpu",
+                           "1", "--socket", sock, NULL };
+            assert_int_equal(es_run(mv, NULL, TMO, mig), 0);
+            asked = 1;
+        }
+        msleep(50);
+    }
+    if (!ended) {
+        kill(-job, SIGKILL);
+        waitpid(job, NULL, 0);
+    }
+    kill(-job, SIGKILL); /* anything left behind */
+    size_t len;
+    char *out = es_read_file(outp, &len);
+    assert_non_null(out);
+    unlink(outp);
+    job_r->status = ended ? st : -1;
+    job_r->out = out;
+    if (!asked)
+        fail_msg("the job ended (status %d) before the migrate could be asked:\n%s", st, out);
+}
+
+/* A move asked for while the job runs (no schedule) over the nccl
+ * transport: the EST refuses it at first (the staging is device memory the
+ * other ESTs map), the controller sets a hold of every EST at a collective
+ * they agree on and makes the move there, the carriers are set up again
+ * where the ESTs are then: the checksum of the run without moves.
+ * Negative control: the same without the memory registry does not reach
+ * it. */
+static void test_nccl_move_at_run_time(void **state)
+{
+    (void)state;
+    char want[128], got[128];
+    ref_checksum("a100:2G,a100:2G", "0,1", "d1", LIVE_STEPS, want, sizeof(want));
+    es_proc_result_t job, mig;
+    nccl_live_migrate(NULL, &job, &mig);
+    if (mig.status != 0 || !strstr(mig.out, "(at a hold of every EST at collective ") ||
+        job.status != 0 || es_count(job.out, "nccl transport set up again after a hold") < 1)
+        fail_msg("migrate: status %d:\n%s\nthe job: status %d:\n%s", mig.status, mig.out,
+                 job.status, job.out);
+    checksum4(&job, "[%d] checksum", got, sizeof(got));
+    assert_string_equal(got, want);
+    es_proc_result_free(&job);
+    es_proc_result_free(&mig);
+    nccl_live_migrate("EASYSCALE_MOVE=nomem", &job, &mig);
+    if (all_reach(&job, want))
+        fail_msg("a move at run time without the memory registry reached the checksum:\n%s",
+                 job.out);
+    es_proc_result_free(&job);
+    es_proc_result_free(&mig);
 }
 
 static void test_scale_d2_controller_restart(void **state)
@@ -717,6 +834,7 @@ int main(void)
         cmocka_unit_test(test_nccl_moves),
         cmocka_unit_test(test_nccl_scale),
         cmocka_unit_test(test_nccl_moves_without_registry_break),
+        cmocka_unit_test(test_nccl_move_at_run_time),
         cmocka_unit_test(test_scale_d2_controller_restart),
         cmocka_unit_test(test_scale_without_registry_breaks),
         cmocka_unit_test(test_time_slicing_four_on_one),

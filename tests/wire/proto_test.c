@@ -194,14 +194,34 @@ static void test_wire_layout(void **state)
     m.u.move.epoch = 0x1122334455667788ull;
     strcpy(m.u.move.slot, "ab");
     size_t n = enc(&m, b, sizeof(b));
-    /* header: "ESC1", version 4, type 3, length, seq; all little-endian */
-    static const uint8_t hdr[16] = { 'E', 'S', 'C', '1', 4, 0, 3, 0, 4 + 8 + 2 + 2 + 4, 0, 0, 0,
-                                     4, 3, 2, 1 };
+    /* header: "ESC1", version 5, type 3, length, seq; all little-endian */
+    static const uint8_t hdr[16] = { 'E', 'S', 'C', '1', 5, 0, 3, 0, 4 + 8 + 2 + 2 + 4 + 8, 0, 0,
+                                     0, 4, 3, 2, 1 };
     assert_memory_equal(b, hdr, 16);
-    static const uint8_t body[20] = { 1, 0, 0, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
-                                      2, 0, 'a', 'b', 0, 0, 0, 0 };
-    assert_int_equal(n, 36);
-    assert_memory_equal(b + 16, body, 20);
+    static const uint8_t body[28] = { 1, 0, 0, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
+                                      2, 0, 'a', 'b', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+    assert_int_equal(n, 44);
+    assert_memory_equal(b + 16, body, 28);
+    /* a hold at run time: the step last (version 5); only HOLD_AT has one */
+    m.u.move.op = ES_MOVE_HOLD_AT;
+    m.u.move.step = 0x0102030405060708ull;
+    n = enc(&m, b, sizeof(b));
+    static const uint8_t step[8] = { 8, 7, 6, 5, 4, 3, 2, 1 };
+    assert_int_equal(n, 44);
+    assert_memory_equal(b + 36, step, 8);
+    es_proto_hdr_t hh;
+    es_proto_msg_t dd;
+    assert_int_equal(es_proto_decode_hdr(b, ALL, &hh), 0);
+    assert_int_equal(es_proto_decode(&hh, b + 16, &dd), 0);
+    assert_int_equal(dd.u.move.step, 0x0102030405060708ull);
+    m.u.move.op = ES_MOVE_MIGRATE; /* a step on another op: refused both ways */
+    size_t len;
+    assert_int_equal(es_proto_encode(&m, b, sizeof(b), &len), -EINVAL);
+    m.u.move.op = ES_MOVE_HOLD_AT;
+    n = enc(&m, b, sizeof(b));
+    b[16] = ES_MOVE_MIGRATE;
+    assert_int_equal(es_proto_decode(&hh, b + 16, &dd), -EBADMSG);
+    m.u.move.step = 0;
     /* a time-slice join: the rank list after the slot (count, then each) */
     m.u.move.op = ES_MOVE_TS_JOIN;
     m.u.move.nranks = 2;
@@ -209,13 +229,13 @@ static void test_wire_layout(void **state)
     m.u.move.ranks[1] = 0x0103;
     n = enc(&m, b, sizeof(b));
     static const uint8_t tail[12] = { 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 0, 0 };
-    assert_int_equal(n, 44);
+    assert_int_equal(n, 52);
     assert_int_equal(b[16], ES_MOVE_TS_JOIN);
     assert_memory_equal(b + 32, tail, 12);
     /* the auth block: "ESA1", version, length, zero-padded token */
     uint8_t a[ES_PROTO_AUTH_SIZE];
     assert_int_equal(es_proto_auth_encode("0123456789abcdef", a), 0);
-    assert_memory_equal(a, "ESA1\x04\x00\x10\x00" "0123456789abcdef", 24);
+    assert_memory_equal(a, "ESA1\x05\x00\x10\x00" "0123456789abcdef", 24);
     for (size_t i = 24; i < sizeof(a); i++)
         assert_int_equal(a[i], 0);
 }
@@ -241,7 +261,9 @@ static void test_bad_frames(void **state)
     c[4] = 3; /* version 3: heartbeats without the time-slicing figures */
     assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTONOSUPPORT);
     assert_int_equal(h.version, 3);
-    c[4] = 5;
+    c[4] = 4; /* version 4: no holds set at run time */
+    assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTONOSUPPORT);
+    c[4] = 6;
     assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTONOSUPPORT);
     memcpy(c, b, n);
     c[6] = 99; /* unknown type */
@@ -279,7 +301,7 @@ static void test_bad_frames(void **state)
     h.length--;
     assert_int_equal(es_proto_decode(&h, b + 16, &d), 0);
     memcpy(c, b, n);
-    c[n - 1] = 0x07; /* BEL in the reason */
+    c[n - 9] = 0x07; /* BEL in the reason (the step's 8 bytes follow it) */
     assert_int_equal(es_proto_decode(&h, c + 16, &d), -EBADMSG);
     memcpy(c, b, n);
     c[16] = 9; /* op 9 */
@@ -289,7 +311,7 @@ static void test_bad_frames(void **state)
     assert_int_equal(es_proto_decode(&h, c + 16, &d), -EBADMSG);
     /* the reason's length field claims more than the frame holds */
     memcpy(c, b, n);
-    c[n - 5] = 0xff;
+    c[n - 13] = 0xff; /* (the step's 8 bytes after the reason) */
     assert_int_equal(es_proto_decode(&h, c + 16, &d), -EBADMSG);
 
     m = (es_proto_msg_t){ .type = ES_MSG_HEARTBEAT };
@@ -802,6 +824,68 @@ static void test_hold_wait(void **state)
     es_cfg = saved;
 }
 
+/* A hold set at run time (shim/step.h): the offer stops the collective it
+ * names until HOLD_AT says where the hold is; then that collective holds
+ * as a scheduled one does. */
+static uint64_t g_blocked_idx;
+static volatile int g_passed;
+static void *hold_due_in_thread(void *arg)
+{
+    (void)arg;
+    uint64_t s;
+    es_step_hold_due(g_blocked_idx, &s);
+    g_passed = 1;
+    return NULL;
+}
+
+static void test_hold_at_run_time(void **state)
+{
+    (void)state;
+    es_config_t saved = es_cfg;
+    es_cfg.nhold = 0;
+    es_cfg.hold_timeout_s = 30;
+    uint64_t idx, o = 0, o2 = 0, s = 0;
+    while ((idx = es_step_issue()) < 40) /* past every release of the tests before */
+        ;
+    assert_int_equal(es_step_offer(&o), 0);
+    assert_true(o == idx + 1);            /* the next one issued */
+    assert_int_equal(es_step_offer(&o2), 0);
+    assert_true(o2 == o);                 /* the same answer until the hold is set */
+    assert_int_equal(es_step_hold_due(o - 1, &s), 0); /* an earlier one goes on */
+    /* the offered collective waits */
+    g_blocked_idx = o;
+    g_passed = 0;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, hold_due_in_thread, NULL), 0);
+    msleep_(200);
+    assert_int_equal(g_passed, 0);
+    assert_int_equal(es_step_hold_at(o - 1), -ERANGE); /* before the offer: it may have run */
+    assert_int_equal(g_passed, 0);
+    assert_int_equal(es_step_hold_at(o + 2), 0);       /* the greatest offer of the job */
+    pthread_join(th, NULL);
+    assert_int_equal(g_passed, 1);
+    assert_int_equal(es_step_offer(&o2), -EBUSY);      /* one hold at a time */
+    assert_int_equal(es_step_hold_due(o + 1, &s), 0);
+    assert_int_equal(es_step_hold_due(o + 2, &s), 1);  /* there it holds */
+    assert_true(s == o + 2);
+    es_step_release(o + 2);
+    assert_int_equal(es_step_hold_wait(o + 2, NULL, NULL), 0);
+    assert_int_equal(es_step_hold_due(o + 3, &s), 0);
+    /* withdrawn: nothing stops */
+    assert_int_equal(es_step_offer(&o2), 0);
+    assert_int_equal(es_step_hold_at(UINT64_MAX), 0);
+    assert_int_equal(es_step_hold_due(o2 + 5, &s), 0);
+    /* the controller gone: an offer and a hold set are dropped */
+    assert_int_equal(es_step_offer(&o2), 0);
+    assert_int_equal(es_step_hold_at(o2 + 1), 0);
+    es_step_hold_drop();
+    assert_int_equal(es_step_hold_due(o2 + 1, &s), 0);
+    assert_int_equal(es_step_offer(&o2), 0);
+    es_step_hold_drop();
+    assert_int_equal(es_step_hold_due(o2, &s), 0);
+    es_cfg = saved;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -811,6 +895,7 @@ int main(void)
         cmocka_unit_test(test_token),       cmocka_unit_test(test_peer_check),
         cmocka_unit_test(test_shim_config),
         cmocka_unit_test(test_hold_config), cmocka_unit_test(test_hold_wait),
+        cmocka_unit_test(test_hold_at_run_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
