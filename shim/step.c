@@ -55,6 +55,19 @@ static uint64_t es_mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Under es_hold_mu: waits for a change of the holds, at most 10 ms. */
+static void es_hold_nap(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 10000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&es_hold_cv, &es_hold_mu, &ts);
+}
+
 /* Under es_hold_mu: waits while an offer stops the collective idx (until
  * the controller says where the hold is, or the hold's timeout passes:
  * then the offer is dropped with a warning). */
@@ -69,14 +82,7 @@ static void es_offer_wait(uint64_t idx)
             es_offer = 0;
             break;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 10000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&es_hold_cv, &es_hold_mu, &ts);
+        es_hold_nap();
     }
 }
 
@@ -164,14 +170,7 @@ int es_step_hold_wait(uint64_t step, int (*poll)(void *), void *arg)
         }
         if (es_mono_ns() - t0 >= limit)
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 10000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&es_hold_cv, &es_hold_mu, &ts);
+        es_hold_nap();
         if (!poll || es_released > step)
             continue;
         pthread_mutex_unlock(&es_hold_mu);

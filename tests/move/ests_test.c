@@ -383,17 +383,63 @@ static int event_done(const char *out, int i)
     return d && nl && d < nl;
 }
 
-/* The daemon's pid from status --json of the job at sock, or -1. */
-static long daemon_pid(const char *sock)
+/* argv started in its own process group with envs (NULL-terminated
+ * assignments) added, its output in the file outp; its pid. */
+static pid_t bg_job(char *const *argv, char *const *envs, const char *outp)
+{
+    int fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    pid_t job = fork();
+    assert_true(job >= 0);
+    if (job == 0) {
+        setpgid(0, 0);
+        for (int i = 0; envs[i]; i++)
+            putenv(envs[i]);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        int nul = open("/dev/null", O_RDONLY);
+        dup2(nul, 0);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    setpgid(job, job);
+    close(fd);
+    return job;
+}
+
+/* 1 with its exit status (128 + signal when killed) once job has ended. */
+static int bg_ended(pid_t job, int *st)
+{
+    int w;
+    if (waitpid(job, &w, WNOHANG) != job)
+        return 0;
+    *st = WIFEXITED(w) ? WEXITSTATUS(w) : 128 + WTERMSIG(w);
+    return 1;
+}
+
+/* status --json of the job at sock (NULL when it does not answer; the
+ * caller frees it). */
+static char *status_of(const char *sock)
 {
     char *argv[] = { (char *)es_build_path("bin/easyscale-ctl"), "status", "--json", "--socket",
                      (char *)sock, NULL };
     es_proc_result_t r;
     if (es_run(argv, NULL, 30, &r) != 0)
-        return -1;
-    const char *p = r.status == 0 ? strstr(r.out, "\"daemon_pid\":") : NULL;
+        return NULL;
+    if (r.status != 0) {
+        es_proc_result_free(&r);
+        return NULL;
+    }
+    return r.out; /* es_proc_result_free frees only out */
+}
+
+/* The daemon's pid from status --json of the job at sock, or -1. */
+static long daemon_pid(const char *sock)
+{
+    char *j = status_of(sock);
+    const char *p = j ? strstr(j, "\"daemon_pid\":") : NULL;
     long pid = p ? strtol(p + 13, NULL, 10) : -1;
-    es_proc_result_free(&r);
+    free(j);
     return pid;
 }
 
@@ -401,20 +447,15 @@ static long daemon_pid(const char *sock)
  * while not all of them are registered. */
 static long least_step(const char *sock)
 {
-    char *argv[] = { (char *)es_build_path("bin/easyscale-ctl"), "status", "--json", "--socket",
-                     (char *)sock, NULL };
-    es_proc_result_t r;
-    if (es_run(argv, NULL, 30, &r) != 0)
-        return -1;
+    char *j = status_of(sock);
     long least = -1;
     int n = 0;
-    for (const char *p = r.status == 0 ? r.out : ""; (p = strstr(p, ",\"step\":")) != NULL;
-         p++, n++) {
+    for (const char *p = j ? j : ""; (p = strstr(p, ",\"step\":")) != NULL; p++, n++) {
         long v = strtol(p + 8, NULL, 10);
         if (least < 0 || v < least)
             least = v;
     }
-    es_proc_result_free(&r);
+    free(j);
     return n == 4 ? least : -1;
 }
 
@@ -429,36 +470,14 @@ static void nccl_live_migrate(const char *more, es_proc_result_t *job_r, es_proc
     snprintf(outp, sizeof(outp), "/tmp/es-ests-live-%d.out", (int)getpid());
     char *argv[40];
     ctl_argv(argv, "0,1", "d1", NULL, LIVE_STEPS, sock);
-    int fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    pid_t job = fork();
-    assert_true(job >= 0);
-    if (job == 0) {
-        setpgid(0, 0);
-        setenv("SIMCUDA_DEVICES", "a100:2G,a100:2G", 1);
-        setenv("EASYSCALE_HEARTBEAT_MS", "100", 1);
-        setenv("EASYSCALE_LOG", "info", 1);
-        setenv("EASYSCALE_COLL_TRANSPORT", "nccl", 1);
-        if (more)
-            putenv((char *)more);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        int nul = open("/dev/null", O_RDONLY);
-        dup2(nul, 0);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    setpgid(job, job);
-    close(fd);
+    char *envs[] = { "SIMCUDA_DEVICES=a100:2G,a100:2G", "EASYSCALE_HEARTBEAT_MS=100",
+                     "EASYSCALE_LOG=info", "EASYSCALE_COLL_TRANSPORT=nccl", (char *)more, NULL };
+    pid_t job = bg_job(argv, envs, outp);
     memset(mig, 0, sizeof(*mig));
     int st = -1, ended = 0, asked = 0;
     for (int i = 0; i < TMO * 20 && !ended; i++) {
-        int w;
-        if (waitpid(job, &w, WNOHANG) == job) {
-            ended = 1;
-            st = WIFEXITED(w) ? WEXITSTATUS(w) : 128 + WTERMSIG(w);
+        if ((ended = bg_ended(job, &st)) != 0)
             break;
-        }
         if (!asked && least_step(sock) > 40) {
             char *mv[] = { (char *)es_build_path("bin/easyscale-ctl"), "migrate", "1", "--gpu",
                            "1", "--socket", sock, NULL };
@@ -524,24 +543,9 @@ static void test_scale_d2_controller_restart(void **state)
     snprintf(outp, sizeof(outp), "/tmp/es-ests-scale-%d.out", (int)getpid());
     char *argv[40];
     ctl_argv(argv, "0-3", "d2", sched, SCALE_STEPS, sock);
-    int fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    pid_t job = fork();
-    assert_true(job >= 0);
-    if (job == 0) {
-        setpgid(0, 0);
-        setenv("SIMCUDA_DEVICES", SCALE_DEVICES, 1);
-        setenv("EASYSCALE_HEARTBEAT_MS", "100", 1);
-        setenv("EASYSCALE_LOG", "warn", 1);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        int nul = open("/dev/null", O_RDONLY);
-        dup2(nul, 0);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    setpgid(job, job);
-    close(fd);
+    char *envs[] = { "SIMCUDA_DEVICES=" SCALE_DEVICES, "EASYSCALE_HEARTBEAT_MS=100",
+                     "EASYSCALE_LOG=warn", NULL };
+    pid_t job = bg_job(argv, envs, outp);
 
     /* once the second scale is done: SIGKILL to the daemon */
     long killed = -1;
@@ -549,12 +553,8 @@ static void test_scale_d2_controller_restart(void **state)
     char *out = NULL;
     size_t len;
     for (int i = 0; i < TMO * 20 && !ended; i++) {
-        int w;
-        if (waitpid(job, &w, WNOHANG) == job) {
-            ended = 1;
-            st = WIFEXITED(w) ? WEXITSTATUS(w) : 128 + WTERMSIG(w);
+        if ((ended = bg_ended(job, &st)) != 0)
             break;
-        }
         if (killed < 0) {
             free(out);
             out = es_read_file(outp, &len);
