@@ -279,6 +279,8 @@ void es_mover_set_lib_hooks(int (*down)(int vdev, char *msg, size_t msglen),
  * would have. */
 static int es_light_dev[ES_MAX_VDEV] = { [0 ... ES_MAX_VDEV - 1] = -1 };
 static int es_light_nosums; /* 1: checksums cannot pay here (hashing is slower than copying) */
+static int es_light_probed; /* the hashing was timed (a sample, at the first swap-out) */
+#define ES_LIGHT_PROBE (4u << 20)
 
 static int es_park_light(int vdev, int src, char *msg, size_t msglen)
 {
@@ -287,17 +289,17 @@ static int es_park_light(int vdev, int src, char *msg, size_t msglen)
     int rc = es_drain_engine(vdev, src, &c, msg, msglen);
     if (rc)
         return rc;
-    es_swap_opts_t o, plain;
+    es_swap_opts_t o, now;
     es_swap_get_opts(&o);
     int hashed = o.sums && !es_light_nosums;
-    if (o.sums && !hashed) {
-        plain = o;
-        plain.sums = 0;
-        es_swap_set_opts(&plain);
-    }
+    now = o;
+    now.sums = hashed;
+    /* the first one has no host copy to compare with (every chunk is
+     * copied): it hashes a sample only, to time the hashing */
+    now.probe = hashed && !es_light_probed ? ES_LIGHT_PROBE : 0;
+    es_swap_set_opts(&now);
     rc = es_swap_out_keep(vdev, o.keep, &st, msg, msglen);
-    if (o.sums && !hashed)
-        es_swap_set_opts(&o);
+    es_swap_set_opts(&o);
     es_acc_add(&st);
     es_engine_release(src);
     if (rc == 0)
@@ -307,9 +309,11 @@ static int es_park_light(int vdev, int src, char *msg, size_t msglen)
      * GPU: its memory bandwidth against the bus, by far); where it is not
      * (simcuda: a CPU loop against a memcpy) this EST's turns copy without
      * them from its first swap-out on. */
-    if (rc == 0 && hashed && st.bytes && st.ms_sums > 0 && st.bytes_d2h && st.ms_copy > 0 &&
-        (double)st.bytes / st.ms_sums <= (double)st.bytes_d2h / st.ms_copy)
+    if (rc == 0 && hashed && st.bytes_hashed && st.ms_hash > 0 && st.bytes_d2h &&
+        st.ms_copy > 0 && (double)st.bytes_hashed / st.ms_hash <= (double)st.bytes_d2h / st.ms_copy)
         es_light_nosums = 1;
+    if (rc == 0 && hashed)
+        es_light_probed = 1;
     return rc;
 }
 

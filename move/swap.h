@@ -38,6 +38,9 @@ typedef struct es_swap_opts {
     size_t piece;       /* bytes per copy, a multiple of ES_SWAPSUM_CHUNK (default 8 MiB) */
     size_t keep;        /* bytes a time-sliced EST keeps on its slot while parked (what
                          * the mover passes to es_swap_out_keep; default 0) */
+    size_t probe;       /* > 0 (with sums): a swap-out hashes only about this many bytes
+                         * (whole chunks) to time the hashing (st->bytes_hashed, ms_hash)
+                         * and copies everything; 0: hashes every chunk (default) */
 } es_swap_opts_t;
 
 typedef struct es_swap_stats {
@@ -48,6 +51,8 @@ typedef struct es_swap_stats {
     double ms;              /* wall time of the call */
     double ms_copy;         /* of which: the copies (enqueue to completion) */
     double ms_sums;         /* of which: the checksums (kernels and their copy) */
+    size_t bytes_hashed;    /* the bytes the checksums' kernels read, */
+    double ms_hash;         /* ... from their launch to their completion */
     double ms_sync;         /* before it: draining the EST's streams (the mover) */
 } es_swap_stats_t;
 

@@ -40,7 +40,7 @@ static int setup(void **state)
 {
     (void)state;
     ctx0 = ct_primary(0);
-    es_swap_opts_t o = { 4, 1, 8 * MiB, 0 };
+    es_swap_opts_t o = { 4, 1, 8 * MiB, 0, 0 };
     assert_int_equal(es_swap_set_opts(&o), 0);
     return 0;
 }
@@ -254,7 +254,7 @@ static void test_unchanged_chunks_are_not_copied_twice(void **state)
     assert_true(ct_check(e.big + 3 * ES_SWAPSUM_CHUNK + 100, 8, 999));
     assert_true(ct_check(e.big, 3 * ES_SWAPSUM_CHUNK + 100, 200));
     /* negative control: without checksums everything is copied */
-    es_swap_opts_t o = { 2, 0, 4 * MiB, 0 };
+    es_swap_opts_t o = { 2, 0, 4 * MiB, 0, 0 };
     assert_int_equal(es_swap_set_opts(&o), 0);
     assert_int_equal(es_swap_out(0, &st, msg, sizeof(msg)), 0);
     assert_int_equal(st.bytes_d2h, bytes);
@@ -414,12 +414,12 @@ static void test_pending_frees_complete_first(void **state)
 static void test_options(void **state)
 {
     (void)state;
-    es_swap_opts_t bad[] = { { 0, 1, 8 * MiB, 0 }, { 17, 1, 8 * MiB, 0 }, { 4, 2, 8 * MiB, 0 },
-                             { 4, 1, 0, 0 }, { 4, 1, 3 * MiB / 2, 0 } };
+    es_swap_opts_t bad[] = { { 0, 1, 8 * MiB, 0, 0 }, { 17, 1, 8 * MiB, 0, 0 }, { 4, 2, 8 * MiB, 0, 0 },
+                             { 4, 1, 0, 0, 0 }, { 4, 1, 3 * MiB / 2, 0, 0 } };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(es_swap_set_opts(&bad[i]), -EINVAL);
     /* one stream and small pieces: the same result */
-    es_swap_opts_t o = { 1, 1, 1 * MiB, 0 };
+    es_swap_opts_t o = { 1, 1, 1 * MiB, 0, 0 };
     assert_int_equal(es_swap_set_opts(&o), 0);
     est_t e;
     est_make(&e, 7 * MiB);
@@ -476,6 +476,38 @@ static void test_parked_content_from_the_host(void **state)
     est_check(&e, 0);
     free(want);
     free(got);
+}
+
+/* A probe (opts.probe) hashes a sample only, to time the hashing, and
+ * copies everything; without it every chunk is hashed. */
+static void test_probe_hashes_a_sample(void **state)
+{
+    (void)state;
+    est_t e;
+    est_make(&e, 16 * MiB);
+    size_t bytes = es_memreg_resident_bytes(0);
+    es_swap_opts_t o = { 4, 1, 8 * MiB, 0, 3 * ES_SWAPSUM_CHUNK + 1 };
+    assert_int_equal(es_swap_set_opts(&o), 0);
+    es_swap_stats_t st;
+    char msg[256] = "";
+    assert_int_equal(es_swap_out(0, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(st.bytes_hashed, 4 * ES_SWAPSUM_CHUNK); /* whole chunks */
+    assert_true(st.ms_hash > 0);
+    assert_int_equal(st.bytes_d2h, bytes);
+    assert_int_equal(st.bytes_skipped, 0);
+    assert_int_equal(es_swap_in(0, 0, &st, msg, sizeof(msg)), 0);
+    est_check(&e, 0);
+    /* nothing was recorded: the next hashed swap-out copies everything */
+    o.probe = 0;
+    assert_int_equal(es_swap_set_opts(&o), 0);
+    assert_int_equal(es_swap_out(0, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(st.bytes_d2h, bytes);
+    assert_int_equal(st.bytes_hashed, bytes);
+    assert_int_equal(es_swap_in(0, 0, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(es_swap_out(0, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(st.bytes_skipped, bytes); /* now the hashes are there */
+    assert_int_equal(es_swap_in(0, 0, &st, msg, sizeof(msg)), 0);
+    est_check(&e, 0);
 }
 
 /* es_swap_out_keep: the kept objects' memory stays on the device while
@@ -576,6 +608,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_parked_content_from_the_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kept_memory_copies_only_what_was_written, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_probe_hashes_a_sample, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
