@@ -20,7 +20,7 @@
 
 extern const unsigned char es_swapsum_fatbin[];
 
-static es_swap_opts_t es_opts = { .streams = 4, .sums = 1, .piece = 8u << 20 };
+static es_swap_opts_t es_opts = { .streams = 2, .sums = 1, .piece = 8u << 20 };
 
 int es_swap_set_opts(const es_swap_opts_t *o)
 {

@@ -33,7 +33,7 @@
 #include <stddef.h>
 
 typedef struct es_swap_opts {
-    int streams;        /* copies in flight, 1..16 (default 4) */
+    int streams;        /* copies in flight, 1..16 (default 2) */
     int sums;           /* chunk checksums on the device (default 1) */
     size_t piece;       /* bytes per copy, a multiple of ES_SWAPSUM_CHUNK (default 8 MiB) */
     size_t keep;        /* bytes a time-sliced EST keeps on its slot while parked (what

@@ -19,7 +19,7 @@
  *                              gets from cuGetProcAddress
  *                              while handles are virtual (docs/MOVING.md, section 7)
  *                              (default real)
- *   EASYSCALE_SWAP_STREAMS     copies in flight during a swap, 1..16 (4)
+ *   EASYSCALE_SWAP_STREAMS     copies in flight during a swap, 1..16 (2)
  *   EASYSCALE_SWAP_CHECKSUMS   on | off: skip unchanged memory at swap-out (on)
  *   EASYSCALE_TIME_SLICE       off | on | overlap: the ESTs of one GPU take turns on it,
  *                              one resident at a time (on) or two, the next one's memory
@@ -312,7 +312,7 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
     static const char *const d2gemms[] = { "int8", "fma" };
     static const char *const rths[] = { "real", "virtual" };
     es_config_t c = { .determinism = ES_DET_D1, .log_level = ES_LOG_WARN, .log_fd = 2,
-                      .audit = ES_AUDIT_MODE_WARN, .move_timeout_s = 60, .swap_streams = 4,
+                      .audit = ES_AUDIT_MODE_WARN, .move_timeout_s = 60, .swap_streams = 2,
                       .swap_sums = 1, .coll_timeout_s = 30 };
     const char *v;
     long long num;
