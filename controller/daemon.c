@@ -791,7 +791,8 @@ static int rdv_send(int phase, uint32_t op, uint64_t step, char *why, size_t len
     return 0;
 }
 
-/* Every EST goes on: the hold withdrawn (or released once reached). */
+/* Every EST goes on: the offers withdrawn and, once the collective was
+ * chosen, the hold released (an EST may be waiting there already). */
 static void rdv_release(void)
 {
     es_proto_msg_t m = { .type = ES_MSG_MOVE };
@@ -799,8 +800,8 @@ static void rdv_release(void)
     m.u.move.epoch = D.op.epoch;
     m.u.move.step = UINT64_MAX;
     es_proto_msg_t rel = { .type = ES_MSG_RELEASE };
-    int reached = D.rdv.phase == RDV_HELD || D.rdv.phase == RDV_MOVE;
-    if (reached && D.rdv.step + 1 > D.released)
+    int chosen = D.rdv.phase != RDV_OFFER;
+    if (chosen && D.rdv.step + 1 > D.released)
         D.released = D.rdv.step + 1;
     rel.u.release.step = D.released ? D.released - 1 : 0;
     for (int r = 0; r < D.job.nests; r++) {
@@ -808,7 +809,10 @@ static void rdv_release(void)
         e->pending = e->answered = 0;
         if (!e->seen || e->conn < 0)
             continue;
-        conn_send(e->conn, reached ? &rel : &m);
+        if (D.rdv.phase != RDV_MOVE)
+            conn_send(e->conn, &m);
+        if (chosen)
+            conn_send(e->conn, &rel);
     }
     D.rdv.phase = RDV_NONE;
 }
@@ -832,10 +836,9 @@ static void rdv_fail(const char *fmt, ...)
     D.op.cli = -1;
 }
 
-static void rdv_begin(int64_t now)
+static void rdv_begin(void)
 {
     char why[128];
-    (void)now;
     for (int r = 0; r < D.job.nests; r++) {
         est_t *e = &D.ests[r];
         D.rdv.targets[r] = e->pending ? e->target : -2;
@@ -925,7 +928,7 @@ static void op_check(int64_t now)
         return;
     }
     if (D.rdv.phase == RDV_NONE && rdv_wanted()) {
-        rdv_begin(now);
+        rdv_begin();
         return;
     }
     es_ctl_buf_t b = { 0 };

@@ -1912,6 +1912,25 @@ static void test_hold_at_run_time(void **state)
     assert_int_equal(count(out, "hold withdrawn"), 4);
     assert_int_equal(count(out, "held at step"), 0);
     free(out);
+
+    /* negative control, second round: rank 3 refuses the hold the others
+     * took (they may be waiting there already): they are released */
+    start_fake_job(&job, env, sock, 4, (const char *[]){ "--gpus", "0,1", NULL },
+                   (const char *[]){ "--hb-ms", "20", "--run-ms", "60000", "--move", "xdev",
+                                     "--hold-at-refuse-rank", "3", NULL });
+    free(wait_registered(sock, 4, 0, 30));
+    ctl(&r, NULL, "migrate", "1", "--gpu", gpu, "--socket", sock, NULL);
+    if (r.status != 1 || !strstr(r.out, "no hold of every EST could be set: EST 3: fake_est: "
+                                        "step passed; nothing moved"))
+        fail_msg("a refused hold: status %d:\n%s", r.status, r.out);
+    es_proc_result_free(&r);
+    now = least_step(sock, 4);
+    wait_steps_past(sock, 4, now + 3); /* nobody stays at the hold */
+    assert_int_equal(bg_finish(&job, T_JOB), 0);
+    out = bg_output(&job);
+    assert_int_equal(count(out, "fake_est: rank 3: hold at step"), 0);
+    assert_int_equal(count(out, "hold at step"), 3);
+    free(out);
 }
 
 /* An event in flight when the daemon dies is sent again to the next one,

@@ -36,7 +36,8 @@
  * "... hold at step S"); UINT64_MAX withdraws the offer. --move xdev: a
  * move is refused with -EXDEV (the shim's answer when the collectives'
  * staging is device memory) unless the EST is held, then done.
- * --hold-refuse-rank R: rank R refuses HOLD_OFFER (-EBUSY).
+ * --hold-refuse-rank R: rank R refuses HOLD_OFFER (-EBUSY);
+ * --hold-at-refuse-rank R: rank R refuses HOLD_AT (-ERANGE).
  */
 #include "wire/proto.h"
 
@@ -53,6 +54,7 @@
 static long opt_hb = 100, opt_step_ns = 1000000, opt_wait_ns = 0, opt_steps = 1, opt_run = 5000;
 static long opt_fail_rank = -1, opt_rejoin_rank = -1, opt_rejoin_ms = 0;
 static long opt_end_step = 0, opt_ack_delay = 0, opt_ignore_holds = 0, opt_hold_refuse = -1;
+static long opt_hold_at_refuse = -1;
 static int offered; /* HOLD_OFFER answered, HOLD_AT not yet: the step stays */
 static uint64_t holds[256], released; /* released: step + 1 */
 static int nholds, hold_next, hold_said = -1;
@@ -135,7 +137,7 @@ static void hold_op(const es_proto_msg_t *in, es_proto_msg_t *a)
     } else if (in->u.move.step == UINT64_MAX) {
         offered = 0;
         printf("fake_est: rank %d: hold withdrawn\n", rank);
-    } else if (in->u.move.step < step || nholds >= 256) {
+    } else if (in->u.move.step < step || nholds >= 256 || rank == opt_hold_at_refuse) {
         a->u.ack.result = -ERANGE;
         snprintf(a->u.ack.reason, sizeof(a->u.ack.reason), "fake_est: step passed");
     } else {
@@ -302,6 +304,8 @@ int main(int argc, char **argv)
             opt_move = v;
         else if (strcmp(a, "--hold-refuse-rank") == 0)
             opt_hold_refuse = num(v);
+        else if (strcmp(a, "--hold-at-refuse-rank") == 0)
+            opt_hold_at_refuse = num(v);
         else if (strcmp(a, "--hb-ms") == 0)
             opt_hb = num(v);
         else if (strcmp(a, "--step-ns") == 0)
