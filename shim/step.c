@@ -80,6 +80,7 @@ static void es_offer_wait(uint64_t idx)
                     "controller's hold, which never said where (EASYSCALE_HOLD_TIMEOUT): goes "
                     "on", es_cfg.rank, es_cfg.hold_timeout_s, (unsigned long long)idx);
             es_offer = 0;
+            __atomic_store_n(&es_dyn_any, es_dyn != 0, __ATOMIC_RELEASE);
             break;
         }
         es_hold_nap();
