@@ -1830,6 +1830,26 @@ static void wait_steps_past(const char *sock, int n, long past)
     fail_msg("the ESTs did not go on past step %ld", past);
 }
 
+/* A job of 4 stand-in ESTs (--move xdev, plus `flag rank`) asked to
+ * migrate EST 1 to gpu, which fails with reason: the request says so and
+ * every EST goes on past where it stopped. The job stays up in *job. */
+static void refused_hold(bg_t *job, char *env[], const char *sock, const char *gpu,
+                         const char *flag, const char *rank, const char *reason)
+{
+    start_fake_job(job, env, sock, 4, (const char *[]){ "--gpus", "0,1", NULL },
+                   (const char *[]){ "--hb-ms", "20", "--run-ms", "60000", "--move", "xdev",
+                                     flag, rank, NULL });
+    free(wait_registered(sock, 4, 0, 30));
+    es_proc_result_t r;
+    ctl(&r, NULL, "migrate", "1", "--gpu", gpu, "--socket", sock, NULL);
+    char want[200];
+    snprintf(want, sizeof(want), "no hold of every EST could be set: %s; nothing moved", reason);
+    if (r.status != 1 || !strstr(r.out, want))
+        fail_msg("%s %s: status %d:\n%s", flag, rank, r.status, r.out);
+    es_proc_result_free(&r);
+    wait_steps_past(sock, 4, least_step(sock, 4) + 3); /* nobody stays stopped */
+}
+
 /* A move the ESTs refuse because their collectives' staging is device
  * memory (-EXDEV) is made at a hold of every EST, which the controller sets
  * in two rounds: each offers where it stopped, all hold at the greatest
@@ -1893,19 +1913,10 @@ static void test_hold_at_run_time(void **state)
     free(out);
 
     /* negative control: rank 2 makes no offer */
-    start_fake_job(&job, env, sock, 4, (const char *[]){ "--gpus", "0,1", NULL },
-                   (const char *[]){ "--hb-ms", "20", "--run-ms", "60000", "--move", "xdev",
-                                     "--hold-refuse-rank", "2", NULL });
-    free(wait_registered(sock, 4, 0, 30));
-    ctl(&r, NULL, "migrate", "1", "--gpu", gpu, "--socket", sock, NULL);
-    if (r.status != 1 || !strstr(r.out, "no hold of every EST could be set: EST 2: fake_est: "
-                                        "no offer on purpose; nothing moved"))
-        fail_msg("a refused offer: status %d:\n%s", r.status, r.out);
-    es_proc_result_free(&r);
-    long now = least_step(sock, 4);
-    wait_steps_past(sock, 4, now + 3); /* the offers withdrawn: nobody stopped */
+    refused_hold(&job, env, sock, gpu, "--hold-refuse-rank", "2",
+                 "EST 2: fake_est: no offer on purpose");
     j = status_json(sock);
-    assert_int_equal(jint(jest(j, 1), "gpu", -1), from);
+    assert_int_equal(jint(jest(j, 1), "gpu", -1), from); /* nothing moved */
     free(j);
     assert_int_equal(bg_finish(&job, T_JOB), 0);
     out = bg_output(&job);
@@ -1915,17 +1926,8 @@ static void test_hold_at_run_time(void **state)
 
     /* negative control, second round: rank 3 refuses the hold the others
      * took (they may be waiting there already): they are released */
-    start_fake_job(&job, env, sock, 4, (const char *[]){ "--gpus", "0,1", NULL },
-                   (const char *[]){ "--hb-ms", "20", "--run-ms", "60000", "--move", "xdev",
-                                     "--hold-at-refuse-rank", "3", NULL });
-    free(wait_registered(sock, 4, 0, 30));
-    ctl(&r, NULL, "migrate", "1", "--gpu", gpu, "--socket", sock, NULL);
-    if (r.status != 1 || !strstr(r.out, "no hold of every EST could be set: EST 3: fake_est: "
-                                        "step passed; nothing moved"))
-        fail_msg("a refused hold: status %d:\n%s", r.status, r.out);
-    es_proc_result_free(&r);
-    now = least_step(sock, 4);
-    wait_steps_past(sock, 4, now + 3); /* nobody stays at the hold */
+    refused_hold(&job, env, sock, gpu, "--hold-at-refuse-rank", "3",
+                 "EST 3: fake_est: step passed");
     assert_int_equal(bg_finish(&job, T_JOB), 0);
     out = bg_output(&job);
     assert_int_equal(count(out, "fake_est: rank 3: hold at step"), 0);
