@@ -297,6 +297,7 @@ static int es_park_light(int vdev, int src, char *msg, size_t msglen)
     /* the first one has no host copy to compare with (every chunk is
      * copied): it hashes a sample only, to time the hashing */
     now.probe = hashed && !es_light_probed ? ES_LIGHT_PROBE : 0;
+    now.keep_streams = 1; /* the turns' copy streams stay (es_swap_drop_streams) */
     es_swap_set_opts(&now);
     rc = es_swap_out_keep(vdev, o.keep, &st, msg, msglen);
     es_swap_set_opts(&o);
@@ -319,7 +320,13 @@ static int es_park_light(int vdev, int src, char *msg, size_t msglen)
 
 static int es_unpark_light(int vdev, int dev, char *msg, size_t msglen)
 {
+    es_swap_opts_t o, now;
+    es_swap_get_opts(&o);
+    now = o;
+    now.keep_streams = 1;
+    es_swap_set_opts(&now);
     int rc = es_bring_in(vdev, dev, 0, msg, msglen);
+    es_swap_set_opts(&o);
     if (rc == 0)
         es_light_dev[vdev] = -1;
     return rc;
@@ -400,9 +407,11 @@ static int es_mover_run_one(int vdev, int dev, char *msg, size_t msglen)
     int rc = 0;
     if (mem_only) /* resident on src (parked returned above) */
         return es_park_light(vdev, src, msg, msglen);
+    if (src < 0 && es_light_dev[vdev] == dev)
+        return es_unpark_light(vdev, dev, msg, msglen);
+    /* any other move: the turns' streams go while their context is there */
+    es_swap_drop_streams();
     if (src < 0 && es_light_dev[vdev] >= 0) {
-        if (dev == es_light_dev[vdev])
-            return es_unpark_light(vdev, dev, msg, msglen);
         rc = es_light_to_full(vdev, msg, msglen);
         if (rc)
             return rc;

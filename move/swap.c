@@ -8,6 +8,7 @@
 #include "kernels/swapsum.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,7 @@ static es_swap_opts_t es_opts = { .streams = 2, .sums = 1, .piece = 8u << 20 };
 int es_swap_set_opts(const es_swap_opts_t *o)
 {
     if (!o || o->streams < 1 || o->streams > ES_MAX_STREAMS || (o->sums != 0 && o->sums != 1) ||
-        o->piece == 0 || o->piece % ES_SWAPSUM_CHUNK)
+        o->piece == 0 || o->piece % ES_SWAPSUM_CHUNK || (o->keep_streams != 0 && o->keep_streams != 1))
         return -EINVAL;
     es_opts = *o;
     return 0;
@@ -72,6 +73,7 @@ typedef struct es_run {
     size_t n;
     CUstream s[ES_MAX_STREAMS];
     int ns;
+    int keep_dev;          /* where s may be kept after the call, or -1 */
     CUmodule mod;
     CUfunction fn;
     uintptr_t sums_va;     /* scratch for the hashes: reservation + memory */
@@ -99,12 +101,93 @@ static int es_run_collect(es_run_t *R, int vdev, int with_imports)
     return 0;
 }
 
-static int es_run_streams(es_run_t *R)
+/* Streams kept between calls (opts.keep_streams): made in the primary
+ * context of device dev, retained here (ctx) so that they stay valid. */
+static struct {
+    pthread_mutex_t mu;
+    int dev, n;
+    CUcontext ctx;
+    CUstream s[ES_MAX_STREAMS];
+} es_kept = { .mu = PTHREAD_MUTEX_INITIALIZER, .dev = -1 };
+
+static void es_kept_drop_locked(void)
 {
+    for (int i = 0; i < es_kept.n; i++)
+        es_drv.cuStreamDestroy_v2(es_kept.s[i]);
+    if (es_kept.dev >= 0)
+        es_drv.cuDevicePrimaryCtxRelease_v2(es_kept.dev);
+    es_kept.n = 0;
+    es_kept.dev = -1;
+    es_kept.ctx = NULL;
+}
+
+void es_swap_drop_streams(void)
+{
+    pthread_mutex_lock(&es_kept.mu);
+    es_kept_drop_locked();
+    pthread_mutex_unlock(&es_kept.mu);
+}
+
+/* The kept streams, when they are dev's and the current context is the
+ * one they were made in; 1 when taken. */
+static int es_kept_take(es_run_t *R, int dev)
+{
+    CUcontext cur = NULL;
+    int taken = 0;
+    pthread_mutex_lock(&es_kept.mu);
+    if (es_kept.n == es_opts.streams && es_kept.dev == dev &&
+        es_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == es_kept.ctx) {
+        memcpy(R->s, es_kept.s, sizeof(CUstream) * (size_t)es_kept.n);
+        R->ns = es_kept.n;
+        es_kept.n = 0; /* the retain stays: they come back at the call's end */
+        taken = 1;
+    }
+    pthread_mutex_unlock(&es_kept.mu);
+    return taken;
+}
+
+/* R's streams kept for the next call on dev when made in dev's primary
+ * context (current): 1, or 0 (the caller destroys them). */
+static int es_kept_put(es_run_t *R, int dev)
+{
+    CUcontext cur = NULL, prim = NULL;
+    int kept = 0;
+    if (es_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur)
+        return 0;
+    pthread_mutex_lock(&es_kept.mu);
+    if (es_kept.dev != dev || es_kept.ctx != cur) {
+        es_kept_drop_locked();
+        if (es_drv.cuDevicePrimaryCtxRetain(&prim, dev) != CUDA_SUCCESS)
+            goto out;
+        if (prim != cur) { /* not the primary context: not kept */
+            es_drv.cuDevicePrimaryCtxRelease_v2(dev);
+            goto out;
+        }
+        es_kept.dev = dev;
+        es_kept.ctx = cur;
+    }
+    for (int i = 0; i < es_kept.n; i++) /* others left over: one set is enough */
+        es_drv.cuStreamDestroy_v2(es_kept.s[i]);
+    memcpy(es_kept.s, R->s, sizeof(CUstream) * (size_t)R->ns);
+    es_kept.n = R->ns;
+    kept = 1;
+out:
+    pthread_mutex_unlock(&es_kept.mu);
+    return kept;
+}
+
+/* The call's copy streams: the kept ones (dev >= 0, opts.keep_streams), or
+ * new ones. dev: where they may be kept afterwards, or -1. */
+static int es_run_streams(es_run_t *R, int dev)
+{
+    R->keep_dev = es_opts.keep_streams ? dev : -1;
+    if (R->keep_dev >= 0 && es_kept_take(R, dev))
+        return 0;
     for (R->ns = 0; R->ns < es_opts.streams; R->ns++)
         if (es_drv.cuStreamCreate(&R->s[R->ns], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
-            return R->ns ? 0 : -EIO;
-    return 0;
+            break;
+    R->st->streams_made = R->ns;
+    return R->ns ? 0 : -EIO;
 }
 
 static CUresult es_run_sync(es_run_t *R)
@@ -118,8 +201,14 @@ static CUresult es_run_sync(es_run_t *R)
     return res;
 }
 
+/* Back to the kept ones (drained: every caller synchronised them), or
+ * destroyed. */
 static void es_run_free_streams(es_run_t *R)
 {
+    if (R->ns && R->keep_dev >= 0 && es_kept_put(R, R->keep_dev)) {
+        R->ns = 0;
+        return;
+    }
     for (int i = 0; i < R->ns; i++)
         es_drv.cuStreamDestroy_v2(R->s[i]);
     R->ns = 0;
@@ -707,7 +796,7 @@ int es_swap_out_keep(int vdev, size_t keep, es_swap_stats_t *st, char *msg, size
             R.o[own++] = R.o[i];
     }
     R.n = own;
-    if (es_run_streams(&R) != 0) {
+    if (es_run_streams(&R, dev) != 0) {
         free(imports);
         es_msg(msg, msglen, "no stream for the copies");
         rc = -EIO;
@@ -724,6 +813,7 @@ int es_swap_out_keep(int vdev, size_t keep, es_swap_stats_t *st, char *msg, size
     }
     rc = es_out_copies(&R, dev, msg, msglen);
     if (rc) {
+        R.keep_dev = -1; /* streams that failed are not kept */
         for (size_t i = 0; i < R.n; i++)
             es_park_unpin(R.o[i].ph);
         free(imports);
@@ -822,7 +912,7 @@ int es_swap_in(int vdev, int dev, es_swap_stats_t *st, char *msg, size_t msglen)
             goto undo;
         }
     }
-    if (es_run_streams(&R) != 0) {
+    if (es_run_streams(&R, dev) != 0) {
         es_msg(msg, msglen, "no stream for the copies");
         rc = -EIO;
         goto undo;
@@ -863,6 +953,7 @@ undo:
         es_obj_unview(&R.o[i]);
         es_park_unpin(R.o[i].ph);
     }
+    R.keep_dev = -1;
     es_run_free_streams(&R);
     for (int i = 0; i < mapped; i++)
         es_phys_unmap_real(R.o[i].ph);
@@ -971,7 +1062,7 @@ int es_swap_migrate(int vdev, int dev, CUcontext from_ctx, CUcontext to_ctx,
         rc = r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
         goto undo;
     }
-    if (es_run_streams(&R) != 0) {
+    if (es_run_streams(&R, -1) != 0) {
         es_msg(msg, msglen, "no stream for the copies");
         rc = -EIO;
         goto undo;

@@ -4,6 +4,7 @@
 #include "move/vhandle.h"
 #include "move/door.h"
 #include "move/drv.h"
+#include "move/swap.h"
 #include "lib/hmap.h"
 #include "fatbin/fatbin.h"
 
@@ -348,6 +349,7 @@ CUresult es_vh_primary_reset(int vdev)
     CUresult r = CUDA_SUCCESS;
     if (!es_vdev_ok(vdev))
         return CUDA_ERROR_INVALID_DEVICE;
+    es_swap_drop_streams(); /* the swap engine's kept streams live in it */
     pthread_mutex_lock(&es_vh_mu);
     es_vctx_t *c = es_primaries[vdev];
     if (es_devs[vdev] >= 0)
@@ -1365,6 +1367,7 @@ int es_vh_teardown(int vdev, char *msg, size_t msglen)
         es_msg(msg, msglen, "no vdev %d", vdev);
         return -EINVAL;
     }
+    es_swap_drop_streams(); /* before the contexts they were made in go */
     pthread_mutex_lock(&es_vh_mu);
     for (es_vobj_t *o = es_last; o; o = o->prev)
         if (o->vdev == vdev)

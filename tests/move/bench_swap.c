@@ -214,7 +214,7 @@ static void bench_swap(void)
     es_swap_stats_t st;
     int streams[] = { 1, 4 };
     for (int k = 0; k < 2; k++) {
-        es_swap_opts_t p = { streams[k], 0, 8 * MiB, 0, 0 };
+        es_swap_opts_t p = { streams[k], 0, 8 * MiB, 0, 0, 0 };
         es_swap_set_opts(&p);
         es_swap_drop_parks(0);
         /* the first swap-out maps fresh host memory: the best of the next 3 */
@@ -253,7 +253,7 @@ static void bench_swap(void)
     }
     /* checksums: the first swap-out hashes and copies all, an unchanged one
      * copies nothing */
-    es_swap_opts_t p = { 4, 1, 8 * MiB, 0, 0 };
+    es_swap_opts_t p = { 4, 1, 8 * MiB, 0, 0, 0 };
     es_swap_set_opts(&p);
     es_swap_drop_parks(0);
     if (es_swap_out(0, &st, msg, sizeof(msg)) || es_swap_in(0, 0, NULL, msg, sizeof(msg)))
@@ -269,7 +269,7 @@ static void bench_swap(void)
         die("swap-in", -1, msg);
 
     /* migration of the EST */
-    es_swap_opts_t q = { 4, 0, 8 * MiB, 0, 0 };
+    es_swap_opts_t q = { 4, 0, 8 * MiB, 0, 0, 0 };
     es_swap_set_opts(&q);
     es_swap_drop_parks(0);
     double target = 1.5 * EST / (m_d2h * 1e6) + 100;

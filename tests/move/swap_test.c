@@ -40,7 +40,7 @@ static int setup(void **state)
 {
     (void)state;
     ctx0 = ct_primary(0);
-    es_swap_opts_t o = { 4, 1, 8 * MiB, 0, 0 };
+    es_swap_opts_t o = { 4, 1, 8 * MiB, 0, 0, 0 };
     assert_int_equal(es_swap_set_opts(&o), 0);
     return 0;
 }
@@ -254,7 +254,7 @@ static void test_unchanged_chunks_are_not_copied_twice(void **state)
     assert_true(ct_check(e.big + 3 * ES_SWAPSUM_CHUNK + 100, 8, 999));
     assert_true(ct_check(e.big, 3 * ES_SWAPSUM_CHUNK + 100, 200));
     /* negative control: without checksums everything is copied */
-    es_swap_opts_t o = { 2, 0, 4 * MiB, 0, 0 };
+    es_swap_opts_t o = { 2, 0, 4 * MiB, 0, 0, 0 };
     assert_int_equal(es_swap_set_opts(&o), 0);
     assert_int_equal(es_swap_out(0, &st, msg, sizeof(msg)), 0);
     assert_int_equal(st.bytes_d2h, bytes);
@@ -414,12 +414,13 @@ static void test_pending_frees_complete_first(void **state)
 static void test_options(void **state)
 {
     (void)state;
-    es_swap_opts_t bad[] = { { 0, 1, 8 * MiB, 0, 0 }, { 17, 1, 8 * MiB, 0, 0 }, { 4, 2, 8 * MiB, 0, 0 },
-                             { 4, 1, 0, 0, 0 }, { 4, 1, 3 * MiB / 2, 0, 0 } };
+    es_swap_opts_t bad[] = { { 0, 1, 8 * MiB, 0, 0, 0 },  { 17, 1, 8 * MiB, 0, 0, 0 },
+                             { 4, 2, 8 * MiB, 0, 0, 0 },  { 4, 1, 0, 0, 0, 0 },
+                             { 4, 1, 3 * MiB / 2, 0, 0, 0 }, { 4, 1, 8 * MiB, 0, 0, 2 } };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(es_swap_set_opts(&bad[i]), -EINVAL);
     /* one stream and small pieces: the same result */
-    es_swap_opts_t o = { 1, 1, 1 * MiB, 0, 0 };
+    es_swap_opts_t o = { 1, 1, 1 * MiB, 0, 0, 0 };
     assert_int_equal(es_swap_set_opts(&o), 0);
     est_t e;
     est_make(&e, 7 * MiB);
@@ -486,7 +487,7 @@ static void test_probe_hashes_a_sample(void **state)
     est_t e;
     est_make(&e, 16 * MiB);
     size_t bytes = es_memreg_resident_bytes(0);
-    es_swap_opts_t o = { 4, 1, 8 * MiB, 0, 3 * ES_SWAPSUM_CHUNK + 1 };
+    es_swap_opts_t o = { 4, 1, 8 * MiB, 0, 3 * ES_SWAPSUM_CHUNK + 1, 0 };
     assert_int_equal(es_swap_set_opts(&o), 0);
     es_swap_stats_t st;
     char msg[256] = "";
@@ -508,6 +509,73 @@ static void test_probe_hashes_a_sample(void **state)
     assert_int_equal(st.bytes_skipped, bytes); /* now the hashes are there */
     assert_int_equal(es_swap_in(0, 0, &st, msg, sizeof(msg)), 0);
     est_check(&e, 0);
+}
+
+
+static int primary_active(int dev)
+{
+    unsigned flags = 0;
+    int active = -1;
+    CK(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+    return active;
+}
+
+/* opts.keep_streams (a time-sliced EST's turns): the streams a swap-out
+ * makes serve the swap-ins and swap-outs after it on the same device, none
+ * made again; they hold a retain of that device's primary context, which so
+ * outlives its last other user, until they are dropped (a swap on another
+ * device, es_swap_drop_streams). Without the option every call makes its
+ * own. */
+static void test_kept_streams(void **state)
+{
+    (void)state;
+    est_t e;
+    est_make(&e, 3 * MiB);
+    es_swap_stats_t st;
+    char msg[256] = "";
+    es_swap_opts_t o = { 2, 0, 8 * MiB, 0, 0, 0 };
+    assert_int_equal(es_swap_set_opts(&o), 0);
+    for (int i = 0; i < 2; i++) { /* without: made by every call */
+        assert_int_equal(es_swap_out(0, &st, msg, sizeof(msg)), 0);
+        assert_int_equal(st.streams_made, 2);
+        assert_int_equal(es_swap_in(0, 0, &st, msg, sizeof(msg)), 0);
+        assert_int_equal(st.streams_made, 2);
+    }
+    o.keep_streams = 1;
+    assert_int_equal(es_swap_set_opts(&o), 0);
+    assert_int_equal(es_swap_out(0, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(st.streams_made, 2);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(es_swap_in(0, 0, &st, msg, sizeof(msg)), 0);
+        assert_int_equal(st.streams_made, 0);
+        est_check(&e, 0);
+        assert_int_equal(es_swap_out(0, &st, msg, sizeof(msg)), 0);
+        assert_int_equal(st.streams_made, 0);
+    }
+    /* onto device 1: new streams there, device 0's dropped */
+    ct_primary(1);
+    assert_int_equal(es_swap_in(0, 1, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(st.streams_made, 2);
+    est_check(&e, 1);
+    assert_int_equal(es_swap_out(0, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(st.streams_made, 0);
+    /* the test lets device 1's context go: the kept streams still hold it */
+    CK(cuDevicePrimaryCtxRelease(1));
+    assert_int_equal(primary_active(1), 1);
+    cuCtxSetCurrent(ctx0);
+    assert_int_equal(es_swap_in(0, 0, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(st.streams_made, 2);
+    assert_int_equal(primary_active(1), 0); /* dropped with device 1's streams */
+    est_check(&e, 0);
+    es_swap_drop_streams();
+    assert_int_equal(primary_active(0), 1); /* the test's own retain (setup) */
+    assert_int_equal(es_swap_out(0, &st, msg, sizeof(msg)), 0);
+    assert_int_equal(st.streams_made, 2); /* dropped: made again */
+    assert_int_equal(es_swap_in(0, 0, &st, msg, sizeof(msg)), 0);
+    est_check(&e, 0);
+    es_swap_drop_streams();
+    o.keep_streams = 0;
+    es_swap_set_opts(&o);
 }
 
 /* es_swap_out_keep: the kept objects' memory stays on the device while
@@ -609,6 +677,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kept_memory_copies_only_what_was_written, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_probe_hashes_a_sample, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kept_streams, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
