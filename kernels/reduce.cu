@@ -5,9 +5,11 @@
 //
 // Work layout: a block takes tiles of blockDim.x * ES_RED_PER_THREAD *
 // ES_RED_VEC consecutive elements; inside a tile its threads take groups of
-// ES_RED_VEC consecutive elements, interleaved (coalesced on a GPU; on a CPU
-// one cache-friendly tile at a time, each group a short vector); the grid
-// strides over tiles. Who computes an element never changes its value.
+// ES_RED_VEC consecutive elements, interleaved on a GPU (coalesced), and on
+// a CPU (sim/cucpu, which runs a block's threads one after another) each
+// thread its ES_RED_PER_THREAD groups in a row (whole cache lines: a fold
+// of 64 MiB 30.5 -> 24.5 ms); the grid strides over tiles. Who computes an
+// element never changes its value.
 //
 // One instantiation per (datatype, operation): the datatype and operation
 // are constants inside the loops, so the element functions' switches fold
@@ -40,7 +42,11 @@ template <int DT, int OP> __device__ __forceinline__ void es_red_tiles(const es_
     es_u64 tile = (es_u64)blockDim.x * ES_RED_PER_THREAD * ES_RED_VEC;
     for (es_u64 base = (es_u64)blockIdx.x * tile; base < a.count; base += (es_u64)gridDim.x * tile)
         for (int k = 0; k < ES_RED_PER_THREAD; k++) {
+#ifdef __CUDACC__
             es_u64 i0 = base + ((es_u64)k * blockDim.x + threadIdx.x) * ES_RED_VEC;
+#else
+            es_u64 i0 = base + ((es_u64)threadIdx.x * ES_RED_PER_THREAD + k) * ES_RED_VEC;
+#endif
             if (i0 + ES_RED_VEC <= a.count)
                 es_red_vec<DT, OP, ES_RED_VEC>(a, s, i0);
             else

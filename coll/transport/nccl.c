@@ -52,8 +52,13 @@
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
 #define VPTR(d) ((void *)(uintptr_t)(d))
 
-/* Pieces of a pipelined chain hop: at least this many bytes. */
-#define ES_NC_PIECE_MIN (256u << 10)
+/* Pieces of a pipelined chain hop: a quarter of the hop, between 256 KiB
+ * and 2 MiB, and at most 32 pieces. Each piece costs an NCCL group and a
+ * fold launch (some microseconds on a GPU, where 2 MiB cross NVLink in
+ * about 6 us; far more on simcuda), while more pieces let more GPUs work
+ * at once: docs/COLLECTIVES.md, section 3. */
+#define ES_NC_PIECE_LO (256u << 10)
+#define ES_NC_PIECE_HI (2048u << 10)
 #define ES_NC_PIECES 32
 
 typedef struct es_nc {
@@ -305,9 +310,11 @@ static ncclResult_t es_nc_run(es_comm_t *c, const es_nc_job_t *J, int j, CUresul
     int next = j < t->nruns - 1 ? t->gpu_of[t->run_lo[j + 1]] : -1;
     size_t piece = n;
     if (t->aligned) {
-        piece = (n + ES_NC_PIECES - 1) / ES_NC_PIECES;
-        if (piece * es < ES_NC_PIECE_MIN)
-            piece = (ES_NC_PIECE_MIN + es - 1) / es;
+        size_t b = n * es / 4;
+        b = b < ES_NC_PIECE_LO ? ES_NC_PIECE_LO : b > ES_NC_PIECE_HI ? ES_NC_PIECE_HI : b;
+        piece = (b + es - 1) / es;
+        if (piece < (n + ES_NC_PIECES - 1) / ES_NC_PIECES)
+            piece = (n + ES_NC_PIECES - 1) / ES_NC_PIECES;
     }
     CUdeviceptr part = es_devtp_extra(c, c->rank), out = es_nc_dst(c, J);
     /* the first run of one rank, not the last: its value is sent as it is

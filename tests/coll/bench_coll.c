@@ -15,6 +15,7 @@
  *
  *   coll_bench --carriers        the carriers' table only
  *   coll_bench --d2d             device 0's copy time for 256 MiB
+ *   coll_bench --fold            the fold kernel alone: 2 inputs, each size
  *   coll_bench --worker N K      N ranks, K per GPU (blocks); K = -1: one per
  *                                GPU, the carriers' chain through NCCL's own
  *                                send/recv and broadcast instead
@@ -27,6 +28,11 @@
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <nccl.h>
+
+#include "kernels/reduce_kernels.h"
+
+/* the fold kernel's fatbin (kernels/reduce_blob.c) */
+extern const unsigned char es_reduce_fatbin[];
 
 #include <signal.h>
 #include <stdint.h>
@@ -288,7 +294,11 @@ static void row(const char *what, int n, const double t[NSIZES])
  * over the nccl, device and host transports (moves off: the device
  * memory transports need it). Ratio: our algorithm bandwidth over NCCL's
  * at the same bytes per rank; the chain's target is 0.8 x (P - 1) / P
- * from 4 MiB (docs/COLLECTIVES.md). */
+ * from 4 MiB (docs/COLLECTIVES.md). Beside them, NCCL's own chain
+ * (send/recv and broadcast, no folding), the fold kernel alone, and
+ * "chain+folds": NCCL's chain plus P - 1 folds one after the other, what
+ * the nccl transport with one rank per GPU would take if nothing of its
+ * own cost more and nothing overlapped. */
 #define CARRIER_GPUS 4
 
 static void carrier_row(const char *what, int k, const double t[NSIZES], const double ref[NSIZES])
@@ -300,11 +310,17 @@ static void carrier_row(const char *what, int k, const double t[NSIZES], const d
         double ratio = t[i] > 0 && ref[i] > 0 ? ref[i] / t[i] : 0;
         printf("%-14s %d %6zuM %12.1f %9.3f %9.2f\n", what, k, g_sizes[i] >> 20, t[i] * 1e6, alg,
                ratio);
-        if (g_sizes[i] == (4u << 20) || g_sizes[i] == (64u << 20))
+        if ((g_sizes[i] == (4u << 20) || g_sizes[i] == (64u << 20)) && what[0] == 'f')
+            printf("BENCH allreduce.%s-%zuM %.3f x # one fold of %zu MiB (2 float inputs) on "
+                   "one simulated GPU: its speed over simcuda NCCL's own all-reduce's\n", what,
+                   g_sizes[i] >> 20, ratio, g_sizes[i] >> 20);
+        else if (g_sizes[i] == (4u << 20) || g_sizes[i] == (64u << 20))
             printf("BENCH allreduce.%s-4g-k%d-%zuM %.3f x # all-reduce on 4 simulated GPUs, %d "
                    "rank(s) per GPU, %zu MiB float sum in place: algorithm bandwidth over "
-                   "simcuda NCCL's own (4 ranks); chain target 0.6 from 4 MiB\n", what, k,
-                   g_sizes[i] >> 20, ratio, k, g_sizes[i] >> 20);
+                   "simcuda NCCL's own (4 ranks)%s; chain target 0.6 from 4 MiB\n", what, k,
+                   g_sizes[i] >> 20, ratio, k, g_sizes[i] >> 20,
+                   strcmp(what, "chain+folds") == 0 ? " (estimate: NCCL's chain plus 3 folds "
+                                                      "one after the other)" : "");
     }
 }
 
@@ -325,13 +341,32 @@ static void carriers_table(const char *b, const char *self, const char *pre)
         return;
     }
     carrier_row("nccl-own", 1, ref, ref);
+    double chain[NSIZES], fo[NSIZES];
+    int have_chain = 0;
     snprintf(cmd, sizeof cmd,
              "env -u CUDA_VISIBLE_DEVICES -u LOCAL_WORLD_SIZE SIMCUDA_DEVICES=%s "
              "LD_PRELOAD=%s %s --worker %d -1", gpus, pre && *pre ? pre : "", self, CARRIER_GPUS);
-    if (collect(cmd, t) < 0)
+    if (collect(cmd, t) < 0) {
         printf("simcuda NCCL's chain on %d GPUs: failed\n", CARRIER_GPUS);
-    else
+    } else {
         carrier_row("nccl-own-chain", 1, t, ref);
+        memcpy(chain, t, sizeof(chain));
+        have_chain = 1;
+    }
+    /* the fold alone, and the chain's estimate without any overlap: NCCL's
+     * chain plus the P - 1 carriers' folds one after the other (on simcuda
+     * moving a byte and folding an element are work of the same CPUs) */
+    snprintf(cmd, sizeof cmd, "env -u CUDA_VISIBLE_DEVICES SIMCUDA_DEVICES=a100:8G %s --fold", self);
+    if (collect(cmd, fo) < 0) {
+        printf("the fold kernel alone: failed\n");
+    } else {
+        carrier_row("fold-alone", 1, fo, ref);
+        if (have_chain) {
+            for (int i = 0; i < NSIZES; i++)
+                t[i] = chain[i] + (CARRIER_GPUS - 1) * fo[i];
+            carrier_row("chain+folds", 1, t, ref);
+        }
+    }
     for (int k = 1; k <= 2; k++)
         for (int j = 0; j < 3; j++) {
             snprintf(cmd, sizeof cmd,
@@ -347,6 +382,60 @@ static void carriers_table(const char *b, const char *self, const char *pre)
                 carrier_row(what, k, t, ref);
             fflush(stdout);
         }
+}
+
+/* The fold kernel alone (kernels/reduce.cu, what a carrier of the chain
+ * runs at each hop): 2 float inputs (the partial received, the carrier's
+ * own) into an output on device 0, each size the best of 3, as "result
+ * BYTES SECONDS" lines. */
+static int fold(void)
+{
+    const int rank = 0;
+    shared_t dummy, *sh = &dummy;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction fn;
+    CUdeviceptr p[3];
+    size_t max = g_sizes[NSIZES - 1];
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    CK(cuModuleLoadData(&mod, es_reduce_fatbin));
+    CK(cuModuleGetFunction(&fn, mod, "es_coll_reduce"));
+    for (int i = 0; i < 3; i++) {
+        CK(cuMemAlloc(&p[i], max));
+        CK(cuMemsetD32(p[i], 0x3f800000u + (unsigned)i, max / 4));
+    }
+    for (int k = 0; k < NSIZES; k++) {
+        es_red_args_t a;
+        memset(&a, 0, sizeof(a));
+        a.in[0] = (const void *)(uintptr_t)p[0];
+        a.in[1] = (const void *)(uintptr_t)p[1];
+        a.out = (void *)(uintptr_t)p[2];
+        a.count = g_sizes[k] / 4;
+        a.nin = 2;
+        a.dtype = ES_RT_F32;
+        a.op = ES_RO_SUM;
+        a.divisor = 2;
+        /* the launch geometry of kernels/reduce.c */
+        unsigned long long tile = (unsigned long long)ES_RED_BLOCK * ES_RED_PER_THREAD * ES_RED_VEC;
+        unsigned long long blocks = (a.count + tile - 1) / tile;
+        unsigned grid = blocks > 1024 ? 1024 : (unsigned)blocks;
+        void *params[] = { &a };
+        double best = 1e30;
+        for (int i = 0; i < 3; i++) {
+            CK(cuCtxSynchronize());
+            double t0 = now_s();
+            CK(cuLaunchKernel(fn, grid, 1, 1, ES_RED_BLOCK, 1, 1, 0, NULL, params, NULL));
+            CK(cuCtxSynchronize());
+            double t = now_s() - t0;
+            best = t < best ? t : best;
+        }
+        printf("result %zu %.9f\n", g_sizes[k], best);
+    }
+    return 0;
 }
 
 /* The GPU's device-to-device copy time for 256 MiB (best of 5), the
@@ -383,12 +472,19 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--d2d") == 0)
         return d2d();
+    if (argc == 2 && strcmp(argv[1], "--fold") == 0)
+        return fold();
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "--worker") == 0) {
         g_per_gpu = argc == 4 ? atoi(argv[3]) : 0;
         g_chain = g_per_gpu < 0;
         if (g_chain)
             g_per_gpu = 1;
         return worker(atoi(argv[2]));
+    }
+    if (argc > 1 && strcmp(argv[1], "--carriers") != 0) {
+        fprintf(stderr, "coll_bench: unknown arguments (see the header of tests/coll/bench_coll.c: "
+                        "--carriers, --d2d, --fold, --worker N [K])\n");
+        return 2;
     }
     const char *b = getenv("ES_BUILD");
     if (!b) {

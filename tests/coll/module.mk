@@ -52,10 +52,11 @@ TESTS += $(B)/tests/coll_digest_test
 # The all-reduce table (both transports, 2/4/8 ranks, 4 KiB..256 MiB) beside
 # Open MPI's MPI_Allreduce, whose bench is built only where Open MPI is
 # installed (Debian: openmpi-bin, libopenmpi-dev); nothing else needs it.
-$(B)/bench/coll_bench: tests/coll/bench_coll.c $(B)/sim/libnccl.so $(B)/sim/libcuda.so.1 \
-		| $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_coll.so
+$(B)/bench/coll_bench: tests/coll/bench_coll.c $(B)/obj/kernels/reduce_blob.o $(B)/sim/libnccl.so \
+		$(B)/sim/libcuda.so.1 | $(B)/lib/libeasyscale.so $(B)/sim/twins/libsimtwin_coll.so
 	@mkdir -p $(dir $@)
-	$(TEST_CLIENT_CC) $< -L$(B)/sim -lnccl -l:libcuda.so.1 $(LDFLAGS) -o $@
+	$(TEST_CLIENT_CC) $< $(B)/obj/kernels/reduce_blob.o -L$(B)/sim -lnccl -l:libcuda.so.1 \
+		$(LDFLAGS) -o $@
 BENCHES += $(B)/bench/coll_bench
 
 MPICC ?= mpicc
