@@ -12,6 +12,7 @@
  *     -> defer.c (a time-sliced EST's collectives, kept until it yields)
  *     -> launch.c (a batch of one communicator on its stream: stream joins,
  *        digests, dispatch to the transport)
+ *     -> jobhold.c (a hold of the whole job a process asks for itself)
  *     -> init.c (a communicator's life: registry, context, rendezvous,
  *        transport choice, the initialisation thread)
  *     -> transport/host.c, transport/dev.c, transport/nccl.c (on dev.c's
@@ -73,7 +74,7 @@ _Static_assert(sizeof(es_coll_id_t) == sizeof(ncclUniqueId), "es_coll_id_t is an
 /* ---- the shared segment -------------------------------------------------------- */
 
 #define ES_SEG_MAGIC 0x4745534c4c4f4345ULL        /* "ECOLLSEG" */
-#define ES_SEG_VERSION 3
+#define ES_SEG_VERSION 4
 
 enum { ES_FAIL_NONE = 0, ES_FAIL_ABORT, ES_FAIL_DEAD, ES_FAIL_TIMEOUT, ES_FAIL_DEPARTED,
        ES_FAIL_LOCAL };
@@ -90,13 +91,18 @@ typedef struct es_seg_hdr {
                                      the segment) */
     uint64_t off_ranks, off_pairs, off_data, data_size;
     _Atomic uint32_t joined;
-    uint32_t spare0, spare1;      /* (waits use the ranks' own futex words) */
+    _Atomic uint32_t jh_req;      /* jobhold.c: the requesting rank + 1, 0 none */
+    uint32_t spare1;              /* (waits use the ranks' own futex words) */
     _Atomic uint32_t fail;        /* ES_FAIL_*: the communicator is dead */
     _Atomic int32_t fail_rank;
     int32_t pad0;
     uint8_t carrier_id[128];      /* nccl transport: the carriers' ncclUniqueId (rank 0's) */
+    _Atomic uint64_t jh_at;       /* jobhold.c: counting collective + 1 every rank holds at */
+    _Atomic uint64_t jh_go;       /* ... the jh_at every rank reached: staging down */
+    _Atomic uint64_t jh_done;     /* ... the jh_at whose move is done (its ranks go on) */
+    uint64_t pad_jh;
 } es_seg_hdr_t;
-_Static_assert(sizeof(es_seg_hdr_t) == 240, "es_seg_hdr_t layout");
+_Static_assert(sizeof(es_seg_hdr_t) == 272, "es_seg_hdr_t layout");
 
 typedef struct es_seg_rank {
     _Atomic uint32_t state;       /* 0 free, 1 claimed, 2 joined */
@@ -123,7 +129,10 @@ typedef struct es_seg_rank {
     _Atomic uint64_t prop_n;      /* ... and how many from it it could fuse */
     char pad2[40];
     _Atomic uint64_t ctrl;        /* control barriers (host threads) */
-    char pad3[56];
+    _Atomic uint64_t jh_issued;   /* jobhold.c: counting collectives this rank reached */
+    _Atomic uint64_t jh_held;     /* ... the jh_at it waits at (0: none) */
+    _Atomic uint64_t jh_down;     /* ... the jh_at it took its staging down for */
+    char pad3[32];
 } es_seg_rank_t;
 _Static_assert(sizeof(es_seg_rank_t) == 256, "es_seg_rank_t layout");
 _Static_assert(offsetof(es_seg_rank_t, arrive) == 128, "es_seg_rank_t layout");
@@ -447,6 +456,21 @@ void es_comm_tp_down(es_comm_t *c);
  * again where the ESTs are then (a GPU that cannot: host transport). */
 void es_comm_hold_begin(void);
 void es_comm_hold_end(void);
+/* Whether a communicator of this process has device staging now. */
+int es_comm_devmem_live(void);
+/* The board of a job hold (jobhold.c): the largest live communicator with
+ * device staging (ties: the lowest nonce), or NULL. */
+es_comm_t *es_comm_board(void);
+
+/* jobhold.c: a hold of the whole job a process asks for itself (its move
+ * signal, easyscale_move) while staging is device memory. es_jobhold_issue:
+ * before each counting collective (enqueue.c), publishes its index and
+ * holds there when a hold is due. es_jobhold_request: the mover's deferral
+ * hook (move/mover.h: -EINPROGRESS, the move then runs at the hold).
+ * es_jobhold_global_init: sets the hook (comm.c, group.c). */
+void es_jobhold_issue(uint64_t idx, int in_group);
+int es_jobhold_request(int dev, char *msg, size_t msglen);
+void es_jobhold_global_init(void);
 /* Rendezvous and transport: runs in the caller's thread (blocking), a
  * background thread (non-blocking) or a group's thread; stores the result
  * in c->async. */

@@ -31,6 +31,7 @@ ncclResult_t es_coll_get_unique_id(ncclUniqueId *id)
         return ncclInvalidArgument;
     }
     es_comm_global_init();
+    es_jobhold_global_init();
     es_seg_sweep();
     es_coll_id_t e;
     memset(&e, 0, sizeof(e));
@@ -81,6 +82,7 @@ ncclResult_t es_coll_init_rank(es_comm_t **comm, int nranks, const ncclUniqueId 
                                const ncclConfig_t *config)
 {
     es_comm_global_init();
+    es_jobhold_global_init();
     if (es_coll_ts_flush() < 0) /* a time-sliced EST's kept collectives first */
         return ncclUnhandledCudaError;
     es_coll_id_t e;

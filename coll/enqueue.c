@@ -26,8 +26,9 @@ static int es_hold_poll(void *arg)
 
 void es_coll_step_start(int in_group)
 {
-    uint64_t step;
-    if (!es_step_hold_due(es_step_issue(), &step) || in_group)
+    uint64_t step, idx = es_step_issue();
+    es_jobhold_issue(idx, in_group);
+    if (!es_step_hold_due(idx, &step) || in_group)
         return; /* inside a group: the group's operations would not run; the next one waits */
     /* a time-sliced EST's step settles at the hold only once what it kept
      * has run (the others wait for its part too) */

@@ -84,6 +84,7 @@ ncclResult_t es_group_end_isolated(const es_group_t *saved)
 ncclResult_t es_coll_group_start(void)
 {
     es_comm_global_init();
+    es_jobhold_global_init();
     es_grp.depth++;
     return ncclSuccess;
 }

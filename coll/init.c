@@ -498,6 +498,24 @@ static void es_comm_hold_up(es_comm_t *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+int es_comm_devmem_live(void)
+{
+    return atomic_load(&es_devmem_live) > 0;
+}
+
+es_comm_t *es_comm_board(void)
+{
+    es_comm_t *best = NULL;
+    pthread_mutex_lock(&es_coll_mu);
+    for (es_comm_t *c = es_comms; c; c = c->next)
+        if (c->tp && c->tp_id != ES_COLL_TP_HOST && c->seg.h && !atomic_load(&c->failed) &&
+            (!best || c->nranks > best->nranks ||
+             (c->nranks == best->nranks && c->nonce < best->nonce)))
+            best = c;
+    pthread_mutex_unlock(&es_coll_mu);
+    return best;
+}
+
 void es_comm_hold_begin(void)
 {
     es_comm_t *cs[64];

@@ -3,14 +3,15 @@
 # a time-sliced EST's collectives kept until it yields; launch.c:
 # a batch on its stream; init.c: a communicator's set-up; step.c: the
 # ordering steps; seg.c: the shared segment; tslice.c: time-slicing;
-# util.c: errors, progress), one file per transport behind the transport
+# util.c: errors, progress; jobhold.c: a hold of the whole job without a
+# controller), one file per transport behind the transport
 # struct (transport/host.c, transport/dev.c, transport/nccl.c: the NCCL
 # carriers on dev.c's staging, dev.h; coll_int.h), and the
 # collective digests (digest.c, EASYSCALE_DIGEST). Calls go one way (the
 # list in coll_int.h). The shim compiles $(COLL_SRCS).
 COLL_SRCS := coll/comm.c coll/init.c coll/group.c coll/enqueue.c coll/defer.c coll/launch.c coll/step.c \
 	coll/seg.c coll/tslice.c coll/util.c coll/transport/host.c coll/transport/dev.c coll/transport/nccl.c \
-	coll/digest.c
+	coll/digest.c coll/jobhold.c
 
 # The host transport computes the kernel's element arithmetic on the CPU:
 # no contraction into FMA. Its reduction loops are vectorized across

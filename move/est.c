@@ -52,6 +52,8 @@ static void es_move_report(int rc, int dev, const char *msg, const es_swap_stats
         ES_INFO("moved to %s in %.1f ms (%.1f MiB copied, %.1f MiB unchanged)", where, st->ms,
                 (st->bytes_d2h + st->bytes_h2d + st->bytes_d2d) / 1048576.0,
                 st->bytes_skipped / 1048576.0);
+    else if (rc == -EINPROGRESS)
+        ES_INFO("move to %s: %s", where, msg);
     else
         ES_WARN("move to %s failed: %s", where, msg);
 }
@@ -215,7 +217,7 @@ ES_EXPORT int easyscale_move(int slot)
         return -ENOTSUP;
     if (slot < ES_MOVER_TOGGLE || slot == -2)
         return -EINVAL;
-    long tk = es_mover_post_est(slot);
+    long tk = es_mover_post_self(slot);
     if (tk < 0)
         return (int)tk;
     /* outside every call: this thread is at a safe point, it moves now */
@@ -228,6 +230,10 @@ ES_EXPORT int easyscale_move(int slot)
     char msg[256] = "";
     if (es_door_result(tk, 0, &rc, msg, sizeof(msg)) != 0)
         return 1;
+    if (rc == -EINPROGRESS) { /* at a hold of the whole job (a later collective) */
+        ES_INFO("move: %s", msg);
+        return 1;
+    }
     if (rc)
         ES_ERROR("move: %s", msg);
     return rc;

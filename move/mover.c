@@ -9,6 +9,7 @@
 #include "move/vhandle.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -63,15 +64,25 @@ static int es_rebind_hook(void)
 
 typedef struct es_mover_req {
     int vdev, dev; /* vdev -1: the whole EST */
+    int self;      /* the process's own request (signal, easyscale_move) */
 } es_mover_req_t;
 
-static es_mover_req_t es_sig_req;
+static es_mover_req_t es_sig_req = { .self = 1 };
+static int (*_Atomic es_defer)(int dev, char *msg, size_t msglen);
+static int es_self_now; /* the door's request running is the process's own (door thread) */
+
+void es_mover_set_defer(int (*defer)(int dev, char *msg, size_t msglen))
+{
+    atomic_store(&es_defer, defer);
+}
 
 static int es_mover_fn(void *arg, int *parked, char *msg, size_t msglen)
 {
     es_mover_req_t *r = arg;
+    es_self_now = r->self;
     int rc = r->vdev < 0 ? es_mover_run_est(r->dev, msg, msglen)
                          : es_mover_run(r->vdev, r->dev, msg, msglen);
+    es_self_now = 0;
     *parked = (r->vdev < 0 ? es_mover_where_est() : es_mover_where(r->vdev)) == ES_MOVER_PARK;
     if (r != &es_sig_req)
         free(r);
@@ -97,6 +108,7 @@ long es_mover_post(int vdev, int dev)
         return -ENOMEM;
     r->vdev = vdev;
     r->dev = dev;
+    r->self = 0;
     long tk = es_door_request(es_mover_fn, r);
     if (tk < 0)
         free(r);
@@ -498,6 +510,9 @@ int es_mover_run_est(int dev, char *msg, size_t msglen)
         }
     sum.ms = es_ms() - t0;
     es_last = sum;
+    int (*defer)(int, char *, size_t) = atomic_load(&es_defer);
+    if (rc == -EXDEV && es_self_now && defer && dev != ES_MOVER_PARK_MEM)
+        rc = defer(park ? ES_MOVER_PARK : dev, msg, msglen);
     if (es_report && any)
         es_report(rc, park ? ES_MOVER_PARK : dev, msg ? msg : "", &es_last);
     if (!any && msg && msglen)
@@ -508,6 +523,20 @@ int es_mover_run_est(int dev, char *msg, size_t msglen)
 long es_mover_post_est(int dev)
 {
     return es_mover_post(-1, dev);
+}
+
+long es_mover_post_self(int dev)
+{
+    es_mover_req_t *r = malloc(sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    r->vdev = -1;
+    r->dev = dev;
+    r->self = 1;
+    long tk = es_door_request(es_mover_fn, r);
+    if (tk < 0)
+        free(r);
+    return tk;
 }
 
 void es_mover_signal_est(int dev)

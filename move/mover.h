@@ -58,6 +58,15 @@ int es_mover_where(int vdev);
  * request and the signal target for it. */
 int es_mover_run_est(int dev, char *msg, size_t msglen);
 long es_mover_post_est(int dev);
+
+/* A move the process asks for itself (the move signal, easyscale_move),
+ * not the controller: posted like es_mover_post_est; when a gate refuses
+ * it with -EXDEV, the deferral hook (the collectives: a hold of the whole
+ * job agreed without a controller) may take it over: it returns
+ * -EINPROGRESS with where the move will happen in msg (the request's
+ * result), or its own failure. One hook, set once; any thread. */
+long es_mover_post_self(int dev);
+void es_mover_set_defer(int (*defer)(int dev, char *msg, size_t msglen));
 void es_mover_signal_est(int dev);
 /* The figures of the last es_mover_run / es_mover_run_est (summed over the
  * vdevs moved): bytes copied, copy time, drain time, wall time. */

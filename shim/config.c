@@ -47,7 +47,8 @@
  *                              comma-separated, strictly ascending, at most
  *                              ES_CFG_HOLD_MAX (needs EASYSCALE_CONTROL; set by
  *                              easyscale-ctl run)    (default: none)
- *   EASYSCALE_HOLD_TIMEOUT     seconds one such wait lasts at most, 1..86400 (600)
+ *   EASYSCALE_HOLD_TIMEOUT     seconds one such wait lasts at most, 1..86400 (600);
+ *                              also a job hold a process asks for (coll/jobhold.c)
  *   EASYSCALE_DIGEST           a directory: collective digests, one file per
  *                              EST (coll/digest.h)   (default: none)
  */

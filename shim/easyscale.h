@@ -27,7 +27,9 @@ int easyscale_stats(const char *sym, easyscale_stat_t *out);
  * toggle between parked and where it was (-3). The move runs at the next
  * safe point: at once, on the calling thread, when it is outside every
  * CUDA call (then a park holds this thread until the EST comes back). It
- * returns 0 when the move is done, 1 when it is still pending, or a
+ * returns 0 when the move is done, 1 when it is still pending (also when
+ * the collectives' staging is device memory: the move is then made at a
+ * hold of every rank at a later collective, docs/COLLECTIVES.md), or a
  * negative errno (-ENOTSUP when moves are off, -EBUSY when another request
  * is pending, or the move's failure); a failure's reason is in the log.
  * easyscale_where: the device the EST is on, -1 parked, -2 nothing on any

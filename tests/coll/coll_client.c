@@ -26,6 +26,10 @@
  *   killmid  the same, but rank 2 dies 20 ms after calling a second
  *            all-reduce of 32 MiB (its stream somewhere inside: a carrier
  *            of the nccl transport in an NCCL call)
+ *   selfmove 12 all-reduces; rank 1 asks for a move of itself to the next
+ *            GPU (easyscale_move) before the 4th; selfmove-stall: from the
+ *            4th on enqueued without waiting, rank 3 stays away 8 s first
+ *            (the hold is given up)
  *   sigmove  after a first all-reduce every rank signals itself a move to
  *            the next GPU (EASYSCALE_MOVE_SIGNAL=SIGUSR1), then a second
  *            all-reduce (moved or refused, the sums are the rank-ordered ones)
@@ -68,6 +72,8 @@
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <nccl.h>
+
+#include <dlfcn.h>
 
 #include <math.h>
 #include <errno.h>
@@ -705,6 +711,67 @@ static int mode_sigmove(ncclComm_t comm, CUstream st)
     return allreduce_check(comm, st, ord, g_n, g_rank, C, 2, "second allreduce");
 }
 
+/* selfmove: 12 all-reduces; before the 4th, rank 1 asks for a move of
+ * itself to the next GPU through easyscale_move (0: moved at once; 1: at a
+ * hold of every rank, agreed without a controller). selfmove-stall: the
+ * same, but from the 4th on every rank enqueues its all-reduces without
+ * waiting for them, and rank 3 stays away 8 s first (longer than the
+ * EASYSCALE_HOLD_TIMEOUT the test sets) while the others reach the hold:
+ * it is given up. Every sum must be the rank-ordered one; rank 1 prints
+ * where it ends. */
+static int mode_selfmove(ncclComm_t comm, CUstream st, int stall)
+{
+    enum { K = 12 };
+    const size_t C = 4099;
+    int ord[MAXR], nd = 0, target = -9, got = -99;
+    for (int i = 0; i < g_n; i++)
+        ord[i] = i;
+    CU(cuDeviceGetCount(&nd));
+    int (*mv)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "easyscale_move");
+    int (*where)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "easyscale_where");
+    if (!mv || !where)
+        FAILF("easyscale_move / easyscale_where not found: run under libeasyscale.so");
+    CUdeviceptr b[K];
+    float *h = malloc(C * 4), *w = malloc(C * 4);
+    for (int k = 0; k < K; k++) {
+        char what[32];
+        snprintf(what, sizeof what, "allreduce %d", k);
+        if (k == 3 && g_rank == 1) {
+            target = (where() + 1) % nd;
+            got = mv(target);
+            printf("rank 1: easyscale_move(%d) = %d\n", target, got);
+        }
+        if (!stall || k < 3) {
+            if (allreduce_check(comm, st, ord, g_n, g_rank, C, 10 + k, what))
+                return 1;
+            continue;
+        }
+        if (k == 3 && g_rank == 3)
+            sleep(8);
+        for (size_t i = 0; i < C; i++)
+            h[i] = fval(g_rank, i, 10 + k);
+        CU(cuMemAlloc(&b[k], C * 4));
+        CU(cuMemcpyHtoD(b[k], h, C * 4));
+        NC(ncclAllReduce((void *)b[k], (void *)b[k], C, ncclFloat, ncclSum, comm, st));
+    }
+    CU(cuStreamSynchronize(st));
+    for (int k = 3; stall && k < K; k++) {
+        char what[32];
+        snprintf(what, sizeof what, "allreduce %d", k);
+        CU(cuMemcpyDtoH(h, b[k], C * 4));
+        for (size_t i = 0; i < C; i++)
+            w[i] = fsum(i, 10 + k, ord, g_n);
+        if (feq(h, w, C, what))
+            return 1;
+        CU(cuMemFree(b[k]));
+    }
+    free(h);
+    free(w);
+    if (g_rank == 1)
+        printf("rank 1: where %d (asked %d)\n", where(), target);
+    return 0;
+}
+
 /* ---- stream order --------------------------------------------------------------- */
 
 static void CUDA_CB host_mark(void *p)
@@ -901,6 +968,8 @@ static int rank_main(void)
         rc = mode_order(comm, st, strcmp(g_mode, "order-blocking") == 0);
     else if (strcmp(g_mode, "sigmove") == 0)
         rc = mode_sigmove(comm, st);
+    else if (strcmp(g_mode, "selfmove") == 0 || strcmp(g_mode, "selfmove-stall") == 0)
+        rc = mode_selfmove(comm, st, strcmp(g_mode, "selfmove-stall") == 0);
     else
         return mode_fault(comm, st);
     if (rc)
@@ -967,7 +1036,8 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 3) {
-        fprintf(stderr, "usage: coll_client types|coll|initall|kill|killmid|sigmove|abort|timeout|stale|"
+        fprintf(stderr, "usage: coll_client types|coll|initall|kill|killmid|sigmove|selfmove|selfmove-stall|"
+                        "abort|timeout|stale|"
                         "capture|"
                         "order|order-blocking NRANKS\n");
         return 2;

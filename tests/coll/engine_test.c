@@ -636,10 +636,13 @@ static void test_coll(void **state)
 /* auto takes the NCCL carriers where libnccl.so.2 loads (the client links
  * simcuda's) and ESTs do not move, and host while they can (moves at any
  * moment); an explicit nccl is kept with moves on, and an EST then moves
- * only at a hold of the whole job: a move it asks for itself (the move signal) is
- * refused with the reason, and the collectives go on. Control: the same
- * request on the host transport moves the ESTs. Time-sliced ESTs stay on
- * the host transport (their turns are moves), saying so. */
+ * only at a hold of the whole job: of the moves all 4 ESTs signal
+ * themselves at once, one is deferred to such a hold and the others are
+ * refused with the reason (one hold at a time; sigmove's last collective
+ * may come before the hold, test_selfmove_at_a_job_hold makes one), and
+ * the collectives go on. Control: the same requests on the host transport
+ * move the ESTs at once. Time-sliced ESTs stay on the host transport
+ * (their turns are moves), saying so. */
 static void test_transport_choice(void **state)
 {
     (void)state;
@@ -662,10 +665,14 @@ static void test_transport_choice(void **state)
     expect_client(&r, 4, "nccl, moves on, a move signalled");
     expect_transport(&r, "EASYSCALE_COLL_TRANSPORT=nccl");
     assert_int_equal(es_count(r.out, "nccl transport, chunk"), 4);
-    if (es_count(r.out, "this EST moves only at a hold of the whole job") != 4)
+    if (es_count(r.out, "info: move to device ") != 1 ||
+        es_count(r.out, "waits for a hold of the job already") != 3)
         fprintf(stderr, "---- sigmove, nccl ----\n%s\n----\n", r.out);
-    assert_int_equal(es_count(r.out, "this EST moves only at a hold of the whole job"), 4);
-    assert_int_equal(es_count(r.out, "info: moved to device"), 0);
+    /* the winner's line: "move to device D: deferred to a hold of all 4 ranks" */
+    assert_int_equal(es_count(r.out, "info: move to device "), 1);
+    assert_int_equal(es_count(r.out, ": deferred to a hold of all 4 ranks at collective"), 1);
+    assert_int_equal(es_count(r.out, "waits for a hold of the job already"), 3);
+    assert_true(es_count(r.out, "info: moved to device") <= 1);
     es_proc_result_free(&r);
     r = run_client(1, "sigmove", 4, TWO, "EASYSCALE_COLL_TRANSPORT=host", "EASYSCALE_LOG=info",
                    "EASYSCALE_MOVE_SIGNAL=SIGUSR1");
@@ -678,6 +685,48 @@ static void test_transport_choice(void **state)
     assert_non_null(strstr(r.out, "EASYSCALE_COLL_TRANSPORT=nccl is not possible for "
                                   "time-sliced ESTs"));
     assert_int_equal(es_count(r.out, "nccl transport, chunk"), 0);
+    es_proc_result_free(&r);
+}
+
+/* A move an EST asks for itself (easyscale_move) while the staging is
+ * device memory: deferred to a hold of every rank agreed in the
+ * communicator's segment (no controller), made there, the transport set up
+ * again where the ESTs are then; every sum is the rank-ordered one, before
+ * and after. Rank 1 (GPU 1) goes to GPU 0: the nccl transport's runs of
+ * ranks change from 4 whole hops to 2 runs. Negative control: rank 3 stays
+ * away longer than EASYSCALE_HOLD_TIMEOUT, so the hold is given up and
+ * rank 1 stays where it was, the collectives unharmed. */
+static void test_selfmove_at_a_job_hold(void **state)
+{
+    (void)state;
+    need_shim();
+    const char *tps[2] = { "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_COLL_TRANSPORT=device" };
+    for (int i = 0; i < 2; i++) {
+        es_proc_result_t r = run_client(1, "selfmove", 4, TWO, tps[i], "EASYSCALE_LOG=info", NULL);
+        expect_client(&r, 4, tps[i]);
+        expect_transport(&r, tps[i]);
+        if (!strstr(r.out, "rank 1: where 0 (asked 0)"))
+            fprintf(stderr, "---- selfmove, %s ----\n%s\n----\n", tps[i], r.out);
+        assert_non_null(strstr(r.out, "rank 1: easyscale_move(0) = 1\n"));
+        assert_non_null(strstr(r.out, "deferred to a hold of all 4 ranks at collective"));
+        assert_int_equal(es_count(r.out, "for rank 1's move"), 4); /* every rank waited */
+        assert_non_null(strstr(r.out, "collectives: moved at a hold of all 4 ranks"));
+        assert_non_null(strstr(r.out, "transport set up again after a hold"));
+        assert_non_null(strstr(r.out, "rank 1: where 0 (asked 0)"));
+        if (i == 0)
+            assert_non_null(strstr(r.out, "runs of ranks: 2 (one per GPU: pipelined chain)"));
+        es_proc_result_free(&r);
+    }
+    es_proc_result_t r = run_client(1, "selfmove-stall", 4, TWO, tps[0], "EASYSCALE_LOG=info",
+                                    "EASYSCALE_HOLD_TIMEOUT=3");
+    expect_client(&r, 4, "selfmove-stall");
+    if (!strstr(r.out, "rank 1: where 1 (asked 0)"))
+        fprintf(stderr, "---- selfmove-stall ----\n%s\n----\n", r.out);
+    assert_non_null(strstr(r.out, "rank 1: easyscale_move(0) = 1\n"));
+    assert_non_null(strstr(r.out, "is given up: not every rank reached it within "
+                                  "EASYSCALE_HOLD_TIMEOUT"));
+    assert_null(strstr(r.out, "collectives: moved at a hold"));
+    assert_non_null(strstr(r.out, "rank 1: where 1 (asked 0)"));
     es_proc_result_free(&r);
 }
 
@@ -1097,6 +1146,7 @@ int main(void)
     const struct CMUnitTest part2[] = {
         cmocka_unit_test(test_coll),
         cmocka_unit_test(test_transport_choice),
+        cmocka_unit_test(test_selfmove_at_a_job_hold),
         cmocka_unit_test(test_initall),
         cmocka_unit_test(test_unprivileged),
         cmocka_unit_test(test_vclient),
