@@ -102,8 +102,13 @@ static void es_jh_move(es_comm_t *c, uint64_t at)
     long tk = dev == INT_MIN ? -ENOENT : es_mover_post_est(dev);
     if (tk > 0) {
         es_door_safe_point();
-        if (es_door_result(tk, -1, &rc, why, sizeof(why)) != 0)
+        int got = es_door_result(tk, -1, &rc, why, sizeof(why));
+        if (got == -ENOENT) { /* a park, and a later request brought the EST back */
+            rc = 0;
+            snprintf(why, sizeof(why), "made, and followed by a later request");
+        } else if (got != 0) {
             rc = -EIO;
+        }
     } else if (tk < 0 && dev != INT_MIN) {
         rc = (int)tk;
         snprintf(why, sizeof(why), "the door refused the request (%s)", strerror((int)-tk));
