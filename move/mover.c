@@ -101,18 +101,23 @@ void es_mover_signal_target(int vdev, int dev)
     es_sig_req.dev = dev;
 }
 
-long es_mover_post(int vdev, int dev)
+static long es_mover_post_req(int vdev, int dev, int self)
 {
     es_mover_req_t *r = malloc(sizeof(*r));
     if (!r)
         return -ENOMEM;
     r->vdev = vdev;
     r->dev = dev;
-    r->self = 0;
+    r->self = self;
     long tk = es_door_request(es_mover_fn, r);
     if (tk < 0)
         free(r);
     return tk;
+}
+
+long es_mover_post(int vdev, int dev)
+{
+    return es_mover_post_req(vdev, dev, 0);
 }
 
 int es_mover_where(int vdev)
@@ -527,16 +532,7 @@ long es_mover_post_est(int dev)
 
 long es_mover_post_self(int dev)
 {
-    es_mover_req_t *r = malloc(sizeof(*r));
-    if (!r)
-        return -ENOMEM;
-    r->vdev = -1;
-    r->dev = dev;
-    r->self = 1;
-    long tk = es_door_request(es_mover_fn, r);
-    if (tk < 0)
-        free(r);
-    return tk;
+    return es_mover_post_req(-1, dev, 1);
 }
 
 void es_mover_signal_est(int dev)
