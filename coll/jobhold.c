@@ -72,6 +72,11 @@ int es_jobhold_request(int dev, char *msg, size_t msglen)
                  "after it", none - 1);
         return -EBUSY;
     }
+    /* the move first: another thread of this process may reach the hold
+     * as soon as it is published */
+    pthread_mutex_lock(&es_jh_mu);
+    es_jh_dev = dev;
+    pthread_mutex_unlock(&es_jh_mu);
     uint64_t at = es_jh_max_issued(c);
     for (;;) {
         atomic_store(&h->jh_at, at + 1);
@@ -80,9 +85,6 @@ int es_jobhold_request(int dev, char *msg, size_t msglen)
             break;
         at = m;
     }
-    pthread_mutex_lock(&es_jh_mu);
-    es_jh_dev = dev;
-    pthread_mutex_unlock(&es_jh_mu);
     snprintf(msg, msglen, "deferred to a hold of all %d ranks at collective %llu (the "
              "collectives' staging is device memory; no controller)", c->nranks,
              (unsigned long long)at);
