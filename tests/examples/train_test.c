@@ -451,17 +451,28 @@ static void test_deterministic_repeat(void **state)
     job_free(&again);
 }
 
-/* (a) The float-atomic kernel: two otherwise deterministic runs differ. */
+/* (a) The float-atomic kernel: otherwise deterministic runs differ. The
+ * order of its adds follows the simulated GPU's worker threads, so on a
+ * loaded machine two runs now and then agree (their blocks ran one after
+ * another alike): up to 3 runs after the first, one must differ (a
+ * deterministic kernel never does). */
 static void test_control_atomics(void **state)
 {
     (void)state;
-    job_t second;
     run_job(&atomic_run, 2, NULL, det_env_a100, DET_ARGS, "--cudnn-deterministic", NULL);
     assert_ok_job(&atomic_run, 2);
-    run_job(&second, 2, NULL, det_env_a100, DET_ARGS, "--cudnn-deterministic", NULL);
-    assert_ok_job(&second, 2);
-    assert_string_not_equal(atomic_run.sum, second.sum);
-    job_free(&second);
+    int differs = 0;
+    for (int i = 0; i < 3 && !differs; i++) {
+        job_t again;
+        run_job(&again, 2, NULL, det_env_a100, DET_ARGS, "--cudnn-deterministic", NULL);
+        assert_ok_job(&again, 2);
+        differs = strcmp(atomic_run.sum, again.sum) != 0;
+        if (!differs)
+            fprintf(stderr, "note: float-atomic run %d agreed with the first (%s)\n", i + 2,
+                    again.sum);
+        job_free(&again);
+    }
+    assert_true(differs);
 }
 
 /* (b) Same ranks, another GPU model. */
