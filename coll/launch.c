@@ -189,7 +189,13 @@ static ncclResult_t es_run_locked(es_run_t *R, CUresult r)
             es_digest_end(&dg, s);
     }
     r = es_run_close(R, r);
-    if (r != CUDA_SUCCESS) {
+    if (r != CUDA_SUCCESS && atomic_load(&c->failed)) {
+        /* The communicator failed while this was enqueued (the watchdog
+         * saw a peer die): that is the error, not the enqueue's. */
+        res = atomic_load(&c->async);
+        es_coll_error("communicator rank %d of %d failed while an operation was enqueued",
+                      c->rank, c->nranks);
+    } else if (r != CUDA_SUCCESS) {
         /* Part of an operation may be queued: this rank's order is broken;
          * the communicator (and its peers) fail rather than hang. */
         es_coll_error("enqueueing on the stream failed (CUresult %d)", (int)r);

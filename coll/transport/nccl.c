@@ -46,8 +46,10 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
 #define VPTR(d) ((void *)(uintptr_t)(d))
@@ -70,8 +72,8 @@ typedef struct es_nc {
     int aligned;                          /* every GPU holds one run */
     int me_gpu, is_carrier;
     ncclComm_t comm;                      /* the carrier communicator (carriers, P > 1) */
-    pthread_mutex_t mu;                   /* comm against the watchdog's abort */
-    int aborted;
+    pthread_mutex_t mu;                   /* held while NCCL calls are enqueued */
+    _Atomic int aborted;                  /* comm aborted: no more calls on it */
 } es_nc_t;
 
 static es_nc_t *es_nc(es_comm_t *c)
@@ -167,18 +169,45 @@ static int es_nc_comm(es_comm_t *c, es_nc_t *t)
     return ok ? 0 : -EAGAIN;
 }
 
+/* How long the watchdog waits for an enqueuing thread before it aborts
+ * anyway: enqueuing never waits for peers, so a thread still inside NCCL
+ * after this is blocked there (connecting to a dead peer), and NCCL's
+ * abort is what releases it. */
+#define ES_NC_ABORT_WAIT_MS 2000
+
 /* The watchdog saw the communicator fail: NCCL calls waiting on the
- * carriers' streams are released by aborting the carrier communicator. */
+ * carriers' streams are released by aborting the carrier communicator,
+ * between two enqueuing sections (es_nc_enter), never under one. */
 static void es_nc_on_fail(es_comm_t *c)
 {
     es_nc_t *t = es_nc(c);
-    pthread_mutex_lock(&t->mu);
-    if (t->comm && !t->aborted) {
-        t->aborted = 1;
-        ES_INFO("collectives: communicator %016llx failed: aborting its carrier communicator",
-                (unsigned long long)c->nonce);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += ES_NC_ABORT_WAIT_MS / 1000;
+    int locked = pthread_mutex_timedlock(&t->mu, &dl) == 0;
+    if (t->comm && !atomic_exchange(&t->aborted, 1)) {
+        ES_INFO("collectives: communicator %016llx failed: aborting its carrier communicator%s",
+                (unsigned long long)c->nonce, locked ? "" : " (an NCCL call of it is blocked)");
         ES_REAL(nccl, ncclCommAbort)(t->comm);
     }
+    if (locked)
+        pthread_mutex_unlock(&t->mu);
+}
+
+/* Before a section of NCCL calls: 0 with t->mu held, or -ECANCELED when
+ * the carrier communicator was aborted (the caller's operation fails and
+ * the launch reports the communicator's error). */
+static int es_nc_enter(es_nc_t *t)
+{
+    pthread_mutex_lock(&t->mu);
+    if (!atomic_load(&t->aborted))
+        return 0;
+    pthread_mutex_unlock(&t->mu);
+    return -ECANCELED;
+}
+
+static void es_nc_leave(es_nc_t *t)
+{
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -188,7 +217,7 @@ static void es_nc_teardown(es_comm_t *c)
     if (t) {
         es_devtp_set_ext(c, NULL, NULL);
         pthread_mutex_lock(&t->mu);
-        if (t->comm && !t->aborted) {
+        if (t->comm && !atomic_exchange(&t->aborted, 1)) {
             if (atomic_load(&c->failed))
                 ES_REAL(nccl, ncclCommAbort)(t->comm);
             else
@@ -507,8 +536,8 @@ static CUresult es_nc_unstage(es_comm_t *c, const es_coll_op_t *op, const es_nc_
     }
 }
 
-static CUresult es_nc_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const es_premul_t *pm,
-                           CUstream s)
+static CUresult es_nc_coll_held(es_comm_t *c, const es_coll_op_t *op, int rop,
+                                const es_premul_t *pm, CUstream s)
 {
     es_nc_t *t = es_nc(c);
     const int n = c->nranks;
@@ -563,7 +592,7 @@ static CUresult es_nc_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const 
  * send/receive, one group; any other pair: the device transport's mapped
  * slots, first (those rounds wait only for such pairs, so the two parts
  * never wait for each other). */
-static CUresult es_nc_p2p(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s)
+static CUresult es_nc_p2p_held(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s)
 {
     es_nc_t *t = es_nc(c);
     es_p2p_t *mapped = calloc((size_t)n, sizeof(*mapped));
@@ -600,6 +629,29 @@ static CUresult es_nc_p2p(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s)
         return CUDA_ERROR_LAUNCH_FAILED;
     }
     return es_devtp_wait_end(c, s, pos);
+}
+
+/* The transport's entries: their NCCL calls never meet the watchdog's
+ * abort of the carrier communicator. */
+static CUresult es_nc_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const es_premul_t *pm,
+                           CUstream s)
+{
+    es_nc_t *t = es_nc(c);
+    if (es_nc_enter(t) < 0)
+        return CUDA_ERROR_LAUNCH_FAILED;
+    CUresult r = es_nc_coll_held(c, op, rop, pm, s);
+    es_nc_leave(t);
+    return r;
+}
+
+static CUresult es_nc_p2p(es_comm_t *c, const es_p2p_t *ops, int n, CUstream s)
+{
+    es_nc_t *t = es_nc(c);
+    if (es_nc_enter(t) < 0)
+        return CUDA_ERROR_LAUNCH_FAILED;
+    CUresult r = es_nc_p2p_held(c, ops, n, s);
+    es_nc_leave(t);
+    return r;
 }
 
 const es_coll_transport_t es_coll_tp_nccl = {
