@@ -372,12 +372,12 @@ ncclResult_t es_comm_setup(es_comm_t *c)
     /* While ESTs can move (docs/MOVING.md) device staging (the device and
      * nccl transports: buffers the other ranks map from file descriptors
      * of this GPU's memory, the carriers' NCCL communicator) must not be
-     * left behind: it is taken down at scheduled holds only
-     * (es_comm_hold_begin), and a move anywhere else is refused (the
-     * mover's gate). So with moves on: auto is host (moves at any moment),
-     * an explicit nccl or device is kept, except for time-sliced ESTs
-     * (their turns are moves). */
-    if (es_vh_on && pref != ES_COLL_TP_HOST && (pref == ES_COLL_TP_AUTO || es_cfg.time_slice)) {
+     * left behind: it is taken down at holds of the whole job only
+     * (es_comm_hold_begin: scheduled, set by the controller, or agreed by
+     * the ranks for a move a process asks for: coll/jobhold.c), and a move
+     * anywhere else is refused (the mover's gate). Time-sliced ESTs (the
+     * shim's rotation: every turn is a move) use the host transport. */
+    if (es_vh_on && pref != ES_COLL_TP_HOST && es_cfg.time_slice) {
         if (pref != ES_COLL_TP_AUTO && c->rank == 0)
             ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=%s is not possible for time-sliced "
                     "ESTs (EASYSCALE_TIME_SLICE): host transport",

@@ -603,6 +603,7 @@ void es_devtp_teardown(es_comm_t *c)
     if (!t)
         return;
     es_dev_watch_del(t);
+    es_dev_progress(t); /* what the streams completed since the watchdog's last look */
     if (t->words_registered)
         ES_REAL(cuda, cuMemHostUnregister)(t->words);
     for (int r = 0; r < c->nranks; r++) {
@@ -629,6 +630,11 @@ int es_devtp_setup(es_comm_t *c, size_t extra)
     if (!t)
         return -ENOMEM;
     c->tpd = t;
+    /* Set up again after a hold: this rank's stream words go on from where
+     * its drained stream left them, so that no step is counted twice. */
+    es_seg_rank_t *me = es_seg_rank(&c->seg, c->rank);
+    t->pos = atomic_load(&me->dpos);
+    t->prog = t->prog_seen = atomic_load(&me->dprog);
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof(prop));
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
