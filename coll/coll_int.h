@@ -314,6 +314,11 @@ int es_coll_ts_park(void);
 /* Back in its turn after es_coll_ts_yield returned 1: 0, or -1 (message
  * set). */
 int es_coll_ts_resume(void);
+/* A rotation change (es_mover_ts_apply) at the start of a collective: once
+ * per collective, made either at its hold (es_coll_ts_apply_early, the
+ * calling thread's next es_coll_ts_apply then does nothing) or here. */
+void es_coll_ts_apply_early(void);
+void es_coll_ts_apply(void);
 /* A device-to-device copy of a parked EST, through the host. */
 CUresult es_coll_parked_copy(int vdev, void *dst, const void *src, size_t n);
 
@@ -453,8 +458,10 @@ void es_comm_tp_down(es_comm_t *c);
  * communicator whose staging is device memory is drained on every rank and
  * its transport taken down (collective, in creation order), so that the
  * controller's moves leave nothing behind; es_comm_hold_end sets them up
- * again where the ESTs are then (a GPU that cannot: host transport). */
-void es_comm_hold_begin(void);
+ * again where the ESTs are then (a GPU that cannot, or a job with an EST
+ * time-sliced: host transport). es_comm_hold_begin returns how many
+ * communicators it took down. */
+int es_comm_hold_begin(void);
 void es_comm_hold_end(void);
 /* Whether a communicator of this process has device staging now. */
 int es_comm_devmem_live(void);

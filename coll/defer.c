@@ -497,7 +497,7 @@ ncclResult_t es_coll_submit(es_comm_t *c, es_qop_t **ops, int n)
      * along) */
     if (es_mover_ts_pending() && es_coll_ts_flush() < 0)
         return ncclUnhandledCudaError;
-    es_mover_ts_apply();
+    es_coll_ts_apply();
     ncclResult_t res = es_comm_ready(c);
     if (res != ncclSuccess)
         return res;

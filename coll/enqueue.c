@@ -33,10 +33,16 @@ void es_coll_step_start(int in_group)
     /* a time-sliced EST's step settles at the hold only once what it kept
      * has run (the others wait for its part too) */
     es_coll_ts_flush();
-    es_comm_hold_begin();
+    int down = es_comm_hold_begin();
     es_door_safe_begin();
-    es_step_hold_wait(step, es_hold_poll, NULL);
+    int rc = es_step_hold_wait(step, es_hold_poll, NULL);
     es_door_safe_end();
+    /* A rotation change ended the wait while device staging is down: it
+     * is made here, before the staging is set up again, since that needs
+     * every EST, and the ESTs the change leaves out wait for its outcome
+     * (the controller releases the hold after it). */
+    if (rc == 1 && down > 0)
+        es_coll_ts_apply_early();
     es_comm_hold_end();
 }
 

@@ -303,7 +303,9 @@ static ncclResult_t es_comm_pick_transport(es_comm_t *c)
     int rc;
     int pref = es_seg_rank(&c->seg, 0)->tp_pref;
     es_seg_rank_t *me = es_seg_rank(&c->seg, c->rank);
-    me->can_device = pref != ES_COLL_TP_HOST && es_coll_tp_dev.possible(c);
+    /* an EST in a rotation (its turns are moves) cannot hold device staging */
+    me->can_device = pref != ES_COLL_TP_HOST && es_mover_tslice(NULL) == NULL &&
+                     es_coll_tp_dev.possible(c);
     me->can_nccl = (pref == ES_COLL_TP_NCCL || pref == ES_COLL_TP_AUTO) && me->can_device &&
                    es_coll_tp_nccl.possible(c);
     me->fixed_ts = es_coll_ts_fixed();
@@ -440,9 +442,10 @@ static int es_comm_snapshot(es_comm_t **out, int max)
 }
 
 /* Drains c (its operations done on every rank) and takes its device
- * staging down. */
-static void es_comm_hold_down(es_comm_t *c)
+ * staging down: 1 when it did. */
+static int es_comm_hold_down(es_comm_t *c)
 {
+    int down = 0;
     pthread_mutex_lock(&c->mu);
     if (c->tp && c->tp_id != ES_COLL_TP_HOST && !atomic_load(&c->failed)) {
         int pushed, rc = 0;
@@ -454,6 +457,7 @@ static void es_comm_hold_down(es_comm_t *c)
         if (cr == CUDA_SUCCESS && rc == 0) {
             c->hold_tp = c->tp_id;
             es_comm_tp_down(c);
+            down = 1;
         } else {
             es_coll_error("communicator %016llx: draining it at a hold failed "
                           "(CUresult %d, %d)", (unsigned long long)c->nonce, (int)cr, rc);
@@ -462,9 +466,13 @@ static void es_comm_hold_down(es_comm_t *c)
         es_comm_ctx_leave(pushed);
     }
     pthread_mutex_unlock(&c->mu);
+    return down;
 }
 
-/* Sets c's transport up again where this EST is now (after the moves). */
+/* Sets c's transport up again where this EST is now (after the moves):
+ * its transport before the hold, unless an EST of the job is time-sliced
+ * now (its turns are moves, which device staging would forbid): then, and
+ * for the rest of the job, the host transport. */
 static void es_comm_hold_up(es_comm_t *c)
 {
     pthread_mutex_lock(&c->mu);
@@ -480,10 +488,20 @@ static void es_comm_hold_up(es_comm_t *c)
     c->dev = es_vdev_phys(c->vdev);
     if (cr == CUDA_SUCCESS)
         cr = ES_REAL(cuda, cuDeviceGetUuid_v2)(&uu, c->dev);
-    memcpy(es_seg_rank(&c->seg, c->rank)->uuid, uu.bytes, 16);
+    es_seg_rank_t *me = es_seg_rank(&c->seg, c->rank);
+    memcpy(me->uuid, uu.bytes, 16);
+    me->can_device = es_mover_tslice(NULL) == NULL;
     rc = cr == CUDA_SUCCESS ? es_ctrl_barrier(c) : -EIO;
-    if (rc == 0)
+    int sliced = 0;
+    for (int r = 0; r < c->nranks; r++)
+        sliced |= !es_seg_rank(&c->seg, r)->can_device;
+    if (rc == 0 && sliced && c->rank == 0)
+        ES_INFO("collectives: communicator %016llx: an EST is time-sliced: host transport from "
+                "here on", (unsigned long long)c->nonce);
+    if (rc == 0 && !sliced)
         rc = es_comm_try(c, id == ES_COLL_TP_NCCL ? &es_coll_tp_nccl : &es_coll_tp_dev, id);
+    else if (rc == 0)
+        rc = -EAGAIN;
     if (rc == -EAGAIN)
         rc = es_comm_try(c, &es_coll_tp_host, ES_COLL_TP_HOST);
     if (rc < 0) {
@@ -516,14 +534,15 @@ es_comm_t *es_comm_board(void)
     return best;
 }
 
-void es_comm_hold_begin(void)
+int es_comm_hold_begin(void)
 {
     es_comm_t *cs[64];
     if (!es_vh_on || atomic_load(&es_devmem_live) == 0)
-        return; /* nothing can move, or nothing to take down */
-    int n = es_comm_snapshot(cs, 64);
+        return 0; /* nothing can move, or nothing to take down */
+    int n = es_comm_snapshot(cs, 64), down = 0;
     for (int i = 0; i < n; i++)
-        es_comm_hold_down(cs[i]);
+        down += es_comm_hold_down(cs[i]);
+    return down;
 }
 
 void es_comm_hold_end(void)

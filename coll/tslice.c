@@ -36,6 +36,23 @@ void es_coll_set_parked_host(int on)
     es_parked_host = on;
 }
 
+/* This thread's collective made its rotation change at its hold. */
+static __thread int es_ts_applied;
+
+void es_coll_ts_apply_early(void)
+{
+    es_mover_ts_apply();
+    es_ts_applied = 1;
+}
+
+void es_coll_ts_apply(void)
+{
+    if (es_ts_applied)
+        es_ts_applied = 0;
+    else
+        es_mover_ts_apply();
+}
+
 int es_coll_ts_fixed(void)
 {
     es_tslice_t *t = es_mover_tslice(NULL);

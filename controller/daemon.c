@@ -758,8 +758,6 @@ static void op_reply(int rc, es_ctl_buf_t *b);
 static int rdv_wanted(void)
 {
     int n = 0;
-    if (D.op.verb == ES_VERB_TIMESLICE)
-        return 0;
     for (int r = 0; r < D.job.nests; r++) {
         const est_t *e = &D.ests[r];
         if (!e->pending)

@@ -329,6 +329,14 @@ static int es_move_ts(const es_move_t *m, es_move_result_t *r, const char *name,
                      slot);
             return -EBUSY;
         }
+        /* its turns are moves: refused like one while the collectives'
+         * staging is device memory (-EXDEV: the controller sets a hold of
+         * the job, where the staging is down, and asks again) */
+        char why[200] = "";
+        if ((rc = es_mover_gates_check(why, sizeof(why))) < 0) {
+            snprintf(r->reason, sizeof(r->reason), "%s: %s", name, why);
+            return rc == -EXDEV ? -EXDEV : -EINVAL;
+        }
         char job[64], base[32];
         es_ts_job(base, sizeof(base));
         snprintf(job, sizeof(job), "%s-e%llu", base, (unsigned long long)m->epoch);

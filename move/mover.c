@@ -389,6 +389,11 @@ static int es_gates_veto(char *msg, size_t msglen)
     return 0;
 }
 
+int es_mover_gates_check(char *msg, size_t msglen)
+{
+    return es_gates_veto(msg, msglen);
+}
+
 int es_mover_run(int vdev, int dev, char *msg, size_t msglen)
 {
     double t = es_ms();

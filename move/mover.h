@@ -48,6 +48,9 @@ void es_mover_signal_target(int vdev, int dev);
  * no-op); safe to call from any thread at any time; 0 or -ENOSPC. */
 #define ES_MOVER_GATES 4
 int es_mover_add_gate(int (*gate)(char *msg, size_t msglen));
+/* What the gates say now about a move of this EST (a rotation it would
+ * join: its turns are moves): 0, or the first veto with its reason. */
+int es_mover_gates_check(char *msg, size_t msglen);
 
 /* Where vdev is: a real device, or ES_MOVER_PARK. */
 int es_mover_where(int vdev);

@@ -603,7 +603,8 @@ void es_devtp_teardown(es_comm_t *c)
     if (!t)
         return;
     es_dev_watch_del(t);
-    es_dev_progress(t); /* what the streams completed since the watchdog's last look */
+    if (t->c) /* watched: what the streams completed since the watchdog's last look */
+        es_dev_progress(t);
     if (t->words_registered)
         ES_REAL(cuda, cuMemHostUnregister)(t->words);
     for (int r = 0; r < c->nranks; r++) {

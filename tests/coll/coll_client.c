@@ -27,9 +27,9 @@
  *            all-reduce of 32 MiB (its stream somewhere inside: a carrier
  *            of the nccl transport in an NCCL call)
  *   selfmove 12 all-reduces; rank 1 asks for a move of itself to the next
- *            GPU (easyscale_move) before the 4th; selfmove-stall: from the
- *            4th on enqueued without waiting, rank 3 stays away 8 s first
- *            (the hold is given up)
+ *            GPU (easyscale_move) before the 3rd; selfmove-stall: from the
+ *            4th on enqueued without waiting, rank 3 stays away 8 s before
+ *            the 3rd and the 4th (the hold is given up)
  *   sigmove  after a first all-reduce every rank signals itself a move to
  *            the next GPU (EASYSCALE_MOVE_SIGNAL=SIGUSR1), then a second
  *            all-reduce (moved or refused, the sums are the rank-ordered ones)
@@ -711,11 +711,13 @@ static int mode_sigmove(ncclComm_t comm, CUstream st)
     return allreduce_check(comm, st, ord, g_n, g_rank, C, 2, "second allreduce");
 }
 
-/* selfmove: 12 all-reduces; before the 4th, rank 1 asks for a move of
+/* selfmove: 12 all-reduces; before the 3rd, rank 1 asks for a move of
  * itself to the next GPU through easyscale_move (0: moved at once; 1: at a
- * hold of every rank, agreed without a controller). selfmove-stall: the
- * same, but from the 4th on every rank enqueues its all-reduces without
- * waiting for them, and rank 3 stays away 8 s first (longer than the
+ * hold of every rank, agreed without a controller). The first three wait
+ * for their sums, so no rank is past the 3rd then: the hold is at the 3rd
+ * or the 4th. selfmove-stall: the same, but from the 4th on every rank
+ * enqueues its all-reduces without waiting for them, and rank 3 stays
+ * away 8 s before the 3rd and before the 4th (longer than the
  * EASYSCALE_HOLD_TIMEOUT the test sets) while the others reach the hold:
  * it is given up. Every sum must be the rank-ordered one; rank 1 prints
  * where it ends. */
@@ -736,18 +738,18 @@ static int mode_selfmove(ncclComm_t comm, CUstream st, int stall)
     for (int k = 0; k < K; k++) {
         char what[32];
         snprintf(what, sizeof what, "allreduce %d", k);
-        if (k == 3 && g_rank == 1) {
+        if (k == 2 && g_rank == 1) {
             target = (where() + 1) % nd;
             got = mv(target);
             printf("rank 1: easyscale_move(%d) = %d\n", target, got);
         }
+        if (stall && g_rank == 3 && (k == 2 || k == 3))
+            sleep(8); /* away from the hold, wherever it is */
         if (!stall || k < 3) {
             if (allreduce_check(comm, st, ord, g_n, g_rank, C, 10 + k, what))
                 return 1;
             continue;
         }
-        if (k == 3 && g_rank == 3)
-            sleep(8);
         for (size_t i = 0; i < C; i++)
             h[i] = fval(g_rank, i, 10 + k);
         CU(cuMemAlloc(&b[k], C * 4));

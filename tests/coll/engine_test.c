@@ -24,8 +24,8 @@
  *    interleaved over the GPUs, pipelined where each GPU holds one block)
  *    and several staging chunk sizes: the same digest everywhere (same bits
  *    whichever transport and whoever computes a shard). The device and
- *    nccl transports mostly run with EASYSCALE_MOVE=off (auto takes nccl
- *    there; with moves on it is host); a run that asked for one of them
+ *    nccl transports mostly run with EASYSCALE_MOVE=off (auto takes nccl,
+ *    also with moves on); a run that asked for one of them
  *    fails on the engine's fallback warning. Negative control: the same
  *    client on plain NCCL (no shim, 4 GPUs) misses the rank-order
  *    reference.
@@ -634,15 +634,14 @@ static void test_coll(void **state)
 }
 
 /* auto takes the NCCL carriers where libnccl.so.2 loads (the client links
- * simcuda's) and ESTs do not move, and host while they can (moves at any
- * moment); an explicit nccl is kept with moves on, and an EST then moves
+ * simcuda's), with moves off and on; with nccl and moves on an EST moves
  * only at a hold of the whole job: of the moves all 4 ESTs signal
  * themselves at once, one is deferred to such a hold and the others are
  * refused with the reason (one hold at a time; sigmove's last collective
  * may come before the hold, test_selfmove_at_a_job_hold makes one), and
  * the collectives go on. Control: the same requests on the host transport
  * move the ESTs at once. Time-sliced ESTs stay on the host transport
- * (their turns are moves), saying so. */
+ * (their turns are moves): auto quietly, an explicit nccl saying so. */
 static void test_transport_choice(void **state)
 {
     (void)state;
@@ -657,8 +656,14 @@ static void test_transport_choice(void **state)
     es_proc_result_free(&r);
     r = run_client(1, "coll", 4, TWO, "EASYSCALE_LOG=info", NULL, NULL);
     expect_client(&r, 4, "auto, moves on");
+    assert_true(es_count(r.out, "nccl transport, chunk") >= 4);
+    assert_int_equal(es_count(r.out, "host transport, chunk"), 0);
+    es_proc_result_free(&r);
+    r = run_client(1, "coll", 4, TWO, "EASYSCALE_TIME_SLICE=on", "EASYSCALE_LOG=info", NULL);
+    expect_client(&r, 4, "auto, time-sliced");
     assert_true(es_count(r.out, "host transport, chunk") >= 4);
     assert_int_equal(es_count(r.out, "nccl transport, chunk"), 0);
+    assert_null(strstr(r.out, "is not possible"));
     es_proc_result_free(&r);
     r = run_client(1, "sigmove", 4, TWO, "EASYSCALE_COLL_TRANSPORT=nccl", "EASYSCALE_LOG=info",
                    "EASYSCALE_MOVE_SIGNAL=SIGUSR1");

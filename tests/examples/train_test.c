@@ -916,9 +916,9 @@ static void test_placement_d2_mixes(void **state)
 
 /* The transports, and any staging chunk, give the same bits (4 ESTs on 2
  * GPUs; the transport is read from the shim's log). The device transport
- * with moves off, and with moves on (kept: ESTs then move only at
- * scheduled steps, docs/COLLECTIVES.md section 4); with moves on and no
- * transport asked for, host. */
+ * with moves off, and with moves on (kept: ESTs then move only at holds
+ * of the whole job, docs/COLLECTIVES.md section 4); with moves on and no
+ * transport asked for, nccl (simcuda's libnccl.so.2 is there). */
 static void test_placement_transports(void **state)
 {
     (void)state;
@@ -931,7 +931,7 @@ static void test_placement_transports(void **state)
         {"EASYSCALE_COLL_TRANSPORT=device", "EASYSCALE_COLL_CHUNK=4096", "EASYSCALE_MOVE=off",
          "device transport"},
         {"EASYSCALE_COLL_TRANSPORT=device", NULL, NULL, "device transport, chunk"},
-        {"EASYSCALE_LOG=info", NULL, NULL, "host transport, chunk"},
+        {"EASYSCALE_LOG=info", NULL, NULL, "nccl transport, chunk"},
     };
     job_t j;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -465,7 +465,12 @@ static long least_step(const char *sock)
  * schedule; once every EST is past step 40, `easyscale-ctl migrate 1 --gpu
  * 1` while it runs (its answer in mig), then the job to its end (job).
  * more: one more assignment for the ESTs (NULL none). */
-static void nccl_live_migrate(const char *more, es_proc_result_t *job_r, es_proc_result_t *mig)
+/* The job of LIVE_STEPS over the nccl transport (assignment `more`, NULL:
+ * none) in the background; once every EST passed step 40, the controller
+ * command ask (its argv after the program, ending with NULL: the socket
+ * is added) runs, its result in mig. */
+static void nccl_live_ask(const char *more, const char *const *ask, es_proc_result_t *job_r,
+                          es_proc_result_t *mig)
 {
     char sock[128], outp[128];
     snprintf(sock, sizeof(sock), "/tmp/es-ests-live-%d.sock", (int)getpid());
@@ -481,8 +486,14 @@ static void nccl_live_migrate(const char *more, es_proc_result_t *job_r, es_proc
         if ((ended = bg_ended(job, &st)) != 0)
             break;
         if (!asked && least_step(sock) > 40) {
-            char *mv[] = { (char *)es_build_path("bin/easyscale-ctl"), "migrate", "1", "--gpu",
-                           "1", "--socket", sock, NULL };
+            char *mv[16];
+            int k = 0;
+            mv[k++] = (char *)es_build_path("bin/easyscale-ctl");
+            for (int a = 0; ask[a] && k < 12; a++)
+                mv[k++] = (char *)ask[a];
+            mv[k++] = "--socket";
+            mv[k++] = sock;
+            mv[k] = NULL;
             assert_int_equal(es_run(mv, NULL, TMO, mig), 0);
             asked = 1;
         }
@@ -500,7 +511,14 @@ static void nccl_live_migrate(const char *more, es_proc_result_t *job_r, es_proc
     job_r->status = ended ? st : -1;
     job_r->out = out;
     if (!asked)
-        fail_msg("the job ended (status %d) before the migrate could be asked:\n%s", st, out);
+        fail_msg("the job ended (status %d) before \"%s\" could be asked:\n%s", ask[0], st,
+                 out);
+}
+
+static void nccl_live_migrate(const char *more, es_proc_result_t *job_r, es_proc_result_t *mig)
+{
+    static const char *const ask[] = { "migrate", "1", "--gpu", "1", NULL };
+    nccl_live_ask(more, ask, job_r, mig);
 }
 
 /* A move asked for while the job runs (no schedule) over the nccl
@@ -531,6 +549,39 @@ static void test_nccl_move_at_run_time(void **state)
                  job.out);
     es_proc_result_free(&job);
     es_proc_result_free(&mig);
+}
+
+/* A rotation asked for while the job runs over the nccl transport: the
+ * ESTs refuse it at first (their turns are moves, and the staging is
+ * device memory the others map), the controller sets a hold of every EST
+ * and asks again there; the rotation starts at the hold, where the
+ * staging is down, and every communicator comes back on the host
+ * transport (a time-sliced EST cannot keep device staging): the checksum
+ * of the run without moves. Negative control: the same without the memory
+ * registry does not reach it. */
+static void test_nccl_timeslice_at_run_time(void **state)
+{
+    (void)state;
+    static const char *const ask[] = { "timeslice", "1", "--ranks", "1,3", NULL };
+    char want[128], got[128];
+    ref_checksum("a100:2G,a100:2G", "0,1", "d1", LIVE_STEPS, want, sizeof(want));
+    es_proc_result_t job, ts;
+    nccl_live_ask(NULL, ask, &job, &ts);
+    if (ts.status != 0 || !strstr(ts.out, "(at a hold of every EST at collective ") ||
+        job.status != 0 || !strstr(job.out, "an EST is time-sliced: host transport from here on") ||
+        !strstr(job.out, "[1] easyscale") || !strstr(job.out, "time-sliced on device"))
+        fail_msg("timeslice: status %d:\n%s\nthe job: status %d:\n%s", ts.status, ts.out,
+                 job.status, job.out);
+    checksum4(&job, "[%d] checksum", got, sizeof(got));
+    assert_string_equal(got, want);
+    es_proc_result_free(&job);
+    es_proc_result_free(&ts);
+    nccl_live_ask("EASYSCALE_MOVE=nomem", ask, &job, &ts);
+    if (all_reach(&job, want))
+        fail_msg("a rotation at run time without the memory registry reached the checksum:\n%s",
+                 job.out);
+    es_proc_result_free(&job);
+    es_proc_result_free(&ts);
 }
 
 static void test_scale_d2_controller_restart(void **state)
@@ -839,6 +890,7 @@ int main(void)
         cmocka_unit_test(test_nccl_scale),
         cmocka_unit_test(test_nccl_moves_without_registry_break),
         cmocka_unit_test(test_nccl_move_at_run_time),
+        cmocka_unit_test(test_nccl_timeslice_at_run_time),
         cmocka_unit_test(test_scale_d2_controller_restart),
         cmocka_unit_test(test_scale_without_registry_breaks),
         cmocka_unit_test(test_time_slicing_four_on_one),
