@@ -28,7 +28,7 @@
  *                              GPU while parked, 0..1048576 (whole allocations; a swap-in
  *                              then copies only what its collectives wrote) (0)
  *   EASYSCALE_COLLECTIVES      virtual | nccl   (default virtual at d1/d2, nccl at off)
- *   EASYSCALE_COLL_TRANSPORT   auto | device | host   (default auto)
+ *   EASYSCALE_COLL_TRANSPORT   auto | nccl | device | host   (default auto)
  *   EASYSCALE_COLL_TIMEOUT     seconds a collective waits for a live peer, 1..86400
  *                              (default 30)
  *   EASYSCALE_COLL_CHUNK       staging chunk in bytes, a multiple of 64 in
