@@ -18,7 +18,8 @@
  *   coll_bench --fold            the fold kernel alone: 2 inputs, each size
  *   coll_bench --worker N K      N ranks, K per GPU (blocks); K = -1: one per
  *                                GPU, the carriers' chain through NCCL's own
- *                                send/recv and broadcast instead
+ *                                send/recv and broadcast instead; K = -2: the
+ *                                same chain in 2 MiB pieces (pipelined)
  *
  * algbw = bytes per rank / time; busbw = algbw * 2 (N - 1) / N (NCCL's
  * convention: what each rank's link carries in a ring all-reduce). Time:
@@ -85,8 +86,36 @@ static int g_per_gpu;
 /* Instead of ncclAllReduce: the bytes of the carriers' chain through
  * NCCL's own calls (receive from rank - 1, send to rank + 1, then a
  * broadcast from the last rank), no folding: what simcuda's NCCL itself
- * takes to carry what the nccl transport carries. */
+ * takes to carry what the nccl transport carries. 1: whole messages; 2:
+ * in pieces of CHAIN_PIECE bytes, each hop's receive of a piece grouped
+ * with its send of the one before (the nccl transport's pipeline). */
 static int g_chain;
+#define CHAIN_PIECE (2u << 20)
+
+static int pipe_chain(CUdeviceptr b, size_t cnt, ncclComm_t comm, CUstream st, int rank, int n)
+{
+    const size_t pc = CHAIN_PIECE / 4;
+    int rc = 0, prev = rank - 1, next = rank < n - 1 ? rank + 1 : -1;
+    size_t done = 0;
+    for (size_t lo = 0; lo < cnt && !rc; lo += pc) {
+        size_t hi = cnt - lo < pc ? cnt : lo + pc;
+        if (prev >= 0 || (next >= 0 && lo > done)) {
+            rc |= ncclGroupStart() != ncclSuccess;
+            if (next >= 0 && lo > done)
+                rc |= ncclSend((void *)(b + done * 4), lo - done, ncclFloat, next, comm, st) !=
+                      ncclSuccess;
+            if (prev >= 0)
+                rc |= ncclRecv((void *)(b + lo * 4), hi - lo, ncclFloat, prev, comm, st) !=
+                      ncclSuccess;
+            rc |= ncclGroupEnd() != ncclSuccess;
+        }
+        done = lo;
+    }
+    if (!rc && next >= 0)
+        rc |= ncclSend((void *)(b + done * 4), cnt - done, ncclFloat, next, comm, st) !=
+              ncclSuccess;
+    return rc;
+}
 
 static int one_op(CUdeviceptr b, size_t cnt, ncclComm_t comm, CUstream st, int rank, int n)
 {
@@ -94,6 +123,11 @@ static int one_op(CUdeviceptr b, size_t cnt, ncclComm_t comm, CUstream st, int r
         return ncclAllReduce((void *)b, (void *)b, cnt, ncclFloat, ncclSum, comm, st) !=
                ncclSuccess;
     int rc = 0;
+    if (g_chain == 2) {
+        rc = pipe_chain(b, cnt, comm, st, rank, n);
+        return rc | (ncclBroadcast((void *)b, (void *)b, cnt, ncclFloat, n - 1, comm, st) !=
+                     ncclSuccess);
+    }
     if (rank > 0)
         rc |= ncclRecv((void *)b, cnt, ncclFloat, rank - 1, comm, st) != ncclSuccess;
     if (rank < n - 1)
@@ -353,6 +387,13 @@ static void carriers_table(const char *b, const char *self, const char *pre)
         memcpy(chain, t, sizeof(chain));
         have_chain = 1;
     }
+    snprintf(cmd, sizeof cmd,
+             "env -u CUDA_VISIBLE_DEVICES -u LOCAL_WORLD_SIZE SIMCUDA_DEVICES=%s "
+             "LD_PRELOAD=%s %s --worker %d -2", gpus, pre && *pre ? pre : "", self, CARRIER_GPUS);
+    if (collect(cmd, t) < 0)
+        printf("simcuda NCCL's pipelined chain on %d GPUs: failed\n", CARRIER_GPUS);
+    else
+        carrier_row("nccl-own-pipe", 1, t, ref);
     /* the fold alone, and the chain's estimate without any overlap: NCCL's
      * chain plus the P - 1 carriers' folds one after the other (on simcuda
      * moving a byte and folding an element are work of the same CPUs) */
@@ -476,7 +517,7 @@ int main(int argc, char **argv)
         return fold();
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "--worker") == 0) {
         g_per_gpu = argc == 4 ? atoi(argv[3]) : 0;
-        g_chain = g_per_gpu < 0;
+        g_chain = g_per_gpu < 0 ? -g_per_gpu : 0;
         if (g_chain)
             g_per_gpu = 1;
         return worker(atoi(argv[2]));
