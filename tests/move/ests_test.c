@@ -511,14 +511,35 @@ static void nccl_live_ask(const char *more, const char *const *ask, es_proc_resu
     job_r->status = ended ? st : -1;
     job_r->out = out;
     if (!asked)
-        fail_msg("the job ended (status %d) before \"%s\" could be asked:\n%s", ask[0], st,
+        fail_msg("the job ended (status %d) before \"%s\" could be asked:\n%s", st, ask[0],
                  out);
 }
 
-static void nccl_live_migrate(const char *more, es_proc_result_t *job_r, es_proc_result_t *mig)
+/* The request ask made while the job runs over the nccl transport: the
+ * controller's answer says it was made at a hold of every EST, the job's
+ * output holds said and said2 (NULL: none), every rank prints the
+ * checksum of the run without moves. Negative control: the same without
+ * the memory registry does not reach it. */
+static void live_request_run(const char *const *ask, const char *said, const char *said2)
 {
-    static const char *const ask[] = { "migrate", "1", "--gpu", "1", NULL };
-    nccl_live_ask(more, ask, job_r, mig);
+    char want[128], got[128];
+    ref_checksum("a100:2G,a100:2G", "0,1", "d1", LIVE_STEPS, want, sizeof(want));
+    es_proc_result_t job, rq;
+    nccl_live_ask(NULL, ask, &job, &rq);
+    if (rq.status != 0 || !strstr(rq.out, "(at a hold of every EST at collective ") ||
+        job.status != 0 || !strstr(job.out, said) || (said2 && !strstr(job.out, said2)))
+        fail_msg("%s: status %d:\n%s\nthe job: status %d:\n%s", ask[0], rq.status, rq.out,
+                 job.status, job.out);
+    checksum4(&job, "[%d] checksum", got, sizeof(got));
+    assert_string_equal(got, want);
+    es_proc_result_free(&job);
+    es_proc_result_free(&rq);
+    nccl_live_ask("EASYSCALE_MOVE=nomem", ask, &job, &rq);
+    if (all_reach(&job, want))
+        fail_msg("\"%s\" at run time without the memory registry reached the checksum:\n%s",
+                 ask[0], job.out);
+    es_proc_result_free(&job);
+    es_proc_result_free(&rq);
 }
 
 /* A move asked for while the job runs (no schedule) over the nccl
@@ -531,24 +552,8 @@ static void nccl_live_migrate(const char *more, es_proc_result_t *job_r, es_proc
 static void test_nccl_move_at_run_time(void **state)
 {
     (void)state;
-    char want[128], got[128];
-    ref_checksum("a100:2G,a100:2G", "0,1", "d1", LIVE_STEPS, want, sizeof(want));
-    es_proc_result_t job, mig;
-    nccl_live_migrate(NULL, &job, &mig);
-    if (mig.status != 0 || !strstr(mig.out, "(at a hold of every EST at collective ") ||
-        job.status != 0 || es_count(job.out, "nccl transport set up again after a hold") < 1)
-        fail_msg("migrate: status %d:\n%s\nthe job: status %d:\n%s", mig.status, mig.out,
-                 job.status, job.out);
-    checksum4(&job, "[%d] checksum", got, sizeof(got));
-    assert_string_equal(got, want);
-    es_proc_result_free(&job);
-    es_proc_result_free(&mig);
-    nccl_live_migrate("EASYSCALE_MOVE=nomem", &job, &mig);
-    if (all_reach(&job, want))
-        fail_msg("a move at run time without the memory registry reached the checksum:\n%s",
-                 job.out);
-    es_proc_result_free(&job);
-    es_proc_result_free(&mig);
+    static const char *const ask[] = { "migrate", "1", "--gpu", "1", NULL };
+    live_request_run(ask, "nccl transport set up again after a hold", NULL);
 }
 
 /* A rotation asked for while the job runs over the nccl transport: the
@@ -563,25 +568,8 @@ static void test_nccl_timeslice_at_run_time(void **state)
 {
     (void)state;
     static const char *const ask[] = { "timeslice", "1", "--ranks", "1,3", NULL };
-    char want[128], got[128];
-    ref_checksum("a100:2G,a100:2G", "0,1", "d1", LIVE_STEPS, want, sizeof(want));
-    es_proc_result_t job, ts;
-    nccl_live_ask(NULL, ask, &job, &ts);
-    if (ts.status != 0 || !strstr(ts.out, "(at a hold of every EST at collective ") ||
-        job.status != 0 || !strstr(job.out, "an EST is time-sliced: host transport from here on") ||
-        !strstr(job.out, "[1] easyscale") || !strstr(job.out, "time-sliced on device"))
-        fail_msg("timeslice: status %d:\n%s\nthe job: status %d:\n%s", ts.status, ts.out,
-                 job.status, job.out);
-    checksum4(&job, "[%d] checksum", got, sizeof(got));
-    assert_string_equal(got, want);
-    es_proc_result_free(&job);
-    es_proc_result_free(&ts);
-    nccl_live_ask("EASYSCALE_MOVE=nomem", ask, &job, &ts);
-    if (all_reach(&job, want))
-        fail_msg("a rotation at run time without the memory registry reached the checksum:\n%s",
-                 job.out);
-    es_proc_result_free(&job);
-    es_proc_result_free(&ts);
+    live_request_run(ask, "an EST is time-sliced: host transport from here on",
+                     "time-sliced on device");
 }
 
 static void test_scale_d2_controller_restart(void **state)
