@@ -725,7 +725,7 @@ static void test_selfmove_at_a_job_hold(void **state)
     es_proc_result_t r = run_client(1, "selfmove-stall", 4, TWO, tps[0], "EASYSCALE_LOG=info",
                                     "EASYSCALE_HOLD_TIMEOUT=3");
     expect_client(&r, 4, "selfmove-stall");
-    if (!strstr(r.out, "rank 1: where 1 (asked 0)"))
+    if (!strstr(r.out, "rank 1: where 1 (asked 0)") || !strstr(r.out, "is given up"))
         fprintf(stderr, "---- selfmove-stall ----\n%s\n----\n", r.out);
     assert_non_null(strstr(r.out, "rank 1: easyscale_move(0) = 1\n"));
     assert_non_null(strstr(r.out, "is given up: not every rank reached it within "
