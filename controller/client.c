@@ -1,8 +1,9 @@
-/* One request to a job's daemon and its reply (the CLI verbs; `run` has its
- * own non-blocking client in its event loop). */
+/* Requests to a job's daemon: one and its reply, blocking (the CLI verbs),
+ * or in flight without blocking (`run`'s event loop: es_ctl_areq_*). */
 #include "controller/ctl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,4 +119,70 @@ out:
     if (fd >= 0)
         close(fd);
     return r;
+}
+
+/* ---- a request in flight ---------------------------------------------------------- */
+
+void es_ctl_areq_close(es_ctl_areq_t *a)
+{
+    if (a->fd >= 0)
+        close(a->fd);
+    a->fd = -1;
+    es_proto_reader_reset(&a->rd);
+}
+
+void es_ctl_areq_free(es_ctl_areq_t *a)
+{
+    es_ctl_areq_close(a);
+    free(a->buf);
+    a->buf = NULL;
+}
+
+int es_ctl_areq_start(es_ctl_areq_t *a, const char *target, const char *token, uint32_t verb,
+                      int32_t rank, const char *arg, uint32_t flags, int timeout_ms)
+{
+    uint8_t out[1024];
+    size_t len;
+    es_proto_msg_t m = { .type = ES_MSG_REQUEST, .seq = 1 };
+    m.u.req.verb = verb;
+    m.u.req.rank = rank;
+    m.u.req.flags = flags;
+    snprintf(m.u.req.arg, sizeof(m.u.req.arg), "%s", arg ? arg : "");
+    if (!a->buf && !(a->buf = malloc(es_proto_max_len(ES_MSG_REPLY))))
+        return -ENOMEM;
+    a->rd.accept = ES_PROTO_ACCEPT_CLI;
+    a->rd.buf = a->buf;
+    a->rd.cap = es_proto_max_len(ES_MSG_REPLY);
+    es_proto_reader_reset(&a->rd);
+    int rc = es_proto_encode(&m, out, sizeof(out), &len);
+    if (rc < 0)
+        return rc;
+    a->fd = es_ctl_connect(target, token);
+    if (a->fd < 0)
+        return a->fd;
+    if ((rc = es_proto_send_all(a->fd, out, len, NULL)) < 0) {
+        es_ctl_areq_close(a);
+        return rc;
+    }
+    fcntl(a->fd, F_SETFL, O_NONBLOCK);
+    a->deadline = es_ctl_now_ms() + timeout_ms;
+    return 0;
+}
+
+int es_ctl_areq_poll(es_ctl_areq_t *a, int *rc, const char **text, size_t *len)
+{
+    int r = es_proto_reader_fill(&a->rd, a->fd);
+    if (r == 0)
+        return es_ctl_now_ms() > a->deadline ? -ETIMEDOUT : 0;
+    if (r < 0)
+        return r;
+    es_proto_msg_t m;
+    if ((r = es_proto_decode(&a->rd.h, a->rd.buf, &m)) < 0)
+        return r;
+    if (m.type != ES_MSG_REPLY)
+        return -EPROTO;
+    *rc = m.u.reply.rc;
+    *text = m.u.reply.text;
+    *len = m.u.reply.text_len;
+    return 1;
 }

@@ -4,6 +4,8 @@
  *   gpus.c    the machine's GPUs (a probe through the driver API) and GPU specs
  *   sock.c    socket paths, the job lock, listening, connecting, the peer check
  *   job.c     the job file beside the socket (what a restarted daemon reads)
+ *   nodes.c   the hosts of a job across hosts (the daemon's table of nodes)
+ *   nodelink.c  a node's link to that daemon (run's reports, the job's state)
  *   client.c  one request to the daemon and its reply
  *   daemon.c  the daemon: registrations, heartbeats, status, scale, moves
  *   run.c     the launcher: ESTs, output, progress, schedule, the daemon
@@ -144,6 +146,9 @@ typedef struct es_ctl_job {
     int hb_timeout_ms;          /* an EST without heartbeat that long is unresponsive */
     int move_timeout_ms;        /* a move without answer that long failed */
     char tcp[96];               /* "HOST:PORT" to listen on as well ("" none) */
+    int nnodes;                 /* hosts of the job (1: one host); node 0 runs the daemon */
+    int ests_per_node;          /* with nnodes > 1: node i has ranks i*k .. i*k+k-1 */
+    int join_timeout_ms;        /* with nnodes > 1: a node unheard this long fails the job */
     uint64_t epoch;             /* placement epoch */
     int ngpus;                  /* the machine's GPUs, as run probed them */
     es_ctl_gpu_t gpus[ES_CTL_MAX_GPUS];
@@ -158,6 +163,47 @@ int es_ctl_job_write(const char *sock, const es_ctl_job_t *j);
 int es_ctl_job_read(const char *sock, es_ctl_job_t *j, char *err, size_t errlen);
 void es_ctl_job_paths(const char *sock, char *jobf, char *lockf, size_t len);
 
+/* ---- the nodes of a job across hosts (nodes.c) -------------------------------------- */
+
+#define ES_CTL_MAX_NODES 64
+enum { ES_NODE_RUNNING = 0, ES_NODE_DONE = 1, ES_NODE_FAILED = 2 };
+
+typedef struct es_ctl_node {
+    int seen;                   /* reported to this daemon */
+    int state;                  /* ES_NODE_* of its last report */
+    int64_t last_ms;            /* its last report */
+    char host[64];              /* its host name */
+    char gpus[192];             /* its GPUs: "a100:8192,a100:8192" (model:MiB) */
+    char reason[256];           /* failed: why */
+} es_ctl_node_t;
+
+typedef struct es_ctl_nodes {
+    int n, k;                   /* nodes; ESTs per node (node i: ranks i*k .. i*k+k-1) */
+    int timeout_ms;             /* a running node silent this long fails the job */
+    int join_ms;                /* a node unheard this long after start fails the job */
+    int64_t start_ms;           /* this daemon's start */
+    int failed, failed_node;
+    char reason[400];           /* "host H (node i): ..." */
+    es_ctl_node_t node[ES_CTL_MAX_NODES];
+} es_ctl_nodes_t;
+
+void es_ctl_nodes_init(es_ctl_nodes_t *t, int n, int k, int timeout_ms, int join_ms, int64_t now);
+/* The node of a rank. */
+int es_ctl_nodes_of_rank(const es_ctl_nodes_t *t, int rank);
+/* Node `node` reports "STATE HOST GPUS [REASON]" (STATE running, done, or
+ * failed with a reason). Returns 0, -EINVAL (bad node or report) or
+ * -EEXIST (another host holds that node and is alive), with err. */
+int es_ctl_nodes_report(es_ctl_nodes_t *t, int node, const char *arg, int64_t now, char *err,
+                        size_t len);
+/* Fails the job for a running node silent longer than the timeout, or one
+ * never heard within the join timeout. Returns 1 when it failed it now. */
+int es_ctl_nodes_tick(es_ctl_nodes_t *t, int64_t now);
+/* The answer to a report: "running E/N", "done E/N" (every node done),
+ * returning 0, or "failed E/N REASON", returning 1; E counts the nodes
+ * that will not report again (done, failed, or gone). */
+int es_ctl_nodes_answer(const es_ctl_nodes_t *t, int64_t now, char *buf, size_t len);
+const char *es_ctl_node_state_name(int state);
+
 /* ---- client (client.c) --------------------------------------------------------- */
 
 /* Sends one request and waits for the reply (timeout_ms, 0 none). Returns
@@ -166,6 +212,50 @@ void es_ctl_job_paths(const char *sock, char *jobf, char *lockf, size_t len);
 int es_ctl_request(const char *target, uint32_t verb, int32_t rank, const char *arg,
                    uint32_t flags, int timeout_ms, int *rc, char **text, char *err,
                    size_t errlen);
+
+/* A request in flight, without blocking (fd -1: none; zero-initialise
+ * with fd = -1). start: connects (TCP targets with token) and sends;
+ * poll: 1 with *rc, *text (in the request's buffer, not NUL-terminated)
+ * and *len, 0 pending, a negative errno (-ETIMEDOUT past timeout_ms);
+ * close ends it (the buffer kept for the next), free releases all. */
+typedef struct es_ctl_areq {
+    int fd;
+    es_proto_reader_t rd;
+    uint8_t *buf;
+    int64_t deadline;
+} es_ctl_areq_t;
+int es_ctl_areq_start(es_ctl_areq_t *a, const char *target, const char *token, uint32_t verb,
+                      int32_t rank, const char *arg, uint32_t flags, int timeout_ms);
+int es_ctl_areq_poll(es_ctl_areq_t *a, int *rc, const char **text, size_t *len);
+void es_ctl_areq_close(es_ctl_areq_t *a);
+void es_ctl_areq_free(es_ctl_areq_t *a);
+
+/* ---- a node's link to the daemon of a job across hosts (nodelink.c) --------------- */
+
+typedef struct es_ctl_nlink {
+    char target[128], token[80];      /* the daemon: "tcp:HOST:PORT" or a socket path */
+    char host[64], gpus[192];         /* this node's, for its reports */
+    int node, timeout_ms;             /* no answer that long: the job failed (0: never) */
+    es_ctl_areq_t req;
+    int64_t next_ms, last_ok_ms;
+    int state;                        /* ES_NODE_* reported */
+    char reason[200];                 /* failed: why */
+    int told;                         /* the state now set was answered */
+    int job;                          /* ES_NODE_* of the job, as answered */
+    int ended, n, lost;               /* nodes that ended of n; the link is given up */
+    char job_reason[640];
+} es_ctl_nlink_t;
+
+void es_ctl_nlink_init(es_ctl_nlink_t *l, const char *target, const char *token, int node,
+                       const char *host, const char *gpus, int timeout_ms, int64_t now);
+/* This node's state from now on (reported at once). */
+void es_ctl_nlink_set(es_ctl_nlink_t *l, int state, const char *reason);
+/* The request in flight (-1 none), for poll. */
+int es_ctl_nlink_fd(const es_ctl_nlink_t *l);
+/* Takes an answer, sends the next report when due, gives the link up after
+ * the timeout. Returns 1 when the job's state (l->job) changed. */
+int es_ctl_nlink_step(es_ctl_nlink_t *l, int64_t now);
+void es_ctl_nlink_free(es_ctl_nlink_t *l);
 
 /* The socket --socket names, or the one job's (for messages: err). */
 int es_ctl_resolve_socket(const char *given, char *out, size_t len, char *err, size_t errlen);

@@ -134,6 +134,8 @@ static struct {
     /* `run`'s releases of scheduled holds: the step + 1 released (0 none),
      * told to every EST that registers */
     uint64_t released;
+    /* a job across hosts (job.nnodes > 1): its nodes' reports (nodes.c) */
+    es_ctl_nodes_t nodes;
 } D;
 
 static volatile sig_atomic_t g_stop;
@@ -324,6 +326,19 @@ static int gpu_of_slot(const char *slot)
         return -1;
     int i = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, slot);
     return i < 0 ? -1 : i;
+}
+
+/* Whether rank r runs on another host than this daemon (node 0). */
+static int est_remote(int r)
+{
+    return D.job.nnodes > 1 && es_ctl_nodes_of_rank(&D.nodes, r) != 0;
+}
+
+/* The GPU of EST r's slot: -1 also for an EST of another host (its GPUs
+ * are not this host's, whatever their UUIDs). */
+static int est_gpu(int r)
+{
+    return est_remote(r) ? -1 : gpu_of_slot(D.ests[r].slot);
 }
 
 static void gpu_label(int g, char *buf, size_t len)
@@ -542,6 +557,8 @@ static void status_ests(es_ctl_buf_t *b, int json, int64_t now)
         gpu_label(gpu, g, sizeof(g));
         if (!e->seen && gpu < 0)
             snprintf(g, sizeof(g), "?");
+        if (est_remote(r)) /* a GPU of its node's host */
+            snprintf(g, sizeof(g), "n%d", es_ctl_nodes_of_rank(&D.nodes, r));
         double ago = e->seen ? (now - e->last_ms) / 1000.0 : -1;
         if (json) {
             es_ctl_buf_printf(b, "%s{\"rank\":%d,\"pid\":%d,\"gpu\":%s%s%s,\"slot\":", r ? "," : "",
@@ -683,6 +700,44 @@ static void status_gpus(es_ctl_buf_t *b, int json, const uint64_t *ns, const cha
     }
 }
 
+/* status: the nodes of a job across hosts. */
+static void status_nodes(es_ctl_buf_t *b, int json, int64_t now)
+{
+    const es_ctl_nodes_t *t = &D.nodes;
+    if (json) { /* the slots' array ends; the nodes' is closed by the caller */
+        es_ctl_buf_printf(b, "],\"failed\":");
+        if (t->failed)
+            es_ctl_buf_json_str(b, t->reason);
+        else
+            es_ctl_buf_printf(b, "null");
+        es_ctl_buf_printf(b, ",\"nodes\":[");
+        for (int n = 0; n < t->n; n++) {
+            const es_ctl_node_t *d = &t->node[n];
+            es_ctl_buf_printf(b, "%s{\"node\":%d,\"host\":", n ? "," : "", n);
+            es_ctl_buf_json_str(b, d->seen ? d->host : "");
+            es_ctl_buf_printf(b, ",\"gpus\":");
+            es_ctl_buf_json_str(b, d->seen ? d->gpus : "");
+            es_ctl_buf_printf(b, ",\"ranks\":[%d,%d],\"state\":\"%s\",\"last_heard_s\":%.3f}",
+                              n * t->k, n * t->k + t->k - 1,
+                              d->seen ? es_ctl_node_state_name(d->state) : "unknown",
+                              d->seen ? (now - d->last_ms) / 1000.0 : -1.0);
+        }
+        return;
+    }
+    es_ctl_buf_printf(b, "hosts: %d nodes of %d ESTs (node 0 runs this controller)%s%s\n", t->n,
+                      t->k, t->failed ? "; the job failed: " : "", t->failed ? t->reason : "");
+    for (int n = 0; n < t->n; n++) {
+        const es_ctl_node_t *d = &t->node[n];
+        char heard[32] = "never heard";
+        if (d->seen)
+            snprintf(heard, sizeof(heard), "heard %.1f s ago", (now - d->last_ms) / 1000.0);
+        es_ctl_buf_printf(b, "node %d: host %s, ranks %d-%d, GPUs %s, %s, %s\n", n,
+                          d->seen ? d->host : "?", n * t->k, n * t->k + t->k - 1,
+                          d->seen ? d->gpus : "?", d->seen ? es_ctl_node_state_name(d->state) :
+                          "unknown", heard);
+    }
+}
+
 static void status_text(es_ctl_buf_t *b, int json)
 {
     int64_t now = es_ctl_now_ms();
@@ -694,6 +749,8 @@ static void status_text(es_ctl_buf_t *b, int json)
     if (!json)
         status_ests_ts_text(b);
     status_gpus(b, json, ns, source);
+    if (D.job.nnodes > 1)
+        status_nodes(b, json, now);
     if (json)
         es_ctl_buf_printf(b, "]}\n");
 }
@@ -1602,6 +1659,55 @@ static void do_est_move(int i, uint32_t seq, uint32_t v, int r, const char *arg,
     op_start(i, seq, v, D.job.slots, targets, ops, what);
 }
 
+/* ---- the nodes of a job across hosts ---------------------------------------------- */
+
+/* NODE: a node's `run` reports its state; the answer is the job's
+ * ("running E/N", "done E/N", "failed E/N REASON": nodes.c). */
+static void do_node(int i, uint32_t seq, int node, const char *arg)
+{
+    char err[512], ans[600];
+    int64_t now = es_ctl_now_ms();
+    if (D.job.nnodes <= 1) {
+        refuse(i, seq, 2, "this job runs on one host (no node reports)");
+        return;
+    }
+    int was_failed = D.nodes.failed;
+    int rc = es_ctl_nodes_report(&D.nodes, node, arg, now, err, sizeof(err));
+    if (rc < 0) {
+        refuse(i, seq, 2, "%s", err);
+        return;
+    }
+    if (!was_failed && D.nodes.failed)
+        es_ctl_log("the job failed: %s", D.nodes.reason);
+    rc = es_ctl_nodes_answer(&D.nodes, now, ans, sizeof(ans));
+    es_ctl_buf_t b = { 0 };
+    es_ctl_buf_printf(&b, "%s", ans);
+    reply_text(i, seq, rc, &b);
+    es_ctl_buf_free(&b);
+}
+
+/* A move in a job across hosts: one to another host is refused (ESTs stay
+ * on their host), and so is every other (the virtual collectives do not
+ * span hosts yet, and a move needs them). Returns 1 when refused. */
+static int refuse_across_hosts(int i, uint32_t seq, uint32_t v, int r, const char *arg)
+{
+    if (D.job.nnodes <= 1)
+        return 0;
+    int to_gpu = v == ES_VERB_MIGRATE || v == ES_VERB_SWAP_IN;
+    if (to_gpu && r >= 0 && r < D.job.nests && est_remote(r)) {
+        int node = es_ctl_nodes_of_rank(&D.nodes, r);
+        refuse(i, seq, 1, "ESTs stay on their host: EST %d runs on node %d (host %s), and GPU "
+               "%s names a GPU of node 0 (host %s); nothing moved", r, node,
+               D.nodes.node[node].seen ? D.nodes.node[node].host : "?", arg,
+               D.nodes.node[0].seen ? D.nodes.node[0].host : "?");
+        return 1;
+    }
+    refuse(i, seq, 1, "this job runs across %d hosts: moves, scale events and time-slicing "
+           "are not available in it yet (the virtual collectives do not span hosts); "
+           "nothing moved", D.job.nnodes);
+    return 1;
+}
+
 static void handle_request(int i, const es_proto_msg_t *m)
 {
     conn_t *c = D.conns[i];
@@ -1625,12 +1731,18 @@ static void handle_request(int i, const es_proto_msg_t *m)
         do_release(i, seq, m->u.req.arg);
         return;
     }
+    if (v == ES_VERB_NODE) {
+        do_node(i, seq, m->u.req.rank, m->u.req.arg);
+        return;
+    }
     if (D.op.active) {
         refuse(i, seq, 1, "busy: %s is in progress (%.1f s); try again when it is done",
                D.op.what, (es_ctl_now_ms() - D.op.start_ms) / 1000.0);
         return;
     }
     const char *arg = m->u.req.arg;
+    if (refuse_across_hosts(i, seq, v, m->u.req.rank, arg))
+        return;
     if (v == ES_VERB_TIMESLICE) {
         do_timeslice(i, seq, arg, again);
         return;
@@ -1689,7 +1801,7 @@ static void handle_register(int i, const es_proto_msg_t *m)
     e->pid = pid;
     snprintf(e->host, sizeof(e->host), "%s", m->u.reg.host);
     snprintf(e->slot, sizeof(e->slot), "%s", m->u.reg.slot);
-    e->gpu = gpu_of_slot(e->slot);
+    e->gpu = est_gpu(r);
     e->step = m->u.reg.step;
     e->mem = m->u.reg.mem_bytes;
     e->epoch = m->u.reg.epoch;
@@ -1770,7 +1882,7 @@ static void handle_ack(int i, const es_proto_msg_t *m)
     int r = D.conns[i]->rank;
     est_t *e = &D.ests[r];
     snprintf(e->slot, sizeof(e->slot), "%s", m->u.ack.slot);
-    e->gpu = gpu_of_slot(e->slot);
+    e->gpu = est_gpu(r);
     e->state = strcmp(e->slot, "host") == 0 ? ES_EST_SWAPPED_OUT : ES_EST_RUNNING;
     e->last_ms = es_ctl_now_ms();
     if (m->u.ack.result == 0 && m->u.ack.epoch > e->epoch)
@@ -1926,6 +2038,8 @@ static void tick(int64_t now)
     }
     check_unresponsive(now);
     op_check(now);
+    if (D.job.nnodes > 1 && es_ctl_nodes_tick(&D.nodes, now))
+        es_ctl_log("the job failed: %s", D.nodes.reason);
 }
 
 /* ---- main ------------------------------------------------------------------------- */
@@ -2041,6 +2155,9 @@ static void daemon_ready(int managed, long ready)
         sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     D.started_ms = es_ctl_now_ms();
+    if (D.job.nnodes > 1)
+        es_ctl_nodes_init(&D.nodes, D.job.nnodes, D.job.ests_per_node, D.job.hb_timeout_ms,
+                          D.job.join_timeout_ms, D.started_ms);
     if (ready >= 0) {
         char one = '1';
         if (write((int)ready, &one, 1) != 1)

@@ -28,12 +28,14 @@ int es_ctl_job_write(const char *sock, const es_ctl_job_t *j)
     snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
     es_ctl_buf_printf(&b, "%s\nests %d\ndeterminism %s\ncanonical %s\nest_memory %llu\n"
                       "time_slicing %d\nshim_time_slice %d\nheartbeat_timeout_ms %d\n"
-                      "move_timeout_ms %d\ntcp %s\nepoch %llu\nslots %llu\n",
+                      "move_timeout_ms %d\ntcp %s\nnodes %d\nests_per_node %d\n"
+                      "join_timeout_ms %d\nepoch %llu\nslots %llu\n",
                       JOB_MAGIC, j->nests, es_ctl_level_name(j->determinism),
                       j->canonical[0] ? j->canonical : "-",
                       (unsigned long long)j->est_mem, j->time_slicing, j->shim_time_slice,
                       j->hb_timeout_ms, j->move_timeout_ms, j->tcp[0] ? j->tcp : "-",
-                      (unsigned long long)j->epoch, (unsigned long long)j->slots);
+                      j->nnodes > 1 ? j->nnodes : 1, j->nnodes > 1 ? j->ests_per_node : 0,
+                      j->join_timeout_ms, (unsigned long long)j->epoch, (unsigned long long)j->slots);
     for (int i = 0; i < j->ngpus; i++) {
         const es_ctl_gpu_t *g = &j->gpus[i];
         es_ctl_buf_printf(&b, "gpu %d %s %llu %d %d %d %d %s %s\n", g->ordinal, g->uuid,
@@ -139,12 +141,13 @@ static int level_value(const char *v, int *out)
 
 /* The keys every job file has, each once (bit k of seen: keys[k]). */
 enum {
-    K_ESTS, K_LEVEL, K_CANON, K_ESTMEM, K_TSLICE, K_SHIMTS, K_HB, K_MOVE, K_TCP, K_EPOCH, K_SLOTS,
-    K_N
+    K_ESTS, K_LEVEL, K_CANON, K_ESTMEM, K_TSLICE, K_SHIMTS, K_HB, K_MOVE, K_TCP, K_NODES, K_KPN,
+    K_JOIN, K_EPOCH, K_SLOTS, K_N
 };
 static const char *const keys[K_N] = { "ests", "determinism", "canonical", "est_memory",
                                        "time_slicing", "shim_time_slice", "heartbeat_timeout_ms",
-                                       "move_timeout_ms", "tcp", "epoch", "slots" };
+                                       "move_timeout_ms", "tcp", "nodes", "ests_per_node",
+                                       "join_timeout_ms", "epoch", "slots" };
 #define JOB_KEYS_ALL ((1u << K_N) - 1)
 
 /* One of the keys. Returns 0, -ENOENT (not one of them) or -EINVAL. */
@@ -169,6 +172,9 @@ static int job_key(es_ctl_job_t *j, const char *key, const char *v, unsigned *se
     case K_HB: return int_value(v, 100, 3600000, &j->hb_timeout_ms);
     case K_MOVE: return int_value(v, 100, 86400000, &j->move_timeout_ms);
     case K_TCP: return word_value(v, j->tcp, sizeof(j->tcp));
+    case K_NODES: return int_value(v, 1, ES_CTL_MAX_NODES, &j->nnodes);
+    case K_KPN: return int_value(v, 0, ES_CTL_MAX_ESTS, &j->ests_per_node);
+    case K_JOIN: return int_value(v, 0, 86400000, &j->join_timeout_ms);
     case K_EPOCH: return u64_value(v, &j->epoch);
     default: return u64_value(v, &j->slots);
     }
@@ -263,6 +269,11 @@ int es_ctl_job_read(const char *sock, es_ctl_job_t *j, char *err, size_t errlen)
     for (int r = 0; r < j->nests; r++)
         if (j->place[r] >= j->ngpus)
             goto bad;
+    if (j->nnodes > 1 && j->nnodes * j->ests_per_node != j->nests) {
+        snprintf(err, errlen, "the job file %s: %d nodes of %d ESTs are not its %d ESTs", path,
+                 j->nnodes, j->ests_per_node, j->nests);
+        goto out;
+    }
     if (j->ngpus < 64 && (j->slots >> j->ngpus)) {
         snprintf(err, errlen, "the job file %s names a GPU it does not list", path);
         goto out;

@@ -5,7 +5,7 @@
 # Variables local to this file are prefixed CTL_.
 
 CTL_SRCS := controller/main.c controller/util.c controller/run.c controller/daemon.c controller/client.c \
-    controller/gpus.c controller/sock.c controller/job.c controller/sched.c wire/proto.c \
+    controller/gpus.c controller/sock.c controller/job.c controller/nodes.c controller/nodelink.c controller/sched.c wire/proto.c \
     controller/verify.c controller/verify_run.c controller/digest.c
 CTL_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CTL_SRCS))
 # Everything of easyscale-ctl but main(), for the unit tests.

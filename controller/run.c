@@ -48,6 +48,8 @@ static const char *const usage =
     "           [--schedule FILE] [--socket PATH] [--est-memory SIZE] [--no-time-slicing]\n"
     "           [--tcp HOST:PORT] [--heartbeat-timeout S] [--move-timeout S]\n"
     "           [--hold-timeout S]\n"
+    "           [--nnodes N --node-rank R --master HOST:PORT --ests-per-node K\n"
+    "            [--token-file F] [--join-timeout S]]\n"
     "           [--shim PATH|none] [--progress auto|off|SECONDS] -- CMD ARGS...\n"
     "Starts a job of N ESTs: N processes of CMD with libeasyscale.so preloaded\n"
     "(--shim, default ../lib/libeasyscale.so beside this program; none: not\n"
@@ -78,6 +80,20 @@ static const char *const usage =
     "                       before they go on without them (the move timeout + 60)\n"
     "  --progress           auto (default: one updating line on a terminal, else a\n"
     "                       line every 30 s and on placement changes), off, or SECONDS\n"
+    "A job across hosts: run it on every host with the same --nnodes, --master,\n"
+    "--ests-per-node and token, and that host's --node-rank (0..N-1). Node 0 (the\n"
+    "host of HOST) serves the job on TCP HOST:PORT; node R runs ranks R*K..R*K+K-1\n"
+    "on its own GPUs with RANK, WORLD_SIZE (N*K), LOCAL_RANK, LOCAL_WORLD_SIZE (K),\n"
+    "GROUP_RANK (R), GROUP_WORLD_SIZE (N), MASTER_ADDR (HOST) and MASTER_PORT\n"
+    "(PORT + 1: the application's rendezvous); output lines are prefixed\n"
+    "[HOSTNAME:RANK]. A node that fails, or is not heard from for the heartbeat\n"
+    "timeout, fails the job on every host (exit 1 everywhere).\n"
+    "  --nnodes N           hosts of the job (1..64; 1: this host only)\n"
+    "  --node-rank R        this host's node (0..N-1)\n"
+    "  --master HOST:PORT   node 0's address and the job's control port (not 0, < 65535)\n"
+    "  --ests-per-node K    ESTs on every host (instead of --ests)\n"
+    "  --token-file F       the job's token (first line; mode 0600), else EASYSCALE_TOKEN\n"
+    "  --join-timeout S     seconds node 0 waits for a node's first report (120)\n"
     "Exit status: 0 every EST exited 0 (and every scheduled event succeeded), 1 an\n"
     "EST failed (named on stderr) or an event failed, 2 usage.\n";
 
@@ -109,18 +125,18 @@ typedef struct est_proc {
     outpipe_t out[2];
 } est_proc_t;
 
-/* A request to the daemon in flight, without blocking the loop. */
-typedef struct aclient {
-    int fd;
-    es_proto_reader_t rd;
-    uint8_t *buf;
-    int64_t deadline;
-} aclient_t;
 
 static struct {
     int n;
     est_proc_t *e;
-    char sock[4096];
+    char sock[4096];     /* the daemon: its socket, or "tcp:HOST:PORT" on nodes 1.. */
+    char token[80];      /* for a TCP daemon ("" none) */
+    /* a job across hosts: nnodes > 1; this node's ranks are base .. base + n - 1 of world */
+    int nnodes, node, base, world;
+    int hb_timeout_ms;   /* node 0 waits that long for a silent daemon */
+    char host[64];       /* this host's name (output prefix, node reports) */
+    char master[96];     /* --master HOST:PORT */
+    es_ctl_nlink_t nlink;
     char self[PATH_MAX];
     pid_t daemon;
     int64_t restarts[DAEMON_RESTARTS];
@@ -390,8 +406,9 @@ static void say(const char *fmt, ...)
 
 static void emit_line(int rank, int to, const char *p, size_t n)
 {
-    char pre[24];
-    int pl = snprintf(pre, sizeof(pre), "[%d] ", rank);
+    char pre[96];
+    int pl = R.nnodes > 1 ? snprintf(pre, sizeof(pre), "[%s:%d] ", R.host, R.base + rank)
+                          : snprintf(pre, sizeof(pre), "[%d] ", rank);
     progress_clear();
     /* one write per line: lines of ESTs never interleave mid-line */
     char *b = malloc((size_t)pl + n + 1);
@@ -537,63 +554,12 @@ static void daemon_ended(int status)
 
 /* ---- requests to the daemon without blocking ----------------------------------------- */
 
-static void ac_close(aclient_t *a)
-{
-    if (a->fd >= 0)
-        close(a->fd);
-    a->fd = -1;
-    es_proto_reader_reset(&a->rd);
-}
-
-static int ac_start(aclient_t *a, uint32_t verb, int32_t rank, const char *arg, uint32_t flags,
+/* A request to the job's daemon (R.sock; over TCP with R.token). */
+static int ac_start(es_ctl_areq_t *a, uint32_t verb, int32_t rank, const char *arg, uint32_t flags,
                     int timeout_ms)
 {
-    uint8_t out[1024];
-    size_t len;
-    es_proto_msg_t m = { .type = ES_MSG_REQUEST, .seq = 1 };
-    m.u.req.verb = verb;
-    m.u.req.rank = rank;
-    m.u.req.flags = flags;
-    snprintf(m.u.req.arg, sizeof(m.u.req.arg), "%s", arg ? arg : "");
-    if (!a->buf && !(a->buf = malloc(es_proto_max_len(ES_MSG_REPLY))))
-        return -ENOMEM;
-    a->rd.accept = ES_PROTO_ACCEPT_CLI;
-    a->rd.buf = a->buf;
-    a->rd.cap = es_proto_max_len(ES_MSG_REPLY);
-    es_proto_reader_reset(&a->rd);
-    int rc = es_proto_encode(&m, out, sizeof(out), &len);
-    if (rc < 0)
-        return rc;
-    a->fd = es_ctl_connect(R.sock, NULL);
-    if (a->fd < 0)
-        return a->fd;
-    if ((rc = es_proto_send_all(a->fd, out, len, NULL)) < 0) {
-        ac_close(a);
-        return rc;
-    }
-    fcntl(a->fd, F_SETFL, O_NONBLOCK);
-    a->deadline = es_ctl_now_ms() + timeout_ms;
-    return 0;
-}
-
-/* 1 with *rc, *text (into a->buf, not NUL-terminated) and *len; 0 pending;
- * a negative errno when it failed. */
-static int ac_poll(aclient_t *a, int *rc, const char **text, size_t *len)
-{
-    int r = es_proto_reader_fill(&a->rd, a->fd);
-    if (r == 0)
-        return es_ctl_now_ms() > a->deadline ? -ETIMEDOUT : 0;
-    if (r < 0)
-        return r;
-    es_proto_msg_t m;
-    if ((r = es_proto_decode(&a->rd.h, a->rd.buf, &m)) < 0)
-        return r;
-    if (m.type != ES_MSG_REPLY)
-        return -EPROTO;
-    *rc = m.u.reply.rc;
-    *text = m.u.reply.text;
-    *len = m.u.reply.text_len;
-    return 1;
+    return es_ctl_areq_start(a, R.sock, R.token[0] ? R.token : NULL, verb, rank, arg, flags,
+                             timeout_ms);
 }
 
 /* ---- progress and schedule ----------------------------------------------------------- */
@@ -695,15 +661,15 @@ static void event_done(event_t *e, int r, int rrc, const char *t, size_t tl)
 }
 
 /* The answer to the request in flight. Returns 1 when an event ended. */
-static int schedule_answer(aclient_t *a)
+static int schedule_answer(es_ctl_areq_t *a)
 {
     int rrc = 0;
     const char *t = NULL;
     size_t tl = 0;
-    int r = ac_poll(a, &rrc, &t, &tl);
+    int r = es_ctl_areq_poll(a, &rrc, &t, &tl);
     if (r == 0)
         return 0;
-    ac_close(a);
+    es_ctl_areq_close(a);
     if (g_sched_kind == SCHED_RELEASE) {
         if (r == 1 && rrc == 0)
             R.rel_sent = g_sched_gen == R.daemon_gen;
@@ -731,7 +697,7 @@ static int schedule_answer(aclient_t *a)
 /* One round of the schedule: the answer in flight, else the release of a
  * step whose events are done, else the next event when it is due. Returns
  * 1 when an event ended. */
-static int schedule_round(aclient_t *a, int running, int move_timeout_ms)
+static int schedule_round(es_ctl_areq_t *a, int running, int move_timeout_ms)
 {
     if (a->fd >= 0)
         return schedule_answer(a);
@@ -741,7 +707,7 @@ static int schedule_round(aclient_t *a, int running, int move_timeout_ms)
     if (R.rel_step && !R.rel_sent) {
         snprintf(arg, sizeof(arg), "%llu", (unsigned long long)(R.rel_step - 1));
         if (ac_start(a, ES_VERB_RELEASE, -1, arg, 0, 10000) < 0) {
-            ac_close(a); /* the daemon restarting: again next round */
+            es_ctl_areq_close(a); /* the daemon restarting: again next round */
             return 0;
         }
         g_sched_kind = SCHED_RELEASE;
@@ -753,7 +719,7 @@ static int schedule_round(aclient_t *a, int running, int move_timeout_ms)
     event_t *e = &R.ev[R.next_ev];
     if (ac_start(a, e->verb, e->rank, e->arg, e->tries ? ES_REQ_AGAIN : 0,
                  move_timeout_ms + 30000) < 0) {
-        ac_close(a);
+        es_ctl_areq_close(a);
         return 0;
     }
     g_sched_kind = SCHED_EVENT;
@@ -820,17 +786,29 @@ static int find_shim(const char *given, char *out, size_t len, char *err, size_t
 static void est_env(int r, const es_ctl_job_t *job, const char *shim, const char *rdzv, int port,
                     const char *canonical, const char *d2_gemm)
 {
-    char b[64];
-    snprintf(b, sizeof(b), "%d", r);
+    char b[128];
+    snprintf(b, sizeof(b), "%d", R.base + r);
     setenv("RANK", b, 1);
+    snprintf(b, sizeof(b), "%d", r);
     setenv("LOCAL_RANK", b, 1);
-    snprintf(b, sizeof(b), "%d", R.n);
+    snprintf(b, sizeof(b), "%d", R.world);
     setenv("WORLD_SIZE", b, 1);
+    snprintf(b, sizeof(b), "%d", R.n);
     setenv("LOCAL_WORLD_SIZE", b, 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    snprintf(b, sizeof(b), "%d", R.node);
+    setenv("GROUP_RANK", b, 1);
+    snprintf(b, sizeof(b), "%d", R.nnodes);
+    setenv("GROUP_WORLD_SIZE", b, 1);
+    if (R.nnodes > 1) {
+        snprintf(b, sizeof(b), "%.*s", (int)(strrchr(R.master, ':') - R.master), R.master);
+        setenv("MASTER_ADDR", b, 1);
+        unsetenv("ES_RDZV_DIR"); /* no directory the hosts share */
+    } else {
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("ES_RDZV_DIR", rdzv, 1);
+    }
     snprintf(b, sizeof(b), "%d", port);
     setenv("MASTER_PORT", b, 1);
-    setenv("ES_RDZV_DIR", rdzv, 1);
     setenv("EASYSCALE_CONTROL", R.sock, 1);
     if (R.hold_steps[0]) { /* the ESTs wait at these steps for the schedule's events */
         setenv("EASYSCALE_HOLD_STEPS", R.hold_steps, 1);
@@ -849,7 +827,10 @@ static void est_env(int r, const es_ctl_job_t *job, const char *shim, const char
         setenv("EASYSCALE_D2_GEMM", d2_gemm, 1); /* one path for every EST: one set of bits */
     }
     unsetenv("EASYSCALE_EST_PID");
-    unsetenv("EASYSCALE_TOKEN"); /* local ESTs use the unix socket */
+    if (strncmp(R.sock, "tcp:", 4) == 0)
+        setenv("EASYSCALE_TOKEN", R.token, 1); /* ESTs of nodes 1..: node 0's daemon over TCP */
+    else
+        unsetenv("EASYSCALE_TOKEN"); /* local ESTs use the unix socket */
     if (shim[0]) {
         const char *cur = getenv("LD_PRELOAD");
         if (!cur || !strstr(cur, "libeasyscale.so")) {
@@ -891,11 +872,11 @@ static void reap(int *live, int *failed_rank, int *first_fail_status)
                 *first_fail_status = st;
                 if (*live > 0) {
                     if (WIFSIGNALED(st))
-                        say("EST %d (pid %d) was killed by signal %d; stopping the others", r,
-                            (int)p, WTERMSIG(st));
+                        say("EST %d (pid %d) was killed by signal %d; stopping the others",
+                            R.base + r, (int)p, WTERMSIG(st));
                     else
-                        say("EST %d (pid %d) exited with status %d; stopping the others", r,
-                            (int)p, WEXITSTATUS(st));
+                        say("EST %d (pid %d) exited with status %d; stopping the others",
+                            R.base + r, (int)p, WEXITSTATUS(st));
                 }
             }
         }
@@ -910,7 +891,9 @@ static void reap(int *live, int *failed_rank, int *first_fail_status)
 typedef struct run_ctx {
     /* the command line */
     const char *spec, *schedule, *sock, *shim_opt, *tcp, *progress;
-    long n;
+    const char *master, *token_file;
+    long n, nnodes, node_rank, kpn; /* --nnodes, --node-rank (-1 unset), --ests-per-node */
+    double join;
     double hb, mv, hold;
     char **cmd;          /* CMD ARGS... (NULL: none given) */
     /* the plan */
@@ -930,9 +913,10 @@ typedef struct run_ctx {
 
 /* The event loop's state. */
 typedef struct run_loop {
-    aclient_t prog, sched; /* the progress request and the schedule's, in flight */
+    es_ctl_areq_t prog, sched; /* the progress request and the schedule's, in flight */
     int live;              /* ESTs not reaped yet */
-    int failed_rank;       /* the first EST that failed; -1 none, -2 stopped by a signal */
+    int failed_rank;       /* the first EST that failed; -1 none, -2 stopped by a signal,
+                            * -3 the job failed on another host */
     int fail_status;       /* its wait status */
     int stopping;          /* the ESTs were told to stop */
     int64_t stop_at;       /* then SIGKILL (0: sent) */
@@ -951,6 +935,9 @@ static void run_ctx_init(run_ctx_t *x)
     x->hb = 10;
     x->mv = 300;
     x->hold = -1;
+    x->nnodes = 1;
+    x->node_rank = -1;
+    x->join = 120;
     x->job.determinism = 1;
     x->job.time_slicing = 1;
     x->lockfd = x->go[0] = x->go[1] = -1;
@@ -985,6 +972,12 @@ static const struct option run_opts[] = {
     { "hold-timeout", required_argument, NULL, 'W' },
     { "shim", required_argument, NULL, 'L' },
     { "progress", required_argument, NULL, 'p' },
+    { "nnodes", required_argument, NULL, 'N' },
+    { "node-rank", required_argument, NULL, 'R' },
+    { "master", required_argument, NULL, 'A' },
+    { "ests-per-node", required_argument, NULL, 'K' },
+    { "token-file", required_argument, NULL, 'F' },
+    { "join-timeout", required_argument, NULL, 'J' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 }
 };
@@ -1030,6 +1023,24 @@ static int run_getopt(run_ctx_t *x, int argc, char **argv)
             break;
         case 'L': x->shim_opt = optarg; break;
         case 'p': x->progress = optarg; break;
+        case 'N':
+            if (es_ctl_parse_long(optarg, 1, ES_CTL_MAX_NODES, &x->nnodes) < 0)
+                return usage_fail(x, "bad --nnodes \"%s\" (1 to 64)", optarg);
+            break;
+        case 'R':
+            if (es_ctl_parse_long(optarg, 0, ES_CTL_MAX_NODES - 1, &x->node_rank) < 0)
+                return usage_fail(x, "bad --node-rank \"%s\" (0 to 63)", optarg);
+            break;
+        case 'A': x->master = optarg; break;
+        case 'K':
+            if (es_ctl_parse_long(optarg, 1, ES_CTL_MAX_ESTS, &x->kpn) < 0)
+                return usage_fail(x, "bad --ests-per-node \"%s\" (1 to 1024)", optarg);
+            break;
+        case 'F': x->token_file = optarg; break;
+        case 'J':
+            if (es_ctl_parse_seconds(optarg, 1, 86400, &x->join) < 0)
+                return usage_fail(x, "bad --join-timeout \"%s\" (1 to 86400 s)", optarg);
+            break;
         case 'h': fputs(usage, stdout); return run_fail(x, ES_CTL_EXIT_OK, -ECANCELED);
         default: return usage_fail(x, "unknown or incomplete option \"%s\"", argv[optind - 1]);
         }
@@ -1038,16 +1049,126 @@ static int run_getopt(run_ctx_t *x, int argc, char **argv)
     return 0;
 }
 
+/* The token of a job across hosts: --token-file's first line (a file
+ * others may read is refused), else EASYSCALE_TOKEN; into R.token and the
+ * environment (the daemon reads it there). Returns 0 or -EINVAL (usage). */
+static int read_token(run_ctx_t *x)
+{
+    const char *tok = getenv("EASYSCALE_TOKEN");
+    char line[128] = "";
+    if (x->token_file) {
+        struct stat st;
+        FILE *f = fopen(x->token_file, "re");
+        if (!f) {
+            es_ctl_err("--token-file %s: %s", x->token_file, strerror(errno));
+            return run_fail(x, ES_CTL_EXIT_USAGE, -EINVAL);
+        }
+        if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077)) {
+            fclose(f);
+            es_ctl_err("--token-file %s can be read by others (mode %04o): chmod 600 it",
+                       x->token_file, (unsigned)(st.st_mode & 07777));
+            return run_fail(x, ES_CTL_EXIT_USAGE, -EINVAL);
+        }
+        if (!fgets(line, sizeof(line), f))
+            line[0] = '\0';
+        fclose(f);
+        line[strcspn(line, "\r\n")] = '\0';
+        tok = line;
+    }
+    if (!tok || es_proto_token_valid(tok) < 0)
+        return usage_fail(x, "a job across hosts needs its token in --token-file or "
+                          "EASYSCALE_TOKEN (16 to 64 printable characters, no spaces)%s", NULL);
+    snprintf(R.token, sizeof(R.token), "%s", tok);
+    setenv("EASYSCALE_TOKEN", R.token, 1);
+    return 0;
+}
+
+/* --master HOST:PORT: its host into R.master's copy, its port into *port.
+ * Returns 0 or -EINVAL. */
+static int master_port(const char *m, int *port)
+{
+    const char *c = strrchr(m, ':');
+    long p;
+    if (!c || c == m || c - m >= 64 || strlen(m) >= sizeof(R.master) ||
+        es_ctl_parse_long(c + 1, 1, 65534, &p) < 0)
+        return -EINVAL;
+    *port = (int)p;
+    return 0;
+}
+
+/* A job across hosts (--nnodes > 1): its options, this node's ranks, the
+ * token; one host: --ests-per-node is --ests. Returns 0 or -EINVAL. */
+static int run_check_nodes(run_ctx_t *x)
+{
+    R.nnodes = (int)x->nnodes;
+    if (x->nnodes == 1) {
+        if (x->node_rank > 0 || x->master || x->token_file)
+            return usage_fail(x, "--node-rank, --master and --token-file are for a job across "
+                              "hosts (--nnodes 2 or more)%s", NULL);
+        if (x->kpn && x->n && x->n != x->kpn)
+            return usage_fail(x, "--ests and --ests-per-node differ on one host%s", NULL);
+        if (x->kpn)
+            x->n = x->kpn;
+        R.world = (int)x->n;
+        return 0;
+    }
+    if (x->node_rank < 0 || !x->master || !x->kpn)
+        return usage_fail(x, "a job across hosts needs --node-rank, --master and "
+                          "--ests-per-node%s", NULL);
+    if (x->node_rank >= x->nnodes)
+        return usage_fail(x, "--node-rank must be below --nnodes (0 to N-1)%s", NULL);
+    if (x->n && x->n != x->nnodes * x->kpn)
+        return usage_fail(x, "--ests is not --nnodes x --ests-per-node%s", NULL);
+    if (x->nnodes * x->kpn > ES_CTL_MAX_ESTS)
+        return usage_fail(x, "a job of more than 1024 ESTs%s", NULL);
+    if (x->tcp)
+        return usage_fail(x, "--tcp: a job across hosts listens on --master%s", NULL);
+    if (x->schedule)
+        return usage_fail(x, "--schedule: moves are not available in a job across hosts yet%s",
+                          NULL);
+    const char *coll = getenv("EASYSCALE_COLLECTIVES");
+    if (x->job.determinism != 0 && (!coll || strcmp(coll, "nccl") != 0))
+        return usage_fail(x, "a job across hosts: the virtual collectives do not span hosts "
+                          "yet; set EASYSCALE_COLLECTIVES=nccl (NCCL's own collectives: their "
+                          "bits depend on the placement) or --determinism off%s", NULL);
+    int port;
+    if (master_port(x->master, &port) < 0)
+        return usage_fail(x, "bad --master \"%s\" (HOST:PORT, PORT 1 to 65534)", x->master);
+    if (read_token(x) < 0)
+        return -EINVAL;
+    R.node = (int)x->node_rank;
+    R.base = R.node * (int)x->kpn;
+    R.world = (int)(x->nnodes * x->kpn);
+    x->n = x->kpn;
+    x->port = port + 1; /* MASTER_PORT: the application's rendezvous */
+    snprintf(R.master, sizeof(R.master), "%s", x->master);
+    if (gethostname(R.host, sizeof(R.host)) < 0 || !R.host[0])
+        snprintf(R.host, sizeof(R.host), "node%d", R.node);
+    R.host[sizeof(R.host) - 1] = '\0';
+    for (char *h = R.host; *h; h++) /* one word in the node's reports */
+        if (*h <= ' ' || *h >= 0x7f)
+            *h = '_';
+    snprintf(x->job.tcp, sizeof(x->job.tcp), "%s", x->master);
+    x->job.nnodes = R.nnodes;
+    x->job.ests_per_node = (int)x->kpn;
+    x->job.join_timeout_ms = (int)(x->join * 1000);
+    return 0;
+}
+
 /* What the options mean together: the job's size, the hold timeout,
  * progress, TCP. Returns 0 or -EINVAL (usage). */
 static int run_check_opts(run_ctx_t *x)
 {
+    if (run_check_nodes(x) < 0)
+        return -EINVAL;
     if (!x->n)
-        return usage_fail(x, "run needs --ests N%s", NULL);
+        return usage_fail(x, "run needs --ests N (or --ests-per-node K)%s", NULL);
     R.hold_timeout_s = x->hold > 0 ? x->hold : (x->mv + 60 < 86400 ? x->mv + 60 : 86400);
     if (!x->cmd)
         return usage_fail(x, "run needs a command: -- CMD ARGS...%s", NULL);
     R.n = (int)x->n;
+    if (R.nnodes <= 1)
+        R.world = R.n;
     R.tty = isatty(2);
     if (strcmp(x->progress, "auto") == 0) {
         R.progress_mode = R.tty ? 1 : 2;
@@ -1191,6 +1312,7 @@ static int run_plan(run_ctx_t *x)
     uint64_t maxl;
     job->nests = R.n;
     job->hb_timeout_ms = (int)(x->hb * 1000);
+    R.hb_timeout_ms = job->hb_timeout_ms;
     job->move_timeout_ms = (int)(x->mv * 1000);
     for (int g = 0; g < job->ngpus; g++)
         if (job->slots & (1ull << g)) {
@@ -1207,6 +1329,10 @@ static int run_plan(run_ctx_t *x)
     }
     for (int r = 0; r < R.n; r++)
         job->place[r] = idx[place[r]];
+    /* node 0 of a job across hosts: the other hosts' ESTs are on GPUs of theirs */
+    job->nests = R.nnodes > 1 ? R.world : R.n;
+    for (int r = R.n; r < job->nests; r++)
+        job->place[r] = -1;
     return 0;
 }
 
@@ -1215,6 +1341,10 @@ static int run_plan(run_ctx_t *x)
  * negative errno (x->rc set). */
 static int run_socket_path(run_ctx_t *x)
 {
+    if (R.nnodes > 1 && R.node > 0) { /* node 0's daemon */
+        snprintf(R.sock, sizeof(R.sock), "tcp:%s", R.master);
+        return 0;
+    }
     if (x->sock && x->sock[0] == '/') {
         snprintf(R.sock, sizeof(R.sock), "%s", x->sock);
     } else if (x->sock) {
@@ -1263,6 +1393,8 @@ static int run_prepare(run_ctx_t *x)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    if (R.nnodes > 1) /* no directory the hosts share: MASTER_ADDR/MASTER_PORT */
+        return 0;
     snprintf(x->rdzv, sizeof(x->rdzv), "/tmp/es-rdzv-XXXXXX");
     if (!mkdtemp(x->rdzv)) {
         es_ctl_err("cannot create a rendezvous directory: %s", strerror(errno));
@@ -1348,9 +1480,40 @@ static int spawn_ests(run_ctx_t *x)
 
 /* The job's lock and file, the daemon, then the go for the held ESTs.
  * Returns 0 or a negative errno. */
+/* A job across hosts: this node's link to the daemon (node 0: over its own
+ * socket; it restarts the daemon, so its link never gives up), reporting
+ * this host's GPUs as "model:MiB,...". */
+static void start_node_link(run_ctx_t *x)
+{
+    char gpus[192] = "";
+    size_t o = 0;
+    for (int g = 0; g < x->job.ngpus; g++) {
+        const es_ctl_gpu_t *d = &x->job.gpus[g];
+        if (!(x->job.slots & (1ull << g)))
+            continue;
+        int k = snprintf(gpus + o, sizeof(gpus) - o, "%s%s:%llu", o ? "," : "",
+                         d->model[0] ? d->model : "gpu", (unsigned long long)(d->mem >> 20));
+        if (k < 0 || (size_t)k >= sizeof(gpus) - o) {
+            gpus[o] = '\0'; /* the list ends at its last whole GPU */
+            break;
+        }
+        o += (size_t)k;
+    }
+    es_ctl_nlink_init(&R.nlink, R.sock, R.token, R.node, R.host, gpus[0] ? gpus : "-",
+                      R.node > 0 ? x->job.hb_timeout_ms : 0, es_ctl_now_ms());
+}
+
 static int start_job(run_ctx_t *x)
 {
     pid_t holder = 0;
+    if (R.nnodes > 1)
+        start_node_link(x);
+    if (R.nnodes > 1 && R.node > 0) { /* node 0 serves the job */
+        R.start_ms = es_ctl_now_ms();
+        close(x->go[1]); /* go */
+        x->go[1] = -1;
+        return 0;
+    }
     x->lockfd = es_ctl_lock(R.sock, &holder);
     if (x->lockfd < 0) {
         int rc = x->lockfd;
@@ -1381,6 +1544,8 @@ static int start_job(run_ctx_t *x)
 }
 
 /* ---- run's event loop ---------------------------------------------------------------------- */
+
+static int node_linger(run_loop_t *l, int64_t now);
 
 /* The ESTs' open pipes into l->pf. Returns how many. */
 static int loop_pipes(run_loop_t *l)
@@ -1417,7 +1582,7 @@ static void cut_pipes(void)
 static int loop_wait(run_loop_t *l)
 {
     int k = loop_pipes(l);
-    if (l->live == 0 && k == 0)
+    if (l->live == 0 && k == 0 && !node_linger(l, es_ctl_now_ms()))
         return 0;
     /* every EST has ended: what they left running (a background child
      * holding the pipe) gets 2 s to finish writing, then is cut off */
@@ -1436,6 +1601,10 @@ static int loop_wait(run_loop_t *l)
     if (l->sched.fd >= 0) {
         l->pf[k] = (struct pollfd){ .fd = l->sched.fd, .events = POLLIN };
         l->who[k++] = -3;
+    }
+    if (R.nnodes > 1 && es_ctl_nlink_fd(&R.nlink) >= 0) {
+        l->pf[k] = (struct pollfd){ .fd = es_ctl_nlink_fd(&R.nlink), .events = POLLIN };
+        l->who[k++] = -4;
     }
     int np = poll(l->pf, (nfds_t)k, 250);
     if (np < 0 && errno != EINTR)
@@ -1482,6 +1651,56 @@ static void loop_children(run_loop_t *l, int64_t now)
     }
 }
 
+/* A job across hosts: this node's state into its reports (a failed EST,
+ * a stop, every EST done), and the job's from the answers: when it failed
+ * elsewhere (or node 0 cannot be reached) the ESTs here are stopped. */
+static void loop_node(run_loop_t *l, int64_t now)
+{
+    es_ctl_nlink_t *nl = &R.nlink;
+    char why[200];
+    if (l->failed_rank >= 0 && nl->state != ES_NODE_FAILED) {
+        int r = l->failed_rank, st = l->fail_status;
+        if (WIFSIGNALED(st))
+            snprintf(why, sizeof(why), "EST %d (pid %d) was killed by signal %d", R.base + r,
+                     (int)R.e[r].pid, WTERMSIG(st));
+        else
+            snprintf(why, sizeof(why), "EST %d (pid %d) exited with status %d", R.base + r,
+                     (int)R.e[r].pid, WEXITSTATUS(st));
+        es_ctl_nlink_set(nl, ES_NODE_FAILED, why);
+    } else if (l->failed_rank == -2 && nl->state != ES_NODE_FAILED) {
+        es_ctl_nlink_set(nl, ES_NODE_FAILED, "its run was stopped by a signal");
+    } else if (l->live == 0 && l->failed_rank == -1 && nl->state == ES_NODE_RUNNING) {
+        es_ctl_nlink_set(nl, ES_NODE_DONE, NULL);
+    }
+    if (!es_ctl_nlink_step(nl, now) || nl->job != ES_NODE_FAILED || l->failed_rank != -1)
+        return;
+    l->failed_rank = -3; /* the job failed elsewhere */
+    if (l->live > 0 && !l->stopping) {
+        say("the job failed: %s; stopping the ESTs", nl->job_reason);
+        l->stopping = 1;
+        l->stop_at = now + STOP_GRACE_MS;
+        stop_ests(SIGTERM);
+    }
+}
+
+/* Whether the loop goes on after this node's ESTs ended (a job across
+ * hosts): node R until its last report is answered (or the link is given
+ * up); node 0, whose daemon tells the others, until every node ended (the
+ * daemon fails a silent one), or the daemon has not answered for the
+ * heartbeat timeout. */
+static int node_linger(run_loop_t *l, int64_t now)
+{
+    es_ctl_nlink_t *nl = &R.nlink;
+    if (R.nnodes <= 1 || nl->lost)
+        return 0;
+    loop_node(l, now);
+    if (R.node > 0)
+        return !nl->told && !nl->lost;
+    if (nl->told && nl->ended >= nl->n)
+        return 0;
+    return now - nl->last_ok_ms <= R.hb_timeout_ms;
+}
+
 /* The progress request: its answer, or the next one when it is time. */
 static void loop_progress(run_loop_t *l, int64_t now)
 {
@@ -1489,11 +1708,11 @@ static void loop_progress(run_loop_t *l, int64_t now)
         int rrc;
         const char *t;
         size_t tl;
-        int r = ac_poll(&l->prog, &rrc, &t, &tl);
+        int r = es_ctl_areq_poll(&l->prog, &rrc, &t, &tl);
         if (r == 1)
             progress_update(t, tl);
         if (r != 0)
-            ac_close(&l->prog);
+            es_ctl_areq_close(&l->prog);
     } else if (now >= l->next_progress && R.daemon > 0 && l->live > 0) {
         /* a pending scheduled step is watched more closely */
         l->next_progress = now + (R.next_ev < R.nev ? 100 : 1000);
@@ -1508,8 +1727,8 @@ static int run_loop(run_ctx_t *x, run_loop_t *l)
 {
     *l = (run_loop_t){ .prog = { .fd = -1 }, .sched = { .fd = -1 }, .live = R.n,
                        .failed_rank = -1 };
-    l->pf = calloc((size_t)(2 * R.n + 3), sizeof(*l->pf));
-    l->who = calloc((size_t)(2 * R.n + 3), sizeof(int));
+    l->pf = calloc((size_t)(2 * R.n + 4), sizeof(*l->pf));
+    l->who = calloc((size_t)(2 * R.n + 4), sizeof(int));
     if (!l->pf || !l->who) {
         es_ctl_err("out of memory");
         free(l->pf);
@@ -1519,16 +1738,18 @@ static int run_loop(run_ctx_t *x, run_loop_t *l)
     while (loop_wait(l)) {
         int64_t now = es_ctl_now_ms();
         loop_children(l, now);
+        if (R.nnodes > 1)
+            loop_node(l, now);
         loop_progress(l, now);
         if (schedule_round(&l->sched, l->live > 0 && !l->stopping, x->job.move_timeout_ms))
             l->next_progress = 0; /* show the new placement soon */
     }
     free(l->pf);
     free(l->who);
-    ac_close(&l->prog);
-    ac_close(&l->sched);
-    free(l->prog.buf);
-    free(l->sched.buf);
+    es_ctl_areq_close(&l->prog);
+    es_ctl_areq_close(&l->sched);
+    es_ctl_areq_free(&l->prog);
+    es_ctl_areq_free(&l->sched);
     progress_clear();
     return 0;
 }
@@ -1538,15 +1759,17 @@ static void run_report(run_ctx_t *x, const run_loop_t *l)
 {
     double took = (es_ctl_now_ms() - R.start_ms) / 1000.0;
     int fr = l->failed_rank, st = l->fail_status;
-    if (fr == -2) {
+    if (fr == -3) {
+        es_ctl_err("the job failed after %.1f s: %s", took, R.nlink.job_reason);
+    } else if (fr == -2) {
         es_ctl_err("the job was stopped after %.1f s", took);
     } else if (fr >= 0) {
         if (WIFSIGNALED(st))
             es_ctl_err("the job failed after %.1f s: EST %d (pid %d) was killed by signal %d",
-                       took, fr, (int)R.e[fr].pid, WTERMSIG(st));
+                       took, R.base + fr, (int)R.e[fr].pid, WTERMSIG(st));
         else
             es_ctl_err("the job failed after %.1f s: EST %d (pid %d) exited with status %d", took,
-                       fr, (int)R.e[fr].pid, WEXITSTATUS(st));
+                       R.base + fr, (int)R.e[fr].pid, WEXITSTATUS(st));
     } else {
         if (R.next_ev < R.nev) {
             es_ctl_err("schedule: %d of %d events did not happen (the job ended first)",
@@ -1557,8 +1780,13 @@ static void run_report(run_ctx_t *x, const run_loop_t *l)
             es_ctl_err("the ESTs completed in %.1f s, but %d scheduled event%s failed", took,
                        R.ev_failed, R.ev_failed == 1 ? "" : "s");
         } else {
-            es_ctl_err("the job completed in %.1f s: %d EST%s exited with status 0", took, R.n,
-                       R.n == 1 ? "" : "s");
+            if (R.nnodes > 1)
+                es_ctl_err("the job completed in %.1f s: the %d ESTs of this host (node %d of "
+                           "%d, %d ESTs in all) exited with status 0", took, R.n, R.node,
+                           R.nnodes, R.world);
+            else
+                es_ctl_err("the job completed in %.1f s: %d EST%s exited with status 0", took,
+                           R.n, R.n == 1 ? "" : "s");
             x->rc = ES_CTL_EXIT_OK;
         }
     }
@@ -1620,6 +1848,7 @@ static void run_teardown(run_ctx_t *x)
                 free(R.e[r].out[s].buf);
             }
     free(R.e);
+    es_ctl_nlink_free(&R.nlink);
     if (g_selfpipe[0] >= 0) {
         close(g_selfpipe[0]);
         close(g_selfpipe[1]);

@@ -26,14 +26,29 @@ torch.backends.cudnn.deterministic).
 
 Data parallel like torchrun + DDP: RANK, WORLD_SIZE, LOCAL_RANK from the
 environment; device LOCAL_RANK % deviceCount; rank 0 creates the NCCL
-unique id and publishes it in the rendezvous directory (--rdzv, default
-$ES_RDZV_DIR) as a file written atomically (tmp + rename; rank 0 removes it
-once all ranks have joined); initial weights are broadcast
-from rank 0; gradients live in one flat buffer and are all-reduced in
-fixed-size buckets; rank r reads shard r of every global batch and draws
-that shard's part of the step's dropout mask, so --batch alone defines the
-update: 1, 2 or 4 ranks take the same mathematical step and differ only in
-float reduction order (tests/examples: test_world_sizes_same_update).
+unique id and hands it to the other ranks in one of two ways:
+  - a rendezvous directory (--rdzv, default $ES_RDZV_DIR) on a file system
+    all ranks share: the id is a file written atomically (tmp + rename;
+    rank 0 removes it once all ranks have joined). When given, it wins.
+  - otherwise TCP at MASTER_ADDR:MASTER_PORT, as torchrun sets them (no
+    shared directory needed: ranks on several hosts). Rank 0 listens there
+    (SO_REUSEADDR) from the start, and once it has the id serves it from a
+    thread while it goes on into ncclCommInitRank; every other rank
+    connects (retrying every 0.1 s while refused), sends a hello (the 8
+    bytes "ESRDZV1" and a zero, its rank and the world size as 32-bit
+    little-endian) and reads the id's 128 bytes. Rank 0 closes a
+    connection with a bad hello without counting it, and closes the
+    listener once every other rank has the id. MASTER_PORT must be an
+    integer in [1, 65535]. Either side gives up after --rdzv-timeout
+    seconds with one line naming MASTER_ADDR:MASTER_PORT (rank 0 counts
+    from the moment it has the id, the others from their start).
+  With WORLD_SIZE > 1 and neither, the run stops with a line naming both.
+Initial weights are broadcast from rank 0; gradients live in one flat
+buffer and are all-reduced in fixed-size buckets; rank r reads shard r of
+every global batch and draws that shard's part of the step's dropout mask,
+so --batch alone defines the update: 1, 2 or 4 ranks take the same
+mathematical step and differ only in float reduction order
+(tests/examples: test_world_sizes_same_update).
 Host-to-device copies go on the stream that consumes them (our streams are
 non-blocking: they do not wait for the legacy stream).
 
@@ -48,12 +63,15 @@ else $ES_BUILD/examples/kernels.fatbin, else build/examples/ in the repo).
 
 import argparse
 import ctypes
+import errno
 import hashlib
 import math
 import os
 import random
+import socket
 import struct
 import sys
+import threading
 import time
 from ctypes import byref, c_float, c_int, c_size_t, c_uint, c_uint64, c_void_p
 
@@ -493,9 +511,10 @@ class Layout:
 # The trainer.
 
 class Trainer:
-    def __init__(self, args, rank, world, local_rank):
+    def __init__(self, args, rank, world, local_rank, tcp=None):
         self.args = args
         self.rank, self.world = rank, world
+        self.tcp = tcp  # TcpRendezvous, or None: the rendezvous directory
         self.cuda = Cuda()
         self.cublas = Cublas()
         self.cudnn = Cudnn()
@@ -640,13 +659,22 @@ class Trainer:
         if self.rank == 0:
             self.nccl("ncclGetUniqueId", byref(uid))
             if self.world > 1:
-                publish_id(self.args.rdzv, ctypes.string_at(ctypes.addressof(uid), 128))
+                raw = ctypes.string_at(ctypes.addressof(uid), 128)
+                if self.tcp:
+                    self.tcp.serve(raw)
+                else:
+                    publish_id(self.args.rdzv, raw)
         else:
-            raw = wait_id(self.args.rdzv, self.args.rdzv_timeout)
+            if self.tcp:
+                raw = self.tcp.fetch()
+            else:
+                raw = wait_id(self.args.rdzv, self.args.rdzv_timeout)
             ctypes.memmove(ctypes.addressof(uid), raw, 128)
         self.comm_h = c_void_p()
         self.nccl("ncclCommInitRank", byref(self.comm_h), c_int(self.world), uid, c_int(self.rank))
-        if self.rank == 0 and self.world > 1:
+        if self.rank == 0 and self.tcp:
+            self.tcp.done()  # every rank has joined, so has the id: the listener is closed
+        elif self.rank == 0 and self.world > 1:
             # Every rank has joined, so every rank has read the id: remove it,
             # so that a later job reusing the directory never reads a stale id.
             try:
@@ -937,7 +965,8 @@ class Trainer:
 
 
 # --------------------------------------------------------------------------
-# Rendezvous: rank 0 publishes the NCCL unique id in a file.
+# Rendezvous: rank 0 publishes the NCCL unique id in a file (--rdzv DIR), or
+# serves it over TCP at MASTER_ADDR:MASTER_PORT (TcpRendezvous).
 
 RDZV_FILE = "nccl-unique-id"
 
@@ -972,6 +1001,186 @@ def wait_id(rdzv, timeout):
         if time.monotonic() > deadline:
             raise TrainError(f"timed out after {timeout:g} s waiting for rank 0 in {rdzv}")
         time.sleep(0.01)
+
+
+# TCP: each other rank connects to rank 0 and sends a hello (magic, its
+# rank, the world size; 32-bit little-endian); rank 0 answers the id's 128
+# bytes, or closes a connection whose hello is wrong without counting it.
+RDZV_MAGIC = b"ESRDZV1\0"
+RDZV_HELLO = struct.Struct("<8sii")
+RDZV_RETRY_S = 0.1   # between a rank's connection attempts
+RDZV_HELLO_S = 10.0  # the longest rank 0 waits for a connected rank's hello
+
+
+def oserr(e):
+    return e.strerror or str(e) or type(e).__name__
+
+
+def recv_exact(s, n, deadline):
+    """Up to n bytes (fewer: the peer closed first); socket.timeout at the
+    deadline (time.monotonic())."""
+    buf = b""
+    while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("timed out")
+        s.settimeout(left)
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
+def master_port():
+    """MASTER_PORT, strictly: decimal digits only, in [1, 65535]."""
+    v = os.environ.get("MASTER_PORT", "")
+    if not (v.isascii() and v.isdigit()):
+        raise TrainError(f"MASTER_PORT={v!r} is not a port number (an integer in [1, 65535])")
+    n = int(v, 10)
+    if not 1 <= n <= 65535:
+        raise TrainError(f"MASTER_PORT={n} out of range [1, 65535]")
+    return n
+
+
+class TcpRendezvous:
+    """The NCCL id over TCP at MASTER_ADDR:MASTER_PORT. Rank 0 listens from
+    the start (listen(): an address in use fails before any device work,
+    and ranks that connect early wait in the backlog), then serve() answers
+    from a thread while rank 0 goes on into ncclCommInitRank, which waits
+    for every rank; the thread closes the listener once every other rank
+    has the id (done() waits for that). Past --rdzv-timeout the thread says
+    which ranks are missing and ends the process: the main thread may be
+    blocked in ncclCommInitRank, where nothing else reaches it. The other
+    ranks call fetch()."""
+
+    def __init__(self, addr, port, rank, world, timeout):
+        self.addr, self.port = addr, port
+        self.rank, self.world, self.timeout = rank, world, timeout
+        self.where = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+        self.sock = None
+        self.thread = None
+
+    def listen(self):
+        try:
+            infos = socket.getaddrinfo(self.addr, self.port, type=socket.SOCK_STREAM)
+        except socket.gaierror as e:
+            raise TrainError(f"cannot resolve MASTER_ADDR {self.addr!r}: {oserr(e)}") from None
+        err = None
+        for family, kind, proto, _, sa in infos:
+            s = socket.socket(family, kind, proto)
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(sa)
+                s.listen(socket.SOMAXCONN)
+            except OSError as e:
+                s.close()
+                err = e
+                continue
+            self.sock = s
+            return
+        hint = ""
+        if err is not None and err.errno == errno.EADDRNOTAVAIL:
+            hint = " (MASTER_ADDR must be an address of rank 0's host)"
+        raise TrainError(f"cannot listen on {self.where} (MASTER_ADDR:MASTER_PORT) for the "
+                         f"rendezvous: {oserr(err) if err else 'no address'}{hint}")
+
+    def serve(self, raw):
+        self.thread = threading.Thread(target=self._serve, args=(raw,), name="rdzv",
+                                       daemon=True)
+        self.thread.start()
+
+    def done(self):
+        if self.thread:
+            self.thread.join()
+
+    def _serve(self, raw):
+        deadline = time.monotonic() + self.timeout
+        want = set(range(1, self.world))
+        said = set()
+        try:
+            while want:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.sock.settimeout(left)
+                try:
+                    conn, peer = self.sock.accept()
+                except socket.timeout:
+                    break
+                except OSError:  # e.g. a connection aborted before accept
+                    time.sleep(RDZV_RETRY_S)
+                    continue
+                with conn:
+                    why = self._answer(conn, raw, want,
+                                       min(deadline, time.monotonic() + RDZV_HELLO_S))
+                if why and why not in said:  # each reason once: a rank retries
+                    said.add(why)
+                    say(f"{PROG}: rank 0: rendezvous on {self.where}: closed a connection "
+                        f"from {peer[0]}: {why}", err=True)
+        finally:
+            self.sock.close()
+        if want:
+            missing = sorted(want)
+            names = ", ".join(map(str, missing[:16])) + (", ..." if len(missing) > 16 else "")
+            say(f"{PROG}: rank 0: timed out after {self.timeout:g} s serving the NCCL id on "
+                f"{self.where} (MASTER_ADDR:MASTER_PORT): {len(missing)} of {self.world - 1} "
+                f"ranks never got it (rank {names})", err=True)
+            os._exit(1)
+
+    def _answer(self, conn, raw, want, deadline):
+        """Checks one connection's hello and sends the id; None, or why not."""
+        try:
+            hello = recv_exact(conn, RDZV_HELLO.size, deadline)
+        except socket.timeout:
+            return "no hello in time"
+        except OSError as e:
+            return oserr(e)
+        if len(hello) < RDZV_HELLO.size:
+            return "closed before its hello"
+        magic, rank, world = RDZV_HELLO.unpack(hello)
+        if magic != RDZV_MAGIC:
+            return "not a rendezvous hello (bad magic)"
+        if world != self.world:
+            return f"rank {rank} has WORLD_SIZE {world}, rank 0 has {self.world}"
+        if not 1 <= rank < world:
+            return f"rank {rank} out of range [1, {world - 1}]"
+        try:
+            conn.settimeout(max(deadline - time.monotonic(), 0.001))
+            conn.sendall(raw)
+        except OSError as e:
+            return f"rank {rank}: cannot send the id: {oserr(e)}"
+        want.discard(rank)
+        return None
+
+    def fetch(self):
+        """A rank other than 0: the id from rank 0, retrying until the
+        timeout (rank 0 may not be listening yet)."""
+        hello = RDZV_HELLO.pack(RDZV_MAGIC, self.rank, self.world)
+        deadline = time.monotonic() + self.timeout
+        last = "no answer"
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TrainError(f"timed out after {self.timeout:g} s waiting for rank 0's NCCL "
+                                 f"id at {self.where} (MASTER_ADDR:MASTER_PORT): {last}")
+            try:
+                with socket.create_connection((self.addr, self.port), timeout=left) as s:
+                    s.sendall(hello)
+                    raw = recv_exact(s, 128, deadline)
+                if len(raw) == 128:
+                    return raw
+                last = (f"rank 0 closed the connection after {len(raw)} of 128 bytes" if raw
+                        else "rank 0 closed the connection without the id (see its output)")
+            except socket.timeout:
+                last = "no answer"
+            except ConnectionRefusedError:
+                last = "connection refused"
+            except socket.gaierror as e:
+                last = f"cannot resolve MASTER_ADDR {self.addr!r}: {oserr(e)}"
+            except OSError as e:
+                last = oserr(e)
+            time.sleep(max(min(RDZV_RETRY_S, deadline - time.monotonic()), 0))
 
 
 # --------------------------------------------------------------------------
@@ -1038,7 +1247,11 @@ def parse_args(argv):
         prog=PROG,
         description="Data-parallel CNN trainer over libcuda, cuBLAS, cuDNN and NCCL "
                     "(ctypes only). Rank, world size and local rank come from RANK, "
-                    "WORLD_SIZE and LOCAL_RANK (default: a single rank).")
+                    "WORLD_SIZE and LOCAL_RANK (default: a single rank). With WORLD_SIZE > 1 "
+                    "rank 0 hands the NCCL id to the others through a rendezvous directory "
+                    "all ranks share (--rdzv DIR or ES_RDZV_DIR; used when given) or, "
+                    "without one, over TCP at MASTER_ADDR:MASTER_PORT as torchrun sets them "
+                    "(rank 0 listens there, the others connect; no shared directory needed).")
     p.add_argument("--steps", type=positive_int, default=200, help="training steps (200)")
     p.add_argument("--batch", type=positive_int, default=32,
                    help="global batch size, divisible by WORLD_SIZE (32)")
@@ -1071,9 +1284,12 @@ def parse_args(argv):
                    help="only cuDNN algorithms reported deterministic (and deterministic "
                         "max pooling), like torch.backends.cudnn.deterministic")
     p.add_argument("--rdzv", metavar="DIR", default=os.environ.get("ES_RDZV_DIR"),
-                   help="rendezvous directory for the NCCL id (default $ES_RDZV_DIR)")
+                   help="rendezvous directory for the NCCL id (default $ES_RDZV_DIR); "
+                        "without one, TCP at MASTER_ADDR:MASTER_PORT (MASTER_PORT an "
+                        "integer in [1, 65535])")
     p.add_argument("--rdzv-timeout", type=finite_float(0.0, 3600.0, lo_open=True),
-                   default=60.0, help="seconds to wait for rank 0's id (60)")
+                   default=60.0, help="seconds to wait for rank 0's id; over TCP also rank 0's "
+                                      "limit for serving it to every rank (60)")
     p.add_argument("--kernels", metavar="PATH", default=None,
                    help="kernels fatbin (default $ES_BUILD/examples/kernels.fatbin or "
                         "build/examples/kernels.fatbin in the repository)")
@@ -1116,17 +1332,28 @@ def run(argv):
         parser.error(f"--batch {a.batch} is not divisible by WORLD_SIZE {world}")
     if a.test_samples < a.batch:
         parser.error(f"--test-samples {a.test_samples} is smaller than --batch {a.batch}")
+    tcp = None
     if world > 1:
-        if not a.rdzv:
-            raise TrainError("WORLD_SIZE > 1 needs a rendezvous directory (--rdzv DIR or "
-                             "ES_RDZV_DIR)")
-        if not os.path.isdir(a.rdzv):
-            raise TrainError(f"rendezvous directory {a.rdzv} does not exist")
+        if a.rdzv:
+            if not os.path.isdir(a.rdzv):
+                raise TrainError(f"rendezvous directory {a.rdzv} does not exist")
+        else:
+            addr = os.environ.get("MASTER_ADDR", "")
+            port = os.environ.get("MASTER_PORT", "")
+            if not addr or not port:
+                unset = [n for n, v in (("MASTER_ADDR", addr), ("MASTER_PORT", port)) if not v]
+                raise TrainError("WORLD_SIZE > 1 needs a rendezvous directory (--rdzv DIR or "
+                                 "ES_RDZV_DIR) or MASTER_ADDR and MASTER_PORT (rank 0 serves "
+                                 f"the NCCL id over TCP); {' and '.join(unset)} "
+                                 f"{'are' if len(unset) > 1 else 'is'} not set")
+            tcp = TcpRendezvous(addr, master_port(), rank, world, a.rdzv_timeout)
     if not os.path.isfile(a.kernels):
         raise TrainError(f"kernels fatbin {a.kernels} not found (run make, or pass --kernels)")
     a.test_samples -= a.test_samples % a.batch
+    if tcp and rank == 0:
+        tcp.listen()
 
-    tr = Trainer(a, rank, world, local_rank)
+    tr = Trainer(a, rank, world, local_rank, tcp)
     d = tr.d
     if rank == 0:
         say(f"{PROG}: world {world}, global batch {a.batch} ({tr.b} per rank), "

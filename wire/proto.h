@@ -42,9 +42,11 @@
  * swaps and bytes out and in, resident or parked).
  * Version 5: a hold the controller sets at run time (MOVE ops HOLD_OFFER
  * and HOLD_AT, MOVE.step and ACK.step).
+ * Version 6: the NODE verb (a node of a job across hosts reports to the
+ * daemon on node 0 and learns the job's state).
  * A peer of another version is refused at its first frame
  * (-EPROTONOSUPPORT: the receiver logs the version it got and closes). */
-#define ES_PROTO_VERSION 5u
+#define ES_PROTO_VERSION 6u
 #define ES_PROTO_HDR_SIZE 16u
 
 /* The frame header, as it is on the wire (little-endian fields). */
@@ -120,6 +122,8 @@ enum es_proto_verb {
                             * or "off" */
     ES_VERB_RELEASE = 10,  /* arg: STEP (decimal): the scheduled events through STEP are done;
                             * the ESTs held there go on (`run` sends it) */
+    ES_VERB_NODE = 11,     /* rank: the node; arg: "STATE HOST GPUS [REASON]" (`run` of a job
+                            * across hosts, every second); the reply: the job's state */
     ES_VERB_NVERBS
 };
 #define ES_REQ_JSON 1u

@@ -10,7 +10,8 @@
  *            [--end-step N] [--ack-delay-ms N] [--ignore-holds 1] [--until FILE]
  *            [--ts-by-rank W:Y:SO:SI:BO:BI/W:Y:SO:SI:BO:BI/...]
  *
- * Registers (reconnecting with backoff when the controller goes away),
+ * EASYSCALE_CONTROL tcp:HOST:PORT (an EST of another host, `run --nnodes`)
+ * is reached over TCP with EASYSCALE_TOKEN. Registers (reconnecting with backoff when the controller goes away),
  * heartbeats every --hb-ms with the step advanced by --steps-per-hb, and
  * exits 0 after --run-ms (3 if it is rank --fail-rank); rank --rejoin-rank
  * waits --rejoin-ms before it reconnects to a controller that went away
@@ -42,6 +43,7 @@
 #include "wire/proto.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,6 +294,43 @@ static int session(int fd, long long end)
     }
 }
 
+/* The controller: a unix socket path, or tcp:HOST:PORT with the 72-byte
+ * block of EASYSCALE_TOKEN first (an EST of another host). Returns the
+ * connected socket or -1. */
+static int ctl_connect(const char *ctl)
+{
+    int fd = -1;
+    if (strncmp(ctl, "tcp:", 4) == 0) {
+        char host[128], *port;
+        uint8_t auth[ES_PROTO_AUTH_SIZE];
+        struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *ai = NULL;
+        const char *tok = getenv("EASYSCALE_TOKEN");
+        snprintf(host, sizeof(host), "%s", ctl + 4);
+        port = strrchr(host, ':');
+        if (!port || !tok || es_proto_auth_encode(tok, auth) < 0)
+            return -1;
+        *port++ = '\0';
+        if (getaddrinfo(host, port, &hints, &ai) != 0 || !ai)
+            return -1;
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
+                        es_proto_send_all(fd, auth, sizeof(auth), NULL) < 0)) {
+            close(fd);
+            fd = -1;
+        }
+        freeaddrinfo(ai);
+        return fd;
+    }
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ctl);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -371,10 +410,8 @@ int main(int argc, char **argv)
     long long end = now_ms() + opt_run;
     int backoff = 20;
     while (now_ms() < end && !finished()) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ctl);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        int fd = ctl_connect(ctl);
+        if (fd >= 0) {
             backoff = 20;
             int done = session(fd, end);
             close(fd);
@@ -386,8 +423,6 @@ int main(int argc, char **argv)
                 struct timespec rj = { opt_rejoin_ms / 1000, (opt_rejoin_ms % 1000) * 1000000L };
                 nanosleep(&rj, NULL);
             }
-        } else if (fd >= 0) {
-            close(fd);
         }
         struct timespec ts = { 0, backoff * 1000000L };
         nanosleep(&ts, NULL);

@@ -20,13 +20,25 @@ TESTS += $(B)/tests/controller_sched_test
 
 # Whole processes: easyscale-ctl with fake ESTs and with the trainer under
 # the shim (simcuda).
-$(B)/tests/controller_ctl_test: $(B)/obj/tests/controller/ctl_test.o $(CTL_LIB_OBJS) $(TEST_HARNESS_OBJ) \
+$(B)/tests/controller_ctl_test: $(B)/obj/tests/controller/ctl_test.o $(B)/obj/tests/controller/bgjob.o \
+		$(CTL_LIB_OBJS) $(TEST_HARNESS_OBJ) \
 		| $(B)/bin/easyscale-ctl $(B)/tests/controller/fake_est $(B)/lib/libeasyscale.so \
 		  $(EX_FATBIN) $(EX_TWINS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -ldl -lm
 
 TESTS += $(B)/tests/controller_ctl_test
+
+# A job across hosts: the daemon's table of nodes (nodes.c) and two runs of
+# easyscale-ctl on this host as two nodes (loopback): variables, prefixes,
+# status, failures and silences, moves refused, a restarted daemon.
+$(B)/tests/controller_nodes_test: $(B)/obj/tests/controller/nodes_test.o \
+		$(B)/obj/tests/controller/bgjob.o $(CTL_LIB_OBJS) $(TEST_HARNESS_OBJ) \
+		| $(B)/bin/easyscale-ctl $(B)/lib/libeasyscale.so
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -ldl -lm
+
+TESTS += $(B)/tests/controller_nodes_test
 
 # Unit tests of controller/verify.c and controller/digest.c, and whole
 # processes (easyscale-ctl verify on a stand-in and on the trainer).

@@ -14,6 +14,12 @@
  *    placement (NCCL reduction order: VENDOR-FACTS "NCCL", changing the
  *    rank-to-GPU mapping changes the order), (d) cuDNN's heuristic pick of a
  *    nondeterministic algorithm (T4 model) run to run;
+ *  - the NCCL id over TCP at MASTER_ADDR:MASTER_PORT (no rendezvous
+ *    directory) gives the checksum of the directory's rendezvous, on one
+ *    host and across two simulated hosts (scripts/simhosts: no shared
+ *    /tmp); a rank alone times out naming the address, rank 0 closes
+ *    connections with a bad hello and times out naming the address and
+ *    the missing rank; a bad MASTER_PORT is one line and exit 1;
  *  - the same global batch on 1, 2 and 4 ranks is the same update: loss
  *    curves and parameters agree to float rounding (negative control: lr
  *    changed by 1 %);
@@ -38,11 +44,14 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,6 +76,38 @@ static void job_free(job_t *j)
 {
     free(j->out);
     j->out = NULL;
+}
+
+/* Fills j from a finished job's result r (taking r->out): its status, the
+ * checksum all nranks ranks printed, the held-out accuracy. */
+static void job_collect(job_t *j, const es_proc_result_t *r, int nranks)
+{
+    j->status = r->status;
+    j->out = r->out;
+    j->heldout = -1;
+    /* Every rank prints "checksum <hex>"; they must all be the same. */
+    const char *p = r->out;
+    int agree = 1;
+    while ((p = strstr(p, "checksum ")) != NULL) {
+        if (p == r->out || p[-1] == '\n') {
+            char s[80];
+            if (sscanf(p + 9, "%79s", s) == 1) {
+                if (j->nsums == 0)
+                    snprintf(j->sum, sizeof j->sum, "%s", s);
+                else if (strcmp(s, j->sum) != 0)
+                    agree = 0;
+                j->nsums++;
+            }
+        }
+        p += 9;
+    }
+    if (!agree)
+        j->sum[0] = '\0';
+    char buf[64];
+    if (es_find_last(r->out, "held-out accuracy ", buf, sizeof buf))
+        j->heldout = strtod(buf, NULL);
+    if (j->status != 0 || j->nsums != nranks || !agree || strstr(r->out, "Traceback"))
+        fprintf(stderr, "---- job output (status %d) ----\n%s\n----\n", j->status, r->out);
 }
 
 /* Runs `scripts/launch -n N [--gpus G] -- python3 examples/train.py ARGS...`
@@ -99,32 +140,7 @@ static void run_job(job_t *j, int nranks, const char *gpus, char *const env[], .
     memset(j, 0, sizeof *j);
     int rc = es_run(argv, env, RUN_TIMEOUT, &r);
     assert_int_equal(rc, 0);
-    j->status = r.status;
-    j->out = r.out;
-    j->heldout = -1;
-    /* Every rank prints "checksum <hex>"; they must all be the same. */
-    const char *p = r.out;
-    int agree = 1;
-    while ((p = strstr(p, "checksum ")) != NULL) {
-        if (p == r.out || p[-1] == '\n') {
-            char s[80];
-            if (sscanf(p + 9, "%79s", s) == 1) {
-                if (j->nsums == 0)
-                    snprintf(j->sum, sizeof j->sum, "%s", s);
-                else if (strcmp(s, j->sum) != 0)
-                    agree = 0;
-                j->nsums++;
-            }
-        }
-        p += 9;
-    }
-    if (!agree)
-        j->sum[0] = '\0';
-    char buf[64];
-    if (es_find_last(r.out, "held-out accuracy ", buf, sizeof buf))
-        j->heldout = strtod(buf, NULL);
-    if (j->status != 0 || j->nsums != nranks || !agree || strstr(r.out, "Traceback"))
-        fprintf(stderr, "---- job output (status %d) ----\n%s\n----\n", j->status, r.out);
+    job_collect(j, &r, nranks);
 }
 
 static void assert_ok_job(const job_t *j, int nranks)
@@ -178,8 +194,12 @@ static void test_usage_and_errors(void **state)
     expect_error(single, (const char *[]){"--bogus", NULL}, 2, "unrecognized arguments");
     char *four[] = {"WORLD_SIZE=4", "RANK=0", "LOCAL_RANK=0", "ES_RDZV_DIR=/tmp", NULL};
     expect_error(four, (const char *[]){"--batch", "6", NULL}, 2, "not divisible by WORLD_SIZE");
-    char *no_rdzv[] = {"WORLD_SIZE=2", "RANK=0", "LOCAL_RANK=0", "ES_RDZV_DIR=", NULL};
-    expect_error(no_rdzv, (const char *[]){NULL}, 1, "needs a rendezvous directory");
+    /* neither a directory nor MASTER_ADDR/MASTER_PORT: both ways named */
+    char *no_rdzv[] = {"WORLD_SIZE=2", "RANK=0", "LOCAL_RANK=0", "ES_RDZV_DIR=", "MASTER_ADDR=",
+                       "MASTER_PORT=", NULL};
+    expect_error(no_rdzv, (const char *[]){NULL}, 1,
+                 "needs a rendezvous directory (--rdzv DIR or ES_RDZV_DIR) or MASTER_ADDR and "
+                 "MASTER_PORT");
     char *bad_rank[] = {"WORLD_SIZE=2", "RANK=x1", "ES_RDZV_DIR=/tmp", NULL};
     expect_error(bad_rank, (const char *[]){NULL}, 1, "RANK='x1' is not an integer");
     char *rank_abc[] = {"WORLD_SIZE=2", "RANK=abc", "ES_RDZV_DIR=/tmp", NULL};
@@ -273,6 +293,247 @@ static void test_ranks_disagree(void **state)
     snprintf(f, sizeof f, "%s/nccl-unique-id", dir);
     assert_int_not_equal(access(f, F_OK), 0);
     unlink(f);
+    rmdir(dir);
+}
+
+/* ---- rendezvous over TCP: MASTER_ADDR:MASTER_PORT, no directory ----
+ * As torchrun sets them on hosts without a shared directory: rank 0 serves
+ * the NCCL id on that address, the other ranks fetch it. */
+#define RDZV_ARGS "--steps 12 --batch 16 --log-every 6 --test-samples 32 " \
+                  "--deterministic-kernels --cudnn-deterministic"
+#define RDZV_VARGS "--steps", "12", "--batch", "16", "--log-every", "6", "--test-samples", "32", \
+                   "--deterministic-kernels", "--cudnn-deterministic"
+
+static char rdzv_ref2[80]; /* 2 ranks, RDZV_ARGS, rendezvous directory */
+
+/* A port of 127.0.0.1 the kernel gives out and nothing listens on now;
+ * with fd, the socket is kept bound and listening (*fd, to close). */
+static int loopback_port(int *fd)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(s >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(s, (struct sockaddr *)&a, &len), 0);
+    if (fd) {
+        assert_int_equal(listen(s, 4), 0);
+        *fd = s;
+    } else {
+        close(s);
+    }
+    return ntohs(a.sin_port);
+}
+
+/* nranks ranks of train.py started by hand (no launcher, so no
+ * ES_RDZV_DIR), ranks 1.. first and rank 0 half a second later (they retry
+ * while it is not listening yet), with MASTER_ADDR=127.0.0.1,
+ * MASTER_PORT=port, up to 8 more assignments env and the shell words args;
+ * the job's status is the first non-zero one of its ranks. */
+static void run_tcp_job(job_t *j, int nranks, int port, char *const env[], const char *args)
+{
+    char cmd[2048], mp[32];
+    const char *py = es_root_path("examples/train.py");
+    snprintf(cmd, sizeof cmd,
+             "pids=; for r in $(seq %d -1 0); do [ $r -ne 0 ] || sleep 0.5; "
+             "WORLD_SIZE=%d RANK=$r LOCAL_RANK=$r python3 %s %s & pids=\"$pids $!\"; done; "
+             "st=0; for p in $pids; do wait $p; s=$?; [ $st -ne 0 ] || st=$s; done; exit $st",
+             nranks - 1, nranks, py, args);
+    snprintf(mp, sizeof mp, "MASTER_PORT=%d", port);
+    char *e[16] = {"ES_RDZV_DIR=", "MASTER_ADDR=127.0.0.1", mp};
+    int n = 3;
+    for (; env && *env && n < 11; env++)
+        e[n++] = *env;
+    e[n] = NULL;
+    es_proc_result_t r;
+    memset(j, 0, sizeof *j);
+    assert_int_equal(es_run_sh(cmd, e, RUN_TIMEOUT, &r), 0);
+    job_collect(j, &r, nranks);
+}
+
+/* 2 and 4 ranks: the checksum of the same job through a rendezvous
+ * directory (scripts/launch), bit for bit; rank 0 answered every other
+ * rank once (4 ranks: three connections) and wrote no id file anywhere. */
+static void test_rdzv_tcp_same_checksum(void **state)
+{
+    (void)state;
+    char *env[] = {"SIMCUDA_DEVICES=a100:8G,a100:8G,a100:8G,a100:8G",
+                   "CUBLAS_WORKSPACE_CONFIG=:4096:8", "CUDA_VISIBLE_DEVICES=", NULL};
+    static const int worlds[2] = {2, 4};
+    for (int k = 0; k < 2; k++) {
+        job_t dir, tcp;
+        run_job(&dir, worlds[k], NULL, env, RDZV_VARGS, NULL);
+        assert_ok_job(&dir, worlds[k]);
+        run_tcp_job(&tcp, worlds[k], loopback_port(NULL), env, RDZV_ARGS);
+        assert_ok_job(&tcp, worlds[k]);
+        fprintf(stderr, "note: %d ranks: directory %.16s..., TCP %.16s...\n", worlds[k], dir.sum,
+                tcp.sum);
+        assert_string_equal(dir.sum, tcp.sum);
+        assert_null(strstr(tcp.out, "rendezvous on")); /* no connection was refused */
+        if (worlds[k] == 2)
+            snprintf(rdzv_ref2, sizeof rdzv_ref2, "%s", dir.sum);
+        job_free(&dir);
+        job_free(&tcp);
+    }
+}
+
+/* Across hosts with no shared directory: rank 0 on simulated host 0 (its
+ * address as MASTER_ADDR), rank 1 on host 1, each with a /tmp of its own
+ * and one A100: the checksum of the 2-rank job on one host. Needs root
+ * (scripts/simhosts), as tests/sim/nccl/net_test does: fails without. */
+static void test_rdzv_tcp_across_hosts(void **state)
+{
+    (void)state;
+    if (!rdzv_ref2[0]) { /* run alone: the reference through a directory */
+        char *env[] = {"SIMCUDA_DEVICES=a100:8G,a100:8G", "CUBLAS_WORKSPACE_CONFIG=:4096:8",
+                       "CUDA_VISIBLE_DEVICES=", NULL};
+        job_t dir;
+        run_job(&dir, 2, NULL, env, RDZV_VARGS, NULL);
+        assert_ok_job(&dir, 2);
+        snprintf(rdzv_ref2, sizeof rdzv_ref2, "%s", dir.sum);
+        job_free(&dir);
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s --hosts 2 --gpus-per-host 1 --gpu a100:8G --grace 2 -- bash -c '"
+             "WORLD_SIZE=2 RANK=$SIMHOST_INDEX LOCAL_RANK=0 MASTER_ADDR=${SIMHOST_ADDRS%%%%,*} "
+             "MASTER_PORT=29500 exec python3 %s " RDZV_ARGS "'",
+             es_root_path("scripts/simhosts"), es_root_path("examples/train.py"));
+    char *env[] = {"ES_RDZV_DIR=", "MASTER_ADDR=", "MASTER_PORT=",
+                   "CUBLAS_WORKSPACE_CONFIG=:4096:8", "CUDA_VISIBLE_DEVICES=", NULL};
+    es_proc_result_t r;
+    job_t j;
+    memset(&j, 0, sizeof j);
+    assert_int_equal(es_run_sh(cmd, env, RUN_TIMEOUT, &r), 0);
+    if (r.status == 2 && strstr(r.out, "simhosts")) {
+        print_message("%s\n", r.out);
+        fail_msg("scripts/simhosts cannot make the hosts (needs root): see above");
+    }
+    job_collect(&j, &r, 2);
+    assert_ok_job(&j, 2);
+    assert_string_equal(j.sum, rdzv_ref2);
+    job_free(&j);
+}
+
+/* Timeouts. Rank 1 alone: it gives up after --rdzv-timeout with one line
+ * naming MASTER_ADDR:MASTER_PORT. Rank 0 with only bad hellos (another
+ * magic; rank 1 of another world size) from a client that connects from
+ * the start: rank 0 closes both connections without an answer and without
+ * counting them (and says why), then gives up naming the address and the
+ * rank that never got the id. */
+static void test_rdzv_tcp_timeouts(void **state)
+{
+    (void)state;
+    int port = loopback_port(NULL);
+    char mp[32], want[160];
+    snprintf(mp, sizeof mp, "MASTER_PORT=%d", port);
+    char *rank1[] = {"WORLD_SIZE=2", "RANK=1", "LOCAL_RANK=1", "ES_RDZV_DIR=",
+                     "MASTER_ADDR=127.0.0.1", mp, NULL};
+    snprintf(want, sizeof want,
+             "train.py: rank 1: timed out after 2 s waiting for rank 0's NCCL id at "
+             "127.0.0.1:%d (MASTER_ADDR:MASTER_PORT)", port);
+    expect_error(rank1, (const char *[]){"--rdzv-timeout", "2", "--steps", "1", "--batch", "8",
+                                         "--test-samples", "8", NULL},
+                 1, want);
+
+    /* the client retries while refused: rank 0 listens before its device
+     * setup, so both hellos wait in its backlog if they come early */
+    port = loopback_port(NULL);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import socket, struct, sys, time\n"
+             "for h in (b\"GARBAGE\\0\" + struct.pack(\"<ii\", 1, 2),\n"
+             "          b\"ESRDZV1\\0\" + struct.pack(\"<ii\", 1, 3)):\n"
+             "    while True:\n"
+             "        try:\n"
+             "            s = socket.create_connection((\"127.0.0.1\", %d)); break\n"
+             "        except ConnectionRefusedError:\n"
+             "            time.sleep(0.05)\n"
+             "    s.sendall(h); print(\"answered\", len(s.recv(256)), flush=True); s.close()\n"
+             "' & pc=$!; "
+             "WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d python3 %s "
+             "--steps 1 --batch 8 --test-samples 8 --rdzv-timeout 5; echo \"status $?\"; wait $pc",
+             port, port, es_root_path("examples/train.py"));
+    char *env[] = {"ES_RDZV_DIR=", NULL};
+    es_proc_result_t r;
+    assert_int_equal(es_run_sh(cmd, env, RUN_TIMEOUT, &r), 0);
+    char buf[32], magic[160], world[160], gave_up[200];
+    snprintf(magic, sizeof magic,
+             "train.py: rank 0: rendezvous on 127.0.0.1:%d: closed a connection from "
+             "127.0.0.1: not a rendezvous hello (bad magic)", port);
+    snprintf(world, sizeof world,
+             "train.py: rank 0: rendezvous on 127.0.0.1:%d: closed a connection from "
+             "127.0.0.1: rank 1 has WORLD_SIZE 3, rank 0 has 2", port);
+    snprintf(gave_up, sizeof gave_up,
+             "train.py: rank 0: timed out after 5 s serving the NCCL id on 127.0.0.1:%d "
+             "(MASTER_ADDR:MASTER_PORT): 1 of 1 ranks never got it (rank 1)", port);
+    if (!es_find_last(r.out, "status ", buf, sizeof buf) || strcmp(buf, "1") != 0 ||
+        !strstr(r.out, magic) || !strstr(r.out, world) || !strstr(r.out, gave_up) ||
+        es_count(r.out, "answered 0\n") != 2)
+        fprintf(stderr, "---- output ----\n%s\n", r.out);
+    assert_non_null(es_find_last(r.out, "status ", buf, sizeof buf));
+    assert_string_equal(buf, "1");
+    assert_int_equal(es_count(r.out, "answered 0\n"), 2); /* closed, nothing sent */
+    assert_non_null(strstr(r.out, magic));
+    assert_non_null(strstr(r.out, world));
+    assert_non_null(strstr(r.out, gave_up));
+    assert_null(strstr(r.out, "Traceback"));
+    es_proc_result_free(&r);
+}
+
+/* MASTER_PORT parsed strictly (decimal digits, 1..65535), on rank 0 and the
+ * others: one line, exit 1, before any device work. One of the two unset:
+ * the message names both ways and what is missing. A port in use: rank 0
+ * says it cannot listen there. A rendezvous directory wins: MASTER_* are
+ * not even read. */
+static void test_rdzv_tcp_bad_master(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *port, *msg;
+    } bad[] = {
+        {"MASTER_PORT=x", "MASTER_PORT='x' is not a port number (an integer in [1, 65535])"},
+        {"MASTER_PORT=70000", "MASTER_PORT=70000 out of range [1, 65535]"},
+        {"MASTER_PORT=0", "MASTER_PORT=0 out of range [1, 65535]"},
+        {"MASTER_PORT=-1", "MASTER_PORT='-1' is not a port number"},
+        {"MASTER_PORT=+80", "MASTER_PORT='+80' is not a port number"},
+        {"MASTER_PORT= 80", "MASTER_PORT=' 80' is not a port number"},
+        {"MASTER_PORT=2_9500", "MASTER_PORT='2_9500' is not a port number"},
+        {"MASTER_PORT=", "MASTER_PORT is not set"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (int rank = 0; rank < 2; rank++) {
+            char *env[] = {"WORLD_SIZE=2", rank ? "RANK=1" : "RANK=0", "LOCAL_RANK=0",
+                           "ES_RDZV_DIR=", "MASTER_ADDR=127.0.0.1", (char *)bad[i].port, NULL};
+            expect_error(env, (const char *[]){NULL}, 1, bad[i].msg);
+        }
+    }
+    char *no_addr[] = {"WORLD_SIZE=2", "RANK=1", "ES_RDZV_DIR=", "MASTER_ADDR=",
+                       "MASTER_PORT=29500", NULL};
+    expect_error(no_addr, (const char *[]){NULL}, 1,
+                 "needs a rendezvous directory (--rdzv DIR or ES_RDZV_DIR) or MASTER_ADDR and "
+                 "MASTER_PORT (rank 0 serves the NCCL id over TCP); MASTER_ADDR is not set");
+
+    int fd;
+    char mp[32], want[160];
+    snprintf(mp, sizeof mp, "MASTER_PORT=%d", loopback_port(&fd));
+    snprintf(want, sizeof want, "train.py: rank 0: cannot listen on 127.0.0.1:%s "
+             "(MASTER_ADDR:MASTER_PORT) for the rendezvous", mp + 12);
+    char *in_use[] = {"WORLD_SIZE=2", "RANK=0", "ES_RDZV_DIR=", "MASTER_ADDR=127.0.0.1", mp,
+                      NULL};
+    expect_error(in_use, (const char *[]){NULL}, 1, want);
+    close(fd);
+
+    char dir[] = "/tmp/es-train-rdzv-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char rd[64];
+    snprintf(rd, sizeof rd, "ES_RDZV_DIR=%s", dir);
+    snprintf(want, sizeof want, "rank 1: timed out after 1 s waiting for rank 0 in %s", dir);
+    char *dir_wins[] = {"WORLD_SIZE=2", "RANK=1", rd, "MASTER_ADDR=127.0.0.1", "MASTER_PORT=x",
+                        NULL};
+    expect_error(dir_wins, (const char *[]){"--rdzv-timeout", "1", "--steps", "1", "--batch", "8",
+                                            "--test-samples", "8", NULL},
+                 1, want);
     rmdir(dir);
 }
 
@@ -1062,6 +1323,10 @@ int main(void)
         cmocka_unit_test(test_missing_library),
         cmocka_unit_test(test_launch_propagates_failure),
         cmocka_unit_test(test_ranks_disagree),
+        cmocka_unit_test(test_rdzv_tcp_same_checksum),
+        cmocka_unit_test(test_rdzv_tcp_across_hosts),
+        cmocka_unit_test(test_rdzv_tcp_timeouts),
+        cmocka_unit_test(test_rdzv_tcp_bad_master),
         cmocka_unit_test(test_save),
         cmocka_unit_test(test_torch_ddp_compiles),
         cmocka_unit_test(test_torch_ddp_cli),

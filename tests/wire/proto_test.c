@@ -194,8 +194,8 @@ static void test_wire_layout(void **state)
     m.u.move.epoch = 0x1122334455667788ull;
     strcpy(m.u.move.slot, "ab");
     size_t n = enc(&m, b, sizeof(b));
-    /* header: "ESC1", version 5, type 3, length, seq; all little-endian */
-    static const uint8_t hdr[16] = { 'E', 'S', 'C', '1', 5, 0, 3, 0, 4 + 8 + 2 + 2 + 4 + 8, 0, 0,
+    /* header: "ESC1", version 6, type 3, length, seq; all little-endian */
+    static const uint8_t hdr[16] = { 'E', 'S', 'C', '1', 6, 0, 3, 0, 4 + 8 + 2 + 2 + 4 + 8, 0, 0,
                                      0, 4, 3, 2, 1 };
     assert_memory_equal(b, hdr, 16);
     static const uint8_t body[28] = { 1, 0, 0, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
@@ -235,7 +235,7 @@ static void test_wire_layout(void **state)
     /* the auth block: "ESA1", version, length, zero-padded token */
     uint8_t a[ES_PROTO_AUTH_SIZE];
     assert_int_equal(es_proto_auth_encode("0123456789abcdef", a), 0);
-    assert_memory_equal(a, "ESA1\x05\x00\x10\x00" "0123456789abcdef", 24);
+    assert_memory_equal(a, "ESA1\x06\x00\x10\x00" "0123456789abcdef", 24);
     for (size_t i = 24; i < sizeof(a); i++)
         assert_int_equal(a[i], 0);
 }
@@ -263,7 +263,9 @@ static void test_bad_frames(void **state)
     assert_int_equal(h.version, 3);
     c[4] = 4; /* version 4: no holds set at run time */
     assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTONOSUPPORT);
-    c[4] = 6;
+    c[4] = 5; /* version 5: no node reports (jobs across hosts) */
+    assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTONOSUPPORT);
+    c[4] = 7;
     assert_int_equal(es_proto_decode_hdr(c, ALL, &h), -EPROTONOSUPPORT);
     memcpy(c, b, n);
     c[6] = 99; /* unknown type */
