@@ -122,7 +122,7 @@ test: all $(TESTS)
 .PHONY: build-tests test-hosts
 build-tests: all $(TESTS) $(HOSTS_TESTS) $(BENCHES)
 
-# simcuda's NCCL across simulated hosts alone (root; also in `make test`).
+# simcuda's NCCL and a job across simulated hosts alone (root; also in `make test`).
 test-hosts: all $(HOSTS_TESTS)
 	@ES_BUILD=$(B) scripts/run-tests $(HOSTS_TESTS)
 

@@ -1582,16 +1582,16 @@ static void cut_pipes(void)
 static int loop_wait(run_loop_t *l)
 {
     int k = loop_pipes(l);
-    if (l->live == 0 && k == 0 && !node_linger(l, es_ctl_now_ms()))
-        return 0;
     /* every EST has ended: what they left running (a background child
      * holding the pipe) gets 2 s to finish writing, then is cut off */
-    if (l->live == 0 && !l->drain_until)
+    if (l->live == 0 && k > 0 && !l->drain_until)
         l->drain_until = es_ctl_now_ms() + 2000;
-    if (l->drain_until && es_ctl_now_ms() > l->drain_until) {
+    if (l->live == 0 && k > 0 && es_ctl_now_ms() > l->drain_until) {
         cut_pipes();
-        return 0;
+        k = 0;
     }
+    if (l->live == 0 && k == 0 && !node_linger(l, es_ctl_now_ms()))
+        return 0;
     l->pf[k] = (struct pollfd){ .fd = g_selfpipe[0], .events = POLLIN };
     l->who[k++] = -1;
     if (l->prog.fd >= 0) {
@@ -1669,6 +1669,9 @@ static void loop_node(run_loop_t *l, int64_t now)
         es_ctl_nlink_set(nl, ES_NODE_FAILED, why);
     } else if (l->failed_rank == -2 && nl->state != ES_NODE_FAILED) {
         es_ctl_nlink_set(nl, ES_NODE_FAILED, "its run was stopped by a signal");
+    } else if (l->failed_rank == -3 && l->live == 0 && nl->state == ES_NODE_RUNNING) {
+        /* its ESTs stopped for the job's failure elsewhere: this node ended too */
+        es_ctl_nlink_set(nl, ES_NODE_FAILED, "its ESTs were stopped (the job failed elsewhere)");
     } else if (l->live == 0 && l->failed_rank == -1 && nl->state == ES_NODE_RUNNING) {
         es_ctl_nlink_set(nl, ES_NODE_DONE, NULL);
     }

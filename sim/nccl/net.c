@@ -738,8 +738,10 @@ static void *proxy_thread(void *p)
         if (st == 1) {
             if (!stop_at)
                 stop_at = now + (uint64_t)n->timeout_ms;
+            /* what is queued for a peer gone after its goodbye (departed
+             * 2: not polled any more) is never delivered: not pending */
             for (int r = 0; r < n->nranks; r++)
-                pending |= n->c[r].fd >= 0 && n->c[r].txq != NULL;
+                pending |= n->c[r].fd >= 0 && n->c[r].txq != NULL && n->c[r].departed != 2;
             if (!pending || now >= stop_at)
                 break;
         }

@@ -40,6 +40,17 @@ $(B)/tests/controller_nodes_test: $(B)/obj/tests/controller/nodes_test.o \
 
 TESTS += $(B)/tests/controller_nodes_test
 
+# The trainer across 2 simulated hosts x 2 GPUs (scripts/simhosts, root):
+# run --nnodes 2 on each (hosts_node.sh), a host's link cut mid-run.
+$(B)/tests/controller_hosts_test: $(B)/obj/tests/controller/hosts_test.o \
+		$(B)/obj/tests/controller/bgjob.o $(TEST_HARNESS_OBJ) \
+		| $(B)/bin/easyscale-ctl $(B)/lib/libeasyscale.so $(EX_FATBIN) $(EX_TWINS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -ldl -lm
+
+TESTS += $(B)/tests/controller_hosts_test
+HOSTS_TESTS += $(B)/tests/controller_hosts_test
+
 # Unit tests of controller/verify.c and controller/digest.c, and whole
 # processes (easyscale-ctl verify on a stand-in and on the trainer).
 $(B)/tests/controller_verify_test: $(B)/obj/tests/controller/verify_test.o $(CTL_LIB_OBJS) \

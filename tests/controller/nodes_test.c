@@ -327,9 +327,14 @@ static void test_two_nodes(void **state)
     (void)state;
     bg_t b0, b1;
     node_args_t n0, n1;
-    char until[300], host[64], want[700];
+    char until[300], until1[300], host[64], want[700];
     snprintf(until, sizeof(until), "%s/until-two", g_tmp);
-    start_two(&b0, &b1, &n0, &n1, until, -1, NULL, NULL);
+    snprintf(until1, sizeof(until1), "%s/until-two-1", g_tmp);
+    int port = free_ports();
+    node_argv(&n0, 0, port, until, -1, NULL);
+    node_argv(&n1, 1, port, until1, -1, NULL); /* node 1's ESTs end later */
+    bg_start(&b1, g_env, n1.argv);
+    bg_start(&b0, g_env, n0.argv);
     char *js = wait_all_registered(&n0, &b0, &b1);
     assert_non_null(strstr(js, "\"nodes\":[{\"node\":0,"));
     assert_non_null(strstr(js, "{\"node\":1,"));
@@ -344,7 +349,20 @@ static void test_two_nodes(void **state)
     assert_non_null(strstr(r.out, "node 1: host "));
     assert_non_null(strstr(r.out, "ranks 2-3"));
     es_proc_result_free(&r);
+    /* node 0's ESTs end first: its run (and the daemon) stay for node 1's */
     make_until(until);
+    int done0 = 0;
+    for (int i = 0; i < T_JOB * 5 && !done0; i++) {
+        assert_int_equal(ctl_tcp(&r, &n0, "status", "--json", NULL), 0);
+        done0 = strstr(r.out, "{\"node\":0,") &&
+                strstr(strstr(r.out, "{\"node\":0,"), "\"state\":\"done\"") != NULL;
+        es_proc_result_free(&r);
+        msleep(100);
+    }
+    assert_true(done0);
+    msleep(3000); /* beyond run's 2 s for what ESTs leave behind */
+    assert_false(bg_ended(&b0));
+    make_until(until1);
     assert_int_equal(bg_wait(&b1, T_JOB), 0);
     assert_int_equal(bg_wait(&b0, T_JOB), 0);
     char *o0 = bg_output(&b0), *o1 = bg_output(&b1);
