@@ -7,6 +7,8 @@
  * Files and the one way their calls go (no file calls one above it; the
  * transports' order hook is called through the transport struct):
  *   comm.c (communicators: init, split, shrink, finalize, destroy, abort),
+ *   xhost.c (a communicator across hosts: the levels above a host; the
+ *     operations' entry, es_coll_enqueue)
  *   enqueue.c (operations: checks, the scheduled hold)
  *     -> group.c (ncclGroupStart/End: the thread's queued inits and ops)
  *     -> defer.c (a time-sliced EST's collectives, kept until it yields)
@@ -62,6 +64,7 @@
 /* ---- the unique id ------------------------------------------------------------ */
 
 #define ES_COLL_ID_MAGIC 0x314c4c4f43534545ULL   /* "EESCOLL1" */
+#define ES_COLL_ID_MAGIC_X 0x584c4c4f43534545ULL /* "EESCOLLX": across hosts (xhost.c) */
 typedef struct es_coll_id {
     uint64_t magic;
     uint64_t nonce;       /* names the segment and the sockets */
@@ -179,9 +182,12 @@ typedef struct es_premul {
     const void *dev;              /* device scalar */
 } es_premul_t;
 
+typedef struct es_xhost es_xhost_t;
+
 struct es_comm {
     uint64_t magic;
-    int rank, nranks;
+    int rank, nranks;             /* in the engine: of this host's ranks (all, on one host) */
+    es_xhost_t *x;                /* across hosts: the levels above this host (NULL: none) */
     int vdev;                     /* the application's device ordinal */
     CUdevice dev;                 /* physical */
     CUcontext ctx;
@@ -528,6 +534,32 @@ ncclResult_t es_coll_launch(es_comm_t *c, es_qop_t **ops, int n);
 /* The same for a parked EST (time-slicing, after es_coll_ts_yield): run
  * in the calling thread on its host copies; the stream is not touched. */
 ncclResult_t es_coll_launch_parked(es_comm_t *c, es_qop_t **ops, int n);
+
+/* ---- xhost.c: a communicator across hosts ------------------------------------------------- */
+
+/* Whether the job spans hosts (GROUP_WORLD_SIZE > 1). */
+int es_xhost_wanted(void);
+/* Makes e an id across hosts: it carries the leaders' real NCCL id. */
+ncclResult_t es_xhost_make_id(es_coll_id_t *e);
+/* For an id across hosts (ES_COLL_ID_MAGIC_X): checks *rank of *nranks
+ * against the environment, turns e into the id of this host's own
+ * communicator and *nranks, *rank into its size and this rank's place in
+ * it, and returns the levels above it in *out (freed with free() when the
+ * host's communicator is not made). */
+ncclResult_t es_xhost_plan(es_coll_id_t *e, int *nranks, int *rank, const ncclConfig_t *config,
+                           es_xhost_t **out);
+/* The host's communicator c made (c->x set): the leaders' communicator. */
+ncclResult_t es_xhost_connect(es_comm_t *c);
+/* Destroys (abort: aborts) the levels above the host; c->x NULL after. */
+void es_xhost_free(es_comm_t *c, int abort);
+/* The rank and size across hosts. */
+int es_xhost_rank(const es_comm_t *c);
+int es_xhost_nranks(const es_comm_t *c);
+/* ---- enqueue.c ---------------------------------------------------------------------------- */
+
+/* An operation of c's own ranks (es_coll_enqueue for a communicator of
+ * one host; xhost.c's steps inside a host). */
+ncclResult_t es_coll_enqueue_local(const es_coll_op_t *o);
 
 /* ---- defer.c: a time-sliced EST's collectives kept until it yields ---------------------- */
 

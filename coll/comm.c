@@ -18,13 +18,15 @@ int es_coll_enabled(void)
     return es_cfg.collectives == ES_COLL_VIRTUAL;
 }
 
-int es_coll_rank(const es_comm_t *c) { return c->rank; }
-int es_coll_nranks(const es_comm_t *c) { return c->nranks; }
+int es_coll_rank(const es_comm_t *c) { return c->x ? es_xhost_rank(c) : c->rank; }
+int es_coll_nranks(const es_comm_t *c) { return c->x ? es_xhost_nranks(c) : c->nranks; }
 int es_coll_cudev(const es_comm_t *c) { return c->vdev; }
 
 /* ---- communicators ------------------------------------------------------------------- */
 
-ncclResult_t es_coll_get_unique_id(ncclUniqueId *id)
+/* An id of one host's ranks, or (across: the job spans hosts) one that
+ * also carries the hosts' leaders' real NCCL id (xhost.c). */
+static ncclResult_t es_unique_id(ncclUniqueId *id, int across)
 {
     if (!id) {
         es_coll_error("ncclGetUniqueId: NULL id");
@@ -43,8 +45,18 @@ ncclResult_t es_coll_get_unique_id(ncclUniqueId *id)
         clock_gettime(CLOCK_REALTIME, &ts);
         e.nonce = ((uint64_t)getpid() << 40) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20);
     }
+    if (across) {
+        ncclResult_t res = es_xhost_make_id(&e);
+        if (res != ncclSuccess)
+            return res;
+    }
     memcpy(id, &e, sizeof(e));
     return ncclSuccess;
+}
+
+ncclResult_t es_coll_get_unique_id(ncclUniqueId *id)
+{
+    return es_unique_id(id, es_xhost_wanted());
 }
 
 /* A child id every member derives alike (split, shrink). */
@@ -78,6 +90,44 @@ static ncclResult_t es_check_config(const ncclConfig_t *config)
     return ncclSuccess;
 }
 
+/* This host's communicator of the id e (checked): made, registered, its
+ * initialisation started. */
+static ncclResult_t es_init_local(es_comm_t **comm, int nranks, const es_coll_id_t *e, int rank,
+                                  const ncclConfig_t *config)
+{
+    if (e->magic != ES_COLL_ID_MAGIC || e->version != ES_SEG_VERSION) {
+        es_coll_error("ncclCommInitRank: the unique id was not made by the virtual collectives "
+                      "(every rank needs EASYSCALE_COLLECTIVES=virtual and the same shim)");
+        return ncclInvalidArgument;
+    }
+    if (e->uid != (uint32_t)getuid()) {
+        es_coll_error("ncclCommInitRank: the unique id belongs to another user");
+        return ncclInvalidUsage;
+    }
+    CUcontext ctx = NULL;
+    if (!es_lib_ready(ES_LIB_CUDA)) {
+        es_coll_error("ncclCommInitRank: libcuda.so.1 is not available");
+        return ncclUnhandledCudaError;
+    }
+    ES_REAL(cuda, cuCtxGetCurrent)(&ctx);
+    es_comm_t *c = es_comm_alloc(nranks, rank, e, es_config_blocking(config));
+    if (!c)
+        return ncclSystemError;
+    if (es_comm_bind(c, ctx) != CUDA_SUCCESS) {
+        es_comm_free(c);
+        return ncclUnhandledCudaError;
+    }
+    es_comm_register(c);
+    ncclResult_t res = es_group_start_init(c);
+    if (res != ncclSuccess && res != ncclInProgress) {
+        es_comm_unregister(c);
+        es_comm_free(c);
+        return res;
+    }
+    *comm = c;
+    return res;
+}
+
 ncclResult_t es_coll_init_rank(es_comm_t **comm, int nranks, const ncclUniqueId *id, int rank,
                                const ncclConfig_t *config)
 {
@@ -86,6 +136,7 @@ ncclResult_t es_coll_init_rank(es_comm_t **comm, int nranks, const ncclUniqueId 
     if (es_coll_ts_flush() < 0) /* a time-sliced EST's kept collectives first */
         return ncclUnhandledCudaError;
     es_coll_id_t e;
+    es_xhost_t *x = NULL;
     if (!comm || !id) {
         es_coll_error("ncclCommInitRank: NULL argument");
         return ncclInvalidArgument;
@@ -100,36 +151,21 @@ ncclResult_t es_coll_init_rank(es_comm_t **comm, int nranks, const ncclUniqueId 
     if (res != ncclSuccess)
         return res;
     memcpy(&e, id, sizeof(e));
-    if (e.magic != ES_COLL_ID_MAGIC || e.version != ES_SEG_VERSION) {
-        es_coll_error("ncclCommInitRank: the unique id was not made by the virtual collectives "
-                      "(every rank needs EASYSCALE_COLLECTIVES=virtual and the same shim)");
-        return ncclInvalidArgument;
-    }
-    if (e.uid != (uint32_t)getuid()) {
-        es_coll_error("ncclCommInitRank: the unique id belongs to another user");
-        return ncclInvalidUsage;
-    }
-    CUcontext ctx = NULL;
-    if (!es_lib_ready(ES_LIB_CUDA)) {
-        es_coll_error("ncclCommInitRank: libcuda.so.1 is not available");
-        return ncclUnhandledCudaError;
-    }
-    ES_REAL(cuda, cuCtxGetCurrent)(&ctx);
-    es_comm_t *c = es_comm_alloc(nranks, rank, &e, es_config_blocking(config));
-    if (!c)
-        return ncclSystemError;
-    if (es_comm_bind(c, ctx) != CUDA_SUCCESS) {
-        es_comm_free(c);
-        return ncclUnhandledCudaError;
-    }
-    es_comm_register(c);
-    res = es_group_start_init(c);
-    if (res != ncclSuccess && res != ncclInProgress) {
-        es_comm_unregister(c);
-        es_comm_free(c);
+    /* across hosts: the engine makes this host's communicator, xhost.c
+     * the levels above it */
+    if (e.magic == ES_COLL_ID_MAGIC_X && e.version == ES_SEG_VERSION &&
+        (res = es_xhost_plan(&e, &nranks, &rank, config, &x)) != ncclSuccess)
+        return res;
+    res = es_init_local(comm, nranks, &e, rank, config);
+    if (res != ncclSuccess || !x) {
+        free(x);
         return res;
     }
-    *comm = c;
+    (*comm)->x = x;
+    if ((res = es_xhost_connect(*comm)) != ncclSuccess) {
+        es_coll_destroy(*comm);
+        *comm = NULL;
+    }
     return res;
 }
 
@@ -140,7 +176,7 @@ ncclResult_t es_coll_init_all(es_comm_t **comms, int ndev, const int *devlist)
         return ncclInvalidArgument;
     }
     ncclUniqueId id;
-    ncclResult_t res = es_coll_get_unique_id(&id);
+    ncclResult_t res = es_unique_id(&id, 0); /* one process: one host */
     if (res != ncclSuccess)
         return res;
     int n = 0;
@@ -260,6 +296,10 @@ ncclResult_t es_coll_split(es_comm_t *parent, int color, int key, es_comm_t **ou
         return ncclInvalidArgument;
     }
     *out = NULL;
+    if (parent && es_coll_valid(parent) && parent->x) {
+        es_coll_error("ncclCommSplit: a communicator across hosts is not split yet");
+        return ncclInvalidUsage;
+    }
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
         es_coll_error("ncclCommSplit: color %d is not valid (>= 0 or NCCL_SPLIT_NOCOLOR)", color);
         return ncclInvalidArgument;
@@ -335,6 +375,10 @@ ncclResult_t es_coll_shrink(es_comm_t *parent, const int *exclude, int nexclude,
         return ncclInvalidArgument;
     }
     *out = NULL;
+    if (parent && es_coll_valid(parent) && parent->x) {
+        es_coll_error("ncclCommShrink: a communicator across hosts is not shrunk yet");
+        return ncclInvalidUsage;
+    }
     ncclResult_t res = es_check_config(config);
     if (res != ncclSuccess)
         return res;
@@ -462,6 +506,7 @@ ncclResult_t es_coll_destroy(es_comm_t *c)
 {
     es_coll_ts_flush(); /* a failure is the communicator's: it goes anyway */
     es_comm_join_init(c);
+    es_xhost_free(c, 0);
     pthread_mutex_lock(&c->mu);
     int drained = es_comm_drain(c, 0);
     pthread_mutex_unlock(&c->mu);
@@ -481,6 +526,7 @@ ncclResult_t es_coll_abort(es_comm_t *c)
 {
     atomic_store(&c->aborted, 1);
     es_comm_join_init(c); /* its waits see the abort */
+    es_xhost_free(c, 1);
     if (c->seg.h)
         es_comm_fail(c, ES_FAIL_ABORT, ncclRemoteError);
     es_coll_ts_flush(); /* kept collectives: they fail at once now */

@@ -122,7 +122,7 @@ static ncclResult_t es_check_op(const es_coll_op_t *o, es_qop_t *q)
     return ncclSuccess;
 }
 
-ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
+ncclResult_t es_coll_enqueue_local(const es_coll_op_t *o)
 {
     if (!es_coll_valid(o->comm)) {
         es_coll_error("%s: invalid communicator",

@@ -11,7 +11,7 @@
 # list in coll_int.h). The shim compiles $(COLL_SRCS).
 COLL_SRCS := coll/comm.c coll/init.c coll/group.c coll/enqueue.c coll/defer.c coll/launch.c coll/step.c \
 	coll/seg.c coll/tslice.c coll/util.c coll/transport/host.c coll/transport/dev.c coll/transport/nccl.c \
-	coll/digest.c coll/jobhold.c
+	coll/digest.c coll/jobhold.c coll/xhost.c
 
 # The host transport computes the kernel's element arithmetic on the CPU:
 # no contraction into FMA. Its reduction loops are vectorized across

@@ -1126,11 +1126,6 @@ static int run_check_nodes(run_ctx_t *x)
     if (x->schedule)
         return usage_fail(x, "--schedule: moves are not available in a job across hosts yet%s",
                           NULL);
-    const char *coll = getenv("EASYSCALE_COLLECTIVES");
-    if (x->job.determinism != 0 && (!coll || strcmp(coll, "nccl") != 0))
-        return usage_fail(x, "a job across hosts: the virtual collectives do not span hosts "
-                          "yet; set EASYSCALE_COLLECTIVES=nccl (NCCL's own collectives: their "
-                          "bits depend on the placement) or --determinism off%s", NULL);
     int port;
     if (master_port(x->master, &port) < 0)
         return usage_fail(x, "bad --master \"%s\" (HOST:PORT, PORT 1 to 65534)", x->master);

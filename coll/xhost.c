@@ -1,0 +1,366 @@
+/* A communicator across hosts: the levels of the order above a host.
+ *
+ * When the job spans hosts (GROUP_WORLD_SIZE > 1, as torchrun and
+ * `easyscale-ctl run --nnodes` set it; host h holds ranks h*K .. h*K+K-1,
+ * K = LOCAL_WORLD_SIZE), a communicator is the engine's communicator of
+ * the host's K ranks (every transport, inside the host) plus one real NCCL
+ * communicator of the hosts' leaders (local rank 0 of each host): the
+ * unique id rank 0 makes carries the leaders' real NCCL id (its first 104
+ * bytes; NCCL's and simcuda's ids use fewer).
+ *
+ * The order stays the rank-order left fold over all N ranks. The fold goes
+ * on across hosts because it goes on from a partial: host 0's ranks fold
+ * into P0 (the engine's all-reduce of the host); host 1's leader receives
+ * P0 and contributes P0 (+) x[K] (one fold step, kernels/reduce.h) in place
+ * of its own input, so the engine's fold of host 1 is
+ * ((P0 + x[K]) + x[K+1]) + ... = the fold of ranks 0 .. 2K-1; and so on to
+ * the last host, whose leader has the result, broadcasts it to the other
+ * leaders (NCCL, data movement), which broadcast it inside their hosts.
+ * avg sums, and the last leader divides once by N. Broadcast and all-gather
+ * are data movement: inside the root's host, between leaders, inside each
+ * host. Everything is enqueued on the caller's stream (NCCL's calls on the
+ * real stream behind it), so nothing here waits on the host.
+ *
+ * Not yet: the other operations, PreMulSum, groups, split, non-blocking
+ * communicators, moves (refused by the controller), and stripes over the
+ * host's GPUs (one leader's link carries the bytes between two hosts).
+ * Calls comm.c (the local communicator), enqueue.c, kernels/reduce.h. */
+#include "coll/coll_int.h"
+#include "kernels/reduce.h"
+#include "move/vhandle.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ES_XH_REAL_ID_BYTES 104 /* what of the leaders' id the unique id carries */
+_Static_assert(ES_XH_REAL_ID_BYTES <= sizeof(((es_coll_id_t *)0)->pad), "the id's room");
+
+struct es_xhost {
+    int rank, nranks;       /* global */
+    int host, nhosts, k;    /* this host, the hosts, ranks per host */
+    int lrank;              /* local rank (the engine's) */
+    ncclUniqueId lead_id;   /* the leaders' real id */
+    ncclComm_t lead;        /* leaders only: the real communicator of the leaders */
+    CUdeviceptr tmp;        /* leaders: scratch (two buffers of the largest operation) */
+    size_t tmp_bytes;
+};
+
+/* ---- the environment ------------------------------------------------------------ */
+
+/* A decimal variable in [lo, hi]: 0 with *out, -ENOENT unset, -EINVAL bad. */
+static int es_xh_env(const char *name, long lo, long hi, int *out)
+{
+    const char *v = getenv(name);
+    char *end;
+    if (!v || !*v)
+        return -ENOENT;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (*end || errno || x < lo || x > hi || *v == '+' || *v == ' ') {
+        es_coll_error("%s=\"%s\" is not a number in [%ld, %ld]", name, v, lo, hi);
+        return -EINVAL;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+int es_xhost_wanted(void)
+{
+    int n = 1;
+    return es_xh_env("GROUP_WORLD_SIZE", 1, ES_COLL_MAX_RANKS, &n) == 0 && n > 1;
+}
+
+ncclResult_t es_xhost_make_id(es_coll_id_t *e)
+{
+    ncclUniqueId rid;
+    if (!es_lib_ready(ES_LIB_NCCL) || !es_real_present(ES_LIB_NCCL, ES_IDX_ncclGetUniqueId)) {
+        es_coll_error("ncclGetUniqueId: a job across hosts (GROUP_WORLD_SIZE > 1) needs the real "
+                      "libnccl.so.2 between the hosts");
+        return ncclSystemError;
+    }
+    ncclResult_t res = ES_REAL(nccl, ncclGetUniqueId)(&rid);
+    if (res != ncclSuccess) {
+        es_coll_error("ncclGetUniqueId: the hosts' leaders' id: NCCL error %d", (int)res);
+        return res;
+    }
+    for (size_t i = ES_XH_REAL_ID_BYTES; i < sizeof(rid.internal); i++)
+        if (rid.internal[i]) {
+            es_coll_error("ncclGetUniqueId: this libnccl's unique id uses more than %d bytes; "
+                          "the virtual collectives cannot span hosts with it",
+                          ES_XH_REAL_ID_BYTES);
+            return ncclInternalError;
+        }
+    e->magic = ES_COLL_ID_MAGIC_X;
+    memcpy(e->pad, rid.internal, ES_XH_REAL_ID_BYTES);
+    return ncclSuccess;
+}
+
+ncclResult_t es_xhost_plan(es_coll_id_t *e, int *nranks_io, int *rank_io,
+                           const ncclConfig_t *config, es_xhost_t **out)
+{
+    int nh, h, k, lr, nranks = *nranks_io, rank = *rank_io;
+    *out = NULL;
+    if (es_xh_env("GROUP_WORLD_SIZE", 1, ES_COLL_MAX_RANKS, &nh) < 0 ||
+        es_xh_env("GROUP_RANK", 0, ES_COLL_MAX_RANKS - 1, &h) < 0 ||
+        es_xh_env("LOCAL_WORLD_SIZE", 1, ES_COLL_MAX_RANKS, &k) < 0 ||
+        es_xh_env("LOCAL_RANK", 0, ES_COLL_MAX_RANKS - 1, &lr) < 0) {
+        es_coll_error("ncclCommInitRank: a unique id across hosts needs GROUP_WORLD_SIZE, "
+                      "GROUP_RANK, LOCAL_WORLD_SIZE and LOCAL_RANK (torchrun's, or "
+                      "easyscale-ctl run --nnodes)");
+        return ncclInvalidUsage;
+    }
+    if (nh < 2 || h >= nh || lr >= k || nranks != nh * k || rank != h * k + lr) {
+        es_coll_error("ncclCommInitRank: rank %d of %d is not rank %d of host %d of %d hosts of "
+                      "%d ranks each (the virtual collectives across hosts take ranks in blocks "
+                      "per host)", rank, nranks, lr, h, nh, k);
+        return ncclInvalidUsage;
+    }
+    if (config && config->blocking == 0) {
+        es_coll_error("ncclCommInitRank: a non-blocking communicator across hosts is not "
+                      "served yet");
+        return ncclInvalidUsage;
+    }
+    if (es_group_depth() > 0) {
+        es_coll_error("ncclCommInitRank: a communicator across hosts inside a group is not "
+                      "served yet");
+        return ncclInvalidUsage;
+    }
+    es_xhost_t *x = calloc(1, sizeof(*x));
+    if (!x)
+        return ncclSystemError;
+    *x = (es_xhost_t){ .rank = rank, .nranks = nranks, .host = h, .nhosts = nh, .k = k,
+                       .lrank = lr };
+    memcpy(x->lead_id.internal, e->pad, ES_XH_REAL_ID_BYTES);
+    /* the host's own communicator: an id of its own (hosts may share a
+     * /dev/shm, as two nodes on one machine do) */
+    e->magic = ES_COLL_ID_MAGIC;
+    e->nonce = (e->nonce ^ 0x9e3779b97f4a7c15ULL * (uint64_t)(h + 1)) * 0xbf58476d1ce4e5b9ULL;
+    memset(e->pad, 0, sizeof(e->pad));
+    *nranks_io = k;
+    *rank_io = lr;
+    *out = x;
+    return ncclSuccess;
+}
+
+ncclResult_t es_xhost_connect(es_comm_t *c)
+{
+    es_xhost_t *x = c->x;
+    if (x->lrank != 0)
+        return ncclSuccess;
+    int pushed = 0;
+    es_comm_ctx_enter(c, &pushed);
+    ncclResult_t res = ES_REAL(nccl, ncclCommInitRank)(&x->lead, x->nhosts, x->lead_id, x->host);
+    es_comm_ctx_leave(pushed);
+    if (res != ncclSuccess) {
+        x->lead = NULL;
+        es_coll_error("ncclCommInitRank: the hosts' leaders' communicator (host %d of %d): NCCL "
+                      "error %d", x->host, x->nhosts, (int)res);
+    }
+    return res;
+}
+
+void es_xhost_free(es_comm_t *c, int abort)
+{
+    es_xhost_t *x = c->x;
+    if (!x)
+        return;
+    int pushed = 0;
+    es_comm_ctx_enter(c, &pushed);
+    if (x->lead)
+        (abort ? ES_REAL(nccl, ncclCommAbort) : ES_REAL(nccl, ncclCommDestroy))(x->lead);
+    if (x->tmp) {
+        ES_REAL(cuda, cuCtxSynchronize)();
+        ES_REAL(cuda, cuMemFree_v2)(x->tmp);
+    }
+    es_comm_ctx_leave(pushed);
+    c->x = NULL;
+    free(x);
+}
+
+int es_xhost_rank(const es_comm_t *c) { return c->x->rank; }
+int es_xhost_nranks(const es_comm_t *c) { return c->x->nranks; }
+
+/* ---- operations ----------------------------------------------------------------- */
+
+/* An operation of the host's own communicator on the same stream. */
+static ncclResult_t es_xh_local(es_comm_t *c, int kind, const void *send, void *recv,
+                                size_t count, int dtype, int op, int root, CUstream s)
+{
+    es_coll_op_t o = { kind, c, send, recv, count, dtype, op, root, s };
+    return es_coll_enqueue_local(&o);
+}
+
+/* The leader's scratch: at least bytes (the stream's work before it done
+ * when it grows). In the communicator's context. */
+static ncclResult_t es_xh_tmp(es_xhost_t *x, size_t bytes)
+{
+    if (x->tmp_bytes >= bytes)
+        return ncclSuccess;
+    if (x->tmp) {
+        ES_REAL(cuda, cuCtxSynchronize)();
+        ES_REAL(cuda, cuMemFree_v2)(x->tmp);
+        x->tmp = 0;
+        x->tmp_bytes = 0;
+    }
+    if (ES_REAL(cuda, cuMemAlloc_v2)(&x->tmp, bytes) != CUDA_SUCCESS) {
+        es_coll_error("collectives across hosts: no device memory for %zu bytes of scratch",
+                      bytes);
+        x->tmp = 0;
+        return ncclUnhandledCudaError;
+    }
+    x->tmp_bytes = bytes;
+    return ncclSuccess;
+}
+
+static ncclResult_t es_xh_nccl(ncclResult_t r, const char *what)
+{
+    if (r != ncclSuccess)
+        es_coll_error("collectives across hosts: the leaders' %s: NCCL error %d", what, (int)r);
+    return r;
+}
+
+static ncclResult_t es_xh_kernel(CUresult r)
+{
+    if (r != CUDA_SUCCESS)
+        es_coll_error("collectives across hosts: the fold kernel: CUDA error %d", (int)r);
+    return r == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
+}
+
+/* Leader of host h > 0: the partial of hosts 0..h-1 arrives; the fold goes
+ * on with this rank's input into *in. */
+static ncclResult_t es_xh_continue(es_xhost_t *x, const es_coll_op_t *o, int lop, size_t bytes,
+                                   CUstream rs, const void **in)
+{
+    ncclResult_t r = es_xh_tmp(x, 2 * bytes);
+    if (r != ncclSuccess)
+        return r;
+    CUdeviceptr part = x->tmp, mine = x->tmp + bytes;
+    r = es_xh_nccl(ES_REAL(nccl, ncclRecv)((void *)part, o->count, o->dtype, x->host - 1,
+                                          x->lead, rs), "receive");
+    if (r != ncclSuccess)
+        return r;
+    es_red_args_t a = { .in = { (const void *)part, o->send }, .out = (void *)mine,
+                        .count = o->count, .nin = 2, .dtype = o->dtype, .op = lop };
+    if ((r = es_xh_kernel(es_reduce_launch(&a, rs))) != ncclSuccess)
+        return r;
+    *in = (const void *)mine;
+    return ncclSuccess;
+}
+
+static ncclResult_t es_xh_allreduce(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o)
+{
+    size_t bytes = o->count * es_coll_type_size(o->dtype);
+    int lead = x->lrank == 0, last = x->host == x->nhosts - 1, avg = o->op == ncclAvg;
+    int lop = avg ? ncclSum : o->op, pushed = 0;
+    const void *in = o->send;
+    CUstream rs = es_vh_stream(o->stream);
+    ncclResult_t r = ncclSuccess;
+    es_comm_ctx_enter(c, &pushed);
+    if (lead && es_reduce_ready() < 0) {
+        es_coll_error("collectives across hosts: the fold kernel does not load here");
+        r = ncclUnhandledCudaError;
+    } else if (lead && x->host > 0) {
+        r = es_xh_continue(x, o, lop, bytes, rs, &in);
+    }
+    es_comm_ctx_leave(pushed);
+    if (r != ncclSuccess)
+        return r;
+    /* this host's fold, on from the partial */
+    if ((r = es_xh_local(c, ES_OP_ALLREDUCE, in, o->recv, o->count, o->dtype, lop, 0,
+                         o->stream)) != ncclSuccess)
+        return r;
+    es_comm_ctx_enter(c, &pushed);
+    const void *res = o->recv;
+    if (lead && !last)
+        r = es_xh_nccl(ES_REAL(nccl, ncclSend)(o->recv, o->count, o->dtype, x->host + 1, x->lead,
+                                               rs), "send");
+    if (r == ncclSuccess && lead && last && avg && (r = es_xh_tmp(x, bytes)) == ncclSuccess) {
+        es_red_args_t a = { .in = { o->recv }, .out = (void *)x->tmp, .count = o->count,
+                            .nin = 1, .dtype = o->dtype, .op = ncclAvg, .divisor = x->nranks };
+        r = es_xh_kernel(es_reduce_launch(&a, rs));
+        res = (const void *)x->tmp;
+    }
+    if (r == ncclSuccess && lead)
+        r = es_xh_nccl(ES_REAL(nccl, ncclBroadcast)(res, o->recv, o->count, o->dtype,
+                                                    x->nhosts - 1, x->lead, rs), "broadcast");
+    es_comm_ctx_leave(pushed);
+    if (r != ncclSuccess || (last && !avg))
+        return r; /* the last host's ranks hold the sum already */
+    return es_xh_local(c, ES_OP_BROADCAST, o->recv, o->recv, o->count, o->dtype, 0, 0, o->stream);
+}
+
+static ncclResult_t es_xh_broadcast(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o)
+{
+    int hr = o->root / x->k, pushed = 0;
+    ncclResult_t r;
+    if (x->host == hr &&
+        (r = es_xh_local(c, ES_OP_BROADCAST, o->send, o->recv, o->count, o->dtype, 0,
+                         o->root % x->k, o->stream)) != ncclSuccess)
+        return r;
+    if (x->lrank == 0) {
+        es_comm_ctx_enter(c, &pushed);
+        r = es_xh_nccl(ES_REAL(nccl, ncclBroadcast)(o->recv, o->recv, o->count, o->dtype, hr,
+                                                    x->lead, es_vh_stream(o->stream)),
+                       "broadcast");
+        es_comm_ctx_leave(pushed);
+        if (r != ncclSuccess)
+            return r;
+    }
+    if (x->host == hr)
+        return ncclSuccess;
+    return es_xh_local(c, ES_OP_BROADCAST, o->recv, o->recv, o->count, o->dtype, 0, 0, o->stream);
+}
+
+static ncclResult_t es_xh_allgather(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o)
+{
+    size_t ts = es_coll_type_size(o->dtype), blk = (size_t)x->k * o->count;
+    char *mine = (char *)o->recv + (size_t)x->host * blk * ts;
+    int pushed = 0;
+    ncclResult_t r = es_xh_local(c, ES_OP_ALLGATHER, o->send, mine, o->count, o->dtype, 0, 0,
+                                 o->stream);
+    if (r != ncclSuccess)
+        return r;
+    if (x->lrank == 0) {
+        es_comm_ctx_enter(c, &pushed);
+        r = es_xh_nccl(ES_REAL(nccl, ncclAllGather)(mine, o->recv, blk, o->dtype, x->lead,
+                                                    es_vh_stream(o->stream)), "all-gather");
+        es_comm_ctx_leave(pushed);
+        if (r != ncclSuccess)
+            return r;
+    }
+    return es_xh_local(c, ES_OP_BROADCAST, o->recv, o->recv, blk * (size_t)x->nhosts, o->dtype,
+                       0, 0, o->stream);
+}
+
+ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
+{
+    static const char *const names[ES_OP_KINDS] = { "ncclAllReduce", "ncclBroadcast",
+                                                    "ncclReduce", "ncclAllGather",
+                                                    "ncclReduceScatter", "ncclSend", "ncclRecv" };
+    es_comm_t *c = o->comm;
+    if (!es_coll_valid(c) || !c->x)
+        return es_coll_enqueue_local(o); /* one host (or the engine's message) */
+    es_xhost_t *x = c->x;
+    const char *nm = o->kind >= 0 && o->kind < ES_OP_KINDS ? names[o->kind] : "?";
+    int served = o->kind == ES_OP_ALLREDUCE || o->kind == ES_OP_BROADCAST ||
+                 o->kind == ES_OP_ALLGATHER;
+    if (!served || es_group_depth() > 0 || (o->kind == ES_OP_ALLREDUCE && o->op >= ncclNumOps)) {
+        es_coll_error("%s on a communicator across hosts: %s is not served yet (all-reduce "
+                      "without PreMulSum, broadcast and all-gather are, outside groups)", nm,
+                      !served ? "this operation" : es_group_depth() > 0 ? "a group" : "PreMulSum");
+        return ncclInvalidUsage;
+    }
+    if (!es_coll_type_size(o->dtype) || (o->kind == ES_OP_ALLREDUCE && o->op < 0) ||
+        (o->kind == ES_OP_BROADCAST && (o->root < 0 || o->root >= x->nranks))) {
+        es_coll_error("%s: invalid datatype, operator or root", nm);
+        return ncclInvalidArgument;
+    }
+    if (!o->count)
+        return ncclSuccess;
+    if (o->kind == ES_OP_ALLREDUCE)
+        return es_xh_allreduce(c, x, o);
+    if (o->kind == ES_OP_BROADCAST)
+        return es_xh_broadcast(c, x, o);
+    return es_xh_allgather(c, x, o);
+}
