@@ -1,14 +1,18 @@
 /* A job across simulated hosts (scripts/simhosts: each host its own
  * network, /dev/shm, /tmp and simcuda GPUs): `easyscale-ctl run --nnodes 2`
  * on each of 2 hosts x 2 GPUs (tests/controller/hosts_node.sh), the trainer
- * with 2 ESTs per host and NCCL's own collectives between the hosts.
+ * with K ESTs per host.
  *
- *  - the job completes on both hosts: node 0 serves it on TCP with the
- *    token, node 1's ESTs register over the network; every rank prints the
- *    same checksum (the trainer also compares them itself), lines prefixed
- *    with the host's name and the global rank; with NCCL's timeout above
- *    the test's (a destroy must not wait for peers of the other host that
- *    said goodbye and left);
+ *  - the virtual collectives across hosts (coll/xhost.c): 8 ESTs (4 per
+ *    host, 2 per GPU) give the checksum of the same 8 ESTs on one host of
+ *    4 GPUs and on one GPU (references run here by easyscale-ctl run);
+ *    every rank prints it (the trainer also compares them itself), lines
+ *    prefixed with the host's name and the global rank; NCCL's timeout is
+ *    beyond the test's (a destroy must not wait for peers of the other host
+ *    that said goodbye and left);
+ *  - negative control: NCCL's own collectives across the 2 hosts (4 ESTs,
+ *    one per GPU) complete, every rank agreeing, with another checksum than
+ *    the virtual collectives' on one host;
  *  - a host's link cut mid-run (simhosts cut: packets dropped, as a cut
  *    cable): node 0 fails the job naming node 1 and its host, node 1 fails
  *    it for want of an answer from node 0; both runs exit 1.
@@ -34,12 +38,47 @@
 
 static char g_dir[512], g_tok[600];
 
-static char *node_cmd(char *buf, size_t len, const char *extra, int steps, int hb)
+static char *node_cmd(char *buf, size_t len, const char *extra, int steps, int hb, int k,
+                      const char *coll)
 {
-    snprintf(buf, len, "%s --hosts 2 --gpus-per-host 2 --gpu a100:2G %s -- %s %s 29500 %d %d",
+    snprintf(buf, len, "%s --hosts 2 --gpus-per-host 2 --gpu a100:2G %s -- %s %s 29500 %d %d %d %s",
              es_root_path("scripts/simhosts"), extra, es_root_path("tests/controller/hosts_node.sh"),
-             g_tok, steps, hb);
+             g_tok, steps, hb, k, coll);
     return buf;
+}
+
+/* The one checksum every rank of out printed (failing when they differ or
+ * there are not n); into sum. */
+static void one_checksum(const char *out, int n, char *sum, size_t len)
+{
+    char s[128];
+    sum[0] = '\0';
+    if (es_count(out, "] checksum ") != n)
+        fail_msg("%d checksum lines, wanted %d:\n%s", es_count(out, "] checksum "), n, out);
+    for (const char *p = out; (p = strstr(p, "] checksum ")) != NULL; p++) {
+        assert_int_equal(sscanf(p + 11, "%127s", s), 1);
+        if (!sum[0])
+            snprintf(sum, len, "%s", s);
+        assert_string_equal(s, sum);
+    }
+}
+
+/* The trainer's checksum with n ESTs on this one host (SIMCUDA_DEVICES
+ * devs), the virtual collectives. */
+static void reference(const char *devs, int n, char *sum, size_t len)
+{
+    char cmd[2048], dv[200];
+    snprintf(cmd, sizeof(cmd), "%s %s run --ests %d --progress off -- python3 %s --steps 40 "
+             "--log-every 1000 --deterministic-kernels", es_root_path("scripts/simenv"),
+             es_build_path("bin/easyscale-ctl"), n, es_root_path("examples/train.py"));
+    snprintf(dv, sizeof(dv), "SIMCUDA_DEVICES=%s", devs);
+    char *env[] = { dv, "EASYSCALE_COLLECTIVES=", "CUDA_VISIBLE_DEVICES=", NULL };
+    es_proc_result_t r;
+    assert_int_equal(es_run_sh(cmd, env, T_JOB, &r), 0);
+    if (r.status != 0)
+        fail_msg("the reference on %s exited %d:\n%s", devs, r.status, r.out);
+    one_checksum(r.out, n, sum, len);
+    es_proc_result_free(&r);
 }
 
 static void need_hosts(const es_proc_result_t *r)
@@ -53,27 +92,45 @@ static void need_hosts(const es_proc_result_t *r)
 static void test_trainer_two_hosts(void **state)
 {
     (void)state;
-    char cmd[2048], sum[128] = "", s[128];
+    char cmd[2048], sum[128], ref4[128], ref1[128];
     es_proc_result_t r;
+    reference("a100:2G,a100:2G,a100:2G,a100:2G", 8, ref4, sizeof(ref4));
+    reference("a100:4G", 8, ref1, sizeof(ref1));
+    assert_string_equal(ref1, ref4);
     /* NCCL's timeout beyond the test's: a destroy that waited for it on
      * peers of the other host already gone (simcuda once did) fails here */
     char *env[] = { "NCCL_SIM_TIMEOUT_MS=600000", NULL };
-    assert_int_equal(es_run_sh(node_cmd(cmd, sizeof(cmd), "", 40, 10), env, T_JOB, &r), 0);
+    node_cmd(cmd, sizeof(cmd), "", 40, 10, 4, "virtual");
+    assert_int_equal(es_run_sh(cmd, env, T_JOB, &r), 0);
     need_hosts(&r);
     if (r.status != 0)
         fail_msg("the job across hosts exited %d:\n%s", r.status, r.out);
-    assert_int_equal(es_count(r.out, "] checksum "), 4);
-    for (const char *p = r.out; (p = strstr(p, "] checksum ")) != NULL; p++) {
-        assert_int_equal(sscanf(p + 11, "%127s", s), 1);
-        if (!sum[0])
-            snprintf(sum, sizeof(sum), "%s", s);
-        assert_string_equal(s, sum);
-    }
+    one_checksum(r.out, 8, sum, sizeof(sum));
+    if (strcmp(sum, ref4) != 0)
+        fail_msg("8 ESTs on 2 hosts: %s; on one host: %s\n%s", sum, ref4, r.out);
     assert_non_null(strstr(r.out, "-h0:0] checksum "));
-    assert_non_null(strstr(r.out, "-h1:3] checksum "));
-    assert_non_null(strstr(r.out, "(node 0 of 2, 4 ESTs in all) exited with status 0"));
-    assert_non_null(strstr(r.out, "(node 1 of 2, 4 ESTs in all) exited with status 0"));
-    assert_non_null(strstr(r.out, "all 4 ESTs registered"));
+    assert_non_null(strstr(r.out, "-h1:7] checksum "));
+    assert_non_null(strstr(r.out, "(node 0 of 2, 8 ESTs in all) exited with status 0"));
+    assert_non_null(strstr(r.out, "(node 1 of 2, 8 ESTs in all) exited with status 0"));
+    assert_non_null(strstr(r.out, "all 8 ESTs registered"));
+    es_proc_result_free(&r);
+}
+
+/* Negative control: NCCL's own collectives between the hosts. */
+static void test_nccl_own_two_hosts(void **state)
+{
+    (void)state;
+    char cmd[2048], sum[128], ref[128];
+    es_proc_result_t r;
+    reference("a100:2G,a100:2G,a100:2G,a100:2G", 4, ref, sizeof(ref));
+    node_cmd(cmd, sizeof(cmd), "", 40, 10, 2, "nccl");
+    assert_int_equal(es_run_sh(cmd, NULL, T_JOB, &r), 0);
+    need_hosts(&r);
+    if (r.status != 0)
+        fail_msg("the job across hosts exited %d:\n%s", r.status, r.out);
+    one_checksum(r.out, 4, sum, sizeof(sum));
+    if (strcmp(sum, ref) == 0)
+        fail_msg("NCCL's own collectives across hosts gave the virtual ones' checksum %s", ref);
     es_proc_result_free(&r);
 }
 
@@ -109,7 +166,7 @@ static void test_host_cut(void **state)
     char cmd[2048], runf[700], run[64] = "", extra[800];
     snprintf(runf, sizeof(runf), "%s/run-id", g_dir);
     snprintf(extra, sizeof(extra), "--run-file %s --grace 2", runf);
-    node_cmd(cmd, sizeof(cmd), extra, 1000000, 3);
+    node_cmd(cmd, sizeof(cmd), extra, 1000000, 3, 2, "virtual");
     char *argv[] = { "/bin/bash", "-c", cmd, NULL };
     bg_t b;
     bg_start(&b, NULL, argv);
@@ -175,6 +232,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trainer_two_hosts),
+        cmocka_unit_test(test_nccl_own_two_hosts),
         cmocka_unit_test(test_host_cut),
     };
     const char *f = getenv("HOSTS_TEST");
