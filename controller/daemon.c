@@ -1703,7 +1703,8 @@ static int refuse_across_hosts(int i, uint32_t seq, uint32_t v, int r, const cha
         return 1;
     }
     refuse(i, seq, 1, "this job runs across %d hosts: moves, scale events and time-slicing "
-           "are not available in it yet (the virtual collectives do not span hosts); "
+           "are not available in it yet (its communicators across hosts are not set up "
+           "again at a hold); "
            "nothing moved", D.job.nnodes);
     return 1;
 }
