@@ -16,6 +16,11 @@ $(B)/tests/clients/nccl_vclient: tests/clients/nccl_vclient.c $(B)/sim/libnccl.s
 		$(B)/sim/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(TEST_CLIENT_CC) $< -L$(B)/sim -lnccl -l:libcuda.so.1 $(LDFLAGS) -lm -o $@
+# One rank a process, placed as on several hosts (controller_hosts_test).
+$(B)/tests/clients/nccl_xclient: tests/clients/nccl_xclient.c $(B)/sim/libnccl.so \
+		$(B)/sim/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(TEST_CLIENT_CC) $< -L$(B)/sim -lnccl -l:libcuda.so.1 $(LDFLAGS) -lm -o $@
 
 # The engine's unit test links the settings parser, the placement rules and
 # the host transport (their shim dependencies stubbed in the test) and reads the element

@@ -10,6 +10,12 @@
  *    prefixed with the host's name and the global rank; NCCL's timeout is
  *    beyond the test's (a destroy must not wait for peers of the other host
  *    that said goodbye and left);
+ *  - a client of nccl.h alone (tests/clients/nccl_xclient: all-reduce sum,
+ *    avg, max in float and sum in half, checked bit for bit against the
+ *    rank-order fold on the CPU, broadcast, all-gather), 2 ranks on each of
+ *    the 2 hosts (hosts_client.sh): each rank's digest is the one of 4
+ *    ranks on one host of 4 GPUs and of 4 ranks on one GPU; negative
+ *    control: NCCL's own collectives across the hosts give another;
  *  - negative control: NCCL's own collectives across the 2 hosts (4 ESTs,
  *    one per GPU) complete, every rank agreeing, with another checksum than
  *    the virtual collectives' on one host;
@@ -29,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "tests/controller/bgjob.h"
@@ -114,6 +121,63 @@ static void test_trainer_two_hosts(void **state)
     assert_non_null(strstr(r.out, "(node 1 of 2, 8 ESTs in all) exited with status 0"));
     assert_non_null(strstr(r.out, "all 8 ESTs registered"));
     es_proc_result_free(&r);
+}
+
+/* Every "rank R digest HEX" line of out (n of them) says the same: into d. */
+static void one_digest(const char *out, int n, char *d, size_t len)
+{
+    char s[64];
+    d[0] = '\0';
+    if (es_count(out, " digest ") != n)
+        fail_msg("%d digest lines, wanted %d:\n%s", es_count(out, " digest "), n, out);
+    for (const char *p = out; (p = strstr(p, " digest ")) != NULL; p++) {
+        assert_int_equal(sscanf(p + 8, "%63s", s), 1);
+        if (!d[0])
+            snprintf(d, len, "%s", s);
+        assert_string_equal(s, d);
+    }
+}
+
+/* hosts_client.sh with K ranks a host: under simhosts (2 hosts x 2 GPUs)
+ * when hosts, else here with devs; the digest into d. */
+static int client_run(int hosts, const char *devs, const char *coll, const char *loose, char *d,
+                      size_t len)
+{
+    char cmd[2048], idf[700], dv[200], co[64];
+    snprintf(idf, sizeof(idf), "%s/id-%d-%s", g_dir, hosts, coll);
+    unlink(idf);
+    if (hosts)
+        snprintf(cmd, sizeof(cmd), "%s --hosts 2 --gpus-per-host 2 --gpu a100:2G -- %s %s 2 %s",
+                 es_root_path("scripts/simhosts"), es_root_path("tests/controller/hosts_client.sh"),
+                 idf, loose);
+    else
+        snprintf(cmd, sizeof(cmd), "%s %s 4 %s", es_root_path("tests/controller/hosts_client.sh"),
+                 idf, loose);
+    snprintf(dv, sizeof(dv), "SIMCUDA_DEVICES=%s", devs);
+    snprintf(co, sizeof(co), "EASYSCALE_COLLECTIVES=%s", coll);
+    char *env[] = { dv, co, "CUDA_VISIBLE_DEVICES=", NULL };
+    es_proc_result_t r;
+    assert_int_equal(es_run_sh(cmd, hosts ? env + 1 : env, T_JOB, &r), 0);
+    need_hosts(&r);
+    if (r.status != 0)
+        fail_msg("%s exited %d:\n%s", cmd, r.status, r.out);
+    one_digest(r.out, 4, d, len);
+    es_proc_result_free(&r);
+    return 0;
+}
+
+static void test_nccl_client_two_hosts(void **state)
+{
+    (void)state;
+    char ref4[64], ref1[64], d[64];
+    client_run(0, "a100:2G,a100:2G,a100:2G,a100:2G", "virtual", "", ref4, sizeof(ref4));
+    client_run(0, "a100:2G", "virtual", "", ref1, sizeof(ref1));
+    assert_string_equal(ref1, ref4);
+    client_run(1, "", "virtual", "", d, sizeof(d));
+    assert_string_equal(d, ref4);
+    client_run(1, "", "nccl", "--loose", d, sizeof(d)); /* NCCL's own order */
+    if (strcmp(d, ref4) == 0)
+        fail_msg("NCCL's own collectives across hosts gave the rank-order digest %s", d);
 }
 
 /* Negative control: NCCL's own collectives between the hosts. */
@@ -233,6 +297,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trainer_two_hosts),
         cmocka_unit_test(test_nccl_own_two_hosts),
+        cmocka_unit_test(test_nccl_client_two_hosts),
         cmocka_unit_test(test_host_cut),
     };
     const char *f = getenv("HOSTS_TEST");

@@ -44,7 +44,8 @@ TESTS += $(B)/tests/controller_nodes_test
 # run --nnodes 2 on each (hosts_node.sh), a host's link cut mid-run.
 $(B)/tests/controller_hosts_test: $(B)/obj/tests/controller/hosts_test.o \
 		$(B)/obj/tests/controller/bgjob.o $(TEST_HARNESS_OBJ) \
-		| $(B)/bin/easyscale-ctl $(B)/lib/libeasyscale.so $(EX_FATBIN) $(EX_TWINS)
+		| $(B)/bin/easyscale-ctl $(B)/lib/libeasyscale.so $(EX_FATBIN) $(EX_TWINS) \
+		  $(B)/tests/clients/nccl_xclient
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -ldl -lm
 

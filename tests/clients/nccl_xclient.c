@@ -1,0 +1,258 @@
+/* An NCCL client written only against NVIDIA's nccl.h and cuda.h, one rank
+ * per process, placed as torchrun places ranks on several hosts: RANK,
+ * WORLD_SIZE and LOCAL_RANK from the environment, device LOCAL_RANK %
+ * cuDeviceGetCount(); rank 0 writes the unique id to a file the other ranks
+ * read (a directory every host sees).
+ *
+ *   nccl_xclient ID_FILE
+ *
+ * Checks, on values whose float sum depends on the order: all-reduce sum,
+ * average and max (float), sum (half), broadcast from the last rank,
+ * all-gather. Sums are compared bit for bit with a reference folded in rank
+ * order 0..N-1 on the host (half: each addition in float, rounded to half);
+ * with --loose (NCCL's own order) only within a tolerance. Prints
+ * "rank R digest HEX" over every result (the same on every rank and every
+ * placement when the sums are in rank order); exits non-zero on a failure.
+ */
+#include <cuda.h>
+#include <nccl.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define COUNT 4099
+
+static int g_rank, g_n, g_loose;
+static unsigned long long g_fnv = 0xcbf29ce484222325ULL;
+
+#define CHECK(cond, ...)                                                                       \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "rank %d: ", g_rank);                                              \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fprintf(stderr, " (line %d)\n", __LINE__);                                         \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+#define CU(call) CHECK((call) == CUDA_SUCCESS, "%s failed", #call)
+#define NC(call)                                                                               \
+    do {                                                                                       \
+        ncclResult_t r_ = (call);                                                              \
+        CHECK(r_ == ncclSuccess, "%s failed: %s", #call, ncclGetErrorString(r_));              \
+    } while (0)
+
+static void digest(const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        g_fnv = (g_fnv ^ ((const unsigned char *)p)[i]) * 0x100000001b3ULL;
+}
+
+/* Values spanning 2^-10..2^10: their float sum depends on the order. */
+static float val(int r, size_t i, int salt)
+{
+    unsigned long long x = (unsigned long long)r * 0x9e3779b97f4a7c15ULL ^
+                           (i + 1) * 0xbf58476d1ce4e5b9ULL ^ (unsigned long long)salt << 56;
+    x ^= x >> 31;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 29;
+    float m = 1.0f + (float)(x & 0xfffff) / 1048576.0f;
+    return ldexpf((x >> 30) & 1 ? -m : m, (int)((x >> 40) % 21) - 10);
+}
+
+static uint16_t f2h(float f) /* round to nearest even, finite range only */
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t s = (u >> 16) & 0x8000, e = (u >> 23) & 0xff, m = u & 0x7fffff;
+    int he = (int)e - 127 + 15;
+    if (he <= 0) { /* subnormal */
+        if (he < -10)
+            return (uint16_t)s;
+        m |= 0x800000;
+        uint32_t sh = (uint32_t)(14 - he), q = m >> sh, rem = m & ((1u << sh) - 1), half = 1u << (sh - 1);
+        if (rem > half || (rem == half && (q & 1)))
+            q++;
+        return (uint16_t)(s | q);
+    }
+    uint32_t q = ((uint32_t)he << 10) | (m >> 13), rem = m & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (q & 1)))
+        q++;
+    return (uint16_t)(s | (q >= 0x7c00 ? 0x7c00 : q));
+}
+
+static float h2f(uint16_t h)
+{
+    uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+    if (e == 0) {
+        float f = ldexpf((float)m, -24);
+        return s ? -f : f;
+    }
+    u = s | ((e == 31 ? 255 : e - 15 + 127) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void compare(const float *got, const float *want, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        int ok = g_loose ? fabsf(got[i] - want[i]) <= 1e-5f * (fabsf(want[i]) + 2048.0f * g_n)
+                         : memcmp(&got[i], &want[i], 4) == 0;
+        CHECK(ok, "%s: element %zu is %.9g, rank-order reference %.9g", what, i, got[i], want[i]);
+    }
+    digest(got, n * 4);
+}
+
+static void allreduce_float(ncclComm_t c, CUstream st, ncclRedOp_t op, int salt, const char *what)
+{
+    float *h = malloc(COUNT * 4), *w = malloc(COUNT * 4);
+    CUdeviceptr b;
+    CHECK(h && w, "out of memory");
+    for (size_t i = 0; i < COUNT; i++)
+        h[i] = val(g_rank, i, salt);
+    CU(cuMemAlloc(&b, COUNT * 4));
+    CU(cuMemcpyHtoD(b, h, COUNT * 4));
+    NC(ncclAllReduce((void *)b, (void *)b, COUNT, ncclFloat, op, c, (cudaStream_t)st));
+    CU(cuStreamSynchronize(st));
+    CU(cuMemcpyDtoH(h, b, COUNT * 4));
+    for (size_t i = 0; i < COUNT; i++) {
+        float acc = val(0, i, salt);
+        for (int r = 1; r < g_n; r++)
+            acc = op == ncclMax ? (val(r, i, salt) > acc ? val(r, i, salt) : acc)
+                                : acc + val(r, i, salt);
+        w[i] = op == ncclAvg ? acc / (float)g_n : acc;
+    }
+    compare(h, w, COUNT, what);
+    CU(cuMemFree(b));
+    free(h);
+    free(w);
+}
+
+static void allreduce_half(ncclComm_t c, CUstream st)
+{
+    uint16_t *h = malloc(COUNT * 2);
+    float *got = malloc(COUNT * 4), *w = malloc(COUNT * 4);
+    CUdeviceptr b;
+    CHECK(h && got && w, "out of memory");
+    for (size_t i = 0; i < COUNT; i++)
+        h[i] = f2h(val(g_rank, i, 3) / 64.0f);
+    CU(cuMemAlloc(&b, COUNT * 2));
+    CU(cuMemcpyHtoD(b, h, COUNT * 2));
+    NC(ncclAllReduce((void *)b, (void *)b, COUNT, ncclHalf, ncclSum, c, (cudaStream_t)st));
+    CU(cuStreamSynchronize(st));
+    CU(cuMemcpyDtoH(h, b, COUNT * 2));
+    for (size_t i = 0; i < COUNT; i++) {
+        float acc = h2f(f2h(val(0, i, 3) / 64.0f));
+        for (int r = 1; r < g_n; r++)
+            acc = h2f(f2h(acc + h2f(f2h(val(r, i, 3) / 64.0f))));
+        w[i] = acc;
+        got[i] = h2f(h[i]);
+    }
+    compare(got, w, COUNT, "allreduce_half_sum");
+    CU(cuMemFree(b));
+    free(h);
+    free(got);
+    free(w);
+}
+
+static void bcast_gather(ncclComm_t c, CUstream st)
+{
+    size_t all = (size_t)COUNT * (size_t)g_n;
+    float *h = malloc(all * 4), *w = malloc(all * 4);
+    CUdeviceptr b, g;
+    CHECK(h && w, "out of memory");
+    for (size_t i = 0; i < COUNT; i++)
+        h[i] = val(g_rank, i, 4);
+    CU(cuMemAlloc(&b, COUNT * 4));
+    CU(cuMemAlloc(&g, all * 4));
+    CU(cuMemcpyHtoD(b, h, COUNT * 4));
+    NC(ncclBroadcast((void *)b, (void *)b, COUNT, ncclFloat, g_n - 1, c, (cudaStream_t)st));
+    NC(ncclAllGather((void *)b, (void *)g, COUNT, ncclFloat, c, (cudaStream_t)st));
+    CU(cuStreamSynchronize(st));
+    CU(cuMemcpyDtoH(h, g, all * 4));
+    for (size_t i = 0; i < all; i++)
+        w[i] = val(g_n - 1, i % COUNT, 4);
+    int was = g_loose;
+    g_loose = 0; /* data movement: exact everywhere */
+    compare(h, w, all, "broadcast_allgather");
+    g_loose = was;
+    CU(cuMemFree(b));
+    CU(cuMemFree(g));
+    free(h);
+    free(w);
+}
+
+/* Rank 0 writes the id (temporary file, renamed); the others wait for it. */
+static void share_id(const char *path, ncclUniqueId *id)
+{
+    char tmp[4200];
+    if (g_rank == 0) {
+        NC(ncclGetUniqueId(id));
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        FILE *f = fopen(tmp, "wb");
+        CHECK(f && fwrite(id, sizeof(*id), 1, f) == 1 && fclose(f) == 0, "cannot write %s", tmp);
+        CHECK(rename(tmp, path) == 0, "cannot rename %s", tmp);
+        return;
+    }
+    for (int i = 0; i < 1200; i++) { /* 120 s */
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            size_t k = fread(id, sizeof(*id), 1, f);
+            fclose(f);
+            if (k == 1)
+                return;
+        }
+        struct timespec ts = { 0, 100000000 };
+        nanosleep(&ts, NULL);
+    }
+    CHECK(0, "no unique id in %s after 120 s", path);
+}
+
+static int env_int(const char *name)
+{
+    const char *v = getenv(name);
+    char *end;
+    long x = v ? strtol(v, &end, 10) : -1;
+    CHECK(v && *v && !*end && x >= 0 && x < 4096, "%s must be set (a small integer)", name);
+    return (int)x;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[2], "--loose") == 0)
+        g_loose = 1;
+    else if (argc != 2) {
+        fprintf(stderr, "usage: nccl_xclient ID_FILE [--loose]\n");
+        return 2;
+    }
+    g_rank = env_int("RANK");
+    g_n = env_int("WORLD_SIZE");
+    int local = env_int("LOCAL_RANK"), ndev;
+    CHECK(g_rank < g_n, "RANK %d of WORLD_SIZE %d", g_rank, g_n);
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream st;
+    CU(cuInit(0));
+    CU(cuDeviceGetCount(&ndev));
+    CU(cuDeviceGet(&dev, local % ndev));
+    CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CU(cuCtxSetCurrent(ctx));
+    CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    ncclUniqueId id;
+    ncclComm_t c;
+    share_id(argv[1], &id);
+    NC(ncclCommInitRank(&c, g_n, id, g_rank));
+    allreduce_float(c, st, ncclSum, 1, "allreduce_sum");
+    allreduce_float(c, st, ncclAvg, 2, "allreduce_avg");
+    allreduce_float(c, st, ncclMax, 5, "allreduce_max");
+    allreduce_half(c, st);
+    bcast_gather(c, st);
+    NC(ncclCommDestroy(c));
+    printf("rank %d digest %016llx\n", g_rank, g_fnv);
+    return 0;
+}
