@@ -4,7 +4,7 @@
  * cuDeviceGetCount(); rank 0 writes the unique id to a file the other ranks
  * read (a directory every host sees).
  *
- *   nccl_xclient ID_FILE
+ *   nccl_xclient ID_FILE [--loose | --bench]
  *
  * Checks, on values whose float sum depends on the order: all-reduce sum,
  * average and max (float), sum (half), broadcast from the last rank,
@@ -13,6 +13,9 @@
  * with --loose (NCCL's own order) only within a tolerance. Prints
  * "rank R digest HEX" over every result (the same on every rank and every
  * placement when the sums are in rank order); exits non-zero on a failure.
+ * --bench: instead, times in-place float all-reduces of 1, 4, 16 and 64 MiB
+ * (one to warm up, then the median of 5) and rank 0 prints "bench
+ * allreduce BYTES SECONDS" for each (scripts/bench-hosts).
  */
 #include <cuda.h>
 #include <nccl.h>
@@ -187,6 +190,42 @@ static void bcast_gather(ncclComm_t c, CUstream st)
     free(w);
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void bench(ncclComm_t c, CUstream st)
+{
+    static const size_t mib[] = { 1, 4, 16, 64 };
+    for (size_t k = 0; k < sizeof(mib) / sizeof(mib[0]); k++) {
+        size_t n = mib[k] << 18; /* floats */
+        CUdeviceptr b;
+        double t[6];
+        CU(cuMemAlloc(&b, n * 4));
+        CU(cuMemsetD32(b, 0x3f800000u, n));
+        for (int i = 0; i < 6; i++) {
+            double t0 = now_s();
+            NC(ncclAllReduce((void *)b, (void *)b, n, ncclFloat, ncclSum, c, (cudaStream_t)st));
+            CU(cuStreamSynchronize(st));
+            t[i] = now_s() - t0;
+        }
+        qsort(t + 1, 5, sizeof(double), cmp_d);
+        if (g_rank == 0)
+            printf("bench allreduce %zu %.6f\n", n * 4, t[3]);
+        fflush(stdout);
+        CU(cuMemFree(b));
+    }
+}
+
 /* Rank 0 writes the id (temporary file, renamed); the others wait for it. */
 static void share_id(const char *path, ncclUniqueId *id)
 {
@@ -224,10 +263,13 @@ static int env_int(const char *name)
 
 int main(int argc, char **argv)
 {
+    int timing = 0;
     if (argc == 3 && strcmp(argv[2], "--loose") == 0)
         g_loose = 1;
+    else if (argc == 3 && strcmp(argv[2], "--bench") == 0)
+        timing = 1;
     else if (argc != 2) {
-        fprintf(stderr, "usage: nccl_xclient ID_FILE [--loose]\n");
+        fprintf(stderr, "usage: nccl_xclient ID_FILE [--loose | --bench]\n");
         return 2;
     }
     g_rank = env_int("RANK");
@@ -247,6 +289,11 @@ int main(int argc, char **argv)
     ncclComm_t c;
     share_id(argv[1], &id);
     NC(ncclCommInitRank(&c, g_n, id, g_rank));
+    if (timing) {
+        bench(c, st);
+        NC(ncclCommDestroy(c));
+        return 0;
+    }
     allreduce_float(c, st, ncclSum, 1, "allreduce_sum");
     allreduce_float(c, st, ncclAvg, 2, "allreduce_avg");
     allreduce_float(c, st, ncclMax, 5, "allreduce_max");

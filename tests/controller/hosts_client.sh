@@ -3,7 +3,7 @@
 # torchrun places them: host $SIMHOST_INDEX of $SIMHOST_COUNT (unset: one
 # host), ranks INDEX*K .. INDEX*K+K-1, libeasyscale.so preloaded, the unique
 # id through ID_FILE (a directory every host sees). Exit 1 if a rank failed.
-#   hosts_client.sh ID_FILE K [--loose]
+#   hosts_client.sh ID_FILE K [--loose | --bench]
 set -u
 [ $# -ge 2 ] || { echo "usage: hosts_client.sh ID_FILE K [--loose]" >&2; exit 2; }
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
