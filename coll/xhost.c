@@ -21,7 +21,8 @@
  * host. Everything is enqueued on the caller's stream (NCCL's calls on the
  * real stream behind it), so nothing here waits on the host.
  *
- * Not yet: the other operations, PreMulSum, groups, split, non-blocking
+ * Reduce and reduce-scatter are the all-reduce into scratch, each rank's
+ * part copied out. Not yet: point-to-point, PreMulSum, groups, split, non-blocking
  * communicators, moves (refused by the controller), and stripes over the
  * host's GPUs (one leader's link carries the bytes between two hosts).
  * Calls comm.c (the local communicator), enqueue.c, kernels/reduce.h. */
@@ -44,6 +45,8 @@ struct es_xhost {
     ncclComm_t lead;        /* leaders only: the real communicator of the leaders */
     CUdeviceptr tmp;        /* leaders: scratch (two buffers of the largest operation) */
     size_t tmp_bytes;
+    CUdeviceptr out;        /* reduce, reduce-scatter: the whole result (every rank) */
+    size_t out_bytes;
 };
 
 /* ---- the environment ------------------------------------------------------------ */
@@ -169,10 +172,12 @@ void es_xhost_free(es_comm_t *c, int abort)
     es_comm_ctx_enter(c, &pushed);
     if (x->lead)
         (abort ? ES_REAL(nccl, ncclCommAbort) : ES_REAL(nccl, ncclCommDestroy))(x->lead);
-    if (x->tmp) {
+    if (x->tmp || x->out)
         ES_REAL(cuda, cuCtxSynchronize)();
+    if (x->tmp)
         ES_REAL(cuda, cuMemFree_v2)(x->tmp);
-    }
+    if (x->out)
+        ES_REAL(cuda, cuMemFree_v2)(x->out);
     es_comm_ctx_leave(pushed);
     c->x = NULL;
     free(x);
@@ -191,26 +196,32 @@ static ncclResult_t es_xh_local(es_comm_t *c, int kind, const void *send, void *
     return es_coll_enqueue_local(&o);
 }
 
-/* The leader's scratch: at least bytes (the stream's work before it done
- * when it grows). In the communicator's context. */
-static ncclResult_t es_xh_tmp(es_xhost_t *x, size_t bytes)
+/* Scratch device memory of at least bytes in *p (*have: its size; the
+ * work queued before it done when it grows). In the communicator's
+ * context. */
+static ncclResult_t es_xh_grow(CUdeviceptr *p, size_t *have, size_t bytes)
 {
-    if (x->tmp_bytes >= bytes)
+    if (*have >= bytes)
         return ncclSuccess;
-    if (x->tmp) {
+    if (*p) {
         ES_REAL(cuda, cuCtxSynchronize)();
-        ES_REAL(cuda, cuMemFree_v2)(x->tmp);
-        x->tmp = 0;
-        x->tmp_bytes = 0;
+        ES_REAL(cuda, cuMemFree_v2)(*p);
+        *p = 0;
+        *have = 0;
     }
-    if (ES_REAL(cuda, cuMemAlloc_v2)(&x->tmp, bytes) != CUDA_SUCCESS) {
+    if (ES_REAL(cuda, cuMemAlloc_v2)(p, bytes) != CUDA_SUCCESS) {
         es_coll_error("collectives across hosts: no device memory for %zu bytes of scratch",
                       bytes);
-        x->tmp = 0;
+        *p = 0;
         return ncclUnhandledCudaError;
     }
-    x->tmp_bytes = bytes;
+    *have = bytes;
     return ncclSuccess;
+}
+
+static ncclResult_t es_xh_tmp(es_xhost_t *x, size_t bytes)
+{
+    return es_xh_grow(&x->tmp, &x->tmp_bytes, bytes);
 }
 
 static ncclResult_t es_xh_nccl(ncclResult_t r, const char *what)
@@ -333,6 +344,35 @@ static ncclResult_t es_xh_allgather(es_comm_t *c, es_xhost_t *x, const es_coll_o
                        0, 0, o->stream);
 }
 
+/* Reduce and reduce-scatter: the all-reduce of the whole buffer into
+ * scratch (the root's reduce: into its buffer), then each rank's part
+ * (reduce-scatter) copied out: the same fold, so the same bits. */
+static ncclResult_t es_xh_reduce(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o)
+{
+    size_t ts = es_coll_type_size(o->dtype), all = o->count;
+    int scatter = o->kind == ES_OP_REDUCESCATTER, pushed = 0;
+    if (scatter)
+        all = o->count * (size_t)x->nranks;
+    es_coll_op_t a = *o;
+    a.kind = ES_OP_ALLREDUCE;
+    a.count = all;
+    ncclResult_t r = ncclSuccess;
+    if (scatter || x->rank != o->root) {
+        es_comm_ctx_enter(c, &pushed);
+        r = es_xh_grow(&x->out, &x->out_bytes, all * ts);
+        es_comm_ctx_leave(pushed);
+        a.recv = (void *)x->out;
+    }
+    if (r != ncclSuccess || (r = es_xh_allreduce(c, x, &a)) != ncclSuccess || !scatter)
+        return r;
+    es_comm_ctx_enter(c, &pushed);
+    CUresult cr = ES_REAL(cuda, cuMemcpyDtoDAsync_v2)(
+        (CUdeviceptr)(uintptr_t)o->recv, x->out + (size_t)x->rank * o->count * ts,
+        o->count * ts, es_vh_stream(o->stream));
+    es_comm_ctx_leave(pushed);
+    return es_xh_kernel(cr);
+}
+
 ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
 {
     static const char *const names[ES_OP_KINDS] = { "ncclAllReduce", "ncclBroadcast",
@@ -343,16 +383,19 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
         return es_coll_enqueue_local(o); /* one host (or the engine's message) */
     es_xhost_t *x = c->x;
     const char *nm = o->kind >= 0 && o->kind < ES_OP_KINDS ? names[o->kind] : "?";
-    int served = o->kind == ES_OP_ALLREDUCE || o->kind == ES_OP_BROADCAST ||
-                 o->kind == ES_OP_ALLGATHER;
-    if (!served || es_group_depth() > 0 || (o->kind == ES_OP_ALLREDUCE && o->op >= ncclNumOps)) {
-        es_coll_error("%s on a communicator across hosts: %s is not served yet (all-reduce "
-                      "without PreMulSum, broadcast and all-gather are, outside groups)", nm,
+    int reducing = o->kind == ES_OP_ALLREDUCE || o->kind == ES_OP_REDUCE ||
+                   o->kind == ES_OP_REDUCESCATTER;
+    int served = reducing || o->kind == ES_OP_BROADCAST || o->kind == ES_OP_ALLGATHER;
+    if (!served || es_group_depth() > 0 || (reducing && o->op >= ncclNumOps)) {
+        es_coll_error("%s on a communicator across hosts: %s is not served yet (the "
+                      "collectives without PreMulSum are, outside groups; point-to-point is "
+                      "not)", nm,
                       !served ? "this operation" : es_group_depth() > 0 ? "a group" : "PreMulSum");
         return ncclInvalidUsage;
     }
-    if (!es_coll_type_size(o->dtype) || (o->kind == ES_OP_ALLREDUCE && o->op < 0) ||
-        (o->kind == ES_OP_BROADCAST && (o->root < 0 || o->root >= x->nranks))) {
+    int rooted = o->kind == ES_OP_BROADCAST || o->kind == ES_OP_REDUCE;
+    if (!es_coll_type_size(o->dtype) || (reducing && o->op < 0) ||
+        (rooted && (o->root < 0 || o->root >= x->nranks))) {
         es_coll_error("%s: invalid datatype, operator or root", nm);
         return ncclInvalidArgument;
     }
@@ -362,5 +405,7 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
         return es_xh_allreduce(c, x, o);
     if (o->kind == ES_OP_BROADCAST)
         return es_xh_broadcast(c, x, o);
+    if (o->kind == ES_OP_REDUCE || o->kind == ES_OP_REDUCESCATTER)
+        return es_xh_reduce(c, x, o);
     return es_xh_allgather(c, x, o);
 }

@@ -125,7 +125,6 @@ typedef struct est_proc {
     outpipe_t out[2];
 } est_proc_t;
 
-
 static struct {
     int n;
     est_proc_t *e;

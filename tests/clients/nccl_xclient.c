@@ -7,8 +7,9 @@
  *   nccl_xclient ID_FILE [--loose | --bench]
  *
  * Checks, on values whose float sum depends on the order: all-reduce sum,
- * average and max (float), sum (half), broadcast from the last rank,
- * all-gather. Sums are compared bit for bit with a reference folded in rank
+ * average and max (float), sum (half), reduce to the last rank and
+ * reduce-scatter (their results, which differ per rank, are checked but not
+ * in the digest), broadcast from the last rank, all-gather. Sums are compared bit for bit with a reference folded in rank
  * order 0..N-1 on the host (half: each addition in float, rounded to half);
  * with --loose (NCCL's own order) only within a tolerance. Prints
  * "rank R digest HEX" over every result (the same on every rank and every
@@ -101,6 +102,8 @@ static float h2f(uint16_t h)
     return f;
 }
 
+static int g_private; /* results that differ per rank: checked, not digested */
+
 static void compare(const float *got, const float *want, size_t n, const char *what)
 {
     for (size_t i = 0; i < n; i++) {
@@ -108,7 +111,8 @@ static void compare(const float *got, const float *want, size_t n, const char *w
                          : memcmp(&got[i], &want[i], 4) == 0;
         CHECK(ok, "%s: element %zu is %.9g, rank-order reference %.9g", what, i, got[i], want[i]);
     }
-    digest(got, n * 4);
+    if (!g_private)
+        digest(got, n * 4);
 }
 
 static void allreduce_float(ncclComm_t c, CUstream st, ncclRedOp_t op, int salt, const char *what)
@@ -160,6 +164,52 @@ static void allreduce_half(ncclComm_t c, CUstream st)
     CU(cuMemFree(b));
     free(h);
     free(got);
+    free(w);
+}
+
+/* Reduce to the last rank and reduce-scatter, float sums. */
+static void reduce_parts(ncclComm_t c, CUstream st)
+{
+    size_t all = (size_t)COUNT * (size_t)g_n;
+    float *h = malloc(all * 4), *w = malloc(all * 4);
+    CUdeviceptr s, r;
+    CHECK(h && w, "out of memory");
+    for (size_t i = 0; i < all; i++)
+        h[i] = val(g_rank, i, 6);
+    CU(cuMemAlloc(&s, all * 4));
+    CU(cuMemAlloc(&r, all * 4));
+    CU(cuMemcpyHtoD(s, h, all * 4));
+    NC(ncclReduceScatter((void *)s, (void *)r, COUNT, ncclFloat, ncclSum, c, (cudaStream_t)st));
+    CU(cuStreamSynchronize(st));
+    CU(cuMemcpyDtoH(h, r, COUNT * 4));
+    for (size_t j = 0; j < COUNT; j++) {
+        size_t i = (size_t)g_rank * COUNT + j;
+        float acc = val(0, i, 6);
+        for (int q = 1; q < g_n; q++)
+            acc = acc + val(q, i, 6);
+        w[j] = acc;
+    }
+    g_private = 1;
+    compare(h, w, COUNT, "reduce_scatter");
+    for (size_t i = 0; i < all; i++)
+        h[i] = val(g_rank, i, 7);
+    CU(cuMemcpyHtoD(s, h, all * 4));
+    NC(ncclReduce((void *)s, (void *)r, all, ncclFloat, ncclSum, g_n - 1, c, (cudaStream_t)st));
+    CU(cuStreamSynchronize(st));
+    if (g_rank == g_n - 1) {
+        CU(cuMemcpyDtoH(h, r, all * 4));
+        for (size_t i = 0; i < all; i++) {
+            float acc = val(0, i, 7);
+            for (int q = 1; q < g_n; q++)
+                acc = acc + val(q, i, 7);
+            w[i] = acc;
+        }
+        compare(h, w, all, "reduce");
+    }
+    g_private = 0;
+    CU(cuMemFree(s));
+    CU(cuMemFree(r));
+    free(h);
     free(w);
 }
 
@@ -298,6 +348,7 @@ int main(int argc, char **argv)
     allreduce_float(c, st, ncclAvg, 2, "allreduce_avg");
     allreduce_float(c, st, ncclMax, 5, "allreduce_max");
     allreduce_half(c, st);
+    reduce_parts(c, st);
     bcast_gather(c, st);
     NC(ncclCommDestroy(c));
     printf("rank %d digest %016llx\n", g_rank, g_fnv);

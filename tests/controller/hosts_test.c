@@ -9,7 +9,8 @@
  *    every rank prints it (the trainer also compares them itself), lines
  *    prefixed with the host's name and the global rank; NCCL's timeout is
  *    beyond the test's (a destroy must not wait for peers of the other host
- *    that said goodbye and left);
+ *    that said goodbye and left); and with host 1 holding one GPU (4 ESTs
+ *    on it) beside host 0's two;
  *  - a client of nccl.h alone (tests/clients/nccl_xclient: all-reduce sum,
  *    avg, max in float and sum in half, checked bit for bit against the
  *    rank-order fold on the CPU, broadcast, all-gather), 2 ranks on each of
@@ -120,6 +121,15 @@ static void test_trainer_two_hosts(void **state)
     assert_non_null(strstr(r.out, "(node 0 of 2, 8 ESTs in all) exited with status 0"));
     assert_non_null(strstr(r.out, "(node 1 of 2, 8 ESTs in all) exited with status 0"));
     assert_non_null(strstr(r.out, "all 8 ESTs registered"));
+    es_proc_result_free(&r);
+    /* hosts of different GPU counts: host 1 has one GPU for its 4 ESTs */
+    node_cmd(cmd, sizeof(cmd), "--host-devices 1=a100:4G", 40, 10, 4, "virtual");
+    assert_int_equal(es_run_sh(cmd, env, T_JOB, &r), 0);
+    if (r.status != 0)
+        fail_msg("the job on uneven hosts exited %d:\n%s", r.status, r.out);
+    one_checksum(r.out, 8, sum, sizeof(sum));
+    if (strcmp(sum, ref4) != 0)
+        fail_msg("8 ESTs on hosts of 2 and 1 GPUs: %s; on one host: %s\n%s", sum, ref4, r.out);
     es_proc_result_free(&r);
 }
 
