@@ -552,6 +552,8 @@ ncclResult_t es_xhost_plan(es_coll_id_t *e, int *nranks, int *rank, const ncclCo
 ncclResult_t es_xhost_connect(es_comm_t *c);
 /* Destroys (abort: aborts) the levels above the host; c->x NULL after. */
 void es_xhost_free(es_comm_t *c, int abort);
+/* The leaders' communicator's asynchronous error (ncclSuccess: none). */
+ncclResult_t es_xhost_async_error(es_comm_t *c);
 /* The rank and size across hosts. */
 int es_xhost_rank(const es_comm_t *c);
 int es_xhost_nranks(const es_comm_t *c);

@@ -555,6 +555,8 @@ ncclResult_t es_coll_async_error(es_comm_t *c, ncclResult_t *err)
     }
     if (a != ncclInProgress && c->init_threaded)
         es_comm_join_init(c); /* finished in the background: collect the thread */
+    if (a == ncclSuccess && c->x) /* between hosts: the leaders' communicator */
+        a = es_xhost_async_error(c);
     *err = a;
     return ncclSuccess;
 }

@@ -183,6 +183,19 @@ void es_xhost_free(es_comm_t *c, int abort)
     free(x);
 }
 
+ncclResult_t es_xhost_async_error(es_comm_t *c)
+{
+    es_xhost_t *x = c->x;
+    ncclResult_t e = ncclSuccess;
+    if (x->lead && ES_REAL(nccl, ncclCommGetAsyncError)(x->lead, &e) == ncclSuccess &&
+        e != ncclSuccess && e != ncclInProgress) {
+        es_coll_error("communicator across hosts: the leaders' communicator failed: %s "
+                      "(another host gone?)", ES_REAL(nccl, ncclGetErrorString)(e));
+        return e;
+    }
+    return ncclSuccess;
+}
+
 int es_xhost_rank(const es_comm_t *c) { return c->x->rank; }
 int es_xhost_nranks(const es_comm_t *c) { return c->x->nranks; }
 
