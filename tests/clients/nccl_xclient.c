@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/clients/orderval.h"
+
 #define COUNT 4099
 
 static int g_rank, g_n, g_loose;
@@ -56,17 +58,6 @@ static void digest(const void *p, size_t n)
         g_fnv = (g_fnv ^ ((const unsigned char *)p)[i]) * 0x100000001b3ULL;
 }
 
-/* Values spanning 2^-10..2^10: their float sum depends on the order. */
-static float val(int r, size_t i, int salt)
-{
-    unsigned long long x = (unsigned long long)r * 0x9e3779b97f4a7c15ULL ^
-                           (i + 1) * 0xbf58476d1ce4e5b9ULL ^ (unsigned long long)salt << 56;
-    x ^= x >> 31;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 29;
-    float m = 1.0f + (float)(x & 0xfffff) / 1048576.0f;
-    return ldexpf((x >> 30) & 1 ? -m : m, (int)((x >> 40) % 21) - 10);
-}
 
 static uint16_t f2h(float f) /* round to nearest even, finite range only */
 {

@@ -12,12 +12,12 @@ $(B)/tests/coll/coll_client: tests/coll/coll_client.c tests/coll/refarith.h \
 		$(B)/sim/libnccl.so $(B)/sim/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(TEST_CLIENT_CC) $< -L$(B)/sim -lnccl -l:libcuda.so.1 $(LDFLAGS) -lm -o $@
-$(B)/tests/clients/nccl_vclient: tests/clients/nccl_vclient.c $(B)/sim/libnccl.so \
+$(B)/tests/clients/nccl_vclient: tests/clients/nccl_vclient.c tests/clients/orderval.h $(B)/sim/libnccl.so \
 		$(B)/sim/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(TEST_CLIENT_CC) $< -L$(B)/sim -lnccl -l:libcuda.so.1 $(LDFLAGS) -lm -o $@
 # One rank a process, placed as on several hosts (controller_hosts_test).
-$(B)/tests/clients/nccl_xclient: tests/clients/nccl_xclient.c $(B)/sim/libnccl.so \
+$(B)/tests/clients/nccl_xclient: tests/clients/nccl_xclient.c tests/clients/orderval.h $(B)/sim/libnccl.so \
 		$(B)/sim/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(TEST_CLIENT_CC) $< -L$(B)/sim -lnccl -l:libcuda.so.1 $(LDFLAGS) -lm -o $@
