@@ -560,8 +560,10 @@ int es_xhost_nranks(const es_comm_t *c);
 /* ---- enqueue.c ---------------------------------------------------------------------------- */
 
 /* An operation of c's own ranks (es_coll_enqueue for a communicator of
- * one host; xhost.c's steps inside a host). */
+ * one host; xhost.c's steps inside a host); _valid: o->comm is known to be
+ * a live communicator (es_coll_valid, a lock and a walk, once per call). */
 ncclResult_t es_coll_enqueue_local(const es_coll_op_t *o);
+ncclResult_t es_coll_enqueue_valid(const es_coll_op_t *o);
 
 /* ---- defer.c: a time-sliced EST's collectives kept until it yields ---------------------- */
 

@@ -130,6 +130,11 @@ ncclResult_t es_coll_enqueue_local(const es_coll_op_t *o)
         es_group_note_error(ncclInvalidArgument);
         return ncclInvalidArgument;
     }
+    return es_coll_enqueue_valid(o);
+}
+
+ncclResult_t es_coll_enqueue_valid(const es_coll_op_t *o)
+{
     es_qop_t q;
     ncclResult_t res = es_check_op(o, &q);
     if (res != ncclSuccess) {

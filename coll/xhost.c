@@ -206,7 +206,7 @@ static ncclResult_t es_xh_local(es_comm_t *c, int kind, const void *send, void *
                                 size_t count, int dtype, int op, int root, CUstream s)
 {
     es_coll_op_t o = { kind, c, send, recv, count, dtype, op, root, s };
-    return es_coll_enqueue_local(&o);
+    return es_coll_enqueue_valid(&o);
 }
 
 /* Scratch device memory of at least bytes in *p (*have: its size; the
@@ -392,8 +392,10 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
                                                     "ncclReduce", "ncclAllGather",
                                                     "ncclReduceScatter", "ncclSend", "ncclRecv" };
     es_comm_t *c = o->comm;
-    if (!es_coll_valid(c) || !c->x)
-        return es_coll_enqueue_local(o); /* one host (or the engine's message) */
+    if (!es_coll_valid(c))
+        return es_coll_enqueue_local(o); /* the engine's message */
+    if (!c->x)
+        return es_coll_enqueue_valid(o); /* one host */
     es_xhost_t *x = c->x;
     const char *nm = o->kind >= 0 && o->kind < ES_OP_KINDS ? names[o->kind] : "?";
     int reducing = o->kind == ES_OP_ALLREDUCE || o->kind == ES_OP_REDUCE ||
