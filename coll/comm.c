@@ -297,6 +297,7 @@ ncclResult_t es_coll_split(es_comm_t *parent, int color, int key, es_comm_t **ou
     }
     *out = NULL;
     if (parent && es_coll_valid(parent) && parent->x) {
+        ES_WARN("collectives: ncclCommSplit: a communicator across hosts is not split yet");
         es_coll_error("ncclCommSplit: a communicator across hosts is not split yet");
         return ncclInvalidUsage;
     }
@@ -376,6 +377,7 @@ ncclResult_t es_coll_shrink(es_comm_t *parent, const int *exclude, int nexclude,
     }
     *out = NULL;
     if (parent && es_coll_valid(parent) && parent->x) {
+        ES_WARN("collectives: ncclCommShrink: a communicator across hosts is not shrunk yet");
         es_coll_error("ncclCommShrink: a communicator across hosts is not shrunk yet");
         return ncclInvalidUsage;
     }

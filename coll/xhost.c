@@ -28,9 +28,13 @@
  * Calls comm.c (the local communicator), enqueue.c, kernels/reduce.h. */
 #include "coll/coll_int.h"
 #include "kernels/reduce.h"
+#include "move/mover.h"
 #include "move/vhandle.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +52,38 @@ struct es_xhost {
     CUdeviceptr out;        /* reduce, reduce-scatter: the whole result (every rank) */
     size_t out_bytes;
 };
+
+/* Communicators across hosts alive in this process: while there is one,
+ * the EST does not move (its leaders' NCCL communicator is not made again
+ * on another GPU yet; a mover gate says so). */
+static _Atomic int es_xh_live;
+static pthread_once_t es_xh_once = PTHREAD_ONCE_INIT;
+
+static int es_xh_move_gate(char *msg, size_t msglen)
+{
+    if (atomic_load(&es_xh_live) == 0)
+        return 0;
+    if (msg && msglen)
+        snprintf(msg, msglen, "this EST has a communicator across hosts, whose leaders' NCCL "
+                              "communicator is not made again after a move yet: it does not "
+                              "move");
+    return -EPERM;
+}
+
+static void es_xh_gate_init(void)
+{
+    if (es_vh_on)
+        (void)es_mover_add_gate(es_xh_move_gate);
+}
+
+/* A use the levels across hosts do not serve: said on stderr (a warning:
+ * the application may print only NCCL's status) and kept for
+ * ncclGetLastError. */
+#define ES_XH_REFUSE(...)                                                                      \
+    do {                                                                                       \
+        ES_WARN("collectives: " __VA_ARGS__);                                                  \
+        es_coll_error(__VA_ARGS__);                                                            \
+    } while (0)
 
 /* ---- the environment ------------------------------------------------------------ */
 
@@ -120,12 +156,12 @@ ncclResult_t es_xhost_plan(es_coll_id_t *e, int *nranks_io, int *rank_io,
         return ncclInvalidUsage;
     }
     if (config && config->blocking == 0) {
-        es_coll_error("ncclCommInitRank: a non-blocking communicator across hosts is not "
+        ES_XH_REFUSE("ncclCommInitRank: a non-blocking communicator across hosts is not "
                       "served yet");
         return ncclInvalidUsage;
     }
     if (es_group_depth() > 0) {
-        es_coll_error("ncclCommInitRank: a communicator across hosts inside a group is not "
+        ES_XH_REFUSE("ncclCommInitRank: a communicator across hosts inside a group is not "
                       "served yet");
         return ncclInvalidUsage;
     }
@@ -149,6 +185,8 @@ ncclResult_t es_xhost_plan(es_coll_id_t *e, int *nranks_io, int *rank_io,
 ncclResult_t es_xhost_connect(es_comm_t *c)
 {
     es_xhost_t *x = c->x;
+    pthread_once(&es_xh_once, es_xh_gate_init);
+    atomic_fetch_add(&es_xh_live, 1);
     if (x->lrank != 0)
         return ncclSuccess;
     int pushed = 0;
@@ -181,6 +219,7 @@ void es_xhost_free(es_comm_t *c, int abort)
     es_comm_ctx_leave(pushed);
     c->x = NULL;
     free(x);
+    atomic_fetch_sub(&es_xh_live, 1);
 }
 
 ncclResult_t es_xhost_async_error(es_comm_t *c)
@@ -402,7 +441,7 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
                    o->kind == ES_OP_REDUCESCATTER;
     int served = reducing || o->kind == ES_OP_BROADCAST || o->kind == ES_OP_ALLGATHER;
     if (!served || es_group_depth() > 0 || (reducing && o->op >= ncclNumOps)) {
-        es_coll_error("%s on a communicator across hosts: %s is not served yet (the "
+        ES_XH_REFUSE("%s on a communicator across hosts: %s is not served yet (the "
                       "collectives without PreMulSum are, outside groups; point-to-point is "
                       "not)", nm,
                       !served ? "this operation" : es_group_depth() > 0 ? "a group" : "PreMulSum");
@@ -413,6 +452,11 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
         (rooted && (o->root < 0 || o->root >= x->nranks))) {
         es_coll_error("%s: invalid datatype, operator or root", nm);
         return ncclInvalidArgument;
+    }
+    if (es_coll_ts_keeps(c)) {
+        ES_XH_REFUSE("%s on a communicator across hosts: this EST is time-sliced; "
+                      "time-slicing in a job across hosts is not served yet", nm);
+        return ncclInvalidUsage;
     }
     if (!o->count)
         return ncclSuccess;

@@ -16,7 +16,10 @@
  *    rank-order fold on the CPU, broadcast, all-gather), 2 ranks on each of
  *    the 2 hosts (hosts_client.sh): each rank's digest is the one of 4
  *    ranks on one host of 4 GPUs and of 4 ranks on one GPU; negative
- *    control: NCCL's own collectives across the hosts give another;
+ *    control: NCCL's own collectives across the hosts give another; the
+ *    shim's time-slicing (2 ranks on each host's one GPU) is refused with
+ *    its reason, and so is the park in host memory a turn would be (the
+ *    ESTs of a communicator across hosts do not move yet): exit 1, no hang;
  *  - negative control: NCCL's own collectives across the 2 hosts (4 ESTs,
  *    one per GPU) complete, every rank agreeing, with another checksum than
  *    the virtual collectives' on one host;
@@ -188,6 +191,19 @@ static void test_nccl_client_two_hosts(void **state)
     client_run(1, "", "nccl", "--loose", d, sizeof(d)); /* NCCL's own order */
     if (strcmp(d, ref4) == 0)
         fail_msg("NCCL's own collectives across hosts gave the rank-order digest %s", d);
+    /* time-sliced ESTs across hosts: refused, with the reason */
+    char cmd[2048], idf[700];
+    snprintf(idf, sizeof(idf), "%s/id-ts", g_dir);
+    snprintf(cmd, sizeof(cmd), "%s --hosts 2 --gpus-per-host 1 --gpu a100:2G -- %s %s 2",
+             es_root_path("scripts/simhosts"), es_root_path("tests/controller/hosts_client.sh"),
+             idf);
+    char *env[] = { "EASYSCALE_TIME_SLICE=on", NULL };
+    es_proc_result_t r;
+    assert_int_equal(es_run_sh(cmd, env, T_JOB, &r), 0);
+    if (r.status == 0 || !strstr(r.out, "time-slicing in a job across hosts is not served yet") ||
+        !strstr(r.out, "a communicator across hosts") || !strstr(r.out, "it does not move"))
+        fail_msg("time-sliced ESTs across hosts: exit %d:\n%s", r.status, r.out);
+    es_proc_result_free(&r);
 }
 
 /* Negative control: NCCL's own collectives between the hosts. */
