@@ -518,6 +518,10 @@ typedef struct es_group {
 ncclResult_t es_group_start_init(es_comm_t *c);
 /* The depth of the calling thread's group (0: none). */
 int es_group_depth(void);
+/* ncclGroupEnd and ncclGroupSimulateEnd of the operations of one host
+ * (xhost.c's es_coll_group_end and _discard run them, then its own). */
+ncclResult_t es_group_end_local(void);
+ncclResult_t es_group_discard_local(void);
 /* Inside a group: records the group's first error. */
 void es_group_note_error(ncclResult_t res);
 /* Queues a checked operation until ncclGroupEnd; 0 or -ENOMEM. */

@@ -153,7 +153,7 @@ out:
     return res;
 }
 
-ncclResult_t es_coll_group_end(void)
+ncclResult_t es_group_end_local(void)
 {
     if (es_grp.depth <= 0) {
         es_coll_error("ncclGroupEnd without ncclGroupStart");
@@ -171,7 +171,7 @@ ncclResult_t es_coll_group_end(void)
     return res;
 }
 
-ncclResult_t es_coll_group_discard(void)
+ncclResult_t es_group_discard_local(void)
 {
     if (es_grp.depth <= 0) {
         es_coll_error("ncclGroupSimulateEnd without ncclGroupStart");

@@ -22,7 +22,10 @@
  * real stream behind it), so nothing here waits on the host.
  *
  * Reduce and reduce-scatter are the all-reduce into scratch, each rank's
- * part copied out. Not yet: point-to-point, PreMulSum, groups, split, non-blocking
+ * part copied out. Inside a group, the operations on communicators across
+ * hosts are kept until the group ends, then run one after another in
+ * issue order (every rank issues the same collectives in the same order).
+ * Not yet: point-to-point, PreMulSum, split, non-blocking
  * communicators, moves (refused by the controller), and stripes over the
  * host's GPUs (one leader's link carries the bytes between two hosts).
  * Calls comm.c (the local communicator), enqueue.c, kernels/reduce.h. */
@@ -425,6 +428,63 @@ static ncclResult_t es_xh_reduce(es_comm_t *c, es_xhost_t *x, const es_coll_op_t
     return es_xh_kernel(cr);
 }
 
+/* The thread's group: operations on communicators across hosts, kept
+ * until its end. */
+static __thread es_coll_op_t *es_xh_q;
+static __thread int es_xh_nq, es_xh_capq;
+
+static int es_xh_keep(const es_coll_op_t *o)
+{
+    if (es_xh_nq == es_xh_capq) {
+        int cap = es_xh_capq ? 2 * es_xh_capq : 16;
+        es_coll_op_t *q = realloc(es_xh_q, (size_t)cap * sizeof(*q));
+        if (!q)
+            return -ENOMEM;
+        es_xh_q = q;
+        es_xh_capq = cap;
+    }
+    es_xh_q[es_xh_nq++] = *o;
+    return 0;
+}
+
+static ncclResult_t es_xh_run(const es_coll_op_t *o)
+{
+    es_xhost_t *x = o->comm->x;
+    if (o->kind == ES_OP_ALLREDUCE)
+        return es_xh_allreduce(o->comm, x, o);
+    if (o->kind == ES_OP_BROADCAST)
+        return es_xh_broadcast(o->comm, x, o);
+    if (o->kind == ES_OP_REDUCE || o->kind == ES_OP_REDUCESCATTER)
+        return es_xh_reduce(o->comm, x, o);
+    return es_xh_allgather(o->comm, x, o);
+}
+
+ncclResult_t es_coll_group_end(void)
+{
+    int outer = es_group_depth() == 1;
+    ncclResult_t res = es_group_end_local();
+    if (!outer)
+        return res;
+    for (int i = 0; i < es_xh_nq; i++) {
+        /* a communicator destroyed inside the group is not run */
+        ncclResult_t r = es_coll_valid(es_xh_q[i].comm) && es_xh_q[i].comm->x
+                             ? es_xh_run(&es_xh_q[i]) : ncclInvalidArgument;
+        if (r != ncclSuccess && (res == ncclSuccess || res == ncclInProgress))
+            res = r;
+    }
+    es_xh_nq = 0;
+    return res;
+}
+
+ncclResult_t es_coll_group_discard(void)
+{
+    int outer = es_group_depth() == 1;
+    ncclResult_t res = es_group_discard_local();
+    if (outer)
+        es_xh_nq = 0; /* simulated: nothing runs */
+    return res;
+}
+
 ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
 {
     static const char *const names[ES_OP_KINDS] = { "ncclAllReduce", "ncclBroadcast",
@@ -440,11 +500,11 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
     int reducing = o->kind == ES_OP_ALLREDUCE || o->kind == ES_OP_REDUCE ||
                    o->kind == ES_OP_REDUCESCATTER;
     int served = reducing || o->kind == ES_OP_BROADCAST || o->kind == ES_OP_ALLGATHER;
-    if (!served || es_group_depth() > 0 || (reducing && o->op >= ncclNumOps)) {
+    if (!served || (reducing && o->op >= ncclNumOps)) {
         ES_XH_REFUSE("%s on a communicator across hosts: %s is not served yet (the "
-                      "collectives without PreMulSum are, outside groups; point-to-point is "
-                      "not)", nm,
-                      !served ? "this operation" : es_group_depth() > 0 ? "a group" : "PreMulSum");
+                     "collectives without PreMulSum are; point-to-point is not)", nm,
+                     !served ? "this operation" : "PreMulSum");
+        es_group_note_error(ncclInvalidUsage);
         return ncclInvalidUsage;
     }
     int rooted = o->kind == ES_OP_BROADCAST || o->kind == ES_OP_REDUCE;
@@ -460,11 +520,7 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
     }
     if (!o->count)
         return ncclSuccess;
-    if (o->kind == ES_OP_ALLREDUCE)
-        return es_xh_allreduce(c, x, o);
-    if (o->kind == ES_OP_BROADCAST)
-        return es_xh_broadcast(c, x, o);
-    if (o->kind == ES_OP_REDUCE || o->kind == ES_OP_REDUCESCATTER)
-        return es_xh_reduce(c, x, o);
-    return es_xh_allgather(c, x, o);
+    if (es_group_depth() > 0)
+        return es_xh_keep(o) < 0 ? ncclSystemError : ncclSuccess;
+    return es_xh_run(o);
 }

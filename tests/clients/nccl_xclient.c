@@ -9,7 +9,8 @@
  * Checks, on values whose float sum depends on the order: all-reduce sum,
  * average and max (float), sum (half), reduce to the last rank and
  * reduce-scatter (their results, which differ per rank, are checked but not
- * in the digest), broadcast from the last rank, all-gather. Sums are compared bit for bit with a reference folded in rank
+ * in the digest), broadcast from the last rank, all-gather, and an
+ * all-reduce and a broadcast in one group (ncclGroupStart/End). Sums are compared bit for bit with a reference folded in rank
  * order 0..N-1 on the host (half: each addition in float, rounded to half);
  * with --loose (NCCL's own order) only within a tolerance. Prints
  * "rank R digest HEX" over every result (the same on every rank and every
@@ -267,6 +268,46 @@ static void bench(ncclComm_t c, CUstream st)
     }
 }
 
+/* An all-reduce and a broadcast from rank 1 in one group. */
+static void grouped(ncclComm_t c, CUstream st)
+{
+    float *h = malloc(COUNT * 4), *w = malloc(COUNT * 4);
+    CUdeviceptr a, b;
+    CHECK(h && w, "out of memory");
+    CU(cuMemAlloc(&a, COUNT * 4));
+    CU(cuMemAlloc(&b, COUNT * 4));
+    for (size_t i = 0; i < COUNT; i++)
+        h[i] = val(g_rank, i, 8);
+    CU(cuMemcpyHtoD(a, h, COUNT * 4));
+    for (size_t i = 0; i < COUNT; i++)
+        h[i] = val(g_rank, i, 9);
+    CU(cuMemcpyHtoD(b, h, COUNT * 4));
+    NC(ncclGroupStart());
+    NC(ncclAllReduce((void *)a, (void *)a, COUNT, ncclFloat, ncclSum, c, (cudaStream_t)st));
+    NC(ncclBroadcast((void *)b, (void *)b, COUNT, ncclFloat, 1, c, (cudaStream_t)st));
+    NC(ncclGroupEnd());
+    CU(cuStreamSynchronize(st));
+    CU(cuMemcpyDtoH(h, a, COUNT * 4));
+    for (size_t i = 0; i < COUNT; i++) {
+        float acc = val(0, i, 8);
+        for (int q = 1; q < g_n; q++)
+            acc = acc + val(q, i, 8);
+        w[i] = acc;
+    }
+    compare(h, w, COUNT, "grouped_allreduce");
+    CU(cuMemcpyDtoH(h, b, COUNT * 4));
+    for (size_t i = 0; i < COUNT; i++)
+        w[i] = val(1, i, 9);
+    int was = g_loose;
+    g_loose = 0;
+    compare(h, w, COUNT, "grouped_broadcast");
+    g_loose = was;
+    CU(cuMemFree(a));
+    CU(cuMemFree(b));
+    free(h);
+    free(w);
+}
+
 /* Rank 0 writes the id (temporary file, renamed); the others wait for it. */
 static void share_id(const char *path, ncclUniqueId *id)
 {
@@ -341,6 +382,7 @@ int main(int argc, char **argv)
     allreduce_half(c, st);
     reduce_parts(c, st);
     bcast_gather(c, st);
+    grouped(c, st);
     NC(ncclCommDestroy(c));
     printf("rank %d digest %016llx\n", g_rank, g_fnv);
     return 0;
