@@ -34,7 +34,7 @@ TESTS += $(B)/tests/controller_ctl_test
 # status, failures and silences, moves refused, a restarted daemon.
 $(B)/tests/controller_nodes_test: $(B)/obj/tests/controller/nodes_test.o \
 		$(B)/obj/tests/controller/bgjob.o $(CTL_LIB_OBJS) $(TEST_HARNESS_OBJ) \
-		| $(B)/bin/easyscale-ctl $(B)/lib/libeasyscale.so
+		| $(B)/bin/easyscale-ctl $(B)/lib/libeasyscale.so $(B)/tests/controller/fake_est
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -ldl -lm
 
