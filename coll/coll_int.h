@@ -539,6 +539,9 @@ ncclResult_t es_coll_launch(es_comm_t *c, es_qop_t **ops, int n);
  * in the calling thread on its host copies; the stream is not touched. */
 ncclResult_t es_coll_launch_parked(es_comm_t *c, es_qop_t **ops, int n);
 
+/* util.c: the NCCL name of an operation kind (ES_OP_*; "?" for another). */
+const char *es_coll_op_name(int kind);
+
 /* ---- xhost.c: a communicator across hosts ------------------------------------------------- */
 
 /* Whether the job spans hosts (GROUP_WORLD_SIZE > 1). */

@@ -48,14 +48,10 @@ void es_coll_step_start(int in_group)
 
 /* ---- operations ------------------------------------------------------------------- */
 
-static const char *const es_op_names[ES_OP_KINDS] = {
-    "ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather", "ncclReduceScatter",
-    "ncclSend", "ncclRecv",
-};
 
 static ncclResult_t es_check_op(const es_coll_op_t *o, es_qop_t *q)
 {
-    const char *nm = o->kind >= 0 && o->kind < ES_OP_KINDS ? es_op_names[o->kind] : "?";
+    const char *nm = es_coll_op_name(o->kind);
     es_comm_t *c = o->comm;
     size_t es = es_coll_type_size(o->dtype);
     memset(q, 0, sizeof(*q));
@@ -126,7 +122,7 @@ ncclResult_t es_coll_enqueue_local(const es_coll_op_t *o)
 {
     if (!es_coll_valid(o->comm)) {
         es_coll_error("%s: invalid communicator",
-                      o->kind >= 0 && o->kind < ES_OP_KINDS ? es_op_names[o->kind] : "?");
+                      es_coll_op_name(o->kind));
         es_group_note_error(ncclInvalidArgument);
         return ncclInvalidArgument;
     }

@@ -79,6 +79,16 @@ uint64_t es_coll_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+static const char *const es_op_names[ES_OP_KINDS] = {
+    "ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather", "ncclReduceScatter",
+    "ncclSend", "ncclRecv",
+};
+
+const char *es_coll_op_name(int kind)
+{
+    return kind >= 0 && kind < ES_OP_KINDS ? es_op_names[kind] : "?";
+}
+
 size_t es_coll_type_size(int dtype)
 {
     static const unsigned char sz[ES_RT_COUNT] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1 };

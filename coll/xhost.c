@@ -487,16 +487,13 @@ ncclResult_t es_coll_group_discard(void)
 
 ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
 {
-    static const char *const names[ES_OP_KINDS] = { "ncclAllReduce", "ncclBroadcast",
-                                                    "ncclReduce", "ncclAllGather",
-                                                    "ncclReduceScatter", "ncclSend", "ncclRecv" };
     es_comm_t *c = o->comm;
     if (!es_coll_valid(c))
         return es_coll_enqueue_local(o); /* the engine's message */
     if (!c->x)
         return es_coll_enqueue_valid(o); /* one host */
     es_xhost_t *x = c->x;
-    const char *nm = o->kind >= 0 && o->kind < ES_OP_KINDS ? names[o->kind] : "?";
+    const char *nm = es_coll_op_name(o->kind);
     int reducing = o->kind == ES_OP_ALLREDUCE || o->kind == ES_OP_REDUCE ||
                    o->kind == ES_OP_REDUCESCATTER;
     int served = reducing || o->kind == ES_OP_BROADCAST || o->kind == ES_OP_ALLGATHER;

@@ -121,6 +121,9 @@ int es_ctl_lock_held(const char *sock);
 int es_ctl_listen_unix(const char *path);
 /* "HOST:PORT" (PORT 0: any); the address bound in bound ("HOST:PORT"). */
 int es_ctl_listen_tcp(const char *hostport, char *bound, size_t len);
+/* "HOST:PORT" (HOST may be "[v6]") into host and port (0..65535). Returns 0
+ * or -EINVAL. */
+int es_ctl_split_hostport(const char *hp, char *host, size_t hl, char *port, size_t pl);
 
 /* Connects to a daemon: a socket path or tcp:HOST:PORT (then sends the
  * authentication block with token). Returns the fd or a negative errno. */

@@ -1082,14 +1082,15 @@ static int read_token(run_ctx_t *x)
     return 0;
 }
 
-/* --master HOST:PORT: its host into R.master's copy, its port into *port.
- * Returns 0 or -EINVAL. */
+/* --master HOST:PORT: its port (1..65534: PORT + 1 is the application's)
+ * into *port. Returns 0 or -EINVAL. */
 static int master_port(const char *m, int *port)
 {
-    const char *c = strrchr(m, ':');
+    char host[64], ps[16];
     long p;
-    if (!c || c == m || c - m >= 64 || strlen(m) >= sizeof(R.master) ||
-        es_ctl_parse_long(c + 1, 1, 65534, &p) < 0)
+    if (strlen(m) >= sizeof(R.master) ||
+        es_ctl_split_hostport(m, host, sizeof(host), ps, sizeof(ps)) < 0 ||
+        es_ctl_parse_long(ps, 1, 65534, &p) < 0)
         return -EINVAL;
     *port = (int)p;
     return 0;

@@ -200,7 +200,7 @@ int es_ctl_listen_unix(const char *path)
 }
 
 /* "HOST:PORT" into host and port strings (IPv6 as [addr]:port). */
-static int split_hostport(const char *hp, char *host, size_t hl, char *port, size_t pl)
+int es_ctl_split_hostport(const char *hp, char *host, size_t hl, char *port, size_t pl)
 {
     const char *colon = strrchr(hp, ':');
     if (!colon || colon == hp || !colon[1])
@@ -226,7 +226,7 @@ int es_ctl_listen_tcp(const char *hostport, char *bound, size_t len)
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                               .ai_flags = AI_PASSIVE }, *ai = NULL;
     int fd = -1, rc;
-    if (split_hostport(hostport, host, sizeof(host), port, sizeof(port)) < 0)
+    if (es_ctl_split_hostport(hostport, host, sizeof(host), port, sizeof(port)) < 0)
         return -EINVAL;
     if (getaddrinfo(host, port, &hints, &ai) != 0 || !ai)
         return -EADDRNOTAVAIL;
@@ -274,7 +274,7 @@ int es_ctl_connect(const char *target, const char *token)
             rc = -EACCES;
             goto fail;
         }
-        if (split_hostport(target + 4, host, sizeof(host), port, sizeof(port)) < 0) {
+        if (es_ctl_split_hostport(target + 4, host, sizeof(host), port, sizeof(port)) < 0) {
             rc = -EINVAL;
             goto fail;
         }

@@ -96,6 +96,15 @@ static float h2f(uint16_t h)
 
 static int g_private; /* results that differ per rank: checked, not digested */
 
+/* Element i of the salt's values summed in rank order 0..N-1 (float). */
+static float ref_sum(size_t i, int salt)
+{
+    float acc = val(0, i, salt);
+    for (int r = 1; r < g_n; r++)
+        acc = acc + val(r, i, salt);
+    return acc;
+}
+
 static void compare(const float *got, const float *want, size_t n, const char *what)
 {
     for (size_t i = 0; i < n; i++) {
@@ -105,6 +114,15 @@ static void compare(const float *got, const float *want, size_t n, const char *w
     }
     if (!g_private)
         digest(got, n * 4);
+}
+
+/* Data movement: exact on every placement, also with --loose. */
+static void compare_exact(const float *got, const float *want, size_t n, const char *what)
+{
+    int was = g_loose;
+    g_loose = 0;
+    compare(got, want, n, what);
+    g_loose = was;
 }
 
 static void allreduce_float(ncclComm_t c, CUstream st, ncclRedOp_t op, int salt, const char *what)
@@ -174,13 +192,8 @@ static void reduce_parts(ncclComm_t c, CUstream st)
     NC(ncclReduceScatter((void *)s, (void *)r, COUNT, ncclFloat, ncclSum, c, (cudaStream_t)st));
     CU(cuStreamSynchronize(st));
     CU(cuMemcpyDtoH(h, r, COUNT * 4));
-    for (size_t j = 0; j < COUNT; j++) {
-        size_t i = (size_t)g_rank * COUNT + j;
-        float acc = val(0, i, 6);
-        for (int q = 1; q < g_n; q++)
-            acc = acc + val(q, i, 6);
-        w[j] = acc;
-    }
+    for (size_t j = 0; j < COUNT; j++)
+        w[j] = ref_sum((size_t)g_rank * COUNT + j, 6);
     g_private = 1;
     compare(h, w, COUNT, "reduce_scatter");
     for (size_t i = 0; i < all; i++)
@@ -190,12 +203,8 @@ static void reduce_parts(ncclComm_t c, CUstream st)
     CU(cuStreamSynchronize(st));
     if (g_rank == g_n - 1) {
         CU(cuMemcpyDtoH(h, r, all * 4));
-        for (size_t i = 0; i < all; i++) {
-            float acc = val(0, i, 7);
-            for (int q = 1; q < g_n; q++)
-                acc = acc + val(q, i, 7);
-            w[i] = acc;
-        }
+        for (size_t i = 0; i < all; i++)
+            w[i] = ref_sum(i, 7);
         compare(h, w, all, "reduce");
     }
     g_private = 0;
@@ -222,10 +231,7 @@ static void bcast_gather(ncclComm_t c, CUstream st)
     CU(cuMemcpyDtoH(h, g, all * 4));
     for (size_t i = 0; i < all; i++)
         w[i] = val(g_n - 1, i % COUNT, 4);
-    int was = g_loose;
-    g_loose = 0; /* data movement: exact everywhere */
-    compare(h, w, all, "broadcast_allgather");
-    g_loose = was;
+    compare_exact(h, w, all, "broadcast_allgather");
     CU(cuMemFree(b));
     CU(cuMemFree(g));
     free(h);
@@ -288,20 +294,13 @@ static void grouped(ncclComm_t c, CUstream st)
     NC(ncclGroupEnd());
     CU(cuStreamSynchronize(st));
     CU(cuMemcpyDtoH(h, a, COUNT * 4));
-    for (size_t i = 0; i < COUNT; i++) {
-        float acc = val(0, i, 8);
-        for (int q = 1; q < g_n; q++)
-            acc = acc + val(q, i, 8);
-        w[i] = acc;
-    }
+    for (size_t i = 0; i < COUNT; i++)
+        w[i] = ref_sum(i, 8);
     compare(h, w, COUNT, "grouped_allreduce");
     CU(cuMemcpyDtoH(h, b, COUNT * 4));
     for (size_t i = 0; i < COUNT; i++)
         w[i] = val(1, i, 9);
-    int was = g_loose;
-    g_loose = 0;
-    compare(h, w, COUNT, "grouped_broadcast");
-    g_loose = was;
+    compare_exact(h, w, COUNT, "grouped_broadcast");
     CU(cuMemFree(a));
     CU(cuMemFree(b));
     free(h);
