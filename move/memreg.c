@@ -55,15 +55,32 @@ static es_host_t *es_hosts;
 static size_t es_nhosts, es_chosts;
 static uint64_t es_next_id = 1;
 static uint64_t es_footprint; /* bytes with real memory behind (atomic) */
+static __thread int es_uncounted; /* es_memreg_uncounted nesting */
 
 uint64_t es_memreg_footprint(void)
 {
     return __atomic_load_n(&es_footprint, __ATOMIC_RELAXED);
 }
 
+void es_memreg_uncounted(int on)
+{
+    es_uncounted += on ? 1 : -1;
+}
+
+static int es_counts(const es_phys_t *ph)
+{
+    return ph->owner != ES_OWN_IMPORT && !ph->uncounted;
+}
+
+static void es_fp_add(const es_phys_t *ph)
+{
+    if (es_counts(ph))
+        __atomic_add_fetch(&es_footprint, ph->size, __ATOMIC_RELAXED);
+}
+
 void es_memreg_footprint_sub(const es_phys_t *ph)
 {
-    if (ph->owner != ES_OWN_IMPORT)
+    if (es_counts(ph))
         __atomic_sub_fetch(&es_footprint, ph->size, __ATOMIC_RELAXED);
 }
 
@@ -258,7 +275,7 @@ CUresult es_phys_create_real(es_phys_t *ph, int dev)
     p.location.id = dev;
     CUresult r = es_drv.cuMemCreate(&ph->real, ph->size, &p, 0);
     if (r == CUDA_SUCCESS)
-        __atomic_add_fetch(&es_footprint, ph->size, __ATOMIC_RELAXED);
+        es_fp_add(ph);
     return r;
 }
 
@@ -296,8 +313,7 @@ void es_phys_release_real(es_phys_t *ph)
 {
     if (ph->real) {
         es_drv.cuMemRelease(ph->real);
-        if (ph->owner != ES_OWN_IMPORT)
-            __atomic_sub_fetch(&es_footprint, ph->size, __ATOMIC_RELAXED);
+        es_memreg_footprint_sub(ph);
     }
     ph->real = 0;
 }
@@ -306,7 +322,7 @@ void es_phys_release_kept(es_phys_t *ph)
 {
     if (ph->kept) {
         es_drv.cuMemRelease(ph->kept);
-        __atomic_sub_fetch(&es_footprint, ph->size, __ATOMIC_RELAXED);
+        es_memreg_footprint_sub(ph);
     }
     ph->kept = 0;
     ph->kept_dev = -1;
@@ -815,6 +831,7 @@ CUresult es_vmm_create(CUmemGenericAllocationHandle *out, size_t size,
     ph->fd = -1;
     ph->park_fd = -1;
     ph->app_refs = 1;
+    ph->uncounted = es_uncounted > 0;
     es_memreg_lock();
     int dev = es_dev_get(ph->vdev);
     if (dev < 0) {
@@ -831,7 +848,7 @@ CUresult es_vmm_create(CUmemGenericAllocationHandle *out, size_t size,
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto fail;
     }
-    __atomic_add_fetch(&es_footprint, size, __ATOMIC_RELAXED);
+    es_fp_add(ph);
     es_phys_link(ph);
     es_memreg_unlock();
     *out = (CUmemGenericAllocationHandle)(uintptr_t)ph;

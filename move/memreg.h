@@ -97,6 +97,7 @@ typedef struct es_phys {
     int kept_dev;
     unsigned char *stale;
     uint64_t id;                       /* creation order */
+    int uncounted;                     /* not in the footprint (es_memreg_uncounted) */
     struct es_phys *next, *prev;       /* the vdev's list */
 } es_phys_t;
 
@@ -264,9 +265,17 @@ void es_phys_release_kept(es_phys_t *ph);
 size_t es_memreg_resident_bytes(int vdev);
 
 /* Physical bytes the registry holds on any device (the application's own
- * memory and the shim's cuMemAlloc backing; imports excluded): one atomic
- * load, no lock (heartbeats read it from another thread). */
+ * memory and the shim's cuMemAlloc backing; imports and what was made
+ * uncounted excluded): one atomic load, no lock (heartbeats read it from
+ * another thread). It is what the controller places an EST by. */
 uint64_t es_memreg_footprint(void);
+/* On the calling thread: the cuMemCreate objects made while on (>0 calls
+ * more than off) stay out of the footprint for their lifetime. For memory
+ * the shim's own machinery holds and gives up again where it does not fit
+ * (the collectives' device staging: set up at every hold, the host
+ * transport where it cannot be had), so that a heartbeat sent while it is
+ * set up does not make the EST look larger than what it must bring. */
+void es_memreg_uncounted(int on);
 /* For the swap engine: physical memory of an object released outside
  * es_phys_release_real (a migration's old memory). */
 void es_memreg_footprint_sub(const es_phys_t *ph);

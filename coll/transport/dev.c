@@ -46,6 +46,7 @@
  */
 #include "coll/transport/dev.h"
 #include "kernels/reduce.h"
+#include "move/memreg.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -649,7 +650,11 @@ int es_devtp_setup(es_comm_t *c, size_t extra)
         gran = 2u << 20;
     size_t need = 4 * c->chunk + (size_t)n * 2 * c->p2p_chunk + extra;
     t->size = (need + gran - 1) / gran * gran;
+    /* not the EST's footprint: made again at every hold, and given up for
+     * the host transport where it does not fit (move/memreg.h) */
+    es_memreg_uncounted(1);
     cr = ES_REAL(cuda, cuMemCreate)(&t->h[c->rank], t->size, &prop, 0);
+    es_memreg_uncounted(0);
     if (cr == CUDA_SUCCESS)
         cr = ES_REAL(cuda, cuMemExportToShareableHandle)(&myfd, t->h[c->rank],
                                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);

@@ -203,6 +203,34 @@ static void test_app_vmm_standin(void **state)
     CK(cuMemAddressFree(va, 4 * g));
 }
 
+/* The footprint (what the controller places an EST by) counts the
+ * application's objects, and not those made while the calling thread had
+ * them uncounted (the collectives' staging): neither while they live nor
+ * when they go. */
+static void test_footprint_uncounted(void **state)
+{
+    (void)state;
+    size_t g = es_memreg_granularity();
+    CUmemAllocationProp prop = app_prop(0, 0);
+    CUmemGenericAllocationHandle app, own;
+    assert_int_equal(es_memreg_footprint(), 0);
+    CK(es_vmm_create(&app, 2 * g, &prop, 0));
+    assert_int_equal(es_memreg_footprint(), 2 * g);
+    es_memreg_uncounted(1);
+    CK(es_vmm_create(&own, 3 * g, &prop, 0));
+    es_memreg_uncounted(0);
+    assert_int_equal(es_memreg_footprint(), 2 * g);
+    assert_int_equal(es_memreg_resident_bytes(0), 5 * g);
+    CK(es_vmm_release(own));
+    assert_int_equal(es_memreg_footprint(), 2 * g);
+    /* the marker ended with the off call: the next object counts */
+    CK(es_vmm_create(&own, g, &prop, 0));
+    assert_int_equal(es_memreg_footprint(), 3 * g);
+    CK(es_vmm_release(own));
+    CK(es_vmm_release(app));
+    assert_int_equal(es_memreg_footprint(), 0);
+}
+
 static void test_app_vmm_bad_handles(void **state)
 {
     (void)state;
@@ -456,6 +484,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_free_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_async_waits_for_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_app_vmm_standin, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_footprint_uncounted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_app_vmm_bad_handles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shim_memory_is_not_the_apps_vmm, setup, teardown),
         cmocka_unit_test_setup_teardown(test_export_import, setup, teardown),
