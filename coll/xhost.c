@@ -26,8 +26,9 @@
  * hosts are kept until the group ends, then run one after another in
  * issue order (every rank issues the same collectives in the same order).
  * Not yet: point-to-point, PreMulSum, split, non-blocking
- * communicators, moves (refused by the controller), and stripes over the
- * host's GPUs (one leader's link carries the bytes between two hosts).
+ * communicators, moving a host's leader (the other ranks move), and
+ * stripes over the host's GPUs (one leader's link carries the bytes
+ * between two hosts).
  * Calls comm.c (the local communicator), enqueue.c, kernels/reduce.h. */
 #include "coll/coll_int.h"
 #include "kernels/reduce.h"
@@ -56,9 +57,11 @@ struct es_xhost {
     size_t out_bytes;
 };
 
-/* Communicators across hosts alive in this process: while there is one,
- * the EST does not move (its leaders' NCCL communicator is not made again
- * on another GPU yet; a mover gate says so). */
+/* Communicators across hosts alive in this process whose leader this EST
+ * is: while there is one, the EST does not move (the leaders' NCCL
+ * communicator is bound to its GPU and not made again on another yet; a
+ * mover gate says so). The other ranks of a host move as in a job on one
+ * host: their part is the engine's communicator, set up again at a hold. */
 static _Atomic int es_xh_live;
 static pthread_once_t es_xh_once = PTHREAD_ONCE_INIT;
 
@@ -67,9 +70,9 @@ static int es_xh_move_gate(char *msg, size_t msglen)
     if (atomic_load(&es_xh_live) == 0)
         return 0;
     if (msg && msglen)
-        snprintf(msg, msglen, "this EST has a communicator across hosts, whose leaders' NCCL "
-                              "communicator is not made again after a move yet: it does not "
-                              "move");
+        snprintf(msg, msglen, "this EST leads its host's collectives across hosts (the "
+                              "leaders' NCCL communicator is bound to its GPU and not made "
+                              "again after a move yet): it does not move");
     return -EPERM;
 }
 
@@ -189,9 +192,9 @@ ncclResult_t es_xhost_connect(es_comm_t *c)
 {
     es_xhost_t *x = c->x;
     pthread_once(&es_xh_once, es_xh_gate_init);
-    atomic_fetch_add(&es_xh_live, 1);
     if (x->lrank != 0)
         return ncclSuccess;
+    atomic_fetch_add(&es_xh_live, 1);
     int pushed = 0;
     es_comm_ctx_enter(c, &pushed);
     ncclResult_t res = ES_REAL(nccl, ncclCommInitRank)(&x->lead, x->nhosts, x->lead_id, x->host);
@@ -221,8 +224,9 @@ void es_xhost_free(es_comm_t *c, int abort)
         ES_REAL(cuda, cuMemFree_v2)(x->out);
     es_comm_ctx_leave(pushed);
     c->x = NULL;
+    if (x->lrank == 0)
+        atomic_fetch_sub(&es_xh_live, 1);
     free(x);
-    atomic_fetch_sub(&es_xh_live, 1);
 }
 
 ncclResult_t es_xhost_async_error(es_comm_t *c)

@@ -1166,12 +1166,39 @@ static const char *not_movable(int r)
     return "";
 }
 
+/* The ESTs a scale event places, in who (ascending ranks): every EST, or
+ * in a job across hosts node 0's (the other hosts' GPUs are not the
+ * daemon's). Returns their count. */
+static int scale_ests(int *who)
+{
+    int n = 0;
+    for (int r = 0; r < D.job.nests; r++)
+        if (!est_remote(r))
+            who[n++] = r;
+    return n;
+}
+
+/* In a job across hosts: refuses (1) a placement that would move node 0's
+ * leader (its GPU revoked; the placement moves the highest ranks of a
+ * slot first, so it keeps the leader otherwise). */
+static int scale_moves_leader(int cli, uint32_t seq, const char *what, const int *targets)
+{
+    if (D.job.nnodes <= 1 || targets[0] == -2)
+        return 0;
+    char g[16];
+    gpu_label(D.ests[0].gpu, g, sizeof(g));
+    refuse(cli, seq, 1, "%s refused: EST 0 leads this host's collectives across hosts (its "
+           "NCCL communicator with the other hosts' leaders is bound to GPU %s), and would have "
+           "to move; keep GPU %s in the job; nothing moved", what, g, g);
+    return 1;
+}
+
 /* scale / preempt / grant: the new slot set. */
 static void do_scale(int cli, uint32_t seq, uint32_t verb, uint64_t mask, const char *what)
 {
     es_sched_slot_t slots[ES_CTL_MAX_GPUS];
     int idx[ES_CTL_MAX_GPUS], ns_ = 0, place[ES_CTL_MAX_ESTS], cur[ES_CTL_MAX_ESTS];
-    int targets[ES_CTL_MAX_ESTS];
+    int targets[ES_CTL_MAX_ESTS], who[ES_CTL_MAX_ESTS], nw = scale_ests(who);
     uint32_t ops[ES_CTL_MAX_ESTS];
     uint64_t ns[ES_CTL_MAX_GPUS], maxl;
     const char *source;
@@ -1194,17 +1221,18 @@ static void do_scale(int cli, uint32_t seq, uint32_t verb, uint64_t mask, const 
             ns_++;
         }
     uint64_t est_mem = D.job.est_mem;
-    for (int r = 0; r < D.job.nests; r++) {
-        if (D.ests[r].mem > est_mem)
-            est_mem = D.ests[r].mem;
-        cur[r] = -1;
+    for (int k = 0; k < nw; k++) {
+        const est_t *e = &D.ests[who[k]];
+        if (e->mem > est_mem)
+            est_mem = e->mem;
+        cur[k] = -1;
         for (int s = 0; s < ns_; s++)
-            if (D.ests[r].gpu == idx[s] && D.ests[r].state != ES_EST_SWAPPED_OUT)
-                cur[r] = s;
+            if (e->gpu == idx[s] && e->state != ES_EST_SWAPPED_OUT)
+                cur[k] = s;
     }
     /* Time-slicing costs a swap out and in per extra EST per step: 2x its
      * memory at ~10 GiB/s (PCIe-class), a rough figure. */
-    es_sched_in_t in = { .nslots = ns_, .slots = slots, .nests = D.job.nests, .cur = cur,
+    es_sched_in_t in = { .nslots = ns_, .slots = slots, .nests = nw, .cur = cur,
                          .est_mem = est_mem, .time_slicing = D.job.time_slicing,
                          .swap_ns = est_mem / 5 };
     int rc = es_sched_place(&in, place, &maxl, &moves, why, sizeof(why));
@@ -1216,17 +1244,22 @@ static void do_scale(int cli, uint32_t seq, uint32_t verb, uint64_t mask, const 
     for (int r = 0; r < D.job.nests; r++) {
         targets[r] = -2;
         ops[r] = ES_MOVE_PLACE;
-        if (idx[place[r]] != D.ests[r].gpu || D.ests[r].state == ES_EST_SWAPPED_OUT) {
+    }
+    for (int k = 0; k < nw; k++) {
+        int r = who[k];
+        if (idx[place[k]] != D.ests[r].gpu || D.ests[r].state == ES_EST_SWAPPED_OUT) {
             const char *nm = not_movable(r);
             if (nm[0]) {
                 refuse(cli, seq, 1, "%s refused: EST %d %s and would have to move; nothing moved",
                        what, r, nm);
                 return;
             }
-            targets[r] = idx[place[r]];
+            targets[r] = idx[place[k]];
             nmove++;
         }
     }
+    if (scale_moves_leader(cli, seq, what, targets))
+        return;
     if (!nmove) {
         D.job.slots = mask;
         persist();
@@ -1686,15 +1719,25 @@ static void do_node(int i, uint32_t seq, int node, const char *arg)
     es_ctl_buf_free(&b);
 }
 
-/* A move in a job across hosts: one to another host is refused (ESTs stay
- * on their host), and so is every other (the virtual collectives do not
- * span hosts yet, and a move needs them). Returns 1 when refused. */
+/* Whether EST r leads its host's collectives across hosts (local rank 0
+ * of its node): its NCCL communicator with the other hosts' leaders is
+ * bound to its GPU, so it stays there (coll/xhost.c). */
+static int est_leads(int r)
+{
+    return D.job.nnodes > 1 && D.job.ests_per_node > 0 && r % D.job.ests_per_node == 0;
+}
+
+/* A request in a job across hosts. Migrations and scale events act inside
+ * node 0, this daemon's host (its GPUs are the only ones the daemon
+ * knows), and never move a host's leader; everything else is refused with
+ * the reason. Returns 1 when refused. */
 static int refuse_across_hosts(int i, uint32_t seq, uint32_t v, int r, const char *arg)
 {
     if (D.job.nnodes <= 1)
         return 0;
-    int to_gpu = v == ES_VERB_MIGRATE || v == ES_VERB_SWAP_IN;
-    if (to_gpu && r >= 0 && r < D.job.nests && est_remote(r)) {
+    if (v == ES_VERB_SCALE || v == ES_VERB_PREEMPT || v == ES_VERB_GRANT)
+        return 0; /* do_scale places node 0's ESTs only */
+    if (v == ES_VERB_MIGRATE && r >= 0 && r < D.job.nests && est_remote(r)) {
         int node = es_ctl_nodes_of_rank(&D.nodes, r);
         refuse(i, seq, 1, "ESTs stay on their host: EST %d runs on node %d (host %s), and GPU "
                "%s names a GPU of node 0 (host %s); nothing moved", r, node,
@@ -1702,10 +1745,19 @@ static int refuse_across_hosts(int i, uint32_t seq, uint32_t v, int r, const cha
                D.nodes.node[0].seen ? D.nodes.node[0].host : "?");
         return 1;
     }
-    refuse(i, seq, 1, "this job runs across %d hosts: moves, scale events and time-slicing "
-           "are not available in it yet (its communicators across hosts are not set up "
-           "again at a hold); "
-           "nothing moved", D.job.nnodes);
+    if (v == ES_VERB_MIGRATE && r >= 0 && r < D.job.nests && est_leads(r)) {
+        refuse(i, seq, 1, "migrate: EST %d leads its host's collectives across hosts (its NCCL "
+               "communicator with the other hosts' leaders is bound to its GPU): it stays on "
+               "its GPU; nothing moved", r);
+        return 1;
+    }
+    if (v == ES_VERB_MIGRATE)
+        return 0;
+    refuse(i, seq, 1, "%s: not in a job across %d hosts (a parked or time-sliced EST does not "
+           "take part in the collectives across hosts, and the other hosts would wait for "
+           "it); migrations and scale events on node 0 are; nothing moved",
+           v == ES_VERB_TIMESLICE ? "timeslice" : v == ES_VERB_SWAP_OUT ? "swap-out" : "swap-in",
+           D.job.nnodes);
     return 1;
 }
 

@@ -87,7 +87,10 @@ static const char *const usage =
     "GROUP_RANK (R), GROUP_WORLD_SIZE (N), MASTER_ADDR (HOST) and MASTER_PORT\n"
     "(PORT + 1: the application's rendezvous); output lines are prefixed\n"
     "[HOSTNAME:RANK]. A node that fails, or is not heard from for the heartbeat\n"
-    "timeout, fails the job on every host (exit 1 everywhere).\n"
+    "timeout, fails the job on every host (exit 1 everywhere). Migrations and scale\n"
+    "events act on node 0's ESTs and GPUs and never move a host's first EST (the\n"
+    "host's leader across hosts); --schedule: the same file on every host (node 0\n"
+    "asks for its events, every node's ESTs wait at its steps).\n"
     "  --nnodes N           hosts of the job (1..64; 1: this host only)\n"
     "  --node-rank R        this host's node (0..N-1)\n"
     "  --master HOST:PORT   node 0's address and the job's control port (not 0, < 65535)\n"
@@ -1123,9 +1126,6 @@ static int run_check_nodes(run_ctx_t *x)
         return usage_fail(x, "a job of more than 1024 ESTs%s", NULL);
     if (x->tcp)
         return usage_fail(x, "--tcp: a job across hosts listens on --master%s", NULL);
-    if (x->schedule)
-        return usage_fail(x, "--schedule: moves are not available in a job across hosts yet%s",
-                          NULL);
     int port;
     if (master_port(x->master, &port) < 0)
         return usage_fail(x, "bad --master \"%s\" (HOST:PORT, PORT 1 to 65534)", x->master);
@@ -1195,6 +1195,10 @@ static int run_locate(run_ctx_t *x)
         es_ctl_err("%s", x->err);
         return run_fail(x, ES_CTL_EXIT_USAGE, -EINVAL);
     }
+    /* across hosts: node 0 asks for the events; the other nodes' ESTs only
+     * wait at their steps (released by node 0's daemon) */
+    if (R.node > 0)
+        R.nev = 0;
     ssize_t sl = readlink("/proc/self/exe", R.self, sizeof(R.self) - 1);
     if (sl <= 0) {
         es_ctl_err("cannot find this program (/proc/self/exe): %s", strerror(errno));

@@ -19,8 +19,12 @@
  *    ranks on one host of 4 GPUs and of 4 ranks on one GPU; negative
  *    control: NCCL's own collectives across the hosts give another; the
  *    shim's time-slicing (2 ranks on each host's one GPU) is refused with
- *    its reason, and so is the park in host memory a turn would be (the
- *    ESTs of a communicator across hosts do not move yet): exit 1, no hang;
+ *    its reason, and so is the park in host memory a turn would be for a
+ *    host's leader (it does not move): exit 1, no hang;
+ *  - scale events on host 0 during the run (--schedule: preempt its GPU 1,
+ *    then grant it: 2 GPUs -> 1 -> 2, EST 0, the leader, staying): the
+ *    checksum of 8 ESTs on one host; negative control: without the memory
+ *    registry (EASYSCALE_MOVE=nomem) the run does not give it;
  *  - negative control: NCCL's own collectives across the 2 hosts (4 ESTs,
  *    one per GPU) complete, every rank agreeing, with another checksum than
  *    the virtual collectives' on one host;
@@ -58,6 +62,9 @@ static char *node_cmd(char *buf, size_t len, const char *extra, int steps, int h
              g_tok, steps, hb, k, coll);
     return buf;
 }
+
+/* The checksum of 8 ESTs of the trainer on one host of 4 GPUs. */
+static char g_ref8[128];
 
 /* The one checksum every rank of out printed (failing when they differ or
  * there are not n); into sum. */
@@ -109,6 +116,7 @@ static void test_trainer_two_hosts(void **state)
     reference("a100:2G,a100:2G,a100:2G,a100:2G", 8, ref4, sizeof(ref4));
     reference("a100:4G", 8, ref1, sizeof(ref1));
     assert_string_equal(ref1, ref4);
+    snprintf(g_ref8, sizeof(g_ref8), "%s", ref4);
     /* NCCL's timeout beyond the test's: a destroy that waited for it on
      * peers of the other host already gone (simcuda once did) fails here */
     char *env[] = { "NCCL_SIM_TIMEOUT_MS=600000", NULL };
@@ -150,6 +158,58 @@ static void one_digest(const char *out, int n, char *d, size_t len)
             snprintf(d, len, "%s", s);
         assert_string_equal(s, d);
     }
+}
+
+/* The trainer's 8 ESTs on 2 hosts with a schedule of scale events on
+ * node 0 (the same file on both hosts): its output in r. */
+static void scaled_run(const char *more_env, es_proc_result_t *r)
+{
+    char cmd[2048], sched[700];
+    snprintf(sched, sizeof(sched), "%s/schedule", g_dir);
+    FILE *f = fopen(sched, "w");
+    assert_non_null(f);
+    /* the controller's steps: 3 all-reduces a training step, 120 in all */
+    fprintf(f, "step 30 preempt 1\nstep 75 grant 1\n");
+    fclose(f);
+    node_cmd(cmd, sizeof(cmd), "", 40, 10, 4, "virtual");
+    snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " %s", sched);
+    char *env[] = { (char *)more_env, NULL };
+    assert_int_equal(es_run_sh(cmd, env, T_JOB, r), 0);
+    need_hosts(r);
+}
+
+/* Scale events on host 0 during the run: its 2 GPUs -> 1 (EST 0, the
+ * host's leader across hosts, stays; ESTs 1 and 3 join it) and back; host
+ * 1's ESTs wait at the events' steps. The checksum of the same 8 ESTs on
+ * one host. Negative control: the same schedule without the memory
+ * registry (EASYSCALE_MOVE=nomem: a move leaves the memory behind) does
+ * not give it. */
+static void test_scale_events_on_one_host(void **state)
+{
+    (void)state;
+    char sum[128];
+    es_proc_result_t r;
+    if (!g_ref8[0])
+        reference("a100:2G,a100:2G,a100:2G,a100:2G", 8, g_ref8, sizeof(g_ref8));
+    scaled_run(NULL, &r);
+    if (r.status != 0)
+        fail_msg("the job across hosts with scale events exited %d:\n%s", r.status, r.out);
+    if (!strstr(r.out, "schedule: step 30 preempt 1: preempt GPU 1: done in ") ||
+        !strstr(r.out, "schedule: step 75 grant 1: grant GPU 1: done in "))
+        fail_msg("the scale events did not happen:\n%s", r.out);
+    if (!strstr(r.out, "(2 ESTs moved); the job runs on GPUs 0\n"))
+        fail_msg("preempt did not move 2 ESTs of host 0:\n%s", r.out);
+    one_checksum(r.out, 8, sum, sizeof(sum));
+    if (strcmp(sum, g_ref8) != 0)
+        fail_msg("8 ESTs on 2 hosts, host 0 scaled 2 -> 1 -> 2 GPUs: %s; on one host: %s\n%s",
+                 sum, g_ref8, r.out);
+    es_proc_result_free(&r);
+    scaled_run("EASYSCALE_MOVE=nomem", &r);
+    int same = r.status == 0 && es_count(r.out, "] checksum ") == 8 &&
+               es_count(r.out, g_ref8) == 8;
+    if (same)
+        fail_msg("the scale events gave the checksum without the memory registry:\n%s", r.out);
+    es_proc_result_free(&r);
 }
 
 /* hosts_client.sh with K ranks a host: under simhosts (2 hosts x 2 GPUs)
@@ -323,6 +383,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trainer_two_hosts),
+        cmocka_unit_test(test_scale_events_on_one_host),
         cmocka_unit_test(test_nccl_own_two_hosts),
         cmocka_unit_test(test_nccl_client_two_hosts),
         cmocka_unit_test(test_host_cut),

@@ -15,8 +15,11 @@
  *  - an EST failing on node 1 fails the job on node 0 (named: host, node,
  *    EST), both exit 1; node 1 gone (killed) fails node 0, node 0 gone
  *    fails node 1, each naming it; a wrong token never joins;
- *  - moves refused (to another host: "ESTs stay on their host"; inside a
- *    host: not yet); the daemon killed mid-run re-learns both hosts.
+ *  - moves: to another host refused ("ESTs stay on their host"), so are
+ *    moving node 0's leader (migrate, or preempting its GPU), swap-out and
+ *    time-slicing; node 0's other EST is placed by preempt and grant and
+ *    migrated, node 1's ESTs never; the daemon killed mid-run re-learns
+ *    both hosts.
  * The simulated hosts' whole jobs (the trainer) are tests/controller/
  * hosts_test.c's. */
 #include <setjmp.h>
@@ -213,6 +216,14 @@ static void start_two(bg_t *b0, bg_t *b1, node_args_t *n0, node_args_t *n1, cons
 }
 
 /* easyscale-ctl ARGS against node 0's daemon over TCP (the token set). */
+static int count_of(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    return n;
+}
+
 static int ctl_tcp(es_proc_result_t *r, const node_args_t *n0, const char *verb, ...)
 {
     char *argv[32], target[96], tokenv[120];
@@ -295,8 +306,6 @@ static void test_usage(void **state)
             "--token-file", T, "--tcp", "127.0.0.1:0" }, "listens on --master" },
         { { "--nnodes", "2", "--node-rank", "0", "--master", "h:2000", "--ests-per-node", "2",
             "--token-file", T, "--ests", "3" }, "--ests is not --nnodes x --ests-per-node" },
-        { { "--nnodes", "2", "--node-rank", "0", "--master", "h:2000", "--ests-per-node", "1",
-            "--token-file", T, "--schedule", "/dev/null" }, "not available in a job across hosts" },
         { { "--node-rank", "1", "--ests", "1" }, "are for a job across hosts" },
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
@@ -479,11 +488,26 @@ static void test_moves_and_restart(void **state)
     assert_non_null(strstr(r.out, "ESTs stay on their host: EST 3 runs on node 1"));
     assert_non_null(strstr(r.out, "nothing moved"));
     es_proc_result_free(&r);
-    assert_int_equal(ctl_tcp(&r, &n0, "migrate", "1", "--gpu", "0", NULL), 1);
-    assert_non_null(strstr(r.out, "this job runs across 2 hosts: moves"));
+    /* node 0's leader stays; parked and time-sliced ESTs are refused */
+    assert_int_equal(ctl_tcp(&r, &n0, "migrate", "0", "--gpu", "1", NULL), 1);
+    assert_non_null(strstr(r.out, "EST 0 leads its host's collectives across hosts"));
     es_proc_result_free(&r);
-    assert_int_equal(ctl_tcp(&r, &n0, "preempt", "1", NULL), 1);
-    assert_non_null(strstr(r.out, "not available in it yet"));
+    assert_int_equal(ctl_tcp(&r, &n0, "swap-out", "1", NULL), 1);
+    assert_non_null(strstr(r.out, "swap-out: not in a job across 2 hosts"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl_tcp(&r, &n0, "timeslice", "0", NULL), 1);
+    assert_non_null(strstr(r.out, "timeslice: not in a job across 2 hosts"));
+    es_proc_result_free(&r);
+    /* EST 0 on GPU 0, EST 1 on GPU 1: GPU 0 cannot go (the leader) */
+    assert_int_equal(ctl_tcp(&r, &n0, "preempt", "0", NULL), 1);
+    assert_non_null(strstr(r.out, "EST 0 leads this host's collectives across hosts"));
+    es_proc_result_free(&r);
+    /* node 0's other EST moves: 2 GPUs -> 1 and back, node 1's untouched */
+    assert_int_equal(ctl_tcp(&r, &n0, "preempt", "1", NULL), 0);
+    es_proc_result_free(&r);
+    assert_int_equal(ctl_tcp(&r, &n0, "grant", "1", NULL), 0);
+    es_proc_result_free(&r);
+    assert_int_equal(ctl_tcp(&r, &n0, "migrate", "1", "--gpu", "0", NULL), 0);
     es_proc_result_free(&r);
     /* the daemon killed: run restarts it, and it re-learns both hosts */
     assert_int_equal(ctl_tcp(&r, &n0, "status", "--json", NULL), 0);
@@ -505,9 +529,20 @@ static void test_moves_and_restart(void **state)
     make_until(until);
     assert_int_equal(bg_wait(&b1, T_JOB), 0);
     assert_int_equal(bg_wait(&b0, T_JOB), 0);
-    char *o0 = bg_output(&b0);
+    char *o0 = bg_output(&b0), *o1 = bg_output(&b1);
     assert_non_null(strstr(o0, "re-learns the job from the ESTs"));
+    /* EST 1 placed twice (preempt, grant) and migrated; the leader and
+     * node 1's ESTs never moved */
+    assert_int_equal(count_of(o0, "fake_est: rank 1: place -> "), 2);
+    assert_int_equal(count_of(o0, "fake_est: rank 1: migrate -> "), 1);
+    for (int r = 0; r < 4; r++)
+        for (int k = 0; k < 2 && r != 1; k++) {
+            char line[64];
+            snprintf(line, sizeof(line), "fake_est: rank %d: %s -> ", r, k ? "migrate" : "place");
+            assert_null(strstr(r < 2 ? o0 : o1, line));
+        }
     free(o0);
+    free(o1);
 }
 
 static int setup(void **state)
