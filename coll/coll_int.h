@@ -182,6 +182,14 @@ typedef struct es_premul {
     const void *dev;              /* device scalar */
 } es_premul_t;
 
+/* The PreMulSum operator op of c for a call of nm on dtype, copied into
+ * *out (the call keeps it: NCCL lets the application destroy the operator
+ * once the call returned). ncclInvalidArgument, with the reason, when op
+ * is not one of c's live operators or was made for another datatype
+ * (comm.c). */
+ncclResult_t es_coll_premul_get(es_comm_t *c, int op, int dtype, const char *nm,
+                                es_premul_t *out);
+
 typedef struct es_xhost es_xhost_t;
 
 struct es_comm {

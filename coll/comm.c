@@ -597,6 +597,27 @@ ncclResult_t es_coll_premul_create(es_comm_t *c, ncclRedOp_t *op, const void *sc
     return res;
 }
 
+ncclResult_t es_coll_premul_get(es_comm_t *c, int op, int dtype, const char *nm,
+                                es_premul_t *out)
+{
+    int i = op - (int)ncclNumOps;
+    pthread_mutex_lock(&c->mu);
+    int ok = i >= 0 && i < ES_COLL_MAX_PREMUL && c->premul[i].used;
+    if (ok)
+        *out = c->premul[i];
+    pthread_mutex_unlock(&c->mu);
+    if (!ok) {
+        es_coll_error("%s: invalid reduction operator %d", nm, op);
+        return ncclInvalidArgument;
+    }
+    if (out->dtype != dtype) {
+        es_coll_error("%s: PreMulSum operator made for datatype %d used with %d", nm, out->dtype,
+                      dtype);
+        return ncclInvalidArgument;
+    }
+    return ncclSuccess;
+}
+
 ncclResult_t es_coll_premul_destroy(es_comm_t *c, ncclRedOp_t op)
 {
     int i = (int)op - (int)ncclNumOps;

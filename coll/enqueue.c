@@ -66,21 +66,9 @@ static ncclResult_t es_check_op(const es_coll_op_t *o, es_qop_t *q)
         if (o->op >= 0 && o->op < (int)ncclNumOps) {
             q->rop = o->op;
         } else {
-            int i = o->op - (int)ncclNumOps;
-            pthread_mutex_lock(&c->mu);
-            int ok = i >= 0 && i < ES_COLL_MAX_PREMUL && c->premul[i].used;
-            if (ok)
-                q->pm = c->premul[i];
-            pthread_mutex_unlock(&c->mu);
-            if (!ok) {
-                es_coll_error("%s: invalid reduction operator %d", nm, o->op);
-                return ncclInvalidArgument;
-            }
-            if (q->pm.dtype != o->dtype) {
-                es_coll_error("%s: PreMulSum operator made for datatype %d used with %d", nm,
-                              q->pm.dtype, o->dtype);
-                return ncclInvalidArgument;
-            }
+            ncclResult_t r = es_coll_premul_get(c, o->op, o->dtype, nm, &q->pm);
+            if (r != ncclSuccess)
+                return r;
             q->rop = ES_RO_PREMUL;
         }
     }

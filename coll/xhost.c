@@ -25,8 +25,10 @@
  * part copied out. Inside a group, the operations on communicators across
  * hosts are kept until the group ends, then run one after another in
  * issue order (every rank issues the same collectives in the same order).
- * Not yet: point-to-point, PreMulSum, split, non-blocking
- * communicators, moving a host's leader (the other ranks move), and
+ * PreMulSum: each rank's input scaled into scratch first (each product
+ * rounded to the datatype, as the engine stages it), then their sum.
+ * Not yet: point-to-point, split, non-blocking communicators, moving a
+ * host's leader (the other ranks move), and
  * stripes over the host's GPUs (one leader's link carries the bytes
  * between two hosts).
  * Calls comm.c (the local communicator), enqueue.c, kernels/reduce.h. */
@@ -55,7 +57,17 @@ struct es_xhost {
     size_t tmp_bytes;
     CUdeviceptr out;        /* reduce, reduce-scatter: the whole result (every rank) */
     size_t out_bytes;
+    CUdeviceptr pre;        /* PreMulSum: this rank's input scaled (every rank) */
+    size_t pre_bytes;
 };
+
+/* An operation as run or kept in a group: with its PreMulSum operator
+ * resolved at the call. */
+typedef struct es_xh_op {
+    es_coll_op_t o;
+    int premul;             /* o.op is a PreMulSum operator: pm */
+    es_premul_t pm;
+} es_xh_op_t;
 
 /* Communicators across hosts alive in this process whose leader this EST
  * is: while there is one, the EST does not move (the leaders' NCCL
@@ -216,12 +228,14 @@ void es_xhost_free(es_comm_t *c, int abort)
     es_comm_ctx_enter(c, &pushed);
     if (x->lead)
         (abort ? ES_REAL(nccl, ncclCommAbort) : ES_REAL(nccl, ncclCommDestroy))(x->lead);
-    if (x->tmp || x->out)
+    if (x->tmp || x->out || x->pre)
         ES_REAL(cuda, cuCtxSynchronize)();
     if (x->tmp)
         ES_REAL(cuda, cuMemFree_v2)(x->tmp);
     if (x->out)
         ES_REAL(cuda, cuMemFree_v2)(x->out);
+    if (x->pre)
+        ES_REAL(cuda, cuMemFree_v2)(x->pre);
     es_comm_ctx_leave(pushed);
     c->x = NULL;
     if (x->lrank == 0)
@@ -434,14 +448,14 @@ static ncclResult_t es_xh_reduce(es_comm_t *c, es_xhost_t *x, const es_coll_op_t
 
 /* The thread's group: operations on communicators across hosts, kept
  * until its end. */
-static __thread es_coll_op_t *es_xh_q;
+static __thread es_xh_op_t *es_xh_q;
 static __thread int es_xh_nq, es_xh_capq;
 
-static int es_xh_keep(const es_coll_op_t *o)
+static int es_xh_keep(const es_xh_op_t *o)
 {
     if (es_xh_nq == es_xh_capq) {
         int cap = es_xh_capq ? 2 * es_xh_capq : 16;
-        es_coll_op_t *q = realloc(es_xh_q, (size_t)cap * sizeof(*q));
+        es_xh_op_t *q = realloc(es_xh_q, (size_t)cap * sizeof(*q));
         if (!q)
             return -ENOMEM;
         es_xh_q = q;
@@ -451,9 +465,49 @@ static int es_xh_keep(const es_coll_op_t *o)
     return 0;
 }
 
-static ncclResult_t es_xh_run(const es_coll_op_t *o)
+/* PreMulSum: this rank's input scaled by its scalar into scratch (the
+ * kernel with one input, as the engine stages it inside a host: each
+ * product rounded to the datatype), then the sum of those: the fold of the
+ * products in rank order, the bits of one host. *o then reads the scratch
+ * and sums. */
+static ncclResult_t es_xh_premul(es_comm_t *c, es_xhost_t *x, const es_xh_op_t *q,
+                                 es_coll_op_t *o)
 {
+    size_t all = q->o.count * (q->o.kind == ES_OP_REDUCESCATTER ? (size_t)x->nranks : 1);
+    int pushed = 0;
+    ncclResult_t r = ncclSuccess;
+    es_comm_ctx_enter(c, &pushed);
+    if (es_reduce_ready() < 0) {
+        es_coll_error("collectives across hosts: the fold kernel does not load here");
+        r = ncclUnhandledCudaError;
+    }
+    if (r == ncclSuccess)
+        r = es_xh_grow(&x->pre, &x->pre_bytes, all * es_coll_type_size(q->o.dtype));
+    if (r == ncclSuccess) {
+        es_red_args_t a = { .in = { q->o.send }, .out = (void *)x->pre, .count = all, .nin = 1,
+                            .dtype = q->o.dtype, .op = ES_RO_PREMUL, .divisor = 1,
+                            .scalar = q->pm.value,
+                            .scalar_dev = q->pm.on_device ? q->pm.dev : NULL };
+        r = es_xh_kernel(es_reduce_launch(&a, es_vh_stream(q->o.stream)));
+    }
+    es_comm_ctx_leave(pushed);
+    *o = q->o;
+    o->send = (const void *)x->pre;
+    o->op = ncclSum;
+    return r;
+}
+
+static ncclResult_t es_xh_run(const es_xh_op_t *q)
+{
+    es_coll_op_t scaled;
+    const es_coll_op_t *o = &q->o;
     es_xhost_t *x = o->comm->x;
+    if (q->premul) {
+        ncclResult_t r = es_xh_premul(o->comm, x, q, &scaled);
+        if (r != ncclSuccess)
+            return r;
+        o = &scaled;
+    }
     if (o->kind == ES_OP_ALLREDUCE)
         return es_xh_allreduce(o->comm, x, o);
     if (o->kind == ES_OP_BROADCAST)
@@ -471,8 +525,9 @@ ncclResult_t es_coll_group_end(void)
         return res;
     for (int i = 0; i < es_xh_nq; i++) {
         /* a communicator destroyed inside the group is not run */
-        ncclResult_t r = es_coll_valid(es_xh_q[i].comm) && es_xh_q[i].comm->x
-                             ? es_xh_run(&es_xh_q[i]) : ncclInvalidArgument;
+        es_comm_t *qc = es_xh_q[i].o.comm;
+        ncclResult_t r = es_coll_valid(qc) && qc->x ? es_xh_run(&es_xh_q[i])
+                                                    : ncclInvalidArgument;
         if (r != ncclSuccess && (res == ncclSuccess || res == ncclInProgress))
             res = r;
     }
@@ -501,10 +556,9 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
     int reducing = o->kind == ES_OP_ALLREDUCE || o->kind == ES_OP_REDUCE ||
                    o->kind == ES_OP_REDUCESCATTER;
     int served = reducing || o->kind == ES_OP_BROADCAST || o->kind == ES_OP_ALLGATHER;
-    if (!served || (reducing && o->op >= ncclNumOps)) {
-        ES_XH_REFUSE("%s on a communicator across hosts: %s is not served yet (the "
-                     "collectives without PreMulSum are; point-to-point is not)", nm,
-                     !served ? "this operation" : "PreMulSum");
+    if (!served) {
+        ES_XH_REFUSE("%s on a communicator across hosts: point-to-point is not served yet "
+                     "(the collectives are)", nm);
         es_group_note_error(ncclInvalidUsage);
         return ncclInvalidUsage;
     }
@@ -514,6 +568,10 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
         es_coll_error("%s: invalid datatype, operator or root", nm);
         return ncclInvalidArgument;
     }
+    es_xh_op_t q = { .o = *o, .premul = reducing && o->op >= (int)ncclNumOps };
+    ncclResult_t r;
+    if (q.premul && (r = es_coll_premul_get(c, o->op, o->dtype, nm, &q.pm)) != ncclSuccess)
+        return r;
     if (es_coll_ts_keeps(c)) {
         ES_XH_REFUSE("%s on a communicator across hosts: this EST is time-sliced; "
                       "time-slicing in a job across hosts is not served yet", nm);
@@ -522,6 +580,6 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
     if (!o->count)
         return ncclSuccess;
     if (es_group_depth() > 0)
-        return es_xh_keep(o) < 0 ? ncclSystemError : ncclSuccess;
-    return es_xh_run(o);
+        return es_xh_keep(&q) < 0 ? ncclSystemError : ncclSuccess;
+    return es_xh_run(&q);
 }

@@ -9,8 +9,11 @@
  * Checks, on values whose float sum depends on the order: all-reduce sum,
  * average and max (float), sum (half), reduce to the last rank and
  * reduce-scatter (their results, which differ per rank, are checked but not
- * in the digest), broadcast from the last rank, all-gather, and an
- * all-reduce and a broadcast in one group (ncclGroupStart/End). Sums are compared bit for bit with a reference folded in rank
+ * in the digest), broadcast from the last rank, all-gather, an all-reduce
+ * and a broadcast in one group (ncclGroupStart/End), and PreMulSum
+ * (all-reduce with a host scalar, reduce-scatter with a device one, a
+ * scalar per rank; not with --loose: simcuda's NCCL has none); across
+ * hosts, a send refused with the reason. Sums are compared bit for bit with a reference folded in rank
  * order 0..N-1 on the host (half: each addition in float, rounded to half);
  * with --loose (NCCL's own order) only within a tolerance. Prints
  * "rank R digest HEX" over every result (the same on every rank and every
@@ -307,6 +310,111 @@ static void grouped(ncclComm_t c, CUstream st)
     free(w);
 }
 
+/* PreMulSum: rank r's scalar (0.1 (r + 1), inexact: the products round)
+ * times its values, the products summed in rank order. */
+static float scal(int r)
+{
+    return 0.1f * (float)(r + 1);
+}
+
+static float premul_ref(size_t i, int salt)
+{
+    float acc = scal(0) * val(0, i, salt);
+    for (int r = 1; r < g_n; r++) {
+        float p = scal(r) * val(r, i, salt);
+        acc = acc + p;
+    }
+    return acc;
+}
+
+/* The same products summed in reverse rank order: the reference must
+ * differ from it somewhere, or the exact comparison could not tell the
+ * rank order from another. */
+static void premul_order_matters(size_t n, int salt)
+{
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) {
+        float acc = scal(g_n - 1) * val(g_n - 1, i, salt);
+        for (int r = g_n - 2; r >= 0; r--) {
+            float p = scal(r) * val(r, i, salt);
+            acc = acc + p;
+        }
+        float w = premul_ref(i, salt);
+        differ += memcmp(&acc, &w, 4) != 0;
+    }
+    CHECK(g_n < 3 || differ > 0, "PreMulSum salt %d: no element depends on the order", salt);
+}
+
+/* An all-reduce with the scalar on the host (ncclScalarHostImmediate), a
+ * reduce-scatter with it in device memory (ncclScalarDevice); each operator
+ * destroyed right after its call returned, as NCCL allows. */
+static void premulsum(ncclComm_t c, CUstream st)
+{
+    if (g_loose) {
+        /* NCCL's own order: simcuda's NCCL has no PreMulSum operators */
+        printf("rank %d premulsum: not with --loose\n", g_rank);
+        return;
+    }
+    premul_order_matters(COUNT, 10);
+    premul_order_matters((size_t)COUNT * (size_t)g_n, 11);
+    size_t all = (size_t)COUNT * (size_t)g_n;
+    float *h = malloc(all * 4), *w = malloc(all * 4), s = scal(g_rank);
+    CUdeviceptr a, r, ds;
+    ncclRedOp_t op;
+    CHECK(h && w, "out of memory");
+    CU(cuMemAlloc(&a, all * 4));
+    CU(cuMemAlloc(&r, all * 4));
+    CU(cuMemAlloc(&ds, 4));
+    for (size_t i = 0; i < COUNT; i++)
+        h[i] = val(g_rank, i, 10);
+    CU(cuMemcpyHtoD(a, h, COUNT * 4));
+    NC(ncclRedOpCreatePreMulSum(&op, &s, ncclFloat, ncclScalarHostImmediate, c));
+    NC(ncclAllReduce((void *)a, (void *)a, COUNT, ncclFloat, op, c, (cudaStream_t)st));
+    NC(ncclRedOpDestroy(op, c));
+    CU(cuStreamSynchronize(st));
+    CU(cuMemcpyDtoH(h, a, COUNT * 4));
+    for (size_t i = 0; i < COUNT; i++)
+        w[i] = premul_ref(i, 10);
+    compare(h, w, COUNT, "allreduce_premulsum");
+    for (size_t i = 0; i < all; i++)
+        h[i] = val(g_rank, i, 11);
+    CU(cuMemcpyHtoD(a, h, all * 4));
+    CU(cuMemcpyHtoD(ds, &s, 4));
+    NC(ncclRedOpCreatePreMulSum(&op, (void *)ds, ncclFloat, ncclScalarDevice, c));
+    NC(ncclReduceScatter((void *)a, (void *)r, COUNT, ncclFloat, op, c, (cudaStream_t)st));
+    NC(ncclRedOpDestroy(op, c));
+    CU(cuStreamSynchronize(st));
+    CU(cuMemcpyDtoH(h, r, COUNT * 4));
+    for (size_t j = 0; j < COUNT; j++)
+        w[j] = premul_ref((size_t)g_rank * COUNT + j, 11);
+    g_private = 1;
+    compare(h, w, COUNT, "reduce_scatter_premulsum");
+    g_private = 0;
+    CU(cuMemFree(a));
+    CU(cuMemFree(r));
+    CU(cuMemFree(ds));
+    free(h);
+    free(w);
+}
+
+/* Across hosts (GROUP_WORLD_SIZE > 1) the virtual collectives do not
+ * serve point-to-point yet: a send is refused at the call, with the
+ * reason, and nothing is left pending (the communicator goes on). */
+static void p2p_refused(ncclComm_t c, CUstream st)
+{
+    const char *g = getenv("GROUP_WORLD_SIZE");
+    if (g_loose || !g || atoi(g) < 2)
+        return;
+    CUdeviceptr b;
+    CU(cuMemAlloc(&b, 64));
+    ncclResult_t r = ncclSend((void *)b, 16, ncclFloat, (g_rank + 1) % g_n, c,
+                              (cudaStream_t)st);
+    const char *why = ncclGetLastError(c);
+    CHECK(r == ncclInvalidUsage && why && strstr(why, "point-to-point is not served yet"),
+          "ncclSend across hosts: %d (%s), wanted a refusal", (int)r, why ? why : "");
+    CU(cuMemFree(b));
+}
+
 /* Rank 0 writes the id (temporary file, renamed); the others wait for it. */
 static void share_id(const char *path, ncclUniqueId *id)
 {
@@ -382,6 +490,8 @@ int main(int argc, char **argv)
     reduce_parts(c, st);
     bcast_gather(c, st);
     grouped(c, st);
+    premulsum(c, st);
+    p2p_refused(c, st);
     NC(ncclCommDestroy(c));
     printf("rank %d digest %016llx\n", g_rank, g_fnv);
     return 0;

@@ -12,9 +12,10 @@
  *    that said goodbye and left); and with host 1 holding one GPU (4 ESTs
  *    on it) beside host 0's two;
  *  - a client of nccl.h alone (tests/clients/nccl_xclient: all-reduce sum,
- *    avg, max in float and sum in half, reduce, reduce-scatter, checked bit
- *    for bit against the rank-order fold on the CPU, broadcast,
- *    all-gather, an all-reduce and a broadcast in one group), 2 ranks on each of
+ *    avg, max in float and sum in half, reduce, reduce-scatter, PreMulSum
+ *    all-reduce and reduce-scatter, checked bit for bit against the
+ *    rank-order fold on the CPU, broadcast, all-gather, an all-reduce and a
+ *    broadcast in one group; across hosts a send refused), 2 ranks on each of
  *    the 2 hosts (hosts_client.sh): each rank's digest is the one of 4
  *    ranks on one host of 4 GPUs and of 4 ranks on one GPU; negative
  *    control: NCCL's own collectives across the hosts give another; the
