@@ -63,7 +63,8 @@ void es_ctl_buf_free(es_ctl_buf_t *b);
 /* ---- GPUs (gpus.c) ------------------------------------------------------------ */
 
 typedef struct es_ctl_gpu {
-    int ordinal;        /* the driver's ordinal in this environment */
+    int node;           /* a job across hosts: the node whose GPU it is (0: this host) */
+    int ordinal;        /* the driver's ordinal in this environment (its node's) */
     char uuid[48];      /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
     char name[96];      /* the driver's name */
     char model[16];     /* t4 a100 a10 l4 h100 h200 b200 (and older ones by name), or "" unknown */
@@ -178,6 +179,11 @@ typedef struct es_ctl_node {
     char host[64];              /* its host name */
     char gpus[192];             /* its GPUs: "a100:8192,a100:8192" (model:MiB) */
     char reason[256];           /* failed: why */
+    /* the GPU its last report described (a node's reports take turns
+     * through its GPUs: " gpu=I/N,ORDINAL,MIB,MODEL,INJOB,UUID"), until the
+     * daemon took it (gpu_new 0) */
+    es_ctl_gpu_t gpu;
+    int gpu_index, gpu_count, gpu_injob, gpu_new;
 } es_ctl_node_t;
 
 typedef struct es_ctl_nodes {
@@ -194,8 +200,11 @@ void es_ctl_nodes_init(es_ctl_nodes_t *t, int n, int k, int timeout_ms, int join
 /* The node of a rank. */
 int es_ctl_nodes_of_rank(const es_ctl_nodes_t *t, int rank);
 /* Node `node` reports "STATE HOST GPUS [REASON]" (STATE running, done, or
- * failed with a reason). Returns 0, -EINVAL (bad node or report) or
- * -EEXIST (another host holds that node and is alive), with err. */
+ * failed with a reason; running and done may end with one GPU's
+ * description, "gpu=I/N,ORDINAL,MIB,MODEL,INJOB,UUID": GPU I of the node's
+ * N, in the job or not, left in the node's gpu fields). Returns 0, -EINVAL
+ * (bad node or report) or -EEXIST (another host holds that node and is
+ * alive), with err. */
 int es_ctl_nodes_report(es_ctl_nodes_t *t, int node, const char *arg, int64_t now, char *err,
                         size_t len);
 /* Fails the job for a running node silent longer than the timeout, or one
@@ -247,12 +256,22 @@ typedef struct es_ctl_nlink {
     int job;                          /* ES_NODE_* of the job, as answered */
     int ended, n, lost;               /* nodes that ended of n; the link is given up */
     char job_reason[640];
+    /* this node's GPUs, one described in each running or done report in
+     * turn (" gpu=I/N,..."), so that node 0's daemon learns them (again,
+     * after a restart) */
+    char gpu[ES_CTL_MAX_GPUS][80];
+    int ngpu, next_gpu;
 } es_ctl_nlink_t;
 
 void es_ctl_nlink_init(es_ctl_nlink_t *l, const char *target, const char *token, int node,
                        const char *host, const char *gpus, int timeout_ms, int64_t now);
 /* This node's state from now on (reported at once). */
 void es_ctl_nlink_set(es_ctl_nlink_t *l, int state, const char *reason);
+/* Adds GPU g of the node to what its reports describe in turn (index: its
+ * place among the node's GPUs, of count; injob: one of the job's).
+ * Returns 0 or -ENOSPC. */
+int es_ctl_nlink_add_gpu(es_ctl_nlink_t *l, int index, int count, const es_ctl_gpu_t *g,
+                         int injob);
 /* The request in flight (-1 none), for poll. */
 int es_ctl_nlink_fd(const es_ctl_nlink_t *l);
 /* Takes an answer, sends the next report when due, gives the link up after

@@ -318,13 +318,57 @@ static void persist(void)
 /* The GPU (index in job.gpus) of an EST's slot: -1 host or unknown. An
  * EST of a job the shim time-slices (EASYSCALE_TIME_SLICE=on: `run` gave
  * it no slot) is on the job's one GPU, resident or parked in its turn. */
+/* The job's GPUs of node `node` (a job across hosts: node 0's GPUs come
+ * first, from run; another node's as its reports describe them). */
+static int node_gpus(int node, int *idx)
+{
+    int n = 0;
+    for (int g = 0; g < D.job.ngpus; g++)
+        if (D.job.gpus[g].node == node)
+            idx[n++] = g;
+    return n;
+}
+
+/* A GPU of node `node` by ordinal ("2") or UUID: its index, or -ENOENT /
+ * -EINVAL. */
+static int node_gpu_lookup(int node, const char *tok)
+{
+    int idx[ES_CTL_MAX_GPUS], n = node_gpus(node, idx);
+    es_ctl_gpu_t g[ES_CTL_MAX_GPUS];
+    for (int k = 0; k < n; k++)
+        g[k] = D.job.gpus[idx[k]];
+    int k = es_ctl_gpu_lookup(g, n, tok);
+    return k < 0 ? k : idx[k];
+}
+
+/* A GPU named by a request: "2" or a UUID (node 0's; a UUID also
+ * another node's), or "NODE:ORDINAL" (a job across hosts). Its index, or
+ * -ENOENT / -EINVAL. */
+static int gpu_token(const char *tok)
+{
+    int node, ord, m = 0;
+    if (strchr(tok, ':')) {
+        char o[16];
+        if (sscanf(tok, "%d:%d%n", &node, &ord, &m) != 2 || tok[m] || node < 0 || ord < 0 ||
+            node >= (D.job.nnodes > 1 ? D.job.nnodes : 1))
+            return -EINVAL;
+        snprintf(o, sizeof(o), "%d", ord);
+        return node_gpu_lookup(node, o);
+    }
+    int g = node_gpu_lookup(0, tok);
+    for (node = 1; g == -ENOENT && D.job.nnodes > 1 && node < D.job.nnodes &&
+                   strncmp(tok, "GPU-", 4) == 0; node++)
+        g = node_gpu_lookup(node, tok);
+    return g;
+}
+
 static int gpu_of_slot(const char *slot)
 {
     if (!slot[0] && D.job.shim_time_slice && D.job.slots)
         return __builtin_ctzll(D.job.slots);
     if (!slot[0] || strcmp(slot, "host") == 0)
         return -1;
-    int i = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, slot);
+    int i = node_gpu_lookup(0, slot);
     return i < 0 ? -1 : i;
 }
 
@@ -334,11 +378,25 @@ static int est_remote(int r)
     return D.job.nnodes > 1 && es_ctl_nodes_of_rank(&D.nodes, r) != 0;
 }
 
-/* The GPU of EST r's slot: -1 also for an EST of another host (its GPUs
- * are not this host's, whatever their UUIDs). */
+/* The GPU of EST r's slot, among its node's GPUs (-1: parked, or a GPU
+ * of another node not described yet). */
 static int est_gpu(int r)
 {
-    return est_remote(r) ? -1 : gpu_of_slot(D.ests[r].slot);
+    if (!est_remote(r))
+        return gpu_of_slot(D.ests[r].slot);
+    const char *slot = D.ests[r].slot;
+    if (!slot[0] || strcmp(slot, "host") == 0)
+        return -1;
+    int g = node_gpu_lookup(es_ctl_nodes_of_rank(&D.nodes, r), slot);
+    return g < 0 ? -1 : g;
+}
+
+/* "2" for node 0's GPU ordinal 2, "1:2" for node 1's. */
+static int gpu_name(int g, char *buf, size_t len)
+{
+    const es_ctl_gpu_t *G = &D.job.gpus[g];
+    return G->node ? snprintf(buf, len, "%d:%d", G->node, G->ordinal)
+                   : snprintf(buf, len, "%d", G->ordinal);
 }
 
 static void gpu_label(int g, char *buf, size_t len)
@@ -346,7 +404,7 @@ static void gpu_label(int g, char *buf, size_t len)
     if (g < 0)
         snprintf(buf, len, "host");
     else
-        snprintf(buf, len, "%d", D.job.gpus[g].ordinal);
+        gpu_name(g, buf, len);
 }
 
 static void mask_label(uint64_t m, char *buf, size_t len)
@@ -355,10 +413,15 @@ static void mask_label(uint64_t m, char *buf, size_t len)
     buf[0] = '\0';
     for (int g = 0; g < D.job.ngpus && o < len; g++)
         if (m & (1ull << g)) {
-            int k = snprintf(buf + o, len - o, "%s%d", o ? "," : "", D.job.gpus[g].ordinal);
+            if (o)
+                buf[o++] = ',';
+            int k = o < len ? gpu_name(g, buf + o, len - o) : 0;
             if (k > 0)
                 o += (size_t)k;
         }
+    if (o >= len)
+        o = len - 1;
+    buf[o] = '\0';
     if (!o)
         snprintf(buf, len, "none");
 }
@@ -557,12 +620,13 @@ static void status_ests(es_ctl_buf_t *b, int json, int64_t now)
         gpu_label(gpu, g, sizeof(g));
         if (!e->seen && gpu < 0)
             snprintf(g, sizeof(g), "?");
-        if (est_remote(r)) /* a GPU of its node's host */
+        if (est_remote(r) && gpu < 0) /* a GPU of its node's host, not described yet */
             snprintf(g, sizeof(g), "n%d", es_ctl_nodes_of_rank(&D.nodes, r));
+        int num = gpu >= 0 && D.job.gpus[gpu].node == 0; /* else a string: "1:0", "host" */
         double ago = e->seen ? (now - e->last_ms) / 1000.0 : -1;
         if (json) {
             es_ctl_buf_printf(b, "%s{\"rank\":%d,\"pid\":%d,\"gpu\":%s%s%s,\"slot\":", r ? "," : "",
-                              r, (int)pid, gpu >= 0 ? "" : "\"", g, gpu >= 0 ? "" : "\"");
+                              r, (int)pid, num ? "" : "\"", g, num ? "" : "\"");
             es_ctl_buf_json_str(b, e->slot);
             es_ctl_buf_printf(b, ",\"host\":");
             es_ctl_buf_json_str(b, e->host);
@@ -637,7 +701,8 @@ static void status_gpu_json(es_ctl_buf_t *b, int g, int first, const gpu_ests_t 
 {
     const es_ctl_gpu_t *G = &D.job.gpus[g];
     int in = !!(D.job.slots & (1ull << g));
-    es_ctl_buf_printf(b, "%s{\"gpu\":%d,\"uuid\":", first ? "" : ",", G->ordinal);
+    es_ctl_buf_printf(b, "%s{\"gpu\":%d,\"node\":%d,\"uuid\":", first ? "" : ",", G->ordinal,
+                      G->node);
     es_ctl_buf_json_str(b, G->uuid);
     es_ctl_buf_printf(b, ",\"model\":");
     es_ctl_buf_json_str(b, G->model);
@@ -660,10 +725,11 @@ static void status_gpu_text(es_ctl_buf_t *b, int g, const gpu_ests_t *x, double 
 {
     const es_ctl_gpu_t *G = &D.job.gpus[g];
     int in = !!(D.job.slots & (1ull << g));
-    char mem[32], rs[32], sum[24], out[24], inb[24];
+    char mem[32], rs[32], sum[24], out[24], inb[24], name[16];
     snprintf(mem, sizeof(mem), "%.1f GiB", gib(G->mem));
     snprintf(rs, sizeof(rs), x->nrate ? "%.2f" : "-", sps);
-    es_ctl_buf_printf(b, "%-5d %-6s %-10s %-4s %-16s %-14s %.3f ms (%s)\n", G->ordinal,
+    gpu_name(g, name, sizeof(name));
+    es_ctl_buf_printf(b, "%-5s %-6s %-10s %-4s %-16s %-14s %.3f ms (%s)\n", name,
                       G->model[0] ? G->model : "?", mem, in ? "yes" : "no",
                       x->n ? x->all : "-", rs, ns / 1e6, source);
     if (!x->n)
@@ -1166,30 +1232,47 @@ static const char *not_movable(int r)
     return "";
 }
 
+/* The node a scale event acts on: the one whose GPUs change (every GPU
+ * is node 0's on one host); -1 when they are GPUs of several nodes. */
+static int scale_node(uint64_t mask)
+{
+    uint64_t diff = mask ^ D.job.slots;
+    int node = diff ? -2 : 0;
+    for (int g = 0; g < D.job.ngpus; g++)
+        if (diff & (1ull << g)) {
+            if (node != -2 && node != D.job.gpus[g].node)
+                return -1;
+            node = D.job.gpus[g].node;
+        }
+    return node;
+}
+
 /* The ESTs a scale event places, in who (ascending ranks): every EST, or
- * in a job across hosts node 0's (the other hosts' GPUs are not the
- * daemon's). Returns their count. */
-static int scale_ests(int *who)
+ * in a job across hosts the node's (a host's GPUs are its ESTs' only).
+ * Returns their count. */
+static int scale_ests(int node, int *who)
 {
     int n = 0;
     for (int r = 0; r < D.job.nests; r++)
-        if (!est_remote(r))
+        if (D.job.nnodes <= 1 || es_ctl_nodes_of_rank(&D.nodes, r) == node)
             who[n++] = r;
     return n;
 }
 
-/* In a job across hosts: refuses (1) a placement that would move node 0's
- * leader (its GPU revoked; the placement moves the highest ranks of a
- * slot first, so it keeps the leader otherwise). */
-static int scale_moves_leader(int cli, uint32_t seq, const char *what, const int *targets)
+/* In a job across hosts: refuses (1) a placement that would move the
+ * node's leader (its GPU revoked; the placement moves the highest ranks of
+ * a slot first, so it keeps the leader otherwise). */
+static int scale_moves_leader(int cli, uint32_t seq, const char *what, int node,
+                              const int *targets)
 {
-    if (D.job.nnodes <= 1 || targets[0] == -2)
+    int lead = node * D.job.ests_per_node;
+    if (D.job.nnodes <= 1 || targets[lead] == -2)
         return 0;
     char g[16];
-    gpu_label(D.ests[0].gpu, g, sizeof(g));
-    refuse(cli, seq, 1, "%s refused: EST 0 leads this host's collectives across hosts (its "
+    gpu_label(D.ests[lead].gpu, g, sizeof(g));
+    refuse(cli, seq, 1, "%s refused: EST %d leads its host's collectives across hosts (its "
            "NCCL communicator with the other hosts' leaders is bound to GPU %s), and would have "
-           "to move; keep GPU %s in the job; nothing moved", what, g, g);
+           "to move; keep GPU %s in the job; nothing moved", what, lead, g, g);
     return 1;
 }
 
@@ -1198,13 +1281,18 @@ static void do_scale(int cli, uint32_t seq, uint32_t verb, uint64_t mask, const 
 {
     es_sched_slot_t slots[ES_CTL_MAX_GPUS];
     int idx[ES_CTL_MAX_GPUS], ns_ = 0, place[ES_CTL_MAX_ESTS], cur[ES_CTL_MAX_ESTS];
-    int targets[ES_CTL_MAX_ESTS], who[ES_CTL_MAX_ESTS], nw = scale_ests(who);
+    int targets[ES_CTL_MAX_ESTS], who[ES_CTL_MAX_ESTS], node = scale_node(mask), nw;
     uint32_t ops[ES_CTL_MAX_ESTS];
     uint64_t ns[ES_CTL_MAX_GPUS], maxl;
     const char *source;
     char why[512], label[512];
     int moves, g;
     mask_label(mask, label, sizeof(label));
+    if (node < 0) {
+        refuse(cli, seq, 1, "%s refused: GPUs of several hosts at once; nothing moved", what);
+        return;
+    }
+    nw = scale_ests(node, who);
     if ((g = outside_canonical(mask)) >= 0) {
         refuse(cli, seq, 1, "%s refused: GPU %d is a%s %s, not one of the models this d2 job's "
                "canonical device was formed from (%s): its results could differ; nothing moved",
@@ -1214,7 +1302,7 @@ static void do_scale(int cli, uint32_t seq, uint32_t verb, uint64_t mask, const 
     }
     speeds(mask, ns, &source);
     for (g = 0; g < D.job.ngpus; g++)
-        if (mask & (1ull << g)) {
+        if ((mask & (1ull << g)) && D.job.gpus[g].node == node) {
             idx[ns_] = g;
             slots[ns_].est_ns = ns[g];
             slots[ns_].mem = D.job.gpus[g].mem;
@@ -1258,7 +1346,7 @@ static void do_scale(int cli, uint32_t seq, uint32_t verb, uint64_t mask, const 
             nmove++;
         }
     }
-    if (scale_moves_leader(cli, seq, what, targets))
+    if (scale_moves_leader(cli, seq, what, node, targets))
         return;
     if (!nmove) {
         D.job.slots = mask;
@@ -1389,7 +1477,7 @@ static void timeslice_off(int i, uint32_t seq, int again)
  * d2). Returns its index, or -1 when refused (the reply sent). */
 static int timeslice_gpu(int i, uint32_t seq, const char *gpu_tok)
 {
-    int g = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, gpu_tok);
+    int g = gpu_token(gpu_tok);
     if (g < 0) {
         refuse(i, seq, g == -EINVAL ? 2 : 1, "timeslice: %s GPU \"%s\"",
                g == -EINVAL ? "bad" : "no such", gpu_tok);
@@ -1492,7 +1580,7 @@ static void do_timeslice(int i, uint32_t seq, const char *arg, int again)
         return;
     }
     if (D.ts.active && again &&
-        es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, gpu_tok) == D.ts.gpu) {
+        gpu_token(gpu_tok) == D.ts.gpu) {
         snprintf(what, sizeof(what), "timeslice %s", arg);
         already(i, seq, what);
         return;
@@ -1581,7 +1669,7 @@ static void do_gpu_verb(int i, uint32_t seq, uint32_t v, const char *arg, int ag
         return;
     }
     const char *name = v == ES_VERB_PREEMPT ? "preempt" : "grant";
-    int g = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, arg);
+    int g = gpu_token(arg);
     if (g < 0) {
         refuse(i, seq, g == -EINVAL ? 2 : 1, "%s: %s GPU \"%s\"", name,
                g == -EINVAL ? "bad" : "no such", arg);
@@ -1598,9 +1686,16 @@ static void do_gpu_verb(int i, uint32_t seq, uint32_t v, const char *arg, int ag
             refuse(i, seq, 1, "preempt: GPU %s is not one of the job's", arg);
             return;
         }
-        if (!(mask & ~bit)) {
-            refuse(i, seq, 1, "preempt: GPU %s is the job's last GPU; the ESTs would have "
-                   "nowhere to run (swap-out parks them)", arg);
+        int idx[ES_CTL_MAX_GPUS], left = 0, n = node_gpus(D.job.gpus[g].node, idx);
+        for (int k = 0; k < n; k++)
+            left += idx[k] != g && (mask & (1ull << idx[k]));
+        if (!left) {
+            if (D.job.nnodes > 1)
+                refuse(i, seq, 1, "preempt: GPU %s is node %d's last GPU of the job; its ESTs "
+                       "would have nowhere to run", arg, D.job.gpus[g].node);
+            else
+                refuse(i, seq, 1, "preempt: GPU %s is the job's last GPU; the ESTs would have "
+                       "nowhere to run (swap-out parks them)", arg);
             return;
         }
         mask &= ~bit;
@@ -1621,10 +1716,19 @@ static void do_gpu_verb(int i, uint32_t seq, uint32_t v, const char *arg, int ag
 static int est_target(int i, uint32_t seq, const char *name, int r, const char *arg, int again,
                       char *what, size_t wlen)
 {
-    int g = es_ctl_gpu_lookup(D.job.gpus, D.job.ngpus, arg);
+    int g = gpu_token(arg);
     if (g < 0) {
         refuse(i, seq, g == -EINVAL ? 2 : 1, "%s: %s GPU \"%s\"", name,
                g == -EINVAL ? "bad" : "no such", arg);
+        return -1;
+    }
+    int node = D.job.nnodes > 1 ? es_ctl_nodes_of_rank(&D.nodes, r) : 0;
+    if (D.job.gpus[g].node != node) {
+        int gn = D.job.gpus[g].node;
+        refuse(i, seq, 1, "ESTs stay on their host: EST %d runs on node %d (host %s), and GPU "
+               "%s is node %d's (host %s); nothing moved", r, node,
+               D.nodes.node[node].seen ? D.nodes.node[node].host : "?", arg, gn,
+               D.nodes.node[gn].seen ? D.nodes.node[gn].host : "?");
         return -1;
     }
     snprintf(what, wlen, "%s EST %d to GPU %s", name, r, arg);
@@ -1694,6 +1798,38 @@ static void do_est_move(int i, uint32_t seq, uint32_t v, int r, const char *arg,
 
 /* ---- the nodes of a job across hosts ---------------------------------------------- */
 
+/* A node's report described one of its GPUs: into the job's GPUs (after
+ * node 0's, in the order learnt, kept in the job file), one of the job's
+ * when the node's run has ESTs there; the node's ESTs' GPUs known again. */
+static void node_gpu_learn(int node)
+{
+    es_ctl_node_t *d = &D.nodes.node[node];
+    if (!d->gpu_new)
+        return;
+    d->gpu_new = 0;
+    char o[16];
+    snprintf(o, sizeof(o), "%d", d->gpu.ordinal);
+    if (node == 0 || node_gpu_lookup(node, o) >= 0)
+        return;
+    if (D.job.ngpus >= ES_CTL_MAX_GPUS) {
+        es_ctl_log("node %d's GPU %d not kept: the job knows %d GPUs already", node,
+                   d->gpu.ordinal, D.job.ngpus);
+        return;
+    }
+    int g = D.job.ngpus++;
+    D.job.gpus[g] = d->gpu;
+    D.job.gpus[g].node = node;
+    if (d->gpu_injob)
+        D.job.slots |= 1ull << g;
+    es_ctl_log("node %d (host %s): GPU %d:%d, %s, %.1f GiB, %s", node, d->host, node,
+               d->gpu.ordinal, d->gpu.uuid, gib(d->gpu.mem),
+               d->gpu_injob ? "one of the job's" : "not the job's");
+    for (int r = 0; r < D.job.nests; r++)
+        if (es_ctl_nodes_of_rank(&D.nodes, r) == node && D.ests[r].seen)
+            D.ests[r].gpu = est_gpu(r);
+    persist();
+}
+
 /* NODE: a node's `run` reports its state; the answer is the job's
  * ("running E/N", "done E/N", "failed E/N REASON": nodes.c). */
 static void do_node(int i, uint32_t seq, int node, const char *arg)
@@ -1712,6 +1848,7 @@ static void do_node(int i, uint32_t seq, int node, const char *arg)
     }
     if (!was_failed && D.nodes.failed)
         es_ctl_log("the job failed: %s", D.nodes.reason);
+    node_gpu_learn(node);
     rc = es_ctl_nodes_answer(&D.nodes, now, ans, sizeof(ans));
     es_ctl_buf_t b = { 0 };
     es_ctl_buf_printf(&b, "%s", ans);
@@ -1727,22 +1864,20 @@ static int est_leads(int r)
     return D.job.nnodes > 1 && D.job.ests_per_node > 0 && r % D.job.ests_per_node == 0;
 }
 
-/* A request in a job across hosts. Migrations and scale events act inside
- * node 0, this daemon's host (its GPUs are the only ones the daemon
- * knows), and never move a host's leader; everything else is refused with
- * the reason. Returns 1 when refused. */
+/* A request in a job across hosts. Migrations and scale events (preempt,
+ * grant) act inside a host (est_target, do_scale) and never move a host's
+ * leader; scale (a whole GPU set), swap-out, swap-in and time-slicing are
+ * refused with the reason. Returns 1 when refused. */
 static int refuse_across_hosts(int i, uint32_t seq, uint32_t v, int r, const char *arg)
 {
+    (void)arg;
     if (D.job.nnodes <= 1)
         return 0;
-    if (v == ES_VERB_SCALE || v == ES_VERB_PREEMPT || v == ES_VERB_GRANT)
-        return 0; /* do_scale places node 0's ESTs only */
-    if (v == ES_VERB_MIGRATE && r >= 0 && r < D.job.nests && est_remote(r)) {
-        int node = es_ctl_nodes_of_rank(&D.nodes, r);
-        refuse(i, seq, 1, "ESTs stay on their host: EST %d runs on node %d (host %s), and GPU "
-               "%s names a GPU of node 0 (host %s); nothing moved", r, node,
-               D.nodes.node[node].seen ? D.nodes.node[node].host : "?", arg,
-               D.nodes.node[0].seen ? D.nodes.node[0].host : "?");
+    if (v == ES_VERB_PREEMPT || v == ES_VERB_GRANT)
+        return 0; /* do_scale places the ESTs of the GPU's node */
+    if (v == ES_VERB_SCALE) {
+        refuse(i, seq, 1, "scale: not in a job across %d hosts: preempt and grant take or give "
+               "one GPU of a host (NODE:ORDINAL, e.g. 1:0); nothing moved", D.job.nnodes);
         return 1;
     }
     if (v == ES_VERB_MIGRATE && r >= 0 && r < D.job.nests && est_leads(r)) {
@@ -1755,7 +1890,7 @@ static int refuse_across_hosts(int i, uint32_t seq, uint32_t v, int r, const cha
         return 0;
     refuse(i, seq, 1, "%s: not in a job across %d hosts (a parked or time-sliced EST does not "
            "take part in the collectives across hosts, and the other hosts would wait for "
-           "it); migrations and scale events on node 0 are; nothing moved",
+           "it); migrations, preempt and grant are; nothing moved",
            v == ES_VERB_TIMESLICE ? "timeslice" : v == ES_VERB_SWAP_OUT ? "swap-out" : "swap-in",
            D.job.nnodes);
     return 1;

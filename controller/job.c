@@ -38,6 +38,8 @@ int es_ctl_job_write(const char *sock, const es_ctl_job_t *j)
                       j->join_timeout_ms, (unsigned long long)j->epoch, (unsigned long long)j->slots);
     for (int i = 0; i < j->ngpus; i++) {
         const es_ctl_gpu_t *g = &j->gpus[i];
+        if (g->node) /* another node's GPU (a job across hosts) */
+            es_ctl_buf_printf(&b, "node_gpu %d ", g->node);
         es_ctl_buf_printf(&b, "gpu %d %s %llu %d %d %d %d %s %s\n", g->ordinal, g->uuid,
                           (unsigned long long)g->mem, g->sms, g->clock_khz, g->cc_major,
                           g->cc_minor, g->model[0] ? g->model : "-", g->name);
@@ -226,6 +228,14 @@ static int job_line(es_ctl_job_t *j, const char *line, unsigned *seen, int *nest
     const char *v = line + n;
     if (strcmp(key, "gpu") == 0)
         return job_gpu(j, v);
+    if (strcmp(key, "node_gpu") == 0) { /* "node_gpu NODE gpu ...": another node's */
+        int node, m = 0;
+        if (sscanf(v, "%d gpu %n", &node, &m) != 1 || !m || node < 1 ||
+            node >= ES_CTL_MAX_NODES || job_gpu(j, v + m) < 0)
+            return -EINVAL;
+        j->gpus[j->ngpus - 1].node = node;
+        return 0;
+    }
     if (strcmp(key, "est") == 0)
         return job_est(j, v, nest);
     return job_key(j, key, v, seen) < 0 ? -EINVAL : 0;

@@ -69,11 +69,12 @@ static const verb_info_t verbs[] = {
       "reached its place, printing how long it took and each EST's answer.\n" },
     [V_PREEMPT] = { "preempt", ES_VERB_PREEMPT, 0, 1, 0, 0, 0, 600,
       "usage: easyscale-ctl preempt GPU [--socket PATH] [--timeout SECONDS]\n"
-      "Takes GPU (an ordinal or UUID) from the job: its ESTs move to the others.\n" },
+      "Takes GPU (an ordinal or UUID; NODE:ORDINAL in a job across hosts) from the\n"
+      "job: its ESTs move to the others (of its host).\n" },
     [V_GRANT] = { "grant", ES_VERB_GRANT, 0, 1, 0, 0, 0, 600,
       "usage: easyscale-ctl grant GPU [--socket PATH] [--timeout SECONDS]\n"
-      "Gives GPU (an ordinal or UUID) to the job: ESTs move onto it if that makes\n"
-      "steps faster.\n" },
+      "Gives GPU (an ordinal or UUID; NODE:ORDINAL in a job across hosts) to the\n"
+      "job: ESTs (of its host) move onto it if that makes steps faster.\n" },
     [V_SWAP_OUT] = { "swap-out", ES_VERB_SWAP_OUT, 1, 0, 0, 0, 0, 600,
       "usage: easyscale-ctl swap-out RANK [--socket PATH] [--timeout SECONDS]\n"
       "Parks EST RANK's device state in host memory.\n" },

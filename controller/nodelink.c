@@ -3,7 +3,9 @@
  * failed with the reason; its host name and GPUs) and learns the job's
  * state from the answer (nodes.c writes it). A link without an answer for
  * the timeout counts as the job failed: node 0 is gone, or the network
- * between. Driven by run's event loop (es_ctl_nlink_step); never blocks. */
+ * between. A running or done report also describes one of the node's GPUs,
+ * each in turn (the first round back to back), so that node 0's daemon
+ * can move the node's ESTs between them. Driven by run's event loop (es_ctl_nlink_step); never blocks. */
 #include "controller/ctl.h"
 
 #include <errno.h>
@@ -37,6 +39,20 @@ void es_ctl_nlink_set(es_ctl_nlink_t *l, int state, const char *reason)
     snprintf(l->reason, sizeof(l->reason), "%s", reason ? reason : "");
     l->told = 0;
     l->next_ms = 0; /* report it now */
+}
+
+int es_ctl_nlink_add_gpu(es_ctl_nlink_t *l, int index, int count, const es_ctl_gpu_t *g,
+                         int injob)
+{
+    if (l->ngpu >= ES_CTL_MAX_GPUS)
+        return -ENOSPC;
+    int n = snprintf(l->gpu[l->ngpu], sizeof(l->gpu[0]), "gpu=%d/%d,%d,%llu,%s,%d,%s", index,
+                     count, g->ordinal, (unsigned long long)(g->mem >> 20),
+                     g->model[0] ? g->model : "-", injob ? 1 : 0, g->uuid);
+    if (n < 0 || (size_t)n >= sizeof(l->gpu[0]))
+        return -ENOSPC;
+    l->ngpu++;
+    return 0;
 }
 
 /* The answer "STATE E/N [REASON]" into the link. */
@@ -80,12 +96,17 @@ int es_ctl_nlink_step(es_ctl_nlink_t *l, int64_t now)
         int r = es_ctl_areq_poll(&l->req, &rc, &t, &len);
         if (r == 1)
             take_answer(l, rc, t, len, now);
+        if (r == 1 && l->next_gpu < l->ngpu)
+            l->next_ms = now; /* the first round of GPUs back to back */
         if (r != 0)
             es_ctl_areq_close(&l->req);
     } else if (now >= l->next_ms && !l->lost) {
         char arg[600]; /* the request keeps ES_PROTO_ARG_MAX bytes of it */
+        const char *tail = l->reason;
+        if (l->state != ES_NODE_FAILED && l->ngpu) /* a GPU in turn */
+            tail = l->gpu[l->next_gpu++ % l->ngpu];
         snprintf(arg, sizeof(arg), "%s %s %s%s%s", es_ctl_node_state_name(l->state), l->host,
-                 l->gpus, l->reason[0] ? " " : "", l->reason);
+                 l->gpus, tail[0] ? " " : "", tail);
         l->next_ms = now + NLINK_EVERY_MS;
         if (es_ctl_areq_start(&l->req, l->target, l->token[0] ? l->token : NULL, ES_VERB_NODE,
                               l->node, arg, 0, NLINK_REQ_TIMEOUT_MS) < 0)

@@ -39,6 +39,32 @@ static int word_ok(const char *s, size_t n)
 
 static const char *const state_names[] = { "running", "done", "failed" };
 
+/* "gpu=I/N,ORDINAL,MIB,MODEL,INJOB,UUID" into d's gpu fields. Returns 0
+ * or -EINVAL. */
+static int parse_gpu(const char *w, es_ctl_node_t *d)
+{
+    es_ctl_gpu_t g;
+    int i, n, ord, in, m = 0;
+    unsigned long long mib;
+    char model[16];
+    memset(&g, 0, sizeof(g));
+    if (sscanf(w, "gpu=%d/%d,%d,%llu,%15[^,],%d,%47s%n", &i, &n, &ord, &mib, model, &in, g.uuid,
+               &m) != 7 || w[m] || n < 1 || n > ES_CTL_MAX_GPUS || i < 0 || i >= n || ord < 0 ||
+        !mib || mib > (1ull << 30) || (in != 0 && in != 1) || strncmp(g.uuid, "GPU-", 4) != 0 ||
+        !g.uuid[4] || strspn(g.uuid + 4, "0123456789abcdefABCDEF-") != strlen(g.uuid + 4))
+        return -EINVAL;
+    g.ordinal = ord;
+    g.mem = mib << 20;
+    snprintf(g.model, sizeof(g.model), "%s", strcmp(model, "-") ? model : "");
+    snprintf(g.name, sizeof(g.name), "%s", g.model[0] ? g.model : "GPU");
+    d->gpu = g;
+    d->gpu_index = i;
+    d->gpu_count = n;
+    d->gpu_injob = in;
+    d->gpu_new = 1;
+    return 0;
+}
+
 /* "STATE HOST GPUS [REASON...]" into its words. Returns 0 or -EINVAL. */
 static int parse_report(const char *arg, int *state, char *host, size_t hl, char *gpus, size_t gl,
                         const char **reason)
@@ -71,8 +97,8 @@ static int parse_report(const char *arg, int *state, char *host, size_t hl, char
     *reason = *p == ' ' ? p + 1 : "";
     if (*state == ES_NODE_FAILED && !**reason)
         return -EINVAL;
-    if (*state != ES_NODE_FAILED && **reason)
-        return -EINVAL;
+    if (*state != ES_NODE_FAILED && **reason && strncmp(*reason, "gpu=", 4) != 0)
+        return -EINVAL; /* running and done: at most a GPU's description */
     return 0;
 }
 
@@ -104,6 +130,12 @@ int es_ctl_nodes_report(es_ctl_nodes_t *t, int node, const char *arg, int64_t no
         return -EINVAL;
     }
     es_ctl_node_t *d = &t->node[node];
+    es_ctl_node_t gd = *d;
+    if (state != ES_NODE_FAILED && *reason && parse_gpu(reason, &gd) < 0) {
+        snprintf(err, len, "bad node report \"%s\" (a GPU: gpu=I/N,ORDINAL,MIB,MODEL,INJOB,"
+                 "UUID)", arg);
+        return -EINVAL;
+    }
     if (d->seen && strcmp(d->host, host) != 0 && d->state == ES_NODE_RUNNING &&
         now - d->last_ms < t->timeout_ms) {
         snprintf(err, len, "node %d is host %s, heard %.1f s ago; host %s says it is node %d too",
@@ -115,7 +147,18 @@ int es_ctl_nodes_report(es_ctl_nodes_t *t, int node, const char *arg, int64_t no
     d->state = state;
     snprintf(d->host, sizeof(d->host), "%s", host);
     snprintf(d->gpus, sizeof(d->gpus), "%s", gpus);
-    snprintf(d->reason, sizeof(d->reason), "%s", reason);
+    if (state == ES_NODE_FAILED) {
+        snprintf(d->reason, sizeof(d->reason), "%s", reason);
+    } else {
+        d->reason[0] = '\0';
+        if (*reason) {
+            d->gpu = gd.gpu;
+            d->gpu_index = gd.gpu_index;
+            d->gpu_count = gd.gpu_count;
+            d->gpu_injob = gd.gpu_injob;
+            d->gpu_new = 1;
+        }
+    }
     if (state == ES_NODE_FAILED)
         fail_job(t, node, "%s", reason);
     return 0;

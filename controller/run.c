@@ -87,10 +87,11 @@ static const char *const usage =
     "GROUP_RANK (R), GROUP_WORLD_SIZE (N), MASTER_ADDR (HOST) and MASTER_PORT\n"
     "(PORT + 1: the application's rendezvous); output lines are prefixed\n"
     "[HOSTNAME:RANK]. A node that fails, or is not heard from for the heartbeat\n"
-    "timeout, fails the job on every host (exit 1 everywhere). Migrations and scale\n"
-    "events act on node 0's ESTs and GPUs and never move a host's first EST (the\n"
-    "host's leader across hosts); --schedule: the same file on every host (node 0\n"
-    "asks for its events, every node's ESTs wait at its steps).\n"
+    "timeout, fails the job on every host (exit 1 everywhere). Node R's GPUs are\n"
+    "R:ORDINAL (1:0); migrations, preempt and grant act inside a host and never\n"
+    "move a host's first EST (its leader across hosts); --schedule: the same file\n"
+    "on every host (node 0 asks for its events, every node's ESTs wait at its\n"
+    "steps).\n"
     "  --nnodes N           hosts of the job (1..64; 1: this host only)\n"
     "  --node-rank R        this host's node (0..N-1)\n"
     "  --master HOST:PORT   node 0's address and the job's control port (not 0, < 65535)\n"
@@ -1481,10 +1482,13 @@ static int spawn_ests(run_ctx_t *x)
  * Returns 0 or a negative errno. */
 /* A job across hosts: this node's link to the daemon (node 0: over its own
  * socket; it restarts the daemon, so its link never gives up), reporting
- * this host's GPUs as "model:MiB,...". */
+ * this host's GPUs as "model:MiB,..." (at most 100 characters: with the
+ * host name and a GPU's description a report fits the protocol's 255),
+ * and, from node 1 on, each GPU in turn (the daemon moves the node's ESTs
+ * between them). */
 static void start_node_link(run_ctx_t *x)
 {
-    char gpus[192] = "";
+    char gpus[101] = "";
     size_t o = 0;
     for (int g = 0; g < x->job.ngpus; g++) {
         const es_ctl_gpu_t *d = &x->job.gpus[g];
@@ -1500,6 +1504,9 @@ static void start_node_link(run_ctx_t *x)
     }
     es_ctl_nlink_init(&R.nlink, R.sock, R.token, R.node, R.host, gpus[0] ? gpus : "-",
                       R.node > 0 ? x->job.hb_timeout_ms : 0, es_ctl_now_ms());
+    for (int g = 0; R.node > 0 && g < x->job.ngpus; g++)
+        (void)es_ctl_nlink_add_gpu(&R.nlink, g, x->job.ngpus, &x->job.gpus[g],
+                                   !!(x->job.slots & (1ull << g)));
 }
 
 static int start_job(run_ctx_t *x)

@@ -22,10 +22,11 @@
  *    shim's time-slicing (2 ranks on each host's one GPU) is refused with
  *    its reason, and so is the park in host memory a turn would be for a
  *    host's leader (it does not move): exit 1, no hang;
- *  - scale events on host 0 during the run (--schedule: preempt its GPU 1,
- *    then grant it: 2 GPUs -> 1 -> 2, EST 0, the leader, staying): the
- *    checksum of 8 ESTs on one host; negative control: without the memory
- *    registry (EASYSCALE_MOVE=nomem) the run does not give it;
+ *  - scale events on each host during the run (--schedule: preempt GPU 1
+ *    of host 0, then 1:1 of host 1, then grant both: 2 GPUs -> 1 -> 2, the
+ *    hosts' leaders staying): the checksum of 8 ESTs on one host; negative
+ *    control: without the memory registry (EASYSCALE_MOVE=nomem) the run
+ *    does not give it;
  *  - negative control: NCCL's own collectives across the 2 hosts (4 ESTs,
  *    one per GPU) complete, every rank agreeing, with another checksum than
  *    the virtual collectives' on one host;
@@ -169,8 +170,10 @@ static void scaled_run(const char *more_env, es_proc_result_t *r)
     snprintf(sched, sizeof(sched), "%s/schedule", g_dir);
     FILE *f = fopen(sched, "w");
     assert_non_null(f);
-    /* the controller's steps: 3 all-reduces a training step, 120 in all */
-    fprintf(f, "step 30 preempt 1\nstep 75 grant 1\n");
+    /* the controller's steps: 3 all-reduces a training step, 120 in all;
+     * host 0 2 -> 1 GPU, then host 1 (whose GPUs node 1's reports told
+     * node 0's daemon), then both back */
+    fprintf(f, "step 30 preempt 1\nstep 45 preempt 1:1\nstep 75 grant 1\nstep 90 grant 1:1\n");
     fclose(f);
     node_cmd(cmd, sizeof(cmd), "", 40, 10, 4, "virtual");
     snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " %s", sched);
@@ -179,13 +182,13 @@ static void scaled_run(const char *more_env, es_proc_result_t *r)
     need_hosts(r);
 }
 
-/* Scale events on host 0 during the run: its 2 GPUs -> 1 (EST 0, the
- * host's leader across hosts, stays; ESTs 1 and 3 join it) and back; host
- * 1's ESTs wait at the events' steps. The checksum of the same 8 ESTs on
- * one host. Negative control: the same schedule without the memory
+/* Scale events on each host during the run: host 0's 2 GPUs -> 1 (EST 0,
+ * the host's leader across hosts, stays; two ESTs join it), then host 1's
+ * (EST 4 stays), then both back; every EST waits at the events' steps. The
+ * checksum of the same 8 ESTs on one host. Negative control: the same schedule without the memory
  * registry (EASYSCALE_MOVE=nomem: a move leaves the memory behind) does
  * not give it. */
-static void test_scale_events_on_one_host(void **state)
+static void test_scale_events_inside_hosts(void **state)
 {
     (void)state;
     char sum[128];
@@ -196,10 +199,13 @@ static void test_scale_events_on_one_host(void **state)
     if (r.status != 0)
         fail_msg("the job across hosts with scale events exited %d:\n%s", r.status, r.out);
     if (!strstr(r.out, "schedule: step 30 preempt 1: preempt GPU 1: done in ") ||
-        !strstr(r.out, "schedule: step 75 grant 1: grant GPU 1: done in "))
+        !strstr(r.out, "schedule: step 45 preempt 1:1: preempt GPU 1:1: done in ") ||
+        !strstr(r.out, "schedule: step 75 grant 1: grant GPU 1: done in ") ||
+        !strstr(r.out, "schedule: step 90 grant 1:1: grant GPU 1:1: done in "))
         fail_msg("the scale events did not happen:\n%s", r.out);
-    if (!strstr(r.out, "(2 ESTs moved); the job runs on GPUs 0\n"))
-        fail_msg("preempt did not move 2 ESTs of host 0:\n%s", r.out);
+    if (!strstr(r.out, "(2 ESTs moved); the job runs on GPUs 0,1:0,1:1\n") ||
+        !strstr(r.out, "(2 ESTs moved); the job runs on GPUs 0,1:0\n"))
+        fail_msg("preempt did not move 2 ESTs of each host:\n%s", r.out);
     one_checksum(r.out, 8, sum, sizeof(sum));
     if (strcmp(sum, g_ref8) != 0)
         fail_msg("8 ESTs on 2 hosts, host 0 scaled 2 -> 1 -> 2 GPUs: %s; on one host: %s\n%s",
@@ -384,7 +390,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trainer_two_hosts),
-        cmocka_unit_test(test_scale_events_on_one_host),
+        cmocka_unit_test(test_scale_events_inside_hosts),
         cmocka_unit_test(test_nccl_own_two_hosts),
         cmocka_unit_test(test_nccl_client_two_hosts),
         cmocka_unit_test(test_host_cut),

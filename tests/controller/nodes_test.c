@@ -15,11 +15,13 @@
  *  - an EST failing on node 1 fails the job on node 0 (named: host, node,
  *    EST), both exit 1; node 1 gone (killed) fails node 0, node 0 gone
  *    fails node 1, each naming it; a wrong token never joins;
- *  - moves: to another host refused ("ESTs stay on their host"), so are
- *    moving node 0's leader (migrate, or preempting its GPU), swap-out and
- *    time-slicing; node 0's other EST is placed by preempt and grant and
- *    migrated, node 1's ESTs never; the daemon killed mid-run re-learns
- *    both hosts.
+ *  - moves: to another host refused ("ESTs stay on their host", both
+ *    ways), so are moving a host's leader (migrate, or preempting its GPU),
+ *    scale, swap-out and time-slicing, and preempting a node's last GPU;
+ *    node 1's GPUs (1:0, 1:1) reach the daemon through its reports; each
+ *    host's other EST is placed by preempt and grant and migrated inside
+ *    its host; the daemon killed mid-run re-learns both hosts, and still
+ *    moves node 1's EST (its GPUs kept in the job file).
  * The simulated hosts' whole jobs (the trainer) are tests/controller/
  * hosts_test.c's. */
 #include <setjmp.h>
@@ -87,6 +89,50 @@ static void test_table_reports(void **state)
     /* done nodes go silent: nothing fails */
     assert_int_equal(es_ctl_nodes_tick(&t, 100000), 0);
     assert_false(t.failed);
+}
+
+/* A report's GPU description (a node's reports take turns through its
+ * GPUs): kept in the node's entry for the daemon; bad ones refused. */
+static void test_table_gpu_words(void **state)
+{
+    (void)state;
+    es_ctl_nodes_t t;
+    char err[256];
+    es_ctl_nodes_init(&t, 2, 2, 3000, 60000, 0);
+    const char *u = "GPU-0a1b2c3d-0000-4000-8000-00000000000a";
+    char ok[300];
+    snprintf(ok, sizeof(ok), "running h1 a100:2048 gpu=1/2,1,2048,a100,0,%s", u);
+    assert_int_equal(es_ctl_nodes_report(&t, 1, ok, 10, err, sizeof(err)), 0);
+    const es_ctl_node_t *d = &t.node[1];
+    assert_true(d->gpu_new);
+    assert_int_equal(d->gpu_index, 1);
+    assert_int_equal(d->gpu_count, 2);
+    assert_int_equal(d->gpu_injob, 0);
+    assert_int_equal(d->gpu.ordinal, 1);
+    assert_int_equal(d->gpu.mem, 2048ull << 20);
+    assert_string_equal(d->gpu.model, "a100");
+    assert_string_equal(d->gpu.uuid, u);
+    assert_string_equal(d->reason, "");
+    snprintf(ok, sizeof(ok), "done h1 - gpu=0/1,3,80,-,1,%s", u);
+    assert_int_equal(es_ctl_nodes_report(&t, 1, ok, 20, err, sizeof(err)), 0);
+    assert_string_equal(d->gpu.model, "");
+    assert_int_equal(d->gpu_injob, 1);
+    static const char *const bad[] = { /* %s: a good UUID's hex after "GPU-" */
+        "gpu=2/2,1,2048,a100,1,GPU-%s", "gpu=0/0,1,2048,a100,1,GPU-%s",
+        "gpu=0/1,-1,2048,a100,1,GPU-%s", "gpu=0/1,1,0,a100,1,GPU-%s",
+        "gpu=0/1,1,2048,a100,2,GPU-%s", "gpu=0/1,1,2048,a100,1,NV-%s",
+        "gpu=0/1,1,2048,a100,1",        "gpu=0/1,1,2048,a100,1,GPU-%s,",
+        "gpu=0/1,1,2048,a100,1,GPU-",   "gpu=0/1,1,2048,a100,1,GPU-%s/x",
+        "gpu=",                         "gpu=0/1,1,2048,a100,1,GPU-%s why",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char line[300], w[200];
+        snprintf(w, sizeof(w), bad[i], u + 4);
+        snprintf(line, sizeof(line), "running h1 - %s", w);
+        assert_int_equal(es_ctl_nodes_report(&t, 1, line, 30, err, sizeof(err)), -EINVAL);
+        assert_non_null(strstr(err, "gpu=I/N,ORDINAL,MIB,MODEL,INJOB,UUID"));
+    }
+    assert_int_equal(t.node[1].last_ms, 20); /* a refused report changes nothing */
 }
 
 static void test_table_failures(void **state)
@@ -328,6 +374,22 @@ static void test_usage(void **state)
     }
 }
 
+/* Waits until node 0's daemon knows node 1's two GPUs (its reports
+ * describe one at a time). */
+static void wait_node1_gpus(const node_args_t *n0)
+{
+    for (int i = 0; i < T_JOB * 5; i++) {
+        es_proc_result_t r;
+        ctl_tcp(&r, n0, "status", "--json", NULL);
+        int k = r.out ? count_of(r.out, "\"node\":1,\"uuid\"") : 0;
+        es_proc_result_free(&r);
+        if (k == 2)
+            return;
+        msleep(200);
+    }
+    fail_msg("node 1's GPUs never reached the daemon");
+}
+
 static void test_two_nodes(void **state)
 {
     (void)state;
@@ -347,9 +409,13 @@ static void test_two_nodes(void **state)
     assert_non_null(strstr(js, "\"ranks\":[2,3],\"state\":\"running\""));
     assert_non_null(strstr(js, "\"failed\":null"));
     assert_non_null(strstr(js, "{\"rank\":3,"));
-    assert_non_null(strstr(strstr(js, "{\"rank\":3,"), "\"gpu\":\"n1\""));
     free(js);
+    /* node 1's GPUs, as its reports describe them: EST 3 on its GPU 1 */
+    wait_node1_gpus(&n0);
     es_proc_result_t r;
+    assert_int_equal(ctl_tcp(&r, &n0, "status", "--json", NULL), 0);
+    assert_non_null(strstr(strstr(r.out, "{\"rank\":3,"), "\"gpu\":\"1:1\""));
+    es_proc_result_free(&r);
     assert_int_equal(ctl_tcp(&r, &n0, "status", NULL), 0);
     assert_non_null(strstr(r.out, "hosts: 2 nodes of 2 ESTs"));
     assert_non_null(strstr(r.out, "node 1: host "));
@@ -500,7 +566,9 @@ static void test_moves_and_restart(void **state)
     es_proc_result_free(&r);
     /* EST 0 on GPU 0, EST 1 on GPU 1: GPU 0 cannot go (the leader) */
     assert_int_equal(ctl_tcp(&r, &n0, "preempt", "0", NULL), 1);
-    assert_non_null(strstr(r.out, "EST 0 leads this host's collectives across hosts"));
+    assert_non_null(strstr(r.out, "EST 0 leads its host's collectives across hosts (its NCCL "
+                                  "communicator with the other hosts' leaders is bound to GPU "
+                                  "0), and would have to move"));
     es_proc_result_free(&r);
     /* node 0's other EST moves: 2 GPUs -> 1 and back, node 1's untouched */
     assert_int_equal(ctl_tcp(&r, &n0, "preempt", "1", NULL), 0);
@@ -508,6 +576,37 @@ static void test_moves_and_restart(void **state)
     assert_int_equal(ctl_tcp(&r, &n0, "grant", "1", NULL), 0);
     es_proc_result_free(&r);
     assert_int_equal(ctl_tcp(&r, &n0, "migrate", "1", "--gpu", "0", NULL), 0);
+    es_proc_result_free(&r);
+    /* node 1's GPUs (1:0, 1:1) as its reports describe them: EST 2 (its
+     * leader) on 1:0 stays, EST 3 moves inside node 1 only; scale (a set
+     * of several hosts' GPUs) is refused */
+    wait_node1_gpus(&n0);
+    assert_int_equal(ctl_tcp(&r, &n0, "status", NULL), 0);
+    assert_non_null(strstr(r.out, "1:1 "));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl_tcp(&r, &n0, "migrate", "3", "--gpu", "1", NULL), 1);
+    assert_non_null(strstr(r.out, "ESTs stay on their host: EST 3 runs on node 1"));
+    assert_non_null(strstr(r.out, "GPU 1 is node 0's"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl_tcp(&r, &n0, "migrate", "1", "--gpu", "1:0", NULL), 1);
+    assert_non_null(strstr(r.out, "ESTs stay on their host: EST 1 runs on node 0"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl_tcp(&r, &n0, "migrate", "2", "--gpu", "1:1", NULL), 1);
+    assert_non_null(strstr(r.out, "EST 2 leads its host's collectives across hosts"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl_tcp(&r, &n0, "preempt", "1:0", NULL), 1);
+    assert_non_null(strstr(r.out, "EST 2 leads its host's collectives across hosts"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl_tcp(&r, &n0, "scale", "--gpus", "0", NULL), 1);
+    assert_non_null(strstr(r.out, "scale: not in a job across 2 hosts"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl_tcp(&r, &n0, "preempt", "1:1", NULL), 0);
+    assert_non_null(strstr(r.out, "(1 EST moved)"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl_tcp(&r, &n0, "preempt", "1:0", NULL), 1);
+    assert_non_null(strstr(r.out, "node 1's last GPU of the job"));
+    es_proc_result_free(&r);
+    assert_int_equal(ctl_tcp(&r, &n0, "grant", "1:1", NULL), 0);
     es_proc_result_free(&r);
     /* the daemon killed: run restarts it, and it re-learns both hosts */
     assert_int_equal(ctl_tcp(&r, &n0, "status", "--json", NULL), 0);
@@ -526,17 +625,22 @@ static void test_moves_and_restart(void **state)
     assert_true(strtol(strstr(js, "\"daemon_pid\":") + 13, NULL, 10) != pid);
     assert_non_null(strstr(js, "\"ranks\":[2,3],\"state\":\"running\""));
     free(js);
+    /* the restarted daemon knows node 1's GPUs (the job file): a move there */
+    assert_int_equal(ctl_tcp(&r, &n0, "migrate", "3", "--gpu", "1:0", NULL), 0);
+    es_proc_result_free(&r);
     make_until(until);
     assert_int_equal(bg_wait(&b1, T_JOB), 0);
     assert_int_equal(bg_wait(&b0, T_JOB), 0);
     char *o0 = bg_output(&b0), *o1 = bg_output(&b1);
     assert_non_null(strstr(o0, "re-learns the job from the ESTs"));
-    /* EST 1 placed twice (preempt, grant) and migrated; the leader and
-     * node 1's ESTs never moved */
+    /* ESTs 1 and 3 placed twice each (preempt, grant) and migrated (3:
+     * once more after the restart); the leaders never moved */
     assert_int_equal(count_of(o0, "fake_est: rank 1: place -> "), 2);
     assert_int_equal(count_of(o0, "fake_est: rank 1: migrate -> "), 1);
-    for (int r = 0; r < 4; r++)
-        for (int k = 0; k < 2 && r != 1; k++) {
+    assert_int_equal(count_of(o1, "fake_est: rank 3: place -> "), 2);
+    assert_int_equal(count_of(o1, "fake_est: rank 3: migrate -> "), 1);
+    for (int r = 0; r < 4; r += 2)
+        for (int k = 0; k < 2; k++) {
             char line[64];
             snprintf(line, sizeof(line), "fake_est: rank %d: %s -> ", r, k ? "migrate" : "place");
             assert_null(strstr(r < 2 ? o0 : o1, line));
@@ -576,6 +680,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_reports),
+        cmocka_unit_test(test_table_gpu_words),
         cmocka_unit_test(test_table_failures),
         cmocka_unit_test(test_usage),
         cmocka_unit_test(test_two_nodes),
