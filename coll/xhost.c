@@ -16,7 +16,8 @@
  * ((P0 + x[K]) + x[K+1]) + ... = the fold of ranks 0 .. 2K-1; and so on to
  * the last host, whose leader has the result, broadcasts it to the other
  * leaders (NCCL, data movement), which broadcast it inside their hosts.
- * avg sums, and the last leader divides once by N. Broadcast and all-gather
+ * avg sums, and the last leader divides once by N. The all-reduce goes in
+ * chunks, pipelined between the hosts (es_xh_allreduce). Broadcast and all-gather
  * are data movement: inside the root's host, between leaders, inside each
  * host. Everything is enqueued on the caller's stream (NCCL's calls on the
  * real stream behind it), so nothing here waits on the host.
@@ -28,9 +29,8 @@
  * PreMulSum: each rank's input scaled into scratch first (each product
  * rounded to the datatype, as the engine stages it), then their sum.
  * Not yet: point-to-point, split, non-blocking communicators, moving a
- * host's leader (the other ranks move), and
- * stripes over the host's GPUs (one leader's link carries the bytes
- * between two hosts).
+ * host's leader (the other ranks move), and stripes over the host's GPUs
+ * (one leader's link carries the bytes between two hosts).
  * Calls comm.c (the local communicator), enqueue.c, kernels/reduce.h. */
 #include "coll/coll_int.h"
 #include "kernels/reduce.h"
@@ -311,66 +311,144 @@ static ncclResult_t es_xh_kernel(CUresult r)
     return r == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
 }
 
-/* Leader of host h > 0: the partial of hosts 0..h-1 arrives; the fold goes
- * on with this rank's input into *in. */
-static ncclResult_t es_xh_continue(es_xhost_t *x, const es_coll_op_t *o, int lop, size_t bytes,
-                                   CUstream rs, const void **in)
+/* The all-reduce goes across the hosts in chunks of at most this many
+ * bytes, pipelined: host h folds chunk c while host h + 1 folds chunk
+ * c - 1, and the result of chunk c - 1 comes back while chunk c goes on.
+ * Every element's fold is the same, so the bits do not depend on it. */
+#define ES_XH_CHUNK_BYTES (4u << 20)
+
+/* One chunk of an all-reduce: count elements from element off. */
+typedef struct es_xh_chunk {
+    const es_coll_op_t *o;
+    size_t off, count, bytes;
+    int lop;                /* the engine's operation (avg: sum) */
+    CUstream rs;            /* the real stream */
+} es_xh_chunk_t;
+
+static const void *es_xh_at(const void *p, const es_xh_chunk_t *k)
 {
-    ncclResult_t r = es_xh_tmp(x, 2 * bytes);
+    return (const char *)p + k->off * es_coll_type_size(k->o->dtype);
+}
+
+/* Leader of host h > 0: the partial of hosts 0..h-1 of the chunk arrives;
+ * the fold goes on with this rank's input into *in (scratch: the partial,
+ * then the folded input, one chunk each). */
+static ncclResult_t es_xh_continue(es_xhost_t *x, const es_xh_chunk_t *k, const void **in)
+{
+    CUdeviceptr part = x->tmp, mine = x->tmp + k->bytes;
+    ncclResult_t r = es_xh_nccl(ES_REAL(nccl, ncclRecv)((void *)part, k->count, k->o->dtype,
+                                                       x->host - 1, x->lead, k->rs), "receive");
     if (r != ncclSuccess)
         return r;
-    CUdeviceptr part = x->tmp, mine = x->tmp + bytes;
-    r = es_xh_nccl(ES_REAL(nccl, ncclRecv)((void *)part, o->count, o->dtype, x->host - 1,
-                                          x->lead, rs), "receive");
-    if (r != ncclSuccess)
-        return r;
-    es_red_args_t a = { .in = { (const void *)part, o->send }, .out = (void *)mine,
-                        .count = o->count, .nin = 2, .dtype = o->dtype, .op = lop };
-    if ((r = es_xh_kernel(es_reduce_launch(&a, rs))) != ncclSuccess)
+    es_red_args_t a = { .in = { (const void *)part, es_xh_at(k->o->send, k) },
+                        .out = (void *)mine, .count = k->count, .nin = 2,
+                        .dtype = k->o->dtype, .op = k->lop };
+    if ((r = es_xh_kernel(es_reduce_launch(&a, k->rs))) != ncclSuccess)
         return r;
     *in = (const void *)mine;
     return ncclSuccess;
 }
 
-static ncclResult_t es_xh_allreduce(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o)
+/* A chunk's way forward: the partial from the host before (leader), this
+ * host's fold of the chunk (every rank), the partial to the host after
+ * (leader). */
+static ncclResult_t es_xh_forward(es_comm_t *c, es_xhost_t *x, const es_xh_chunk_t *k)
 {
-    size_t bytes = o->count * es_coll_type_size(o->dtype);
-    int lead = x->lrank == 0, last = x->host == x->nhosts - 1, avg = o->op == ncclAvg;
-    int lop = avg ? ncclSum : o->op, pushed = 0;
-    const void *in = o->send;
-    CUstream rs = es_vh_stream(o->stream);
+    int lead = x->lrank == 0, pushed = 0;
+    const void *in = es_xh_at(k->o->send, k);
+    void *out = (void *)es_xh_at(k->o->recv, k);
+    ncclResult_t r = ncclSuccess;
+    if (lead && x->host > 0) {
+        es_comm_ctx_enter(c, &pushed);
+        r = es_xh_continue(x, k, &in);
+        es_comm_ctx_leave(pushed);
+        if (r != ncclSuccess)
+            return r;
+    }
+    if ((r = es_xh_local(c, ES_OP_ALLREDUCE, in, out, k->count, k->o->dtype, k->lop, 0,
+                         k->o->stream)) != ncclSuccess)
+        return r;
+    if (lead && x->host < x->nhosts - 1) {
+        es_comm_ctx_enter(c, &pushed);
+        r = es_xh_nccl(ES_REAL(nccl, ncclSend)(out, k->count, k->o->dtype, x->host + 1, x->lead,
+                                               k->rs), "send");
+        es_comm_ctx_leave(pushed);
+    }
+    return r;
+}
+
+/* A chunk's result from the last host to the other leaders (avg: the sum
+ * divided once by N on the last host first, into scratch after the two
+ * chunks of the way forward). */
+static ncclResult_t es_xh_back(es_comm_t *c, es_xhost_t *x, const es_xh_chunk_t *k)
+{
+    if (x->lrank != 0)
+        return ncclSuccess;
+    int last = x->host == x->nhosts - 1, pushed = 0;
+    void *out = (void *)es_xh_at(k->o->recv, k);
+    const void *res = out;
     ncclResult_t r = ncclSuccess;
     es_comm_ctx_enter(c, &pushed);
-    if (lead && es_reduce_ready() < 0) {
-        es_coll_error("collectives across hosts: the fold kernel does not load here");
-        r = ncclUnhandledCudaError;
-    } else if (lead && x->host > 0) {
-        r = es_xh_continue(x, o, lop, bytes, rs, &in);
+    if (last && k->o->op == ncclAvg) {
+        es_red_args_t a = { .in = { out }, .out = (void *)(x->tmp + 2 * k->bytes),
+                            .count = k->count, .nin = 1, .dtype = k->o->dtype, .op = ncclAvg,
+                            .divisor = x->nranks };
+        r = es_xh_kernel(es_reduce_launch(&a, k->rs));
+        res = (const void *)(x->tmp + 2 * k->bytes);
     }
+    if (r == ncclSuccess)
+        r = es_xh_nccl(ES_REAL(nccl, ncclBroadcast)(res, out, k->count, k->o->dtype,
+                                                    x->nhosts - 1, x->lead, k->rs), "broadcast");
     es_comm_ctx_leave(pushed);
-    if (r != ncclSuccess)
-        return r;
-    /* this host's fold, on from the partial */
-    if ((r = es_xh_local(c, ES_OP_ALLREDUCE, in, o->recv, o->count, o->dtype, lop, 0,
-                         o->stream)) != ncclSuccess)
-        return r;
-    es_comm_ctx_enter(c, &pushed);
-    const void *res = o->recv;
-    if (lead && !last)
-        r = es_xh_nccl(ES_REAL(nccl, ncclSend)(o->recv, o->count, o->dtype, x->host + 1, x->lead,
-                                               rs), "send");
-    if (r == ncclSuccess && lead && last && avg && (r = es_xh_tmp(x, bytes)) == ncclSuccess) {
-        es_red_args_t a = { .in = { o->recv }, .out = (void *)x->tmp, .count = o->count,
-                            .nin = 1, .dtype = o->dtype, .op = ncclAvg, .divisor = x->nranks };
-        r = es_xh_kernel(es_reduce_launch(&a, rs));
-        res = (const void *)x->tmp;
+    return r;
+}
+
+/* Chunk i of o (of ES_XH_CHUNK_BYTES, the last one shorter). */
+static void es_xh_chunk(const es_coll_op_t *o, size_t i, es_xh_chunk_t *k)
+{
+    size_t ts = es_coll_type_size(o->dtype), per = ES_XH_CHUNK_BYTES / ts;
+    k->o = o;
+    k->off = i * per;
+    k->count = o->count - k->off < per ? o->count - k->off : per;
+    k->bytes = k->count * ts;
+    k->lop = o->op == ncclAvg ? ncclSum : o->op;
+    k->rs = es_vh_stream(o->stream);
+}
+
+/* Every leader issues the same sequence on the leaders' communicator:
+ * forward 0, then forward c and back c - 1, then back of the last chunk
+ * (a send and its receive, and each broadcast, at the same place on every
+ * leader); every rank of a host issues the same local operations in that
+ * order. Then the leaders broadcast the result inside their hosts (the
+ * last host's ranks hold the sum already). */
+static ncclResult_t es_xh_allreduce(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o)
+{
+    size_t ts = es_coll_type_size(o->dtype), per = ES_XH_CHUNK_BYTES / ts;
+    size_t n = (o->count + per - 1) / per, chunk = (o->count < per ? o->count : per) * ts;
+    int last = x->host == x->nhosts - 1, pushed = 0;
+    ncclResult_t r = ncclSuccess;
+    if (x->lrank == 0) {
+        es_comm_ctx_enter(c, &pushed);
+        if (es_reduce_ready() < 0) {
+            es_coll_error("collectives across hosts: the fold kernel does not load here");
+            r = ncclUnhandledCudaError;
+        } else {
+            r = es_xh_tmp(x, 3 * chunk);
+        }
+        es_comm_ctx_leave(pushed);
     }
-    if (r == ncclSuccess && lead)
-        r = es_xh_nccl(ES_REAL(nccl, ncclBroadcast)(res, o->recv, o->count, o->dtype,
-                                                    x->nhosts - 1, x->lead, rs), "broadcast");
-    es_comm_ctx_leave(pushed);
-    if (r != ncclSuccess || (last && !avg))
-        return r; /* the last host's ranks hold the sum already */
+    es_xh_chunk_t k, prev;
+    for (size_t i = 0; r == ncclSuccess && i < n; i++) {
+        es_xh_chunk(o, i, &k);
+        r = es_xh_forward(c, x, &k);
+        if (r == ncclSuccess && i > 0)
+            r = es_xh_back(c, x, &prev);
+        prev = k;
+    }
+    if (r == ncclSuccess)
+        r = es_xh_back(c, x, &prev);
+    if (r != ncclSuccess || (last && o->op != ncclAvg))
+        return r;
     return es_xh_local(c, ES_OP_BROADCAST, o->recv, o->recv, o->count, o->dtype, 0, 0, o->stream);
 }
 

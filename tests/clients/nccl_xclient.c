@@ -7,7 +7,8 @@
  *   nccl_xclient ID_FILE [--loose | --bench]
  *
  * Checks, on values whose float sum depends on the order: all-reduce sum,
- * average and max (float), sum (half), reduce to the last rank and
+ * average and max (float; sum and average also of 3 MiB, several chunks
+ * across hosts), sum (half), reduce to the last rank and
  * reduce-scatter (their results, which differ per rank, are checked but not
  * in the digest), broadcast from the last rank, all-gather, an all-reduce
  * and a broadcast in one group (ncclGroupStart/End), and PreMulSum
@@ -19,7 +20,7 @@
  * "rank R digest HEX" over every result (the same on every rank and every
  * placement when the sums are in rank order); exits non-zero on a failure.
  * --bench: instead, times in-place float all-reduces of 1, 4, 16 and 64 MiB
- * (one to warm up, then the median of 5) and rank 0 prints "bench
+ * (one to warm up, then the median of 9) and rank 0 prints "bench
  * allreduce BYTES SECONDS" for each (scripts/bench-hosts).
  */
 #include <cuda.h>
@@ -128,26 +129,31 @@ static void compare_exact(const float *got, const float *want, size_t n, const c
     g_loose = was;
 }
 
-static void allreduce_float(ncclComm_t c, CUstream st, ncclRedOp_t op, int salt, const char *what)
+/* n floats all-reduced in place (BIG: several of the chunks the virtual
+ * collectives pipeline between hosts, the last one short). */
+#define BIG (3 * (1 << 18) + 5)
+
+static void allreduce_float(ncclComm_t c, CUstream st, ncclRedOp_t op, int salt, const char *what,
+                            size_t n)
 {
-    float *h = malloc(COUNT * 4), *w = malloc(COUNT * 4);
+    float *h = malloc(n * 4), *w = malloc(n * 4);
     CUdeviceptr b;
     CHECK(h && w, "out of memory");
-    for (size_t i = 0; i < COUNT; i++)
+    for (size_t i = 0; i < n; i++)
         h[i] = val(g_rank, i, salt);
-    CU(cuMemAlloc(&b, COUNT * 4));
-    CU(cuMemcpyHtoD(b, h, COUNT * 4));
-    NC(ncclAllReduce((void *)b, (void *)b, COUNT, ncclFloat, op, c, (cudaStream_t)st));
+    CU(cuMemAlloc(&b, n * 4));
+    CU(cuMemcpyHtoD(b, h, n * 4));
+    NC(ncclAllReduce((void *)b, (void *)b, n, ncclFloat, op, c, (cudaStream_t)st));
     CU(cuStreamSynchronize(st));
-    CU(cuMemcpyDtoH(h, b, COUNT * 4));
-    for (size_t i = 0; i < COUNT; i++) {
+    CU(cuMemcpyDtoH(h, b, n * 4));
+    for (size_t i = 0; i < n; i++) {
         float acc = val(0, i, salt);
         for (int r = 1; r < g_n; r++)
             acc = op == ncclMax ? (val(r, i, salt) > acc ? val(r, i, salt) : acc)
                                 : acc + val(r, i, salt);
         w[i] = op == ncclAvg ? acc / (float)g_n : acc;
     }
-    compare(h, w, COUNT, what);
+    compare(h, w, n, what);
     CU(cuMemFree(b));
     free(h);
     free(w);
@@ -260,18 +266,18 @@ static void bench(ncclComm_t c, CUstream st)
     for (size_t k = 0; k < sizeof(mib) / sizeof(mib[0]); k++) {
         size_t n = mib[k] << 18; /* floats */
         CUdeviceptr b;
-        double t[6];
+        double t[10];
         CU(cuMemAlloc(&b, n * 4));
         CU(cuMemsetD32(b, 0x3f800000u, n));
-        for (int i = 0; i < 6; i++) {
+        for (int i = 0; i < 10; i++) {
             double t0 = now_s();
             NC(ncclAllReduce((void *)b, (void *)b, n, ncclFloat, ncclSum, c, (cudaStream_t)st));
             CU(cuStreamSynchronize(st));
             t[i] = now_s() - t0;
         }
-        qsort(t + 1, 5, sizeof(double), cmp_d);
+        qsort(t + 1, 9, sizeof(double), cmp_d);
         if (g_rank == 0)
-            printf("bench allreduce %zu %.6f\n", n * 4, t[3]);
+            printf("bench allreduce %zu %.6f\n", n * 4, t[5]);
         fflush(stdout);
         CU(cuMemFree(b));
     }
@@ -483,9 +489,11 @@ int main(int argc, char **argv)
         NC(ncclCommDestroy(c));
         return 0;
     }
-    allreduce_float(c, st, ncclSum, 1, "allreduce_sum");
-    allreduce_float(c, st, ncclAvg, 2, "allreduce_avg");
-    allreduce_float(c, st, ncclMax, 5, "allreduce_max");
+    allreduce_float(c, st, ncclSum, 1, "allreduce_sum", COUNT);
+    allreduce_float(c, st, ncclAvg, 2, "allreduce_avg", COUNT);
+    allreduce_float(c, st, ncclMax, 5, "allreduce_max", COUNT);
+    allreduce_float(c, st, ncclSum, 12, "allreduce_sum_big", BIG);
+    allreduce_float(c, st, ncclAvg, 13, "allreduce_avg_big", BIG);
     allreduce_half(c, st);
     reduce_parts(c, st);
     bcast_gather(c, st);
