@@ -7,7 +7,7 @@
  *   nccl_xclient ID_FILE [--loose | --bench]
  *
  * Checks, on values whose float sum depends on the order: all-reduce sum,
- * average and max (float; sum and average also of 3 MiB, several chunks
+ * average and max (float; sum and average also of 9 MiB, three chunks
  * across hosts), sum (half), reduce to the last rank and
  * reduce-scatter (their results, which differ per rank, are checked but not
  * in the digest), broadcast from the last rank, all-gather, an all-reduce
@@ -131,7 +131,7 @@ static void compare_exact(const float *got, const float *want, size_t n, const c
 
 /* n floats all-reduced in place (BIG: several of the chunks the virtual
  * collectives pipeline between hosts, the last one short). */
-#define BIG (3 * (1 << 18) + 5)
+#define BIG (9 * (1 << 18) + 5)
 
 static void allreduce_float(ncclComm_t c, CUstream st, ncclRedOp_t op, int salt, const char *what,
                             size_t n)
