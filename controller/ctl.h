@@ -154,6 +154,10 @@ typedef struct es_ctl_job {
     int ests_per_node;          /* with nnodes > 1: node i has ranks i*k .. i*k+k-1 */
     int join_timeout_ms;        /* with nnodes > 1: a node unheard this long fails the job */
     uint64_t epoch;             /* placement epoch */
+    /* with nnodes > 1, once the job failed: the node it failed for and why
+     * ("" not failed), so that a restarted daemon still answers it */
+    int failed_node;
+    char failed[400];
     int ngpus;                  /* the machine's GPUs, as run probed them */
     es_ctl_gpu_t gpus[ES_CTL_MAX_GPUS];
     uint64_t slots;             /* the job's GPUs: bit i = gpus[i] */
@@ -207,6 +211,10 @@ int es_ctl_nodes_of_rank(const es_ctl_nodes_t *t, int rank);
  * alive), with err. */
 int es_ctl_nodes_report(es_ctl_nodes_t *t, int node, const char *arg, int64_t now, char *err,
                         size_t len);
+/* A failure a daemon before this one recorded (the job file): the job is
+ * failed for node `node` with reason (the whole "host H (node i): ..."),
+ * and that node counts as ended. */
+void es_ctl_nodes_restore_failed(es_ctl_nodes_t *t, int node, const char *reason);
 /* Fails the job for a running node silent longer than the timeout, or one
  * never heard within the join timeout. Returns 1 when it failed it now. */
 int es_ctl_nodes_tick(es_ctl_nodes_t *t, int64_t now);

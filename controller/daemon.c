@@ -1798,6 +1798,16 @@ static void do_est_move(int i, uint32_t seq, uint32_t v, int r, const char *arg,
 
 /* ---- the nodes of a job across hosts ---------------------------------------------- */
 
+/* The job across hosts failed now: said, and kept in the job file (a
+ * restarted daemon answers the nodes the same). */
+static void nodes_failed(void)
+{
+    es_ctl_log("the job failed: %s", D.nodes.reason);
+    D.job.failed_node = D.nodes.failed_node;
+    snprintf(D.job.failed, sizeof(D.job.failed), "%s", D.nodes.reason);
+    persist();
+}
+
 /* A node's report described one of its GPUs: into the job's GPUs (after
  * node 0's, in the order learnt, kept in the job file), one of the job's
  * when the node's run has ESTs there; the node's ESTs' GPUs known again. */
@@ -1847,7 +1857,7 @@ static void do_node(int i, uint32_t seq, int node, const char *arg)
         return;
     }
     if (!was_failed && D.nodes.failed)
-        es_ctl_log("the job failed: %s", D.nodes.reason);
+        nodes_failed();
     node_gpu_learn(node);
     rc = es_ctl_nodes_answer(&D.nodes, now, ans, sizeof(ans));
     es_ctl_buf_t b = { 0 };
@@ -2227,7 +2237,7 @@ static void tick(int64_t now)
     check_unresponsive(now);
     op_check(now);
     if (D.job.nnodes > 1 && es_ctl_nodes_tick(&D.nodes, now))
-        es_ctl_log("the job failed: %s", D.nodes.reason);
+        nodes_failed();
 }
 
 /* ---- main ------------------------------------------------------------------------- */
@@ -2343,9 +2353,11 @@ static void daemon_ready(int managed, long ready)
         sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     D.started_ms = es_ctl_now_ms();
-    if (D.job.nnodes > 1)
+    if (D.job.nnodes > 1) {
         es_ctl_nodes_init(&D.nodes, D.job.nnodes, D.job.ests_per_node, D.job.hb_timeout_ms,
                           D.job.join_timeout_ms, D.started_ms);
+        es_ctl_nodes_restore_failed(&D.nodes, D.job.failed_node, D.job.failed);
+    }
     if (ready >= 0) {
         char one = '1';
         if (write((int)ready, &one, 1) != 1)

@@ -44,6 +44,8 @@ int es_ctl_job_write(const char *sock, const es_ctl_job_t *j)
                           (unsigned long long)g->mem, g->sms, g->clock_khz, g->cc_major,
                           g->cc_minor, g->model[0] ? g->model : "-", g->name);
     }
+    if (j->failed[0])
+        es_ctl_buf_printf(&b, "failed %d %s\n", j->failed_node, j->failed);
     for (int r = 0; r < j->nests; r++)
         es_ctl_buf_printf(&b, "est %d %d %d\n", r, j->place[r], (int)j->pids[r]);
     es_ctl_buf_printf(&b, "end\n");
@@ -238,6 +240,15 @@ static int job_line(es_ctl_job_t *j, const char *line, unsigned *seen, int *nest
     }
     if (strcmp(key, "est") == 0)
         return job_est(j, v, nest);
+    if (strcmp(key, "failed") == 0) { /* "failed NODE REASON...": a job across hosts */
+        int m = 0;
+        if (j->failed[0] || sscanf(v, "%d %n", &j->failed_node, &m) != 1 || !m || !v[m] ||
+            j->failed_node < 0 || j->failed_node >= ES_CTL_MAX_NODES ||
+            strlen(v + m) >= sizeof(j->failed))
+            return -EINVAL;
+        snprintf(j->failed, sizeof(j->failed), "%s", v + m);
+        return 0;
+    }
     return job_key(j, key, v, seen) < 0 ? -EINVAL : 0;
 }
 

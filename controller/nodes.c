@@ -164,6 +164,19 @@ int es_ctl_nodes_report(es_ctl_nodes_t *t, int node, const char *arg, int64_t no
     return 0;
 }
 
+void es_ctl_nodes_restore_failed(es_ctl_nodes_t *t, int node, const char *reason)
+{
+    if (node < 0 || node >= t->n || !reason[0])
+        return;
+    t->failed = 1;
+    t->failed_node = node;
+    snprintf(t->reason, sizeof(t->reason), "%s", reason);
+    if (!t->node[node].seen) { /* it will not report again: it ended */
+        t->node[node].seen = 1;
+        t->node[node].state = ES_NODE_FAILED;
+    }
+}
+
 int es_ctl_nodes_tick(es_ctl_nodes_t *t, int64_t now)
 {
     char b[96];

@@ -2080,12 +2080,24 @@ static void test_job_file(void **state)
     a.place[1] = 1;
     a.pids[0] = 100;
     a.pids[1] = 101;
+    /* across hosts: a GPU of node 1 (its reports told it), and the failure */
+    a.nnodes = 2;
+    a.ests_per_node = 1;
+    a.gpus[2] = a.gpus[0];
+    a.gpus[2].node = 1;
+    a.ngpus = 3;
+    a.slots = 7;
+    a.failed_node = 1;
+    snprintf(a.failed, sizeof(a.failed), "host h1 (node 1): EST 1 (pid 7) exited with status 3");
     assert_int_equal(es_ctl_job_write(sock, &a), 0);
     assert_int_equal(es_ctl_job_read(sock, &b, err, sizeof(err)), 0);
+    assert_true(b.nnodes == 2 && b.ngpus == 3 && b.gpus[2].node == 1 && b.gpus[0].node == 0);
+    assert_int_equal(b.failed_node, 1);
+    assert_string_equal(b.failed, a.failed);
     assert_int_equal(b.nests, 2);
     assert_int_equal(b.determinism, 2);
     assert_string_equal(b.canonical, "a100,t4");
-    assert_true(b.est_mem == a.est_mem && b.epoch == 12 && b.slots == 3);
+    assert_true(b.est_mem == a.est_mem && b.epoch == 12 && b.slots == 7);
     assert_true(b.time_slicing == 1 && b.shim_time_slice == 1);
     assert_string_equal(b.tcp, "127.0.0.1:5000");
     assert_string_equal(b.gpus[1].name, "Tesla T4");
@@ -2101,7 +2113,12 @@ static void test_job_file(void **state)
                                 { "epoch 12", "epoch -1" }, { "end\n", "" },
                                 { "est 1 1 101", "est 1 7 101" }, { "time_slicing 1", "bogus 1" },
                                 { "shim_time_slice 1", "shim_time_slice 2" },
-                                { "shim_time_slice 1\n", "" } };
+                                { "shim_time_slice 1\n", "" },
+                                { "node_gpu 1 gpu", "node_gpu 0 gpu" },
+                                { "node_gpu 1 gpu", "node_gpu 1 gpx" },
+                                { "failed 1 host", "failed x host" },
+                                { "failed 1 host h1 (node 1): EST 1 (pid 7) exited with status 3",
+                                  "failed 1" } };
     for (size_t i = 0; i < sizeof(breaks) / sizeof(breaks[0]); i++) {
         char *bad = malloc(len + 32), *p = strstr(text, breaks[i][0]);
         assert_non_null(p);

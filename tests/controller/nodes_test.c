@@ -15,6 +15,8 @@
  *  - an EST failing on node 1 fails the job on node 0 (named: host, node,
  *    EST), both exit 1; node 1 gone (killed) fails node 0, node 0 gone
  *    fails node 1, each naming it; a wrong token never joins;
+ *  - the node table keeps a failure across a daemon's restart (the job
+ *    file's record restored: answered at once);
  *  - moves: to another host refused ("ESTs stay on their host", both
  *    ways), so are moving a host's leader (migrate, or preempting its GPU),
  *    scale, swap-out and time-slicing, and preempting a node's last GPU;
@@ -157,6 +159,16 @@ static void test_table_failures(void **state)
     assert_int_equal(es_ctl_nodes_tick(&t, 9000), 0); /* once */
     assert_int_equal(es_ctl_nodes_answer(&t, 3200, ans, sizeof(ans)), 1);
     assert_non_null(strstr(ans, "failed 1/2 "));
+    /* a failure a daemon before this one kept (the job file): answered at
+     * once, and the node it failed for counts as ended (it will not report) */
+    es_ctl_nodes_init(&t, 2, 1, 3000, 60000, 0);
+    es_ctl_nodes_restore_failed(&t, 1, "host h1 (node 1): EST 1 (pid 7) exited with status 3");
+    assert_int_equal(es_ctl_nodes_report(&t, 0, "running h0 -", 100, err, sizeof(err)), 0);
+    assert_int_equal(es_ctl_nodes_answer(&t, 100, ans, sizeof(ans)), 1);
+    assert_string_equal(ans, "failed 1/2 host h1 (node 1): EST 1 (pid 7) exited with status 3");
+    es_ctl_nodes_init(&t, 2, 1, 3000, 60000, 0);
+    es_ctl_nodes_restore_failed(&t, 1, ""); /* none kept: nothing */
+    assert_false(t.failed);
     /* a node never heard, after the join timeout only */
     es_ctl_nodes_init(&t, 2, 1, 3000, 5000, 0);
     assert_int_equal(es_ctl_nodes_report(&t, 0, "running h0 -", 4000, err, sizeof(err)), 0);
