@@ -102,6 +102,10 @@ typedef struct es_coll_op {
     int op;                   /* ncclRedOp_t as given (a PreMulSum id included) */
     int root;                 /* broadcast/reduce root, send/recv peer */
     CUstream stream;
+    /* xhost.c's operations inside a host: not a step of their own (the
+     * operation across hosts counts once when issued), and (quiet_done)
+     * not its completion either, but for the last one */
+    unsigned quiet_issue : 1, quiet_done : 1;
 } es_coll_op_t;
 
 /* Checks an operation (ncclInvalidArgument / ncclInvalidUsage with a

@@ -254,6 +254,13 @@ static inline int es_coll_counts_step(int kind, int dtype)
                                        dtype == ES_RT_F64 || dtype == ES_RT_BF16);
 }
 
+/* Whether operation o's completion counts (the transports): as above,
+ * unless an operation across hosts counts for it (es_coll_op_t.quiet_done). */
+static inline int es_coll_op_done_counts(const es_coll_op_t *o)
+{
+    return !o->quiet_done && es_coll_counts_step(o->kind, o->dtype);
+}
+
 /* ---- seg.c: the segment ------------------------------------------------------------------ */
 
 /* Sets the communicator's asynchronous error (first fault wins) and the
@@ -569,6 +576,16 @@ ncclResult_t es_xhost_connect(es_comm_t *c);
 void es_xhost_free(es_comm_t *c, int abort);
 /* The leaders' communicator's asynchronous error (ncclSuccess: none). */
 ncclResult_t es_xhost_async_error(es_comm_t *c);
+/* At a hold of the whole job (every EST of every host at the same
+ * collective), around the moves: down hands the leaders' communicator's
+ * successor id on over it and destroys it (leaders; moves are allowed
+ * until up), up makes it again where the leader is now. 0 or -EIO (the
+ * reason kept for ncclGetLastError). */
+int es_xhost_hold_down(es_comm_t *c);
+int es_xhost_hold_up(es_comm_t *c);
+/* init.c: the same for every communicator across hosts of the process. */
+void es_comm_xhost_down(void);
+void es_comm_xhost_up(void);
 /* The rank and size across hosts. */
 int es_xhost_rank(const es_comm_t *c);
 int es_xhost_nranks(const es_comm_t *c);

@@ -285,7 +285,7 @@ static ncclResult_t es_dq_run_fused(es_dq_batch_t *b, int n)
         es_comm_fail(c, ES_FAIL_LOCAL, ncclSystemError);
         res = ncclSystemError;
     }
-    if (res == ncclSuccess && es_coll_counts_step(q.op.kind, q.op.dtype))
+    if (res == ncclSuccess && es_coll_op_done_counts(&q.op))
         for (int i = 1; i < n; i++)
             es_coll_progress_add();
     free(tmp);

@@ -33,6 +33,9 @@ void es_coll_step_start(int in_group)
     /* a time-sliced EST's step settles at the hold only once what it kept
      * has run (the others wait for its part too) */
     es_coll_ts_flush();
+    /* the controller's holds are of every EST of every host: the leaders'
+     * communicators across hosts go down too, and come back after */
+    es_comm_xhost_down();
     int down = es_comm_hold_begin();
     es_door_safe_begin();
     int rc = es_step_hold_wait(step, es_hold_poll, NULL);
@@ -44,6 +47,7 @@ void es_coll_step_start(int in_group)
     if (rc == 1 && down > 0)
         es_coll_ts_apply_early();
     es_comm_hold_end();
+    es_comm_xhost_up();
 }
 
 /* ---- operations ------------------------------------------------------------------- */
@@ -125,7 +129,7 @@ ncclResult_t es_coll_enqueue_valid(const es_coll_op_t *o)
         es_group_note_error(res);
         return res;
     }
-    if (q.op.count && es_coll_counts_step(q.op.kind, q.op.dtype))
+    if (q.op.count && !q.op.quiet_issue && es_coll_counts_step(q.op.kind, q.op.dtype))
         es_coll_step_start(es_group_depth() > 0);
     if (es_group_depth() > 0)
         return es_group_queue_op(&q) < 0 ? ncclSystemError : ncclSuccess;

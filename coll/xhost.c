@@ -28,9 +28,11 @@
  * issue order (every rank issues the same collectives in the same order).
  * PreMulSum: each rank's input scaled into scratch first (each product
  * rounded to the datatype, as the engine stages it), then their sum.
- * Not yet: point-to-point, split, non-blocking communicators, moving a
- * host's leader (the other ranks move), and stripes over the host's GPUs
- * (one leader's link carries the bytes between two hosts).
+ * Moves: only at a hold of the whole job, where the leaders'
+ * communicator is made again (es_xhost_hold_down/up). Not yet:
+ * point-to-point, split, non-blocking communicators, time-slicing, and
+ * stripes over the host's GPUs (one leader's link carries the bytes
+ * between two hosts).
  * Calls comm.c (the local communicator), enqueue.c, kernels/reduce.h. */
 #include "coll/coll_int.h"
 #include "kernels/reduce.h"
@@ -69,23 +71,26 @@ typedef struct es_xh_op {
     es_premul_t pm;
 } es_xh_op_t;
 
-/* Communicators across hosts alive in this process whose leader this EST
- * is: while there is one, the EST does not move (the leaders' NCCL
- * communicator is bound to its GPU and not made again on another yet; a
- * mover gate says so). The other ranks of a host move as in a job on one
- * host: their part is the engine's communicator, set up again at a hold. */
-static _Atomic int es_xh_live;
+/* Communicators across hosts alive in this process: while there is one,
+ * the EST moves only at a hold of the whole job (every EST of every host
+ * held at the same collective: the controller's, es_coll_step_start),
+ * where the leaders' NCCL communicator, bound to the leader's GPU, is
+ * taken down before the moves and made again after them
+ * (es_xhost_hold_down/up); a mover gate says so (-EXDEV: the controller
+ * then sets such a hold and asks again). */
+static _Atomic int es_xh_live, es_xh_held;
 static pthread_once_t es_xh_once = PTHREAD_ONCE_INIT;
 
 static int es_xh_move_gate(char *msg, size_t msglen)
 {
-    if (atomic_load(&es_xh_live) == 0)
+    if (atomic_load(&es_xh_live) == 0 || atomic_load(&es_xh_held))
         return 0;
     if (msg && msglen)
-        snprintf(msg, msglen, "this EST leads its host's collectives across hosts (the "
-                              "leaders' NCCL communicator is bound to its GPU and not made "
-                              "again after a move yet): it does not move");
-    return -EPERM;
+        snprintf(msg, msglen, "this EST has a communicator across hosts: it moves only at a "
+                              "hold of the whole job (easyscale-ctl sets one by itself; a "
+                              "scheduled step of run --schedule is one), where the hosts' "
+                              "leaders' NCCL communicator is made again");
+    return -EXDEV;
 }
 
 static void es_xh_gate_init(void)
@@ -204,9 +209,9 @@ ncclResult_t es_xhost_connect(es_comm_t *c)
 {
     es_xhost_t *x = c->x;
     pthread_once(&es_xh_once, es_xh_gate_init);
+    atomic_fetch_add(&es_xh_live, 1);
     if (x->lrank != 0)
         return ncclSuccess;
-    atomic_fetch_add(&es_xh_live, 1);
     int pushed = 0;
     es_comm_ctx_enter(c, &pushed);
     ncclResult_t res = ES_REAL(nccl, ncclCommInitRank)(&x->lead, x->nhosts, x->lead_id, x->host);
@@ -238,9 +243,80 @@ void es_xhost_free(es_comm_t *c, int abort)
         ES_REAL(cuda, cuMemFree_v2)(x->pre);
     es_comm_ctx_leave(pushed);
     c->x = NULL;
-    if (x->lrank == 0)
-        atomic_fetch_sub(&es_xh_live, 1);
+    atomic_fetch_sub(&es_xh_live, 1);
     free(x);
+}
+
+/* ---- holds of the whole job --------------------------------------------------- */
+
+static ncclResult_t es_xh_tmp(es_xhost_t *x, size_t bytes);
+
+/* Leader: the successor's id (host 0's leader makes it) to every leader
+ * over the leaders' communicator, then that communicator destroyed. In the
+ * communicator's context; 0 or -EIO. */
+static int es_xh_lead_down(es_xhost_t *x)
+{
+    ncclUniqueId nid;
+    memset(&nid, 0, sizeof(nid));
+    /* what the collectives before the hold enqueued on the leaders'
+     * communicator (on the application's streams) done first */
+    CUresult cr = ES_REAL(cuda, cuCtxSynchronize)();
+    ncclResult_t r = cr != CUDA_SUCCESS ? ncclUnhandledCudaError
+                     : x->host == 0  ? ES_REAL(nccl, ncclGetUniqueId)(&nid)
+                                     : ncclSuccess;
+    if (r == ncclSuccess)
+        r = es_xh_tmp(x, sizeof(nid));
+    if (r == ncclSuccess && x->host == 0)
+        cr = ES_REAL(cuda, cuMemcpyHtoD_v2)(x->tmp, &nid, sizeof(nid));
+    if (r == ncclSuccess && cr == CUDA_SUCCESS)
+        r = ES_REAL(nccl, ncclBroadcast)((const void *)x->tmp, (void *)x->tmp, sizeof(nid),
+                                         ncclInt8, 0, x->lead, NULL);
+    if (r == ncclSuccess && cr == CUDA_SUCCESS)
+        cr = ES_REAL(cuda, cuCtxSynchronize)();
+    if (r == ncclSuccess && cr == CUDA_SUCCESS)
+        cr = ES_REAL(cuda, cuMemcpyDtoH_v2)(&nid, x->tmp, sizeof(nid));
+    if (r != ncclSuccess || cr != CUDA_SUCCESS) {
+        es_coll_error("collectives across hosts: the leaders' communicator could not hand on "
+                      "its successor's id at a hold (NCCL %d, CUDA %d)", (int)r, (int)cr);
+        return -EIO;
+    }
+    ES_REAL(nccl, ncclCommDestroy)(x->lead);
+    x->lead = NULL;
+    x->lead_id = nid;
+    return 0;
+}
+
+int es_xhost_hold_down(es_comm_t *c)
+{
+    es_xhost_t *x = c->x;
+    int rc = 0, pushed = 0;
+    atomic_store(&es_xh_held, 1);
+    if (!x || x->lrank != 0 || !x->lead)
+        return 0;
+    es_comm_ctx_enter(c, &pushed);
+    rc = es_xh_lead_down(x);
+    es_comm_ctx_leave(pushed);
+    return rc;
+}
+
+int es_xhost_hold_up(es_comm_t *c)
+{
+    es_xhost_t *x = c->x;
+    int pushed = 0;
+    atomic_store(&es_xh_held, 0);
+    if (!x || x->lrank != 0 || x->lead)
+        return 0;
+    es_comm_ctx_enter(c, &pushed); /* where the EST is now */
+    ncclResult_t r = ES_REAL(nccl, ncclCommInitRank)(&x->lead, x->nhosts, x->lead_id, x->host);
+    es_comm_ctx_leave(pushed);
+    if (r != ncclSuccess) {
+        x->lead = NULL;
+        es_coll_error("collectives across hosts: the leaders' communicator could not be made "
+                      "again after a hold (host %d of %d): NCCL error %d", x->host, x->nhosts,
+                      (int)r);
+        return -EIO;
+    }
+    return 0;
 }
 
 ncclResult_t es_xhost_async_error(es_comm_t *c)
@@ -261,11 +337,13 @@ int es_xhost_nranks(const es_comm_t *c) { return c->x->nranks; }
 
 /* ---- operations ----------------------------------------------------------------- */
 
-/* An operation of the host's own communicator on the same stream. */
+/* An operation of the host's own communicator on the same stream: not a
+ * step of its own (the operation across hosts counted when issued), its
+ * completion counted only when done (the last of a counting all-reduce). */
 static ncclResult_t es_xh_local(es_comm_t *c, int kind, const void *send, void *recv,
-                                size_t count, int dtype, int op, int root, CUstream s)
+                                size_t count, int dtype, int op, int root, CUstream s, int done)
 {
-    es_coll_op_t o = { kind, c, send, recv, count, dtype, op, root, s };
+    es_coll_op_t o = { kind, c, send, recv, count, dtype, op, root, s, 1, !done };
     return es_coll_enqueue_valid(&o);
 }
 
@@ -322,6 +400,7 @@ typedef struct es_xh_chunk {
     const es_coll_op_t *o;
     size_t off, count, bytes;
     int lop;                /* the engine's operation (avg: sum) */
+    int done;               /* its fold completes a counting all-reduce (the last chunk) */
     CUstream rs;            /* the real stream */
 } es_xh_chunk_t;
 
@@ -366,7 +445,7 @@ static ncclResult_t es_xh_forward(es_comm_t *c, es_xhost_t *x, const es_xh_chunk
             return r;
     }
     if ((r = es_xh_local(c, ES_OP_ALLREDUCE, in, out, k->count, k->o->dtype, k->lop, 0,
-                         k->o->stream)) != ncclSuccess)
+                         k->o->stream, k->done)) != ncclSuccess)
         return r;
     if (lead && x->host < x->nhosts - 1) {
         es_comm_ctx_enter(c, &pushed);
@@ -403,13 +482,15 @@ static ncclResult_t es_xh_back(es_comm_t *c, es_xhost_t *x, const es_xh_chunk_t 
     return r;
 }
 
-/* Chunk i of o (of ES_XH_CHUNK_BYTES, the last one shorter). */
-static void es_xh_chunk(const es_coll_op_t *o, size_t i, es_xh_chunk_t *k)
+/* Chunk i of o (of ES_XH_CHUNK_BYTES, the last one shorter); counts: o
+ * is a counting all-reduce. */
+static void es_xh_chunk(const es_coll_op_t *o, size_t i, int counts, es_xh_chunk_t *k)
 {
     size_t ts = es_coll_type_size(o->dtype), per = ES_XH_CHUNK_BYTES / ts;
     k->o = o;
     k->off = i * per;
     k->count = o->count - k->off < per ? o->count - k->off : per;
+    k->done = counts && k->off + k->count == o->count;
     k->bytes = k->count * ts;
     k->lop = o->op == ncclAvg ? ncclSum : o->op;
     k->rs = es_vh_stream(o->stream);
@@ -420,8 +501,10 @@ static void es_xh_chunk(const es_coll_op_t *o, size_t i, es_xh_chunk_t *k)
  * (a send and its receive, and each broadcast, at the same place on every
  * leader); every rank of a host issues the same local operations in that
  * order. Then the leaders broadcast the result inside their hosts (the
- * last host's ranks hold the sum already). */
-static ncclResult_t es_xh_allreduce(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o)
+ * last host's ranks hold the sum already). counts: the application's
+ * operation is a counting all-reduce (its last chunk's fold completes it). */
+static ncclResult_t es_xh_allreduce(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o,
+                                    int counts)
 {
     size_t ts = es_coll_type_size(o->dtype), per = ES_XH_CHUNK_BYTES / ts;
     size_t n = (o->count + per - 1) / per, chunk = (o->count < per ? o->count : per) * ts;
@@ -439,7 +522,7 @@ static ncclResult_t es_xh_allreduce(es_comm_t *c, es_xhost_t *x, const es_coll_o
     }
     es_xh_chunk_t k, prev;
     for (size_t i = 0; r == ncclSuccess && i < n; i++) {
-        es_xh_chunk(o, i, &k);
+        es_xh_chunk(o, i, counts, &k);
         r = es_xh_forward(c, x, &k);
         if (r == ncclSuccess && i > 0)
             r = es_xh_back(c, x, &prev);
@@ -449,7 +532,8 @@ static ncclResult_t es_xh_allreduce(es_comm_t *c, es_xhost_t *x, const es_coll_o
         r = es_xh_back(c, x, &prev);
     if (r != ncclSuccess || (last && o->op != ncclAvg))
         return r;
-    return es_xh_local(c, ES_OP_BROADCAST, o->recv, o->recv, o->count, o->dtype, 0, 0, o->stream);
+    return es_xh_local(c, ES_OP_BROADCAST, o->recv, o->recv, o->count, o->dtype, 0, 0, o->stream,
+                       0);
 }
 
 static ncclResult_t es_xh_broadcast(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o)
@@ -458,7 +542,7 @@ static ncclResult_t es_xh_broadcast(es_comm_t *c, es_xhost_t *x, const es_coll_o
     ncclResult_t r;
     if (x->host == hr &&
         (r = es_xh_local(c, ES_OP_BROADCAST, o->send, o->recv, o->count, o->dtype, 0,
-                         o->root % x->k, o->stream)) != ncclSuccess)
+                         o->root % x->k, o->stream, 0)) != ncclSuccess)
         return r;
     if (x->lrank == 0) {
         es_comm_ctx_enter(c, &pushed);
@@ -471,7 +555,8 @@ static ncclResult_t es_xh_broadcast(es_comm_t *c, es_xhost_t *x, const es_coll_o
     }
     if (x->host == hr)
         return ncclSuccess;
-    return es_xh_local(c, ES_OP_BROADCAST, o->recv, o->recv, o->count, o->dtype, 0, 0, o->stream);
+    return es_xh_local(c, ES_OP_BROADCAST, o->recv, o->recv, o->count, o->dtype, 0, 0, o->stream,
+                       0);
 }
 
 static ncclResult_t es_xh_allgather(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o)
@@ -480,7 +565,7 @@ static ncclResult_t es_xh_allgather(es_comm_t *c, es_xhost_t *x, const es_coll_o
     char *mine = (char *)o->recv + (size_t)x->host * blk * ts;
     int pushed = 0;
     ncclResult_t r = es_xh_local(c, ES_OP_ALLGATHER, o->send, mine, o->count, o->dtype, 0, 0,
-                                 o->stream);
+                                 o->stream, 0);
     if (r != ncclSuccess)
         return r;
     if (x->lrank == 0) {
@@ -492,7 +577,7 @@ static ncclResult_t es_xh_allgather(es_comm_t *c, es_xhost_t *x, const es_coll_o
             return r;
     }
     return es_xh_local(c, ES_OP_BROADCAST, o->recv, o->recv, blk * (size_t)x->nhosts, o->dtype,
-                       0, 0, o->stream);
+                       0, 0, o->stream, 0);
 }
 
 /* Reduce and reduce-scatter: the all-reduce of the whole buffer into
@@ -514,7 +599,7 @@ static ncclResult_t es_xh_reduce(es_comm_t *c, es_xhost_t *x, const es_coll_op_t
         es_comm_ctx_leave(pushed);
         a.recv = (void *)x->out;
     }
-    if (r != ncclSuccess || (r = es_xh_allreduce(c, x, &a)) != ncclSuccess || !scatter)
+    if (r != ncclSuccess || (r = es_xh_allreduce(c, x, &a, 0)) != ncclSuccess || !scatter)
         return r;
     es_comm_ctx_enter(c, &pushed);
     CUresult cr = ES_REAL(cuda, cuMemcpyDtoDAsync_v2)(
@@ -587,7 +672,7 @@ static ncclResult_t es_xh_run(const es_xh_op_t *q)
         o = &scaled;
     }
     if (o->kind == ES_OP_ALLREDUCE)
-        return es_xh_allreduce(o->comm, x, o);
+        return es_xh_allreduce(o->comm, x, o, es_coll_counts_step(o->kind, o->dtype));
     if (o->kind == ES_OP_BROADCAST)
         return es_xh_broadcast(o->comm, x, o);
     if (o->kind == ES_OP_REDUCE || o->kind == ES_OP_REDUCESCATTER)
@@ -650,6 +735,11 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
     ncclResult_t r;
     if (q.premul && (r = es_coll_premul_get(c, o->op, o->dtype, nm, &q.pm)) != ncclSuccess)
         return r;
+    if (x->lrank == 0 && !x->lead) {
+        es_coll_error("%s on a communicator across hosts: the hosts' leaders' communicator "
+                      "was not made again after a hold", nm);
+        return ncclSystemError;
+    }
     if (es_coll_ts_keeps(c)) {
         ES_XH_REFUSE("%s on a communicator across hosts: this EST is time-sliced; "
                       "time-slicing in a job across hosts is not served yet", nm);
@@ -657,6 +747,11 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
     }
     if (!o->count)
         return ncclSuccess;
+    /* a step when issued, once, before any of its parts (a hold of the
+     * whole job comes between two operations across hosts, never inside
+     * one: every host's leader has issued the same on their communicator) */
+    if (es_coll_counts_step(o->kind, o->dtype))
+        es_coll_step_start(es_group_depth() > 0);
     if (es_group_depth() > 0)
         return es_xh_keep(&q) < 0 ? ncclSystemError : ncclSuccess;
     return es_xh_run(&q);

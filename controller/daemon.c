@@ -1259,23 +1259,6 @@ static int scale_ests(int node, int *who)
     return n;
 }
 
-/* In a job across hosts: refuses (1) a placement that would move the
- * node's leader (its GPU revoked; the placement moves the highest ranks of
- * a slot first, so it keeps the leader otherwise). */
-static int scale_moves_leader(int cli, uint32_t seq, const char *what, int node,
-                              const int *targets)
-{
-    int lead = node * D.job.ests_per_node;
-    if (D.job.nnodes <= 1 || targets[lead] == -2)
-        return 0;
-    char g[16];
-    gpu_label(D.ests[lead].gpu, g, sizeof(g));
-    refuse(cli, seq, 1, "%s refused: EST %d leads its host's collectives across hosts (its "
-           "NCCL communicator with the other hosts' leaders is bound to GPU %s), and would have "
-           "to move; keep GPU %s in the job; nothing moved", what, lead, g, g);
-    return 1;
-}
-
 /* scale / preempt / grant: the new slot set. */
 static void do_scale(int cli, uint32_t seq, uint32_t verb, uint64_t mask, const char *what)
 {
@@ -1346,8 +1329,6 @@ static void do_scale(int cli, uint32_t seq, uint32_t verb, uint64_t mask, const 
             nmove++;
         }
     }
-    if (scale_moves_leader(cli, seq, what, node, targets))
-        return;
     if (!nmove) {
         D.job.slots = mask;
         persist();
@@ -1866,21 +1847,13 @@ static void do_node(int i, uint32_t seq, int node, const char *arg)
     es_ctl_buf_free(&b);
 }
 
-/* Whether EST r leads its host's collectives across hosts (local rank 0
- * of its node): its NCCL communicator with the other hosts' leaders is
- * bound to its GPU, so it stays there (coll/xhost.c). */
-static int est_leads(int r)
-{
-    return D.job.nnodes > 1 && D.job.ests_per_node > 0 && r % D.job.ests_per_node == 0;
-}
-
 /* A request in a job across hosts. Migrations and scale events (preempt,
- * grant) act inside a host (est_target, do_scale) and never move a host's
- * leader; scale (a whole GPU set), swap-out, swap-in and time-slicing are
+ * grant) act inside a host (est_target, do_scale; the ESTs move at a hold
+ * of the whole job, where the hosts' leaders' NCCL communicator is made
+ * again); scale (a whole GPU set), swap-out, swap-in and time-slicing are
  * refused with the reason. Returns 1 when refused. */
-static int refuse_across_hosts(int i, uint32_t seq, uint32_t v, int r, const char *arg)
+static int refuse_across_hosts(int i, uint32_t seq, uint32_t v)
 {
-    (void)arg;
     if (D.job.nnodes <= 1)
         return 0;
     if (v == ES_VERB_PREEMPT || v == ES_VERB_GRANT)
@@ -1888,12 +1861,6 @@ static int refuse_across_hosts(int i, uint32_t seq, uint32_t v, int r, const cha
     if (v == ES_VERB_SCALE) {
         refuse(i, seq, 1, "scale: not in a job across %d hosts: preempt and grant take or give "
                "one GPU of a host (NODE:ORDINAL, e.g. 1:0); nothing moved", D.job.nnodes);
-        return 1;
-    }
-    if (v == ES_VERB_MIGRATE && r >= 0 && r < D.job.nests && est_leads(r)) {
-        refuse(i, seq, 1, "migrate: EST %d leads its host's collectives across hosts (its NCCL "
-               "communicator with the other hosts' leaders is bound to its GPU): it stays on "
-               "its GPU; nothing moved", r);
         return 1;
     }
     if (v == ES_VERB_MIGRATE)
@@ -1939,7 +1906,7 @@ static void handle_request(int i, const es_proto_msg_t *m)
         return;
     }
     const char *arg = m->u.req.arg;
-    if (refuse_across_hosts(i, seq, v, m->u.req.rank, arg))
+    if (refuse_across_hosts(i, seq, v))
         return;
     if (v == ES_VERB_TIMESLICE) {
         do_timeslice(i, seq, arg, again);

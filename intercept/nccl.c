@@ -325,7 +325,7 @@ static ncclResult_t es_v_ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 static ncclResult_t es_op(int kind, const void *send, void *recv, size_t count, int dtype, int op,
                           int root, ncclComm_t comm, cudaStream_t stream)
 {
-    es_coll_op_t o = { kind, ES_C(comm), send, recv, count, dtype, op, root, (CUstream)stream };
+    es_coll_op_t o = { kind, ES_C(comm), send, recv, count, dtype, op, root, (CUstream)stream, 0, 0 };
     return es_coll_enqueue(&o);
 }
 

@@ -844,7 +844,7 @@ static CUresult es_dev_coll(es_comm_t *c, const es_coll_op_t *op, int rop, const
         int set = (int)(c->nchunks++ & 1);
         uint64_t b = c->bar;
         int last = off + m >= total;
-        int done = last && es_coll_counts_step(op->kind, op->dtype);
+        int done = last && es_coll_op_done_counts(op);
         switch (op->kind) {
         case ES_OP_ALLREDUCE:
         case ES_OP_REDUCE:

@@ -312,7 +312,7 @@ static CUresult es_host_chunk_reduce(const es_hchunk_t *k, es_step_t **st)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     es_step_add(*st, &b2);
     c->bar += 2;
-    if (k->last && es_coll_counts_step(op->kind, op->dtype)) {
+    if (k->last && es_coll_op_done_counts(op)) {
         es_action_t d = { .kind = ES_A_DONE_ALLREDUCE };
         es_step_add(*st, &d);
     }

@@ -558,7 +558,7 @@ static CUresult es_nc_coll_held(es_comm_t *c, const es_coll_op_t *op, int rop,
         if (op->kind == ES_OP_REDUCESCATTER && off + m >= total)
             J.count = (size_t)(n - 1) * per + m; /* the last piece's tail is not staged */
         uint64_t b = c->bar;
-        int done = off + m >= total && es_coll_counts_step(op->kind, op->dtype);
+        int done = off + m >= total && es_coll_op_done_counts(op);
         if (direct) {
             J.src = DPTR((const char *)op->send + off * es);
             J.dst = DPTR((char *)op->recv + off * es);

@@ -20,11 +20,12 @@
  *    ranks on one host of 4 GPUs and of 4 ranks on one GPU; negative
  *    control: NCCL's own collectives across the hosts give another; the
  *    shim's time-slicing (2 ranks on each host's one GPU) is refused with
- *    its reason, and so is the park in host memory a turn would be for a
- *    host's leader (it does not move): exit 1, no hang;
- *  - scale events on each host during the run (--schedule: preempt GPU 1
- *    of host 0, then 1:1 of host 1, then grant both: 2 GPUs -> 1 -> 2, the
- *    hosts' leaders staying): the checksum of 8 ESTs on one host; negative
+ *    its reason, and so is the park in host memory a turn would be (an EST
+ *    of a communicator across hosts moves only at a hold of the whole
+ *    job): exit 1, no hang;
+ *  - scale events on each host during the run (--schedule: preempt GPU 0
+ *    of host 0, then 1:0 of host 1, then grant both: 2 GPUs -> 1 -> 2, the
+ *    hosts' leaders moving): the checksum of 8 ESTs on one host; negative
  *    control: without the memory registry (EASYSCALE_MOVE=nomem) the run
  *    does not give it;
  *  - negative control: NCCL's own collectives across the 2 hosts (4 ESTs,
@@ -172,8 +173,8 @@ static void scaled_run(const char *more_env, es_proc_result_t *r)
     assert_non_null(f);
     /* the controller's steps: 3 all-reduces a training step, 120 in all;
      * host 0 2 -> 1 GPU, then host 1 (whose GPUs node 1's reports told
-     * node 0's daemon), then both back */
-    fprintf(f, "step 30 preempt 1\nstep 45 preempt 1:1\nstep 75 grant 1\nstep 90 grant 1:1\n");
+     * node 0's daemon), then both back; the GPUs taken are the leaders' */
+    fprintf(f, "step 30 preempt 0\nstep 45 preempt 1:0\nstep 75 grant 0\nstep 90 grant 1:0\n");
     fclose(f);
     node_cmd(cmd, sizeof(cmd), "", 40, 10, 4, "virtual");
     snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " %s", sched);
@@ -182,10 +183,11 @@ static void scaled_run(const char *more_env, es_proc_result_t *r)
     need_hosts(r);
 }
 
-/* Scale events on each host during the run: host 0's 2 GPUs -> 1 (EST 0,
- * the host's leader across hosts, stays; two ESTs join it), then host 1's
- * (EST 4 stays), then both back; every EST waits at the events' steps. The
- * checksum of the same 8 ESTs on one host. Negative control: the same schedule without the memory
+/* Scale events on each host during the run: host 0's 2 GPUs -> 1 (the GPU
+ * of EST 0, the host's leader across hosts, taken: it moves, its NCCL
+ * communicator with the other leaders made again at the hold), then host
+ * 1's (EST 4 moves), then both back; every EST waits at the events' steps.
+ * The checksum of the same 8 ESTs on one host. Negative control: the same schedule without the memory
  * registry (EASYSCALE_MOVE=nomem: a move leaves the memory behind) does
  * not give it. */
 static void test_scale_events_inside_hosts(void **state)
@@ -198,14 +200,18 @@ static void test_scale_events_inside_hosts(void **state)
     scaled_run(NULL, &r);
     if (r.status != 0)
         fail_msg("the job across hosts with scale events exited %d:\n%s", r.status, r.out);
-    if (!strstr(r.out, "schedule: step 30 preempt 1: preempt GPU 1: done in ") ||
-        !strstr(r.out, "schedule: step 45 preempt 1:1: preempt GPU 1:1: done in ") ||
-        !strstr(r.out, "schedule: step 75 grant 1: grant GPU 1: done in ") ||
-        !strstr(r.out, "schedule: step 90 grant 1:1: grant GPU 1:1: done in "))
+    if (!strstr(r.out, "schedule: step 30 preempt 0: preempt GPU 0: done in ") ||
+        !strstr(r.out, "schedule: step 45 preempt 1:0: preempt GPU 1:0: done in ") ||
+        !strstr(r.out, "schedule: step 75 grant 0: grant GPU 0: done in ") ||
+        !strstr(r.out, "schedule: step 90 grant 1:0: grant GPU 1:0: done in "))
         fail_msg("the scale events did not happen:\n%s", r.out);
-    if (!strstr(r.out, "(2 ESTs moved); the job runs on GPUs 0,1:0,1:1\n") ||
-        !strstr(r.out, "(2 ESTs moved); the job runs on GPUs 0,1:0\n"))
+    if (!strstr(r.out, "(2 ESTs moved); the job runs on GPUs 1,1:0,1:1\n") ||
+        !strstr(r.out, "(2 ESTs moved); the job runs on GPUs 1,1:1\n"))
         fail_msg("preempt did not move 2 ESTs of each host:\n%s", r.out);
+    /* the hosts' leaders moved (their NCCL communicator made again) */
+    if (!strstr(r.out, "  rank 0: place 0 -> 1: ok") ||
+        !strstr(r.out, "  rank 4: place 1:0 -> 1:1: ok"))
+        fail_msg("the hosts' leaders did not move:\n%s", r.out);
     one_checksum(r.out, 8, sum, sizeof(sum));
     if (strcmp(sum, g_ref8) != 0)
         fail_msg("8 ESTs on 2 hosts, host 0 scaled 2 -> 1 -> 2 GPUs: %s; on one host: %s\n%s",
@@ -269,7 +275,8 @@ static void test_nccl_client_two_hosts(void **state)
     es_proc_result_t r;
     assert_int_equal(es_run_sh(cmd, env, T_JOB, &r), 0);
     if (r.status == 0 || !strstr(r.out, "time-slicing in a job across hosts is not served yet") ||
-        !strstr(r.out, "a communicator across hosts") || !strstr(r.out, "it does not move"))
+        !strstr(r.out, "a communicator across hosts") ||
+        !strstr(r.out, "it moves only at a hold of the whole job"))
         fail_msg("time-sliced ESTs across hosts: exit %d:\n%s", r.status, r.out);
     es_proc_result_free(&r);
 }
