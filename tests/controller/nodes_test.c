@@ -20,7 +20,8 @@
  *  - moves: to another host refused ("ESTs stay on their host", both
  *    ways), so are scale, swap-out and time-slicing, and preempting a
  *    node's last GPU; node 1's GPUs (1:0, 1:1) reach the daemon through its
- *    reports; each host's ESTs, its leader too, are placed by preempt and
+ *    reports (a bad NODE:ORDINAL refused as bad, an unknown one as not
+ *    there); each host's ESTs, its leader too, are placed by preempt and
  *    grant and migrated inside their host; the daemon killed mid-run
  *    re-learns both hosts, and still moves node 1's EST (its GPUs kept in
  *    the job file).
@@ -599,6 +600,17 @@ static void test_moves_and_restart(void **state)
     assert_int_equal(ctl_tcp(&r, &n0, "scale", "--gpus", "0", NULL), 1);
     assert_non_null(strstr(r.out, "scale: not in a job across 2 hosts"));
     es_proc_result_free(&r);
+    /* GPU names that are not: a bad one (2), one that does not exist (1) */
+    static const char *const bad[][3] = { { "1:x", "2", "bad GPU" }, { "5:0", "2", "bad GPU" },
+                                          { "1:0:1", "2", "bad GPU" }, { "x:0", "2", "bad GPU" },
+                                          { "1:7", "1", "no such GPU" } };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int st = ctl_tcp(&r, &n0, "grant", bad[i][0], NULL);
+        if (st != atoi(bad[i][1]) || !strstr(r.out, bad[i][2]))
+            fail_msg("grant %s: exit %d, wanted %s and \"%s\":\n%s", bad[i][0], st, bad[i][1],
+                     bad[i][2], r.out);
+        es_proc_result_free(&r);
+    }
     assert_int_equal(ctl_tcp(&r, &n0, "migrate", "2", "--gpu", "1:1", NULL), 0);
     es_proc_result_free(&r);
     assert_int_equal(ctl_tcp(&r, &n0, "preempt", "1:1", NULL), 0);
