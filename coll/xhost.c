@@ -3,22 +3,26 @@
  * When the job spans hosts (GROUP_WORLD_SIZE > 1, as torchrun and
  * `easyscale-ctl run --nnodes` set it; host h holds ranks h*K .. h*K+K-1,
  * K = LOCAL_WORLD_SIZE), a communicator is the engine's communicator of
- * the host's K ranks (every transport, inside the host) plus one real NCCL
- * communicator of the hosts' leaders (local rank 0 of each host): the
- * unique id rank 0 makes carries the leaders' real NCCL id (its first 104
- * bytes; NCCL's and simcuda's ids use fewer).
+ * the host's K ranks (every transport, inside the host) plus, on each
+ * local rank s, a real NCCL communicator of the local ranks s of every
+ * host (stripe s; stripe 0 is the hosts' leaders'). The unique id rank 0
+ * makes carries the leaders' real NCCL id (its first 104 bytes; NCCL's and
+ * simcuda's ids use fewer); the other stripes' ids go from host 0 over the
+ * leaders' communicator when the communicator is made.
  *
  * The order stays the rank-order left fold over all N ranks. The fold goes
  * on across hosts because it goes on from a partial: host 0's ranks fold
- * into P0 (the engine's all-reduce of the host); host 1's leader receives
- * P0 and contributes P0 (+) x[K] (one fold step, kernels/reduce.h) in place
+ * into P0 (the engine's all-reduce of the host); host 1's leader gets P0
+ * and contributes P0 (+) x[K] (one fold step, kernels/reduce.h) in place
  * of its own input, so the engine's fold of host 1 is
  * ((P0 + x[K]) + x[K+1]) + ... = the fold of ranks 0 .. 2K-1; and so on to
- * the last host, whose leader has the result, broadcasts it to the other
- * leaders (NCCL, data movement), which broadcast it inside their hosts.
- * avg sums, and the last leader divides once by N. The all-reduce goes in
- * chunks, pipelined between the hosts (es_xh_allreduce). Broadcast and all-gather
- * are data movement: inside the root's host, between leaders, inside each
+ * the last host, whose ranks have the result; it goes back to the other
+ * hosts (NCCL, data movement) and is broadcast inside them. avg sums, and
+ * the last host divides once by N. The all-reduce goes in chunks,
+ * pipelined between the hosts, chunk i carried between the hosts by local
+ * rank i mod K (its GPU's NIC), and on the receiving host handed to the
+ * leader inside the host (es_xh_allreduce). Broadcast and all-gather are
+ * data movement: inside the root's host, between leaders, inside each
  * host. Everything is enqueued on the caller's stream (NCCL's calls on the
  * real stream behind it), so nothing here waits on the host.
  *
@@ -28,11 +32,9 @@
  * issue order (every rank issues the same collectives in the same order).
  * PreMulSum: each rank's input scaled into scratch first (each product
  * rounded to the datatype, as the engine stages it), then their sum.
- * Moves: only at a hold of the whole job, where the leaders'
- * communicator is made again (es_xhost_hold_down/up). Not yet:
- * point-to-point, split, non-blocking communicators, time-slicing, and
- * stripes over the host's GPUs (one leader's link carries the bytes
- * between two hosts).
+ * Moves: only at a hold of the whole job, where the stripes'
+ * communicators are made again (es_xhost_hold_down/up). Not yet:
+ * point-to-point, split, non-blocking communicators, time-slicing.
  * Calls comm.c (the local communicator), enqueue.c, kernels/reduce.h. */
 #include "coll/coll_int.h"
 #include "kernels/reduce.h"
@@ -53,9 +55,12 @@ struct es_xhost {
     int rank, nranks;       /* global */
     int host, nhosts, k;    /* this host, the hosts, ranks per host */
     int lrank;              /* local rank (the engine's) */
-    ncclUniqueId lead_id;   /* the leaders' real id */
-    ncclComm_t lead;        /* leaders only: the real communicator of the leaders */
-    CUdeviceptr tmp;        /* leaders: scratch (two buffers of the largest operation) */
+    /* this rank's carrier across hosts: a real NCCL communicator of the
+     * ranks of its local rank s on every host (stripe s; s = 0: the
+     * hosts' leaders), and its id */
+    ncclUniqueId cc_id;
+    ncclComm_t cc;
+    CUdeviceptr tmp;        /* scratch: three chunks (the partial, the folded input, avg) */
     size_t tmp_bytes;
     CUdeviceptr out;        /* reduce, reduce-scatter: the whole result (every rank) */
     size_t out_bytes;
@@ -193,7 +198,7 @@ ncclResult_t es_xhost_plan(es_coll_id_t *e, int *nranks_io, int *rank_io,
         return ncclSystemError;
     *x = (es_xhost_t){ .rank = rank, .nranks = nranks, .host = h, .nhosts = nh, .k = k,
                        .lrank = lr };
-    memcpy(x->lead_id.internal, e->pad, ES_XH_REAL_ID_BYTES);
+    memcpy(x->cc_id.internal, e->pad, ES_XH_REAL_ID_BYTES);
     /* the host's own communicator: an id of its own (hosts may share a
      * /dev/shm, as two nodes on one machine do) */
     e->magic = ES_COLL_ID_MAGIC;
@@ -205,21 +210,78 @@ ncclResult_t es_xhost_plan(es_coll_id_t *e, int *nranks_io, int *rank_io,
     return ncclSuccess;
 }
 
+static ncclResult_t es_xh_tmp(es_xhost_t *x, size_t bytes);
+static ncclResult_t es_xh_local(es_comm_t *c, int kind, const void *send, void *recv,
+                                size_t count, int dtype, int op, int root, CUstream s, int done);
+
+/* The stripes' ids: host 0's rank s makes stripe s's; host 0's ranks
+ * all-gather them, the leaders broadcast them, each host's leader
+ * broadcasts them inside the host; rank s keeps its own in cc_id. */
+static ncclResult_t es_xh_stripe_ids(es_comm_t *c, es_xhost_t *x)
+{
+    size_t idb = sizeof(ncclUniqueId), all = idb * (size_t)x->k;
+    ncclUniqueId mine;
+    memset(&mine, 0, sizeof(mine));
+    int pushed = 0;
+    es_comm_ctx_enter(c, &pushed);
+    ncclResult_t r = x->host == 0 && x->lrank > 0 ? ES_REAL(nccl, ncclGetUniqueId)(&mine)
+                                                   : ncclSuccess;
+    if (r == ncclSuccess)
+        r = es_xh_tmp(x, all + idb);
+    if (r == ncclSuccess && ES_REAL(cuda, cuMemcpyHtoD_v2)(x->tmp + all, &mine, idb) != 0)
+        r = ncclUnhandledCudaError;
+    es_comm_ctx_leave(pushed);
+    if (r == ncclSuccess && x->host == 0)
+        r = es_xh_local(c, ES_OP_ALLGATHER, (const void *)(x->tmp + all), (void *)x->tmp, idb,
+                        ncclInt8, 0, 0, NULL, 0);
+    if (r == ncclSuccess && x->lrank == 0) {
+        es_comm_ctx_enter(c, &pushed);
+        r = ES_REAL(nccl, ncclBroadcast)((const void *)x->tmp, (void *)x->tmp, all, ncclInt8, 0,
+                                         x->cc, NULL);
+        es_comm_ctx_leave(pushed);
+    }
+    if (r == ncclSuccess)
+        r = es_xh_local(c, ES_OP_BROADCAST, (const void *)x->tmp, (void *)x->tmp, all, ncclInt8,
+                        0, 0, NULL, 0);
+    es_comm_ctx_enter(c, &pushed);
+    if (r == ncclSuccess && (ES_REAL(cuda, cuCtxSynchronize)() != CUDA_SUCCESS ||
+                             ES_REAL(cuda, cuMemcpyDtoH_v2)(&mine, x->tmp + (size_t)x->lrank * idb,
+                                                            idb) != CUDA_SUCCESS))
+        r = ncclUnhandledCudaError;
+    es_comm_ctx_leave(pushed);
+    if (x->lrank > 0)
+        x->cc_id = mine;
+    return r;
+}
+
 ncclResult_t es_xhost_connect(es_comm_t *c)
 {
     es_xhost_t *x = c->x;
     pthread_once(&es_xh_once, es_xh_gate_init);
     atomic_fetch_add(&es_xh_live, 1);
-    if (x->lrank != 0)
-        return ncclSuccess;
     int pushed = 0;
-    es_comm_ctx_enter(c, &pushed);
-    ncclResult_t res = ES_REAL(nccl, ncclCommInitRank)(&x->lead, x->nhosts, x->lead_id, x->host);
-    es_comm_ctx_leave(pushed);
+    ncclResult_t res = ncclSuccess;
+    if (es_coll_ts_keeps(c)) { /* its stripes' ids would wait for its turns */
+        ES_XH_REFUSE("ncclCommInitRank: a communicator across hosts: this EST is time-sliced; "
+                     "time-slicing in a job across hosts is not served yet");
+        return ncclInvalidUsage;
+    }
+    if (x->lrank == 0) { /* the leaders' id came with the unique id */
+        es_comm_ctx_enter(c, &pushed);
+        res = ES_REAL(nccl, ncclCommInitRank)(&x->cc, x->nhosts, x->cc_id, x->host);
+        es_comm_ctx_leave(pushed);
+    }
+    if (res == ncclSuccess && x->k > 1 && (res = es_xh_stripe_ids(c, x)) == ncclSuccess &&
+        x->lrank > 0) {
+        es_comm_ctx_enter(c, &pushed);
+        res = ES_REAL(nccl, ncclCommInitRank)(&x->cc, x->nhosts, x->cc_id, x->host);
+        es_comm_ctx_leave(pushed);
+    }
     if (res != ncclSuccess) {
-        x->lead = NULL;
-        es_coll_error("ncclCommInitRank: the hosts' leaders' communicator (host %d of %d): NCCL "
-                      "error %d", x->host, x->nhosts, (int)res);
+        x->cc = NULL;
+        es_coll_error("ncclCommInitRank: the communicator across hosts of the hosts' local rank "
+                      "%d (stripe %d; host %d of %d): NCCL error %d", x->lrank, x->lrank,
+                      x->host, x->nhosts, (int)res);
     }
     return res;
 }
@@ -231,8 +293,8 @@ void es_xhost_free(es_comm_t *c, int abort)
         return;
     int pushed = 0;
     es_comm_ctx_enter(c, &pushed);
-    if (x->lead)
-        (abort ? ES_REAL(nccl, ncclCommAbort) : ES_REAL(nccl, ncclCommDestroy))(x->lead);
+    if (x->cc)
+        (abort ? ES_REAL(nccl, ncclCommAbort) : ES_REAL(nccl, ncclCommDestroy))(x->cc);
     if (x->tmp || x->out || x->pre)
         ES_REAL(cuda, cuCtxSynchronize)();
     if (x->tmp)
@@ -249,12 +311,10 @@ void es_xhost_free(es_comm_t *c, int abort)
 
 /* ---- holds of the whole job --------------------------------------------------- */
 
-static ncclResult_t es_xh_tmp(es_xhost_t *x, size_t bytes);
-
-/* Leader: the successor's id (host 0's leader makes it) to every leader
- * over the leaders' communicator, then that communicator destroyed. In the
+/* This rank's carrier across hosts: the successor's id (host 0's rank
+ * makes it) to the other hosts' ranks over it, then it destroyed. In the
  * communicator's context; 0 or -EIO. */
-static int es_xh_lead_down(es_xhost_t *x)
+static int es_xh_cc_down(es_xhost_t *x)
 {
     ncclUniqueId nid;
     memset(&nid, 0, sizeof(nid));
@@ -270,19 +330,20 @@ static int es_xh_lead_down(es_xhost_t *x)
         cr = ES_REAL(cuda, cuMemcpyHtoD_v2)(x->tmp, &nid, sizeof(nid));
     if (r == ncclSuccess && cr == CUDA_SUCCESS)
         r = ES_REAL(nccl, ncclBroadcast)((const void *)x->tmp, (void *)x->tmp, sizeof(nid),
-                                         ncclInt8, 0, x->lead, NULL);
+                                         ncclInt8, 0, x->cc, NULL);
     if (r == ncclSuccess && cr == CUDA_SUCCESS)
         cr = ES_REAL(cuda, cuCtxSynchronize)();
     if (r == ncclSuccess && cr == CUDA_SUCCESS)
         cr = ES_REAL(cuda, cuMemcpyDtoH_v2)(&nid, x->tmp, sizeof(nid));
     if (r != ncclSuccess || cr != CUDA_SUCCESS) {
-        es_coll_error("collectives across hosts: the leaders' communicator could not hand on "
-                      "its successor's id at a hold (NCCL %d, CUDA %d)", (int)r, (int)cr);
+        es_coll_error("collectives across hosts: the communicator of stripe %d could not hand "
+                      "on its successor's id at a hold (NCCL %d, CUDA %d)", x->lrank, (int)r,
+                      (int)cr);
         return -EIO;
     }
-    ES_REAL(nccl, ncclCommDestroy)(x->lead);
-    x->lead = NULL;
-    x->lead_id = nid;
+    ES_REAL(nccl, ncclCommDestroy)(x->cc);
+    x->cc = NULL;
+    x->cc_id = nid;
     return 0;
 }
 
@@ -291,10 +352,10 @@ int es_xhost_hold_down(es_comm_t *c)
     es_xhost_t *x = c->x;
     int rc = 0, pushed = 0;
     atomic_store(&es_xh_held, 1);
-    if (!x || x->lrank != 0 || !x->lead)
+    if (!x || !x->cc)
         return 0;
     es_comm_ctx_enter(c, &pushed);
-    rc = es_xh_lead_down(x);
+    rc = es_xh_cc_down(x);
     es_comm_ctx_leave(pushed);
     return rc;
 }
@@ -304,16 +365,16 @@ int es_xhost_hold_up(es_comm_t *c)
     es_xhost_t *x = c->x;
     int pushed = 0;
     atomic_store(&es_xh_held, 0);
-    if (!x || x->lrank != 0 || x->lead)
+    if (!x || x->cc || (x->k == 1 && x->lrank != 0))
         return 0;
     es_comm_ctx_enter(c, &pushed); /* where the EST is now */
-    ncclResult_t r = ES_REAL(nccl, ncclCommInitRank)(&x->lead, x->nhosts, x->lead_id, x->host);
+    ncclResult_t r = ES_REAL(nccl, ncclCommInitRank)(&x->cc, x->nhosts, x->cc_id, x->host);
     es_comm_ctx_leave(pushed);
     if (r != ncclSuccess) {
-        x->lead = NULL;
-        es_coll_error("collectives across hosts: the leaders' communicator could not be made "
-                      "again after a hold (host %d of %d): NCCL error %d", x->host, x->nhosts,
-                      (int)r);
+        x->cc = NULL;
+        es_coll_error("collectives across hosts: the communicator of stripe %d could not be "
+                      "made again after a hold (host %d of %d): NCCL error %d", x->lrank, x->host,
+                      x->nhosts, (int)r);
         return -EIO;
     }
     return 0;
@@ -323,7 +384,7 @@ ncclResult_t es_xhost_async_error(es_comm_t *c)
 {
     es_xhost_t *x = c->x;
     ncclResult_t e = ncclSuccess;
-    if (x->lead && ES_REAL(nccl, ncclCommGetAsyncError)(x->lead, &e) == ncclSuccess &&
+    if (x->cc && ES_REAL(nccl, ncclCommGetAsyncError)(x->cc, &e) == ncclSuccess &&
         e != ncclSuccess && e != ncclInProgress) {
         es_coll_error("communicator across hosts: the leaders' communicator failed: %s "
                       "(another host gone?)", ES_REAL(nccl, ncclGetErrorString)(e));
@@ -395,10 +456,12 @@ static ncclResult_t es_xh_kernel(CUresult r)
  * Every element's fold is the same, so the bits do not depend on it. */
 #define ES_XH_CHUNK_BYTES (4u << 20)
 
-/* One chunk of an all-reduce: count elements from element off. */
+/* One chunk of an all-reduce: count elements from element off, carried
+ * between the hosts by local rank s (its stripe's communicator). */
 typedef struct es_xh_chunk {
     const es_coll_op_t *o;
     size_t off, count, bytes;
+    int s;                  /* the stripe: chunk i goes by local rank i mod K */
     int lop;                /* the engine's operation (avg: sum) */
     int done;               /* its fold completes a counting all-reduce (the last chunk) */
     CUstream rs;            /* the real stream */
@@ -409,120 +472,134 @@ static const void *es_xh_at(const void *p, const es_xh_chunk_t *k)
     return (const char *)p + k->off * es_coll_type_size(k->o->dtype);
 }
 
-/* Leader of host h > 0: the partial of hosts 0..h-1 of the chunk arrives;
- * the fold goes on with this rank's input into *in (scratch: the partial,
- * then the folded input, one chunk each). */
-static ncclResult_t es_xh_continue(es_xhost_t *x, const es_xh_chunk_t *k, const void **in)
+/* Host h > 0: the partial of hosts 0..h-1 of the chunk arrives at local
+ * rank s (NCCL, its stripe), goes to local rank 0 inside the host when s
+ * is not 0, and the fold goes on there with rank 0's input into *in
+ * (scratch: the partial, then the folded input, one chunk each). */
+static ncclResult_t es_xh_continue(es_comm_t *c, es_xhost_t *x, const es_xh_chunk_t *k,
+                                   const void **in)
 {
     CUdeviceptr part = x->tmp, mine = x->tmp + k->bytes;
-    ncclResult_t r = es_xh_nccl(ES_REAL(nccl, ncclRecv)((void *)part, k->count, k->o->dtype,
-                                                       x->host - 1, x->lead, k->rs), "receive");
-    if (r != ncclSuccess)
+    int pushed = 0, dt = k->o->dtype;
+    ncclResult_t r = ncclSuccess;
+    if (x->lrank == k->s) {
+        es_comm_ctx_enter(c, &pushed);
+        r = es_xh_nccl(ES_REAL(nccl, ncclRecv)((void *)part, k->count, dt, x->host - 1, x->cc,
+                                               k->rs), "receive");
+        es_comm_ctx_leave(pushed);
+    }
+    if (r == ncclSuccess && k->s != 0 && (x->lrank == k->s || x->lrank == 0))
+        r = es_xh_local(c, x->lrank ? ES_OP_SEND : ES_OP_RECV, (const void *)part, (void *)part,
+                        k->count, dt, 0, x->lrank ? 0 : k->s, k->o->stream, 0);
+    if (r != ncclSuccess || x->lrank != 0)
         return r;
+    es_comm_ctx_enter(c, &pushed);
     es_red_args_t a = { .in = { (const void *)part, es_xh_at(k->o->send, k) },
-                        .out = (void *)mine, .count = k->count, .nin = 2,
-                        .dtype = k->o->dtype, .op = k->lop };
-    if ((r = es_xh_kernel(es_reduce_launch(&a, k->rs))) != ncclSuccess)
-        return r;
+                        .out = (void *)mine, .count = k->count, .nin = 2, .dtype = dt,
+                        .op = k->lop };
+    r = es_xh_kernel(es_reduce_launch(&a, k->rs));
+    es_comm_ctx_leave(pushed);
     *in = (const void *)mine;
-    return ncclSuccess;
+    return r;
 }
 
-/* A chunk's way forward: the partial from the host before (leader), this
- * host's fold of the chunk (every rank), the partial to the host after
- * (leader). */
+/* A chunk's way forward: the partial from the host before, this host's
+ * fold of the chunk (every rank), the partial to the host after (by the
+ * chunk's stripe: every rank holds the fold's result). */
 static ncclResult_t es_xh_forward(es_comm_t *c, es_xhost_t *x, const es_xh_chunk_t *k)
 {
-    int lead = x->lrank == 0, pushed = 0;
+    int pushed = 0;
     const void *in = es_xh_at(k->o->send, k);
     void *out = (void *)es_xh_at(k->o->recv, k);
     ncclResult_t r = ncclSuccess;
-    if (lead && x->host > 0) {
-        es_comm_ctx_enter(c, &pushed);
-        r = es_xh_continue(x, k, &in);
-        es_comm_ctx_leave(pushed);
-        if (r != ncclSuccess)
-            return r;
-    }
+    if (x->host > 0 && (r = es_xh_continue(c, x, k, &in)) != ncclSuccess)
+        return r;
     if ((r = es_xh_local(c, ES_OP_ALLREDUCE, in, out, k->count, k->o->dtype, k->lop, 0,
                          k->o->stream, k->done)) != ncclSuccess)
         return r;
-    if (lead && x->host < x->nhosts - 1) {
+    if (x->lrank == k->s && x->host < x->nhosts - 1) {
         es_comm_ctx_enter(c, &pushed);
-        r = es_xh_nccl(ES_REAL(nccl, ncclSend)(out, k->count, k->o->dtype, x->host + 1, x->lead,
+        r = es_xh_nccl(ES_REAL(nccl, ncclSend)(out, k->count, k->o->dtype, x->host + 1, x->cc,
                                                k->rs), "send");
         es_comm_ctx_leave(pushed);
     }
     return r;
 }
 
-/* A chunk's result from the last host to the other leaders (avg: the sum
- * divided once by N on the last host first, into scratch after the two
- * chunks of the way forward). */
+/* A chunk's result from the last host to the others' local rank s (avg:
+ * the sum divided once by N on the last host first, into scratch after
+ * the two chunks of the way forward), which broadcasts it inside its host
+ * (the last host's ranks hold the sum already). */
 static ncclResult_t es_xh_back(es_comm_t *c, es_xhost_t *x, const es_xh_chunk_t *k)
 {
-    if (x->lrank != 0)
-        return ncclSuccess;
-    int last = x->host == x->nhosts - 1, pushed = 0;
+    int last = x->host == x->nhosts - 1, avg = k->o->op == ncclAvg, pushed = 0;
     void *out = (void *)es_xh_at(k->o->recv, k);
     const void *res = out;
     ncclResult_t r = ncclSuccess;
-    es_comm_ctx_enter(c, &pushed);
-    if (last && k->o->op == ncclAvg) {
-        es_red_args_t a = { .in = { out }, .out = (void *)(x->tmp + 2 * k->bytes),
-                            .count = k->count, .nin = 1, .dtype = k->o->dtype, .op = ncclAvg,
-                            .divisor = x->nranks };
-        r = es_xh_kernel(es_reduce_launch(&a, k->rs));
-        res = (const void *)(x->tmp + 2 * k->bytes);
+    if (x->lrank == k->s) {
+        es_comm_ctx_enter(c, &pushed);
+        if (last && avg) {
+            es_red_args_t a = { .in = { out }, .out = (void *)(x->tmp + 2 * k->bytes),
+                                .count = k->count, .nin = 1, .dtype = k->o->dtype,
+                                .op = ncclAvg, .divisor = x->nranks };
+            r = es_xh_kernel(es_reduce_launch(&a, k->rs));
+            res = (const void *)(x->tmp + 2 * k->bytes);
+        }
+        if (r == ncclSuccess)
+            r = es_xh_nccl(ES_REAL(nccl, ncclBroadcast)(res, out, k->count, k->o->dtype,
+                                                        x->nhosts - 1, x->cc, k->rs),
+                           "broadcast");
+        es_comm_ctx_leave(pushed);
     }
-    if (r == ncclSuccess)
-        r = es_xh_nccl(ES_REAL(nccl, ncclBroadcast)(res, out, k->count, k->o->dtype,
-                                                    x->nhosts - 1, x->lead, k->rs), "broadcast");
-    es_comm_ctx_leave(pushed);
-    return r;
+    if (r != ncclSuccess || (last && !avg))
+        return r;
+    return es_xh_local(c, ES_OP_BROADCAST, out, out, k->count, k->o->dtype, 0, k->s,
+                       k->o->stream, 0);
 }
 
-/* Chunk i of o (of ES_XH_CHUNK_BYTES, the last one shorter); counts: o
- * is a counting all-reduce. */
-static void es_xh_chunk(const es_coll_op_t *o, size_t i, int counts, es_xh_chunk_t *k)
+/* Chunk i of o (of ES_XH_CHUNK_BYTES, the last one shorter), of stripe
+ * i mod k; counts: o is a counting all-reduce. */
+static void es_xh_chunk(const es_coll_op_t *o, size_t i, int k_, int counts, es_xh_chunk_t *k)
 {
     size_t ts = es_coll_type_size(o->dtype), per = ES_XH_CHUNK_BYTES / ts;
     k->o = o;
     k->off = i * per;
     k->count = o->count - k->off < per ? o->count - k->off : per;
+    k->s = (int)(i % (size_t)k_);
     k->done = counts && k->off + k->count == o->count;
     k->bytes = k->count * ts;
     k->lop = o->op == ncclAvg ? ncclSum : o->op;
     k->rs = es_vh_stream(o->stream);
 }
 
-/* Every leader issues the same sequence on the leaders' communicator:
- * forward 0, then forward c and back c - 1, then back of the last chunk
- * (a send and its receive, and each broadcast, at the same place on every
- * leader); every rank of a host issues the same local operations in that
- * order. Then the leaders broadcast the result inside their hosts (the
- * last host's ranks hold the sum already). counts: the application's
- * operation is a counting all-reduce (its last chunk's fold completes it). */
+/* Every rank issues the same sequence: forward 0, then forward c and back
+ * c - 1, then back of the last chunk. On each stripe's communicator a
+ * send and its receive, and each broadcast, come at the same place on
+ * every host; inside a host every rank issues the same collectives in the
+ * same order, and a chunk's hop from its stripe to rank 0 between them.
+ * The chunks of stripe s cross between the hosts on local rank s's GPU
+ * (and NIC): the order of every element's fold is the one of one
+ * carrier, so the stripes, and how many GPUs a host has, leave the bits
+ * alone. counts: the application's operation is a counting all-reduce
+ * (its last chunk's fold completes it). */
 static ncclResult_t es_xh_allreduce(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o,
                                     int counts)
 {
     size_t ts = es_coll_type_size(o->dtype), per = ES_XH_CHUNK_BYTES / ts;
     size_t n = (o->count + per - 1) / per, chunk = (o->count < per ? o->count : per) * ts;
-    int last = x->host == x->nhosts - 1, pushed = 0;
+    int pushed = 0;
     ncclResult_t r = ncclSuccess;
-    if (x->lrank == 0) {
-        es_comm_ctx_enter(c, &pushed);
-        if (es_reduce_ready() < 0) {
-            es_coll_error("collectives across hosts: the fold kernel does not load here");
-            r = ncclUnhandledCudaError;
-        } else {
-            r = es_xh_tmp(x, 3 * chunk);
-        }
-        es_comm_ctx_leave(pushed);
+    es_comm_ctx_enter(c, &pushed);
+    if (es_reduce_ready() < 0) {
+        es_coll_error("collectives across hosts: the fold kernel does not load here");
+        r = ncclUnhandledCudaError;
+    } else {
+        r = es_xh_tmp(x, 3 * chunk);
     }
+    es_comm_ctx_leave(pushed);
     es_xh_chunk_t k, prev;
     for (size_t i = 0; r == ncclSuccess && i < n; i++) {
-        es_xh_chunk(o, i, counts, &k);
+        es_xh_chunk(o, i, x->k, counts, &k);
         r = es_xh_forward(c, x, &k);
         if (r == ncclSuccess && i > 0)
             r = es_xh_back(c, x, &prev);
@@ -530,10 +607,7 @@ static ncclResult_t es_xh_allreduce(es_comm_t *c, es_xhost_t *x, const es_coll_o
     }
     if (r == ncclSuccess)
         r = es_xh_back(c, x, &prev);
-    if (r != ncclSuccess || (last && o->op != ncclAvg))
-        return r;
-    return es_xh_local(c, ES_OP_BROADCAST, o->recv, o->recv, o->count, o->dtype, 0, 0, o->stream,
-                       0);
+    return r;
 }
 
 static ncclResult_t es_xh_broadcast(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o)
@@ -547,7 +621,7 @@ static ncclResult_t es_xh_broadcast(es_comm_t *c, es_xhost_t *x, const es_coll_o
     if (x->lrank == 0) {
         es_comm_ctx_enter(c, &pushed);
         r = es_xh_nccl(ES_REAL(nccl, ncclBroadcast)(o->recv, o->recv, o->count, o->dtype, hr,
-                                                    x->lead, es_vh_stream(o->stream)),
+                                                    x->cc, es_vh_stream(o->stream)),
                        "broadcast");
         es_comm_ctx_leave(pushed);
         if (r != ncclSuccess)
@@ -570,7 +644,7 @@ static ncclResult_t es_xh_allgather(es_comm_t *c, es_xhost_t *x, const es_coll_o
         return r;
     if (x->lrank == 0) {
         es_comm_ctx_enter(c, &pushed);
-        r = es_xh_nccl(ES_REAL(nccl, ncclAllGather)(mine, o->recv, blk, o->dtype, x->lead,
+        r = es_xh_nccl(ES_REAL(nccl, ncclAllGather)(mine, o->recv, blk, o->dtype, x->cc,
                                                     es_vh_stream(o->stream)), "all-gather");
         es_comm_ctx_leave(pushed);
         if (r != ncclSuccess)
@@ -735,7 +809,7 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
     ncclResult_t r;
     if (q.premul && (r = es_coll_premul_get(c, o->op, o->dtype, nm, &q.pm)) != ncclSuccess)
         return r;
-    if (x->lrank == 0 && !x->lead) {
+    if (!x->cc) {
         es_coll_error("%s on a communicator across hosts: the hosts' leaders' communicator "
                       "was not made again after a hold", nm);
         return ncclSystemError;

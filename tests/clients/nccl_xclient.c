@@ -7,8 +7,9 @@
  *   nccl_xclient ID_FILE [--loose | --bench]
  *
  * Checks, on values whose float sum depends on the order: all-reduce sum,
- * average and max (float; sum and average also of 9 MiB, three chunks
- * across hosts), sum (half), reduce to the last rank and
+ * average and max (float; sum and average also of 9 MiB: three chunks
+ * across hosts, on two stripes with 2 ranks a host), sum (half), reduce to
+ * the last rank and
  * reduce-scatter (their results, which differ per rank, are checked but not
  * in the digest), broadcast from the last rank, all-gather, an all-reduce
  * and a broadcast in one group (ncclGroupStart/End), and PreMulSum
