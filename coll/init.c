@@ -553,22 +553,25 @@ void es_comm_hold_end(void)
         es_comm_hold_up(cs[i]);
 }
 
-void es_comm_xhost_down(void)
+/* fn (es_xhost_hold_down or _up) on every live communicator across hosts;
+ * one that fails it fails. */
+static void es_comm_xhost_each(int (*fn)(es_comm_t *))
 {
     es_comm_t *cs[64];
     int n = es_comm_snapshot(cs, 64);
     for (int i = 0; i < n; i++)
-        if (cs[i]->x && !atomic_load(&cs[i]->failed) && es_xhost_hold_down(cs[i]) < 0)
+        if (cs[i]->x && !atomic_load(&cs[i]->failed) && fn(cs[i]) < 0)
             es_comm_fail(cs[i], ES_FAIL_LOCAL, ncclSystemError);
+}
+
+void es_comm_xhost_down(void)
+{
+    es_comm_xhost_each(es_xhost_hold_down);
 }
 
 void es_comm_xhost_up(void)
 {
-    es_comm_t *cs[64];
-    int n = es_comm_snapshot(cs, 64);
-    for (int i = 0; i < n; i++)
-        if (cs[i]->x && !atomic_load(&cs[i]->failed) && es_xhost_hold_up(cs[i]) < 0)
-            es_comm_fail(cs[i], ES_FAIL_LOCAL, ncclSystemError);
+    es_comm_xhost_each(es_xhost_hold_up);
 }
 
 void *es_comm_init_thread(void *arg)

@@ -365,7 +365,7 @@ int es_xhost_hold_up(es_comm_t *c)
     es_xhost_t *x = c->x;
     int pushed = 0;
     atomic_store(&es_xh_held, 0);
-    if (!x || x->cc || (x->k == 1 && x->lrank != 0))
+    if (!x || x->cc) /* not taken down */
         return 0;
     es_comm_ctx_enter(c, &pushed); /* where the EST is now */
     ncclResult_t r = ES_REAL(nccl, ncclCommInitRank)(&x->cc, x->nhosts, x->cc_id, x->host);
@@ -441,6 +441,16 @@ static ncclResult_t es_xh_nccl(ncclResult_t r, const char *what)
     if (r != ncclSuccess)
         es_coll_error("collectives across hosts: the leaders' %s: NCCL error %d", what, (int)r);
     return r;
+}
+
+/* The fold kernel loaded in the current context (ncclSuccess), else the
+ * reason kept. */
+static ncclResult_t es_xh_kernel_ready(void)
+{
+    if (es_reduce_ready() == 0)
+        return ncclSuccess;
+    es_coll_error("collectives across hosts: the fold kernel does not load here");
+    return ncclUnhandledCudaError;
 }
 
 static ncclResult_t es_xh_kernel(CUresult r)
@@ -558,14 +568,15 @@ static ncclResult_t es_xh_back(es_comm_t *c, es_xhost_t *x, const es_xh_chunk_t 
 }
 
 /* Chunk i of o (of ES_XH_CHUNK_BYTES, the last one shorter), of stripe
- * i mod k; counts: o is a counting all-reduce. */
-static void es_xh_chunk(const es_coll_op_t *o, size_t i, int k_, int counts, es_xh_chunk_t *k)
+ * i mod nstripes; counts: o is a counting all-reduce. */
+static void es_xh_chunk(const es_coll_op_t *o, size_t i, int nstripes, int counts,
+                        es_xh_chunk_t *k)
 {
     size_t ts = es_coll_type_size(o->dtype), per = ES_XH_CHUNK_BYTES / ts;
     k->o = o;
     k->off = i * per;
     k->count = o->count - k->off < per ? o->count - k->off : per;
-    k->s = (int)(i % (size_t)k_);
+    k->s = (int)(i % (size_t)nstripes);
     k->done = counts && k->off + k->count == o->count;
     k->bytes = k->count * ts;
     k->lop = o->op == ncclAvg ? ncclSum : o->op;
@@ -590,12 +601,8 @@ static ncclResult_t es_xh_allreduce(es_comm_t *c, es_xhost_t *x, const es_coll_o
     int pushed = 0;
     ncclResult_t r = ncclSuccess;
     es_comm_ctx_enter(c, &pushed);
-    if (es_reduce_ready() < 0) {
-        es_coll_error("collectives across hosts: the fold kernel does not load here");
-        r = ncclUnhandledCudaError;
-    } else {
+    if ((r = es_xh_kernel_ready()) == ncclSuccess)
         r = es_xh_tmp(x, 3 * chunk);
-    }
     es_comm_ctx_leave(pushed);
     es_xh_chunk_t k, prev;
     for (size_t i = 0; r == ncclSuccess && i < n; i++) {
@@ -712,12 +719,8 @@ static ncclResult_t es_xh_premul(es_comm_t *c, es_xhost_t *x, const es_xh_op_t *
 {
     size_t all = q->o.count * (q->o.kind == ES_OP_REDUCESCATTER ? (size_t)x->nranks : 1);
     int pushed = 0;
-    ncclResult_t r = ncclSuccess;
     es_comm_ctx_enter(c, &pushed);
-    if (es_reduce_ready() < 0) {
-        es_coll_error("collectives across hosts: the fold kernel does not load here");
-        r = ncclUnhandledCudaError;
-    }
+    ncclResult_t r = es_xh_kernel_ready();
     if (r == ncclSuccess)
         r = es_xh_grow(&x->pre, &x->pre_bytes, all * es_coll_type_size(q->o.dtype));
     if (r == ncclSuccess) {

@@ -268,7 +268,7 @@ typedef struct es_ctl_nlink {
      * turn (" gpu=I/N,..."), so that node 0's daemon learns them (again,
      * after a restart) */
     char gpu[ES_CTL_MAX_GPUS][80];
-    int ngpu, next_gpu;
+    int ngpu, next_gpu, gpu_sent; /* gpu_sent: the request in flight describes next_gpu */
 } es_ctl_nlink_t;
 
 void es_ctl_nlink_init(es_ctl_nlink_t *l, const char *target, const char *token, int node,

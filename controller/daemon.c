@@ -407,15 +407,28 @@ static void gpu_label(int g, char *buf, size_t len)
         gpu_name(g, buf, len);
 }
 
+/* The GPUs of mask m by node, then ordinal ("0,1,1:0,1:1"), whatever the
+ * order the daemon learnt another node's in. */
 static void mask_label(uint64_t m, char *buf, size_t len)
 {
+    int idx[ES_CTL_MAX_GPUS], n = 0;
+    for (int g = 0; g < D.job.ngpus; g++) {
+        const es_ctl_gpu_t *G = &D.job.gpus[g];
+        int j = n++;
+        for (; j > 0 && (D.job.gpus[idx[j - 1]].node > G->node ||
+                         (D.job.gpus[idx[j - 1]].node == G->node &&
+                          D.job.gpus[idx[j - 1]].ordinal > G->ordinal));
+             j--)
+            idx[j] = idx[j - 1];
+        idx[j] = g;
+    }
     size_t o = 0;
     buf[0] = '\0';
-    for (int g = 0; g < D.job.ngpus && o < len; g++)
-        if (m & (1ull << g)) {
+    for (int i = 0; i < n && o < len; i++)
+        if (m & (1ull << idx[i])) {
             if (o)
                 buf[o++] = ',';
-            int k = o < len ? gpu_name(g, buf + o, len - o) : 0;
+            int k = o < len ? gpu_name(idx[i], buf + o, len - o) : 0;
             if (k > 0)
                 o += (size_t)k;
         }
@@ -1095,14 +1108,17 @@ static void op_check(int64_t now)
     char slots[512];
     double took = (now - D.op.start_ms) / 1000.0;
     es_ctl_buf_t head = { 0 };
+    /* the GPUs the operation changed; the others as they are now (another
+     * node's, learnt while it ran, stay the job's) */
+    uint64_t changed = D.op.old_slots ^ D.op.new_slots;
     if (!failed) {
-        D.job.slots = D.op.new_slots;
+        D.job.slots = (D.job.slots & ~changed) | (D.op.new_slots & changed);
         mask_label(D.job.slots, slots, sizeof(slots));
         es_ctl_buf_printf(&head, "%s: done in %.3f s (%d EST%s moved); the job runs on GPUs %s\n",
                           D.op.what, took, moved, moved == 1 ? "" : "s", slots);
     } else {
         /* Consistent: every EST is on one of the job's GPUs. */
-        D.job.slots = D.op.old_slots | occupied;
+        D.job.slots = (D.job.slots & ~changed) | (D.op.old_slots & changed) | occupied;
         mask_label(D.job.slots, slots, sizeof(slots));
         es_ctl_buf_printf(&head, "%s: failed after %.3f s (%d of %d move%s failed); the job "
                           "runs on GPUs %s\n", D.op.what, took, failed, moved,

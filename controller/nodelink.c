@@ -5,7 +5,8 @@
  * the timeout counts as the job failed: node 0 is gone, or the network
  * between. A running or done report also describes one of the node's GPUs,
  * each in turn (the first round back to back), so that node 0's daemon
- * can move the node's ESTs between them. Driven by run's event loop (es_ctl_nlink_step); never blocks. */
+ * can move the node's ESTs between them. Driven by run's event loop
+ * (es_ctl_nlink_step); never blocks. */
 #include "controller/ctl.h"
 
 #include <errno.h>
@@ -96,6 +97,8 @@ int es_ctl_nlink_step(es_ctl_nlink_t *l, int64_t now)
         int r = es_ctl_areq_poll(&l->req, &rc, &t, &len);
         if (r == 1)
             take_answer(l, rc, t, len, now);
+        if (r == 1 && l->gpu_sent) /* the daemon has it: the next one */
+            l->next_gpu++;
         if (r == 1 && l->next_gpu < l->ngpu)
             l->next_ms = now; /* the first round of GPUs back to back */
         if (r != 0)
@@ -103,8 +106,9 @@ int es_ctl_nlink_step(es_ctl_nlink_t *l, int64_t now)
     } else if (now >= l->next_ms && !l->lost) {
         char arg[600]; /* the request keeps ES_PROTO_ARG_MAX bytes of it */
         const char *tail = l->reason;
-        if (l->state != ES_NODE_FAILED && l->ngpu) /* a GPU in turn */
-            tail = l->gpu[l->next_gpu++ % l->ngpu];
+        l->gpu_sent = l->state != ES_NODE_FAILED && l->ngpu;
+        if (l->gpu_sent) /* a GPU in turn, again until answered */
+            tail = l->gpu[l->next_gpu % l->ngpu];
         snprintf(arg, sizeof(arg), "%s %s %s%s%s", es_ctl_node_state_name(l->state), l->host,
                  l->gpus, tail[0] ? " " : "", tail);
         l->next_ms = now + NLINK_EVERY_MS;

@@ -611,7 +611,8 @@ static void test_moves_and_restart(void **state)
                      bad[i][2], r.out);
         es_proc_result_free(&r);
     }
-    assert_int_equal(ctl_tcp(&r, &n0, "migrate", "2", "--gpu", "1:1", NULL), 0);
+    if (ctl_tcp(&r, &n0, "migrate", "2", "--gpu", "1:1", NULL) != 0)
+        fail_msg("migrate 2 --gpu 1:1:\n%s", r.out);
     es_proc_result_free(&r);
     assert_int_equal(ctl_tcp(&r, &n0, "preempt", "1:1", NULL), 0);
     assert_non_null(strstr(r.out, "(2 ESTs moved)"));
