@@ -79,8 +79,8 @@ typedef struct es_xh_op {
 /* Communicators across hosts alive in this process: while there is one,
  * the EST moves only at a hold of the whole job (every EST of every host
  * held at the same collective: the controller's, es_coll_step_start),
- * where the leaders' NCCL communicator, bound to the leader's GPU, is
- * taken down before the moves and made again after them
+ * where its stripe's NCCL communicator, bound to its GPU, is taken down
+ * before the moves and made again after them
  * (es_xhost_hold_down/up); a mover gate says so (-EXDEV: the controller
  * then sets such a hold and asks again). */
 static _Atomic int es_xh_live, es_xh_held;
@@ -93,8 +93,8 @@ static int es_xh_move_gate(char *msg, size_t msglen)
     if (msg && msglen)
         snprintf(msg, msglen, "this EST has a communicator across hosts: it moves only at a "
                               "hold of the whole job (easyscale-ctl sets one by itself; a "
-                              "scheduled step of run --schedule is one), where the hosts' "
-                              "leaders' NCCL communicator is made again");
+                              "scheduled step of run --schedule is one), where its NCCL "
+                              "communicator with the other hosts is made again");
     return -EXDEV;
 }
 
@@ -386,8 +386,8 @@ ncclResult_t es_xhost_async_error(es_comm_t *c)
     ncclResult_t e = ncclSuccess;
     if (x->cc && ES_REAL(nccl, ncclCommGetAsyncError)(x->cc, &e) == ncclSuccess &&
         e != ncclSuccess && e != ncclInProgress) {
-        es_coll_error("communicator across hosts: the leaders' communicator failed: %s "
-                      "(another host gone?)", ES_REAL(nccl, ncclGetErrorString)(e));
+        es_coll_error("communicator across hosts: the NCCL communicator with the other hosts "
+                      "failed: %s (another host gone?)", ES_REAL(nccl, ncclGetErrorString)(e));
         return e;
     }
     return ncclSuccess;
@@ -813,8 +813,8 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
     if (q.premul && (r = es_coll_premul_get(c, o->op, o->dtype, nm, &q.pm)) != ncclSuccess)
         return r;
     if (!x->cc) {
-        es_coll_error("%s on a communicator across hosts: the hosts' leaders' communicator "
-                      "was not made again after a hold", nm);
+        es_coll_error("%s on a communicator across hosts: this rank's NCCL communicator with "
+                      "the other hosts was not made again after a hold", nm);
         return ncclSystemError;
     }
     if (es_coll_ts_keeps(c)) {
