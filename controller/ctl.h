@@ -85,8 +85,10 @@ const char *es_ctl_gpu_model(const char *name);
  * EASYSCALE_CANONICAL_DEVICE). */
 int es_ctl_d2_model_known(const char *model);
 
-/* One GPU by ordinal ("2") or UUID: its index in g, or -ENOENT/-EINVAL. */
+/* One GPU by ordinal ("2") or UUID: its index in g, or -ENOENT/-EINVAL.
+ * _node: among node `node`'s GPUs only (a job across hosts; -1: any). */
 int es_ctl_gpu_lookup(const es_ctl_gpu_t *g, int n, const char *tok);
+int es_ctl_gpu_lookup_node(const es_ctl_gpu_t *g, int n, int node, const char *tok);
 
 /* A GPU set: "all", or comma-separated ordinals, ranges ("0-3") and
  * UUIDs. Sets *mask (bit i = g[i]). Returns 0, -EINVAL (syntax, with err)

@@ -315,9 +315,6 @@ static void persist(void)
         es_ctl_log("cannot write the job file: %s", strerror(-rc));
 }
 
-/* The GPU (index in job.gpus) of an EST's slot: -1 host or unknown. An
- * EST of a job the shim time-slices (EASYSCALE_TIME_SLICE=on: `run` gave
- * it no slot) is on the job's one GPU, resident or parked in its turn. */
 /* The job's GPUs of node `node` (a job across hosts: node 0's GPUs come
  * first, from run; another node's as its reports describe them). */
 static int node_gpus(int node, int *idx)
@@ -329,20 +326,15 @@ static int node_gpus(int node, int *idx)
     return n;
 }
 
-/* A GPU of node `node` by ordinal ("2") or UUID: its index, or -ENOENT /
- * -EINVAL. */
+/* A GPU of node `node` (-1: any; node 0's come first) by ordinal ("2") or
+ * UUID: its index, or -ENOENT / -EINVAL. */
 static int node_gpu_lookup(int node, const char *tok)
 {
-    int idx[ES_CTL_MAX_GPUS], n = node_gpus(node, idx);
-    es_ctl_gpu_t g[ES_CTL_MAX_GPUS];
-    for (int k = 0; k < n; k++)
-        g[k] = D.job.gpus[idx[k]];
-    int k = es_ctl_gpu_lookup(g, n, tok);
-    return k < 0 ? k : idx[k];
+    return es_ctl_gpu_lookup_node(D.job.gpus, D.job.ngpus, node, tok);
 }
 
-/* A GPU named by a request: "2" or a UUID (node 0's; a UUID also
- * another node's), or "NODE:ORDINAL" (a job across hosts). Its index, or
+/* A GPU named by a request: "2" (node 0's) or a UUID (any node's, node
+ * 0's first), or "NODE:ORDINAL" (a job across hosts). Its index, or
  * -ENOENT / -EINVAL. */
 static int gpu_token(const char *tok)
 {
@@ -355,13 +347,12 @@ static int gpu_token(const char *tok)
         snprintf(o, sizeof(o), "%d", ord);
         return node_gpu_lookup(node, o);
     }
-    int g = node_gpu_lookup(0, tok);
-    for (node = 1; g == -ENOENT && D.job.nnodes > 1 && node < D.job.nnodes &&
-                   strncmp(tok, "GPU-", 4) == 0; node++)
-        g = node_gpu_lookup(node, tok);
-    return g;
+    return node_gpu_lookup(strncmp(tok, "GPU-", 4) == 0 ? -1 : 0, tok);
 }
 
+/* The GPU (index in job.gpus) of an EST's slot: -1 host or unknown. An
+ * EST of a job the shim time-slices (EASYSCALE_TIME_SLICE=on: `run` gave
+ * it no slot) is on the job's one GPU, resident or parked in its turn. */
 static int gpu_of_slot(const char *slot)
 {
     if (!slot[0] && D.job.shim_time_slice && D.job.slots)

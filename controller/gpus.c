@@ -261,23 +261,24 @@ const char *es_ctl_gpu_model(const char *name)
     return "";
 }
 
-int es_ctl_gpu_lookup(const es_ctl_gpu_t *g, int n, const char *tok)
+int es_ctl_gpu_lookup_node(const es_ctl_gpu_t *g, int n, int node, const char *tok)
 {
     if (!tok || !*tok)
         return -EINVAL;
-    if (strncmp(tok, "GPU-", 4) == 0) {
-        for (int i = 0; i < n; i++)
-            if (strcasecmp(g[i].uuid, tok) == 0)
-                return i;
-        return -ENOENT;
-    }
-    long v;
-    if (es_ctl_parse_long(tok, 0, ES_CTL_MAX_GPUS - 1, &v) < 0)
+    int uuid = strncmp(tok, "GPU-", 4) == 0;
+    long v = -1;
+    if (!uuid && es_ctl_parse_long(tok, 0, ES_CTL_MAX_GPUS - 1, &v) < 0)
         return -EINVAL;
     for (int i = 0; i < n; i++)
-        if (g[i].ordinal == v)
+        if ((node < 0 || g[i].node == node) &&
+            (uuid ? strcasecmp(g[i].uuid, tok) == 0 : g[i].ordinal == v))
             return i;
     return -ENOENT;
+}
+
+int es_ctl_gpu_lookup(const es_ctl_gpu_t *g, int n, const char *tok)
+{
+    return es_ctl_gpu_lookup_node(g, n, -1, tok);
 }
 
 int es_ctl_gpus_parse(const char *spec, const es_ctl_gpu_t *g, int n, uint64_t *mask, char *err,

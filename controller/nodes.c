@@ -39,29 +39,24 @@ static int word_ok(const char *s, size_t n)
 
 static const char *const state_names[] = { "running", "done", "failed" };
 
-/* "gpu=I/N,ORDINAL,MIB,MODEL,INJOB,UUID" into d's gpu fields. Returns 0
- * or -EINVAL. */
-static int parse_gpu(const char *w, es_ctl_node_t *d)
+/* "gpu=I/N,ORDINAL,MIB,MODEL,INJOB,UUID" into *g (GPU I of N, one of the
+ * job's or not). Returns 0 or -EINVAL. */
+static int parse_gpu(const char *w, es_ctl_gpu_t *g, int *index, int *count, int *injob)
 {
-    es_ctl_gpu_t g;
-    int i, n, ord, in, m = 0;
+    int ord, m = 0;
     unsigned long long mib;
     char model[16];
-    memset(&g, 0, sizeof(g));
-    if (sscanf(w, "gpu=%d/%d,%d,%llu,%15[^,],%d,%47s%n", &i, &n, &ord, &mib, model, &in, g.uuid,
-               &m) != 7 || w[m] || n < 1 || n > ES_CTL_MAX_GPUS || i < 0 || i >= n || ord < 0 ||
-        !mib || mib > (1ull << 30) || (in != 0 && in != 1) || strncmp(g.uuid, "GPU-", 4) != 0 ||
-        !g.uuid[4] || strspn(g.uuid + 4, "0123456789abcdefABCDEF-") != strlen(g.uuid + 4))
+    memset(g, 0, sizeof(*g));
+    if (sscanf(w, "gpu=%d/%d,%d,%llu,%15[^,],%d,%47s%n", index, count, &ord, &mib, model, injob,
+               g->uuid, &m) != 7 || w[m] || *count < 1 || *count > ES_CTL_MAX_GPUS ||
+        *index < 0 || *index >= *count || ord < 0 || !mib || mib > (1ull << 30) ||
+        (*injob != 0 && *injob != 1) || strncmp(g->uuid, "GPU-", 4) != 0 || !g->uuid[4] ||
+        strspn(g->uuid + 4, "0123456789abcdefABCDEF-") != strlen(g->uuid + 4))
         return -EINVAL;
-    g.ordinal = ord;
-    g.mem = mib << 20;
-    snprintf(g.model, sizeof(g.model), "%s", strcmp(model, "-") ? model : "");
-    snprintf(g.name, sizeof(g.name), "%s", g.model[0] ? g.model : "GPU");
-    d->gpu = g;
-    d->gpu_index = i;
-    d->gpu_count = n;
-    d->gpu_injob = in;
-    d->gpu_new = 1;
+    g->ordinal = ord;
+    g->mem = mib << 20;
+    snprintf(g->model, sizeof(g->model), "%s", strcmp(model, "-") ? model : "");
+    snprintf(g->name, sizeof(g->name), "%s", g->model[0] ? g->model : "GPU");
     return 0;
 }
 
@@ -130,8 +125,9 @@ int es_ctl_nodes_report(es_ctl_nodes_t *t, int node, const char *arg, int64_t no
         return -EINVAL;
     }
     es_ctl_node_t *d = &t->node[node];
-    es_ctl_node_t gd = *d;
-    if (state != ES_NODE_FAILED && *reason && parse_gpu(reason, &gd) < 0) {
+    es_ctl_gpu_t g;
+    int gi = 0, gn = 0, gin = 0, described = state != ES_NODE_FAILED && *reason;
+    if (described && parse_gpu(reason, &g, &gi, &gn, &gin) < 0) {
         snprintf(err, len, "bad node report \"%s\" (a GPU: gpu=I/N,ORDINAL,MIB,MODEL,INJOB,"
                  "UUID)", arg);
         return -EINVAL;
@@ -147,17 +143,13 @@ int es_ctl_nodes_report(es_ctl_nodes_t *t, int node, const char *arg, int64_t no
     d->state = state;
     snprintf(d->host, sizeof(d->host), "%s", host);
     snprintf(d->gpus, sizeof(d->gpus), "%s", gpus);
-    if (state == ES_NODE_FAILED) {
-        snprintf(d->reason, sizeof(d->reason), "%s", reason);
-    } else {
-        d->reason[0] = '\0';
-        if (*reason) {
-            d->gpu = gd.gpu;
-            d->gpu_index = gd.gpu_index;
-            d->gpu_count = gd.gpu_count;
-            d->gpu_injob = gd.gpu_injob;
-            d->gpu_new = 1;
-        }
+    snprintf(d->reason, sizeof(d->reason), "%s", described ? "" : reason);
+    if (described) {
+        d->gpu = g;
+        d->gpu_index = gi;
+        d->gpu_count = gn;
+        d->gpu_injob = gin;
+        d->gpu_new = 1;
     }
     if (state == ES_NODE_FAILED)
         fail_job(t, node, "%s", reason);

@@ -183,11 +183,11 @@ static void scaled_run(const char *more_env, es_proc_result_t *r)
 
 /* Scale events on each host during the run: host 0's 2 GPUs -> 1 (the GPU
  * of EST 0, the host's leader across hosts, taken: it moves, its NCCL
- * communicator with the other leaders made again at the hold), then host
+ * communicators with the other hosts made again at the hold), then host
  * 1's (EST 4 moves), then both back; every EST waits at the events' steps.
- * The checksum of the same 8 ESTs on one host. Negative control: the same schedule without the memory
- * registry (EASYSCALE_MOVE=nomem: a move leaves the memory behind) does
- * not give it. */
+ * The checksum of the same 8 ESTs on one host. Negative control: the same
+ * schedule without the memory registry (EASYSCALE_MOVE=nomem: a move
+ * leaves the memory behind) does not give it. */
 static void test_scale_events_inside_hosts(void **state)
 {
     (void)state;

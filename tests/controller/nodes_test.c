@@ -275,34 +275,48 @@ static void start_two(bg_t *b0, bg_t *b1, node_args_t *n0, node_args_t *n1, cons
 }
 
 /* easyscale-ctl ARGS against node 0's daemon over TCP (the token set). */
-static int count_of(const char *s, const char *needle)
-{
-    int n = 0;
-    for (const char *p = s; (p = strstr(p, needle)) != NULL; p++)
-        n++;
-    return n;
-}
-
-static int ctl_tcp(es_proc_result_t *r, const node_args_t *n0, const char *verb, ...)
+static int ctl_tcpv(es_proc_result_t *r, const node_args_t *n0, const char *verb, va_list ap)
 {
     char *argv[32], target[96], tokenv[120];
     char *env[] = { tokenv, NULL };
     int k = 0;
-    va_list ap;
     snprintf(target, sizeof(target), "tcp:%s", n0->master);
     snprintf(tokenv, sizeof(tokenv), "EASYSCALE_TOKEN=%s", g_token);
     argv[k++] = (char *)ctl_bin();
     argv[k++] = (char *)verb;
-    va_start(ap, verb);
     for (char *a; k < 28 && (a = va_arg(ap, char *)) != NULL;)
         argv[k++] = a;
-    va_end(ap);
     argv[k++] = "--socket";
     argv[k++] = target;
     argv[k] = NULL;
     memset(r, 0, sizeof(*r));
     assert_int_equal(es_run(argv, env, T_CMD, r), 0);
     return r->status;
+}
+
+/* easyscale-ctl VERB ARGS... (NULL-terminated) against node 0's daemon:
+ * its exit status, its output in *r. */
+static int ctl_tcp(es_proc_result_t *r, const node_args_t *n0, const char *verb, ...)
+{
+    va_list ap;
+    va_start(ap, verb);
+    int st = ctl_tcpv(r, n0, verb, ap);
+    va_end(ap);
+    return st;
+}
+
+/* The same, which must exit rc and (want not NULL) say want. */
+static void expect_ctl(const node_args_t *n0, int rc, const char *want, const char *verb, ...)
+{
+    es_proc_result_t r;
+    va_list ap;
+    va_start(ap, verb);
+    int st = ctl_tcpv(&r, n0, verb, ap);
+    va_end(ap);
+    if (st != rc || (want && !strstr(r.out ? r.out : "", want)))
+        fail_msg("easyscale-ctl %s: exit %d, wanted %d%s%s%s:\n%s", verb, st, rc,
+                 want ? " and \"" : "", want ? want : "", want ? "\"" : "", r.out);
+    es_proc_result_free(&r);
 }
 
 /* Waits until status --json says every EST registered and both nodes
@@ -394,7 +408,7 @@ static void wait_node1_gpus(const node_args_t *n0)
     for (int i = 0; i < T_JOB * 5; i++) {
         es_proc_result_t r;
         ctl_tcp(&r, n0, "status", "--json", NULL);
-        int k = r.out ? count_of(r.out, "\"node\":1,\"uuid\"") : 0;
+        int k = r.out ? es_count(r.out, "\"node\":1,\"uuid\"") : 0;
         es_proc_result_free(&r);
         if (k == 2)
             return;
@@ -489,7 +503,8 @@ static void test_failure_on_node1(void **state)
     assert_non_null(strstr(o1, ": EST 3 (pid "));
     assert_non_null(strstr(o1, ") exited with status 3"));
     assert_non_null(strstr(o0, "the job failed after"));
-    assert_non_null(strstr(o0, "(node 1): EST 3 (pid "));
+    if (!strstr(o0, "(node 1): EST 3 (pid "))
+        fail_msg("node 0 did not name node 1's EST 3:\n%s", o0);
     free(o0);
     free(o1);
 }
@@ -568,60 +583,35 @@ static void test_moves_and_restart(void **state)
     assert_non_null(strstr(r.out, "nothing moved"));
     es_proc_result_free(&r);
     /* parked and time-sliced ESTs are refused */
-    assert_int_equal(ctl_tcp(&r, &n0, "swap-out", "1", NULL), 1);
-    assert_non_null(strstr(r.out, "swap-out: not in a job across 2 hosts"));
-    es_proc_result_free(&r);
-    assert_int_equal(ctl_tcp(&r, &n0, "timeslice", "0", NULL), 1);
-    assert_non_null(strstr(r.out, "timeslice: not in a job across 2 hosts"));
-    es_proc_result_free(&r);
+    expect_ctl(&n0, 1, "swap-out: not in a job across 2 hosts", "swap-out", "1", NULL);
+    expect_ctl(&n0, 1, "timeslice: not in a job across 2 hosts", "timeslice", "0", NULL);
     /* node 0, EST 0 (its leader) on GPU 0, EST 1 on GPU 1: GPU 0 taken
      * (EST 0 moves), given back (EST 1 moves: the highest rank of the
      * fuller GPU), then EST 1 migrated; node 1's ESTs untouched */
-    assert_int_equal(ctl_tcp(&r, &n0, "preempt", "0", NULL), 0);
-    assert_non_null(strstr(r.out, "(1 EST moved)"));
-    es_proc_result_free(&r);
-    assert_int_equal(ctl_tcp(&r, &n0, "grant", "0", NULL), 0);
-    es_proc_result_free(&r);
-    assert_int_equal(ctl_tcp(&r, &n0, "migrate", "1", "--gpu", "1", NULL), 0);
-    es_proc_result_free(&r);
+    expect_ctl(&n0, 0, "(1 EST moved)", "preempt", "0", NULL);
+    expect_ctl(&n0, 0, NULL, "grant", "0", NULL);
+    expect_ctl(&n0, 0, NULL, "migrate", "1", "--gpu", "1", NULL);
     /* node 1's GPUs (1:0, 1:1) as its reports describe them: its ESTs move
      * inside node 1 only; scale (a set of several hosts' GPUs) is refused */
     wait_node1_gpus(&n0);
-    assert_int_equal(ctl_tcp(&r, &n0, "status", NULL), 0);
-    assert_non_null(strstr(r.out, "1:1 "));
-    es_proc_result_free(&r);
+    expect_ctl(&n0, 0, "1:1 ", "status", NULL);
     assert_int_equal(ctl_tcp(&r, &n0, "migrate", "3", "--gpu", "1", NULL), 1);
     assert_non_null(strstr(r.out, "ESTs stay on their host: EST 3 runs on node 1"));
     assert_non_null(strstr(r.out, "GPU 1 is node 0's"));
     es_proc_result_free(&r);
-    assert_int_equal(ctl_tcp(&r, &n0, "migrate", "1", "--gpu", "1:0", NULL), 1);
-    assert_non_null(strstr(r.out, "ESTs stay on their host: EST 1 runs on node 0"));
-    es_proc_result_free(&r);
-    assert_int_equal(ctl_tcp(&r, &n0, "scale", "--gpus", "0", NULL), 1);
-    assert_non_null(strstr(r.out, "scale: not in a job across 2 hosts"));
-    es_proc_result_free(&r);
+    expect_ctl(&n0, 1, "ESTs stay on their host: EST 1 runs on node 0", "migrate", "1", "--gpu",
+               "1:0", NULL);
+    expect_ctl(&n0, 1, "scale: not in a job across 2 hosts", "scale", "--gpus", "0", NULL);
     /* GPU names that are not: a bad one (2), one that does not exist (1) */
     static const char *const bad[][3] = { { "1:x", "2", "bad GPU" }, { "5:0", "2", "bad GPU" },
                                           { "1:0:1", "2", "bad GPU" }, { "x:0", "2", "bad GPU" },
                                           { "1:7", "1", "no such GPU" } };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        int st = ctl_tcp(&r, &n0, "grant", bad[i][0], NULL);
-        if (st != atoi(bad[i][1]) || !strstr(r.out, bad[i][2]))
-            fail_msg("grant %s: exit %d, wanted %s and \"%s\":\n%s", bad[i][0], st, bad[i][1],
-                     bad[i][2], r.out);
-        es_proc_result_free(&r);
-    }
-    if (ctl_tcp(&r, &n0, "migrate", "2", "--gpu", "1:1", NULL) != 0)
-        fail_msg("migrate 2 --gpu 1:1:\n%s", r.out);
-    es_proc_result_free(&r);
-    assert_int_equal(ctl_tcp(&r, &n0, "preempt", "1:1", NULL), 0);
-    assert_non_null(strstr(r.out, "(2 ESTs moved)"));
-    es_proc_result_free(&r);
-    assert_int_equal(ctl_tcp(&r, &n0, "preempt", "1:0", NULL), 1);
-    assert_non_null(strstr(r.out, "node 1's last GPU of the job"));
-    es_proc_result_free(&r);
-    assert_int_equal(ctl_tcp(&r, &n0, "grant", "1:1", NULL), 0);
-    es_proc_result_free(&r);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        expect_ctl(&n0, atoi(bad[i][1]), bad[i][2], "grant", bad[i][0], NULL);
+    expect_ctl(&n0, 0, NULL, "migrate", "2", "--gpu", "1:1", NULL);
+    expect_ctl(&n0, 0, "(2 ESTs moved)", "preempt", "1:1", NULL);
+    expect_ctl(&n0, 1, "node 1's last GPU of the job", "preempt", "1:0", NULL);
+    expect_ctl(&n0, 0, NULL, "grant", "1:1", NULL);
     /* the daemon killed: run restarts it, and it re-learns both hosts */
     assert_int_equal(ctl_tcp(&r, &n0, "status", "--json", NULL), 0);
     long pid = strtol(strstr(r.out, "\"daemon_pid\":") + 13, NULL, 10);
@@ -640,8 +630,7 @@ static void test_moves_and_restart(void **state)
     assert_non_null(strstr(js, "\"ranks\":[2,3],\"state\":\"running\""));
     free(js);
     /* the restarted daemon knows node 1's GPUs (the job file): a move there */
-    assert_int_equal(ctl_tcp(&r, &n0, "migrate", "3", "--gpu", "1:0", NULL), 0);
-    es_proc_result_free(&r);
+    expect_ctl(&n0, 0, NULL, "migrate", "3", "--gpu", "1:0", NULL);
     make_until(until);
     assert_int_equal(bg_wait(&b1, T_JOB), 0);
     assert_int_equal(bg_wait(&b0, T_JOB), 0);
@@ -655,8 +644,8 @@ static void test_moves_and_restart(void **state)
             char line[64];
             const char *o = e < 2 ? o0 : o1;
             snprintf(line, sizeof(line), "fake_est: rank %d: %s -> ", e, k ? "migrate" : "place");
-            if (count_of(o, line) != want[e][k])
-                fail_msg("EST %d: %d \"%s\" lines, wanted %d", e, count_of(o, line), line,
+            if (es_count(o, line) != want[e][k])
+                fail_msg("EST %d: %d \"%s\" lines, wanted %d", e, es_count(o, line), line,
                          want[e][k]);
         }
     free(o0);
