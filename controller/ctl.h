@@ -263,6 +263,7 @@ typedef struct es_ctl_nlink {
     int state;                        /* ES_NODE_* reported */
     char reason[200];                 /* failed: why */
     int told;                         /* the state now set was answered */
+    int sent_state;                   /* the state the request in flight reports */
     int job;                          /* ES_NODE_* of the job, as answered */
     int ended, n, lost;               /* nodes that ended of n; the link is given up */
     char job_reason[640];

@@ -73,7 +73,9 @@ static void take_answer(es_ctl_nlink_t *l, int rc, const char *t, size_t len, in
     l->last_ok_ms = now;
     l->ended = e;
     l->n = n;
-    l->told = 1;
+    /* an answer to an earlier state's report (in flight when the state
+     * changed) does not tell the daemon the new one */
+    l->told = l->sent_state == l->state;
     if (rc == 1 || strcmp(st, "failed") == 0) {
         l->job = ES_NODE_FAILED;
         snprintf(l->job_reason, sizeof(l->job_reason), "%s", m ? a + m : "");
@@ -107,6 +109,7 @@ int es_ctl_nlink_step(es_ctl_nlink_t *l, int64_t now)
         char arg[600]; /* the request keeps ES_PROTO_ARG_MAX bytes of it */
         const char *tail = l->reason;
         l->gpu_sent = l->state != ES_NODE_FAILED && l->ngpu;
+        l->sent_state = l->state;
         if (l->gpu_sent) /* a GPU in turn, again until answered */
             tail = l->gpu[l->next_gpu % l->ngpu];
         snprintf(arg, sizeof(arg), "%s %s %s%s%s", es_ctl_node_state_name(l->state), l->host,

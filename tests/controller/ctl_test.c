@@ -2047,6 +2047,90 @@ static void test_default_socket(void **state)
     es_proc_result_free(&r);
 }
 
+/* One request of a node's link, as node 0's daemon would take it: its
+ * argument into arg, answered with TEXT and exit status rc. */
+static void nlink_serve(int lfd, char *arg, size_t cap, int rc, const char *text)
+{
+    int fd = accept(lfd, NULL, NULL);
+    assert_true(fd >= 0);
+    struct timeval tv = { 10, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    static uint8_t rx[4096], tx[4096];
+    es_proto_reader_t rd = { .accept = ES_PROTO_ACCEPT_DAEMON, .buf = rx, .cap = sizeof(rx) };
+    int r;
+    while ((r = es_proto_reader_fill(&rd, fd)) == 0)
+        ;
+    assert_int_equal(r, 1);
+    es_proto_msg_t m, a = { .type = ES_MSG_REPLY };
+    assert_int_equal(es_proto_decode(&rd.h, rd.buf, &m), 0);
+    assert_int_equal(m.type, ES_MSG_REQUEST);
+    assert_int_equal(m.u.req.verb, ES_VERB_NODE);
+    snprintf(arg, cap, "%s", m.u.req.arg);
+    a.seq = m.seq;
+    a.u.reply.rc = rc;
+    a.u.reply.text = text;
+    a.u.reply.text_len = (uint32_t)strlen(text);
+    size_t n;
+    assert_int_equal(es_proto_encode(&a, tx, sizeof(tx), &n), 0);
+    assert_int_equal(es_proto_send_all(fd, tx, n, NULL), 0);
+    close(fd);
+}
+
+/* Steps the link until its request in flight has its answer. */
+static void nlink_until_answered(es_ctl_nlink_t *l)
+{
+    for (int i = 0; i < 10000 && es_ctl_nlink_fd(l) >= 0; i++) {
+        es_ctl_nlink_step(l, es_ctl_now_ms());
+        if (es_ctl_nlink_fd(l) >= 0)
+            usleep(1000);
+    }
+    assert_true(es_ctl_nlink_fd(l) < 0);
+}
+
+static void test_nlink_state_told(void **state)
+{
+    (void)state;
+    /* a node's EST fails while its "running" report is in flight: the
+     * answer to that report does not count as the daemon told of the
+     * failure (a run that believed it ended before node 0 heard why) */
+    char sock[300], arg[700];
+    sock_path(sock, sizeof(sock), "nlink");
+    unlink(sock);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    assert_true(strlen(sock) < sizeof(sa.sun_path));
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(lfd >= 0);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(lfd, 4), 0);
+    static es_ctl_nlink_t l;
+    es_ctl_gpu_t g = { .ordinal = 1, .mem = 8ull << 30 };
+    snprintf(g.model, sizeof(g.model), "a100");
+    snprintf(g.uuid, sizeof(g.uuid), "GPU-test");
+    es_ctl_nlink_init(&l, sock, NULL, 1, "hostb", "1", 60000, es_ctl_now_ms());
+    assert_int_equal(es_ctl_nlink_add_gpu(&l, 0, 1, &g, 1), 0);
+    es_ctl_nlink_step(&l, es_ctl_now_ms());
+    assert_true(es_ctl_nlink_fd(&l) >= 0);
+    es_ctl_nlink_set(&l, ES_NODE_FAILED, "EST 3 (pid 9) exited with status 3");
+    nlink_serve(lfd, arg, sizeof(arg), 0, "running 0/2");
+    assert_string_equal(arg, "running hostb 1 gpu=0/1,1,8192,a100,1,GPU-test");
+    nlink_until_answered(&l);
+    assert_int_equal(l.told, 0);
+    assert_int_equal(l.job, ES_NODE_RUNNING);
+    /* the failure goes next, and its answer tells it */
+    es_ctl_nlink_step(&l, es_ctl_now_ms());
+    assert_true(es_ctl_nlink_fd(&l) >= 0);
+    nlink_serve(lfd, arg, sizeof(arg), 1, "failed 1/2 node 1: EST 3 (pid 9) exited with status 3");
+    assert_string_equal(arg, "failed hostb 1 EST 3 (pid 9) exited with status 3");
+    nlink_until_answered(&l);
+    assert_int_equal(l.told, 1);
+    assert_int_equal(l.job, ES_NODE_FAILED);
+    assert_int_equal(l.ended, 1);
+    es_ctl_nlink_free(&l);
+    close(lfd);
+    unlink(sock);
+}
+
 static void test_job_file(void **state)
 {
     (void)state;
@@ -2210,6 +2294,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_spec),
         cmocka_unit_test(test_job_file),
+        cmocka_unit_test(test_nlink_state_told),
         cmocka_unit_test(test_usage),
         cmocka_unit_test(test_gpus),
         cmocka_unit_test(test_run_env),
