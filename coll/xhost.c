@@ -33,8 +33,10 @@
  * PreMulSum: each rank's input scaled into scratch first (each product
  * rounded to the datatype, as the engine stages it), then their sum.
  * Moves: only at a hold of the whole job, where the stripes'
- * communicators are made again (es_xhost_hold_down/up). Not yet:
- * point-to-point, split, non-blocking communicators, time-slicing.
+ * communicators are made again (es_xhost_hold_down/up). Point-to-point:
+ * inside the host, or between ranks of the same local rank on two hosts
+ * (their stripe). Not yet: other pairs across hosts, split, non-blocking
+ * communicators, time-slicing.
  * Calls comm.c (the local communicator), enqueue.c, kernels/reduce.h. */
 #include "coll/coll_int.h"
 #include "kernels/reduce.h"
@@ -439,7 +441,8 @@ static ncclResult_t es_xh_tmp(es_xhost_t *x, size_t bytes)
 static ncclResult_t es_xh_nccl(ncclResult_t r, const char *what)
 {
     if (r != ncclSuccess)
-        es_coll_error("collectives across hosts: the leaders' %s: NCCL error %d", what, (int)r);
+        es_coll_error("collectives across hosts: NCCL's %s between the hosts: NCCL error %d", what,
+                      (int)r);
     return r;
 }
 
@@ -737,8 +740,34 @@ static ncclResult_t es_xh_premul(es_comm_t *c, es_xhost_t *x, const es_xh_op_t *
     return r;
 }
 
+static int es_xh_is_p2p(const es_coll_op_t *o)
+{
+    return o->kind == ES_OP_SEND || o->kind == ES_OP_RECV;
+}
+
+/* A send or receive between ranks of the same local rank on two hosts:
+ * on their stripe's NCCL communicator, whose rank is the host. */
+static ncclResult_t es_xh_p2p_run(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o)
+{
+    int pushed = 0, peer = o->root / x->k;
+    CUstream rs = es_vh_stream(o->stream);
+    ncclResult_t r;
+    es_comm_ctx_enter(c, &pushed);
+    if (o->kind == ES_OP_SEND)
+        r = es_xh_nccl(ES_REAL(nccl, ncclSend)(o->send, o->count, o->dtype, peer, x->cc, rs),
+                       "send");
+    else
+        r = es_xh_nccl(ES_REAL(nccl, ncclRecv)(o->recv, o->count, o->dtype, peer, x->cc, rs),
+                       "receive");
+    es_comm_ctx_leave(pushed);
+    return r;
+}
+
 static ncclResult_t es_xh_run(const es_xh_op_t *q)
 {
+    if (es_xh_is_p2p(&q->o))
+        return es_xh_p2p_run(q->o.comm, q->o.comm->x, &q->o);
+
     es_coll_op_t scaled;
     const es_coll_op_t *o = &q->o;
     es_xhost_t *x = o->comm->x;
@@ -764,10 +793,19 @@ ncclResult_t es_coll_group_end(void)
     if (!outer)
         return res;
     for (int i = 0; i < es_xh_nq; i++) {
+        /* a run of sends and receives between hosts goes in one NCCL group
+         * (each may wait for the other's: a ring exchange) */
+        int p2p = es_xh_is_p2p(&es_xh_q[i].o);
+        if (p2p && (i == 0 || !es_xh_is_p2p(&es_xh_q[i - 1].o)))
+            (void)ES_REAL(nccl, ncclGroupStart)();
         /* a communicator destroyed inside the group is not run */
         es_comm_t *qc = es_xh_q[i].o.comm;
         ncclResult_t r = es_coll_valid(qc) && qc->x ? es_xh_run(&es_xh_q[i])
                                                     : ncclInvalidArgument;
+        if (r != ncclSuccess && (res == ncclSuccess || res == ncclInProgress))
+            res = r;
+        if (p2p && (i + 1 == es_xh_nq || !es_xh_is_p2p(&es_xh_q[i + 1].o)))
+            r = es_xh_nccl(ES_REAL(nccl, ncclGroupEnd)(), "group of sends and receives");
         if (r != ncclSuccess && (res == ncclSuccess || res == ncclInProgress))
             res = r;
     }
@@ -784,6 +822,53 @@ ncclResult_t es_coll_group_discard(void)
     return res;
 }
 
+/* Point-to-point on a communicator across hosts: a peer of this host is
+ * the engine's (its local rank); a peer of another host of the same local
+ * rank is reached over their stripe's NCCL communicator (pipeline stages
+ * one per host: rank s of a stage sends to rank s of the next); any other
+ * pair is refused, with the reason. */
+static ncclResult_t es_xh_p2p(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o)
+{
+    const char *nm = es_coll_op_name(o->kind);
+    ncclResult_t r = ncclSuccess;
+    if (!es_coll_type_size(o->dtype) || o->root < 0 || o->root >= x->nranks) {
+        es_coll_error("%s: invalid datatype or peer %d (%d ranks)", nm, o->root, x->nranks);
+        r = ncclInvalidArgument;
+    } else if (es_coll_ts_keeps(c)) {
+        ES_XH_REFUSE("%s on a communicator across hosts: this EST is time-sliced; "
+                     "time-slicing in a job across hosts is not served yet", nm);
+        r = ncclInvalidUsage;
+    } else if (o->root / x->k == x->host) {
+        es_coll_op_t l = *o;
+        l.root = o->root % x->k;
+        return es_coll_enqueue_valid(&l); /* notes its own errors in the group */
+    } else if (o->root % x->k != x->lrank) {
+        ES_XH_REFUSE("%s on a communicator across hosts: rank %d (host %d, local rank %d) and "
+                     "rank %d (host %d, local rank %d): between hosts, point-to-point goes "
+                     "only between ranks of the same local rank (over their NCCL communicator "
+                     "with the other hosts)", nm, x->rank, x->host, x->lrank, o->root,
+                     o->root / x->k, o->root % x->k);
+        r = ncclInvalidUsage;
+    } else if (!x->cc) {
+        es_coll_error("%s on a communicator across hosts: this rank's NCCL communicator with "
+                      "the other hosts was not made again after a hold", nm);
+        r = ncclSystemError;
+    } else if (o->count && ((o->kind == ES_OP_SEND && !o->send) ||
+                            (o->kind == ES_OP_RECV && !o->recv))) {
+        es_coll_error("%s: NULL buffer", nm);
+        r = ncclInvalidArgument;
+    }
+    if (r != ncclSuccess || !o->count) {
+        es_group_note_error(r);
+        return r;
+    }
+    if (es_group_depth() > 0) {
+        es_xh_op_t q = { .o = *o };
+        return es_xh_keep(&q) < 0 ? ncclSystemError : ncclSuccess;
+    }
+    return es_xh_p2p_run(c, x, o);
+}
+
 ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
 {
     es_comm_t *c = o->comm;
@@ -795,13 +880,8 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
     const char *nm = es_coll_op_name(o->kind);
     int reducing = o->kind == ES_OP_ALLREDUCE || o->kind == ES_OP_REDUCE ||
                    o->kind == ES_OP_REDUCESCATTER;
-    int served = reducing || o->kind == ES_OP_BROADCAST || o->kind == ES_OP_ALLGATHER;
-    if (!served) {
-        ES_XH_REFUSE("%s on a communicator across hosts: point-to-point is not served yet "
-                     "(the collectives are)", nm);
-        es_group_note_error(ncclInvalidUsage);
-        return ncclInvalidUsage;
-    }
+    if (es_xh_is_p2p(o))
+        return es_xh_p2p(c, x, o);
     int rooted = o->kind == ES_OP_BROADCAST || o->kind == ES_OP_REDUCE;
     if (!es_coll_type_size(o->dtype) || (reducing && o->op < 0) ||
         (rooted && (o->root < 0 || o->root >= x->nranks))) {

@@ -14,8 +14,11 @@
  * in the digest), broadcast from the last rank, all-gather, an all-reduce
  * and a broadcast in one group (ncclGroupStart/End), and PreMulSum
  * (all-reduce with a host scalar, reduce-scatter with a device one, a
- * scalar per rank; not with --loose: simcuda's NCCL has none); across
- * hosts, a send refused with the reason. Sums are compared bit for bit with a reference folded in rank
+ * scalar per rank; not with --loose: simcuda's NCCL has none);
+ * point-to-point (exact words, in a group and outside one) with rank
+ * r + N/2 (across 2 hosts: the same local rank) and r ^ 1, and across
+ * hosts a send to another local rank refused with the reason. Sums are
+ * compared bit for bit with a reference folded in rank
  * order 0..N-1 on the host (half: each addition in float, rounded to half);
  * with --loose (NCCL's own order) only within a tolerance. Prints
  * "rank R digest HEX" over every result (the same on every rank and every
@@ -404,21 +407,72 @@ static void premulsum(ncclComm_t c, CUstream st)
     free(w);
 }
 
-/* Across hosts (GROUP_WORLD_SIZE > 1) the virtual collectives do not
- * serve point-to-point yet: a send is refused at the call, with the
- * reason, and nothing is left pending (the communicator goes on). */
-static void p2p_refused(ncclComm_t c, CUstream st)
+/* Rank r's words for a transfer (salt: which one): exact bytes to check. */
+static int32_t p2p_word(int r, size_t i, int salt)
 {
+    return (int32_t)((uint32_t)(r + 1) * 2654435761u ^ (uint32_t)(i * 40503u + (size_t)salt));
+}
+
+/* Sends n words to `to` and receives n from `from` (grouped: in one
+ * ncclGroupStart/End; else the first half of the ranks sends first),
+ * checks them exactly (they differ per rank: not in the digest). */
+static void p2p_pair(ncclComm_t c, CUstream st, int to, int from, size_t n, int grouped, int salt)
+{
+    int32_t *h = malloc(n * sizeof(*h)), *got = malloc(n * sizeof(*h));
+    CHECK(h && got, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        h[i] = p2p_word(g_rank, i, salt);
+    CUdeviceptr sb, rb;
+    CU(cuMemAlloc(&sb, n * sizeof(*h)));
+    CU(cuMemAlloc(&rb, n * sizeof(*h)));
+    CU(cuMemcpyHtoD(sb, h, n * sizeof(*h)));
+    CU(cuMemsetD32(rb, 0, n));
+    if (grouped)
+        NC(ncclGroupStart());
+    if (grouped || g_rank < g_n / 2)
+        NC(ncclSend((void *)sb, n, ncclInt32, to, c, (cudaStream_t)st));
+    NC(ncclRecv((void *)rb, n, ncclInt32, from, c, (cudaStream_t)st));
+    if (!grouped && g_rank >= g_n / 2)
+        NC(ncclSend((void *)sb, n, ncclInt32, to, c, (cudaStream_t)st));
+    if (grouped)
+        NC(ncclGroupEnd());
+    CU(cuStreamSynchronize(st));
+    CU(cuMemcpyDtoH(got, rb, n * sizeof(*h)));
+    for (size_t i = 0; i < n; i++)
+        CHECK(got[i] == p2p_word(from, i, salt), "p2p %d: word %zu from rank %d: %d, wanted %d",
+              salt, i, from, got[i], p2p_word(from, i, salt));
+    CU(cuMemFree(sb));
+    CU(cuMemFree(rb));
+    free(h);
+    free(got);
+}
+
+/* Point-to-point, data movement: the same bytes on every placement. With
+ * rank r + N/2 (on 2 hosts of N/2 ranks: the same local rank on the other
+ * host, their NCCL communicator between the hosts; on one host, the
+ * engine's), in a group (a ring exchange) and outside one (the first half
+ * sends first), 5 MiB; with rank r ^ 1 (the same host either way). Across
+ * hosts, a send to another local rank of the other host is refused with
+ * the reason, and nothing is left pending (the communicator goes on). */
+static void p2p(ncclComm_t c, CUstream st)
+{
+    int half = g_n / 2;
+    p2p_pair(c, st, (g_rank + half) % g_n, (g_rank + g_n - half) % g_n, 5u << 18, 1, 1);
+    p2p_pair(c, st, (g_rank + half) % g_n, (g_rank + g_n - half) % g_n, 4099, 0, 2);
+    p2p_pair(c, st, g_rank ^ 1, g_rank ^ 1, 4099, 1, 3);
     const char *g = getenv("GROUP_WORLD_SIZE");
     if (g_loose || !g || atoi(g) < 2)
         return;
     CUdeviceptr b;
     CU(cuMemAlloc(&b, 64));
-    ncclResult_t r = ncclSend((void *)b, 16, ncclFloat, (g_rank + 1) % g_n, c,
+    ncclResult_t r = ncclSend((void *)b, 16, ncclFloat, ((g_rank + half) % g_n) ^ 1, c,
                               (cudaStream_t)st);
     const char *why = ncclGetLastError(c);
-    CHECK(r == ncclInvalidUsage && why && strstr(why, "point-to-point is not served yet"),
-          "ncclSend across hosts: %d (%s), wanted a refusal", (int)r, why ? why : "");
+    CHECK(r == ncclInvalidUsage && why &&
+              strstr(why, "between hosts, point-to-point goes only between ranks of the same "
+                          "local rank"),
+          "ncclSend to another local rank across hosts: %d (%s), wanted a refusal", (int)r,
+          why ? why : "");
     CU(cuMemFree(b));
 }
 
@@ -500,7 +554,7 @@ int main(int argc, char **argv)
     bcast_gather(c, st);
     grouped(c, st);
     premulsum(c, st);
-    p2p_refused(c, st);
+    p2p(c, st);
     NC(ncclCommDestroy(c));
     printf("rank %d digest %016llx\n", g_rank, g_fnv);
     return 0;

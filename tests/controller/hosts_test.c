@@ -15,7 +15,10 @@
  *    avg, max in float and sum in half, reduce, reduce-scatter, PreMulSum
  *    all-reduce and reduce-scatter, checked bit for bit against the
  *    rank-order fold on the CPU, broadcast, all-gather, an all-reduce and a
- *    broadcast in one group; across hosts a send refused), 2 ranks on each of
+ *    broadcast in one group; sends and receives checked word for word with
+ *    the same local rank on the other host, in a group and outside one,
+ *    and inside the host; across hosts a send to another local rank
+ *    refused with the reason), 2 ranks on each of
  *    the 2 hosts (hosts_client.sh): each rank's digest is the one of 4
  *    ranks on one host of 4 GPUs and of 4 ranks on one GPU; negative
  *    control: NCCL's own collectives across the hosts give another; the
