@@ -7,8 +7,15 @@
  *   nodes.c   the hosts of a job across hosts (the daemon's table of nodes)
  *   nodelink.c  a node's link to that daemon (run's reports, the job's state)
  *   client.c  one request to the daemon and its reply
- *   daemon.c  the daemon: registrations, heartbeats, status, scale, moves
- *   run.c     the launcher: ESTs, output, progress, schedule, the daemon
+ *   daemon.c  the daemon: its loop and connections (daemon_int.h, private to
+ *             daemon*.c: _state.c the job's state, _status.c status,
+ *             _ops.c the requests, _hold.c an operation and a hold of the
+ *             whole job, _nodes.c a job across hosts, _ests.c the ESTs'
+ *             registrations, heartbeats and answers)
+ *   run.c     the launcher: its steps and teardown (run_int.h, private to
+ *             run*.c: _loop.c the event loop and the node link, _ests.c the
+ *             EST processes and the daemon, _sched.c the schedule and
+ *             progress, _out.c output)
  *   verify.c, verify_run.c  the checksum harness (controller/verify.h)
  *   digest.c  collective digests and diff (controller/digest.h)
  * Exit statuses of every subcommand: 0 ok, 1 the job or command failed,

@@ -4,7 +4,10 @@
 # are tests/controller/module.mk's (the protocol's: tests/wire/module.mk).
 # Variables local to this file are prefixed CTL_.
 
-CTL_SRCS := controller/main.c controller/util.c controller/run.c controller/daemon.c controller/client.c \
+CTL_SRCS := controller/main.c controller/util.c controller/run.c controller/run_out.c controller/run_sched.c \
+    controller/run_ests.c controller/run_loop.c controller/daemon.c controller/client.c \
+    controller/daemon_state.c controller/daemon_status.c controller/daemon_hold.c controller/daemon_ops.c \
+    controller/daemon_nodes.c controller/daemon_ests.c \
     controller/gpus.c controller/sock.c controller/job.c controller/nodes.c controller/nodelink.c controller/sched.c wire/proto.c \
     controller/verify.c controller/verify_run.c controller/digest.c
 CTL_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(CTL_SRCS))
