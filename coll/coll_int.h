@@ -572,6 +572,16 @@ ncclResult_t es_xhost_plan(es_coll_id_t *e, int *nranks, int *rank, const ncclCo
                            es_xhost_t **out);
 /* The host's communicator c made (c->x set): the leaders' communicator. */
 ncclResult_t es_xhost_connect(es_comm_t *c);
+/* ncclCommSplit of the communicator across hosts p (every rank of p
+ * calls it, blocking): every rank's (color, key) over p; this rank's
+ * communicator of its color is its ranks ordered by key, then p's rank.
+ * Returns ncclSuccess with *nlocal 0 (NCCL_SPLIT_NOCOLOR), or with the
+ * size of this host's communicator in it and this rank's place there
+ * (*nlocal, *lrank) and, when it spans hosts, its levels above the host in
+ * *x (NULL: one host). Its ranks must come in blocks of equal size per
+ * host (ncclInvalidUsage otherwise, with the reason). */
+ncclResult_t es_xhost_split(es_comm_t *p, int color, int key, es_xhost_t **x, int *nlocal,
+                            int *lrank);
 /* Destroys (abort: aborts) the levels above the host; c->x NULL after. */
 void es_xhost_free(es_comm_t *c, int abort);
 /* The leaders' communicator's asynchronous error (ncclSuccess: none). */

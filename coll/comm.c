@@ -128,6 +128,24 @@ static ncclResult_t es_init_local(es_comm_t **comm, int nranks, const es_coll_id
     return res;
 }
 
+/* This host's communicator (es_init_local) and, when x is not NULL (the
+ * levels above the host, taken over: freed on failure), those connected. */
+static ncclResult_t es_init_host(es_comm_t **comm, int nranks, const es_coll_id_t *e, int rank,
+                                 const ncclConfig_t *config, es_xhost_t *x)
+{
+    ncclResult_t res = es_init_local(comm, nranks, e, rank, config);
+    if (res != ncclSuccess || !x) {
+        free(x);
+        return res;
+    }
+    (*comm)->x = x;
+    if ((res = es_xhost_connect(*comm)) != ncclSuccess) {
+        es_coll_destroy(*comm);
+        *comm = NULL;
+    }
+    return res;
+}
+
 ncclResult_t es_coll_init_rank(es_comm_t **comm, int nranks, const ncclUniqueId *id, int rank,
                                const ncclConfig_t *config)
 {
@@ -156,17 +174,7 @@ ncclResult_t es_coll_init_rank(es_comm_t **comm, int nranks, const ncclUniqueId 
     if (e.magic == ES_COLL_ID_MAGIC_X && e.version == ES_SEG_VERSION &&
         (res = es_xhost_plan(&e, &nranks, &rank, config, &x)) != ncclSuccess)
         return res;
-    res = es_init_local(comm, nranks, &e, rank, config);
-    if (res != ncclSuccess || !x) {
-        free(x);
-        return res;
-    }
-    (*comm)->x = x;
-    if ((res = es_xhost_connect(*comm)) != ncclSuccess) {
-        es_coll_destroy(*comm);
-        *comm = NULL;
-    }
-    return res;
+    return es_init_host(comm, nranks, &e, rank, config, x);
 }
 
 ncclResult_t es_coll_init_all(es_comm_t **comms, int ndev, const int *devlist)
@@ -286,6 +294,36 @@ static void *es_split_thread(void *arg)
     return NULL;
 }
 
+/* The split of a communicator across hosts (blocking, outside groups):
+ * the ranks' colors over it (xhost.c), then this host's communicator of
+ * the color (its id derived from the parent's, as on one host) and, when
+ * the color spans hosts, the levels above it. */
+static ncclResult_t es_split_across(es_comm_t *parent, int color, int key, es_comm_t **out,
+                                    const ncclConfig_t *config)
+{
+    if ((config && !es_config_blocking(config)) || es_group_depth() > 0) {
+        ES_WARN("collectives: ncclCommSplit: a communicator across hosts is split only "
+                "blocking and outside a group");
+        es_coll_error("ncclCommSplit: a communicator across hosts is split only blocking and "
+                      "outside a group (ncclGroupStart/End)");
+        return ncclInvalidUsage;
+    }
+    pthread_mutex_lock(&parent->mu);
+    uint64_t idx = parent->splits++;
+    pthread_mutex_unlock(&parent->mu);
+    es_xhost_t *x = NULL;
+    int n = 0, rank = 0, pushed = 0;
+    ncclResult_t res = es_xhost_split(parent, color, key, &x, &n, &rank);
+    if (res != ncclSuccess || n == 0)
+        return res;
+    es_coll_id_t e;
+    es_id_derive(&e, parent, 1, idx, (uint64_t)(uint32_t)color);
+    es_comm_ctx_enter(parent, &pushed);
+    res = es_init_host(out, n, &e, rank, NULL, x);
+    es_comm_ctx_leave(pushed);
+    return res;
+}
+
 ncclResult_t es_coll_split(es_comm_t *parent, int color, int key, es_comm_t **out,
                            const ncclConfig_t *config)
 {
@@ -296,11 +334,6 @@ ncclResult_t es_coll_split(es_comm_t *parent, int color, int key, es_comm_t **ou
         return ncclInvalidArgument;
     }
     *out = NULL;
-    if (parent && es_coll_valid(parent) && parent->x) {
-        ES_WARN("collectives: ncclCommSplit: a communicator across hosts is not split yet");
-        es_coll_error("ncclCommSplit: a communicator across hosts is not split yet");
-        return ncclInvalidUsage;
-    }
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
         es_coll_error("ncclCommSplit: color %d is not valid (>= 0 or NCCL_SPLIT_NOCOLOR)", color);
         return ncclInvalidArgument;
@@ -310,6 +343,8 @@ ncclResult_t es_coll_split(es_comm_t *parent, int color, int key, es_comm_t **ou
         res = es_comm_ready(parent);
     if (res != ncclSuccess)
         return res;
+    if (parent->x)
+        return es_split_across(parent, color, key, out, config);
     /* A child config given: its own blocking; else the parent's. */
     int blocking = config ? es_config_blocking(config) : parent->blocking;
     pthread_mutex_lock(&parent->mu);

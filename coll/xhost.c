@@ -35,7 +35,8 @@
  * Moves: only at a hold of the whole job, where the stripes'
  * communicators are made again (es_xhost_hold_down/up). Point-to-point:
  * inside the host, or between ranks of the same local rank on two hosts
- * (their stripe). Not yet: other pairs across hosts, split, non-blocking
+ * (their stripe). Split: every rank's color and key over the communicator
+ * (es_xhost_split). Not yet: other pairs across hosts, shrink, non-blocking
  * communicators, time-slicing.
  * Calls comm.c (the local communicator), enqueue.c, kernels/reduce.h. */
 #include "coll/coll_int.h"
@@ -691,6 +692,134 @@ static ncclResult_t es_xh_reduce(es_comm_t *c, es_xhost_t *x, const es_coll_op_t
         o->count * ts, es_vh_stream(o->stream));
     es_comm_ctx_leave(pushed);
     return es_xh_kernel(cr);
+}
+
+/* ---- ncclCommSplit across hosts ------------------------------------------------ */
+
+/* Every rank's `bytes` at mine into all (in rank order), over the
+ * communicator across hosts c: the all-gather above on its own scratch,
+ * then waited for (a split's exchanges: not steps of the job). */
+static ncclResult_t es_xh_exchange(es_comm_t *c, es_xhost_t *x, const void *mine, void *all,
+                                   size_t bytes)
+{
+    size_t n = (size_t)x->nranks;
+    CUdeviceptr d = 0;
+    int pushed = 0;
+    ncclResult_t r = ncclSuccess;
+    es_comm_ctx_enter(c, &pushed);
+    if (ES_REAL(cuda, cuCtxSynchronize)() != CUDA_SUCCESS ||
+        ES_REAL(cuda, cuMemAlloc_v2)(&d, bytes * (n + 1)) != CUDA_SUCCESS ||
+        ES_REAL(cuda, cuMemcpyHtoD_v2)(d + bytes * n, mine, bytes) != CUDA_SUCCESS)
+        r = ncclUnhandledCudaError;
+    es_comm_ctx_leave(pushed);
+    if (r == ncclSuccess) {
+        es_coll_op_t o = { .kind = ES_OP_ALLGATHER, .comm = c, .recv = (void *)d,
+                           .send = (const void *)(d + bytes * n), .count = bytes,
+                           .dtype = ncclInt8 };
+        r = es_xh_allgather(c, x, &o);
+    }
+    es_comm_ctx_enter(c, &pushed);
+    if (r == ncclSuccess && (ES_REAL(cuda, cuStreamSynchronize)(NULL) != CUDA_SUCCESS ||
+                             ES_REAL(cuda, cuMemcpyDtoH_v2)(all, d, bytes * n) != CUDA_SUCCESS))
+        r = ncclUnhandledCudaError;
+    if (d)
+        ES_REAL(cuda, cuMemFree_v2)(d);
+    es_comm_ctx_leave(pushed);
+    if (r != ncclSuccess)
+        es_coll_error("ncclCommSplit: the exchange of the ranks' colors across hosts failed");
+    return r;
+}
+
+/* The ranks of p's color `color` in the new order (by key, then p's
+ * rank) into m; returns how many. ck: every rank's (color, key). */
+static int es_xh_members(const int32_t *ck, int n, int color, int *m)
+{
+    int k = 0;
+    for (int r = 0; r < n; r++) {
+        if (ck[2 * r] != color)
+            continue;
+        int i = k++;
+        for (; i > 0 && ck[2 * m[i - 1] + 1] > ck[2 * r + 1]; i--)
+            m[i] = m[i - 1];
+        m[i] = r;
+    }
+    return k;
+}
+
+/* The blocks per host of the members m[0..n) (p's ranks, host = rank / k):
+ * 0 with their size *per (one host: n), or -1 when a host's ranks are not
+ * one block or the blocks differ in size. */
+static int es_xh_blocks(const int *m, int n, int k, int *per)
+{
+    int blk = 0;
+    while (blk < n && m[blk] / k == m[0] / k)
+        blk++;
+    for (int i = 0; i < n; i++) {
+        if (m[i] / k != m[i - i % blk] / k)
+            return -1;
+        for (int j = 0; j < i - i % blk; j++) /* a host seen in an earlier block */
+            if (m[j] / k == m[i] / k)
+                return -1;
+    }
+    if (n % blk)
+        return -1;
+    *per = blk;
+    return 0;
+}
+
+ncclResult_t es_xhost_split(es_comm_t *p, int color, int key, es_xhost_t **x, int *nlocal,
+                            int *lrank)
+{
+    es_xhost_t *px = p->x;
+    int n = px->nranks, nm = 0, me = -1, per = 0, bad = 0;
+    int32_t mine[2] = { color, key };
+    int32_t *ck = malloc(sizeof(int32_t) * 2 * (size_t)n);
+    int *m = malloc(sizeof(int) * (size_t)n);
+    ncclUniqueId *ids = malloc(sizeof(ncclUniqueId) * (size_t)n), rid;
+    ncclResult_t r = ck && m && ids ? ncclSuccess : ncclSystemError;
+    *x = NULL;
+    *nlocal = *lrank = 0;
+    if (r == ncclSuccess)
+        r = es_xh_exchange(p, px, mine, ck, sizeof(mine));
+    if (r != ncclSuccess)
+        goto out;
+    if (color != NCCL_SPLIT_NOCOLOR) {
+        nm = es_xh_members(ck, n, color, m);
+        for (int i = 0; i < nm; i++)
+            if (m[i] == px->rank)
+                me = i;
+        bad = es_xh_blocks(m, nm, px->k, &per) < 0;
+    }
+    /* the leaders' NCCL id of each communicator across hosts: its rank 0's */
+    memset(&rid, 0, sizeof(rid));
+    if (me == 0 && !bad && per < nm && (r = ES_REAL(nccl, ncclGetUniqueId)(&rid)) != ncclSuccess)
+        es_coll_error("ncclCommSplit: the new communicator's NCCL id: NCCL error %d", (int)r);
+    if (r == ncclSuccess)
+        r = es_xh_exchange(p, px, &rid, ids, sizeof(rid)); /* every rank takes part */
+    if (r != ncclSuccess || color == NCCL_SPLIT_NOCOLOR)
+        goto out;
+    if (bad) {
+        ES_XH_REFUSE("ncclCommSplit: color %d's ranks (by key, then rank) do not come in blocks "
+                     "of the same size per host (a communicator across hosts takes ranks in "
+                     "blocks per host)", color);
+        r = ncclInvalidUsage;
+        goto out;
+    }
+    *nlocal = per;
+    *lrank = me % per;
+    if (per == nm) /* one host: the engine's communicator alone */
+        goto out;
+    if (!(*x = calloc(1, sizeof(**x)))) {
+        r = ncclSystemError;
+        goto out;
+    }
+    **x = (es_xhost_t){ .rank = me, .nranks = nm, .host = me / per, .nhosts = nm / per,
+                        .k = per, .lrank = me % per, .cc_id = ids[m[0]] };
+out:
+    free(ck);
+    free(m);
+    free(ids);
+    return r;
 }
 
 /* The thread's group: operations on communicators across hosts, kept

@@ -473,8 +473,12 @@ static CUresult es_nc_carry(es_comm_t *c, const es_nc_job_t *J, int parts, CUstr
                         (parts & ES_NC_FOLD); j++)
             if (t->gpu_of[t->run_lo[j]] == t->me_gpu)
                 res = es_nc_run(c, J, j, &cr, s);
-        if (res == ncclSuccess && cr == CUDA_SUCCESS && t->ngpu > 1 && (parts & ES_NC_SPREAD))
+        if (res != ncclSuccess || cr != CUDA_SUCCESS || !(parts & ES_NC_SPREAD))
+            break;
+        if (t->ngpu > 1)
             res = es_nc_spread(c, J, s);
+        else if (J->dst) /* one GPU, direct: the fold's scratch into the output */
+            cr = es_devtp_dtod(J->dst, es_nc_dst(c, J), J->count * es, s);
         break;
     }
     if (res != ncclSuccess) {

@@ -17,7 +17,11 @@
  * scalar per rank; not with --loose: simcuda's NCCL has none);
  * point-to-point (exact words, in a group and outside one) with rank
  * r + N/2 (across 2 hosts: the same local rank) and r ^ 1, and across
- * hosts a send to another local rank refused with the reason. Sums are
+ * hosts a send to another local rank refused with the reason;
+ * ncclCommSplit (one rank a host across the hosts, inside each host, every
+ * rank in reverse order: a sum on each new communicator bit for bit
+ * against the fold of its ranks in its order; across hosts, ranks not in
+ * blocks per host refused), then a sum on the parent. Sums are
  * compared bit for bit with a reference folded in rank
  * order 0..N-1 on the host (half: each addition in float, rounded to half);
  * with --loose (NCCL's own order) only within a tolerance. Prints
@@ -407,6 +411,117 @@ static void premulsum(ncclComm_t c, CUstream st)
     free(w);
 }
 
+/* Colors and keys of rank r for the splits below (N = 4: 2 hosts of 2). */
+static void ck_parity(int r, int *c, int *k) /* one rank a host, across the hosts */
+{
+    *c = r % 2;
+    *k = r;
+}
+
+static void ck_half(int r, int *c, int *k) /* inside each host */
+{
+    *c = r / (g_n / 2);
+    *k = r;
+}
+
+static void ck_reverse(int r, int *c, int *k) /* every rank, in reverse: host 1's block first */
+{
+    *c = 0;
+    *k = g_n - r;
+}
+
+static void ck_scattered(int r, int *c, int *k) /* 0, 2, 3, 1: host 0's ranks not one block */
+{
+    *c = 0;
+    *k = r == 1 ? g_n : r;
+}
+
+/* ncclCommSplit by ck, then a float sum on the new communicator checked
+ * bit for bit against the fold of its ranks in its order (by key, then
+ * rank) on the CPU; it differs per communicator: not in the digest. */
+static void split_sum(ncclComm_t c, CUstream st, void (*ck)(int, int *, int *), int salt,
+                      const char *what)
+{
+    int color, key, m[64], nm = 0, sr = -1, sn = 0;
+    ck(g_rank, &color, &key);
+    for (int r = 0; r < g_n && r < 64; r++) { /* the members, by key then rank */
+        int cr, kr, i;
+        ck(r, &cr, &kr);
+        if (cr != color)
+            continue;
+        for (i = nm++; i > 0; i--) {
+            int cj, kj;
+            ck(m[i - 1], &cj, &kj);
+            if (kj <= kr)
+                break;
+            m[i] = m[i - 1];
+        }
+        m[i] = r;
+    }
+    ncclComm_t s;
+    NC(ncclCommSplit(c, color, key, &s, NULL));
+    NC(ncclCommUserRank(s, &sr));
+    NC(ncclCommCount(s, &sn));
+    CHECK(sn == nm && sr >= 0 && sr < nm && m[sr] == g_rank, "%s: rank %d of %d, wanted %d",
+          what, sr, sn, nm);
+    size_t n = COUNT;
+    float *h = malloc(n * 4), *w = malloc(n * 4);
+    CUdeviceptr b;
+    CHECK(h && w, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        h[i] = val(g_rank, i, salt);
+        w[i] = val(m[0], i, salt);
+        for (int j = 1; j < nm; j++)
+            w[i] = w[i] + val(m[j], i, salt);
+    }
+    CU(cuMemAlloc(&b, n * 4));
+    CU(cuMemcpyHtoD(b, h, n * 4));
+    NC(ncclAllReduce((void *)b, (void *)b, n, ncclFloat, ncclSum, s, (cudaStream_t)st));
+    CU(cuStreamSynchronize(st));
+    CU(cuMemcpyDtoH(h, b, n * 4));
+    g_private = 1;
+    compare(h, w, n, what);
+    g_private = 0;
+    CU(cuMemFree(b));
+    NC(ncclCommDestroy(s));
+    free(h);
+    free(w);
+}
+
+/* Splits: one rank a host across the hosts, inside each host, every rank
+ * in reverse; across hosts (2 ranks a host or more) a color whose ranks
+ * are not blocks per host is refused with the reason (the parent goes
+ * on). */
+static void splits(ncclComm_t c, CUstream st)
+{
+    const char *g = getenv("GROUP_WORLD_SIZE"), *k = getenv("LOCAL_WORLD_SIZE");
+    if (g_loose && g && atoi(g) > 1) {
+        printf("rank %d splits: not with --loose across hosts (simcuda's NCCL has none)\n",
+               g_rank);
+        return;
+    }
+    split_sum(c, st, ck_parity, 21, "split_parity");
+    split_sum(c, st, ck_half, 22, "split_half");
+    split_sum(c, st, ck_reverse, 23, "split_reverse");
+    if (g_loose || !g || atoi(g) < 2 || !k || atoi(k) < 2)
+        return;
+    int color, key;
+    ncclComm_t s = NULL;
+    ck_scattered(g_rank, &color, &key);
+    ncclResult_t r = ncclCommSplit(c, color, key, &s, NULL);
+    const char *why = ncclGetLastError(c);
+    CHECK(r == ncclInvalidUsage && !s && why &&
+              strstr(why, "do not come in blocks of the same size per host"),
+          "a split whose ranks are not blocks per host: %d (%s), wanted a refusal", (int)r,
+          why ? why : "");
+}
+
+static void splits_then_sum(ncclComm_t c, CUstream st)
+{
+    splits(c, st);
+    allreduce_float(c, st, ncclSum, 24, "allreduce_after_splits", COUNT);
+}
+
 /* Rank r's words for a transfer (salt: which one): exact bytes to check. */
 static int32_t p2p_word(int r, size_t i, int salt)
 {
@@ -453,15 +568,16 @@ static void p2p_pair(ncclComm_t c, CUstream st, int to, int from, size_t n, int 
  * engine's), in a group (a ring exchange) and outside one (the first half
  * sends first), 5 MiB; with rank r ^ 1 (the same host either way). Across
  * hosts, a send to another local rank of the other host is refused with
- * the reason, and nothing is left pending (the communicator goes on). */
+ * the reason (with 2 ranks a host or more), and nothing is left pending
+ * (the communicator goes on). */
 static void p2p(ncclComm_t c, CUstream st)
 {
     int half = g_n / 2;
     p2p_pair(c, st, (g_rank + half) % g_n, (g_rank + g_n - half) % g_n, 5u << 18, 1, 1);
     p2p_pair(c, st, (g_rank + half) % g_n, (g_rank + g_n - half) % g_n, 4099, 0, 2);
     p2p_pair(c, st, g_rank ^ 1, g_rank ^ 1, 4099, 1, 3);
-    const char *g = getenv("GROUP_WORLD_SIZE");
-    if (g_loose || !g || atoi(g) < 2)
+    const char *g = getenv("GROUP_WORLD_SIZE"), *k = getenv("LOCAL_WORLD_SIZE");
+    if (g_loose || !g || atoi(g) < 2 || !k || atoi(k) < 2)
         return;
     CUdeviceptr b;
     CU(cuMemAlloc(&b, 64));
@@ -555,6 +671,7 @@ int main(int argc, char **argv)
     grouped(c, st);
     premulsum(c, st);
     p2p(c, st);
+    splits_then_sum(c, st);
     NC(ncclCommDestroy(c));
     printf("rank %d digest %016llx\n", g_rank, g_fnv);
     return 0;

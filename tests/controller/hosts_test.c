@@ -18,9 +18,12 @@
  *    broadcast in one group; sends and receives checked word for word with
  *    the same local rank on the other host, in a group and outside one,
  *    and inside the host; across hosts a send to another local rank
- *    refused with the reason), 2 ranks on each of
+ *    refused with the reason; ncclCommSplit one rank a host, inside each
+ *    host and in reverse order, a sum on each new communicator bit for bit,
+ *    and a split not in blocks per host refused), 2 ranks on each of
  *    the 2 hosts (hosts_client.sh): each rank's digest is the one of 4
- *    ranks on one host of 4 GPUs and of 4 ranks on one GPU; negative
+ *    ranks on one host of 4 GPUs and of 4 ranks on one GPU; with one rank
+ *    a host, that of 2 ranks on one host; negative
  *    control: NCCL's own collectives across the hosts give another; the
  *    shim's time-slicing (2 ranks on each host's one GPU) is refused with
  *    its reason when the communicator is made: exit 1, no hang;
@@ -226,21 +229,21 @@ static void test_scale_events_inside_hosts(void **state)
     es_proc_result_free(&r);
 }
 
-/* hosts_client.sh with K ranks a host: under simhosts (2 hosts x 2 GPUs)
- * when hosts, else here with devs; the digest into d. */
-static int client_run(int hosts, const char *devs, const char *coll, const char *loose, char *d,
-                      size_t len)
+/* hosts_client.sh with k ranks a host: under simhosts (2 hosts x k GPUs)
+ * when hosts, else 2 k ranks here with devs; the digest into d. */
+static int client_run(int hosts, int k, const char *devs, const char *coll, const char *loose,
+                      char *d, size_t len)
 {
     char cmd[2048], idf[700], dv[200], co[64];
-    snprintf(idf, sizeof(idf), "%s/id-%d-%s", g_dir, hosts, coll);
+    snprintf(idf, sizeof(idf), "%s/id-%d-%d-%s", g_dir, hosts, k, coll);
     unlink(idf);
     if (hosts)
-        snprintf(cmd, sizeof(cmd), "%s --hosts 2 --gpus-per-host 2 --gpu a100:2G -- %s %s 2 %s",
-                 es_root_path("scripts/simhosts"), es_root_path("tests/controller/hosts_client.sh"),
-                 idf, loose);
+        snprintf(cmd, sizeof(cmd), "%s --hosts 2 --gpus-per-host %d --gpu a100:2G -- %s %s %d %s",
+                 es_root_path("scripts/simhosts"), k,
+                 es_root_path("tests/controller/hosts_client.sh"), idf, k, loose);
     else
-        snprintf(cmd, sizeof(cmd), "%s %s 4 %s", es_root_path("tests/controller/hosts_client.sh"),
-                 idf, loose);
+        snprintf(cmd, sizeof(cmd), "%s %s %d %s",
+                 es_root_path("tests/controller/hosts_client.sh"), idf, 2 * k, loose);
     snprintf(dv, sizeof(dv), "SIMCUDA_DEVICES=%s", devs);
     snprintf(co, sizeof(co), "EASYSCALE_COLLECTIVES=%s", coll);
     char *env[] = { dv, co, "CUDA_VISIBLE_DEVICES=", NULL };
@@ -249,7 +252,7 @@ static int client_run(int hosts, const char *devs, const char *coll, const char 
     need_hosts(&r);
     if (r.status != 0)
         fail_msg("%s exited %d:\n%s", cmd, r.status, r.out);
-    one_digest(r.out, 4, d, len);
+    one_digest(r.out, 2 * k, d, len);
     es_proc_result_free(&r);
     return 0;
 }
@@ -258,14 +261,18 @@ static void test_nccl_client_two_hosts(void **state)
 {
     (void)state;
     char ref4[64], ref1[64], d[64];
-    client_run(0, "a100:2G,a100:2G,a100:2G,a100:2G", "virtual", "", ref4, sizeof(ref4));
-    client_run(0, "a100:2G", "virtual", "", ref1, sizeof(ref1));
+    client_run(0, 2, "a100:2G,a100:2G,a100:2G,a100:2G", "virtual", "", ref4, sizeof(ref4));
+    client_run(0, 2, "a100:2G", "virtual", "", ref1, sizeof(ref1));
     assert_string_equal(ref1, ref4);
-    client_run(1, "", "virtual", "", d, sizeof(d));
+    client_run(1, 2, "", "virtual", "", d, sizeof(d));
     assert_string_equal(d, ref4);
-    client_run(1, "", "nccl", "--loose", d, sizeof(d)); /* NCCL's own order */
+    client_run(1, 2, "", "nccl", "--loose", d, sizeof(d)); /* NCCL's own order */
     if (strcmp(d, ref4) == 0)
         fail_msg("NCCL's own collectives across hosts gave the rank-order digest %s", d);
+    /* one rank a host (each host's communicator of one rank) */
+    client_run(0, 1, "a100:2G,a100:2G", "virtual", "", ref1, sizeof(ref1));
+    client_run(1, 1, "", "virtual", "", d, sizeof(d));
+    assert_string_equal(d, ref1);
     /* time-sliced ESTs across hosts: refused, with the reason */
     char cmd[2048], idf[700];
     snprintf(idf, sizeof(idf), "%s/id-ts", g_dir);
