@@ -751,18 +751,19 @@ static int es_xh_members(const int32_t *ck, int n, int color, int *m)
  * one block or the blocks differ in size. */
 static int es_xh_blocks(const int *m, int n, int k, int *per)
 {
-    int blk = 0;
+    int blk = 1;
     while (blk < n && m[blk] / k == m[0] / k)
         blk++;
-    for (int i = 0; i < n; i++) {
-        if (m[i] / k != m[i - i % blk] / k)
-            return -1;
-        for (int j = 0; j < i - i % blk; j++) /* a host seen in an earlier block */
-            if (m[j] / k == m[i] / k)
-                return -1;
-    }
     if (n % blk)
         return -1;
+    for (int b = 0; b < n; b += blk) {
+        for (int i = b + 1; i < b + blk; i++) /* one host a block */
+            if (m[i] / k != m[b] / k)
+                return -1;
+        for (int a = 0; a < b; a += blk) /* one block a host */
+            if (m[a] / k == m[b] / k)
+                return -1;
+    }
     *per = blk;
     return 0;
 }
