@@ -528,13 +528,25 @@ static int32_t p2p_word(int r, size_t i, int salt)
     return (int32_t)((uint32_t)(r + 1) * 2654435761u ^ (uint32_t)(i * 40503u + (size_t)salt));
 }
 
+/* Checks n words received from rank `from` at device buffer rb. */
+static void p2p_check(CUdeviceptr rb, size_t n, int from, int salt)
+{
+    int32_t *got = malloc(n * sizeof(*got));
+    CHECK(got, "out of memory");
+    CU(cuMemcpyDtoH(got, rb, n * sizeof(*got)));
+    for (size_t i = 0; i < n; i++)
+        CHECK(got[i] == p2p_word(from, i, salt), "p2p %d: word %zu from rank %d: %d, wanted %d",
+              salt, i, from, got[i], p2p_word(from, i, salt));
+    free(got);
+}
+
 /* Sends n words to `to` and receives n from `from` (grouped: in one
  * ncclGroupStart/End; else the first half of the ranks sends first),
  * checks them exactly (they differ per rank: not in the digest). */
 static void p2p_pair(ncclComm_t c, CUstream st, int to, int from, size_t n, int grouped, int salt)
 {
-    int32_t *h = malloc(n * sizeof(*h)), *got = malloc(n * sizeof(*h));
-    CHECK(h && got, "out of memory");
+    int32_t *h = malloc(n * sizeof(*h));
+    CHECK(h, "out of memory");
     for (size_t i = 0; i < n; i++)
         h[i] = p2p_word(g_rank, i, salt);
     CUdeviceptr sb, rb;
@@ -552,21 +564,48 @@ static void p2p_pair(ncclComm_t c, CUstream st, int to, int from, size_t n, int 
     if (grouped)
         NC(ncclGroupEnd());
     CU(cuStreamSynchronize(st));
-    CU(cuMemcpyDtoH(got, rb, n * sizeof(*h)));
-    for (size_t i = 0; i < n; i++)
-        CHECK(got[i] == p2p_word(from, i, salt), "p2p %d: word %zu from rank %d: %d, wanted %d",
-              salt, i, from, got[i], p2p_word(from, i, salt));
+    p2p_check(rb, n, from, salt);
     CU(cuMemFree(sb));
     CU(cuMemFree(rb));
     free(h);
-    free(got);
+}
+
+/* One group with both exchanges: with rank r + N/2 (on 2 hosts: the other
+ * host's, NCCL between the hosts) and with rank r ^ 1 (this host's: the
+ * engine's), so that the two kinds of sends wait in one group. */
+static void p2p_mixed(ncclComm_t c, CUstream st, size_t n, int salt)
+{
+    int half = g_n / 2, to = (g_rank + half) % g_n, from = (g_rank + g_n - half) % g_n;
+    int32_t *h = malloc(n * sizeof(*h));
+    CHECK(h, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        h[i] = p2p_word(g_rank, i, salt);
+    CUdeviceptr sb, rf, rn;
+    CU(cuMemAlloc(&sb, n * sizeof(*h)));
+    CU(cuMemAlloc(&rf, n * sizeof(*h)));
+    CU(cuMemAlloc(&rn, n * sizeof(*h)));
+    CU(cuMemcpyHtoD(sb, h, n * sizeof(*h)));
+    NC(ncclGroupStart());
+    NC(ncclSend((void *)sb, n, ncclInt32, to, c, (cudaStream_t)st));
+    NC(ncclRecv((void *)rf, n, ncclInt32, from, c, (cudaStream_t)st));
+    NC(ncclSend((void *)sb, n, ncclInt32, g_rank ^ 1, c, (cudaStream_t)st));
+    NC(ncclRecv((void *)rn, n, ncclInt32, g_rank ^ 1, c, (cudaStream_t)st));
+    NC(ncclGroupEnd());
+    CU(cuStreamSynchronize(st));
+    p2p_check(rf, n, from, salt);
+    p2p_check(rn, n, g_rank ^ 1, salt);
+    CU(cuMemFree(sb));
+    CU(cuMemFree(rf));
+    CU(cuMemFree(rn));
+    free(h);
 }
 
 /* Point-to-point, data movement: the same bytes on every placement. With
  * rank r + N/2 (on 2 hosts of N/2 ranks: the same local rank on the other
  * host, their NCCL communicator between the hosts; on one host, the
  * engine's), in a group (a ring exchange) and outside one (the first half
- * sends first), 5 MiB; with rank r ^ 1 (the same host either way). Across
+ * sends first), 5 MiB; with rank r ^ 1 (the same host either way); with
+ * both in one group. Across
  * hosts, a send to another local rank of the other host is refused with
  * the reason (with 2 ranks a host or more), and nothing is left pending
  * (the communicator goes on). */
@@ -576,6 +615,7 @@ static void p2p(ncclComm_t c, CUstream st)
     p2p_pair(c, st, (g_rank + half) % g_n, (g_rank + g_n - half) % g_n, 5u << 18, 1, 1);
     p2p_pair(c, st, (g_rank + half) % g_n, (g_rank + g_n - half) % g_n, 4099, 0, 2);
     p2p_pair(c, st, g_rank ^ 1, g_rank ^ 1, 4099, 1, 3);
+    p2p_mixed(c, st, 1u << 18, 4);
     const char *g = getenv("GROUP_WORLD_SIZE"), *k = getenv("LOCAL_WORLD_SIZE");
     if (g_loose || !g || atoi(g) < 2 || !k || atoi(k) < 2)
         return;
