@@ -26,7 +26,9 @@
  *    whichever transport and whoever computes a shard). The device and
  *    nccl transports mostly run with EASYSCALE_MOVE=off (auto takes nccl,
  *    also with moves on); a run that asked for one of them
- *    fails on the engine's fallback warning. Negative control: the same
+ *    fails on the engine's fallback warning; and one rank alone on the
+ *    nccl and host transports (the nccl one's out-of-place all-reduce
+ *    left its output unwritten once). Negative control: the same
  *    client on plain NCCL (no shim, 4 GPUs) misses the rank-order
  *    reference.
  *  - "coll": broadcast, gathers, scatters, in-place buffers, groups with
@@ -573,6 +575,28 @@ static void test_types(void **state)
         es_proc_result_free(&r);
     }
     assert_string_not_equal(ref[0], ref[1]);
+}
+
+/* A communicator of one rank: every type and operation, in and out of
+ * place, on the nccl transport (one GPU, the all-reduce without staging:
+ * an out-of-place one left its output unwritten once) and the host one,
+ * each checked against the client's reference, the same digest. */
+static void test_types_one_rank(void **state)
+{
+    (void)state;
+    need_shim();
+    static const char *const tps[] = { "EASYSCALE_COLL_TRANSPORT=nccl",
+                                       "EASYSCALE_COLL_TRANSPORT=host" };
+    char d[2][40];
+    for (int t = 0; t < 2; t++) {
+        es_proc_result_t r = run_client(1, "types", 1, "a100:4G", tps[t], "EASYSCALE_MOVE=off",
+                                        NULL);
+        expect_client(&r, 1, tps[t]);
+        expect_transport(&r, tps[t]);
+        digest_of(&r, d[t], sizeof d[t]);
+        es_proc_result_free(&r);
+    }
+    assert_string_equal(d[0], d[1]);
 }
 
 /* Negative control: plain NCCL (simcuda's, ring order) on 4 GPUs does not
@@ -1147,6 +1171,7 @@ int main(void)
         cmocka_unit_test(test_steps),
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_types_control),
+        cmocka_unit_test(test_types_one_rank),
     };
     const struct CMUnitTest part2[] = {
         cmocka_unit_test(test_coll),
