@@ -214,46 +214,28 @@ ncclResult_t es_xhost_plan(es_coll_id_t *e, int *nranks_io, int *rank_io,
 }
 
 static ncclResult_t es_xh_tmp(es_xhost_t *x, size_t bytes);
-static ncclResult_t es_xh_local(es_comm_t *c, int kind, const void *send, void *recv,
-                                size_t count, int dtype, int op, int root, CUstream s, int done);
 
-/* The stripes' ids: host 0's rank s makes stripe s's; host 0's ranks
- * all-gather them, the leaders broadcast them, each host's leader
- * broadcasts them inside the host; rank s keeps its own in cc_id. */
+static ncclResult_t es_xh_exchange(es_comm_t *c, es_xhost_t *x, const void *mine, void *all,
+                                   size_t bytes);
+
+/* The stripes' ids: host 0's rank s makes stripe s's, every rank's goes to
+ * every rank (es_xh_exchange: the leaders' communicator is up), and rank s
+ * of every host keeps host 0's rank s's in cc_id. */
 static ncclResult_t es_xh_stripe_ids(es_comm_t *c, es_xhost_t *x)
 {
-    size_t idb = sizeof(ncclUniqueId), all = idb * (size_t)x->k;
-    ncclUniqueId mine;
+    ncclUniqueId mine, *all = malloc(sizeof(ncclUniqueId) * (size_t)x->nranks);
     memset(&mine, 0, sizeof(mine));
     int pushed = 0;
+    ncclResult_t r = all ? ncclSuccess : ncclSystemError;
     es_comm_ctx_enter(c, &pushed);
-    ncclResult_t r = x->host == 0 && x->lrank > 0 ? ES_REAL(nccl, ncclGetUniqueId)(&mine)
-                                                   : ncclSuccess;
-    if (r == ncclSuccess)
-        r = es_xh_tmp(x, all + idb);
-    if (r == ncclSuccess && ES_REAL(cuda, cuMemcpyHtoD_v2)(x->tmp + all, &mine, idb) != 0)
-        r = ncclUnhandledCudaError;
+    if (r == ncclSuccess && x->host == 0 && x->lrank > 0)
+        r = ES_REAL(nccl, ncclGetUniqueId)(&mine);
     es_comm_ctx_leave(pushed);
-    if (r == ncclSuccess && x->host == 0)
-        r = es_xh_local(c, ES_OP_ALLGATHER, (const void *)(x->tmp + all), (void *)x->tmp, idb,
-                        ncclInt8, 0, 0, NULL, 0);
-    if (r == ncclSuccess && x->lrank == 0) {
-        es_comm_ctx_enter(c, &pushed);
-        r = ES_REAL(nccl, ncclBroadcast)((const void *)x->tmp, (void *)x->tmp, all, ncclInt8, 0,
-                                         x->cc, NULL);
-        es_comm_ctx_leave(pushed);
-    }
     if (r == ncclSuccess)
-        r = es_xh_local(c, ES_OP_BROADCAST, (const void *)x->tmp, (void *)x->tmp, all, ncclInt8,
-                        0, 0, NULL, 0);
-    es_comm_ctx_enter(c, &pushed);
-    if (r == ncclSuccess && (ES_REAL(cuda, cuCtxSynchronize)() != CUDA_SUCCESS ||
-                             ES_REAL(cuda, cuMemcpyDtoH_v2)(&mine, x->tmp + (size_t)x->lrank * idb,
-                                                            idb) != CUDA_SUCCESS))
-        r = ncclUnhandledCudaError;
-    es_comm_ctx_leave(pushed);
-    if (x->lrank > 0)
-        x->cc_id = mine;
+        r = es_xh_exchange(c, x, &mine, all, sizeof(mine));
+    if (r == ncclSuccess && x->lrank > 0)
+        x->cc_id = all[x->lrank]; /* host 0's rank s is rank s */
+    free(all);
     return r;
 }
 
@@ -698,7 +680,8 @@ static ncclResult_t es_xh_reduce(es_comm_t *c, es_xhost_t *x, const es_coll_op_t
 
 /* Every rank's `bytes` at mine into all (in rank order), over the
  * communicator across hosts c: the all-gather above on its own scratch,
- * then waited for (a split's exchanges: not steps of the job). */
+ * then waited for (the stripes' ids, a split's exchanges: not steps of the
+ * job). Needs the leaders' communicator only. */
 static ncclResult_t es_xh_exchange(es_comm_t *c, es_xhost_t *x, const void *mine, void *all,
                                    size_t bytes)
 {
@@ -726,7 +709,8 @@ static ncclResult_t es_xh_exchange(es_comm_t *c, es_xhost_t *x, const void *mine
         ES_REAL(cuda, cuMemFree_v2)(d);
     es_comm_ctx_leave(pushed);
     if (r != ncclSuccess)
-        es_coll_error("ncclCommSplit: the exchange of the ranks' colors across hosts failed");
+        es_coll_error("collectives across hosts: an exchange between every rank (the stripes' "
+                      "ids, a split's colors) failed");
     return r;
 }
 
