@@ -12,6 +12,9 @@
  *   enqueue.c (operations: checks, the scheduled hold)
  *     -> group.c (ncclGroupStart/End: the thread's queued inits and ops)
  *     -> defer.c (a time-sliced EST's collectives, kept until it yields)
+ *     -> xhost_mem.c (an operation across hosts in host memory, whole: its
+ *        parts inside the host through launch.c, between the hosts over
+ *        xsock.c's links; time-sliced ESTs)
  *     -> launch.c (a batch of one communicator on its stream: stream joins,
  *        digests, dispatch to the transport)
  *     -> jobhold.c (a hold of the whole job a process asks for itself)
@@ -20,7 +23,8 @@
  *     -> transport/host.c, transport/dev.c, transport/nccl.c (on dev.c's
  *        staging: transport/dev.h) (es_coll_transport_t)
  *     -> step.c (steps, point-to-point rounds)
- *     -> seg.c (the shared segment), tslice.c (time-slicing)
+ *     -> seg.c (the shared segment), tslice.c (time-slicing), xsock.c (the
+ *        links between the hosts' leaders, wire/xhost.h)
  *     -> util.c (errors, clock, sizes, shards, progress).
  *   digest.c (EASYSCALE_DIGEST) is called by launch.c only.
  *
@@ -65,6 +69,10 @@
 
 #define ES_COLL_ID_MAGIC 0x314c4c4f43534545ULL   /* "EESCOLL1" */
 #define ES_COLL_ID_MAGIC_X 0x584c4c4f43534545ULL /* "EESCOLLX": across hosts (xhost.c) */
+/* across hosts, the levels above a host in host memory (made with
+ * EASYSCALE_TIME_SLICE: xhost_mem.c); the id carries wire/xhost.h's
+ * es_xw_addr_t */
+#define ES_COLL_ID_MAGIC_XM 0x4d4c4c4f43534545ULL /* "EESCOLLM" */
 typedef struct es_coll_id {
     uint64_t magic;
     uint64_t nonce;       /* names the segment and the sockets */
@@ -615,5 +623,13 @@ ncclResult_t es_coll_enqueue_valid(const es_coll_op_t *o);
 ncclResult_t es_coll_submit(es_comm_t *c, es_qop_t **ops, int n);
 /* Whether c's collectives are kept (time-sliced, host transport). */
 int es_coll_ts_keeps(es_comm_t *c);
+/* The same for one operation across hosts in host memory (xhost_mem.c):
+ * kept, or run now (es_xhost_run_now) after what is kept. */
+ncclResult_t es_coll_submit_xhost(es_comm_t *c, es_qop_t *q);
+/* xhost_mem.c: an operation across hosts in host memory, whole, in this
+ * thread: kept by a time-sliced EST, run at its yield, parked (_kept), or
+ * now, from and to the GPU (_now). */
+ncclResult_t es_xhost_run_kept(es_comm_t *c, const es_qop_t *q);
+ncclResult_t es_xhost_run_now(es_comm_t *c, const es_qop_t *q);
 
 #endif

@@ -171,7 +171,8 @@ ncclResult_t es_coll_init_rank(es_comm_t **comm, int nranks, const ncclUniqueId 
     memcpy(&e, id, sizeof(e));
     /* across hosts: the engine makes this host's communicator, xhost.c
      * the levels above it */
-    if (e.magic == ES_COLL_ID_MAGIC_X && e.version == ES_SEG_VERSION &&
+    if ((e.magic == ES_COLL_ID_MAGIC_X || e.magic == ES_COLL_ID_MAGIC_XM) &&
+        e.version == ES_SEG_VERSION &&
         (res = es_xhost_plan(&e, &nranks, &rank, config, &x)) != ncclSuccess)
         return res;
     return es_init_host(comm, nranks, &e, rank, config, x);

@@ -19,8 +19,9 @@
  * recorded after a collective completes after it): cuEventQuery answers
  * not-ready, a wait on one yields. Consecutive kept all-reduces run as one
  * where every rank of their communicator agrees (es_dq_agree). Calls
- * downward only: launch.c (the parked runs), tslice.c, seg.c, util.c;
- * comm.c, enqueue.c, group.c call here. */
+ * downward only: launch.c (the parked runs), xhost_mem.c (an operation
+ * across hosts in host memory, run whole), tslice.c, seg.c, util.c;
+ * comm.c, enqueue.c, group.c, xhost_mem.c call here. */
 #include "coll/coll_int.h"
 #include "coll/digest.h"
 #include "move/door.h"
@@ -45,6 +46,7 @@ typedef struct es_dq_batch {
     int n;
     es_qop_t *ops;
     uint64_t seq;                 /* c's kept operations before this batch */
+    int xhost;                    /* one operation across hosts (xhost_mem.c) */
 } es_dq_batch_t;
 
 static struct {
@@ -127,8 +129,9 @@ static void es_dq_atexit(void)
                 es_coll_last_error());
 }
 
-/* Keeps a checked batch (copied). ncclSystemError when it cannot. */
-static ncclResult_t es_dq_add(es_comm_t *c, es_qop_t **ops, int n)
+/* Keeps a checked batch (copied; xhost: one operation across hosts).
+ * ncclSystemError when it cannot. */
+static ncclResult_t es_dq_add(es_comm_t *c, es_qop_t **ops, int n, int xhost)
 {
     ncclResult_t res = ncclSuccess;
     pthread_mutex_lock(&es_dq.mu);
@@ -163,7 +166,7 @@ static ncclResult_t es_dq_add(es_comm_t *c, es_qop_t **ops, int n)
     uint64_t seq = c->ts_seq;
     c->ts_seq += (uint64_t)n;
     pthread_mutex_unlock(&c->mu);
-    es_dq.b[es_dq.nb++] = (es_dq_batch_t){ c, n, copy, seq };
+    es_dq.b[es_dq.nb++] = (es_dq_batch_t){ c, n, copy, seq, xhost };
     es_dq_count();
 out:
     pthread_mutex_unlock(&es_dq.mu);
@@ -177,7 +180,7 @@ out:
 static int es_dq_fuse_head(const es_dq_batch_t *a)
 {
     const es_qop_t *x = &a->ops[0];
-    return a->n == 1 && a->c->ts_fuse && x->op.kind == ES_OP_ALLREDUCE && x->op.count &&
+    return a->n == 1 && !a->xhost && a->c->ts_fuse && x->op.kind == ES_OP_ALLREDUCE && x->op.count &&
            x->rop != ES_RO_PREMUL && !es_digest_enabled();
 }
 
@@ -295,6 +298,8 @@ static ncclResult_t es_dq_run_fused(es_dq_batch_t *b, int n)
 /* One kept batch as it was called, parked. */
 static ncclResult_t es_dq_run_one(es_dq_batch_t *b)
 {
+    if (b->xhost)
+        return es_xhost_run_kept(b->c, &b->ops[0]);
     es_qop_t *list[ES_STEP_MAX * 4];
     es_qop_t **ptrs = b->n <= (int)(sizeof(list) / sizeof(list[0]))
                           ? list : calloc((size_t)b->n, sizeof(*ptrs));
@@ -490,7 +495,8 @@ void es_coll_ts_forget_event(CUevent e)
 
 /* ---- the operations' way in ------------------------------------------------------------ */
 
-ncclResult_t es_coll_submit(es_comm_t *c, es_qop_t **ops, int n)
+/* The start of a collective on c: ncclSuccess when it may go on. */
+static ncclResult_t es_dq_begin(es_comm_t *c)
 {
     /* a rotation change is applied at the start of a collective, after
      * what was kept before it ran (a member that leaves takes nothing
@@ -503,9 +509,29 @@ ncclResult_t es_coll_submit(es_comm_t *c, es_qop_t **ops, int n)
         return res;
     if (atomic_load(&c->failed))
         return atomic_load(&c->async);
+    return ncclSuccess;
+}
+
+ncclResult_t es_coll_submit(es_comm_t *c, es_qop_t **ops, int n)
+{
+    ncclResult_t res = es_dq_begin(c);
+    if (res != ncclSuccess)
+        return res;
     if (es_coll_ts_keeps(c))
-        return es_dq_add(c, ops, n);
+        return es_dq_add(c, ops, n, 0);
     if (es_coll_ts_flush() < 0) /* kept ones first, in issue order */
         return ncclUnhandledCudaError;
     return es_coll_launch(c, ops, n);
+}
+
+ncclResult_t es_coll_submit_xhost(es_comm_t *c, es_qop_t *q)
+{
+    ncclResult_t res = es_dq_begin(c);
+    if (res != ncclSuccess)
+        return res;
+    if (es_coll_ts_keeps(c))
+        return es_dq_add(c, &q, 1, 1);
+    if (es_coll_ts_flush() < 0)
+        return ncclUnhandledCudaError;
+    return es_xhost_run_now(c, q);
 }

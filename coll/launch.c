@@ -167,7 +167,9 @@ static ncclResult_t es_run_locked(es_run_t *R, CUresult r)
     /* Operations of a communicator run in issue order. */
     if (r == CUDA_SUCCESS && c->have_ops && c->last_stream != s && !parked)
         r = ES_REAL(cuda, cuStreamWaitEvent)(s, c->ev_last, 0);
-    if (r == CUDA_SUCCESS && es_digest_enabled())
+    /* plain host buffers (an operation across hosts in host memory,
+     * xhost_mem.c) are not the application's: not digested */
+    if (r == CUDA_SUCCESS && es_digest_enabled() && !(parked && es_coll_parked_host()))
         es_digest_ops(c, ops, n, s, parked, &dg);
     for (int i = 0; i < n && r == CUDA_SUCCESS; i++) {
         es_qop_t *q = ops[i];

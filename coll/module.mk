@@ -7,13 +7,18 @@
 # controller), one file per transport behind the transport
 # struct (transport/host.c, transport/dev.c, transport/nccl.c: the NCCL
 # carriers on dev.c's staging, dev.h; coll_int.h), and the
-# collective digests (digest.c, EASYSCALE_DIGEST). Calls go one way (the
+# collective digests (digest.c, EASYSCALE_DIGEST); a communicator across
+# hosts (xhost.c: the levels above a host over NCCL; xhost_mem.c: the same
+# in host memory for time-sliced ESTs, over xsock.c's links between the
+# hosts' leaders; xhost_int.h private to the three). Calls go one way (the
 # list in coll_int.h). The shim compiles $(COLL_SRCS).
 COLL_SRCS := coll/comm.c coll/init.c coll/group.c coll/enqueue.c coll/defer.c coll/launch.c coll/step.c \
 	coll/seg.c coll/tslice.c coll/util.c coll/transport/host.c coll/transport/dev.c coll/transport/nccl.c \
-	coll/digest.c coll/jobhold.c coll/xhost.c
+	coll/digest.c coll/jobhold.c coll/xhost.c coll/xhost_mem.c coll/xsock.c
 
 # The host transport computes the kernel's element arithmetic on the CPU:
 # no contraction into FMA. Its reduction loops are vectorized across
 # elements (each element's additions stay in rank order: the same bits).
 $(B)/obj/coll/transport/host.o: CFLAGS += -ffp-contract=off -ftree-vectorize -fvect-cost-model=dynamic
+# The same holds for the CPU fold of the levels across hosts in host memory.
+$(B)/obj/coll/xhost_mem.o: CFLAGS += -ffp-contract=off

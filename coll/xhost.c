@@ -36,10 +36,14 @@
  * communicators are made again (es_xhost_hold_down/up). Point-to-point:
  * inside the host, or between ranks of the same local rank on two hosts
  * (their stripe). Split: every rank's color and key over the communicator
- * (es_xhost_split). Not yet: other pairs across hosts, shrink, non-blocking
- * communicators, time-slicing.
- * Calls comm.c (the local communicator), enqueue.c, kernels/reduce.h. */
-#include "coll/coll_int.h"
+ * (es_xhost_split). Time-sliced ESTs (EASYSCALE_TIME_SLICE in the process
+ * that made the unique id, and alike in every other): the same levels in
+ * host memory instead (xhost_mem.c, reached through defer.c; no NCCL, no
+ * stripes; no point-to-point between hosts, no split). Not yet: other
+ * pairs across hosts, shrink, non-blocking communicators.
+ * Calls comm.c (the local communicator), enqueue.c, defer.c, xsock.c (the
+ * listener of a new id), xhost_mem.c (the links), kernels/reduce.h. */
+#include "coll/xhost_int.h"
 #include "kernels/reduce.h"
 #include "move/mover.h"
 #include "move/vhandle.h"
@@ -50,34 +54,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define ES_XH_REAL_ID_BYTES 104 /* what of the leaders' id the unique id carries */
-_Static_assert(ES_XH_REAL_ID_BYTES <= sizeof(((es_coll_id_t *)0)->pad), "the id's room");
-
-struct es_xhost {
-    int rank, nranks;       /* global */
-    int host, nhosts, k;    /* this host, the hosts, ranks per host */
-    int lrank;              /* local rank (the engine's) */
-    /* this rank's carrier across hosts: a real NCCL communicator of the
-     * ranks of its local rank s on every host (stripe s; s = 0: the
-     * hosts' leaders), and its id */
-    ncclUniqueId cc_id;
-    ncclComm_t cc;
-    CUdeviceptr tmp;        /* scratch: three chunks (the partial, the folded input, avg) */
-    size_t tmp_bytes;
-    CUdeviceptr out;        /* reduce, reduce-scatter: the whole result (every rank) */
-    size_t out_bytes;
-    CUdeviceptr pre;        /* PreMulSum: this rank's input scaled (every rank) */
-    size_t pre_bytes;
-};
-
-/* An operation as run or kept in a group: with its PreMulSum operator
- * resolved at the call. */
-typedef struct es_xh_op {
-    es_coll_op_t o;
-    int premul;             /* o.op is a PreMulSum operator: pm */
-    es_premul_t pm;
-} es_xh_op_t;
 
 /* Communicators across hosts alive in this process: while there is one,
  * the EST moves only at a hold of the whole job (every EST of every host
@@ -144,6 +120,14 @@ int es_xhost_wanted(void)
 ncclResult_t es_xhost_make_id(es_coll_id_t *e)
 {
     ncclUniqueId rid;
+    if (es_cfg.time_slice) { /* time-sliced: the levels above a host in host memory */
+        es_xw_addr_t a;
+        if (es_xs_listen(&a) < 0)
+            return ncclSystemError;
+        e->magic = ES_COLL_ID_MAGIC_XM;
+        memcpy(e->pad, &a, sizeof(a));
+        return ncclSuccess;
+    }
     if (!es_lib_ready(ES_LIB_NCCL) || !es_real_present(ES_LIB_NCCL, ES_IDX_ncclGetUniqueId)) {
         es_coll_error("ncclGetUniqueId: a job across hosts (GROUP_WORLD_SIZE > 1) needs the real "
                       "libnccl.so.2 between the hosts");
@@ -196,12 +180,23 @@ ncclResult_t es_xhost_plan(es_coll_id_t *e, int *nranks_io, int *rank_io,
                       "served yet");
         return ncclInvalidUsage;
     }
+    int mem = e->magic == ES_COLL_ID_MAGIC_XM;
+    if (mem != !!es_cfg.time_slice) {
+        ES_XH_REFUSE("ncclCommInitRank: the unique id was made %s EASYSCALE_TIME_SLICE and "
+                      "this process has it %s: set it alike on every host (time-sliced ESTs "
+                      "take the levels between the hosts in host memory)",
+                      mem ? "with" : "without", mem ? "off" : "on");
+        return ncclInvalidUsage;
+    }
     es_xhost_t *x = calloc(1, sizeof(*x));
     if (!x)
         return ncclSystemError;
     *x = (es_xhost_t){ .rank = rank, .nranks = nranks, .host = h, .nhosts = nh, .k = k,
-                       .lrank = lr };
-    memcpy(x->cc_id.internal, e->pad, ES_XH_REAL_ID_BYTES);
+                       .lrank = lr, .mem = mem };
+    if (mem)
+        memcpy(&x->addr, e->pad, sizeof(x->addr));
+    else
+        memcpy(x->cc_id.internal, e->pad, ES_XH_REAL_ID_BYTES);
     /* the host's own communicator: an id of its own (hosts may share a
      * /dev/shm, as two nodes on one machine do) */
     e->magic = ES_COLL_ID_MAGIC;
@@ -242,13 +237,17 @@ static ncclResult_t es_xh_stripe_ids(es_comm_t *c, es_xhost_t *x)
 ncclResult_t es_xhost_connect(es_comm_t *c)
 {
     es_xhost_t *x = c->x;
+    if (x->mem)
+        return es_xhm_connect(c);
     pthread_once(&es_xh_once, es_xh_gate_init);
     atomic_fetch_add(&es_xh_live, 1);
+    x->live = 1;
     int pushed = 0;
     ncclResult_t res = ncclSuccess;
     if (es_coll_ts_keeps(c)) { /* its stripes' ids would wait for its turns */
-        ES_XH_REFUSE("ncclCommInitRank: a communicator across hosts: this EST is time-sliced; "
-                     "time-slicing in a job across hosts is not served yet");
+        ES_XH_REFUSE("ncclCommInitRank: a communicator across hosts: this EST is time-sliced, "
+                     "but the job's levels between the hosts are NCCL's (the unique id was made "
+                     "without EASYSCALE_TIME_SLICE): set EASYSCALE_TIME_SLICE on every host");
         return ncclInvalidUsage;
     }
     if (x->lrank == 0) { /* the leaders' id came with the unique id */
@@ -289,8 +288,10 @@ void es_xhost_free(es_comm_t *c, int abort)
     if (x->pre)
         ES_REAL(cuda, cuMemFree_v2)(x->pre);
     es_comm_ctx_leave(pushed);
+    es_xs_close(x->xs);
     c->x = NULL;
-    atomic_fetch_sub(&es_xh_live, 1);
+    if (x->live)
+        atomic_fetch_sub(&es_xh_live, 1);
     free(x);
 }
 
@@ -337,7 +338,7 @@ int es_xhost_hold_down(es_comm_t *c)
     es_xhost_t *x = c->x;
     int rc = 0, pushed = 0;
     atomic_store(&es_xh_held, 1);
-    if (!x || !x->cc)
+    if (!x || !x->cc || x->mem) /* host memory: nothing on a GPU */
         return 0;
     es_comm_ctx_enter(c, &pushed);
     rc = es_xh_cc_down(x);
@@ -350,7 +351,7 @@ int es_xhost_hold_up(es_comm_t *c)
     es_xhost_t *x = c->x;
     int pushed = 0;
     atomic_store(&es_xh_held, 0);
-    if (!x || x->cc) /* not taken down */
+    if (!x || x->cc || x->mem) /* not taken down */
         return 0;
     es_comm_ctx_enter(c, &pushed); /* where the EST is now */
     ncclResult_t r = ES_REAL(nccl, ncclCommInitRank)(&x->cc, x->nhosts, x->cc_id, x->host);
@@ -756,6 +757,14 @@ ncclResult_t es_xhost_split(es_comm_t *p, int color, int key, es_xhost_t **x, in
                             int *lrank)
 {
     es_xhost_t *px = p->x;
+    if (px->mem) {
+        ES_XH_REFUSE("ncclCommSplit of a communicator across hosts is not served with "
+                     "time-slicing (EASYSCALE_TIME_SLICE: the levels between the hosts in host "
+                     "memory)");
+        *x = NULL;
+        *nlocal = *lrank = 0;
+        return ncclInvalidUsage;
+    }
     int n = px->nranks, nm = 0, me = -1, per = 0, bad = 0;
     int32_t mine[2] = { color, key };
     int32_t *ck = malloc(sizeof(int32_t) * 2 * (size_t)n);
@@ -879,6 +888,10 @@ static ncclResult_t es_xh_p2p_run(es_comm_t *c, es_xhost_t *x, const es_coll_op_
 
 static ncclResult_t es_xh_run(const es_xh_op_t *q)
 {
+    if (q->o.comm->x->mem) { /* in host memory: kept or run now (defer.c, xhost_mem.c) */
+        es_qop_t m = { .op = q->o, .rop = q->premul ? ES_RO_PREMUL : q->o.op, .pm = q->pm };
+        return es_coll_submit_xhost(q->o.comm, &m);
+    }
     if (es_xh_is_p2p(&q->o))
         return es_xh_p2p_run(q->o.comm, q->o.comm->x, &q->o);
 
@@ -948,10 +961,6 @@ static ncclResult_t es_xh_p2p(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o
     if (!es_coll_type_size(o->dtype) || o->root < 0 || o->root >= x->nranks) {
         es_coll_error("%s: invalid datatype or peer %d (%d ranks)", nm, o->root, x->nranks);
         r = ncclInvalidArgument;
-    } else if (es_coll_ts_keeps(c)) {
-        ES_XH_REFUSE("%s on a communicator across hosts: this EST is time-sliced; "
-                     "time-slicing in a job across hosts is not served yet", nm);
-        r = ncclInvalidUsage;
     } else if (o->root / x->k == x->host) {
         es_coll_op_t l = *o;
         l.root = o->root % x->k;
@@ -962,6 +971,17 @@ static ncclResult_t es_xh_p2p(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o
                      "only between ranks of the same local rank (over their NCCL communicator "
                      "with the other hosts)", nm, x->rank, x->host, x->lrank, o->root,
                      o->root / x->k, o->root % x->k);
+        r = ncclInvalidUsage;
+    } else if (x->mem) {
+        ES_XH_REFUSE("%s on a communicator across hosts: rank %d (host %d) and rank %d (host "
+                     "%d): point-to-point between hosts is not served with time-slicing "
+                     "(EASYSCALE_TIME_SLICE: the levels between the hosts in host memory)", nm,
+                     x->rank, x->host, o->root, o->root / x->k);
+        r = ncclInvalidUsage;
+    } else if (es_coll_ts_keeps(c)) {
+        ES_XH_REFUSE("%s on a communicator across hosts: this EST is time-sliced, but the "
+                     "job's levels between the hosts are NCCL's: set EASYSCALE_TIME_SLICE on "
+                     "every host", nm);
         r = ncclInvalidUsage;
     } else if (!x->cc) {
         es_coll_error("%s on a communicator across hosts: this rank's NCCL communicator with "
@@ -1006,14 +1026,16 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
     ncclResult_t r;
     if (q.premul && (r = es_coll_premul_get(c, o->op, o->dtype, nm, &q.pm)) != ncclSuccess)
         return r;
-    if (!x->cc) {
+    if (!x->mem && !x->cc) {
         es_coll_error("%s on a communicator across hosts: this rank's NCCL communicator with "
                       "the other hosts was not made again after a hold", nm);
         return ncclSystemError;
     }
-    if (es_coll_ts_keeps(c)) {
-        ES_XH_REFUSE("%s on a communicator across hosts: this EST is time-sliced; "
-                      "time-slicing in a job across hosts is not served yet", nm);
+    if (!x->mem && es_coll_ts_keeps(c)) {
+        ES_XH_REFUSE("%s on a communicator across hosts: this EST is time-sliced, but the "
+                     "job's levels between the hosts are NCCL's (the unique id was made "
+                     "without EASYSCALE_TIME_SLICE): set EASYSCALE_TIME_SLICE on every host",
+                     nm);
         return ncclInvalidUsage;
     }
     if (!o->count)

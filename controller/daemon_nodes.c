@@ -93,9 +93,11 @@ int dmn_refuse_across_hosts(int i, uint32_t seq, uint32_t v)
     }
     if (v == ES_VERB_MIGRATE)
         return 0;
-    dmn_refuse(i, seq, 1, "%s: not in a job across %d hosts (a parked or time-sliced EST does not "
-               "take part in the collectives across hosts, and the other hosts would wait for "
-               "it); migrations, preempt and grant are; nothing moved",
+    dmn_refuse(i, seq, 1, "%s: not in a job across %d hosts (an EST the controller parks or "
+               "time-slices keeps its NCCL communicator with the other hosts, which it cannot "
+               "serve while parked; the shim's time-slicing, EASYSCALE_TIME_SLICE=on on every "
+               "host from the start, is served); migrations, preempt and grant are; nothing "
+               "moved",
                v == ES_VERB_TIMESLICE ? "timeslice"
                                       : v == ES_VERB_SWAP_OUT ? "swap-out" : "swap-in",
                D.job.nnodes);

@@ -47,6 +47,10 @@
 #define COUNT 4099
 
 static int g_rank, g_n, g_loose;
+/* time-sliced across hosts (EASYSCALE_TIME_SLICE on, GROUP_WORLD_SIZE > 1):
+ * the levels between the hosts in host memory, which serve no
+ * point-to-point between hosts and no split */
+static int g_mem;
 static unsigned long long g_fnv = 0xcbf29ce484222325ULL;
 
 #define CHECK(cond, ...)                                                                       \
@@ -495,6 +499,16 @@ static void split_sum(ncclComm_t c, CUstream st, void (*ck)(int, int *, int *), 
 static void splits(ncclComm_t c, CUstream st)
 {
     const char *g = getenv("GROUP_WORLD_SIZE"), *k = getenv("LOCAL_WORLD_SIZE");
+    if (g_mem) {
+        ncclComm_t s = NULL;
+        ncclResult_t r = ncclCommSplit(c, g_rank % 2, g_rank, &s, NULL);
+        const char *why = ncclGetLastError(c);
+        CHECK(r == ncclInvalidUsage && !s && why && strstr(why, "not served with time-slicing"),
+              "a split time-sliced across hosts: %d (%s), wanted a refusal", (int)r,
+              why ? why : "");
+        printf("rank %d splits: refused time-sliced across hosts\n", g_rank);
+        return;
+    }
     if (g_loose && g && atoi(g) > 1) {
         printf("rank %d splits: not with --loose across hosts (simcuda's NCCL has none)\n",
                g_rank);
@@ -612,6 +626,21 @@ static void p2p_mixed(ncclComm_t c, CUstream st, size_t n, int salt)
 static void p2p(ncclComm_t c, CUstream st)
 {
     int half = g_n / 2;
+    if (g_mem) { /* inside the host only; between the hosts refused */
+        p2p_pair(c, st, g_rank ^ 1, g_rank ^ 1, 4099, 1, 3);
+        p2p_pair(c, st, g_rank ^ 1, g_rank ^ 1, 5u << 18, 1, 5);
+        CUdeviceptr b;
+        CU(cuMemAlloc(&b, 64));
+        ncclResult_t r = ncclSend((void *)b, 16, ncclFloat, (g_rank + half) % g_n, c,
+                                  (cudaStream_t)st);
+        const char *why = ncclGetLastError(c);
+        CHECK(r == ncclInvalidUsage && why &&
+                  strstr(why, "point-to-point between hosts is not served with time-slicing"),
+              "ncclSend between hosts time-sliced: %d (%s), wanted a refusal", (int)r,
+              why ? why : "");
+        CU(cuMemFree(b));
+        return;
+    }
     p2p_pair(c, st, (g_rank + half) % g_n, (g_rank + g_n - half) % g_n, 5u << 18, 1, 1);
     p2p_pair(c, st, (g_rank + half) % g_n, (g_rank + g_n - half) % g_n, 4099, 0, 2);
     p2p_pair(c, st, g_rank ^ 1, g_rank ^ 1, 4099, 1, 3);
@@ -679,6 +708,8 @@ int main(int argc, char **argv)
         return 2;
     }
     g_rank = env_int("RANK");
+    const char *ts = getenv("EASYSCALE_TIME_SLICE"), *gw = getenv("GROUP_WORLD_SIZE");
+    g_mem = ts && *ts && strcmp(ts, "off") != 0 && gw && atoi(gw) > 1;
     g_n = env_int("WORLD_SIZE");
     int local = env_int("LOCAL_RANK"), ndev;
     CHECK(g_rank < g_n, "RANK %d of WORLD_SIZE %d", g_rank, g_n);

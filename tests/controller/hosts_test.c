@@ -24,9 +24,15 @@
  *    the 2 hosts (hosts_client.sh): each rank's digest is the one of 4
  *    ranks on one host of 4 GPUs and of 4 ranks on one GPU; with one rank
  *    a host, that of 2 ranks on one host; negative
- *    control: NCCL's own collectives across the hosts give another; the
- *    shim's time-slicing (2 ranks on each host's one GPU) is refused with
- *    its reason when the communicator is made: exit 1, no hang;
+ *    control: NCCL's own collectives across the hosts give another;
+ *  - the shim's time-slicing across hosts (EASYSCALE_TIME_SLICE=on: the
+ *    levels between the hosts in host memory): the client with 2 ranks on
+ *    each host's one GPU taking turns gives the digest of 4 ranks on one
+ *    host, also with host 0's ranks on a GPU each (not taking turns);
+ *    point-to-point between the hosts and splits refused with the reason;
+ *    the setting on one host only refused on both, no hang; the trainer's
+ *    8 ESTs, 4 taking turns on each host's one GPU, give the checksum of
+ *    one host (negative control: not without the memory registry);
  *  - scale events on each host during the run (--schedule: preempt GPU 0
  *    of host 0, then 1:0 of host 1, then grant both: 2 GPUs -> 1 -> 2, the
  *    hosts' leaders moving): the checksum of 8 ESTs on one host; negative
@@ -152,6 +158,56 @@ static void test_trainer_two_hosts(void **state)
     es_proc_result_free(&r);
 }
 
+/* The trainer's 8 ESTs on 2 hosts of one GPU each, time-sliced by the shim
+ * (EASYSCALE_TIME_SLICE=on) plus more_env: its output in r. */
+static void ts_trainer(const char *more_env, es_proc_result_t *r)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "%s --hosts 2 --gpus-per-host 1 --gpu a100:4G -- %s %s 29500 40 "
+             "10 4 virtual", es_root_path("scripts/simhosts"),
+             es_root_path("tests/controller/hosts_node.sh"), g_tok);
+    char *env[] = { "EASYSCALE_TIME_SLICE=on", "EASYSCALE_LOG=info",
+                    "NCCL_SIM_TIMEOUT_MS=600000", (char *)more_env, NULL };
+    assert_int_equal(es_run_sh(cmd, env, T_JOB, r), 0);
+    need_hosts(r);
+}
+
+/* Time-slicing inside each host of a job across hosts: each host's 4 ESTs
+ * take turns on its one GPU (parked in host memory between their turns;
+ * their collectives across hosts run parked, the levels between the hosts
+ * in host memory): the checksum of the same 8 ESTs on one host of 4 GPUs.
+ * Negative control: the same without the memory registry
+ * (EASYSCALE_MOVE=nomem: a turn leaves the memory behind) does not give
+ * it. */
+static void test_trainer_time_sliced_two_hosts(void **state)
+{
+    (void)state;
+    char sum[128];
+    es_proc_result_t r;
+    if (!g_ref8[0])
+        reference("a100:2G,a100:2G,a100:2G,a100:2G", 8, g_ref8, sizeof(g_ref8));
+    ts_trainer(NULL, &r);
+    if (r.status != 0)
+        fail_msg("the time-sliced job across hosts exited %d:\n%s", r.status, r.out);
+    one_checksum(r.out, 8, sum, sizeof(sum));
+    if (strcmp(sum, g_ref8) != 0)
+        fail_msg("8 ESTs time-sliced on 2 hosts of one GPU: %s; on one host: %s\n%s", sum,
+                 g_ref8, r.out);
+    /* every EST took turns, swapped out and in */
+    if (es_count(r.out, "waits for its turn on slot 0 (4 ESTs)") != 8 ||
+        es_count(r.out, "info: time-slicing: slot 0: ") != 8 ||
+        strstr(r.out, "slot 0: 0 yields"))
+        fail_msg("the ESTs did not take turns:\n%s", r.out);
+    es_proc_result_free(&r);
+    ts_trainer("EASYSCALE_MOVE=nomem", &r);
+    int same = r.status == 0 && es_count(r.out, "] checksum ") == 8 &&
+               es_count(r.out, g_ref8) == 8;
+    if (same)
+        fail_msg("time-slicing across hosts gave the checksum without the memory registry:\n%s",
+                 r.out);
+    es_proc_result_free(&r);
+}
+
 /* Every "rank R digest HEX" line of out (n of them) says the same: into d. */
 static void one_digest(const char *out, int n, char *d, size_t len)
 {
@@ -273,18 +329,76 @@ static void test_nccl_client_two_hosts(void **state)
     client_run(0, 1, "a100:2G,a100:2G", "virtual", "", ref1, sizeof(ref1));
     client_run(1, 1, "", "virtual", "", d, sizeof(d));
     assert_string_equal(d, ref1);
-    /* time-sliced ESTs across hosts: refused, with the reason */
+}
+
+/* The client under scripts/simhosts (2 hosts, host devices as extra
+ * says, 2 ranks a host) with env: its output in r. */
+static void ts_client(const char *extra, const char *tag, char *const env[], es_proc_result_t *r)
+{
     char cmd[2048], idf[700];
-    snprintf(idf, sizeof(idf), "%s/id-ts", g_dir);
-    snprintf(cmd, sizeof(cmd), "%s --hosts 2 --gpus-per-host 1 --gpu a100:2G -- %s %s 2",
+    snprintf(idf, sizeof(idf), "%s/id-ts-%s", g_dir, tag);
+    unlink(idf);
+    snprintf(cmd, sizeof(cmd), "%s --hosts 2 --gpus-per-host 1 --gpu a100:2G %s -- %s %s 2",
+             es_root_path("scripts/simhosts"), extra,
+             es_root_path("tests/controller/hosts_client.sh"), idf);
+    assert_int_equal(es_run_sh(cmd, env, T_JOB, r), 0);
+    need_hosts(r);
+}
+
+/* Time-sliced ESTs across hosts (EASYSCALE_TIME_SLICE=on: the two ranks
+ * of each host's one GPU take turns; the levels between the hosts in host
+ * memory, xhost_mem.c): the digest of 4 ranks on one host, also with host
+ * 0's two ranks each alone on a GPU of its own (not time-sliced: their
+ * part from and to the GPU); point-to-point between the hosts and splits
+ * refused with the reason (the client checks). EASYSCALE_TIME_SLICE on
+ * host 0 only: a clear refusal on host 1 and, on host 0, the other host's
+ * leader named missing, within the collective timeout. (The negative
+ * control of the order: the client compares every sum bit for bit with
+ * the rank-order fold; host 1 adding host 0's partial after its own fold
+ * instead fails it: tried.) */
+static void test_nccl_client_time_sliced(void **state)
+{
+    (void)state;
+    char ref4[64], d[64];
+    client_run(0, 2, "a100:2G,a100:2G,a100:2G,a100:2G", "virtual", "", ref4, sizeof(ref4));
+    char *env[] = { "EASYSCALE_TIME_SLICE=on", "EASYSCALE_LOG=info", NULL };
+    es_proc_result_t r;
+    ts_client("", "1", env, &r);
+    if (r.status != 0)
+        fail_msg("time-sliced across hosts: exit %d:\n%s", r.status, r.out);
+    one_digest(r.out, 4, d, sizeof(d));
+    if (strcmp(d, ref4) != 0)
+        fail_msg("time-sliced across hosts: digest %s, 4 ranks on one host %s\n%s", d, ref4,
+                 r.out);
+    if (es_count(r.out, "waits for its turn on slot 0 (2 ESTs)") != 4 ||
+        es_count(r.out, "splits: refused time-sliced across hosts") != 4)
+        fail_msg("the ranks were not time-sliced, or splits not refused:\n%s", r.out);
+    es_proc_result_free(&r);
+    ts_client("--host-devices 0=a100:2G,a100:2G", "2", env, &r);
+    if (r.status != 0)
+        fail_msg("host 0 not time-sliced, host 1 time-sliced: exit %d:\n%s", r.status, r.out);
+    one_digest(r.out, 4, d, sizeof(d));
+    if (strcmp(d, ref4) != 0)
+        fail_msg("host 0 not time-sliced, host 1 time-sliced: digest %s, one host %s\n%s", d,
+                 ref4, r.out);
+    if (es_count(r.out, "waits for its turn on slot 0 (2 ESTs)") != 2)
+        fail_msg("host 1's ranks only should take turns:\n%s", r.out);
+    es_proc_result_free(&r);
+    /* the setting on host 0 only: refused, the host named */
+    char cmd[2048], idf[700];
+    snprintf(idf, sizeof(idf), "%s/id-ts-3", g_dir);
+    unlink(idf);
+    snprintf(cmd, sizeof(cmd), "%s --hosts 2 --gpus-per-host 1 --gpu a100:2G -- bash -c "
+             "'[ \"$SIMHOST_INDEX\" = 0 ] && export EASYSCALE_TIME_SLICE=on; exec %s %s 2'",
              es_root_path("scripts/simhosts"), es_root_path("tests/controller/hosts_client.sh"),
              idf);
-    char *env[] = { "EASYSCALE_TIME_SLICE=on", NULL };
-    es_proc_result_t r;
-    assert_int_equal(es_run_sh(cmd, env, T_JOB, &r), 0);
-    if (r.status == 0 || !strstr(r.out, "time-slicing in a job across hosts is not served yet") ||
-        !strstr(r.out, "a communicator across hosts: this EST is time-sliced"))
-        fail_msg("time-sliced ESTs across hosts: exit %d:\n%s", r.status, r.out);
+    char *env1[] = { "EASYSCALE_COLL_TIMEOUT=5", NULL };
+    assert_int_equal(es_run_sh(cmd, env1, T_JOB, &r), 0);
+    if (r.status == 0 ||
+        !strstr(r.out, "the unique id was made with EASYSCALE_TIME_SLICE and this process has "
+                       "it off: set it alike on every host") ||
+        !strstr(r.out, "host 0 heard from 0 of the 1 other hosts' leaders in time"))
+        fail_msg("EASYSCALE_TIME_SLICE on host 0 only: exit %d:\n%s", r.status, r.out);
     es_proc_result_free(&r);
 }
 
@@ -407,6 +521,8 @@ int main(void)
         cmocka_unit_test(test_scale_events_inside_hosts),
         cmocka_unit_test(test_nccl_own_two_hosts),
         cmocka_unit_test(test_nccl_client_two_hosts),
+        cmocka_unit_test(test_nccl_client_time_sliced),
+        cmocka_unit_test(test_trainer_time_sliced_two_hosts),
         cmocka_unit_test(test_host_cut),
     };
     const char *f = getenv("HOSTS_TEST");
