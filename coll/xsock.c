@@ -210,6 +210,9 @@ static int es_xs_greet(es_xs_t *s, int fd, uint64_t secret, int k, uint64_t dead
 {
     es_xw_hello_t h;
     es_xw_ack_t a = { ES_XW_MAGIC, ES_XW_VERSION, sizeof(a), 0, 0 };
+    uint64_t soon = es_coll_now_ms() + 5000; /* a leader says hello at once */
+    if (soon < deadline)
+        deadline = soon;
     if (es_xs_io(fd, &h, sizeof(h), 0, deadline) < 0 ||
         !es_xs_head_ok(h.magic, h.version, h.size, sizeof(h)) || h.secret != secret)
         return -EAGAIN; /* a stray connection */

@@ -53,6 +53,15 @@ $(B)/tests/coll_digest_test: $(B)/obj/tests/coll/digest_test.o $(B)/obj/controll
 
 TESTS += $(B)/tests/coll_digest_test
 
+# The links between the hosts' leaders (coll/xsock.c) on loopback, the
+# library's log and error store stubbed in the test.
+$(B)/tests/coll_xsock_test: $(B)/obj/tests/coll/xsock_test.o $(B)/obj/coll/xsock.o \
+		$(TEST_HARNESS_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CMOCKA_LIBS) -lpthread
+
+TESTS += $(B)/tests/coll_xsock_test
+
 # ---- bench -------------------------------------------------------------------
 # The all-reduce table (both transports, 2/4/8 ranks, 4 KiB..256 MiB) beside
 # Open MPI's MPI_Allreduce, whose bench is built only where Open MPI is
