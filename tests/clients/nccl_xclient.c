@@ -27,6 +27,12 @@
  * with --loose (NCCL's own order) only within a tolerance. Prints
  * "rank R digest HEX" over every result (the same on every rank and every
  * placement when the sums are in rank order); exits non-zero on a failure.
+ * Time-sliced across hosts (EASYSCALE_TIME_SLICE set, GROUP_WORLD_SIZE >
+ * 1: the levels between the hosts in host memory), point-to-point runs
+ * inside the host only (with rank r ^ 1, 16 KiB and 5 MiB in a group) and a
+ * send to the other host, and a split, must be refused with the reason;
+ * split and point-to-point results are not in the digest, so it is the
+ * same.
  * --bench: instead, times in-place float all-reduces of 1, 4, 16 and 64 MiB
  * (one to warm up, then the median of 9) and rank 0 prints "bench
  * allreduce BYTES SECONDS" for each (scripts/bench-hosts).
