@@ -231,6 +231,7 @@ struct es_comm {
     uint64_t splits, shrinks;
     int ts_fuse;                  /* every rank in a fixed rotation: kept all-reduces may fuse */
     int hold_tp;                  /* the transport taken down at a scheduled hold (init.c) */
+    int host_tp;                  /* the host transport whatever the preference (xhost_mem.c) */
     uint64_t ts_seq;              /* kept operations so far (defer.c) */
     es_premul_t premul[ES_COLL_MAX_PREMUL];
     /* initialisation */
@@ -604,6 +605,8 @@ int es_xhost_hold_up(es_comm_t *c);
 /* init.c: the same for every communicator across hosts of the process. */
 void es_comm_xhost_down(void);
 void es_comm_xhost_up(void);
+/* Whether the levels above the host run in host memory (xhost_mem.c). */
+int es_xhost_in_memory(const es_xhost_t *x);
 /* The rank and size across hosts. */
 int es_xhost_rank(const es_comm_t *c);
 int es_xhost_nranks(const es_comm_t *c);

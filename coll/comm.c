@@ -91,9 +91,11 @@ static ncclResult_t es_check_config(const ncclConfig_t *config)
 }
 
 /* This host's communicator of the id e (checked): made, registered, its
- * initialisation started. */
+ * initialisation started; host_tp: on the host transport whatever the
+ * preference (the levels above it in host memory run its steps over host
+ * buffers, xhost_mem.c). */
 static ncclResult_t es_init_local(es_comm_t **comm, int nranks, const es_coll_id_t *e, int rank,
-                                  const ncclConfig_t *config)
+                                  const ncclConfig_t *config, int host_tp)
 {
     if (e->magic != ES_COLL_ID_MAGIC || e->version != ES_SEG_VERSION) {
         es_coll_error("ncclCommInitRank: the unique id was not made by the virtual collectives "
@@ -117,6 +119,7 @@ static ncclResult_t es_init_local(es_comm_t **comm, int nranks, const es_coll_id
         es_comm_free(c);
         return ncclUnhandledCudaError;
     }
+    c->host_tp = host_tp;
     es_comm_register(c);
     ncclResult_t res = es_group_start_init(c);
     if (res != ncclSuccess && res != ncclInProgress) {
@@ -133,7 +136,7 @@ static ncclResult_t es_init_local(es_comm_t **comm, int nranks, const es_coll_id
 static ncclResult_t es_init_host(es_comm_t **comm, int nranks, const es_coll_id_t *e, int rank,
                                  const ncclConfig_t *config, es_xhost_t *x)
 {
-    ncclResult_t res = es_init_local(comm, nranks, e, rank, config);
+    ncclResult_t res = es_init_local(comm, nranks, e, rank, config, x && es_xhost_in_memory(x));
     if (res != ncclSuccess || !x) {
         free(x);
         return res;

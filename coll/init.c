@@ -379,6 +379,13 @@ ncclResult_t es_comm_setup(es_comm_t *c)
      * the ranks for a move a process asks for: coll/jobhold.c), and a move
      * anywhere else is refused (the mover's gate). Time-sliced ESTs (the
      * shim's rotation: every turn is a move) use the host transport. */
+    if (c->host_tp && pref != ES_COLL_TP_HOST) {
+        if (pref != ES_COLL_TP_AUTO && c->rank == 0)
+            ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=%s is not possible with the levels "
+                    "between the hosts in host memory (EASYSCALE_XHOST=host): host transport",
+                    pref == ES_COLL_TP_NCCL ? "nccl" : "device");
+        pref = ES_COLL_TP_HOST;
+    }
     if (es_vh_on && pref != ES_COLL_TP_HOST && es_cfg.time_slice) {
         if (pref != ES_COLL_TP_AUTO && c->rank == 0)
             ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=%s is not possible for time-sliced "

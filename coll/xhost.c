@@ -36,9 +36,9 @@
  * communicators are made again (es_xhost_hold_down/up). Point-to-point:
  * inside the host, or between ranks of the same local rank on two hosts
  * (their stripe). Split: every rank's color and key over the communicator
- * (es_xhost_split). Time-sliced ESTs (EASYSCALE_TIME_SLICE in the process
- * that made the unique id, and alike in every other): the same levels in
- * host memory instead (xhost_mem.c, reached through defer.c; no NCCL, no
+ * (es_xhost_split). With EASYSCALE_XHOST=host (what time-slicing takes) in
+ * the process that made the unique id, and alike in every other: the same
+ * levels in host memory instead (xhost_mem.c, reached through defer.c; no NCCL, no
  * stripes; no point-to-point between hosts, no split). Not yet: other
  * pairs across hosts, shrink, non-blocking communicators.
  * Calls comm.c (the local communicator), enqueue.c, defer.c, xsock.c (the
@@ -120,7 +120,7 @@ int es_xhost_wanted(void)
 ncclResult_t es_xhost_make_id(es_coll_id_t *e)
 {
     ncclUniqueId rid;
-    if (es_cfg.time_slice) { /* time-sliced: the levels above a host in host memory */
+    if (es_cfg.xhost_host) { /* the levels above a host in host memory (time-slicing) */
         es_xw_addr_t a;
         if (es_xs_listen(&a) < 0)
             return ncclSystemError;
@@ -181,11 +181,11 @@ ncclResult_t es_xhost_plan(es_coll_id_t *e, int *nranks_io, int *rank_io,
         return ncclInvalidUsage;
     }
     int mem = e->magic == ES_COLL_ID_MAGIC_XM;
-    if (mem != !!es_cfg.time_slice) {
-        ES_XH_REFUSE("ncclCommInitRank: the unique id was made %s EASYSCALE_TIME_SLICE and "
-                      "this process has it %s: set it alike on every host (time-sliced ESTs "
-                      "take the levels between the hosts in host memory)",
-                      mem ? "with" : "without", mem ? "off" : "on");
+    if (mem != es_cfg.xhost_host) {
+        ES_XH_REFUSE("ncclCommInitRank: the unique id was made with EASYSCALE_XHOST=%s and "
+                      "this process has %s: set EASYSCALE_XHOST and EASYSCALE_TIME_SLICE (which "
+                      "takes host) alike on every host", mem ? "host" : "nccl",
+                      mem ? "nccl" : "host");
         return ncclInvalidUsage;
     }
     es_xhost_t *x = calloc(1, sizeof(*x));
@@ -247,7 +247,7 @@ ncclResult_t es_xhost_connect(es_comm_t *c)
     if (es_coll_ts_keeps(c)) { /* its stripes' ids would wait for its turns */
         ES_XH_REFUSE("ncclCommInitRank: a communicator across hosts: this EST is time-sliced, "
                      "but the job's levels between the hosts are NCCL's (the unique id was made "
-                     "without EASYSCALE_TIME_SLICE): set EASYSCALE_TIME_SLICE on every host");
+                     "with EASYSCALE_XHOST=nccl): set EASYSCALE_TIME_SLICE on every host");
         return ncclInvalidUsage;
     }
     if (x->lrank == 0) { /* the leaders' id came with the unique id */
@@ -379,6 +379,7 @@ ncclResult_t es_xhost_async_error(es_comm_t *c)
     return ncclSuccess;
 }
 
+int es_xhost_in_memory(const es_xhost_t *x) { return x->mem; }
 int es_xhost_rank(const es_comm_t *c) { return c->x->rank; }
 int es_xhost_nranks(const es_comm_t *c) { return c->x->nranks; }
 
@@ -758,9 +759,9 @@ ncclResult_t es_xhost_split(es_comm_t *p, int color, int key, es_xhost_t **x, in
 {
     es_xhost_t *px = p->x;
     if (px->mem) {
-        ES_XH_REFUSE("ncclCommSplit of a communicator across hosts is not served with "
-                     "time-slicing (EASYSCALE_TIME_SLICE: the levels between the hosts in host "
-                     "memory)");
+        ES_XH_REFUSE("ncclCommSplit of a communicator across hosts is not served with the "
+                     "levels between the hosts in host memory (EASYSCALE_XHOST=host, which "
+                     "time-slicing takes)");
         *x = NULL;
         *nlocal = *lrank = 0;
         return ncclInvalidUsage;
@@ -974,14 +975,15 @@ static ncclResult_t es_xh_p2p(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o
         r = ncclInvalidUsage;
     } else if (x->mem) {
         ES_XH_REFUSE("%s on a communicator across hosts: rank %d (host %d) and rank %d (host "
-                     "%d): point-to-point between hosts is not served with time-slicing "
-                     "(EASYSCALE_TIME_SLICE: the levels between the hosts in host memory)", nm,
+                     "%d): point-to-point between hosts is not served with the levels between "
+                     "the hosts in host memory (EASYSCALE_XHOST=host, which time-slicing "
+                     "takes)", nm,
                      x->rank, x->host, o->root, o->root / x->k);
         r = ncclInvalidUsage;
     } else if (es_coll_ts_keeps(c)) {
         ES_XH_REFUSE("%s on a communicator across hosts: this EST is time-sliced, but the "
-                     "job's levels between the hosts are NCCL's: set EASYSCALE_TIME_SLICE on "
-                     "every host", nm);
+                     "job's levels between the hosts are NCCL's (EASYSCALE_XHOST=nccl): set "
+                     "EASYSCALE_TIME_SLICE on every host", nm);
         r = ncclInvalidUsage;
     } else if (!x->cc) {
         es_coll_error("%s on a communicator across hosts: this rank's NCCL communicator with "
@@ -1034,7 +1036,7 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
     if (!x->mem && es_coll_ts_keeps(c)) {
         ES_XH_REFUSE("%s on a communicator across hosts: this EST is time-sliced, but the "
                      "job's levels between the hosts are NCCL's (the unique id was made "
-                     "without EASYSCALE_TIME_SLICE): set EASYSCALE_TIME_SLICE on every host",
+                     "with EASYSCALE_XHOST=nccl): set EASYSCALE_TIME_SLICE on every host",
                      nm);
         return ncclInvalidUsage;
     }

@@ -386,7 +386,10 @@ ncclResult_t es_xhm_connect(es_comm_t *c)
     es_xhost_t *x = c->x;
     if (x->lrank != 0)
         return ncclSuccess;
-    int parked = es_coll_ts_yield(); /* the others may wait for their turns */
+    /* the others may wait for their turns; not a collective's start (only
+     * the leaders are here: the rotation counts collectives alike on every
+     * rank, es_mover_ts_apply) */
+    int parked = es_coll_ts_park();
     if (parked < 0)
         return ncclSystemError;
     int rc = es_xs_join(&x->xs, &x->addr, x->host, x->nhosts, x->k, c->timeout_ms);

@@ -156,6 +156,8 @@ typedef struct es_ctl_job {
     int time_slicing;
     int shim_time_slice;        /* EASYSCALE_TIME_SLICE=on: the shim's own rotation holds every
                                  * EST on the job's one GPU (the ESTs report no slot) */
+    int xhost_host;             /* EASYSCALE_XHOST=host (or the shim's time-slicing): the levels
+                                 * between the hosts in host memory, so parks serve them */
     int hb_timeout_ms;          /* an EST without heartbeat that long is unresponsive */
     int move_timeout_ms;        /* a move without answer that long failed */
     char tcp[96];               /* "HOST:PORT" to listen on as well ("" none) */

@@ -78,8 +78,11 @@ void dmn_do_node(int i, uint32_t seq, int node, const char *arg)
 /* A request in a job across hosts. Migrations and scale events (preempt,
  * grant) act inside a host (est_target, do_scale; the ESTs move at a hold
  * of the whole job, where the hosts' leaders' NCCL communicator is made
- * again); scale (a whole GPU set), swap-out, swap-in and time-slicing are
- * refused with the reason. Returns 1 when refused. */
+ * again); scale (a whole GPU set) is refused with the reason, and so are
+ * swap-out, swap-in and time-slicing unless the job's levels between the
+ * hosts are in host memory (EASYSCALE_XHOST=host: a parked EST serves
+ * them; the swap-in's GPU and the rotation's ESTs inside one host, checked
+ * where they are named). Returns 1 when refused. */
 int dmn_refuse_across_hosts(int i, uint32_t seq, uint32_t v)
 {
     if (D.job.nnodes <= 1)
@@ -91,13 +94,12 @@ int dmn_refuse_across_hosts(int i, uint32_t seq, uint32_t v)
                    "one GPU of a host (NODE:ORDINAL, e.g. 1:0); nothing moved", D.job.nnodes);
         return 1;
     }
-    if (v == ES_VERB_MIGRATE)
+    if (v == ES_VERB_MIGRATE || D.job.xhost_host)
         return 0;
-    dmn_refuse(i, seq, 1, "%s: not in a job across %d hosts (an EST the controller parks or "
-               "time-slices keeps its NCCL communicator with the other hosts, which it cannot "
-               "serve while parked; the shim's time-slicing, EASYSCALE_TIME_SLICE=on on every "
-               "host from the start, is served); migrations, preempt and grant are; nothing "
-               "moved",
+    dmn_refuse(i, seq, 1, "%s: not in a job across %d hosts whose collectives between the hosts "
+               "are NCCL's (a parked EST cannot serve them: run the job with EASYSCALE_XHOST=host "
+               "on every host, the levels between the hosts in host memory); migrations, preempt "
+               "and grant are; nothing moved",
                v == ES_VERB_TIMESLICE ? "timeslice"
                                       : v == ES_VERB_SWAP_OUT ? "swap-out" : "swap-in",
                D.job.nnodes);

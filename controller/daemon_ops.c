@@ -360,6 +360,13 @@ static int timeslice_members(int i, uint32_t seq, int g, const char *ranks_tok, 
         return -1;
     }
     for (int k = 0; k < n; k++) {
+        int node = D.job.nnodes > 1 ? es_ctl_nodes_of_rank(&D.nodes, ranks[k]) : 0;
+        if (node != D.job.gpus[g].node) {
+            dmn_refuse(i, seq, 1, "ESTs stay on their host: EST %d runs on node %d, and the "
+                       "rotation's GPU is node %d's; nothing moved", ranks[k], node,
+                       D.job.gpus[g].node);
+            return -1;
+        }
         const char *nm = not_movable(ranks[k]);
         if (!nm[0] && D.ests[ranks[k]].state == ES_EST_SWAPPED_OUT)
             nm = "is swapped out (swap it in first: a parked EST reaches no collective)";

@@ -27,12 +27,14 @@ int es_ctl_job_write(const char *sock, const es_ctl_job_t *j)
     es_ctl_job_paths(sock, path, NULL, sizeof(path));
     snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
     es_ctl_buf_printf(&b, "%s\nests %d\ndeterminism %s\ncanonical %s\nest_memory %llu\n"
-                      "time_slicing %d\nshim_time_slice %d\nheartbeat_timeout_ms %d\n"
+                      "time_slicing %d\nshim_time_slice %d\nxhost_host %d\n"
+                      "heartbeat_timeout_ms %d\n"
                       "move_timeout_ms %d\ntcp %s\nnodes %d\nests_per_node %d\n"
                       "join_timeout_ms %d\nepoch %llu\nslots %llu\n",
                       JOB_MAGIC, j->nests, es_ctl_level_name(j->determinism),
                       j->canonical[0] ? j->canonical : "-",
                       (unsigned long long)j->est_mem, j->time_slicing, j->shim_time_slice,
+                      j->xhost_host,
                       j->hb_timeout_ms, j->move_timeout_ms, j->tcp[0] ? j->tcp : "-",
                       j->nnodes > 1 ? j->nnodes : 1, j->nnodes > 1 ? j->ests_per_node : 0,
                       j->join_timeout_ms, (unsigned long long)j->epoch, (unsigned long long)j->slots);
@@ -145,11 +147,13 @@ static int level_value(const char *v, int *out)
 
 /* The keys every job file has, each once (bit k of seen: keys[k]). */
 enum {
-    K_ESTS, K_LEVEL, K_CANON, K_ESTMEM, K_TSLICE, K_SHIMTS, K_HB, K_MOVE, K_TCP, K_NODES, K_KPN,
+    K_ESTS, K_LEVEL, K_CANON, K_ESTMEM, K_TSLICE, K_SHIMTS, K_XHOST, K_HB, K_MOVE, K_TCP, K_NODES,
+    K_KPN,
     K_JOIN, K_EPOCH, K_SLOTS, K_N
 };
 static const char *const keys[K_N] = { "ests", "determinism", "canonical", "est_memory",
-                                       "time_slicing", "shim_time_slice", "heartbeat_timeout_ms",
+                                       "time_slicing", "shim_time_slice", "xhost_host",
+                                       "heartbeat_timeout_ms",
                                        "move_timeout_ms", "tcp", "nodes", "ests_per_node",
                                        "join_timeout_ms", "epoch", "slots" };
 #define JOB_KEYS_ALL ((1u << K_N) - 1)
@@ -173,6 +177,7 @@ static int job_key(es_ctl_job_t *j, const char *key, const char *v, unsigned *se
         return es_ctl_parse_size(v, &j->est_mem) < 0 && strcmp(v, "0") != 0 ? -EINVAL : 0;
     case K_TSLICE: return int_value(v, 0, 1, &j->time_slicing);
     case K_SHIMTS: return int_value(v, 0, 1, &j->shim_time_slice);
+    case K_XHOST: return int_value(v, 0, 1, &j->xhost_host);
     case K_HB: return int_value(v, 100, 3600000, &j->hb_timeout_ms);
     case K_MOVE: return int_value(v, 100, 86400000, &j->move_timeout_ms);
     case K_TCP: return word_value(v, j->tcp, sizeof(j->tcp));

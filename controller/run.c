@@ -468,8 +468,10 @@ static int run_gpus(run_ctx_t *x)
      * EASYSCALE_SLOT: under the controller that is the same placement only
      * when the job has one GPU and sees only it. The job file says so: the
      * daemon counts every EST (which reports no slot) on that GPU. */
-    const char *ts = getenv("EASYSCALE_TIME_SLICE");
+    const char *ts = getenv("EASYSCALE_TIME_SLICE"), *xh = getenv("EASYSCALE_XHOST");
     job->shim_time_slice = ts && (strcmp(ts, "on") == 0 || strcmp(ts, "overlap") == 0);
+    /* the levels between the hosts in host memory (the shim checks the value) */
+    job->xhost_host = job->shim_time_slice || (xh && strcmp(xh, "host") == 0);
     if (job->shim_time_slice && (__builtin_popcountll(job->slots) != 1 || job->ngpus != 1)) {
         es_ctl_err("EASYSCALE_TIME_SLICE=%s: the controller runs time-sliced jobs on one GPU "
                    "that is the only one visible (CUDA_VISIBLE_DEVICES); this job has %d of %d "

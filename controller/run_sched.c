@@ -100,7 +100,7 @@ static int schedule_event(char **tok, int nt, event_t *e)
                  nt == 5 ? tok[4] : "");
     } else if (e->verb == ES_VERB_SWAP_OUT || e->verb == ES_VERB_SWAP_IN ||
                e->verb == ES_VERB_MIGRATE) {
-        if (es_ctl_parse_long(tok[3], 0, R.n - 1, &v) < 0)
+        if (es_ctl_parse_long(tok[3], 0, R.world - 1, &v) < 0) /* the job's ranks, every host's */
             return -EINVAL;
         e->rank = (int32_t)v;
         if (want == 5)
@@ -153,7 +153,7 @@ int run_parse_schedule(const char *path, char *err, size_t errlen)
             snprintf(err, errlen, "%s:%d: expected 'step N|time SECONDS' then scale SPEC, "
                      "preempt GPU, grant GPU, swap-out RANK, swap-in RANK GPU, migrate RANK GPU, "
                      "timeslice GPU [RANKS] or timeslice off (RANK < %d)",
-                     path, lineno, R.n);
+                     path, lineno, R.world);
             rc = -EINVAL;
             goto out;
         }

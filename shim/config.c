@@ -27,6 +27,10 @@
  *   EASYSCALE_TIME_SLICE_KEEP  MiB of its device memory a time-sliced EST keeps on its
  *                              GPU while parked, 0..1048576 (whole allocations; a swap-in
  *                              then copies only what its collectives wrote) (0)
+ *   EASYSCALE_XHOST            nccl | host: in a job across hosts, the levels of the
+ *                              collectives between the hosts over NCCL on the GPUs, or in
+ *                              host memory over TCP between the hosts' leaders (what a
+ *                              parked EST can serve) (nccl; host with EASYSCALE_TIME_SLICE)
  *   EASYSCALE_COLLECTIVES      virtual | nccl   (default virtual at d1/d2, nccl at off)
  *   EASYSCALE_COLL_TRANSPORT   auto | nccl | device | host   (default auto)
  *   EASYSCALE_COLL_TIMEOUT     seconds a collective waits for a live peer, 1..86400
@@ -301,6 +305,25 @@ static int es_config_digest(es_config_t *c, char *msg, size_t msglen)
     return 0;
 }
 
+/* EASYSCALE_XHOST, after EASYSCALE_TIME_SLICE: time-sliced ESTs need the
+ * levels between the hosts in host memory (a parked EST has no GPU). */
+static int es_config_xhost(es_config_t *c, char *msg, size_t msglen)
+{
+    static const char *const modes[] = { "nccl", "host" };
+    const char *v = getenv("EASYSCALE_XHOST");
+    c->xhost_host = c->time_slice != 0;
+    if (!v)
+        return 0;
+    int rc = es_pick("EASYSCALE_XHOST", v, modes, 2, &c->xhost_host, msg, msglen);
+    if (rc == 0 && !c->xhost_host && c->time_slice) {
+        snprintf(msg, msglen, "EASYSCALE_XHOST=nccl: time-sliced ESTs (EASYSCALE_TIME_SLICE) "
+                 "take part in their collectives while parked, without a GPU: they need "
+                 "EASYSCALE_XHOST=host (the default with EASYSCALE_TIME_SLICE)");
+        rc = -EINVAL;
+    }
+    return rc;
+}
+
 int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
 {
     static const char *const dets[] = { "off", "d1", "d2" };
@@ -436,6 +459,8 @@ int es_config_parse(es_config_t *cfg, char *msg, size_t msglen)
         }
         c.ts_keep = (size_t)num << 20;
     }
+    if ((rc = es_config_xhost(&c, msg, msglen)) < 0)
+        goto out;
     if (c.time_slice && (c.move == ES_MOVE_OFF || c.collectives != ES_COLL_VIRTUAL)) {
         snprintf(msg, msglen, "EASYSCALE_TIME_SLICE=%s needs moves (EASYSCALE_MOVE on or "
                  "nomem, nolib) and the virtual collectives (EASYSCALE_COLLECTIVES=virtual)",

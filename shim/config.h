@@ -39,6 +39,7 @@ typedef struct es_config {
     int runtime_virtual;     /* EASYSCALE_RUNTIME_HANDLES: 0 real (default), 1 virtual */
     int time_slice;          /* EASYSCALE_TIME_SLICE: 0 off, 1 on, 2 overlap (two residents) */
     size_t ts_keep;          /* EASYSCALE_TIME_SLICE_KEEP, bytes (0: none) */
+    int xhost_host;          /* EASYSCALE_XHOST: 1 host (implied by EASYSCALE_TIME_SLICE), 0 nccl */
     int collectives;         /* enum es_coll_mode (EASYSCALE_COLLECTIVES; default: virtual
                                 at d1/d2, nccl at off) */
     int coll_transport;      /* enum es_coll_transport (EASYSCALE_COLL_TRANSPORT) */

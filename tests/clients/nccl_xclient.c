@@ -27,8 +27,8 @@
  * with --loose (NCCL's own order) only within a tolerance. Prints
  * "rank R digest HEX" over every result (the same on every rank and every
  * placement when the sums are in rank order); exits non-zero on a failure.
- * Time-sliced across hosts (EASYSCALE_TIME_SLICE set, GROUP_WORLD_SIZE >
- * 1: the levels between the hosts in host memory), point-to-point runs
+ * With the levels between the hosts in host memory (EASYSCALE_XHOST=host,
+ * or EASYSCALE_TIME_SLICE set, and GROUP_WORLD_SIZE > 1), point-to-point runs
  * inside the host only (with rank r ^ 1, 16 KiB and 5 MiB in a group) and a
  * send to the other host, and a split, must be refused with the reason;
  * split and point-to-point results are not in the digest, so it is the
@@ -53,8 +53,8 @@
 #define COUNT 4099
 
 static int g_rank, g_n, g_loose;
-/* time-sliced across hosts (EASYSCALE_TIME_SLICE on, GROUP_WORLD_SIZE > 1):
- * the levels between the hosts in host memory, which serve no
+/* the levels between the hosts in host memory (EASYSCALE_XHOST=host, or
+ * EASYSCALE_TIME_SLICE on; GROUP_WORLD_SIZE > 1), which serve no
  * point-to-point between hosts and no split */
 static int g_mem;
 static unsigned long long g_fnv = 0xcbf29ce484222325ULL;
@@ -509,7 +509,8 @@ static void splits(ncclComm_t c, CUstream st)
         ncclComm_t s = NULL;
         ncclResult_t r = ncclCommSplit(c, g_rank % 2, g_rank, &s, NULL);
         const char *why = ncclGetLastError(c);
-        CHECK(r == ncclInvalidUsage && !s && why && strstr(why, "not served with time-slicing"),
+        CHECK(r == ncclInvalidUsage && !s && why &&
+                  strstr(why, "is not served with the levels between the hosts in host memory"),
               "a split time-sliced across hosts: %d (%s), wanted a refusal", (int)r,
               why ? why : "");
         printf("rank %d splits: refused time-sliced across hosts\n", g_rank);
@@ -641,7 +642,8 @@ static void p2p(ncclComm_t c, CUstream st)
                                   (cudaStream_t)st);
         const char *why = ncclGetLastError(c);
         CHECK(r == ncclInvalidUsage && why &&
-                  strstr(why, "point-to-point between hosts is not served with time-slicing"),
+                  strstr(why, "point-to-point between hosts is not served with the levels between "
+                                      "the hosts in host memory"),
               "ncclSend between hosts time-sliced: %d (%s), wanted a refusal", (int)r,
               why ? why : "");
         CU(cuMemFree(b));
@@ -715,7 +717,9 @@ int main(int argc, char **argv)
     }
     g_rank = env_int("RANK");
     const char *ts = getenv("EASYSCALE_TIME_SLICE"), *gw = getenv("GROUP_WORLD_SIZE");
-    g_mem = ts && *ts && strcmp(ts, "off") != 0 && gw && atoi(gw) > 1;
+    const char *xh = getenv("EASYSCALE_XHOST");
+    g_mem = ((ts && *ts && strcmp(ts, "off") != 0) || (xh && strcmp(xh, "host") == 0)) && gw &&
+            atoi(gw) > 1;
     g_n = env_int("WORLD_SIZE");
     int local = env_int("LOCAL_RANK"), ndev;
     CHECK(g_rank < g_n, "RANK %d of WORLD_SIZE %d", g_rank, g_n);

@@ -2145,6 +2145,7 @@ static void test_job_file(void **state)
     a.est_mem = 256ull << 20;
     a.time_slicing = 1;
     a.shim_time_slice = 1;
+    a.xhost_host = 1;
     a.hb_timeout_ms = 1500;
     a.move_timeout_ms = 9000;
     snprintf(a.tcp, sizeof(a.tcp), "127.0.0.1:5000");
@@ -2182,7 +2183,7 @@ static void test_job_file(void **state)
     assert_int_equal(b.determinism, 2);
     assert_string_equal(b.canonical, "a100,t4");
     assert_true(b.est_mem == a.est_mem && b.epoch == 12 && b.slots == 7);
-    assert_true(b.time_slicing == 1 && b.shim_time_slice == 1);
+    assert_true(b.time_slicing == 1 && b.shim_time_slice == 1 && b.xhost_host == 1);
     assert_string_equal(b.tcp, "127.0.0.1:5000");
     assert_string_equal(b.gpus[1].name, "Tesla T4");
     assert_string_equal(b.gpus[1].uuid, a.gpus[1].uuid);
@@ -2198,6 +2199,7 @@ static void test_job_file(void **state)
                                 { "est 1 1 101", "est 1 7 101" }, { "time_slicing 1", "bogus 1" },
                                 { "shim_time_slice 1", "shim_time_slice 2" },
                                 { "shim_time_slice 1\n", "" },
+                                { "xhost_host 1", "xhost_host 3" }, { "xhost_host 1\n", "" },
                                 { "node_gpu 1 gpu", "node_gpu 0 gpu" },
                                 { "node_gpu 1 gpu", "node_gpu 1 gpx" },
                                 { "failed 1 host", "failed x host" },

@@ -208,6 +208,65 @@ static void test_trainer_time_sliced_two_hosts(void **state)
     es_proc_result_free(&r);
 }
 
+/* The trainer's 8 ESTs on 2 hosts x 2 GPUs with the levels between the
+ * hosts in host memory (EASYSCALE_XHOST=host) and a schedule of the
+ * controller's parks inside host 1: its output in r. */
+static void parks_run(const char *more_env, es_proc_result_t *r)
+{
+    char cmd[2048], sched[700];
+    snprintf(sched, sizeof(sched), "%s/schedule-parks", g_dir);
+    FILE *f = fopen(sched, "w");
+    assert_non_null(f);
+    /* the ESTs of GPU 1:0 (4 and 5, host 1's leader among them) take turns
+     * on it from step 30 to 60; EST 5 swapped out to host memory and back
+     * in onto the other GPU of its host at step 75, every EST held there */
+    fprintf(f, "step 30 timeslice 1:0\nstep 60 timeslice off\nstep 75 swap-out 5\n"
+               "step 75 swap-in 5 1:1\n");
+    fclose(f);
+    node_cmd(cmd, sizeof(cmd), "", 40, 10, 4, "virtual");
+    snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " %s", sched);
+    char *env[] = { "EASYSCALE_XHOST=host", "NCCL_SIM_TIMEOUT_MS=600000", (char *)more_env,
+                    NULL };
+    assert_int_equal(es_run_sh(cmd, env, T_JOB, r), 0);
+    need_hosts(r);
+}
+
+/* The controller's parks in a job across hosts (EASYSCALE_XHOST=host on
+ * every host: the levels between the hosts in host memory, which a parked
+ * EST serves): two of host 1's ESTs time-sliced on one GPU mid-run and
+ * released, then another swapped out and in: the checksum of the same 8
+ * ESTs on one host. Negative control: the same schedule without the
+ * memory registry (EASYSCALE_MOVE=nomem) does not give it. */
+static void test_parks_inside_hosts(void **state)
+{
+    (void)state;
+    char sum[128];
+    es_proc_result_t r;
+    if (!g_ref8[0])
+        reference("a100:2G,a100:2G,a100:2G,a100:2G", 8, g_ref8, sizeof(g_ref8));
+    parks_run(NULL, &r);
+    if (r.status != 0)
+        fail_msg("the job across hosts with parks exited %d:\n%s", r.status, r.out);
+    if (!strstr(r.out, "schedule: step 30 timeslice 1:0: time-slice ESTs 4,5 on GPU 1:0: "
+                       "done in ") ||
+        !strstr(r.out, "schedule: step 60 timeslice off: end time-slicing on GPU 1:0: done in ") ||
+        !strstr(r.out, "schedule: step 75 swap-out 5: swap-out EST 5: done in ") ||
+        !strstr(r.out, "schedule: step 75 swap-in 5 1:1: swap-in EST 5 to GPU 1:1: done in "))
+        fail_msg("the parks did not happen:\n%s", r.out);
+    one_checksum(r.out, 8, sum, sizeof(sum));
+    if (strcmp(sum, g_ref8) != 0)
+        fail_msg("8 ESTs on 2 hosts, host 1's ESTs time-sliced and swapped: %s; on one host: "
+                 "%s\n%s", sum, g_ref8, r.out);
+    es_proc_result_free(&r);
+    parks_run("EASYSCALE_MOVE=nomem", &r);
+    int same = r.status == 0 && es_count(r.out, "] checksum ") == 8 &&
+               es_count(r.out, g_ref8) == 8;
+    if (same)
+        fail_msg("the parks across hosts gave the checksum without the memory registry:\n%s",
+                 r.out);
+    es_proc_result_free(&r);
+}
+
 /* Every "rank R digest HEX" line of out (n of them) says the same: into d. */
 static void one_digest(const char *out, int n, char *d, size_t len)
 {
@@ -395,8 +454,9 @@ static void test_nccl_client_time_sliced(void **state)
     char *env1[] = { "EASYSCALE_COLL_TIMEOUT=5", NULL };
     assert_int_equal(es_run_sh(cmd, env1, T_JOB, &r), 0);
     if (r.status == 0 ||
-        !strstr(r.out, "the unique id was made with EASYSCALE_TIME_SLICE and this process has "
-                       "it off: set it alike on every host") ||
+        !strstr(r.out, "the unique id was made with EASYSCALE_XHOST=host and this process has "
+                       "nccl: set EASYSCALE_XHOST and EASYSCALE_TIME_SLICE (which takes host) "
+                       "alike on every host") ||
         !strstr(r.out, "host 0 heard from 0 of the 1 other hosts' leaders in time"))
         fail_msg("EASYSCALE_TIME_SLICE on host 0 only: exit %d:\n%s", r.status, r.out);
     es_proc_result_free(&r);
@@ -523,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_nccl_client_two_hosts),
         cmocka_unit_test(test_nccl_client_time_sliced),
         cmocka_unit_test(test_trainer_time_sliced_two_hosts),
+        cmocka_unit_test(test_parks_inside_hosts),
         cmocka_unit_test(test_host_cut),
     };
     const char *f = getenv("HOSTS_TEST");

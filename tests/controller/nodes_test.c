@@ -55,8 +55,9 @@
 #define T_JOB 120
 
 static char g_tmp[256], g_tok[300], g_token[80];
-/* the stand-in ESTs speak no NCCL: nothing to set */
-static char *g_env[] = { NULL };
+/* the stand-in ESTs speak no NCCL: nothing to set (one test sets
+ * EASYSCALE_XHOST for run, which the job file then says) */
+static char *g_env[2] = { NULL, NULL };
 
 /* ---- the node table (nodes.c) ------------------------------------------------------------- */
 
@@ -652,6 +653,37 @@ static void test_moves_and_restart(void **state)
     free(o1);
 }
 
+/* A job whose levels between the hosts are in host memory
+ * (EASYSCALE_XHOST=host): the controller's parks act inside a host, and
+ * one that would cross hosts is refused: a rotation naming another host's
+ * EST, a swap-in onto another host's GPU. */
+static void test_parks_inside_a_host(void **state)
+{
+    (void)state;
+    bg_t b0, b1;
+    node_args_t n0, n1;
+    char until[300];
+    snprintf(until, sizeof(until), "%s/until-parks", g_tmp);
+    g_env[0] = "EASYSCALE_XHOST=host";
+    start_two(&b0, &b1, &n0, &n1, until, -1, NULL, NULL);
+    g_env[0] = NULL;
+    free(wait_all_registered(&n0, &b0, &b1));
+    wait_node1_gpus(&n0);
+    expect_ctl(&n0, 1, "ESTs stay on their host: EST 3 runs on node 1, and the rotation's GPU "
+               "is node 0's", "timeslice", "0", "--ranks", "0,3", NULL);
+    expect_ctl(&n0, 0, NULL, "swap-out", "1", NULL);
+    expect_ctl(&n0, 1, "ESTs stay on their host: EST 1 runs on node 0", "swap-in", "1", "--gpu",
+               "1:0", NULL);
+    expect_ctl(&n0, 0, NULL, "swap-in", "1", "--gpu", "0", NULL);
+    make_until(until);
+    assert_int_equal(bg_wait(&b1, T_JOB), 0);
+    assert_int_equal(bg_wait(&b0, T_JOB), 0);
+    char *o0 = bg_output(&b0);
+    assert_int_equal(es_count(o0, "fake_est: rank 1: swap-out -> "), 1);
+    assert_int_equal(es_count(o0, "fake_est: rank 1: swap-in -> "), 1);
+    free(o0);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -691,6 +723,7 @@ int main(void)
         cmocka_unit_test(test_node_gone),
         cmocka_unit_test(test_wrong_token),
         cmocka_unit_test(test_moves_and_restart),
+        cmocka_unit_test(test_parks_inside_a_host),
     };
     const char *f = getenv("NODES_TEST");
     if (f && *f)

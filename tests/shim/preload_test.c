@@ -183,6 +183,29 @@ static void test_config_parse(void **state)
             assert_int_equal(c.ts_keep, kp[i].bytes);
     }
     unsetenv("EASYSCALE_TIME_SLICE_KEEP");
+    /* EASYSCALE_XHOST: nccl (default), host (the default with time-slicing,
+     * which nccl cannot serve) */
+    static const struct { const char *ts, *v; int want; } xh[] = {
+        { "off", NULL, 0 }, { "on", NULL, 1 }, { "overlap", NULL, 1 }, { "off", "host", 1 },
+        { "off", "nccl", 0 }, { "on", "host", 1 }, { "on", "nccl", -EINVAL },
+        { "off", "Host", -EINVAL }, { "off", "", -EINVAL }, { "off", "tcp", -EINVAL },
+    };
+    for (size_t i = 0; i < sizeof(xh) / sizeof(xh[0]); i++) {
+        setenv("EASYSCALE_TIME_SLICE", xh[i].ts, 1);
+        if (xh[i].v)
+            setenv("EASYSCALE_XHOST", xh[i].v, 1);
+        else
+            unsetenv("EASYSCALE_XHOST");
+        int rc = es_config_parse(&c, msg, sizeof(msg));
+        if (xh[i].want < 0) {
+            assert_int_equal(rc, xh[i].want);
+            assert_non_null(strstr(msg, "EASYSCALE_XHOST"));
+        } else {
+            assert_int_equal(rc, 0);
+            assert_int_equal(c.xhost_host, xh[i].want);
+        }
+    }
+    unsetenv("EASYSCALE_XHOST");
     unsetenv("EASYSCALE_TIME_SLICE");
     /* EASYSCALE_D2_GEMM: int8 (the default), fma; nothing else */
     unsetenv("EASYSCALE_D2_GEMM");
