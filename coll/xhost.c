@@ -289,6 +289,7 @@ void es_xhost_free(es_comm_t *c, int abort)
         ES_REAL(cuda, cuMemFree_v2)(x->pre);
     es_comm_ctx_leave(pushed);
     es_xs_close(x->xs);
+    es_xhost_free_buffers(x);
     c->x = NULL;
     if (x->live)
         atomic_fetch_sub(&es_xh_live, 1);

@@ -36,6 +36,9 @@ struct es_xhost {
     es_xw_addr_t addr;      /* host 0's leader's, from the id */
     es_xs_t *xs;            /* leaders: the links (host 0: to every host; others: to host 0) */
     uint64_t nop;           /* operations run so far (every rank alike): the messages' tags */
+    char *hb[3];            /* host buffers of an operation, kept (fresh pages each time cost
+                             * more than the copies) */
+    size_t hb_bytes;
 };
 
 /* An operation as run or kept in a group: with its PreMulSum operator
@@ -51,6 +54,8 @@ typedef struct es_xh_op {
 /* The leaders' links of c (x->mem), made while the EST is parked when it
  * is time-sliced (the other hosts' leaders may wait for their turns). */
 ncclResult_t es_xhm_connect(es_comm_t *c);
+/* Frees the operations' host buffers (the communicator's end). */
+void es_xhost_free_buffers(es_xhost_t *x);
 
 /* ---- xsock.c ---------------------------------------------------------------------- */
 

@@ -48,6 +48,7 @@ typedef struct es_xhm {
     const es_qop_t *q;
     int parked;             /* its memory is in its host copies */
     uint64_t tag;           /* its number << 16 */
+    char *t, *p;            /* scratch host buffers of the operation's size */
 } es_xhm_t;
 
 enum { ES_XHM_PARTIAL = 1, ES_XHM_RESULT, ES_XHM_BCAST, ES_XHM_BLOCK, ES_XHM_ALL };
@@ -212,9 +213,9 @@ static ncclResult_t es_xhm_allreduce(const es_xhm_t *m, char *buf, size_t count,
     int rop = m->q->rop, last = x->host == x->nhosts - 1, lead = x->lrank == 0;
     int lop = rop == ES_RO_AVG || rop == ES_RO_PREMUL ? ES_RO_SUM : rop;
     size_t n = count * es_coll_type_size(m->q->op.dtype);
-    char *t = malloc(n ? n : 1), *p = malloc(n ? n : 1);
-    ncclResult_t r = t && p ? ncclSuccess : ncclSystemError;
-    if (r == ncclSuccess && lead && x->host > 0)
+    char *t = m->t, *p = m->p;
+    ncclResult_t r = ncclSuccess;
+    if (lead && x->host > 0)
         r = es_xhm_continue(m, buf, t, p, count, lop);
     if (r == ncclSuccess)
         r = es_xhm_local(m, ES_OP_ALLREDUCE, buf, buf, count, lop, 0, done);
@@ -226,8 +227,6 @@ static ncclResult_t es_xhm_allreduce(const es_xhm_t *m, char *buf, size_t count,
         r = es_xhm_result(m, buf, n);
     if (r == ncclSuccess && !last)
         r = es_xhm_local(m, ES_OP_BROADCAST, buf, buf, count, 0, 0, 0);
-    free(t);
-    free(p);
     return r;
 }
 
@@ -299,8 +298,9 @@ static int es_xhm_input(const es_xhm_t *m, char *buf, char *t, size_t all)
     return rc;
 }
 
-static ncclResult_t es_xhm_kind(const es_xhm_t *m, char *buf, char *t)
+static ncclResult_t es_xhm_kind(const es_xhm_t *m, char *buf)
 {
+    char *t = m->t;
     const es_coll_op_t *o = &m->q->op;
     es_xhost_t *x = m->x;
     size_t ts = es_coll_type_size(o->dtype), cnt = o->count;
@@ -336,32 +336,55 @@ static ncclResult_t es_xhm_kind(const es_xhm_t *m, char *buf, char *t)
     return r;
 }
 
+/* The communicator's three host buffers, of n bytes at least. */
+static int es_xhm_buffers(es_xhost_t *x, size_t n)
+{
+    if (x->hb_bytes >= n && x->hb[0])
+        return 0;
+    es_xhost_free_buffers(x);
+    for (int i = 0; i < 3; i++)
+        if (!(x->hb[i] = malloc(n ? n : 1))) {
+            es_xhost_free_buffers(x);
+            return -ENOMEM;
+        }
+    x->hb_bytes = n;
+    return 0;
+}
+
+void es_xhost_free_buffers(es_xhost_t *x)
+{
+    for (int i = 0; i < 3; i++) {
+        free(x->hb[i]);
+        x->hb[i] = NULL;
+    }
+    x->hb_bytes = 0;
+}
+
 /* One operation, whole, in this thread (parked: a time-sliced EST at its
  * yield). A failure fails the host's communicator (its ranks wait for
  * this one). */
 static ncclResult_t es_xhm_run(es_comm_t *c, const es_qop_t *q, int parked)
 {
     es_xhost_t *x = c->x;
-    es_xhm_t m = { c, x, q, parked, ++x->nop << 16 };
+    es_xhm_t m = { c, x, q, parked, ++x->nop << 16, NULL, NULL };
     size_t ts = es_coll_type_size(q->op.dtype), n = q->op.count * ts;
     if (q->op.kind == ES_OP_ALLGATHER || q->op.kind == ES_OP_REDUCESCATTER)
         n *= (size_t)x->nranks;
-    char *buf = malloc(n ? n : 1), *t = malloc(n ? n : 1);
     ncclResult_t r = ncclSuccess;
-    if (!buf || !t) {
-        es_coll_error("collectives across hosts: no host memory for %zu bytes", n);
+    if (es_xhm_buffers(x, n) < 0) {
+        es_coll_error("collectives across hosts: no host memory for 3 x %zu bytes", n);
         r = ncclSystemError;
     } else if (!parked && es_xhm_settle(&m) < 0) {
         es_coll_error("collectives across hosts: synchronising the context before %s failed",
                       es_coll_op_name(q->op.kind));
         r = ncclUnhandledCudaError;
     }
+    m.t = x->hb[1];
+    m.p = x->hb[2];
     if (r == ncclSuccess)
-        r = es_xhm_kind(&m, buf, t);
+        r = es_xhm_kind(&m, x->hb[0]);
     if (r != ncclSuccess && !atomic_load(&c->failed))
         es_comm_fail(c, ES_FAIL_LOCAL, r);
-    free(buf);
-    free(t);
     return r;
 }
 
