@@ -967,19 +967,18 @@ static ncclResult_t es_xh_p2p(es_comm_t *c, es_xhost_t *x, const es_coll_op_t *o
         es_coll_op_t l = *o;
         l.root = o->root % x->k;
         return es_coll_enqueue_valid(&l); /* notes its own errors in the group */
+    } else if (x->mem) {
+        ES_XH_REFUSE("%s on a communicator across hosts: rank %d (host %d) and rank %d (host "
+                     "%d): point-to-point between hosts is not served with the levels between "
+                     "the hosts in host memory (EASYSCALE_XHOST=host, which time-slicing "
+                     "takes)", nm, x->rank, x->host, o->root, o->root / x->k);
+        r = ncclInvalidUsage;
     } else if (o->root % x->k != x->lrank) {
         ES_XH_REFUSE("%s on a communicator across hosts: rank %d (host %d, local rank %d) and "
                      "rank %d (host %d, local rank %d): between hosts, point-to-point goes "
                      "only between ranks of the same local rank (over their NCCL communicator "
                      "with the other hosts)", nm, x->rank, x->host, x->lrank, o->root,
                      o->root / x->k, o->root % x->k);
-        r = ncclInvalidUsage;
-    } else if (x->mem) {
-        ES_XH_REFUSE("%s on a communicator across hosts: rank %d (host %d) and rank %d (host "
-                     "%d): point-to-point between hosts is not served with the levels between "
-                     "the hosts in host memory (EASYSCALE_XHOST=host, which time-slicing "
-                     "takes)", nm,
-                     x->rank, x->host, o->root, o->root / x->k);
         r = ncclInvalidUsage;
     } else if (es_coll_ts_keeps(c)) {
         ES_XH_REFUSE("%s on a communicator across hosts: this EST is time-sliced, but the "

@@ -28,11 +28,15 @@
  *  - the shim's time-slicing across hosts (EASYSCALE_TIME_SLICE=on: the
  *    levels between the hosts in host memory): the client with 2 ranks on
  *    each host's one GPU taking turns gives the digest of 4 ranks on one
- *    host, also with host 0's ranks on a GPU each (not taking turns);
+ *    host, also with host 0's ranks on a GPU each (not taking turns), and
+ *    on 3 hosts that of 6 ranks on one host;
  *    point-to-point between the hosts and splits refused with the reason;
  *    the setting on one host only refused on both, no hang; the trainer's
  *    8 ESTs, 4 taking turns on each host's one GPU, give the checksum of
  *    one host (negative control: not without the memory registry);
+ *  - the controller's parks inside host 1 of a job with EASYSCALE_XHOST=host
+ *    (--schedule: timeslice 1:0, off, swap-out 5, swap-in 5 1:1): the
+ *    checksum of one host (negative control: not without the registry);
  *  - scale events on each host during the run (--schedule: preempt GPU 0
  *    of host 0, then 1:0 of host 1, then grant both: 2 GPUs -> 1 -> 2, the
  *    hosts' leaders moving): the checksum of 8 ESTs on one host; negative
@@ -390,15 +394,16 @@ static void test_nccl_client_two_hosts(void **state)
     assert_string_equal(d, ref1);
 }
 
-/* The client under scripts/simhosts (2 hosts, host devices as extra
- * says, 2 ranks a host) with env: its output in r. */
-static void ts_client(const char *extra, const char *tag, char *const env[], es_proc_result_t *r)
+/* The client under scripts/simhosts (hosts of one GPU, host devices as
+ * extra says, 2 ranks a host) with env: its output in r. */
+static void ts_client(int hosts, const char *extra, const char *tag, char *const env[],
+                      es_proc_result_t *r)
 {
     char cmd[2048], idf[700];
     snprintf(idf, sizeof(idf), "%s/id-ts-%s", g_dir, tag);
     unlink(idf);
-    snprintf(cmd, sizeof(cmd), "%s --hosts 2 --gpus-per-host 1 --gpu a100:2G %s -- %s %s 2",
-             es_root_path("scripts/simhosts"), extra,
+    snprintf(cmd, sizeof(cmd), "%s --hosts %d --gpus-per-host 1 --gpu a100:2G %s -- %s %s 2",
+             es_root_path("scripts/simhosts"), hosts, extra,
              es_root_path("tests/controller/hosts_client.sh"), idf);
     assert_int_equal(es_run_sh(cmd, env, T_JOB, r), 0);
     need_hosts(r);
@@ -408,8 +413,9 @@ static void ts_client(const char *extra, const char *tag, char *const env[], es_
  * of each host's one GPU take turns; the levels between the hosts in host
  * memory, xhost_mem.c): the digest of 4 ranks on one host, also with host
  * 0's two ranks each alone on a GPU of its own (not time-sliced: their
- * part from and to the GPU); point-to-point between the hosts and splits
- * refused with the reason (the client checks). EASYSCALE_TIME_SLICE on
+ * part from and to the GPU); on 3 hosts, that of 6 ranks on one host;
+ * point-to-point between the hosts and splits refused with the reason
+ * (the client checks). EASYSCALE_TIME_SLICE on
  * host 0 only: a clear refusal on host 1 and, on host 0, the other host's
  * leader named missing, within the collective timeout. (The negative
  * control of the order: the client compares every sum bit for bit with
@@ -422,7 +428,7 @@ static void test_nccl_client_time_sliced(void **state)
     client_run(0, 2, "a100:2G,a100:2G,a100:2G,a100:2G", "virtual", "", ref4, sizeof(ref4));
     char *env[] = { "EASYSCALE_TIME_SLICE=on", "EASYSCALE_LOG=info", NULL };
     es_proc_result_t r;
-    ts_client("", "1", env, &r);
+    ts_client(2, "", "1", env, &r);
     if (r.status != 0)
         fail_msg("time-sliced across hosts: exit %d:\n%s", r.status, r.out);
     one_digest(r.out, 4, d, sizeof(d));
@@ -433,7 +439,7 @@ static void test_nccl_client_time_sliced(void **state)
         es_count(r.out, "splits: refused time-sliced across hosts") != 4)
         fail_msg("the ranks were not time-sliced, or splits not refused:\n%s", r.out);
     es_proc_result_free(&r);
-    ts_client("--host-devices 0=a100:2G,a100:2G", "2", env, &r);
+    ts_client(2, "--host-devices 0=a100:2G,a100:2G", "2", env, &r);
     if (r.status != 0)
         fail_msg("host 0 not time-sliced, host 1 time-sliced: exit %d:\n%s", r.status, r.out);
     one_digest(r.out, 4, d, sizeof(d));
@@ -442,6 +448,18 @@ static void test_nccl_client_time_sliced(void **state)
                  ref4, r.out);
     if (es_count(r.out, "waits for its turn on slot 0 (2 ESTs)") != 2)
         fail_msg("host 1's ranks only should take turns:\n%s", r.out);
+    es_proc_result_free(&r);
+    /* three hosts: host 0's leader relays host 1's partial to host 2 and
+     * the result back to host 1 */
+    char ref6[64];
+    client_run(0, 3, "a100:2G,a100:2G,a100:2G", "virtual", "", ref6, sizeof(ref6));
+    ts_client(3, "", "4", env, &r);
+    if (r.status != 0)
+        fail_msg("time-sliced across 3 hosts: exit %d:\n%s", r.status, r.out);
+    one_digest(r.out, 6, d, sizeof(d));
+    if (strcmp(d, ref6) != 0)
+        fail_msg("time-sliced across 3 hosts: digest %s, 6 ranks on one host %s\n%s", d, ref6,
+                 r.out);
     es_proc_result_free(&r);
     /* the setting on host 0 only: refused, the host named */
     char cmd[2048], idf[700];
