@@ -1033,6 +1033,13 @@ ncclResult_t es_coll_enqueue(const es_coll_op_t *o)
                       "the other hosts was not made again after a hold", nm);
         return ncclSystemError;
     }
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (x->mem && ES_REAL(cuda, cuStreamIsCapturing)(o->stream, &cs) == CUDA_SUCCESS &&
+        cs != CU_STREAM_CAPTURE_STATUS_NONE) { /* it runs in this thread, not on the stream */
+        ES_XH_REFUSE("%s on a stream under capture (CUDA graph): the levels between the hosts "
+                     "in host memory cannot be captured", nm);
+        return ncclInvalidUsage;
+    }
     if (!x->mem && es_coll_ts_keeps(c)) {
         ES_XH_REFUSE("%s on a communicator across hosts: this EST is time-sliced, but the "
                      "job's levels between the hosts are NCCL's (the unique id was made "

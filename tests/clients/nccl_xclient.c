@@ -30,7 +30,8 @@
  * With the levels between the hosts in host memory (EASYSCALE_XHOST=host,
  * or EASYSCALE_TIME_SLICE set, and GROUP_WORLD_SIZE > 1), point-to-point runs
  * inside the host only (with rank r ^ 1, 16 KiB and 5 MiB in a group) and a
- * send to the other host, and a split, must be refused with the reason;
+ * send to the other host, a split, and an all-reduce on a stream under
+ * capture must be refused with the reason;
  * split and point-to-point results are not in the digest, so it is the
  * same.
  * --bench: instead, times in-place float all-reduces of 1, 4, 16 and 64 MiB
@@ -669,6 +670,30 @@ static void p2p(ncclComm_t c, CUstream st)
     CU(cuMemFree(b));
 }
 
+/* With the levels between the hosts in host memory an operation runs in
+ * the calling thread, so one on a stream under capture is refused with the
+ * reason (nothing captured, nothing counted: the communicator goes on). */
+static void capture_refused(ncclComm_t c)
+{
+    CUstream cs;
+    CUdeviceptr b;
+    CUgraph g;
+    CU(cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
+    CU(cuMemAlloc(&b, 64));
+    CU(cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_RELAXED));
+    ncclResult_t r = ncclAllReduce((void *)b, (void *)b, 16, ncclFloat, ncclSum, c,
+                                   (cudaStream_t)cs);
+    const char *why = ncclGetLastError(c);
+    CU(cuStreamEndCapture(cs, &g));
+    CHECK(r == ncclInvalidUsage && why && strstr(why, "cannot be captured"),
+          "an all-reduce under capture across hosts in host memory: %d (%s), wanted a refusal",
+          (int)r, why ? why : "");
+    if (g)
+        CU(cuGraphDestroy(g));
+    CU(cuMemFree(b));
+    CU(cuStreamDestroy(cs));
+}
+
 /* Rank 0 writes the id (temporary file, renamed); the others wait for it. */
 static void share_id(const char *path, ncclUniqueId *id)
 {
@@ -752,6 +777,8 @@ int main(int argc, char **argv)
     grouped(c, st);
     premulsum(c, st);
     p2p(c, st);
+    if (g_mem)
+        capture_refused(c);
     splits_then_sum(c, st);
     NC(ncclCommDestroy(c));
     printf("rank %d digest %016llx\n", g_rank, g_fnv);
