@@ -99,6 +99,27 @@ static void one_checksum(const char *out, int n, char *sum, size_t len)
     }
 }
 
+/* The job in r completed with the checksum of 8 ESTs on one host
+ * (g_ref8); what names it in the failure. Frees r. */
+static void expect_ref8(es_proc_result_t *r, const char *what)
+{
+    char sum[128];
+    if (r->status != 0)
+        fail_msg("%s exited %d:\n%s", what, r->status, r->out);
+    one_checksum(r->out, 8, sum, sizeof(sum));
+    if (strcmp(sum, g_ref8) != 0)
+        fail_msg("%s: %s; 8 ESTs on one host: %s\n%s", what, sum, g_ref8, r->out);
+    es_proc_result_free(r);
+}
+
+/* A negative control: the job in r did not give every EST g_ref8. Frees r. */
+static void expect_not_ref8(es_proc_result_t *r, const char *what)
+{
+    if (r->status == 0 && es_count(r->out, "] checksum ") == 8 && es_count(r->out, g_ref8) == 8)
+        fail_msg("%s gave the checksum of one host:\n%s", what, r->out);
+    es_proc_result_free(r);
+}
+
 /* The trainer's checksum with n ESTs on this one host (SIMCUDA_DEVICES
  * devs), the virtual collectives. */
 static void reference(const char *devs, int n, char *sum, size_t len)
@@ -186,30 +207,18 @@ static void ts_trainer(const char *more_env, es_proc_result_t *r)
 static void test_trainer_time_sliced_two_hosts(void **state)
 {
     (void)state;
-    char sum[128];
     es_proc_result_t r;
     if (!g_ref8[0])
         reference("a100:2G,a100:2G,a100:2G,a100:2G", 8, g_ref8, sizeof(g_ref8));
     ts_trainer(NULL, &r);
-    if (r.status != 0)
-        fail_msg("the time-sliced job across hosts exited %d:\n%s", r.status, r.out);
-    one_checksum(r.out, 8, sum, sizeof(sum));
-    if (strcmp(sum, g_ref8) != 0)
-        fail_msg("8 ESTs time-sliced on 2 hosts of one GPU: %s; on one host: %s\n%s", sum,
-                 g_ref8, r.out);
     /* every EST took turns, swapped out and in */
     if (es_count(r.out, "waits for its turn on slot 0 (4 ESTs)") != 8 ||
         es_count(r.out, "info: time-slicing: slot 0: ") != 8 ||
         strstr(r.out, "slot 0: 0 yields"))
         fail_msg("the ESTs did not take turns:\n%s", r.out);
-    es_proc_result_free(&r);
+    expect_ref8(&r, "8 ESTs time-sliced on 2 hosts of one GPU");
     ts_trainer("EASYSCALE_MOVE=nomem", &r);
-    int same = r.status == 0 && es_count(r.out, "] checksum ") == 8 &&
-               es_count(r.out, g_ref8) == 8;
-    if (same)
-        fail_msg("time-slicing across hosts gave the checksum without the memory registry:\n%s",
-                 r.out);
-    es_proc_result_free(&r);
+    expect_not_ref8(&r, "time-slicing across hosts without the memory registry");
 }
 
 /* The trainer's 8 ESTs on 2 hosts x 2 GPUs with the levels between the
@@ -244,31 +253,19 @@ static void parks_run(const char *more_env, es_proc_result_t *r)
 static void test_parks_inside_hosts(void **state)
 {
     (void)state;
-    char sum[128];
     es_proc_result_t r;
     if (!g_ref8[0])
         reference("a100:2G,a100:2G,a100:2G,a100:2G", 8, g_ref8, sizeof(g_ref8));
     parks_run(NULL, &r);
-    if (r.status != 0)
-        fail_msg("the job across hosts with parks exited %d:\n%s", r.status, r.out);
     if (!strstr(r.out, "schedule: step 30 timeslice 1:0: time-slice ESTs 4,5 on GPU 1:0: "
                        "done in ") ||
         !strstr(r.out, "schedule: step 60 timeslice off: end time-slicing on GPU 1:0: done in ") ||
         !strstr(r.out, "schedule: step 75 swap-out 5: swap-out EST 5: done in ") ||
         !strstr(r.out, "schedule: step 75 swap-in 5 1:1: swap-in EST 5 to GPU 1:1: done in "))
-        fail_msg("the parks did not happen:\n%s", r.out);
-    one_checksum(r.out, 8, sum, sizeof(sum));
-    if (strcmp(sum, g_ref8) != 0)
-        fail_msg("8 ESTs on 2 hosts, host 1's ESTs time-sliced and swapped: %s; on one host: "
-                 "%s\n%s", sum, g_ref8, r.out);
-    es_proc_result_free(&r);
+        fail_msg("the parks did not happen (exit %d):\n%s", r.status, r.out);
+    expect_ref8(&r, "8 ESTs on 2 hosts, host 1's ESTs time-sliced and swapped");
     parks_run("EASYSCALE_MOVE=nomem", &r);
-    int same = r.status == 0 && es_count(r.out, "] checksum ") == 8 &&
-               es_count(r.out, g_ref8) == 8;
-    if (same)
-        fail_msg("the parks across hosts gave the checksum without the memory registry:\n%s",
-                 r.out);
-    es_proc_result_free(&r);
+    expect_not_ref8(&r, "the parks across hosts without the memory registry");
 }
 
 /* Every "rank R digest HEX" line of out (n of them) says the same: into d. */
@@ -316,7 +313,6 @@ static void scaled_run(const char *more_env, es_proc_result_t *r)
 static void test_scale_events_inside_hosts(void **state)
 {
     (void)state;
-    char sum[128];
     es_proc_result_t r;
     if (!g_ref8[0])
         reference("a100:2G,a100:2G,a100:2G,a100:2G", 8, g_ref8, sizeof(g_ref8));
@@ -335,17 +331,9 @@ static void test_scale_events_inside_hosts(void **state)
     if (!strstr(r.out, "  rank 0: place 0 -> 1: ok") ||
         !strstr(r.out, "  rank 4: place 1:0 -> 1:1: ok"))
         fail_msg("the hosts' leaders did not move:\n%s", r.out);
-    one_checksum(r.out, 8, sum, sizeof(sum));
-    if (strcmp(sum, g_ref8) != 0)
-        fail_msg("8 ESTs on 2 hosts, host 0 scaled 2 -> 1 -> 2 GPUs: %s; on one host: %s\n%s",
-                 sum, g_ref8, r.out);
-    es_proc_result_free(&r);
+    expect_ref8(&r, "8 ESTs on 2 hosts, host 0 scaled 2 -> 1 -> 2 GPUs");
     scaled_run("EASYSCALE_MOVE=nomem", &r);
-    int same = r.status == 0 && es_count(r.out, "] checksum ") == 8 &&
-               es_count(r.out, g_ref8) == 8;
-    if (same)
-        fail_msg("the scale events gave the checksum without the memory registry:\n%s", r.out);
-    es_proc_result_free(&r);
+    expect_not_ref8(&r, "the scale events without the memory registry");
 }
 
 /* hosts_client.sh with k ranks a host: under simhosts (2 hosts x k GPUs)
