@@ -434,9 +434,14 @@ API cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
                  ? CUBLAS_STATUS_ARCH_MISMATCH
              : r == CUDA_ERROR_OUT_OF_MEMORY ? CUBLAS_STATUS_ALLOC_FAILED
                                              : CUBLAS_STATUS_NOT_INITIALIZED;
+        /* what failed, for a failure a test cannot reproduce at will */
+        fprintf(stderr, "simcublas: cublasCreate: loading its kernels failed (CUresult %d)\n",
+                (int)r);
         goto out;
     }
-    if (d->cuMemAlloc(&h->scratch, 256) != CUDA_SUCCESS) {
+    if ((r = d->cuMemAlloc(&h->scratch, 256)) != CUDA_SUCCESS) {
+        fprintf(stderr, "simcublas: cublasCreate: its 256-byte scratch: cuMemAlloc failed "
+                "(CUresult %d)\n", (int)r);
         st = CUBLAS_STATUS_ALLOC_FAILED;
         goto out;
     }
