@@ -180,8 +180,8 @@ out:
 static int es_dq_fuse_head(const es_dq_batch_t *a)
 {
     const es_qop_t *x = &a->ops[0];
-    return a->n == 1 && !a->xhost && a->c->ts_fuse && x->op.kind == ES_OP_ALLREDUCE && x->op.count &&
-           x->rop != ES_RO_PREMUL && !es_digest_enabled();
+    return a->n == 1 && !a->xhost && a->c->ts_fuse && x->op.kind == ES_OP_ALLREDUCE &&
+           x->op.count && x->rop != ES_RO_PREMUL && !es_digest_enabled();
 }
 
 /* Batch b can join a's group: the same communicator, datatype, operator. */
@@ -512,26 +512,26 @@ static ncclResult_t es_dq_begin(es_comm_t *c)
     return ncclSuccess;
 }
 
-ncclResult_t es_coll_submit(es_comm_t *c, es_qop_t **ops, int n)
+/* Kept (a time-sliced EST), or run now after what is kept: a batch of the
+ * engine, or (xhost) one operation across hosts in host memory. */
+static ncclResult_t es_dq_submit(es_comm_t *c, es_qop_t **ops, int n, int xhost)
 {
     ncclResult_t res = es_dq_begin(c);
     if (res != ncclSuccess)
         return res;
     if (es_coll_ts_keeps(c))
-        return es_dq_add(c, ops, n, 0);
+        return es_dq_add(c, ops, n, xhost);
     if (es_coll_ts_flush() < 0) /* kept ones first, in issue order */
         return ncclUnhandledCudaError;
-    return es_coll_launch(c, ops, n);
+    return xhost ? es_xhost_run_now(c, ops[0]) : es_coll_launch(c, ops, n);
+}
+
+ncclResult_t es_coll_submit(es_comm_t *c, es_qop_t **ops, int n)
+{
+    return es_dq_submit(c, ops, n, 0);
 }
 
 ncclResult_t es_coll_submit_xhost(es_comm_t *c, es_qop_t *q)
 {
-    ncclResult_t res = es_dq_begin(c);
-    if (res != ncclSuccess)
-        return res;
-    if (es_coll_ts_keeps(c))
-        return es_dq_add(c, &q, 1, 1);
-    if (es_coll_ts_flush() < 0)
-        return ncclUnhandledCudaError;
-    return es_xhost_run_now(c, q);
+    return es_dq_submit(c, &q, 1, 1);
 }

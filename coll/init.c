@@ -379,18 +379,17 @@ ncclResult_t es_comm_setup(es_comm_t *c)
      * the ranks for a move a process asks for: coll/jobhold.c), and a move
      * anywhere else is refused (the mover's gate). Time-sliced ESTs (the
      * shim's rotation: every turn is a move) use the host transport. */
-    if (c->host_tp && pref != ES_COLL_TP_HOST) {
+    /* the levels above the host in host memory run its steps over host
+     * buffers (xhost_mem.c): the host transport too */
+    const char *why = c->host_tp ? "with the levels between the hosts in host memory "
+                                   "(EASYSCALE_XHOST=host)"
+                      : es_vh_on && es_cfg.time_slice ? "for time-sliced ESTs "
+                                                        "(EASYSCALE_TIME_SLICE)"
+                                                      : NULL;
+    if (why && pref != ES_COLL_TP_HOST) {
         if (pref != ES_COLL_TP_AUTO && c->rank == 0)
-            ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=%s is not possible with the levels "
-                    "between the hosts in host memory (EASYSCALE_XHOST=host): host transport",
-                    pref == ES_COLL_TP_NCCL ? "nccl" : "device");
-        pref = ES_COLL_TP_HOST;
-    }
-    if (es_vh_on && pref != ES_COLL_TP_HOST && es_cfg.time_slice) {
-        if (pref != ES_COLL_TP_AUTO && c->rank == 0)
-            ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=%s is not possible for time-sliced "
-                    "ESTs (EASYSCALE_TIME_SLICE): host transport",
-                    pref == ES_COLL_TP_NCCL ? "nccl" : "device");
+            ES_WARN("collectives: EASYSCALE_COLL_TRANSPORT=%s is not possible %s: host "
+                    "transport", pref == ES_COLL_TP_NCCL ? "nccl" : "device", why);
         pref = ES_COLL_TP_HOST;
     }
     res = es_comm_rendezvous(c, pref, &uu);
