@@ -566,6 +566,14 @@ ncclResult_t es_coll_launch_parked(es_comm_t *c, es_qop_t **ops, int n);
 /* util.c: the NCCL name of an operation kind (ES_OP_*; "?" for another). */
 const char *es_coll_op_name(int kind);
 
+/* ---- transport/host.c: the CPU's fold --------------------------------------------------- */
+
+/* The kernel's element arithmetic on the CPU over a->count elements
+ * (a->out apart from the inputs; scalar: PreMulSum's, in the datatype's
+ * storage), in IEEE mode whatever the thread's (xhost_mem.c's fold steps;
+ * the host transport's own reductions use the same loop). */
+void es_coll_cpu_fold(const es_red_args_t *a, es_u64 scalar);
+
 /* ---- xhost.c: a communicator across hosts ------------------------------------------------- */
 
 /* Whether the job spans hosts (GROUP_WORLD_SIZE > 1). */

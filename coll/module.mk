@@ -20,5 +20,3 @@ COLL_SRCS := coll/comm.c coll/init.c coll/group.c coll/enqueue.c coll/defer.c co
 # no contraction into FMA. Its reduction loops are vectorized across
 # elements (each element's additions stay in rank order: the same bits).
 $(B)/obj/coll/transport/host.o: CFLAGS += -ffp-contract=off -ftree-vectorize -fvect-cost-model=dynamic
-# The same holds for the CPU fold of the levels across hosts in host memory.
-$(B)/obj/coll/xhost_mem.o: CFLAGS += -ffp-contract=off

@@ -28,8 +28,8 @@
  * collectives fail with the reason instead of mixing them up.
  *
  * Called by defer.c (an operation kept or run now) and xhost.c (the
- * links); calls launch.c (the parked steps), tslice.c, xsock.c,
- * move/swap.h. */
+ * links); calls launch.c (the parked steps), transport/host.c (the CPU
+ * fold, es_coll_cpu_fold), tslice.c, xsock.c, move/swap.h. */
 #include "coll/xhost_int.h"
 #include "kernels/reduce.h"
 #include "move/swap.h"
@@ -37,9 +37,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__)
-#include <xmmintrin.h>
-#endif
 
 /* One operation under way. */
 typedef struct es_xhm {
@@ -119,19 +116,6 @@ static ncclResult_t es_xhm_local(const es_xhm_t *m, int kind, const void *send, 
     return r;
 }
 
-/* The fold kernel's arithmetic on the CPU (a->out apart from the inputs). */
-static void es_xhm_cpu(const es_red_args_t *a, es_u64 scalar)
-{
-#if defined(__x86_64__)
-    unsigned csr = _mm_getcsr(); /* IEEE: round to nearest, no FTZ/DAZ, exceptions masked */
-    _mm_setcsr((csr & ~(0x8040u | 0x6000u)) | 0x1f80u);
-#endif
-    es_red_cpu_range(a, scalar, 0, a->count);
-#if defined(__x86_64__)
-    _mm_setcsr(csr);
-#endif
-}
-
 /* buf := op(buf) or op(in0, buf), through t (n bytes). */
 static void es_xhm_fold(const es_xhm_t *m, char *buf, const char *in0, char *t, size_t count,
                         int op, int divisor, es_u64 scalar)
@@ -146,7 +130,7 @@ static void es_xhm_fold(const es_xhm_t *m, char *buf, const char *in0, char *t, 
     a.dtype = m->q->op.dtype;
     a.op = op;
     a.divisor = divisor;
-    es_xhm_cpu(&a, scalar);
+    es_coll_cpu_fold(&a, scalar);
     memcpy(buf, t, count * es_coll_type_size(m->q->op.dtype));
 }
 

@@ -13,8 +13,9 @@
  * Staging per set s (two sets): in[r] (C bytes per rank), out (C bytes),
  * scal[r] (a PreMulSum scalar per rank); p2p[from][to][2] slots.
  *
- * Exports es_coll_tp_host (the transport struct, coll_int.h). Calls
- * step.c (its CPU work rides in steps as ES_A_HOST_FN actions), tslice.c
+ * Exports es_coll_tp_host (the transport struct, coll_int.h) and
+ * es_coll_cpu_fold (the same CPU arithmetic for xhost_mem.c's fold
+ * steps). Calls step.c (its CPU work rides in steps as ES_A_HOST_FN actions), tslice.c
  * (a parked EST's copies), util.c and move/swap.h; never the engine.
  */
 #include "coll/coll_int.h"
@@ -101,18 +102,42 @@ static void es_host_reduce_premul(const es_host_red_t *r)
     }
 }
 
+/* IEEE behaviour whatever the thread inherited (SSE does all float and
+ * double arithmetic here): round to nearest, no flush-to-zero, no
+ * denormals-are-zero, exceptions masked. Returns what to restore. */
+static unsigned es_host_fp_begin(void)
+{
+#if defined(__x86_64__)
+    unsigned csr = _mm_getcsr();
+    _mm_setcsr((csr & ~(0x8040u | 0x6000u)) | 0x1f80u);
+    return csr;
+#else
+    return 0;
+#endif
+}
+
+static void es_host_fp_end(unsigned csr)
+{
+#if defined(__x86_64__)
+    _mm_setcsr(csr);
+#else
+    (void)csr;
+#endif
+}
+
+void es_coll_cpu_fold(const es_red_args_t *a, es_u64 scalar)
+{
+    unsigned csr = es_host_fp_begin();
+    es_red_cpu_range(a, scalar, 0, a->count);
+    es_host_fp_end(csr);
+}
+
 /* The CPU reduction of a step (ES_A_HOST_FN; arg: es_host_red_t): the
  * same arithmetic as the kernel. */
 static void es_host_reduce(void *arg)
 {
     const es_host_red_t *r = arg;
-#if defined(__x86_64__)
-    /* IEEE behaviour whatever the thread inherited (SSE does all float and
-     * double arithmetic here): round to nearest, no flush-to-zero, no
-     * denormals-are-zero, exceptions masked. */
-    unsigned csr = _mm_getcsr();
-    _mm_setcsr((csr & ~(0x8040u | 0x6000u)) | 0x1f80u);
-#endif
+    unsigned csr = es_host_fp_begin();
     if (r->op == ES_RO_PREMUL) {
         es_host_reduce_premul(r);
     } else {
@@ -128,9 +153,7 @@ static void es_host_reduce(void *arg)
         a.divisor = r->divisor;
         es_red_cpu_range(&a, 0, 0, r->count);
     }
-#if defined(__x86_64__)
-    _mm_setcsr(csr);
-#endif
+    es_host_fp_end(csr);
 }
 
 /* ---- set-up ------------------------------------------------------------------------ */
