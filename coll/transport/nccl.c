@@ -557,10 +557,13 @@ static CUresult es_nc_coll_held(es_comm_t *c, const es_coll_op_t *op, int rop,
     es_nc_job_t prev = { 0 };
     for (size_t off = 0; off < total && r == CUDA_SUCCESS; off += per) {
         size_t m = total - off < per ? total - off : per;
-        es_nc_job_t J = { .op = op, .rop = rop, .set = (int)(c->nchunks++ & 1), .per = per,
-                          .m = m, .count = pieces ? (size_t)n * per : m };
-        if (op->kind == ES_OP_REDUCESCATTER && off + m >= total)
-            J.count = (size_t)(n - 1) * per + m; /* the last piece's tail is not staged */
+        /* pieces: each rank's m elements at a pitch of m (the last chunk's
+         * pieces are shorter: a pitch of per would have the carriers fold
+         * and move the unstaged gaps between them, (n - 1) * per elements
+         * whatever the count) */
+        es_nc_job_t J = { .op = op, .rop = rop, .set = (int)(c->nchunks++ & 1),
+                          .per = pieces ? m : per, .m = m,
+                          .count = pieces ? (size_t)n * m : m };
         uint64_t b = c->bar;
         int done = off + m >= total && es_coll_op_done_counts(op);
         if (direct) {
