@@ -736,13 +736,35 @@ static void test_schedule_waits_for_reregistration(void **state)
 
 /* ---- bad frames, other uids, two controllers ------------------------------------------ */
 
-static int raw_connect(const char *sock)
+/* A connection to the socket at path sock, or -1. */
+static int unix_connect(const char *sock)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    size_t len = strlen(sock);
+    if (len >= sizeof(sa.sun_path))
+        return -1;
+    memcpy(sa.sun_path, sock, len + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Whether a connection to sock is taken (closed at once). */
+static int accepts(const char *sock)
+{
+    int fd = unix_connect(sock);
+    if (fd >= 0)
+        close(fd);
+    return fd >= 0;
+}
+
+static int raw_connect(const char *sock)
+{
+    int fd = unix_connect(sock);
     assert_true(fd >= 0);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     struct timeval tv = { 5, 0 };
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     return fd;
@@ -954,10 +976,12 @@ static void test_other_uid(void **state)
         execl(ctl_bin(), "easyscale-ctl", "daemon", "--socket", sock, (char *)NULL);
         _exit(127);
     }
+    /* up: its socket exists and takes connections (the file is there from
+     * the bind on, before the listen) */
     int up = 0;
     for (int i = 0; i < 100 && !up; i++) {
         struct stat st;
-        up = stat(sock, &st) == 0 && st.st_uid == nobody;
+        up = stat(sock, &st) == 0 && st.st_uid == nobody && accepts(sock);
         if (!up)
             msleep(50);
     }

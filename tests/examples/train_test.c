@@ -437,11 +437,13 @@ static void test_rdzv_tcp_timeouts(void **state)
                  1, want);
 
     /* the client retries while refused: rank 0 listens before its device
-     * setup, so both hellos wait in its backlog if they come early */
+     * setup, so both hellos wait in its backlog if they come early; each
+     * "answered" line in one write (print writes its pieces apart where
+     * PYTHONUNBUFFERED is set, and rank 0's lines may land between them) */
     port = loopback_port(NULL);
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "python3 -c 'import socket, struct, sys, time\n"
+             "python3 -c 'import os, socket, struct, sys, time\n"
              "for h in (b\"GARBAGE\\0\" + struct.pack(\"<ii\", 1, 2),\n"
              "          b\"ESRDZV1\\0\" + struct.pack(\"<ii\", 1, 3)):\n"
              "    while True:\n"
@@ -449,7 +451,7 @@ static void test_rdzv_tcp_timeouts(void **state)
              "            s = socket.create_connection((\"127.0.0.1\", %d)); break\n"
              "        except ConnectionRefusedError:\n"
              "            time.sleep(0.05)\n"
-             "    s.sendall(h); print(\"answered\", len(s.recv(256)), flush=True); s.close()\n"
+             "    s.sendall(h); os.write(1, b\"answered %%d\\n\" %% len(s.recv(256))); s.close()\n"
              "' & pc=$!; "
              "WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d python3 %s "
              "--steps 1 --batch 8 --test-samples 8 --rdzv-timeout 5; echo \"status $?\"; wait $pc",
