@@ -245,6 +245,35 @@ void sim_cap_fork_reset(void)
     g_me = NULL;
 }
 
+/* Says once per process why a take failed: the device's use and the
+ * processes holding the most of it (a use that no live process holds is
+ * the table's, e.g. a process gone between taking and counting). */
+static void cap_say_full(cap_table_t *t, int phys, unsigned long long cap,
+                         unsigned long long bytes)
+{
+    static _Atomic int said;
+    if (t == &g_local || atomic_exchange(&said, 1))
+        return;
+    char who[256] = "";
+    size_t k = 0;
+    uint64_t held = 0;
+    for (int i = 0; i < CAP_PROCS; i++) {
+        int32_t pid = atomic_load(&t->procs[i].pid);
+        uint64_t u = atomic_load(&t->procs[i].used[phys]);
+        if (pid == 0 || u == 0)
+            continue;
+        held += u;
+        if (k + 64 < sizeof(who))
+            k += (size_t)snprintf(who + k, sizeof(who) - k, "%s pid %d %" PRIu64 " MiB%s",
+                                  k ? "," : ":", (int)pid, u >> 20,
+                                  proc_alive(pid, atomic_load(&t->procs[i].start)) ? ""
+                                                                                   : " (gone)");
+    }
+    sim_log("device %d: no room for %llu bytes: %" PRIu64 " of %llu MiB in use, %" PRIu64
+            " MiB of it held by processes%s", phys, bytes, atomic_load(&t->used[phys]) >> 20,
+            cap >> 20, held >> 20, who);
+}
+
 /* Takes bytes of device phys's capacity; 0 or -ENOMEM. */
 int sim_cap_take(int phys, unsigned long long cap, unsigned long long bytes)
 {
@@ -263,6 +292,7 @@ int sim_cap_take(int phys, unsigned long long cap, unsigned long long bytes)
         }
         reclaim_dead();
     }
+    cap_say_full(t, phys, cap, bytes);
     return -ENOMEM;
 }
 
