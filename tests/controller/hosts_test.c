@@ -68,6 +68,8 @@
 #include "tests/harness.h"
 
 #define T_JOB 240 /* a loaded 2-core machine: two hosts' trainers */
+/* The trainer's steps in every job of these tests (the references too). */
+#define JOB_STEPS "20"
 
 static char g_dir[512], g_tok[600];
 
@@ -125,7 +127,7 @@ static void expect_not_ref8(es_proc_result_t *r, const char *what)
 static void reference(const char *devs, int n, char *sum, size_t len)
 {
     char cmd[2048], dv[200];
-    snprintf(cmd, sizeof(cmd), "%s %s run --ests %d --progress off -- python3 %s --steps 40 "
+    snprintf(cmd, sizeof(cmd), "%s %s run --ests %d --progress off -- python3 %s --steps " JOB_STEPS " "
              "--log-every 1000 --deterministic-kernels", es_root_path("scripts/simenv"),
              es_build_path("bin/easyscale-ctl"), n, es_root_path("examples/train.py"));
     snprintf(dv, sizeof(dv), "SIMCUDA_DEVICES=%s", devs);
@@ -158,7 +160,7 @@ static void test_trainer_two_hosts(void **state)
     /* NCCL's timeout beyond the test's: a destroy that waited for it on
      * peers of the other host already gone (simcuda once did) fails here */
     char *env[] = { "NCCL_SIM_TIMEOUT_MS=600000", NULL };
-    node_cmd(cmd, sizeof(cmd), "", 40, 10, 4, "virtual");
+    node_cmd(cmd, sizeof(cmd), "", atoi(JOB_STEPS), 10, 4, "virtual");
     assert_int_equal(es_run_sh(cmd, env, T_JOB, &r), 0);
     need_hosts(&r);
     if (r.status != 0)
@@ -173,7 +175,7 @@ static void test_trainer_two_hosts(void **state)
     assert_non_null(strstr(r.out, "all 8 ESTs registered"));
     es_proc_result_free(&r);
     /* hosts of different GPU counts: host 1 has one GPU for its 4 ESTs */
-    node_cmd(cmd, sizeof(cmd), "--host-devices 1=a100:4G", 40, 10, 4, "virtual");
+    node_cmd(cmd, sizeof(cmd), "--host-devices 1=a100:4G", atoi(JOB_STEPS), 10, 4, "virtual");
     assert_int_equal(es_run_sh(cmd, env, T_JOB, &r), 0);
     if (r.status != 0)
         fail_msg("the job on uneven hosts exited %d:\n%s", r.status, r.out);
@@ -188,7 +190,7 @@ static void test_trainer_two_hosts(void **state)
 static void ts_trainer(const char *more_env, es_proc_result_t *r)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "%s --hosts 2 --gpus-per-host 1 --gpu a100:4G -- %s %s 29500 40 "
+    snprintf(cmd, sizeof(cmd), "%s --hosts 2 --gpus-per-host 1 --gpu a100:4G -- %s %s 29500 " JOB_STEPS " "
              "10 4 virtual", es_root_path("scripts/simhosts"),
              es_root_path("tests/controller/hosts_node.sh"), g_tok);
     char *env[] = { "EASYSCALE_TIME_SLICE=on", "EASYSCALE_LOG=info",
@@ -231,12 +233,12 @@ static void parks_run(const char *more_env, es_proc_result_t *r)
     FILE *f = fopen(sched, "w");
     assert_non_null(f);
     /* the ESTs of GPU 1:0 (4 and 5, host 1's leader among them) take turns
-     * on it from step 30 to 60; EST 5 swapped out to host memory and back
-     * in onto the other GPU of its host at step 75, every EST held there */
-    fprintf(f, "step 30 timeslice 1:0\nstep 60 timeslice off\nstep 75 swap-out 5\n"
-               "step 75 swap-in 5 1:1\n");
+     * on it from step 15 to 30; EST 5 swapped out to host memory and back
+     * in onto the other GPU of its host at step 39, every EST held there */
+    fprintf(f, "step 15 timeslice 1:0\nstep 30 timeslice off\nstep 39 swap-out 5\n"
+               "step 39 swap-in 5 1:1\n");
     fclose(f);
-    node_cmd(cmd, sizeof(cmd), "", 40, 10, 4, "virtual");
+    node_cmd(cmd, sizeof(cmd), "", atoi(JOB_STEPS), 10, 4, "virtual");
     snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " %s", sched);
     char *env[] = { "EASYSCALE_XHOST=host", "NCCL_SIM_TIMEOUT_MS=600000", (char *)more_env,
                     NULL };
@@ -257,11 +259,11 @@ static void test_parks_inside_hosts(void **state)
     if (!g_ref8[0])
         reference("a100:2G,a100:2G,a100:2G,a100:2G", 8, g_ref8, sizeof(g_ref8));
     parks_run(NULL, &r);
-    if (!strstr(r.out, "schedule: step 30 timeslice 1:0: time-slice ESTs 4,5 on GPU 1:0: "
+    if (!strstr(r.out, "schedule: step 15 timeslice 1:0: time-slice ESTs 4,5 on GPU 1:0: "
                        "done in ") ||
-        !strstr(r.out, "schedule: step 60 timeslice off: end time-slicing on GPU 1:0: done in ") ||
-        !strstr(r.out, "schedule: step 75 swap-out 5: swap-out EST 5: done in ") ||
-        !strstr(r.out, "schedule: step 75 swap-in 5 1:1: swap-in EST 5 to GPU 1:1: done in "))
+        !strstr(r.out, "schedule: step 30 timeslice off: end time-slicing on GPU 1:0: done in ") ||
+        !strstr(r.out, "schedule: step 39 swap-out 5: swap-out EST 5: done in ") ||
+        !strstr(r.out, "schedule: step 39 swap-in 5 1:1: swap-in EST 5 to GPU 1:1: done in "))
         fail_msg("the parks did not happen (exit %d):\n%s", r.status, r.out);
     expect_ref8(&r, "8 ESTs on 2 hosts, host 1's ESTs time-sliced and swapped");
     parks_run("EASYSCALE_MOVE=nomem", &r);
@@ -291,12 +293,12 @@ static void scaled_run(const char *more_env, es_proc_result_t *r)
     snprintf(sched, sizeof(sched), "%s/schedule", g_dir);
     FILE *f = fopen(sched, "w");
     assert_non_null(f);
-    /* the controller's steps: 3 all-reduces a training step, 120 in all;
+    /* the controller's steps: 3 all-reduces a training step, 60 in all;
      * host 0 2 -> 1 GPU, then host 1 (whose GPUs node 1's reports told
      * node 0's daemon), then both back; the GPUs taken are the leaders' */
-    fprintf(f, "step 30 preempt 0\nstep 45 preempt 1:0\nstep 75 grant 0\nstep 90 grant 1:0\n");
+    fprintf(f, "step 15 preempt 0\nstep 24 preempt 1:0\nstep 36 grant 0\nstep 45 grant 1:0\n");
     fclose(f);
-    node_cmd(cmd, sizeof(cmd), "", 40, 10, 4, "virtual");
+    node_cmd(cmd, sizeof(cmd), "", atoi(JOB_STEPS), 10, 4, "virtual");
     snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " %s", sched);
     char *env[] = { (char *)more_env, NULL };
     assert_int_equal(es_run_sh(cmd, env, T_JOB, r), 0);
@@ -319,10 +321,10 @@ static void test_scale_events_inside_hosts(void **state)
     scaled_run(NULL, &r);
     if (r.status != 0)
         fail_msg("the job across hosts with scale events exited %d:\n%s", r.status, r.out);
-    if (!strstr(r.out, "schedule: step 30 preempt 0: preempt GPU 0: done in ") ||
-        !strstr(r.out, "schedule: step 45 preempt 1:0: preempt GPU 1:0: done in ") ||
-        !strstr(r.out, "schedule: step 75 grant 0: grant GPU 0: done in ") ||
-        !strstr(r.out, "schedule: step 90 grant 1:0: grant GPU 1:0: done in "))
+    if (!strstr(r.out, "schedule: step 15 preempt 0: preempt GPU 0: done in ") ||
+        !strstr(r.out, "schedule: step 24 preempt 1:0: preempt GPU 1:0: done in ") ||
+        !strstr(r.out, "schedule: step 36 grant 0: grant GPU 0: done in ") ||
+        !strstr(r.out, "schedule: step 45 grant 1:0: grant GPU 1:0: done in "))
         fail_msg("the scale events did not happen:\n%s", r.out);
     if (!strstr(r.out, "(2 ESTs moved); the job runs on GPUs 1,1:0,1:1\n") ||
         !strstr(r.out, "(2 ESTs moved); the job runs on GPUs 1,1:1\n"))
@@ -338,6 +340,19 @@ static void test_scale_events_inside_hosts(void **state)
 
 /* hosts_client.sh with k ranks a host: under simhosts (2 hosts x k GPUs)
  * when hosts, else 2 k ranks here with devs; the digest into d. */
+static int client_run(int hosts, int k, const char *devs, const char *coll, const char *loose,
+                      char *d, size_t len);
+
+/* The digest of the client's 4 ranks on one host of 4 GPUs (run once,
+ * shared by the tests). */
+static void client_ref4(char *d, size_t len)
+{
+    static char ref4[64];
+    if (!ref4[0])
+        client_run(0, 2, "a100:2G,a100:2G,a100:2G,a100:2G", "virtual", "", ref4, sizeof(ref4));
+    snprintf(d, len, "%s", ref4);
+}
+
 static int client_run(int hosts, int k, const char *devs, const char *coll, const char *loose,
                       char *d, size_t len)
 {
@@ -368,7 +383,7 @@ static void test_nccl_client_two_hosts(void **state)
 {
     (void)state;
     char ref4[64], ref1[64], d[64];
-    client_run(0, 2, "a100:2G,a100:2G,a100:2G,a100:2G", "virtual", "", ref4, sizeof(ref4));
+    client_ref4(ref4, sizeof(ref4));
     client_run(0, 2, "a100:2G", "virtual", "", ref1, sizeof(ref1));
     assert_string_equal(ref1, ref4);
     client_run(1, 2, "", "virtual", "", d, sizeof(d));
@@ -413,7 +428,7 @@ static void test_nccl_client_time_sliced(void **state)
 {
     (void)state;
     char ref4[64], d[64];
-    client_run(0, 2, "a100:2G,a100:2G,a100:2G,a100:2G", "virtual", "", ref4, sizeof(ref4));
+    client_ref4(ref4, sizeof(ref4));
     char *env[] = { "EASYSCALE_TIME_SLICE=on", "EASYSCALE_LOG=info", NULL };
     es_proc_result_t r;
     ts_client(2, "", "1", env, &r);
@@ -475,7 +490,7 @@ static void test_nccl_own_two_hosts(void **state)
     char cmd[2048], sum[128], ref[128];
     es_proc_result_t r;
     reference("a100:2G,a100:2G,a100:2G,a100:2G", 4, ref, sizeof(ref));
-    node_cmd(cmd, sizeof(cmd), "", 40, 10, 2, "nccl");
+    node_cmd(cmd, sizeof(cmd), "", atoi(JOB_STEPS), 10, 2, "nccl");
     assert_int_equal(es_run_sh(cmd, NULL, T_JOB, &r), 0);
     need_hosts(&r);
     if (r.status != 0)

@@ -167,10 +167,11 @@ static bd_t conv_desc(void)
     return c;
 }
 
-/* The shapes: a 3x3 convolution with 3 input channels on 8 64x64 images
+/* The shapes: a 3x3 convolution with 3 input channels on 4 64x64 images
  * (for which every simulated model's heuristics rank a nondeterministic
- * backward-filter engine first). */
-static const int64_t XD[4] = { 8, 3, 64, 64 }, WD[4] = { 8, 3, 3, 3 }, YD[4] = { 8, 8, 64, 64 };
+ * backward-filter engine first: on sm_80 and later from N * P * Q = 16384,
+ * sim/cudnn/heur.c). */
+static const int64_t XD[4] = { 4, 3, 64, 64 }, WD[4] = { 8, 3, 3, 3 }, YD[4] = { 4, 8, 64, 64 };
 static const int64_t BD[4] = { 1, 8, 1, 1 };
 
 enum { DIR_FWD, DIR_DATA, DIR_FILTER, DIR_FUSED, NDIRS };
@@ -633,21 +634,23 @@ static int mode_run(void)
         if (np > 0) {
             run_plan(h, &plans[0], DIR_FUSED, &d, got);
             double err = 0, mx = 1e-30;
-            for (int n = 0; n < 8; n++)
-                for (int k = 0; k < 8; k++)
-                    for (int p = 0; p < 64; p++)
-                        for (int q = 0; q < 64; q++) {
+            const int N = (int)XD[0], C = (int)XD[1], H = (int)XD[2], W = (int)XD[3],
+                      K = (int)WD[0];
+            for (int n = 0; n < N; n++)
+                for (int k = 0; k < K; k++)
+                    for (int p = 0; p < H; p++)
+                        for (int q = 0; q < W; q++) {
                             double s = 0;
-                            for (int c = 0; c < 3; c++)
+                            for (int c = 0; c < C; c++)
                                 for (int r = 0; r < 3; r++)
                                     for (int t = 0; t < 3; t++) {
                                         int hh = p - 1 + r, ww = q - 1 + t;
-                                        if (hh < 0 || hh >= 64 || ww < 0 || ww >= 64)
+                                        if (hh < 0 || hh >= H || ww < 0 || ww >= W)
                                             continue;
-                                        s += (double)d.hx[((n * 3 + c) * 64 + hh) * 64 + ww] *
-                                             d.hw[((k * 3 + c) * 3 + r) * 3 + t];
+                                        s += (double)d.hx[((n * C + c) * H + hh) * W + ww] *
+                                             d.hw[((k * C + c) * 3 + r) * 3 + t];
                                     }
-                            size_t yi = (((size_t)n * 8 + k) * 64 + p) * 64 + q;
+                            size_t yi = (((size_t)n * K + k) * H + p) * W + q;
                             s += alpha2 * d.hz[yi] + d.hb[k];
                             s = s > 0 ? s : 0;
                             err = fmax(err, fabs(got[yi] - s));

@@ -55,7 +55,7 @@ static void test_reduced_matrix(void **state)
     char cmd[2048];
     es_proc_result_t r;
     snprintf(cmd, sizeof(cmd),
-             "SIMCUDA_DEVICES=a100:8G,a100:8G,a100:8G,a100:8G,t4:8G,t4:8G '%s' --reduced --steps 40 "
+             "SIMCUDA_DEVICES=a100:8G,a100:8G,a100:8G,a100:8G,t4:8G,t4:8G '%s' --reduced --steps 20 "
              "--json", es_root_path("scripts/determinism-matrix"));
     assert_int_equal(es_run_sh(cmd, NULL, MATRIX_TIMEOUT, &r), 0);
     const char *json = strstr(r.out, "{\"pass\":");
