@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -615,8 +616,17 @@ static CUresult server_start(int dev)
     posix_spawnattr_init(&at);
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    /* The layout the server wants (devserver.c, own_layout) from this
+     * thread's personality, which the spawned process inherits: it then
+     * need not execute itself a second time to get it. Per thread, and
+     * put back at once. */
+    int pers = personality(0xffffffff);
+    if (pers >= 0)
+        personality((unsigned long)pers | ADDR_NO_RANDOMIZE | ADDR_COMPAT_LAYOUT);
     pid_t pid;
     int rc = env ? posix_spawn(&pid, path, &fa, &at, argv, env) : ENOMEM;
+    if (pers >= 0)
+        personality((unsigned long)pers);
     posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
     close(sv[1]);

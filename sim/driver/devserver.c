@@ -620,7 +620,8 @@ static int handle(const sim_ctl_t *m, int fd)
  * kernel twins we load) must stay out of the places where the client's
  * mappings are: an ordinary process maps top-down from a random base in
  * the highest terabytes. We run with the legacy bottom-up layout and no
- * randomisation (re-executing ourselves once with that personality):
+ * randomisation (the client spawns us with that personality; else we
+ * re-execute ourselves once with it):
  * everything we map goes upwards from TASK_SIZE / 3 (0x2aaaaaaab000 on
  * x86-64), far below any client's mmap area and clear of the address
  * window's candidate bases (devproto.h); our executable and heap sit at
