@@ -165,7 +165,7 @@ void es_comm_fail(es_comm_t *c, int reason, ncclResult_t status)
 
 typedef int (*es_cond_fn)(es_comm_t *c, const void *arg);
 
-int es_seg_check_peers(es_comm_t *c)
+int es_seg_gone(es_comm_t *c, int *why, int *who)
 {
     for (int r = 0; r < c->nranks; r++) {
         if (r == c->rank)
@@ -173,14 +173,25 @@ int es_seg_check_peers(es_comm_t *c)
         es_seg_rank_t *sr = es_seg_rank(&c->seg, r);
         if (atomic_load_explicit(&sr->state, memory_order_acquire) != 2)
             continue; /* not joined yet */
+        *who = r;
         if (atomic_load_explicit(&sr->departed, memory_order_acquire)) {
-            es_seg_set_fail(&c->seg, ES_FAIL_DEPARTED, r);
+            *why = ES_FAIL_DEPARTED;
             return -EPIPE;
         }
         if (!es_proc_alive(sr->pid, sr->starttime)) {
-            es_seg_set_fail(&c->seg, ES_FAIL_DEAD, r);
+            *why = ES_FAIL_DEAD;
             return -EPIPE;
         }
+    }
+    return 0;
+}
+
+int es_seg_check_peers(es_comm_t *c)
+{
+    int why, who;
+    if (es_seg_gone(c, &why, &who) < 0) {
+        es_seg_set_fail(&c->seg, why, who);
+        return -EPIPE;
     }
     return 0;
 }
@@ -214,9 +225,13 @@ static int es_seg_wait(es_comm_t *c, es_cond_fn cond, const void *arg, int timeo
             break;
         }
         uint64_t now = es_coll_now_ms();
+        int gwhy, gwho;
         if (now - last_check >= ES_SEG_LIVENESS_MS) {
             last_check = now;
-            if (es_seg_check_peers(c) < 0) {
+            /* a peer that left (or died) after its part of what we wait
+             * for was written: not a failure (it wrote before it left) */
+            if (es_seg_gone(c, &gwhy, &gwho) < 0 && !cond(c, arg)) {
+                es_seg_set_fail(&c->seg, gwhy, gwho);
                 rc = -EPIPE;
                 es_comm_fail(c, ES_FAIL_DEAD, ncclRemoteError);
                 break;
