@@ -1368,11 +1368,15 @@ static void op_failed(ncclComm_t c, int rc, int why)
     int want = ncclSuccess;
     ncclResult_t e = err_from_wait(rc, why);
     const char *nr = net_reason(c);
-    if (nr && why != SIM_FAIL_ABORT && rc != -ECANCELED)
+    /* the network's reason also when the abort is another rank's of this
+     * host that gave up on the network first (not this rank's own) */
+    int use_net = nr && ((why != SIM_FAIL_ABORT && rc != -ECANCELED) ||
+                         (why == SIM_FAIL_ABORT && !atomic_load(&c->abort_flag)));
+    if (use_net)
         e = ncclRemoteError;
     if (atomic_compare_exchange_strong(&c->async_err, &want, (int)e)) {
         snprintf(c->fail_msg, sizeof(c->fail_msg), "rank %d: collective failed: %s", c->rank,
-                 nr && why != SIM_FAIL_ABORT && rc != -ECANCELED ? nr
+                 use_net ? nr
                  : rc == -ETIMEDOUT || why == SIM_FAIL_TIMEOUT   ? "timeout waiting for peers"
                  : why == SIM_FAIL_ABORT || rc == -ECANCELED     ? "communicator aborted"
                  : rc == -EPROTO ? "a peer of another host sent an unexpected message"
