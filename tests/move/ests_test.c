@@ -47,7 +47,7 @@
 /* Training steps (3 of the controller's steps each). The ESTs wait at
  * each scheduled step until its events are done, so the schedule happens
  * at its steps however fast the machine is, and the jobs can be short. */
-#define STEPS "60"
+#define STEPS "40"
 /* A job asked to move while it runs: long enough to be asked mid-run (the
  * request comes once every EST is past collective 40, its hold about 25
  * collectives later: 3 a training step, 300 in all). */
@@ -188,7 +188,7 @@ static void write_schedule(char *path, size_t len, const char *const *moves, int
             fprintf(f, "step %d %s\n", at, moves[i]); /* right after the swap-out */
             continue;
         }
-        at += 6 + rand() % 18;
+        at += 4 + rand() % 14; /* 6 moves: by step 102 of 120 */
         fprintf(f, "step %d %s\n", at, moves[i]);
     }
     fclose(f);
@@ -671,16 +671,19 @@ static void test_scale_without_registry_breaks(void **state)
 
 /* ---- time-slicing ------------------------------------------------------------------- */
 
-/* scripts/launch -n 4 with the trainer: 20 steps of 8 gradient buckets
+/* scripts/launch -n 4 with the trainer: TS_STEPS steps of 8 gradient buckets
  * (8 all-reduces a step). */
-#define TS_STEPS 20
+#define TS_STEPS 12
+#define STR_(x) #x
+#define STR(x) STR_(x)
 static void launch_run(const char *devices, const char *more, const char *more2,
                        es_proc_result_t *r)
 {
     char dev_env[128];
     snprintf(dev_env, sizeof(dev_env), "SIMCUDA_DEVICES=%s", devices);
     char *argv[] = { "python3", (char *)es_root_path("scripts/launch"), "-n", "4", "--",
-                     "python3", (char *)es_root_path("examples/train.py"), "--steps", "20",
+                     "python3", (char *)es_root_path("examples/train.py"), "--steps",
+                     STR(TS_STEPS),
                      "--log-every", "20", "--deterministic-kernels", "--buckets", "8", NULL };
     char *env[] = { preload, dev_env, "EASYSCALE_DETERMINISM=d1", "EASYSCALE_LOG=info",
                     (char *)more, (char *)more2, NULL };
