@@ -341,19 +341,6 @@ static void test_scale_events_inside_hosts(void **state)
 /* hosts_client.sh with k ranks a host: under simhosts (2 hosts x k GPUs)
  * when hosts, else 2 k ranks here with devs; the digest into d. */
 static int client_run(int hosts, int k, const char *devs, const char *coll, const char *loose,
-                      char *d, size_t len);
-
-/* The digest of the client's 4 ranks on one host of 4 GPUs (run once,
- * shared by the tests). */
-static void client_ref4(char *d, size_t len)
-{
-    static char ref4[64];
-    if (!ref4[0])
-        client_run(0, 2, "a100:2G,a100:2G,a100:2G,a100:2G", "virtual", "", ref4, sizeof(ref4));
-    snprintf(d, len, "%s", ref4);
-}
-
-static int client_run(int hosts, int k, const char *devs, const char *coll, const char *loose,
                       char *d, size_t len)
 {
     char cmd[2048], idf[700], dv[200], co[64];
@@ -377,6 +364,16 @@ static int client_run(int hosts, int k, const char *devs, const char *coll, cons
     one_digest(r.out, 2 * k, d, len);
     es_proc_result_free(&r);
     return 0;
+}
+
+/* The digest of the client's 4 ranks on one host of 4 GPUs (run once,
+ * shared by the tests). */
+static void client_ref4(char *d, size_t len)
+{
+    static char ref4[64];
+    if (!ref4[0])
+        client_run(0, 2, "a100:2G,a100:2G,a100:2G,a100:2G", "virtual", "", ref4, sizeof(ref4));
+    snprintf(d, len, "%s", ref4);
 }
 
 static void test_nccl_client_two_hosts(void **state)
