@@ -167,11 +167,11 @@ static bd_t conv_desc(void)
     return c;
 }
 
-/* The shapes: a 3x3 convolution with 3 input channels on 4 64x64 images
+/* The shapes: a 3x3 convolution with 3 input channels on 8 64x64 images
  * (for which every simulated model's heuristics rank a nondeterministic
  * backward-filter engine first: on sm_80 and later from N * P * Q = 16384,
  * sim/cudnn/heur.c). */
-static const int64_t XD[4] = { 4, 3, 64, 64 }, WD[4] = { 8, 3, 3, 3 }, YD[4] = { 4, 8, 64, 64 };
+static const int64_t XD[4] = { 8, 3, 64, 64 }, WD[4] = { 8, 3, 3, 3 }, YD[4] = { 8, 8, 64, 64 };
 static const int64_t BD[4] = { 1, 8, 1, 1 };
 
 enum { DIR_FWD, DIR_DATA, DIR_FILTER, DIR_FUSED, NDIRS };
