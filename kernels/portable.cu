@@ -467,12 +467,12 @@ __device__ __forceinline__ void es_i8_fold(es_i8_smem &sm, const es_i8_blk &k,
     for (int g = 0; g < G; g++)
         wm::store_matrix_sync(&sm.sacc[g][k.wr][k.wc], acc[g], ES_I8_BN, wm::mem_row_major);
     __syncthreads();
-    for (int g = 0; g < G; g++) {
-        const es_i128_t w = (es_i128_t)1 << (ES_I8_DIGIT * (G - 1 - g));
-        for (int o = 0; o < OUT; o++) {
-            int idx = o * NT + k.tid;
-            tot[o] += (es_i128_t)sm.sacc[g][idx % ES_I8_BM][idx / ES_I8_BM] * w;
-        }
+    for (int o = 0; o < OUT; o++) {
+        const int idx = o * NT + k.tid, r = idx % ES_I8_BM, c = idx / ES_I8_BM;
+        es_i128_t t = 0; // Horner: each group's weight is 2^7 times the next one's
+        for (int g = 0; g < G; g++)
+            t = t * ((es_i128_t)1 << ES_I8_DIGIT) + sm.sacc[g][r][c];
+        tot[o] += t;
     }
     __syncthreads();
 }

@@ -7,7 +7,7 @@
 
 CUCPU_LIB := $(B)/sim/libcucpu.so
 CUCPU_HEADERS := sim/cucpu/cucpu.h sim/cucpu/hd.h sim/cucpu/runtime.h sim/include/simcuda_twin.h
-CUCPU_OBJS := $(B)/obj/sim/cucpu/runtime.o $(B)/obj/sim/cucpu/fiber.o
+CUCPU_OBJS := $(B)/obj/sim/cucpu/runtime.o $(B)/obj/sim/cucpu/fiber.o $(B)/obj/sim/cucpu/mma.o
 
 # Host side of a .cu: C++17, never contracted into FMA (the floating-point
 # rule in cucpu.h), no exceptions or RTTI (nothing of libstdc++ at run time).

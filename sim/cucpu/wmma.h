@@ -28,6 +28,8 @@
 
 #else
 
+#include "sim/cucpu/mma.h"
+
 namespace nvcuda {
 namespace wmma {
 
@@ -71,8 +73,12 @@ static inline void load_matrix_sync(fragment<matrix_a, 16, 16, 16, signed char, 
                                     const signed char *p, unsigned ldm)
 {
     int r = cucpu_wmma_detail::row(), rm = cucpu_wmma_detail::is_row((L *)nullptr);
+    if (rm) {
+        __builtin_memcpy(f.x, p + (size_t)r * ldm, 16); /* the row is contiguous */
+        return;
+    }
     for (int k = 0; k < 16; k++)
-        f.x[k] = rm ? p[(size_t)r * ldm + k] : p[r + (size_t)k * ldm];
+        f.x[k] = p[r + (size_t)k * ldm];
 }
 
 template <typename L>
@@ -80,9 +86,14 @@ static inline void load_matrix_sync(fragment<matrix_b, 16, 16, 16, signed char, 
                                     const signed char *p, unsigned ldm)
 {
     int c0 = cucpu_wmma_detail::col0(), rm = cucpu_wmma_detail::is_row((L *)nullptr);
-    for (int c = 0; c < 8; c++)
+    for (int c = 0; c < 8; c++) {
+        if (!rm) { /* the column is contiguous */
+            __builtin_memcpy(f.x + c * 16, p + (size_t)(c0 + c) * ldm, 16);
+            continue;
+        }
         for (int k = 0; k < 16; k++)
-            f.x[c * 16 + k] = rm ? p[(size_t)k * ldm + c0 + c] : p[k + (size_t)(c0 + c) * ldm];
+            f.x[c * 16 + k] = p[(size_t)k * ldm + c0 + c];
+    }
 }
 
 static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, int> &f, const int *p,
@@ -114,7 +125,9 @@ static inline void fill_fragment(fragment<U, M, N, K, T, L> &f, const T &v)
 }
 
 /* d = a b + c in exact int32 (the products of two int8 fit in 15 bits;
- * the caller keeps the sums in range, as on the tensor cores). */
+ * the caller keeps the sums in range, as on the tensor cores): the lane's
+ * 8 x 16 products in libcucpu (sim/cucpu/mma.h, vector instructions where
+ * the CPU has them). */
 template <typename LA, typename LB>
 static inline void mma_sync(fragment<accumulator, 16, 16, 16, int> &d,
                             const fragment<matrix_a, 16, 16, 16, signed char, LA> &a,
@@ -122,12 +135,7 @@ static inline void mma_sync(fragment<accumulator, 16, 16, 16, int> &d,
                             const fragment<accumulator, 16, 16, 16, int> &c, bool satf = false)
 {
     (void)satf;
-    for (int j = 0; j < 8; j++) {
-        int s = 0;
-        for (int k = 0; k < 16; k++)
-            s += (int)a.x[k] * (int)b.x[j * 16 + k];
-        d.x[j] = (int)((unsigned)c.x[j] + (unsigned)s);
-    }
+    cucpu_mma_s8(d.x, a.x, b.x, c.x);
 }
 
 } // namespace wmma

@@ -16,11 +16,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "sim/cucpu/mma.h"
 #include "sim/cucpu/runtime.h"
 #include "sim/include/simcuda_twin.h"
 #include "tests/harness.h"
 
 #include <cuda.h>
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -298,6 +300,69 @@ static void test_shuffles(void **state)
     assert_int_equal(simcuda_twin_cucpu_t_shfl64(&L), 0);
     for (int i = 0; i < 32; i++)
         assert_memory_equal(&dout[i], &dx[i ^ 1], sizeof(double));
+}
+
+/* One lane's int8 MMA share (sim/cucpu/mma.h) on both paths against the
+ * sums computed here in 64 bits and taken modulo 2^32: random values over
+ * the whole int8 range, every value -128 (the largest products), sums that
+ * wrap, and d the same array as c. The AVX2 path is skipped, and said, on
+ * a CPU without AVX2. */
+static void mma_case(int path, const signed char *a, const signed char *b, const int *c)
+{
+    int d[8], dc[8], want[8];
+    for (int j = 0; j < 8; j++) {
+        long long s = c[j];
+        for (int k = 0; k < 16; k++)
+            s += (long long)a[k] * b[16 * j + k];
+        want[j] = (int)(unsigned)(unsigned long long)s;
+    }
+    assert_int_equal(cucpu_mma_s8_path(path, d, a, b, c), 0);
+    assert_memory_equal(d, want, sizeof(want));
+    memcpy(dc, c, sizeof(dc));
+    assert_int_equal(cucpu_mma_s8_path(path, dc, a, b, dc), 0);
+    assert_memory_equal(dc, want, sizeof(want));
+}
+
+static void test_mma_paths(void **state)
+{
+    (void)state;
+    signed char a[16], b[128];
+    int c[8], d[8];
+    int avx2 = 1;
+    for (int path = 0; path < 2; path++) {
+        memset(a, 0, sizeof(a)), memset(b, 0, sizeof(b)), memset(c, 0, sizeof(c));
+        if (cucpu_mma_s8_path(path, d, a, b, c) == -ENOTSUP) {
+            assert_int_equal(path, 1);
+            avx2 = 0;
+            continue;
+        }
+        for (int rep = 0; rep < 200; rep++) {
+            for (int k = 0; k < 16; k++)
+                a[k] = (signed char)(rnd32() & 0xff);
+            for (int k = 0; k < 128; k++)
+                b[k] = (signed char)(rnd32() & 0xff);
+            for (int j = 0; j < 8; j++)
+                c[j] = (int)rnd32();
+            mma_case(path, a, b, c);
+        }
+        memset(a, -128, sizeof(a)), memset(b, -128, sizeof(b));
+        for (int j = 0; j < 8; j++)
+            c[j] = j % 2 ? 0x7fffffff - j : 0; /* odd columns wrap */
+        mma_case(path, a, b, c);
+    }
+    /* the exported entry point picks one of the two: same bits */
+    for (int k = 0; k < 16; k++)
+        a[k] = (signed char)(rnd32() & 0xff);
+    for (int k = 0; k < 128; k++)
+        b[k] = (signed char)(rnd32() & 0xff);
+    for (int j = 0; j < 8; j++)
+        c[j] = (int)rnd32();
+    int p0[8];
+    cucpu_mma_s8(d, a, b, c);
+    assert_int_equal(cucpu_mma_s8_path(0, p0, a, b, c), 0);
+    assert_memory_equal(d, p0, sizeof(p0));
+    if (!avx2)
+        skip();
 }
 
 /* The integer warp MMA twin (sim/cucpu/wmma.h) against a plain-C matrix
@@ -752,6 +817,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_syncthreads_count_and_or),
         cmocka_unit_test(test_dynamic_shared),
         cmocka_unit_test(test_shuffles),
+        cmocka_unit_test(test_mma_paths),
         cmocka_unit_test(test_wmma),
         cmocka_unit_test(test_votes),
         cmocka_unit_test(test_warp_butterfly_bitwise),
