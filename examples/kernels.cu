@@ -226,11 +226,17 @@ extern "C" __global__ void es_reduce_partial(const float *x, float *partial, int
         partial[(long long)k * gridDim.x + p] = 0.0f;
         return;
     }
+    /* position i = o inner + s, stepped by bd = dq inner + dr without a
+     * division per element */
+    const long long dq = bd / inner, dr = bd % inner;
     for (unsigned int t = 0; t < bd; t++) {
         float acc = 0.0f;
+        long long o = (lo + t) / inner, s = (lo + t) % inner;
         for (long long i = lo + t; i < hi; i += bd) {
-            long long o = i / inner, s = i - o * inner;
             acc = ES_FADD(acc, x[(o * channels + k) * inner + s]);
+            o += dq, s += dr;
+            if (s >= inner)
+                o++, s -= inner;
         }
         sh[t] = acc;
     }
