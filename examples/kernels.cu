@@ -8,9 +8,10 @@
  *
  * Launch conventions (train.py): elementwise kernels one thread per element
  * with 256-thread blocks (grid-stride loops, so any 1-D grid is correct); the
- * reduction kernels 128-thread blocks (a power of two: the shared-memory tree
- * depends on it); es_reduce_partial's grid.x is sized from the device's SM
- * count, as framework reductions are. es_table_grad_atomic accumulates with
+ * reduction kernels one-thread blocks that sum in the order of a tree of vt
+ * virtual threads (a parameter, a power of two: 128 in train.py);
+ * es_reduce_partial's grid.x is sized from the device's SM count, as
+ * framework reductions are. es_table_grad_atomic accumulates with
  * float atomics, so its bits vary from launch to launch on a GPU and on
  * simcuda alike; every other kernel is deterministic for a given launch
  * configuration.
@@ -28,15 +29,14 @@
 #define ES_TID ((long long)blockIdx.x * blockDim.x + threadIdx.x)
 #define ES_NTHREADS ((long long)gridDim.x * blockDim.x)
 
-/* The reduction kernels' tree needs a power-of-two block of at most
- * ES_MAX_BLOCK threads (their shared arrays are that big): anything else
- * is a launch bug, so stop the kernel loudly (the launch fails with an
- * illegal-instruction error) rather than sum garbage. Uniform per block. */
-static __device__ __forceinline__ void es_check_tree_block(void)
+/* The reduction kernels' tree needs a power of two of at most ES_MAX_BLOCK
+ * virtual threads (their shared arrays are that big) and one-thread
+ * blocks: anything else is a launch bug, so stop the kernel loudly (the
+ * launch fails with an illegal-instruction error) rather than sum garbage. */
+static __device__ __forceinline__ void es_check_tree(int vt)
 {
-    unsigned int bd = blockDim.x;
-    if (bd == 0 || bd > ES_MAX_BLOCK || (bd & (bd - 1)) != 0 || blockDim.y != 1 ||
-        blockDim.z != 1)
+    if (vt <= 0 || vt > ES_MAX_BLOCK || (vt & (vt - 1)) != 0 || blockDim.x != 1 ||
+        blockDim.y != 1 || blockDim.z != 1)
         __trap();
 }
 
@@ -185,15 +185,15 @@ extern "C" __global__ void es_relu_dropout_bwd(float *dh, const float *h, const 
 }
 CUCPU_EXPORT(es_relu_dropout_bwd)
 
-/* The reductions below sum in the order of a bd-thread block (bd =
- * blockDim.x, a power of two): virtual thread t takes its positions t,
- * t+bd, ... in order, then a shared-memory tree pairs t with t+s for s =
- * bd/2, ..., 1. Thread 0 of each block computes the whole block, the
- * virtual threads one after another: the same additions in the same order
- * as bd threads with a __syncthreads per tree level, and no barrier, which
+/* The reductions below sum in the order of a bd-thread block (bd = vt, a
+ * power of two): virtual thread t takes its positions t, t+bd, ... in
+ * order, then a shared-memory tree pairs t with t+s for s = bd/2, ..., 1.
+ * Each block is one thread that computes the virtual threads one after
+ * another: the same additions in the same order as bd threads with a
+ * __syncthreads per tree level, and no barrier and no idle threads, which
  * is what makes these launches of thousands of small blocks cheap on the
- * CPU (every thread of a block with barriers is a fiber there). The other
- * threads return at once; thread 0 checks the block shape. */
+ * CPU (every thread of a block with barriers is a fiber there, and every
+ * thread a call). */
 
 /* The tree over sh[0..bd), result in sh[0]. */
 static __device__ __forceinline__ float es_block_tree(float *sh, unsigned int bd)
@@ -212,13 +212,11 @@ static __device__ __forceinline__ float es_block_tree(float *sh, unsigned int bd
  * chunk positions t, t+bd, ... in order, then the tree, into
  * partial[k*gridDim.x + p]. */
 extern "C" __global__ void es_reduce_partial(const float *x, float *partial, int outer,
-                                             int channels, int inner)
+                                             int channels, int inner, int vt)
 {
     __shared__ float sh[ES_MAX_BLOCK];
-    if (threadIdx.x != 0)
-        return;
-    es_check_tree_block();
-    unsigned int bd = blockDim.x, p = blockIdx.x, k = blockIdx.y;
+    es_check_tree(vt);
+    unsigned int bd = (unsigned int)vt, p = blockIdx.x, k = blockIdx.y;
     long long n = (long long)outer * inner;
     long long chunk = (n + gridDim.x - 1) / gridDim.x;
     long long lo = (long long)p * chunk, hi = lo + chunk < n ? lo + chunk : n;
@@ -246,13 +244,11 @@ CUCPU_EXPORT(es_reduce_partial)
 
 /* Second pass: block k sums partial[k*nparts .. +nparts) (virtual thread t
  * takes t, t+bd, ... in order, then the tree) into out[k]. */
-extern "C" __global__ void es_reduce_final(const float *partial, float *out, int nparts)
+extern "C" __global__ void es_reduce_final(const float *partial, float *out, int nparts, int vt)
 {
     __shared__ float sh[ES_MAX_BLOCK];
-    if (threadIdx.x != 0)
-        return;
-    es_check_tree_block();
-    unsigned int bd = blockDim.x, k = blockIdx.x;
+    es_check_tree(vt);
+    unsigned int bd = (unsigned int)vt, k = blockIdx.x;
     for (unsigned int t = 0; t < bd; t++) {
         float acc = 0.0f;
         for (int j = (int)t; j < nparts; j += (int)bd)

@@ -324,7 +324,7 @@ NCCL_SUM = 0
 ONE = c_float(1.0)
 ZERO = c_float(0.0)
 EW_BLOCK = 256       # elementwise kernels
-RED_BLOCK = 128      # reduction kernels (power of two)
+RED_TREE = 128       # reduction kernels: virtual threads of their tree (power of two)
 RED_PER_SM = 2       # partial sums per SM in the first reduction pass
 
 
@@ -759,11 +759,12 @@ class Trainer:
     def bias_grad(self, src, outer, channels, inner, out, ks):
         """Per-channel sum: SM-count-sized first pass, then a second pass."""
         d = self.d
-        d.launch("es_reduce_partial", (self.nparts, channels), RED_BLOCK,
+        d.launch("es_reduce_partial", (self.nparts, channels), 1,
                  [c_uint64(src), c_uint64(self.partial), c_int(outer), c_int(channels),
-                  c_int(inner)], self.compute, ks)
-        d.launch("es_reduce_final", channels, RED_BLOCK,
-                 [c_uint64(self.partial), c_uint64(out), c_int(self.nparts)], self.compute, ks)
+                  c_int(inner), c_int(RED_TREE)], self.compute, ks)
+        d.launch("es_reduce_final", channels, 1,
+                 [c_uint64(self.partial), c_uint64(out), c_int(self.nparts), c_int(RED_TREE)],
+                 self.compute, ks)
 
     def grad_ready(self, name, ks):
         """DDP's bucket hook: all-reduce a bucket on the communication stream

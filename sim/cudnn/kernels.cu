@@ -143,11 +143,20 @@ extern "C" __global__ void simcudnn_conv_fwd(sim_conv_t p, int order, int scheme
         const float *xn = x + n * p.x.sn + (long long)((k / kpg) * cpg) * p.x.sc;
         const float *wk = w + k * p.w.sn;
         long long nt = (long long)cpg * m;
-        float v = fold(scheme, nt, [&](long long t) {
+        auto term = [&](long long t) {
             long long c = order == 0 ? t / m : t % cpg;
             long long i = order == 0 ? t % m : t / cpg;
             return __fmul_rn(xn[c * p.x.sc + xo[i]], wk[c * p.w.sc + wo[i]]);
-        });
+        };
+        /* the same terms with 32-bit index arithmetic where it fits (a
+         * 64-bit division per term is most of the CPU twin's time) */
+        auto term32 = [&](long long t) {
+            unsigned u = (unsigned)t, um = (unsigned)m, uc = (unsigned)cpg;
+            long long c = order == 0 ? u / um : u % uc;
+            long long i = order == 0 ? u % um : u / uc;
+            return __fmul_rn(xn[c * p.x.sc + xo[i]], wk[c * p.w.sc + wo[i]]);
+        };
+        float v = nt <= 0xffffffffLL ? fold(scheme, nt, term32) : fold(scheme, nt, term);
         blend(&y[off(p.y, n, k, oh, ow)], alpha, v, beta);
     }
 }
@@ -277,13 +286,22 @@ extern "C" __global__ void simcudnn_conv_bwd_filter(sim_conv_t p, int scheme, fl
         int cbase = (k / kpg) * cpg, p0, p1, q0, q1;
         tap_range(p, r, s, &p0, &p1, &q0, &q1);
         long long np = p1 - p0, nq = q1 - q0, nt = (long long)p.x.n * np * nq;
-        float v = fold(scheme, nt, [&](long long t) {
-            long long n = t / (np * nq), rem = t - n * np * nq;
-            long long oh = p0 + rem / nq, ow = q0 + rem % nq;
+        auto at = [&](long long n, long long oh, long long ow) {
             long long hh = oh * p.str_h - p.pad_h + (long long)r * p.dil_h;
             long long ww = ow * p.str_w - p.pad_w + (long long)s * p.dil_w;
             return __fmul_rn(dy[off(p.y, n, k, oh, ow)], x[off(p.x, n, cbase + c, hh, ww)]);
-        });
+        };
+        auto term = [&](long long t) {
+            long long n = t / (np * nq), rem = t - n * np * nq;
+            return at(n, p0 + rem / nq, q0 + rem % nq);
+        };
+        /* the same terms with 32-bit index arithmetic where it fits */
+        auto term32 = [&](long long t) {
+            unsigned u = (unsigned)t, pq = (unsigned)(np * nq), uq = (unsigned)nq;
+            unsigned n = u / pq, rem = u - n * pq;
+            return at(n, p0 + rem / uq, q0 + rem % uq);
+        };
+        float v = nt <= 0xffffffffLL ? fold(scheme, nt, term32) : fold(scheme, nt, term);
         blend(&dw[off(p.w, k, c, fr, fs)], alpha, v, beta);
     }
 }

@@ -19,7 +19,7 @@ static inline float val(int r, size_t i, int salt)
     union {
         unsigned u;
         float f;
-    } p = { (unsigned)(127 + (int)((x >> 40) % 21) - 10) << 23 };
+    } p = { (127u + (unsigned)(x >> 40) % 21u - 10u) << 23 };
     return ((x >> 30) & 1 ? -m : m) * p.f;
 }
 

@@ -61,12 +61,13 @@ static void two_pass(const float *x, int outer, int channels, int inner, unsigne
 {
     float *partial = calloc((size_t)nparts * channels, sizeof *partial);
     assert_non_null(partial);
-    void *p1[] = {&x, &partial, &outer, &channels, &inner};
-    simcuda_launch_t L = cfg(nparts, (unsigned)channels, 128, p1);
+    int vt = 128; /* the tree of train.py's reductions, one-thread blocks */
+    void *p1[] = {&x, &partial, &outer, &channels, &inner, &vt};
+    simcuda_launch_t L = cfg(nparts, (unsigned)channels, 1, p1);
     assert_int_equal(simcuda_twin_es_reduce_partial(&L), 0);
     int np = (int)nparts;
-    void *p2[] = {&partial, &out, &np};
-    L = cfg((unsigned)channels, 1, 128, p2);
+    void *p2[] = {&partial, &out, &np, &vt};
+    L = cfg((unsigned)channels, 1, 1, p2);
     assert_int_equal(simcuda_twin_es_reduce_final(&L), 0);
     free(partial);
 }
@@ -337,11 +338,16 @@ static void test_bad_launch_rejected(void **state)
 {
     (void)state;
     float *x = NULL, *partial = NULL;
-    int outer = 1, channels = 1, inner = 1;
-    void *p1[] = {&x, &partial, &outer, &channels, &inner};
-    simcuda_launch_t L = cfg(4, 1, 96, p1); /* not a power of two */
+    int outer = 1, channels = 1, inner = 1, vt = 96; /* not a power of two */
+    void *p1[] = {&x, &partial, &outer, &channels, &inner, &vt};
+    simcuda_launch_t L = cfg(4, 1, 1, p1);
     assert_int_not_equal(simcuda_twin_es_reduce_partial(&L), 0);
-    L = cfg(4, 1, 128, p1);
+    vt = 2048; /* above the shared arrays */
+    assert_int_not_equal(simcuda_twin_es_reduce_partial(&L), 0);
+    vt = 128;
+    L = cfg(4, 1, 128, p1); /* not one-thread blocks */
+    assert_int_not_equal(simcuda_twin_es_reduce_partial(&L), 0);
+    L = cfg(4, 1, 1, p1);
     L.abi = 99;
     assert_int_not_equal(simcuda_twin_es_reduce_partial(&L), 0);
 }
