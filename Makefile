@@ -112,10 +112,9 @@ $(B)/obj/%.o: %.c
 # Every test program is run even when one fails; the target fails at the end.
 # First the folders' one-way dependencies (scripts/check-deps: the #include
 # lines and the objects' symbols of $(B)); a violation fails the target too.
-# scripts/run-tests runs as many programs that compute at a time as there
-# are cores plus one, the longest first, and beside them up to as many that
-# mostly wait (by their last run's CPU time); ES_TEST_JOBS=1 make test: one
-# at a time, the output as it comes.
+# scripts/run-tests runs 2 programs that compute at a time, the longest
+# first, and beside them up to 2 that mostly wait (by their last run's CPU
+# time); ES_TEST_JOBS=1 make test: one at a time, the output as it comes.
 test: all $(TESTS)
 	@rc=0; CUDA_HOME=$(CUDA_HOME) scripts/check-deps --build $(B) || rc=1; \
 	ES_BUILD=$(B) scripts/run-tests $(TESTS) || rc=1; exit $$rc
