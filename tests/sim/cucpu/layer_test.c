@@ -323,6 +323,16 @@ static void mma_case(int path, const signed char *a, const signed char *b, const
     assert_memory_equal(dc, want, sizeof(want));
 }
 
+static void mma_random(signed char a[16], signed char b[128], int c[8])
+{
+    for (int k = 0; k < 16; k++)
+        a[k] = (signed char)(rnd32() & 0xff);
+    for (int k = 0; k < 128; k++)
+        b[k] = (signed char)(rnd32() & 0xff);
+    for (int j = 0; j < 8; j++)
+        c[j] = (int)rnd32();
+}
+
 static void test_mma_paths(void **state)
 {
     (void)state;
@@ -337,12 +347,7 @@ static void test_mma_paths(void **state)
             continue;
         }
         for (int rep = 0; rep < 200; rep++) {
-            for (int k = 0; k < 16; k++)
-                a[k] = (signed char)(rnd32() & 0xff);
-            for (int k = 0; k < 128; k++)
-                b[k] = (signed char)(rnd32() & 0xff);
-            for (int j = 0; j < 8; j++)
-                c[j] = (int)rnd32();
+            mma_random(a, b, c);
             mma_case(path, a, b, c);
         }
         memset(a, -128, sizeof(a)), memset(b, -128, sizeof(b));
@@ -351,12 +356,7 @@ static void test_mma_paths(void **state)
         mma_case(path, a, b, c);
     }
     /* the exported entry point picks one of the two: same bits */
-    for (int k = 0; k < 16; k++)
-        a[k] = (signed char)(rnd32() & 0xff);
-    for (int k = 0; k < 128; k++)
-        b[k] = (signed char)(rnd32() & 0xff);
-    for (int j = 0; j < 8; j++)
-        c[j] = (int)rnd32();
+    mma_random(a, b, c);
     int p0[8];
     cucpu_mma_s8(d, a, b, c);
     assert_int_equal(cucpu_mma_s8_path(0, p0, a, b, c), 0);
