@@ -309,12 +309,12 @@ static inline int es_ctrl_barrier(es_comm_t *c)
 int es_seg_pair_wait(es_comm_t *c, int from, int to, int field, uint64_t v);
 void es_seg_pair_set(es_comm_t *c, int from, int to, int field, uint64_t v);
 
-/* Looks at the peers: a dead or departed one marks the segment failed
- * and gives -EPIPE; else 0. */
 /* A joined peer that left or died: -EPIPE with the reason (ES_FAIL_*) and
- * the rank, nothing recorded; es_seg_check_peers also records it as the
- * communicator's failure. */
+ * the rank, nothing recorded; else 0. */
 int es_seg_gone(es_comm_t *c, int *why, int *who);
+
+/* Looks at the peers (es_seg_gone): a dead or departed one marks the
+ * segment failed and gives -EPIPE; else 0. */
 int es_seg_check_peers(es_comm_t *c);
 
 /* Wakes every rank of the segment (after a change every rank may wait

@@ -149,7 +149,7 @@ extern "C" __global__ void simcudnn_conv_fwd(sim_conv_t p, int order, int scheme
             return __fmul_rn(xn[c * p.x.sc + xo[i]], wk[c * p.w.sc + wo[i]]);
         };
         /* the same terms with 32-bit index arithmetic where it fits (a
-         * 64-bit division per term is most of the CPU twin's time) */
+         * 64-bit division costs the CPU twin several times a 32-bit one) */
         auto term32 = [&](long long t) {
             unsigned u = (unsigned)t, um = (unsigned)m, uc = (unsigned)cpg;
             long long c = order == 0 ? u / um : u % uc;
