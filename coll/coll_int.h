@@ -88,7 +88,7 @@ _Static_assert(sizeof(es_coll_id_t) == sizeof(ncclUniqueId), "es_coll_id_t is an
 #define ES_SEG_VERSION 4
 
 enum { ES_FAIL_NONE = 0, ES_FAIL_ABORT, ES_FAIL_DEAD, ES_FAIL_TIMEOUT, ES_FAIL_DEPARTED,
-       ES_FAIL_LOCAL };
+       ES_FAIL_LOCAL, ES_FAIL_CARRIER };
 
 typedef struct es_seg_hdr {
     _Atomic uint64_t magic;       /* ES_SEG_MAGIC, stored last by the creator */
@@ -275,6 +275,10 @@ static inline int es_coll_op_done_counts(const es_coll_op_t *o)
 /* Sets the communicator's asynchronous error (first fault wins) and the
  * segment's failure (so the peers see it). */
 void es_comm_fail(es_comm_t *c, int reason, ncclResult_t status);
+/* es_comm_fail by the transport's carriers' error (status): a dead or
+ * departed peer is named where there is one (ncclRemoteError), else
+ * ES_FAIL_CARRIER with status. */
+void es_comm_fail_carrier(es_comm_t *c, ncclResult_t status);
 
 /* Creates or joins the segment of id as rank/nranks; the creator sizes it
  * (chunk, p2p_chunk: the host staging); every rank publishes its transport
@@ -459,6 +463,12 @@ typedef struct es_coll_tp {
      * A transport with this hook watches for faults itself while its
      * streams wait (seg.c's waits do it for host-function steps). */
     CUresult (*order)(es_comm_t *c, const es_step_t *st, CUstream s);
+    /* Optional: a failure of what carries the bytes that the communicator
+     * has not recorded yet (the carriers' NCCL communicator's asynchronous
+     * error: its failed operations end on their streams with outputs that
+     * mean nothing), ncclSuccess when none. Under c->mu, in any thread;
+     * never waits. */
+    ncclResult_t (*async_error)(es_comm_t *c);
 } es_coll_transport_t;
 
 extern const es_coll_transport_t es_coll_tp_host;   /* transport/host.c */

@@ -578,6 +578,24 @@ ncclResult_t es_coll_abort(es_comm_t *c)
     return ncclSuccess;
 }
 
+/* The transport's own failure (its carriers' NCCL communicator's), which
+ * no wait may have seen: -EPIPE when it failed c. It does not look while
+ * an enqueue or a hold holds c->mu (the watchdog looks within
+ * milliseconds). */
+static int es_comm_carrier_check(es_comm_t *c)
+{
+    int rc = 0;
+    if (atomic_load(&c->failed) || pthread_mutex_trylock(&c->mu) != 0)
+        return 0;
+    ncclResult_t e = c->tp && c->tp->async_error ? c->tp->async_error(c) : ncclSuccess;
+    if (e != ncclSuccess) {
+        es_comm_fail_carrier(c, e);
+        rc = -EPIPE;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 ncclResult_t es_coll_async_error(es_comm_t *c, ncclResult_t *err)
 {
     if (!err) {
@@ -594,6 +612,8 @@ ncclResult_t es_coll_async_error(es_comm_t *c, ncclResult_t *err)
             a = atomic_load(&c->async);
         }
     }
+    if (a == ncclSuccess && es_comm_carrier_check(c) < 0)
+        a = atomic_load(&c->async);
     if (a != ncclInProgress && c->init_threaded)
         es_comm_join_init(c); /* finished in the background: collect the thread */
     if (a == ncclSuccess && c->x) /* between hosts: the leaders' communicator */

@@ -125,6 +125,7 @@ static const char *es_fail_text(int why)
     case ES_FAIL_TIMEOUT: return "did not arrive within EASYSCALE_COLL_TIMEOUT";
     case ES_FAIL_DEPARTED: return "left the communicator";
     case ES_FAIL_LOCAL: return "failed to enqueue an operation";
+    case ES_FAIL_CARRIER: return "saw the carriers' NCCL communicator fail";
     default: return "failed";
     }
 }
@@ -159,6 +160,14 @@ void es_comm_fail(es_comm_t *c, int reason, ncclResult_t status)
     }
     if (c->seg.h)
         es_seg_set_fail(&c->seg, reason, c->rank);
+}
+
+void es_comm_fail_carrier(es_comm_t *c, ncclResult_t status)
+{
+    if (es_seg_check_peers(c) < 0)
+        es_comm_fail(c, ES_FAIL_DEAD, ncclRemoteError);
+    else
+        es_comm_fail(c, ES_FAIL_CARRIER, status);
 }
 
 /* ---- bounded waits ------------------------------------------------------------------ */

@@ -91,6 +91,7 @@ typedef struct es_dev_tp {
     /* the transport built on this one (nccl.c) */
     void *ext;
     void (*on_fail)(es_comm_t *c);
+    ncclResult_t (*check)(es_comm_t *c);
 } es_dev_tp_t;
 
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
@@ -286,6 +287,19 @@ static void es_dev_release(es_comm_t *c)
         }
 }
 
+/* The owner's check (its NCCL communicator's error, which may come with
+ * no wait of the streams left: its failed calls run on): -EPIPE when it
+ * failed c, naming a dead peer where there is one. */
+static int es_dev_check_ext(es_dev_tp_t *t)
+{
+    es_comm_t *c = t->c;
+    ncclResult_t e = t->check(c);
+    if (e == ncclSuccess)
+        return 0;
+    es_comm_fail_carrier(c, e);
+    return -EPIPE;
+}
+
 /* One look at a communicator (es_watch_mu held). */
 static void es_dev_watch_one(es_dev_tp_t *t, uint64_t now)
 {
@@ -299,6 +313,8 @@ static void es_dev_watch_one(es_dev_tp_t *t, uint64_t now)
         if (why != ES_FAIL_NONE || atomic_load(&c->aborted)) {
             es_comm_fail(c, why != ES_FAIL_NONE ? why : ES_FAIL_ABORT,
                          why == ES_FAIL_TIMEOUT ? ncclSystemError : ncclRemoteError);
+        } else if (t->check && es_dev_check_ext(t) < 0) {
+            /* failed: by the carriers' NCCL communicator's own error */
         } else if (pos != done) { /* the stream waits in step pos */
             if (pos != t->wait_pos) {
                 t->wait_pos = pos;
@@ -343,12 +359,14 @@ static void *es_watch_main(void *arg)
 
 /* Under the watchdog's lock: once it returns, the old hook is not running
  * and will not run. */
-void es_devtp_set_ext(es_comm_t *c, void *ext, void (*on_fail)(es_comm_t *c))
+void es_devtp_set_ext(es_comm_t *c, void *ext, void (*on_fail)(es_comm_t *c),
+                      ncclResult_t (*check)(es_comm_t *c))
 {
     pthread_once(&es_watch_once, es_watch_init);
     pthread_mutex_lock(&es_watch_mu);
     es_dtp(c)->ext = ext;
     es_dtp(c)->on_fail = on_fail;
+    es_dtp(c)->check = check;
     pthread_mutex_unlock(&es_watch_mu);
 }
 

@@ -7,9 +7,10 @@
  * of Cp bytes, then `extra` bytes the caller asked for (its own use).
  * Ordering between the ranks: steps as stream memory operations on the
  * segment's words (es_devtp_order), watched by the engine's watchdog
- * thread, which also calls the owner's on_fail hook once when the
- * communicator fails (from the watchdog thread; it may abort work that
- * waits outside the steps, such as NCCL calls on the streams).
+ * thread, which also asks the owner's check hook for failures of its own
+ * (an NCCL communicator's asynchronous error) and calls its on_fail hook
+ * once when the communicator fails (from the watchdog thread; it may abort
+ * work that waits outside the steps, such as NCCL calls on the streams).
  */
 #ifndef ES_COLL_TRANSPORT_DEV_H
 #define ES_COLL_TRANSPORT_DEV_H
@@ -19,10 +20,14 @@
 /* The set-up of dev.c with `extra` bytes at the end of every rank's
  * buffer (collective; the returns of es_coll_transport_t.setup). */
 int es_devtp_setup(es_comm_t *c, size_t extra);
-/* The owner's state and its failure hook (set after a set-up, cleared
- * before its teardown; the hook runs in the watchdog thread, at most once,
- * and never after a call here returned). */
-void es_devtp_set_ext(es_comm_t *c, void *ext, void (*on_fail)(es_comm_t *c));
+/* The owner's state and its hooks (set after a set-up, cleared before its
+ * teardown; they run in the watchdog thread and never after a call here
+ * returned). on_fail: at most once, when the communicator failed. check
+ * (optional): at every look while it lives, a failure of what the owner
+ * carries (ncclSuccess: none; never waits): the watchdog fails the
+ * communicator with it (a dead peer named where there is one). */
+void es_devtp_set_ext(es_comm_t *c, void *ext, void (*on_fail)(es_comm_t *c),
+                      ncclResult_t (*check)(es_comm_t *c));
 void *es_devtp_ext(const es_comm_t *c);
 void es_devtp_teardown(es_comm_t *c);
 CUresult es_devtp_order(es_comm_t *c, const es_step_t *st, CUstream s);

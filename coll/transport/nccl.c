@@ -194,6 +194,30 @@ static void es_nc_on_fail(es_comm_t *c)
         pthread_mutex_unlock(&t->mu);
 }
 
+/* The carrier communicator's own error: a carrier peer or the network
+ * failed under an operation, which NCCL may end on its stream with an
+ * output that means nothing (simcuda's does; NVIDIA's kernels may instead
+ * wait until the abort), so the communicator must fail by it even where no
+ * wait of the streams is left to see the death. It does not look while an
+ * enqueuing section (t->mu) or the abort is under way: the watchdog looks
+ * again within milliseconds. */
+static ncclResult_t es_nc_async_error(es_comm_t *c)
+{
+    es_nc_t *t = es_nc(c);
+    ncclResult_t e = ncclSuccess;
+    if (!t || pthread_mutex_trylock(&t->mu) != 0)
+        return ncclSuccess;
+    if (t->comm && !atomic_load(&t->aborted) &&
+        ES_REAL(nccl, ncclCommGetAsyncError)(t->comm, &e) != ncclSuccess)
+        e = ncclSuccess; /* the query itself failed: nothing learnt */
+    pthread_mutex_unlock(&t->mu);
+    if (e == ncclInProgress)
+        return ncclSuccess;
+    if (e != ncclSuccess)
+        es_nc_error(c, "communicator", e);
+    return e;
+}
+
 /* Before a section of NCCL calls: 0 with t->mu held, or -ECANCELED when
  * the carrier communicator was aborted (the caller's operation fails and
  * the launch reports the communicator's error). */
@@ -215,7 +239,7 @@ static void es_nc_teardown(es_comm_t *c)
 {
     es_nc_t *t = es_nc(c);
     if (t) {
-        es_devtp_set_ext(c, NULL, NULL);
+        es_devtp_set_ext(c, NULL, NULL, NULL);
         pthread_mutex_lock(&t->mu);
         if (t->comm && !atomic_exchange(&t->aborted, 1)) {
             if (atomic_load(&c->failed))
@@ -246,7 +270,7 @@ static int es_nc_setup(es_comm_t *c)
     }
     pthread_mutex_init(&t->mu, NULL);
     es_nc_topology(c, t);
-    es_devtp_set_ext(c, t, es_nc_on_fail);
+    es_devtp_set_ext(c, t, es_nc_on_fail, es_nc_async_error);
     rc = t->ngpu > 1 ? es_nc_comm(c, t) : 0;
     if (rc < 0) {
         es_nc_teardown(c);
@@ -669,4 +693,5 @@ const es_coll_transport_t es_coll_tp_nccl = {
     .coll = es_nc_coll,
     .p2p = es_nc_p2p,
     .order = es_devtp_order,
+    .async_error = es_nc_async_error,
 };

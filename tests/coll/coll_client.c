@@ -25,7 +25,9 @@
  *            ncclCommGetAsyncError and cuStreamQuery, 30 s at most)
  *   killmid  the same, but rank 2 dies 20 ms after calling a second
  *            all-reduce of 32 MiB (its stream somewhere inside: a carrier
- *            of the nccl transport in an NCCL call)
+ *            of the nccl transport in an NCCL call); the others synchronize
+ *            their stream and then ask ncclCommGetAsyncError once (the
+ *            failure must be known when the stream ends)
  *   selfmove 12 all-reduces; rank 1 asks for a move of itself to the next
  *            GPU (easyscale_move) before the 3rd; selfmove-stall: from the
  *            4th on enqueued without waiting, rank 3 stays away 8 s before
@@ -671,7 +673,17 @@ static int mode_fault(ncclComm_t comm, CUstream st)
         fflush(stdout);
         raise(SIGKILL);
     }
-    ncclResult_t e = r != ncclSuccess ? r : poll_error(comm, st);
+    ncclResult_t e = r;
+    if (e == ncclSuccess && mid) {
+        /* the stream's end, then one look: its outputs are the operation's
+         * only once the communicator knows of no failure */
+        CUresult q = cuStreamSynchronize(st);
+        ncclCommGetAsyncError(comm, &e);
+        if (q != CUDA_SUCCESS)
+            FAILF("the stream of the failed all-reduce: CUresult %d", (int)q);
+    } else if (e == ncclSuccess) {
+        e = poll_error(comm, st);
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     ncclResult_t want = strcmp(g_mode, "timeout") == 0 && g_rank != victim ? ncclSystemError
