@@ -69,7 +69,7 @@
 
 #define T_JOB 240 /* a loaded 2-core machine: two hosts' trainers */
 /* The trainer's steps in every job of these tests (the references too). */
-#define JOB_STEPS "20"
+#define JOB_STEPS "12"
 
 static char g_dir[512], g_tok[600];
 
@@ -232,11 +232,12 @@ static void parks_run(const char *more_env, es_proc_result_t *r)
     snprintf(sched, sizeof(sched), "%s/schedule-parks", g_dir);
     FILE *f = fopen(sched, "w");
     assert_non_null(f);
-    /* the ESTs of GPU 1:0 (4 and 5, host 1's leader among them) take turns
-     * on it from step 15 to 30; EST 5 swapped out to host memory and back
-     * in onto the other GPU of its host at step 39, every EST held there */
-    fprintf(f, "step 15 timeslice 1:0\nstep 30 timeslice off\nstep 39 swap-out 5\n"
-               "step 39 swap-in 5 1:1\n");
+    /* the controller's steps: 3 all-reduces a training step, 36 in all;
+     * the ESTs of GPU 1:0 (4 and 5, host 1's leader among them) take turns
+     * on it from step 9 to 18; EST 5 swapped out to host memory and back
+     * in onto the other GPU of its host at step 24, every EST held there */
+    fprintf(f, "step 9 timeslice 1:0\nstep 18 timeslice off\nstep 24 swap-out 5\n"
+               "step 24 swap-in 5 1:1\n");
     fclose(f);
     node_cmd(cmd, sizeof(cmd), "", atoi(JOB_STEPS), 10, 4, "virtual");
     snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " %s", sched);
@@ -259,11 +260,11 @@ static void test_parks_inside_hosts(void **state)
     if (!g_ref8[0])
         reference("a100:2G,a100:2G,a100:2G,a100:2G", 8, g_ref8, sizeof(g_ref8));
     parks_run(NULL, &r);
-    if (!strstr(r.out, "schedule: step 15 timeslice 1:0: time-slice ESTs 4,5 on GPU 1:0: "
+    if (!strstr(r.out, "schedule: step 9 timeslice 1:0: time-slice ESTs 4,5 on GPU 1:0: "
                        "done in ") ||
-        !strstr(r.out, "schedule: step 30 timeslice off: end time-slicing on GPU 1:0: done in ") ||
-        !strstr(r.out, "schedule: step 39 swap-out 5: swap-out EST 5: done in ") ||
-        !strstr(r.out, "schedule: step 39 swap-in 5 1:1: swap-in EST 5 to GPU 1:1: done in "))
+        !strstr(r.out, "schedule: step 18 timeslice off: end time-slicing on GPU 1:0: done in ") ||
+        !strstr(r.out, "schedule: step 24 swap-out 5: swap-out EST 5: done in ") ||
+        !strstr(r.out, "schedule: step 24 swap-in 5 1:1: swap-in EST 5 to GPU 1:1: done in "))
         fail_msg("the parks did not happen (exit %d):\n%s", r.status, r.out);
     expect_ref8(&r, "8 ESTs on 2 hosts, host 1's ESTs time-sliced and swapped");
     parks_run("EASYSCALE_MOVE=nomem", &r);
@@ -293,10 +294,10 @@ static void scaled_run(const char *more_env, es_proc_result_t *r)
     snprintf(sched, sizeof(sched), "%s/schedule", g_dir);
     FILE *f = fopen(sched, "w");
     assert_non_null(f);
-    /* the controller's steps: 3 all-reduces a training step, 60 in all;
+    /* the controller's steps: 3 all-reduces a training step, 36 in all;
      * host 0 2 -> 1 GPU, then host 1 (whose GPUs node 1's reports told
      * node 0's daemon), then both back; the GPUs taken are the leaders' */
-    fprintf(f, "step 15 preempt 0\nstep 24 preempt 1:0\nstep 36 grant 0\nstep 45 grant 1:0\n");
+    fprintf(f, "step 9 preempt 0\nstep 15 preempt 1:0\nstep 21 grant 0\nstep 27 grant 1:0\n");
     fclose(f);
     node_cmd(cmd, sizeof(cmd), "", atoi(JOB_STEPS), 10, 4, "virtual");
     snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " %s", sched);
@@ -321,10 +322,10 @@ static void test_scale_events_inside_hosts(void **state)
     scaled_run(NULL, &r);
     if (r.status != 0)
         fail_msg("the job across hosts with scale events exited %d:\n%s", r.status, r.out);
-    if (!strstr(r.out, "schedule: step 15 preempt 0: preempt GPU 0: done in ") ||
-        !strstr(r.out, "schedule: step 24 preempt 1:0: preempt GPU 1:0: done in ") ||
-        !strstr(r.out, "schedule: step 36 grant 0: grant GPU 0: done in ") ||
-        !strstr(r.out, "schedule: step 45 grant 1:0: grant GPU 1:0: done in "))
+    if (!strstr(r.out, "schedule: step 9 preempt 0: preempt GPU 0: done in ") ||
+        !strstr(r.out, "schedule: step 15 preempt 1:0: preempt GPU 1:0: done in ") ||
+        !strstr(r.out, "schedule: step 21 grant 0: grant GPU 0: done in ") ||
+        !strstr(r.out, "schedule: step 27 grant 1:0: grant GPU 1:0: done in "))
         fail_msg("the scale events did not happen:\n%s", r.out);
     if (!strstr(r.out, "(2 ESTs moved); the job runs on GPUs 1,1:0,1:1\n") ||
         !strstr(r.out, "(2 ESTs moved); the job runs on GPUs 1,1:1\n"))
