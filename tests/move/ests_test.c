@@ -47,11 +47,11 @@
 /* Training steps (3 of the controller's steps each). The ESTs wait at
  * each scheduled step until its events are done, so the schedule happens
  * at its steps however fast the machine is, and the jobs can be short. */
-#define STEPS "40"
+#define STEPS "24"
 /* A job asked to move while it runs: long enough to be asked mid-run (the
  * request comes once every EST is past collective 40, its hold about 25
- * collectives later: 3 a training step, 300 in all). */
-#define LIVE_STEPS "100"
+ * collectives later: 3 a training step, 210 in all). */
+#define LIVE_STEPS "70"
 
 static char preload[4096];
 
@@ -188,7 +188,7 @@ static void write_schedule(char *path, size_t len, const char *const *moves, int
             fprintf(f, "step %d %s\n", at, moves[i]); /* right after the swap-out */
             continue;
         }
-        at += 4 + rand() % 14; /* 6 moves: by step 102 of 120 */
+        at += 3 + rand() % 8; /* 6 moves: by step 60 of 72 */
         fprintf(f, "step %d %s\n", at, moves[i]);
     }
     fclose(f);
