@@ -320,6 +320,13 @@ int es_seg_gone(es_comm_t *c, int *why, int *who);
 /* Looks at the peers (es_seg_gone): a dead or departed one marks the
  * segment failed and gives -EPIPE; else 0. */
 int es_seg_check_peers(es_comm_t *c);
+/* Only a dead peer (a process gone without leaving) marks the segment
+ * failed and gives -EPIPE. For a wait that cannot tell whether a departed
+ * peer already gave what it waits for (the device transport's watchdog):
+ * a peer leaves only once its own operations finished, which needed every
+ * rank's part of them, so such a wait ends by itself; one for an operation
+ * the peer never issued ends at the collective timeout. */
+int es_seg_check_dead(es_comm_t *c);
 
 /* Wakes every rank of the segment (after a change every rank may wait
  * for), or one. */
@@ -466,8 +473,9 @@ typedef struct es_coll_tp {
     /* Optional: a failure of what carries the bytes that the communicator
      * has not recorded yet (the carriers' NCCL communicator's asynchronous
      * error: its failed operations end on their streams with outputs that
-     * mean nothing), ncclSuccess when none. Under c->mu, in any thread;
-     * never waits. */
+     * mean nothing), ncclSuccess when none. Never waits. The engine asks
+     * under c->mu (ncclCommGetAsyncError); the nccl transport's watchdog
+     * asks it too (dev.h's check hook, under the watchdog's lock). */
     ncclResult_t (*async_error)(es_comm_t *c);
 } es_coll_transport_t;
 

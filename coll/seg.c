@@ -195,6 +195,21 @@ int es_seg_gone(es_comm_t *c, int *why, int *who)
     return 0;
 }
 
+int es_seg_check_dead(es_comm_t *c)
+{
+    for (int r = 0; r < c->nranks; r++) {
+        es_seg_rank_t *sr = es_seg_rank(&c->seg, r);
+        if (r == c->rank || atomic_load_explicit(&sr->state, memory_order_acquire) != 2 ||
+            atomic_load_explicit(&sr->departed, memory_order_acquire))
+            continue;
+        if (!es_proc_alive(sr->pid, sr->starttime)) {
+            es_seg_set_fail(&c->seg, ES_FAIL_DEAD, r);
+            return -EPIPE;
+        }
+    }
+    return 0;
+}
+
 int es_seg_check_peers(es_comm_t *c)
 {
     int why, who;

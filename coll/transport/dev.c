@@ -19,8 +19,11 @@
  * ever, so a watchdog thread of the engine (one per process, while device
  * communicators exist) looks at each communicator every few milliseconds:
  * a step its stream has begun and not ended (dpos > ddone in its slot) for
- * longer than EASYSCALE_COLL_TIMEOUT, a dead or departed peer, an abort, or
- * a failure another rank recorded in the segment fails the communicator
+ * longer than EASYSCALE_COLL_TIMEOUT (named after a peer that left, if one
+ * did: a peer leaves only once its own operations ended, so a departure
+ * alone is no fault, the step it satisfied may still be ending here), a
+ * dead peer, an abort, a failure another rank recorded in the segment, or
+ * one of the owner's check hook (dev.h) fails the communicator
  * (ncclRemoteError, or ncclSystemError for a timeout, through
  * ncclCommGetAsyncError) and releases every wait by writing an abort value
  * (far above any count) into the segment's arrival and pair words, again at
@@ -320,14 +323,20 @@ static void es_dev_watch_one(es_dev_tp_t *t, uint64_t now)
                 t->wait_pos = pos;
                 t->wait_since = now;
             }
+            /* a dead peer fails it at once; one that left (es_seg_check_dead)
+             * only if the stream still waits at the timeout, named then */
             if (now - t->live_at >= ES_DEV_LIVENESS_MS) {
                 t->live_at = now;
-                if (es_seg_check_peers(c) < 0)
+                if (es_seg_check_dead(c) < 0)
                     es_comm_fail(c, ES_FAIL_DEAD, ncclRemoteError);
             }
             if (!atomic_load(&c->failed) && now - t->wait_since >= (uint64_t)c->timeout_ms &&
-                atomic_load(&me->dpos) == pos && atomic_load(&me->ddone) != pos)
-                es_comm_fail(c, ES_FAIL_TIMEOUT, ncclSystemError);
+                atomic_load(&me->dpos) == pos && atomic_load(&me->ddone) != pos) {
+                if (es_seg_check_peers(c) < 0)
+                    es_comm_fail(c, ES_FAIL_DEPARTED, ncclRemoteError);
+                else
+                    es_comm_fail(c, ES_FAIL_TIMEOUT, ncclSystemError);
+            }
         }
     }
     if (atomic_load(&c->failed)) {
