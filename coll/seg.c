@@ -174,7 +174,8 @@ void es_comm_fail_carrier(es_comm_t *c, ncclResult_t status)
 
 typedef int (*es_cond_fn)(es_comm_t *c, const void *arg);
 
-int es_seg_gone(es_comm_t *c, int *why, int *who)
+/* The first joined peer that left (unless dead_only) or died. */
+static int es_seg_find_gone(es_comm_t *c, int dead_only, int *why, int *who)
 {
     for (int r = 0; r < c->nranks; r++) {
         if (r == c->rank)
@@ -184,6 +185,8 @@ int es_seg_gone(es_comm_t *c, int *why, int *who)
             continue; /* not joined yet */
         *who = r;
         if (atomic_load_explicit(&sr->departed, memory_order_acquire)) {
+            if (dead_only)
+                continue;
             *why = ES_FAIL_DEPARTED;
             return -EPIPE;
         }
@@ -195,17 +198,17 @@ int es_seg_gone(es_comm_t *c, int *why, int *who)
     return 0;
 }
 
+int es_seg_gone(es_comm_t *c, int *why, int *who)
+{
+    return es_seg_find_gone(c, 0, why, who);
+}
+
 int es_seg_check_dead(es_comm_t *c)
 {
-    for (int r = 0; r < c->nranks; r++) {
-        es_seg_rank_t *sr = es_seg_rank(&c->seg, r);
-        if (r == c->rank || atomic_load_explicit(&sr->state, memory_order_acquire) != 2 ||
-            atomic_load_explicit(&sr->departed, memory_order_acquire))
-            continue;
-        if (!es_proc_alive(sr->pid, sr->starttime)) {
-            es_seg_set_fail(&c->seg, ES_FAIL_DEAD, r);
-            return -EPIPE;
-        }
+    int why, who;
+    if (es_seg_find_gone(c, 1, &why, &who) < 0) {
+        es_seg_set_fail(&c->seg, why, who);
+        return -EPIPE;
     }
     return 0;
 }
