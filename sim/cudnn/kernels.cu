@@ -143,18 +143,17 @@ extern "C" __global__ void simcudnn_conv_fwd(sim_conv_t p, int order, int scheme
         const float *xn = x + n * p.x.sn + (long long)((k / kpg) * cpg) * p.x.sc;
         const float *wk = w + k * p.w.sn;
         long long nt = (long long)cpg * m;
-        auto term = [&](long long t) {
-            long long c = order == 0 ? t / m : t % cpg;
-            long long i = order == 0 ? t % m : t / cpg;
+        auto at = [&](long long c, long long i) {
             return __fmul_rn(xn[c * p.x.sc + xo[i]], wk[c * p.w.sc + wo[i]]);
+        };
+        auto term = [&](long long t) {
+            return order == 0 ? at(t / m, t % m) : at(t % cpg, t / cpg);
         };
         /* the same terms with 32-bit index arithmetic where it fits (a
          * 64-bit division costs the CPU twin several times a 32-bit one) */
         auto term32 = [&](long long t) {
             unsigned u = (unsigned)t, um = (unsigned)m, uc = (unsigned)cpg;
-            long long c = order == 0 ? u / um : u % uc;
-            long long i = order == 0 ? u % um : u / uc;
-            return __fmul_rn(xn[c * p.x.sc + xo[i]], wk[c * p.w.sc + wo[i]]);
+            return order == 0 ? at(u / um, u % um) : at(u % uc, u / uc);
         };
         float v = nt <= 0xffffffffLL ? fold(scheme, nt, term32) : fold(scheme, nt, term);
         blend(&y[off(p.y, n, k, oh, ow)], alpha, v, beta);
